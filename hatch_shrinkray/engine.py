@@ -1,0 +1,169 @@
+"""``shrink``: load -> refuse re-quantization -> dedup -> encode -> check -> write -> verify -> rename.
+
+The destination only appears once the shrunk model passed onnx.checker and the output comparison,
+so nothing that failed verification ever lands where a build would pick it up.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import onnx
+from onnx import ModelProto
+
+from hatch_shrinkray.errors import AlreadyQuantizedError, ShrinkrayError, VerificationError
+from hatch_shrinkray.graph import find_sites, scopes
+from hatch_shrinkray.methods import METHODS, Dedup
+from hatch_shrinkray.modelio import Loaded, load_model, save_atomic
+from hatch_shrinkray.options import ShrinkOptions, option_errors
+from hatch_shrinkray.result import ShrinkResult, TensorRecord, VerifyResult
+from hatch_shrinkray.verify import reference_outputs, verify_against
+
+QUANTIZED_OPS = {"DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
+                 "ConvInteger", "QLinearConv", "QLinearMatMul", "MatMulNBits", "GatherBlockQuantized",
+                 "DynamicQuantizeMatMul", "DynamicQuantizeLSTM", "QGemm", "MatMulIntegerToFloat"}
+INT_CODES = {onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT16,
+             onnx.TensorProto.UINT16, onnx.TensorProto.INT4, onnx.TensorProto.UINT4}
+CODES_MIN = 1024
+
+
+def quantization_signs(model: ModelProto) -> str | None:
+    """Why ``model`` looks already quantized (QDQ/integer ops, or a Cast of integer weight codes)."""
+    for scope in scopes(model):
+        for node in scope.graph.node:
+            if node.op_type in QUANTIZED_OPS:
+                return f"it contains {node.op_type} nodes"
+    codes = {s.name for s in find_sites(model) if s.dtype in INT_CODES and s.size >= CODES_MIN}
+    for scope in scopes(model):
+        for node in scope.graph.node:
+            if node.op_type == "Cast" and node.input and node.input[0] in codes:
+                return f"integer weight codes are cast to float ({node.input[0]})"
+    return None
+
+
+def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.PathLike[str] | None = None,
+           options: ShrinkOptions | None = None) -> ShrinkResult:
+    """Shrink ``source`` with ``options.method``, verify, and write ``destination`` atomically.
+
+    Raises ShrinkrayError (or its subclasses AlreadyQuantizedError / VerificationError) for every
+    user-facing problem. With ``destination=None`` nothing is written (the result still carries
+    sizes and verification).
+    """
+    options = options or ShrinkOptions()
+    problems = option_errors(options)
+    if problems:
+        raise ShrinkrayError("invalid options: " + "; ".join(problems))
+    start = time.perf_counter()
+    loaded = load_model(source)
+    signs = quantization_signs(loaded.model)
+    if signs:
+        raise AlreadyQuantizedError(f"already quantized: {signs}", path=loaded.label,
+                                    hint="shrinking it again would compound the error; ship it as is")
+    checker = _check_input(loaded)
+    original_ref = _reference_source(loaded, source)
+    work = loaded.model
+    records: list[TensorRecord] = []
+    if options.dedup:
+        records += Dedup().apply(work, options)
+    records += METHODS[options.method].apply(work, options)
+    _check_output(work, loaded.label, checker)
+    dest = Path(destination) if destination is not None else None
+    shrunk_bytes: bytes | None = None
+    staged: Path | None = None
+    extra: tuple[Path, ...] = ()
+    try:
+        if dest is not None:
+            staged = dest.with_name(f".{dest.name}.shrinkray-tmp")
+            extra = save_atomic(work, staged)
+            shrunk_ref: str | bytes = str(staged)
+            size = staged.stat().st_size + sum(p.stat().st_size for p in extra)
+        else:
+            shrunk_bytes = work.SerializeToString()
+            shrunk_ref = shrunk_bytes
+            size = len(shrunk_bytes)
+        verification: VerifyResult | None = None
+        if options.verify is not None:
+            reference = reference_outputs(original_ref, loaded.label, options.verify)
+            verification = verify_against(reference, shrunk_ref, loaded.label, options.verify, checker)
+            if not verification.passed:
+                v = options.verify
+                raise VerificationError(
+                    f"shrunk model ({options.method}) differs too much from the original",
+                    path=loaded.label, table=verification.table(
+                        {"max rel L2": v.max_rel_l2, "min cosine": v.min_cosine, "min top-1": v.min_top1}),
+                    hint="exclude the sensitive tensors (exclude-tensors / exclude-ops), use method fp16, "
+                         "or loosen the tolerances")
+        if dest is not None and staged is not None:
+            os.replace(staged, dest)
+            staged = None
+            extra = _rename_data(extra, dest)
+    finally:
+        if staged is not None:
+            staged.unlink(missing_ok=True)
+            for p in extra:
+                p.unlink(missing_ok=True)
+    return ShrinkResult(
+        source=loaded.label, destination=None if dest is None else str(dest), method=options.method,
+        original_size=loaded.size, shrunk_size=size, tensors=tuple(records),
+        seconds=time.perf_counter() - start, verification=verification, options=options.describe(),
+        external_data=tuple(p.name for p in extra))
+
+
+def _rename_data(extra: tuple[Path, ...], dest: Path) -> tuple[Path, ...]:
+    """Big outputs: the staged model refers to its data file by the staged name; rewrite the
+    reference to the final name (cheap: the data file itself is only renamed)."""
+    if not extra:
+        return ()
+    final = dest.with_name(dest.name + ".data")
+    os.replace(extra[0], final)
+    model = onnx.load(str(dest), load_external_data=False)
+    for t in _external_tensors(model):
+        for entry in t.external_data:
+            if entry.key == "location":
+                entry.value = final.name
+    with open(dest, "wb") as fh:
+        fh.write(model.SerializeToString())
+    return (final,)
+
+
+def _external_tensors(model: ModelProto) -> list[onnx.TensorProto]:
+    from hatch_shrinkray.modelio import _tensors
+
+    return [t for t in _tensors(model) if t.data_location == onnx.TensorProto.EXTERNAL]
+
+
+def _reference_source(loaded: Loaded, source: str | os.PathLike[str] | ModelProto) -> str | bytes:
+    if loaded.path is not None:
+        return str(loaded.path)
+    assert isinstance(source, ModelProto)
+    return bytes(loaded.model.SerializeToString())
+
+
+def _check_input(loaded: Loaded) -> str:
+    """Reject what onnx.checker rejects; note when only the basic check passes."""
+    model = loaded.model
+    try:
+        onnx.checker.check_model(model, full_check=False)
+    except Exception as exc:
+        raise ShrinkrayError(f"onnx.checker rejects the model: {_first(exc)}", path=loaded.label,
+                             hint="fix or re-export the model") from exc
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except Exception as exc:
+        return f"basic (the original fails the full check: {_first(exc)})"
+    return "full"
+
+
+def _check_output(model: ModelProto, label: str, checker: str) -> None:
+    try:
+        onnx.checker.check_model(model, full_check=checker == "full")
+    except Exception as exc:
+        raise ShrinkrayError(f"the shrunk model fails onnx.checker: {_first(exc)}", path=label,
+                             hint="please report this as a bug; use exclude-tensors or method fp16 meanwhile") from exc
+
+
+def _first(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:300] if lines else type(exc).__name__

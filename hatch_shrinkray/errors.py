@@ -1,0 +1,39 @@
+"""The one exception type users see, so the CLI and the hook can print it without a traceback."""
+
+from __future__ import annotations
+
+
+class ShrinkrayError(Exception):
+    """A problem with the user's input, configuration or environment, worded for the user.
+
+    ``path`` names the file concerned (if any) and ``hint`` says what to do about it.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path = path
+        self.hint = hint
+
+    def __str__(self) -> str:
+        text = f"{self.path}: {self.message}" if self.path else self.message
+        if self.hint:
+            text += f" ({self.hint})"
+        return text
+
+
+class AlreadyQuantizedError(ShrinkrayError):
+    """The input already carries quantized weights; shrinking it again would compound the error."""
+
+
+class VerificationError(ShrinkrayError):
+    """The shrunk model's outputs are too far from the original's; carries the full comparison."""
+
+    def __init__(self, message: str, *, path: str | None = None, hint: str | None = None,
+                 table: str = "") -> None:
+        super().__init__(message, path=path, hint=hint)
+        self.table = table
+
+    def __str__(self) -> str:
+        base = super().__str__()
+        return f"{base}\n{self.table}" if self.table else base

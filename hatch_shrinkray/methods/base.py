@@ -1,0 +1,66 @@
+"""The interface every encoding method implements, and the pieces per-tensor methods share.
+
+A method turns a model into a smaller one and reports per tensor what it did. Per-tensor methods
+(int8, fp16, float-levels) only write ``encode``: a weight array in, a ``Decode`` out, i.e. the
+tensors to store plus the nodes that rebuild the weight under its original name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+from onnx import ModelProto, NodeProto
+
+from hatch_shrinkray.options import ShrinkOptions
+from hatch_shrinkray.result import TensorRecord
+
+
+@dataclass(frozen=True)
+class DecodeNode:
+    """One node of a decode chain. Inputs name stored tensors by role or earlier nodes as ``@k``."""
+
+    op: str
+    inputs: tuple[str, ...]
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Decode:
+    """Tensors to store and nodes that rebuild the weight. No nodes: the one stored tensor *is* it."""
+
+    stored: dict[str, npt.NDArray[Any]]
+    nodes: tuple[DecodeNode, ...]
+    decoded: npt.NDArray[Any]
+    label: str
+
+    @property
+    def stored_bytes(self) -> int:
+        return sum(int(a.nbytes) for a in self.stored.values())
+
+
+@dataclass(frozen=True)
+class EncodeContext:
+    """What an encoder may need to know about the weight beyond its values."""
+
+    options: ShrinkOptions
+    opset: int
+    consumers: tuple[NodeProto, ...]
+    axis: int | None
+    axis_note: str
+
+
+class TensorEncoder(Protocol):
+    """A per-tensor encoding; raises ``quant.NotEncodable`` to keep a tensor as it is."""
+
+    def encode(self, w: npt.NDArray[np.floating], ctx: EncodeContext) -> Decode: ...
+
+
+class Method(Protocol):
+    """A whole-model transformation chosen by name."""
+
+    name: str
+
+    def apply(self, model: ModelProto, options: ShrinkOptions) -> list[TensorRecord]: ...

@@ -1,0 +1,159 @@
+"""Reading models safely and writing them atomically.
+
+Every read problem becomes one ShrinkrayError naming the file and what to do; external-data
+locations may not escape the model's directory; writes go to a temp file beside the destination
+and are renamed into place, so a failure never leaves a half-written model.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import ModelProto, TensorProto
+
+from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.graph import scopes
+
+TWO_GB = 2**31
+SINGLE_FILE_LIMIT = TWO_GB - 64 * 2**20  # protobuf's hard limit, with room for the graph itself
+
+
+@dataclass
+class Loaded:
+    model: ModelProto
+    label: str
+    size: int
+    """Bytes on disk (model file plus external data files), or the serialized size."""
+    path: Path | None
+    data_files: tuple[Path, ...] = ()
+
+
+def _tensors(model: ModelProto) -> Iterator[TensorProto]:
+    for scope in scopes(model):
+        yield from scope.graph.initializer
+        for node in scope.graph.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.TENSOR:
+                    yield attr.t
+
+
+def external_locations(model: ModelProto) -> list[str]:
+    out: list[str] = []
+    for t in _tensors(model):
+        if t.data_location == TensorProto.EXTERNAL:
+            for entry in t.external_data:
+                if entry.key == "location" and entry.value not in out:
+                    out.append(entry.value)
+    return out
+
+
+def load_model(source: str | os.PathLike[str] | ModelProto) -> Loaded:
+    """A private, fully loaded copy of ``source``; the source itself is never modified."""
+    if isinstance(source, ModelProto):
+        copy = ModelProto()
+        copy.CopyFrom(source)
+        _check_structure(copy, "<ModelProto>")
+        return Loaded(copy, "<ModelProto>", copy.ByteSize(), None)
+    if not isinstance(source, (str, os.PathLike)):
+        raise ShrinkrayError(f"expected a path or an onnx.ModelProto, got {type(source).__name__}")
+    path = Path(source)
+    label = str(path)
+    if not path.exists():
+        raise ShrinkrayError("no such file", path=label, hint="check the path")
+    if path.is_dir():
+        raise ShrinkrayError("is a directory, not an .onnx file", path=label)
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            head = fh.read(1)
+    except OSError as exc:
+        raise ShrinkrayError(f"cannot read: {exc.strerror}", path=label, hint="check file permissions") from exc
+    if not head:
+        raise ShrinkrayError("is empty (0 bytes)", path=label, hint="re-export or re-download the model")
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except (DecodeError, RuntimeWarning, ValueError, OSError) as exc:
+        raise ShrinkrayError("is not a valid ONNX model (the protobuf cannot be parsed; truncated or "
+                             "corrupted?)", path=label, hint="re-export or re-download the model") from exc
+    _check_structure(model, label)
+    data_files = _resolve_external(model, path)
+    if data_files:
+        try:
+            onnx.load_external_data_for_model(model, str(path.parent))
+        except (OSError, ValueError) as exc:
+            raise ShrinkrayError(f"cannot read its external data: {exc}", path=label) from exc
+        size += sum(p.stat().st_size for p in data_files)
+    return Loaded(model, label, size, path, tuple(data_files))
+
+
+def _check_structure(model: ModelProto, label: str) -> None:
+    if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
+        raise ShrinkrayError("is not an ONNX model (no graph)", path=label,
+                             hint="is this really an .onnx file?")
+    if not model.opset_import:
+        raise ShrinkrayError("is not an ONNX model (no opset import)", path=label)
+
+
+def _resolve_external(model: ModelProto, path: Path) -> list[Path]:
+    base = path.parent.resolve()
+    files: list[Path] = []
+    for location in external_locations(model):
+        if os.path.isabs(location) or Path(location).drive:
+            raise ShrinkrayError(f"external data location {location!r} is an absolute path; refused",
+                                 path=str(path), hint="keep data files beside the model")
+        target = (base / location).resolve()
+        if base not in target.parents and target != base:
+            raise ShrinkrayError(f"external data location {location!r} escapes the model's directory; "
+                                 "refused", path=str(path), hint="keep data files beside the model")
+        if not target.is_file():
+            raise ShrinkrayError(f"external data file {location!r} is missing", path=str(path),
+                                 hint="copy the data file next to the model")
+        files.append(target)
+    return files
+
+
+def serialized_size(model: ModelProto) -> int:
+    return int(model.ByteSize())
+
+
+def save_atomic(model: ModelProto, destination: Path) -> tuple[Path, ...]:
+    """Write ``model`` to ``destination`` via temp files + rename; returns extra data files written.
+
+    Models under 2 GB are a single file. Larger ones get one data file named
+    ``<destination name>.data`` beside it (deterministic, so builds are reproducible).
+    """
+    destination = Path(destination)
+    parent = destination.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".shrinkray-", dir=parent))
+    except OSError as exc:
+        raise ShrinkrayError(f"cannot write to {parent}: {exc.strerror}", path=str(destination),
+                             hint="choose a writable output directory") from exc
+    try:
+        staged = staging / destination.name
+        extra: list[Path] = []
+        if serialized_size(model) < SINGLE_FILE_LIMIT:
+            with open(staged, "wb") as fh:
+                fh.write(model.SerializeToString())
+        else:
+            location = destination.name + ".data"
+            onnx.save_model(model, str(staged), save_as_external_data=True, all_tensors_to_one_file=True,
+                            location=location, size_threshold=1024)
+            os.replace(staging / location, parent / location)
+            extra.append(parent / location)
+        os.replace(staged, destination)
+        return tuple(extra)
+    except OSError as exc:
+        raise ShrinkrayError(f"cannot write: {exc.strerror}", path=str(destination),
+                             hint="check free space and permissions") from exc
+    finally:
+        for leftover in staging.glob("*"):
+            leftover.unlink()
+        staging.rmdir()

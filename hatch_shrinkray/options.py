@@ -1,0 +1,121 @@
+"""Engine options: frozen dataclasses plus a pure validator that lists every problem at once.
+
+Field names are the Python spelling; the hook and the CLI map their own key names onto them
+(``min-elements`` / ``--min-elements``) so every error can name the key the user actually wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+METHODS = ("int8", "float-levels", "fp16", "dedup", "dynamic", "int4")
+SCHEMES = ("symmetric", "asymmetric")
+DECODES = ("float", "fast")
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    """How the shrunk model is checked against the original with onnxruntime."""
+
+    inputs: Path | None = None
+    """A ``.npz`` of sample inputs (arrays named after graph inputs, optionally with a leading
+    sample axis when ``samples_axis`` is set); generated from the signature when absent."""
+    dims: tuple[tuple[str, int], ...] = ()
+    """Values for symbolic dimensions, by name; unnamed or unlisted ones get ``default_dim``."""
+    default_dim: int = 1
+    int_low: int = 0
+    int_high: int = 64
+    samples: int = 2
+    seed: int = 0
+    max_rel_l2: float = 0.1
+    min_cosine: float = 0.995
+    min_top1: float = 0.95
+
+    def dim_map(self) -> dict[str, int]:
+        return dict(self.dims)
+
+
+@dataclass(frozen=True)
+class ShrinkOptions:
+    """What to shrink and how. ``verify=None`` switches verification off (explicit opt-out)."""
+
+    method: str = "int8"
+    min_elements: int = 16384
+    exclude_tensors: tuple[str, ...] = ()
+    exclude_ops: tuple[str, ...] = ()
+    dedup: bool = True
+    scheme: str = "symmetric"
+    levels: int = 256
+    decode: str = "float"
+    block_size: int = 32
+    verify: VerifyOptions | None = field(default_factory=VerifyOptions)
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-ready dict of the options that affect the output (for manifests and cache keys)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, VerifyOptions):
+                value = {g.name: _jsonable(getattr(value, g.name)) for g in fields(value)}
+            out[f.name] = _jsonable(value)
+        return out
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def option_errors(opts: ShrinkOptions, names: Mapping[str, str] | None = None) -> list[str]:
+    """Every problem with ``opts``, each naming the option as the caller spells it.
+
+    ``names`` maps field names (``min_elements``) to the user's spelling
+    (``tool.hatch.build.hooks.shrinkray.min-elements`` or ``--min-elements``).
+    """
+    names = names or {}
+
+    def n(key: str) -> str:
+        return names.get(key, key)
+
+    errors: list[str] = []
+    if opts.method not in METHODS:
+        errors.append(f"{n('method')} must be one of {', '.join(METHODS)}; got {opts.method!r}")
+    if not _is_int(opts.min_elements) or opts.min_elements < 1:
+        errors.append(f"{n('min_elements')} must be a positive integer; got {opts.min_elements!r}")
+    if opts.scheme not in SCHEMES:
+        errors.append(f"{n('scheme')} must be one of {', '.join(SCHEMES)}; got {opts.scheme!r}")
+    if not _is_int(opts.levels) or not 2 <= opts.levels <= 65536:
+        errors.append(f"{n('levels')} must be an integer from 2 to 65536; got {opts.levels!r}")
+    if opts.decode not in DECODES:
+        errors.append(f"{n('decode')} must be one of {', '.join(DECODES)}; got {opts.decode!r}")
+    if not _is_int(opts.block_size) or opts.block_size < 16 or opts.block_size & (opts.block_size - 1):
+        errors.append(f"{n('block_size')} must be a power of two >= 16; got {opts.block_size!r}")
+    v = opts.verify
+    if v is not None:
+        if v.inputs is not None and not Path(v.inputs).is_file():
+            errors.append(f"{n('inputs')} names a file that does not exist: {v.inputs}")
+        for dim, value in v.dims:
+            if not _is_int(value) or value < 1:
+                errors.append(f"{n('dims')}.{dim} must be a positive integer; got {value!r}")
+        if not _is_int(v.default_dim) or v.default_dim < 1:
+            errors.append(f"{n('default_dim')} must be a positive integer; got {v.default_dim!r}")
+        if not _is_int(v.samples) or v.samples < 1:
+            errors.append(f"{n('samples')} must be a positive integer; got {v.samples!r}")
+        if not (_is_int(v.int_low) and _is_int(v.int_high)) or v.int_low >= v.int_high:
+            errors.append(f"{n('int_range')} must be two integers [low, high) with low < high")
+        for key, lo, hi in (("max_rel_l2", 0.0, float("inf")), ("min_cosine", -1.0, 1.0),
+                            ("min_top1", 0.0, 1.0)):
+            value = getattr(v, key)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not lo <= value <= hi:
+                errors.append(f"{n(key)} must be a number from {lo} to {hi}; got {value!r}")
+    return errors
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

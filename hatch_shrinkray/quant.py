@@ -1,0 +1,198 @@
+"""Quantization numerics, pure numpy. Every decoded array here equals what onnxruntime computes
+when it folds the decode nodes (float32 Cast -> [Sub] -> Mul), bit for bit.
+
+Rules that make the output trustworthy:
+* non-finite values are kept out of the scale computation and restored exactly (sentinel code);
+* a constant channel is stored exactly (code +-1 times a scale equal to the value);
+* reconstructed values below ``FLUSH`` in magnitude become 0: denormal weights slow inference
+  down several-fold (measured 4.3x on a PaddleOCR model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+FLUSH = 1e-30
+F32 = np.float32
+
+FloatArray = npt.NDArray[np.floating]
+
+
+class NotEncodable(Exception):
+    """The tensor cannot be encoded faithfully; the message says why (it is then kept)."""
+
+
+@dataclass(frozen=True)
+class NonFinite:
+    """Where the non-finite values are and the single value they all share."""
+
+    mask: npt.NDArray[np.bool_]
+    value: float
+
+
+def find_nonfinite(w: FloatArray) -> NonFinite | None:
+    """Non-finite entries, if any; mixtures (NaN with inf, +inf with -inf) are not encodable."""
+    mask = ~np.isfinite(w)
+    if not mask.any():
+        return None
+    special = w[mask]
+    if np.isnan(special).all():
+        return NonFinite(mask, float("nan"))
+    if np.isnan(special).any() or not (special == special[0]).all():
+        raise NotEncodable("mixes different non-finite values (NaN, +inf, -inf)")
+    return NonFinite(mask, float(special[0]))
+
+
+def channels(w: FloatArray, axis: int | None) -> FloatArray:
+    """View as (channels, rest): one row per channel (a single row when per-tensor)."""
+    if axis is None:
+        return w.reshape(1, -1)
+    return np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1)
+
+
+def scale_shape(shape: tuple[int, ...], axis: int | None) -> tuple[int, ...]:
+    """Shape of a per-channel parameter that broadcasts against the weight (scalar per-tensor)."""
+    if axis is None:
+        return ()
+    out = [1] * len(shape)
+    out[axis] = shape[axis]
+    # Trailing ones are implied by numpy/ONNX broadcasting only from the right, so keep them.
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Quantized:
+    """Integer codes plus per-channel float32 parameters; ``decoded`` is the float32 result."""
+
+    codes: npt.NDArray[np.integer]
+    scale: npt.NDArray[np.float32]
+    zero_point: npt.NDArray[np.float32] | None
+    decoded: npt.NDArray[np.float32]
+    nonfinite: NonFinite | None
+    sentinel: int | None
+
+
+def _finite_rows(w: FloatArray, axis: int | None, nonfinite: NonFinite | None) -> tuple[FloatArray, FloatArray]:
+    """Per-channel min and max over the finite entries (0 for channels with none)."""
+    rows = channels(w.astype(np.float64), axis)
+    if nonfinite is not None:
+        m = channels(nonfinite.mask, axis)
+        lo = np.where(m, np.inf, rows).min(axis=1)
+        hi = np.where(m, -np.inf, rows).max(axis=1)
+        empty = ~np.isfinite(lo)
+        lo[empty] = 0.0
+        hi[empty] = 0.0
+        return lo, hi
+    return rows.min(axis=1), rows.max(axis=1)
+
+
+def quantize_symmetric(w: FloatArray, axis: int | None, bits: int = 8) -> Quantized:
+    """Symmetric codes in [-(2^(b-1)-1), 2^(b-1)-1]; -2^(b-1) is the non-finite sentinel.
+
+    Zero stays exactly zero and no zero-point is needed, so decoding is a single Mul.
+    """
+    nonfinite = find_nonfinite(w)
+    qmax = 2 ** (bits - 1) - 1
+    lo, hi = _finite_rows(w, axis, nonfinite)
+    amax = np.maximum(np.abs(lo), np.abs(hi))
+    constant = lo == hi
+    scale64 = np.where(constant, amax, amax / qmax)
+    scale64 = np.where(scale64 == 0, 1.0, scale64)
+    dead = (~constant) & (amax < FLUSH)
+    scale64 = np.where(dead, 1.0, scale64)
+    scale = scale64.astype(F32)
+    if not np.isfinite(scale).all():
+        raise NotEncodable("has values too large for a float32 scale")
+    shp = scale_shape(w.shape, axis)
+    s = scale.reshape(shp) if shp else scale.reshape(())
+    wf = np.where(np.isfinite(w), w, 0).astype(np.float64)
+    codes = np.clip(np.rint(wf / s.astype(np.float64)), -qmax, qmax)
+    codes = _zero_dead(codes, dead, axis, w.shape)
+    decoded = (codes.astype(F32) * s).astype(F32)
+    codes, decoded = _flush(codes, decoded)
+    sentinel = None
+    if nonfinite is not None:
+        sentinel = -qmax - 1
+        codes[nonfinite.mask] = sentinel
+        decoded[nonfinite.mask] = nonfinite.value
+    dtype = np.int8 if bits <= 8 else np.int16
+    return Quantized(codes.astype(dtype), s.astype(F32), None, decoded, nonfinite, sentinel)
+
+
+def quantize_affine(w: FloatArray, axis: int | None, levels: int) -> Quantized:
+    """Asymmetric codes 0..levels-1 with an integer zero point: value = (q - zp) * scale.
+
+    The range is widened to include 0 so zero stays exact. With non-finite values present the
+    top code is reserved as their sentinel, so one level fewer is available.
+    """
+    nonfinite = find_nonfinite(w)
+    usable = levels - 1 if nonfinite is not None else levels
+    if usable < 2:
+        raise NotEncodable("needs at least 2 levels besides the non-finite sentinel")
+    lo, hi = _finite_rows(w, axis, nonfinite)
+    constant = lo == hi
+    rmin = np.minimum(lo, 0.0)
+    rmax = np.maximum(hi, 0.0)
+    amax = np.maximum(-rmin, rmax)
+    dead = (~constant) & (amax < FLUSH)
+    scale64 = (rmax - rmin) / (usable - 1)
+    zp = np.rint(-rmin / np.where(scale64 == 0, 1.0, scale64))
+    # Constant channels: exact value c = (q - zp) * |c| with (q, zp) = (1, 0) or (0, 1).
+    scale64 = np.where(constant, np.abs(lo), scale64)
+    zp = np.where(constant, (lo < 0).astype(np.float64), zp)
+    scale64 = np.where((scale64 == 0) | dead, 1.0, scale64)
+    zp = np.where(dead, 0.0, zp)
+    scale = scale64.astype(F32)
+    if not np.isfinite(scale).all():
+        raise NotEncodable("has values too large for a float32 scale")
+    shp = scale_shape(w.shape, axis)
+    s = scale.reshape(shp) if shp else scale.reshape(())
+    z = zp.astype(F32).reshape(shp) if shp else zp.astype(F32).reshape(())
+    wf = np.where(np.isfinite(w), w, 0).astype(np.float64)
+    codes = np.clip(np.rint(wf / s.astype(np.float64) + z), 0, usable - 1)
+    codes = _zero_dead(codes, dead, axis, w.shape, fill=z)
+    decoded = ((codes.astype(F32) - z) * s).astype(F32)
+    tiny = (np.abs(decoded) < FLUSH) & (decoded != 0)
+    if tiny.any():
+        codes = np.where(tiny, np.broadcast_to(z, codes.shape), codes)
+        decoded = np.where(tiny, F32(0), decoded).astype(F32)
+    sentinel = None
+    if nonfinite is not None:
+        sentinel = levels - 1
+        codes[nonfinite.mask] = sentinel
+        decoded[nonfinite.mask] = nonfinite.value
+    dtype = np.uint8 if levels <= 256 else np.uint16
+    return Quantized(codes.astype(dtype), s.astype(F32), z.astype(F32), decoded, nonfinite, sentinel)
+
+
+def _zero_dead(codes: npt.NDArray[np.float64], dead: npt.NDArray[np.bool_], axis: int | None,
+               shape: tuple[int, ...], fill: npt.NDArray[np.float32] | float = 0.0) -> npt.NDArray[np.float64]:
+    if not dead.any():
+        return codes
+    shp = scale_shape(shape, axis)
+    d = dead.reshape(shp) if shp else dead.reshape(())
+    return np.where(d, np.broadcast_to(np.asarray(fill, dtype=np.float64), codes.shape), codes)
+
+
+def _flush(codes: npt.NDArray[np.float64], decoded: npt.NDArray[np.float32]
+           ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float32]]:
+    tiny = (np.abs(decoded) < FLUSH) & (decoded != 0)
+    if tiny.any():
+        codes = np.where(tiny, 0.0, codes)
+        decoded = np.where(tiny, F32(0), decoded).astype(F32)
+    return codes, decoded
+
+
+def error_stats(original: FloatArray, decoded: FloatArray) -> tuple[float, float]:
+    """Max abs error and relative RMS error over finite entries."""
+    a = original.astype(np.float64)
+    b = decoded.astype(np.float64)
+    finite = np.isfinite(a)
+    if not finite.any():
+        return 0.0, 0.0
+    diff = np.abs(a[finite] - b[finite])
+    rms = float(np.sqrt(np.mean(a[finite] ** 2)))
+    return float(diff.max()), float(np.sqrt(np.mean(diff**2)) / rms) if rms > 0 else 0.0

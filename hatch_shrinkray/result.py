@@ -1,0 +1,140 @@
+"""Plain result records returned by the engine, verification and the report (JSON-ready)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TensorRecord:
+    """What happened to one weight tensor."""
+
+    name: str
+    scope: str
+    """``main`` or the path of the subgraph (``node If_0/then_branch``)."""
+    location: str
+    """``initializer`` or ``constant`` (a ``Constant`` node's ``value``)."""
+    shape: tuple[int, ...]
+    dtype: str
+    original_bytes: int
+    stored_bytes: int
+    encoding: str
+    """E.g. ``int8 symmetric axis=0``, ``fp16``, ``kept``, ``dedup -> W1``."""
+    note: str = ""
+    max_abs_error: float = 0.0
+    rel_rms_error: float = 0.0
+
+
+@dataclass(frozen=True)
+class OutputComparison:
+    name: str
+    max_abs: float
+    rel_l2: float
+    cosine: float
+    top1: float | None
+    nonfinite_mismatch: int
+    failures: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    outputs: tuple[OutputComparison, ...]
+    samples: int
+    input_source: str
+    """``file.npz`` or ``generated (seed 0)``."""
+    checker: str = "full"
+
+    @property
+    def passed(self) -> bool:
+        return all(o.ok for o in self.outputs)
+
+    @property
+    def worst_cosine(self) -> float:
+        return min((o.cosine for o in self.outputs), default=1.0)
+
+    @property
+    def worst_rel_l2(self) -> float:
+        return max((o.rel_l2 for o in self.outputs), default=0.0)
+
+    def summary(self) -> str:
+        """One figure for one-line reports: the worst output."""
+        text = f"cos {self.worst_cosine:.6f}, rel-L2 {self.worst_rel_l2:.2e}"
+        top1 = [o.top1 for o in self.outputs if o.top1 is not None]
+        if top1:
+            text += f", top-1 {100 * min(top1):.1f}%"
+        return text
+
+    def table(self, limits: dict[str, float] | None = None) -> str:
+        head = ["output", "max abs", "rel L2", "cosine", "top-1", "status"]
+        rows = [head]
+        for o in self.outputs:
+            rows.append([
+                o.name, _fmt(o.max_abs), _fmt(o.rel_l2), f"{o.cosine:.6f}",
+                "-" if o.top1 is None else f"{100 * o.top1:.1f}%",
+                "ok" if o.ok else "FAIL: " + "; ".join(o.failures),
+            ])
+        widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+        if limits:
+            lines.append("limits: " + ", ".join(f"{k} {v:g}" for k, v in limits.items()))
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"passed": self.passed, "samples": self.samples, "inputs": self.input_source,
+                "checker": self.checker,
+                "outputs": [_clean(asdict(o)) for o in self.outputs]}
+
+
+@dataclass(frozen=True)
+class ShrinkResult:
+    source: str
+    destination: str | None
+    method: str
+    original_size: int
+    shrunk_size: int
+    tensors: tuple[TensorRecord, ...]
+    seconds: float
+    verification: VerifyResult | None
+    options: dict[str, Any] = field(default_factory=dict)
+    external_data: tuple[str, ...] = ()
+    """Names of data files written beside ``destination`` (only for outputs over 2 GB)."""
+
+    @property
+    def ratio(self) -> float:
+        return self.shrunk_size / self.original_size if self.original_size else 1.0
+
+    @property
+    def encoded(self) -> tuple[TensorRecord, ...]:
+        return tuple(t for t in self.tensors if t.encoding != "kept")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source, "destination": self.destination, "method": self.method,
+            "original_size": self.original_size, "shrunk_size": self.shrunk_size,
+            "ratio": round(self.ratio, 6), "seconds": round(self.seconds, 3),
+            "external_data": list(self.external_data), "options": self.options,
+            "tensors": [_clean(asdict(t)) for t in self.tensors],
+            "verification": None if self.verification is None else self.verification.to_dict(),
+        }
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.3e}" if math.isfinite(x) else str(x)
+
+
+def _clean(d: dict[str, Any]) -> dict[str, Any]:
+    """JSON has no NaN/inf: spell them as strings."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, float) and not math.isfinite(v):
+            v = str(v)
+        elif isinstance(v, tuple):
+            v = list(v)
+        out[k] = v
+    return out

@@ -1,0 +1,159 @@
+"""Apply a per-tensor encoder to every eligible weight, in place, keeping each weight's name.
+
+The decode chain's last node outputs the original tensor name, so consumers, graph outputs and
+outer-scope references are untouched. Stored tensors live where the weight lived: initializers
+stay initializers of the same graph; a ``Constant`` node becomes ``Constant`` nodes plus decode
+nodes at the same position, which keeps the graph topologically sorted.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections import defaultdict
+from collections.abc import Callable
+
+import numpy as np
+from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
+
+from hatch_shrinkray.axes import choose_axis
+from hatch_shrinkray.graph import FLOAT_TYPES, Names, Site, find_sites, opset_version
+from hatch_shrinkray.methods.base import Decode, EncodeContext, TensorEncoder
+from hatch_shrinkray.options import ShrinkOptions
+from hatch_shrinkray.quant import NotEncodable, error_stats
+from hatch_shrinkray.result import TensorRecord
+
+SUPPORTED = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE}
+
+
+def record(site: Site, encoding: str, note: str = "", stored: int | None = None,
+           errors: tuple[float, float] = (0.0, 0.0)) -> TensorRecord:
+    nbytes = site.size * _itemsize(site.dtype)
+    return TensorRecord(
+        name=site.name, scope=site.scope.path, location=site.location, shape=site.shape,
+        dtype=FLOAT_TYPES.get(site.dtype, str(site.dtype)), original_bytes=nbytes,
+        stored_bytes=nbytes if stored is None else stored, encoding=encoding, note=note,
+        max_abs_error=errors[0], rel_rms_error=errors[1])
+
+
+def _itemsize(dtype: int) -> int:
+    try:
+        return int(np.dtype(helper.tensor_dtype_to_np_dtype(dtype)).itemsize)
+    except (KeyError, TypeError, ValueError):
+        return 0
+
+
+def skip_reason(site: Site, options: ShrinkOptions) -> str | None:
+    """Why a site is not a candidate, or None when it is."""
+    if site.dtype not in FLOAT_TYPES:
+        return "not a float tensor"
+    if site.size < options.min_elements:
+        return f"below min-elements ({site.size} < {options.min_elements})"
+    if site.dtype not in SUPPORTED:
+        return f"{FLOAT_TYPES[site.dtype]} weights are left alone"
+    for pattern in options.exclude_tensors:
+        if fnmatch.fnmatchcase(site.name, pattern):
+            return f"excluded by exclude-tensors pattern {pattern!r}"
+    ops = {n.op_type for n, _ in site.consumers}
+    hit = sorted(ops & set(options.exclude_ops))
+    if hit:
+        return f"excluded by exclude-ops ({', '.join(hit)})"
+    if not site.consumers and not _is_output(site):
+        return "unused"
+    return None
+
+
+def _is_output(site: Site) -> bool:
+    return any(o.name == site.name for o in site.scope.graph.output)
+
+
+def encode_weights(model: ModelProto, encoder: TensorEncoder, options: ShrinkOptions,
+                   select: Callable[[Site], bool] | None = None) -> list[TensorRecord]:
+    """Encode every eligible weight of ``model`` in place; one record per float weight."""
+    names = Names(model)
+    opset = opset_version(model)
+    records: list[TensorRecord] = []
+    plans: dict[int, list[tuple[Site, Decode]]] = defaultdict(list)
+    for site in find_sites(model):
+        if site.dtype not in FLOAT_TYPES:
+            continue
+        reason = skip_reason(site, options)
+        if reason is None and select is not None and not select(site):
+            reason = "handled by another encoding"
+        if reason is not None:
+            if site.size >= options.min_elements:
+                records.append(record(site, "kept", reason))
+            continue
+        w = site.array()
+        axis, how = choose_axis(site.consumers, site.shape)
+        ctx = EncodeContext(options, opset, tuple(n for n, _ in site.consumers), axis, how)
+        try:
+            dec = encoder.encode(w, ctx)
+        except NotEncodable as exc:
+            records.append(record(site, "kept", str(exc)))
+            continue
+        if dec.stored_bytes >= w.nbytes and dec.nodes:
+            records.append(record(site, "kept", f"{dec.label} would not be smaller"))
+            continue
+        plans[id(site.scope)].append((site, dec))
+        records.append(record(site, dec.label, how if dec.nodes else "", dec.stored_bytes,
+                              error_stats(w, dec.decoded)))
+    for items in plans.values():
+        _apply(items, names)
+    return records
+
+
+def _apply(items: list[tuple[Site, Decode]], names: Names) -> None:
+    """Rewrite one graph: constants replaced in place (back to front), then decode prologue."""
+    graph = items[0][0].scope.graph
+    const_index = {n.output[0]: i for i, n in enumerate(graph.node)
+                   if n.op_type == "Constant" and len(n.output) == 1}
+    constants = sorted((it for it in items if it[0].location == "constant"),
+                       key=lambda it: const_index[it[0].name], reverse=True)
+    for site, dec in constants:
+        idx = const_index[site.name]
+        if not dec.nodes:
+            site.tensor.CopyFrom(_tensor(dec.decoded, site.name))
+            continue
+        stored = {role: names.fresh(f"{site.name}_{role}") for role in dec.stored}
+        new = [helper.make_node("Constant", [], [stored[role]], name=names.fresh(f"{stored[role]}_const"),
+                                value=_tensor(arr, stored[role])) for role, arr in dec.stored.items()]
+        new += _decode_nodes(site.name, dec, stored, names)
+        graph.node[idx].CopyFrom(new[-1])
+        for offset, node in enumerate(new[:-1]):
+            graph.node.insert(idx + offset, node)
+    prologue: list[NodeProto] = []
+    drop: set[str] = set()
+    for site, dec in items:
+        if site.location != "initializer":
+            continue
+        if not dec.nodes:
+            site.tensor.CopyFrom(_tensor(dec.decoded, site.name))
+            continue
+        stored = {role: names.fresh(f"{site.name}_{role}") for role in dec.stored}
+        drop.add(site.name)
+        for role, arr in dec.stored.items():
+            graph.initializer.append(_tensor(arr, stored[role]))
+        prologue += _decode_nodes(site.name, dec, stored, names)
+    if drop:
+        keep = [i for i, t in enumerate(graph.initializer) if t.name not in drop]
+        for i in sorted(set(range(len(graph.initializer))) - set(keep), reverse=True):
+            del graph.initializer[i]
+    for offset, node in enumerate(prologue):
+        graph.node.insert(offset, node)
+
+
+def _decode_nodes(target: str, dec: Decode, stored: dict[str, str], names: Names) -> list[NodeProto]:
+    outputs: list[str] = []
+    nodes: list[NodeProto] = []
+    for k, spec in enumerate(dec.nodes):
+        last = k == len(dec.nodes) - 1
+        out = target if last else names.fresh(f"{target}_{spec.op.lower()}")
+        ins = [outputs[int(i[1:])] if i.startswith("@") else stored[i] for i in spec.inputs]
+        nodes.append(helper.make_node(spec.op, ins, [out], name=names.fresh(f"{target}_{spec.op}"),
+                                      **spec.attrs))
+        outputs.append(out)
+    return nodes
+
+
+def _tensor(arr: np.ndarray, name: str) -> TensorProto:
+    return numpy_helper.from_array(np.ascontiguousarray(arr), name)

@@ -1,0 +1,318 @@
+"""The hook's TOML table, checked by one pure function into a frozen :class:`HookConfig`.
+
+Every problem is collected before anything is raised, so a user fixes all mistakes in one round
+trip, and every message names the full TOML path in hatchling's own wording ("Field `...` must be
+a table") so the build speaks with one voice. Engine-option values are checked by
+:func:`hatch_shrinkray.options.option_errors`, the same validator the CLI uses; this module only
+checks TOML types, keys, globs and the hook's own settings.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.options import ShrinkOptions, VerifyOptions, option_errors
+
+PLUGIN_NAME = "shrinkray"
+
+RESERVED_KEYS = ("dependencies", "require-runtime-dependencies", "require-runtime-features",
+                 "enable-by-default")
+"""Keys hatchling itself reads from every hook table; they are accepted and left to hatchling."""
+
+SDIST_CHOICES = ("shrunk", "original")
+
+_SHRINK_KEYS = {
+    "method": "method", "min-elements": "min_elements", "exclude-tensors": "exclude_tensors",
+    "exclude-ops": "exclude_ops", "dedup": "dedup", "scheme": "scheme", "levels": "levels",
+    "decode": "decode", "block-size": "block_size",
+}
+_VERIFY_KEYS = {
+    "max-rel-l2": "max_rel_l2", "min-cosine": "min_cosine", "min-top1": "min_top1",
+    "inputs": "inputs", "dims": "dims", "default-dim": "default_dim", "int-range": "int_range",
+    "samples": "samples", "seed": "seed",
+}
+ENGINE_KEYS: dict[str, str] = {**_SHRINK_KEYS, "verify": "verify", **_VERIFY_KEYS}
+"""TOML key -> the field name :func:`option_errors` uses; allowed at top level and in overrides."""
+
+_HOOK_KEYS = ("models", "sdist", "cache", "overrides")
+
+_KINDS = {
+    "method": "string", "scheme": "string", "decode": "string",
+    "min-elements": "integer", "levels": "integer", "block-size": "integer",
+    "default-dim": "integer", "samples": "integer", "seed": "integer",
+    "dedup": "boolean", "verify": "boolean",
+    "max-rel-l2": "number", "min-cosine": "number", "min-top1": "number",
+    "exclude-tensors": "strings", "exclude-ops": "strings",
+    "inputs": "path", "dims": "dims", "int-range": "range",
+}
+
+
+class ConfigurationError(ShrinkrayError):
+    """The hook's table has one or more problems; ``errors`` lists every one of them."""
+
+    def __init__(self, errors: list[str]) -> None:
+        self.errors = list(errors)
+        heading = "Invalid configuration for build hook `shrinkray`:"
+        super().__init__("\n".join([heading, *(f"- {e}" for e in self.errors)]))
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One model file the hook will ship, with the engine options that apply to it."""
+
+    relpath: str
+    """POSIX path relative to the project root: the manifest key and the force-include target."""
+    options: ShrinkOptions
+
+
+@dataclass(frozen=True)
+class HookConfig:
+    table: str
+    """The TOML path of the table this came from, for messages."""
+    target: str
+    models: tuple[ModelEntry, ...]
+    sdist: str = "shrunk"
+    cache: bool = True
+    cache_dir: Path | None = None
+    """An explicit cache directory from ``cache = "dir"``; ``None`` means the user cache dir."""
+
+    @property
+    def ships_originals(self) -> bool:
+        """An sdist with ``sdist = "original"`` carries the untouched models and no manifest."""
+        return self.target == "sdist" and self.sdist == "original"
+
+
+def hook_table(target: str | None = None) -> str:
+    """The TOML path of the hook's table: global, or the given target's own (which replaces it)."""
+    if target is None:
+        return f"tool.hatch.build.hooks.{PLUGIN_NAME}"
+    return f"tool.hatch.build.targets.{target}.hooks.{PLUGIN_NAME}"
+
+
+def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
+                table: str | None = None) -> HookConfig:
+    """Check ``raw`` (the hook's table) against the project at ``root``.
+
+    Raises :class:`ConfigurationError` listing every problem found.
+    """
+    table = table or hook_table()
+    errors: list[str] = []
+    allowed = (*_HOOK_KEYS, *ENGINE_KEYS, *RESERVED_KEYS)
+    errors += _unknown_key_errors(raw, allowed, table)
+
+    base = _read_engine_settings(raw, table, errors)
+    base_names = {f: _field(table, key) for key, f in ENGINE_KEYS.items()}
+
+    models: list[str] = []
+    if "models" not in raw:
+        errors.append(f"{_field(table, 'models')} is required")
+    else:
+        patterns = _read_strings(raw["models"], f"{table}.models", errors)
+        if patterns is not None and not patterns:
+            errors.append(f"{_field(table, 'models')} must list at least one glob pattern")
+        for pattern in patterns or []:
+            matched = _glob(root, pattern, f"{table}.models", errors)
+            if matched is not None and not matched:
+                errors.append(f"{_field(table, 'models')} pattern `{pattern}` matches no file")
+            models += [m for m in matched or [] if m not in models]
+
+    overrides = _read_overrides(raw.get("overrides", []), root, table, set(models), errors)
+
+    errors += _value_errors(base, base_names, overrides, root)
+    entries = []
+    for relpath in sorted(models):
+        settings = dict(base)
+        for selected, override, _ in overrides:
+            if relpath in selected:
+                settings.update(override)
+        entries.append(ModelEntry(relpath, _options(settings, root)))
+
+    sdist = raw.get("sdist", "shrunk")
+    if sdist not in SDIST_CHOICES:
+        errors.append(f"{_field(table, 'sdist')} must be one of {', '.join(map(repr, SDIST_CHOICES))}; "
+                      f"got {sdist!r}")
+    cache, cache_dir = _read_cache(raw.get("cache", True), root, table, errors)
+
+    if errors:
+        raise ConfigurationError(errors)
+    return HookConfig(table=table, target=target, models=tuple(entries), sdist=str(sdist),
+                      cache=cache, cache_dir=cache_dir)
+
+
+def _value_errors(base: dict[str, Any], base_names: dict[str, str],
+                  overrides: list[tuple[set[str], dict[str, Any], str]], root: Path) -> list[str]:
+    """Engine-option value problems, each attributed to the table that set the value.
+
+    Every value is checked on its own, so checking the top-level table and then each override
+    layered on it (whether or not it matched a model) finds every problem exactly once.
+    """
+    errors = option_errors(_options(base, root), base_names)
+    for _, override, override_table in overrides:
+        names = {**base_names, **{ENGINE_KEYS[k]: _field(override_table, k) for k in override}}
+        errors += [e for e in option_errors(_options({**base, **override}, root), names)
+                   if e not in errors]
+    return errors
+
+
+def _field(table: str, key: str) -> str:
+    return f"Field `{table}.{key}`"
+
+
+def _unknown_key_errors(raw: Mapping[str, Any], allowed: tuple[str, ...], table: str) -> list[str]:
+    errors = []
+    for key in raw:
+        if key in allowed:
+            continue
+        message = f"Unknown field `{table}.{key}`"
+        close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
+        if close:
+            message += f"; did you mean `{close[0]}`?"
+        errors.append(message)
+    return errors
+
+
+def _read_engine_settings(raw: Mapping[str, Any], table: str, errors: list[str]) -> dict[str, Any]:
+    """TOML values of the engine keys present in ``raw``, by TOML key, type-checked.
+
+    A value of the wrong type is reported and left out, so the option falls back to its default
+    and the value checks that follow do not report the same key twice.
+    """
+    settings: dict[str, Any] = {}
+    for key in ENGINE_KEYS:
+        if key in raw:
+            value = _check_kind(_KINDS[key], raw[key], f"{table}.{key}", errors)
+            if value is not None:
+                settings[key] = value
+    return settings
+
+
+def _check_kind(kind: str, value: Any, path: str, errors: list[str]) -> Any:
+    """``value`` converted for the options dataclasses, or ``None`` (reported) if it has the wrong type."""
+    name = f"Field `{path}`"
+    if kind == "string":
+        if isinstance(value, str):
+            return value
+        errors.append(f"{name} must be a string")
+    elif kind == "path":
+        if isinstance(value, str) and value.endswith(".npz"):
+            return value
+        errors.append(f"{name} must be the path of a .npz file, relative to the project root")
+    elif kind == "integer":
+        if isinstance(value, int) and not isinstance(value, bool):
+            if path.endswith(".seed") and value < 0:
+                errors.append(f"{name} must be a non-negative integer; got {value!r}")
+                return None
+            return value
+        errors.append(f"{name} must be an integer")
+    elif kind == "boolean":
+        if isinstance(value, bool):
+            return value
+        errors.append(f"{name} must be a boolean")
+    elif kind == "number":
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        errors.append(f"{name} must be a number")
+    elif kind == "strings":
+        strings = _read_strings(value, path, errors)
+        return None if strings is None else tuple(strings)
+    elif kind == "dims":
+        return _read_dims(value, path, errors)
+    elif kind == "range":
+        if (isinstance(value, list) and len(value) == 2
+                and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
+            return (value[0], value[1])
+        errors.append(f"{name} must be an array of two integers [low, high]")
+    return None
+
+
+def _read_strings(value: Any, path: str, errors: list[str]) -> list[str] | None:
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    errors.append(f"Field `{path}` must be an array of strings")
+    return None
+
+
+def _read_dims(value: Any, path: str, errors: list[str]) -> tuple[tuple[str, int], ...] | None:
+    """Symbolic dimension values; checked here in full because each entry has its own TOML path."""
+    if not isinstance(value, dict):
+        errors.append(f"Field `{path}` must be a table of integers")
+        return None
+    dims: list[tuple[str, int]] = []
+    for name, size in value.items():
+        if isinstance(size, int) and not isinstance(size, bool) and size >= 1:
+            dims.append((str(name), size))
+        else:
+            errors.append(f"Field `{path}.{name}` must be a positive integer; got {size!r}")
+    return tuple(dims)
+
+
+def _glob(root: Path, pattern: str, path: str, errors: list[str]) -> list[str] | None:
+    """Project-relative POSIX paths of the files ``pattern`` matches, sorted.
+
+    Patterns must stay inside the project: the force-include target is the same relative path,
+    and a file outside the root has no place in the archive.
+    """
+    pure = PurePosixPath(pattern)
+    if not pattern or pure.is_absolute() or Path(pattern).is_absolute() or ".." in pure.parts:
+        errors.append(f"Field `{path}` pattern `{pattern}` must be a relative path inside the project")
+        return None
+    try:
+        found = root.glob(pattern)
+        return sorted({p.relative_to(root).as_posix() for p in found if p.is_file()})
+    except ValueError as exc:
+        errors.append(f"Field `{path}` pattern `{pattern}` is not a valid glob: {exc}")
+        return None
+
+
+def _read_overrides(value: Any, root: Path, table: str, models: set[str],
+                    errors: list[str]) -> list[tuple[set[str], dict[str, Any], str]]:
+    """``(matched model paths, engine settings, TOML path)`` for each override, in order."""
+    path = f"{table}.overrides"
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        errors.append(f"Field `{path}` must be an array of tables")
+        return []
+    overrides = []
+    for i, override in enumerate(value):
+        override_table = f"{path}[{i}]"
+        errors += _unknown_key_errors(override, ("models", *ENGINE_KEYS), override_table)
+        settings = _read_engine_settings(override, override_table, errors)
+        matched: set[str] = set()
+        if "models" not in override:
+            errors.append(f"{_field(override_table, 'models')} is required")
+        else:
+            for pattern in _read_strings(override["models"], f"{override_table}.models", errors) or []:
+                hits = set(_glob(root, pattern, f"{override_table}.models", errors) or []) & models
+                if not hits and models:
+                    errors.append(f"{_field(override_table, 'models')} pattern `{pattern}` matches "
+                                  f"none of the models selected by `{table}.models`")
+                matched |= hits
+        overrides.append((matched, settings, override_table))
+    return overrides
+
+
+def _read_cache(value: Any, root: Path, table: str, errors: list[str]) -> tuple[bool, Path | None]:
+    if isinstance(value, bool):
+        return value, None
+    if isinstance(value, str) and value:
+        return True, (root / Path(value).expanduser()).resolve()
+    errors.append(f"{_field(table, 'cache')} must be a boolean or a directory path")
+    return True, None
+
+
+def _options(settings: Mapping[str, Any], root: Path) -> ShrinkOptions:
+    """Engine options from type-checked TOML settings; unset keys keep the engine defaults."""
+    shrink = {f: settings[k] for k, f in _SHRINK_KEYS.items() if k in settings}
+    if settings.get("verify", True) is False:
+        return ShrinkOptions(**shrink, verify=None)
+    verify: dict[str, Any] = {f: settings[k] for k, f in _VERIFY_KEYS.items()
+                              if k in settings and f not in ("int_range", "inputs")}
+    if "int-range" in settings:
+        verify["int_low"], verify["int_high"] = settings["int-range"]
+    if "inputs" in settings:
+        verify["inputs"] = root / settings["inputs"]
+    return ShrinkOptions(**shrink, verify=VerifyOptions(**verify))

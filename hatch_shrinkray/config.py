@@ -279,7 +279,11 @@ def _read_overrides(value: Any, root: Path, table: str, models: set[str],
     overrides = []
     for i, override in enumerate(value):
         override_table = f"{path}[{i}]"
-        errors += _unknown_key_errors(override, ("models", *ENGINE_KEYS), override_table)
+        table_only = [k for k in override if k in (*_HOOK_KEYS, *RESERVED_KEYS) and k != "models"]
+        errors += [f"{_field(override_table, k)} is not allowed in an override; set it in `{table}`"
+                   for k in table_only]
+        errors += _unknown_key_errors({k: v for k, v in override.items() if k not in table_only},
+                                      ("models", *ENGINE_KEYS), override_table)
         settings = _read_engine_settings(override, override_table, errors)
         matched: set[str] = set()
         if "models" not in override:

@@ -1,0 +1,185 @@
+"""The hook table is checked in one pass: every mistake is listed, each with its full TOML path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hatch_shrinkray.config import ConfigurationError, HookConfig, ModelEntry, hook_table, load_config
+from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.options import ShrinkOptions, VerifyOptions
+
+T = "tool.hatch.build.hooks.shrinkray"
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    for rel in ("src/pkg/models/a.onnx", "src/pkg/models/b.onnx", "src/pkg/models/deep/c.onnx",
+                "data/inputs.npz", "README.md"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(b"x")
+    return tmp_path
+
+
+def errors_of(raw: dict[str, Any], root: Path, **kwargs: Any) -> list[str]:
+    with pytest.raises(ConfigurationError) as info:
+        load_config(raw, root, **kwargs)
+    return info.value.errors
+
+
+def test_minimal_config_uses_engine_defaults(root: Path) -> None:
+    config = load_config({"models": ["src/pkg/models/*.onnx"]}, root)
+    assert config == HookConfig(
+        table=T, target="wheel", sdist="shrunk", cache=True, cache_dir=None,
+        models=(
+            ModelEntry("src/pkg/models/a.onnx", ShrinkOptions()),
+            ModelEntry("src/pkg/models/b.onnx", ShrinkOptions()),
+        ),
+    )
+
+
+def test_double_star_matches_nested_files_once(root: Path) -> None:
+    config = load_config({"models": ["src/**/*.onnx", "src/pkg/models/a.onnx"]}, root)
+    assert [m.relpath for m in config.models] == [
+        "src/pkg/models/a.onnx", "src/pkg/models/b.onnx", "src/pkg/models/deep/c.onnx"]
+
+
+def test_every_option_is_mapped(root: Path) -> None:
+    raw = {
+        "models": ["src/pkg/models/a.onnx"], "method": "int4", "min-elements": 10,
+        "exclude-tensors": ["W"], "exclude-ops": ["Gather"], "dedup": False, "scheme": "asymmetric",
+        "levels": 16, "decode": "fast", "block-size": 64, "verify": True, "max-rel-l2": 1,
+        "min-cosine": 0.9, "min-top1": 0.5, "inputs": "data/inputs.npz", "dims": {"batch": 4},
+        "default-dim": 2, "int-range": [1, 9], "samples": 3, "seed": 7, "sdist": "original",
+        "cache": ".cache/sr", "dependencies": ["x"], "require-runtime-dependencies": False,
+        "require-runtime-features": [], "enable-by-default": True,
+    }
+    config = load_config(raw, root, target="sdist")
+    assert config.models[0].options == ShrinkOptions(
+        method="int4", min_elements=10, exclude_tensors=("W",), exclude_ops=("Gather",), dedup=False,
+        scheme="asymmetric", levels=16, decode="fast", block_size=64,
+        verify=VerifyOptions(inputs=root / "data/inputs.npz", dims=(("batch", 4),), default_dim=2,
+                             int_low=1, int_high=9, samples=3, seed=7, max_rel_l2=1.0,
+                             min_cosine=0.9, min_top1=0.5))
+    assert config.sdist == "original"
+    assert config.ships_originals
+    assert config.cache_dir == (root / ".cache/sr").resolve()
+
+
+def test_verify_false_switches_verification_off(root: Path) -> None:
+    config = load_config({"models": ["src/pkg/models/a.onnx"], "verify": False}, root)
+    assert config.models[0].options.verify is None
+
+
+def test_cache_false_disables(root: Path) -> None:
+    config = load_config({"models": ["src/pkg/models/a.onnx"], "cache": False}, root)
+    assert (config.cache, config.cache_dir) == (False, None)
+
+
+def test_overrides_apply_in_order_later_wins(root: Path) -> None:
+    raw = {
+        "models": ["src/**/*.onnx"], "method": "fp16",
+        "overrides": [
+            {"models": ["src/pkg/models/*.onnx"], "method": "int8", "min-elements": 5},
+            {"models": ["src/pkg/models/b.onnx"], "method": "int4", "verify": False},
+        ],
+    }
+    by_path = {m.relpath: m.options for m in load_config(raw, root).models}
+    assert by_path["src/pkg/models/a.onnx"] == ShrinkOptions(method="int8", min_elements=5)
+    assert by_path["src/pkg/models/b.onnx"] == ShrinkOptions(method="int4", min_elements=5, verify=None)
+    assert by_path["src/pkg/models/deep/c.onnx"] == ShrinkOptions(method="fp16")
+
+
+def test_models_is_required(root: Path) -> None:
+    assert errors_of({}, root) == [f"Field `{T}.models` is required"]
+
+
+def test_models_errors(root: Path) -> None:
+    assert errors_of({"models": "src/*.onnx"}, root) == [f"Field `{T}.models` must be an array of strings"]
+    assert errors_of({"models": []}, root) == [f"Field `{T}.models` must list at least one glob pattern"]
+    assert errors_of({"models": ["src/**/*.onnx", "nope/*.onnx", "../x.onnx", "/abs.onnx"]}, root) == [
+        f"Field `{T}.models` pattern `nope/*.onnx` matches no file",
+        f"Field `{T}.models` pattern `../x.onnx` must be a relative path inside the project",
+        f"Field `{T}.models` pattern `/abs.onnx` must be a relative path inside the project",
+    ]
+
+
+def test_unknown_keys_suggest_the_closest(root: Path) -> None:
+    assert errors_of({"models": ["src/**/*.onnx"], "methd": "int8", "zzz": 1}, root) == [
+        f"Unknown field `{T}.methd`; did you mean `method`?",
+        f"Unknown field `{T}.zzz`",
+    ]
+
+
+def test_all_type_and_value_errors_at_once(root: Path) -> None:
+    raw = {
+        "models": ["src/pkg/models/a.onnx"], "method": "int9", "min-elements": "big", "levels": 1,
+        "exclude-ops": "Gather", "dedup": "yes", "block-size": 24, "verify": 1, "max-rel-l2": "0.1",
+        "min-cosine": 2, "inputs": "data/missing.npz", "dims": {"batch": 0, "seq": "long"},
+        "int-range": [5], "seed": -1, "sdist": "tiny", "cache": 3,
+    }
+    assert errors_of(raw, root) == [
+        f"Field `{T}.min-elements` must be an integer",
+        f"Field `{T}.exclude-ops` must be an array of strings",
+        f"Field `{T}.dedup` must be a boolean",
+        f"Field `{T}.verify` must be a boolean",
+        f"Field `{T}.max-rel-l2` must be a number",
+        f"Field `{T}.dims.batch` must be a positive integer; got 0",
+        f"Field `{T}.dims.seq` must be a positive integer; got 'long'",
+        f"Field `{T}.int-range` must be an array of two integers [low, high]",
+        f"Field `{T}.seed` must be a non-negative integer; got -1",
+        f"Field `{T}.method` must be one of int8, float-levels, fp16, dedup, dynamic, int4; got 'int9'",
+        f"Field `{T}.levels` must be an integer from 2 to 65536; got 1",
+        f"Field `{T}.block-size` must be a power of two >= 16; got 24",
+        f"Field `{T}.inputs` names a file that does not exist: {root / 'data/missing.npz'}",
+        f"Field `{T}.min-cosine` must be a number from -1.0 to 1.0; got 2.0",
+        f"Field `{T}.sdist` must be one of 'shrunk', 'original'; got 'tiny'",
+        f"Field `{T}.cache` must be a boolean or a directory path",
+    ]
+
+
+def test_inputs_must_be_npz(root: Path) -> None:
+    assert errors_of({"models": ["src/pkg/models/a.onnx"], "inputs": "README.md"}, root) == [
+        f"Field `{T}.inputs` must be the path of a .npz file, relative to the project root"]
+
+
+def test_override_errors_name_the_override(root: Path) -> None:
+    raw = {
+        "models": ["src/pkg/models/*.onnx"], "method": "bad",
+        "overrides": [
+            {"method": "fp17"},
+            {"models": ["src/pkg/models/deep/*.onnx"], "levels": 0, "sdist": "original"},
+            {"models": ["src/pkg/models/b.onnx"], "method": "bad"},
+        ],
+    }
+    o = f"{T}.overrides"
+    assert errors_of(raw, root) == [
+        f"Field `{o}[0].models` is required",
+        f"Field `{o}[1].sdist` is not allowed in an override; set it in `{T}`",
+        f"Field `{o}[1].models` pattern `src/pkg/models/deep/*.onnx` matches none of the models "
+        f"selected by `{T}.models`",
+        f"Field `{T}.method` must be one of int8, float-levels, fp16, dedup, dynamic, int4; got 'bad'",
+        f"Field `{o}[0].method` must be one of int8, float-levels, fp16, dedup, dynamic, int4; got 'fp17'",
+        f"Field `{o}[1].levels` must be an integer from 2 to 65536; got 0",
+        f"Field `{o}[2].method` must be one of int8, float-levels, fp16, dedup, dynamic, int4; got 'bad'",
+    ]
+    assert errors_of({"models": ["src/pkg/models/a.onnx"], "overrides": {"models": []}}, root) == [
+        f"Field `{T}.overrides` must be an array of tables"]
+
+
+def test_target_level_table_is_named(root: Path) -> None:
+    table = hook_table("wheel")
+    assert table == "tool.hatch.build.targets.wheel.hooks.shrinkray"
+    assert errors_of({"models": ["x/*.onnx"]}, root, table=table) == [
+        f"Field `{table}.models` pattern `x/*.onnx` matches no file"]
+
+
+def test_error_is_a_shrinkray_error_listing_everything(root: Path) -> None:
+    with pytest.raises(ShrinkrayError) as info:
+        load_config({"models": ["x/*.onnx"], "levels": 1}, root)
+    assert str(info.value) == (
+        "Invalid configuration for build hook `shrinkray`:\n"
+        f"- Field `{T}.models` pattern `x/*.onnx` matches no file\n"
+        f"- Field `{T}.levels` must be an integer from 2 to 65536; got 1")

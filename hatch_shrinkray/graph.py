@@ -15,8 +15,8 @@ import numpy as np
 import numpy.typing as npt
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, numpy_helper
 
-FLOAT_TYPES = {TensorProto.FLOAT: "float32", TensorProto.FLOAT16: "float16", TensorProto.DOUBLE: "float64",
-               TensorProto.BFLOAT16: "bfloat16"}
+FLOAT_TYPES: dict[int, str] = {TensorProto.FLOAT: "float32", TensorProto.FLOAT16: "float16",
+                               TensorProto.DOUBLE: "float64", TensorProto.BFLOAT16: "bfloat16"}
 
 
 @dataclass(eq=False)
@@ -111,7 +111,8 @@ def constant_value(node: NodeProto) -> TensorProto | None:
         return None
     for attr in node.attribute:
         if attr.name == "value" and attr.type == AttributeProto.TENSOR:
-            return attr.t
+            tensor: TensorProto = attr.t
+            return tensor
     return None
 
 

@@ -11,6 +11,7 @@ Rules that make the output trustworthy:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -46,7 +47,7 @@ def find_nonfinite(w: FloatArray) -> NonFinite | None:
     return NonFinite(mask, float(special[0]))
 
 
-def channels(w: FloatArray, axis: int | None) -> FloatArray:
+def channels(w: npt.NDArray[Any], axis: int | None) -> npt.NDArray[Any]:
     """View as (channels, rest): one row per channel (a single row when per-tensor)."""
     if axis is None:
         return w.reshape(1, -1)

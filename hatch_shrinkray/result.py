@@ -80,7 +80,7 @@ class VerifyResult:
                 "ok" if o.ok else "FAIL: " + "; ".join(o.failures),
             ])
         widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
         if limits:
             lines.append("limits: " + ", ".join(f"{k} {v:g}" for k, v in limits.items()))
         return "\n".join(lines)
@@ -133,8 +133,9 @@ def _clean(d: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in d.items():
         if isinstance(v, float) and not math.isfinite(v):
-            v = str(v)
+            out[k] = str(v)
         elif isinstance(v, tuple):
-            v = list(v)
-        out[k] = v
+            out[k] = list(v)
+        else:
+            out[k] = v
     return out

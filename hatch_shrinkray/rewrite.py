@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Callable
 
 import numpy as np
+import numpy.typing as npt
 from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
 from hatch_shrinkray.axes import choose_axis
@@ -83,7 +84,7 @@ def encode_weights(model: ModelProto, encoder: TensorEncoder, options: ShrinkOpt
             if site.size >= options.min_elements:
                 records.append(record(site, "kept", reason))
             continue
-        w = site.array()
+        w: npt.NDArray[np.floating] = site.array()  # type: ignore[assignment]  # float-typed site
         axis, how = choose_axis(site.consumers, site.shape)
         ctx = EncodeContext(options, opset, tuple(n for n, _ in site.consumers), axis, how)
         try:

@@ -28,7 +28,7 @@ def session(model: ModelRef, label: str) -> Any:
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
-    opts.log_severity_level = 3
+    opts.log_severity_level = 4  # failures are reported by us, in one line
     try:
         ref = model if isinstance(model, bytes) else str(model)
         return ort.InferenceSession(ref, opts, providers=["CPUExecutionProvider"])
@@ -72,7 +72,8 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions
         except Exception as exc:
             tried.append(f"{dim or options.default_dim}: {_first_line(exc)}")
             continue
-        source = f"generated (seed {options.seed}, symbolic dims = {dim or options.default_dim})"
+        named = "".join(f"{k}={v}, " for k, v in options.dims)
+        source = f"generated (seed {options.seed}; symbolic dims {named}others={dim or options.default_dim})"
         return feeds, outputs, names, source
     raise ShrinkrayError("the original model does not run on generated inputs (" + tried[0] + ")",
                          path=label, hint="provide real sample inputs with `inputs` (a .npz) or set "
@@ -127,7 +128,7 @@ def _top1(ref: list[npt.NDArray[Any]], got: list[npt.NDArray[Any]]) -> float | N
         if not probs:
             return None
     hits = total = 0
-    for r, g in zip(ref, got):
+    for r, g in zip(ref, got, strict=True):
         ra, ga = np.asarray(r), np.asarray(g)
         if not np.isfinite(ra).all() or not np.isfinite(ga).all():
             return None

@@ -37,7 +37,7 @@ def _key(site: Site) -> tuple[int, tuple[int, ...], str] | None:
 def _common_scope(sites: list[Site]) -> Scope:
     chains = [list(reversed(s.scope.ancestors())) for s in sites]
     common = chains[0][0]
-    for level in zip(*chains):
+    for level in zip(*chains, strict=False):
         if all(sc is level[0] for sc in level):
             common = level[0]
         else:

@@ -1,0 +1,9 @@
+"""``python -m hatch_shrinkray``."""
+
+from __future__ import annotations
+
+import sys
+
+from hatch_shrinkray.cli import main
+
+sys.exit(main())

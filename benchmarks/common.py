@@ -1,0 +1,212 @@
+"""Shared helpers of the benchmark harness: sizes, sessions, latency, output comparison, caching."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+BENCH_DIR = Path(__file__).resolve().parent
+CACHE_DIR = BENCH_DIR / ".cache"
+OUT_DIR = BENCH_DIR / "out"
+
+Feed = dict[str, np.ndarray]
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------- compressed sizes
+
+COMPRESSORS = ("gzip9", "brotli11", "zstd19")
+
+
+def _compress_size(data: bytes, algo: str) -> int:
+    if algo == "gzip9":
+        return len(gzip.compress(data, compresslevel=9, mtime=0))
+    if algo == "brotli11":
+        import brotli
+
+        return len(brotli.compress(data, quality=11, lgwin=24))
+    if algo == "zstd19":
+        import zstandard
+
+        return len(zstandard.ZstdCompressor(level=19).compress(data))
+    raise ValueError(algo)
+
+
+class SizeCache:
+    """Compressed sizes keyed by (sha256 of the file, compressor): brotli-11 runs at ~0.2 MB/s."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or CACHE_DIR / "sizes.json"
+        self.data: dict[str, dict[str, int]] = {}
+        if self.path.exists():
+            self.data = json.loads(self.path.read_text())
+
+    def _reload_merge(self) -> None:
+        # Another process (e.g. a background brotli filler) may have written entries meanwhile.
+        if self.path.exists():
+            for k, v in json.loads(self.path.read_text()).items():
+                self.data.setdefault(k, {}).update(v)
+
+    def save(self) -> None:
+        self._reload_merge()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(self.data, indent=0, sort_keys=True))
+        tmp.replace(self.path)
+
+    def get(self, sha: str, algo: str) -> int | None:
+        return self.data.get(sha, {}).get(algo)
+
+    def sizes(self, path: Path, algos: Sequence[str] = COMPRESSORS, compute: bool = True) -> dict[str, int | None]:
+        sha = sha256_file(path)
+        out: dict[str, int | None] = {"raw": path.stat().st_size}
+        data: bytes | None = None
+        dirty = False
+        for algo in algos:
+            val = self.get(sha, algo)
+            if val is None and compute:
+                if data is None:
+                    data = path.read_bytes()
+                val = _compress_size(data, algo)
+                self.data.setdefault(sha, {})[algo] = val
+                dirty = True
+            out[algo] = val
+        if dirty:
+            self.save()
+        return out
+
+
+# ---------------------------------------------------------------- sessions / latency
+
+
+def make_session(path: Path | str, threads: int = 1) -> Any:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.log_severity_level = 3
+    return ort.InferenceSession(str(path), sess_options=so, providers=["CPUExecutionProvider"])
+
+
+def try_session(path: Path | str, threads: int = 1) -> tuple[Any | None, str | None]:
+    """(session, None) or (None, one-line error) - shrunk models from peers may not load."""
+    try:
+        return make_session(path, threads), None
+    except Exception as exc:
+        msg = " ".join(str(exc).split())
+        return None, msg[:300]
+
+
+@dataclass
+class LatencyResult:
+    ratio: float
+    base_ms: float
+    variant_ms: float
+    runs: int
+
+
+def interleaved_latency(
+    sess_a: Any, sess_b: Any, feed: Feed, budget_s: float = 4.0, min_runs: int = 7, max_runs: int = 200
+) -> LatencyResult:
+    """Median per-inference latency of B / A, runs alternating A, B in one process (warm-up excluded)."""
+    for _ in range(2):
+        sess_a.run(None, feed)
+        sess_b.run(None, feed)
+    ta: list[float] = []
+    tb: list[float] = []
+    start = time.perf_counter()
+    i = 0
+    while i < max_runs and (i < min_runs or time.perf_counter() - start < budget_s):
+        order = (sess_a, sess_b) if i % 2 == 0 else (sess_b, sess_a)
+        for s in order:
+            t0 = time.perf_counter()
+            s.run(None, feed)
+            dt = time.perf_counter() - t0
+            (ta if s is sess_a else tb).append(dt)
+        i += 1
+    ma, mb = statistics.median(ta), statistics.median(tb)
+    return LatencyResult(ratio=mb / ma, base_ms=ma * 1e3, variant_ms=mb * 1e3, runs=i)
+
+
+def interleaved_session_creation(path_a: Path, path_b: Path, reps: int = 5) -> tuple[float, float, float]:
+    """(ratio B/A, median seconds A, median seconds B) of InferenceSession creation, alternating."""
+    ta: list[float] = []
+    tb: list[float] = []
+    for i in range(reps):
+        for p, acc in ((path_a, ta), (path_b, tb)) if i % 2 == 0 else ((path_b, tb), (path_a, ta)):
+            t0 = time.perf_counter()
+            make_session(p)
+            acc.append(time.perf_counter() - t0)
+    ma, mb = statistics.median(ta), statistics.median(tb)
+    return mb / ma, ma, mb
+
+
+# ---------------------------------------------------------------- output comparison
+
+
+@dataclass
+class OutputDiff:
+    cosine: float
+    rel_l2: float
+
+
+def output_diff(ref: Sequence[np.ndarray], new: Sequence[np.ndarray]) -> OutputDiff:
+    """Cosine similarity and relative L2 error of all float outputs, flattened and concatenated."""
+    a = np.concatenate([np.asarray(x, dtype=np.float64).ravel() for x in ref]) if ref else np.zeros(1)
+    b = np.concatenate([np.asarray(x, dtype=np.float64).ravel() for x in new]) if new else np.zeros(1)
+    if a.shape != b.shape:
+        return OutputDiff(cosine=float("nan"), rel_l2=float("nan"))
+    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+    if not (np.isfinite(na) and np.isfinite(nb)):
+        return OutputDiff(cosine=float("nan"), rel_l2=float("nan"))
+    cos = float(a @ b / (na * nb)) if na > 0 and nb > 0 else float(na == nb)
+    rel = float(np.linalg.norm(a - b) / na) if na > 0 else float(nb)
+    return OutputDiff(cosine=cos, rel_l2=rel)
+
+
+def agreement(ref: Sequence[Any], new: Sequence[Any]) -> float:
+    """Fraction of discrete decisions (lines, labels, frames) identical to the original's."""
+    if len(ref) != len(new) or not ref:
+        return float("nan")
+    return sum(1 for x, y in zip(ref, new) if x == y) / len(ref)
+
+
+# ---------------------------------------------------------------- task interface
+
+
+@dataclass
+class TaskOutput:
+    """What a task returns for one model: its metrics, discrete decisions and raw float outputs."""
+
+    metrics: dict[str, float]
+    decisions: list[Any] = field(default_factory=list)
+    raw: list[np.ndarray] = field(default_factory=list)
+
+
+TaskFn = Callable[[Any], TaskOutput]
+
+
+def json_default(o: object) -> object:
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(type(o))

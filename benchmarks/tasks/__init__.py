@@ -1,0 +1,1 @@
+"""Task metrics of the benchmark, one module per model family."""

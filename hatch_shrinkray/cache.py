@@ -1,0 +1,126 @@
+"""A content-addressed store of shrunk models, so an unchanged model is shrunk only once.
+
+The key covers everything that determines the output: the model's bytes, the effective options,
+the verification inputs' bytes and the versions of hatch-shrinkray, onnx and onnxruntime. Paths
+are left out of the key (the same project built from a checkout and from its unpacked sdist hits
+the same entry).
+
+Each entry is two files, ``<key>.onnx`` and ``<key>.json``, each written to a temporary file in the
+cache directory and renamed into place; the record is renamed last and names the model's sha256,
+so a reader never trusts a half-written entry and concurrent builds can only race to write the
+same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hatch_shrinkray.manifest import ManifestEntry, file_sha256
+from hatch_shrinkray.options import ShrinkOptions
+
+CACHE_ENV = "HATCH_SHRINKRAY_CACHE_DIR"
+KEY_VERSION = 1
+"""Bump when the key or record layout changes, so old entries are simply never found."""
+
+
+@dataclass(frozen=True)
+class CachedShrink:
+    """A cache record: the manifest entry plus what the build report needs."""
+
+    entry: ManifestEntry
+    original_size: int
+    shrunk_size: int
+    seconds: float
+    """How long the original shrink took (reported as time saved)."""
+    summary: str | None
+    """The verification figure (``VerifyResult.summary()``), or ``None`` without verification."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"entry": self.entry.to_dict(), "original_size": self.original_size,
+                "shrunk_size": self.shrunk_size, "seconds": self.seconds, "summary": self.summary}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CachedShrink:
+        return cls(entry=ManifestEntry.from_dict(data["entry"]), original_size=int(data["original_size"]),
+                   shrunk_size=int(data["shrunk_size"]), seconds=float(data["seconds"]),
+                   summary=data.get("summary"))
+
+
+def default_cache_dir() -> Path:
+    """``$HATCH_SHRINKRAY_CACHE_DIR``, else the platform's user cache directory + ``hatch-shrinkray``."""
+    override = os.environ.get(CACHE_ENV)
+    if override:
+        return Path(override).expanduser()
+    if sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Caches"
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "hatch-shrinkray"
+
+
+def cache_key(model_sha256: str, options: ShrinkOptions, versions: dict[str, str]) -> str:
+    """The entry name for shrinking a model with these bytes and options under these versions."""
+    described = options.describe()
+    inputs_sha256 = None
+    if options.verify is not None and options.verify.inputs is not None:
+        inputs_sha256 = file_sha256(Path(options.verify.inputs))
+        described["verify"] = {**described["verify"], "inputs": None}
+    payload = {"key_version": KEY_VERSION, "model": model_sha256, "options": described,
+               "inputs": inputs_sha256, "versions": versions}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+class ShrinkCache:
+    """One cache directory; ``get`` and ``put`` never raise for I/O trouble (a cache is optional)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def _paths(self, key: str) -> tuple[Path, Path]:
+        return self.directory / f"{key}.onnx", self.directory / f"{key}.json"
+
+    def get(self, key: str) -> tuple[Path, CachedShrink] | None:
+        """The cached model file and its record, if the entry is complete and intact."""
+        model, record = self._paths(key)
+        try:
+            cached = CachedShrink.from_dict(json.loads(record.read_text(encoding="utf-8")))
+            if file_sha256(model) != cached.entry.shrunk_sha256:
+                return None
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return model, cached
+
+    def put(self, key: str, shrunk_model: Path, record: CachedShrink) -> str | None:
+        """Store an entry; returns why it could not be stored, or ``None`` on success."""
+        model, record_path = self._paths(key)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            _replace_atomically(model, shrunk_model.read_bytes())
+            text = json.dumps(record.to_dict(), sort_keys=True, indent=2).encode()
+            _replace_atomically(record_path, text)
+        except OSError as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return None
+
+
+def _replace_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see either the old file or the complete new one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

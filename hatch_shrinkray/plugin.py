@@ -1,0 +1,68 @@
+"""The Hatch build hook: a thin shell that validates the table and hands the work to ``build``.
+
+Importing this module must stay cheap: hatchling constructs a throw-away instance just to call
+``dependencies()``, so onnx and onnxruntime are imported only when a model is actually shrunk.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hatchling.builders.config import BuilderConfig
+from hatchling.builders.hooks.plugin.interface import BuildHookInterface
+
+from hatch_shrinkray.build import ENGINE_REQUIREMENTS, engine_needed, ship_models
+from hatch_shrinkray.config import PLUGIN_NAME, HookConfig, hook_table, load_config
+from hatch_shrinkray.errors import ShrinkrayError
+
+TARGETS = ("wheel", "sdist")
+
+
+class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
+    PLUGIN_NAME = PLUGIN_NAME
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._workdir: tempfile.TemporaryDirectory[str] | None = None
+
+    def _load(self) -> HookConfig:
+        target_hooks = getattr(self.build_config, "target_config", {}).get("hooks", {})
+        table = hook_table(self.target_name if PLUGIN_NAME in target_hooks else None)
+        return load_config(self.config, Path(self.root), self.target_name, table)
+
+    def dependencies(self) -> list[str]:
+        """The engine's requirements, only when this build has models to shrink.
+
+        A bad table also asks for them: ``initialize`` then reports every problem at once.
+        """
+        if self.target_name not in TARGETS:
+            return []
+        try:
+            needed = engine_needed(self._load(), Path(self.root))
+        except ShrinkrayError:
+            needed = True
+        return list(ENGINE_REQUIREMENTS) if needed else []
+
+    def initialize(self, version: str, build_data: dict[str, Any]) -> None:
+        if self.target_name not in TARGETS or version != "standard":
+            self.app.display_debug(f"shrinkray: nothing to do for {self.target_name} ({version}) builds")
+            return
+        self._workdir = tempfile.TemporaryDirectory(prefix="hatch-shrinkray-")
+        try:
+            ship_models(self._load(), Path(self.root), build_data, Path(self._workdir.name), self.app)
+        except ShrinkrayError as exc:
+            self._cleanup()
+            self.app.abort(f"shrinkray: {exc}")
+        except BaseException:
+            self._cleanup()
+            raise
+
+    def finalize(self, version: str, build_data: dict[str, Any], artifact_path: str) -> None:
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        if self._workdir is not None:
+            self._workdir.cleanup()
+            self._workdir = None

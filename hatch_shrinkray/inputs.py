@@ -84,7 +84,7 @@ def generate(specs: list[InputSpec], options: VerifyOptions, default_dim: int | 
                                      hint="provide sample inputs with `inputs` (a .npz)")
             shape = tuple(d if isinstance(d, int) and d >= 0 else dims.get(str(d), fallback)
                           for d in spec.shape)
-            feed[spec.name] = _random(rng, np.dtype(dtype), shape, options)
+            feed[spec.name] = np.asarray(_random(rng, np.dtype(dtype), shape, options))
         samples.append(feed)
     return samples
 

@@ -113,7 +113,7 @@ def quantize_symmetric(w: FloatArray, axis: int | None, bits: int = 8) -> Quanti
     codes = np.clip(np.rint(wf / s.astype(np.float64)), -qmax, qmax)
     codes = _zero_dead(codes, dead, axis, w.shape)
     decoded = (codes.astype(F32) * s).astype(F32)
-    codes, decoded = _flush(codes, decoded)
+    codes, decoded = _flush(codes, decoded, _broadcast(constant, axis, w.shape))
     sentinel = None
     if nonfinite is not None:
         sentinel = -qmax - 1
@@ -156,7 +156,7 @@ def quantize_affine(w: FloatArray, axis: int | None, levels: int) -> Quantized:
     codes = np.clip(np.rint(wf / s.astype(np.float64) + z), 0, usable - 1)
     codes = _zero_dead(codes, dead, axis, w.shape, fill=z)
     decoded = ((codes.astype(F32) - z) * s).astype(F32)
-    tiny = (np.abs(decoded) < FLUSH) & (decoded != 0)
+    tiny = (np.abs(decoded) < FLUSH) & (decoded != 0) & ~_broadcast(constant, axis, w.shape)
     if tiny.any():
         codes = np.where(tiny, np.broadcast_to(z, codes.shape), codes)
         decoded = np.where(tiny, F32(0), decoded).astype(F32)
@@ -178,9 +178,15 @@ def _zero_dead(codes: npt.NDArray[np.float64], dead: npt.NDArray[np.bool_], axis
     return np.where(d, np.broadcast_to(np.asarray(fill, dtype=np.float64), codes.shape), codes)
 
 
-def _flush(codes: npt.NDArray[np.float64], decoded: npt.NDArray[np.float32]
+def _broadcast(per_channel: npt.NDArray[np.bool_], axis: int | None, shape: tuple[int, ...]) -> npt.NDArray[np.bool_]:
+    shp = scale_shape(shape, axis)
+    return np.broadcast_to(per_channel.reshape(shp) if shp else per_channel.reshape(()), shape)
+
+
+def _flush(codes: npt.NDArray[np.float64], decoded: npt.NDArray[np.float32], exact: npt.NDArray[np.bool_]
            ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float32]]:
-    tiny = (np.abs(decoded) < FLUSH) & (decoded != 0)
+    """Zero reconstructed values below FLUSH, except in constant channels (stored exactly)."""
+    tiny = (np.abs(decoded) < FLUSH) & (decoded != 0) & ~exact
     if tiny.any():
         codes = np.where(tiny, 0.0, codes)
         decoded = np.where(tiny, F32(0), decoded).astype(F32)

@@ -1,0 +1,66 @@
+"""Small real ONNX models built with onnx.helper for the engine tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+IR = 9
+
+
+def rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def weight(shape: tuple[int, ...], seed: int = 0, dtype: Any = np.float32) -> np.ndarray:
+    """Gaussian weights with a spread of per-channel scales, like trained layers."""
+    r = rng(seed)
+    w = r.standard_normal(shape) * np.exp(r.normal(0, 0.35, size=(shape[0],) + (1,) * (len(shape) - 1)))
+    return (w * 0.05).astype(dtype)
+
+
+def init(name: str, arr: np.ndarray) -> TensorProto:
+    return numpy_helper.from_array(arr, name)
+
+
+def const(output: str, arr: np.ndarray, name: str = "") -> onnx.NodeProto:
+    return helper.make_node("Constant", [], [output], name=name, value=numpy_helper.from_array(arr))
+
+
+def vi(name: str, shape: list[Any], elem: int = TensorProto.FLOAT) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def model(nodes: list[onnx.NodeProto], inputs: list[onnx.ValueInfoProto], outputs: list[onnx.ValueInfoProto],
+          initializers: list[TensorProto] = (), opset: int = OPSET, **kw: Any) -> onnx.ModelProto:  # type: ignore[assignment]
+    g = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=IR, **kw)
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
+def mlp(k: int = 256, n: int = 256, classes: int = 10) -> onnx.ModelProto:
+    """x[b,k] -> MatMul W1 -> Relu -> MatMul W2 -> y[b,classes]."""
+    return model(
+        [helper.make_node("MatMul", ["x", "W1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+         helper.make_node("MatMul", ["r", "W2"], ["y"])],
+        [vi("x", ["batch", k])], [vi("y", ["batch", classes])],
+        [init("W1", weight((k, n), 1)), init("W2", weight((n, classes), 2) * 10)])
+
+
+def save(m: onnx.ModelProto, path: Path) -> Path:
+    onnx.save(m, str(path))
+    return path
+
+
+def run(m: onnx.ModelProto | Path | str, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    import onnxruntime as ort
+
+    ref = m.SerializeToString() if isinstance(m, onnx.ModelProto) else str(m)
+    sess = ort.InferenceSession(ref, providers=["CPUExecutionProvider"])
+    return list(sess.run(None, feeds))

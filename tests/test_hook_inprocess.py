@@ -1,0 +1,294 @@
+"""The hook driven through hatchling's real builders, in this process (no isolation, no network).
+
+Each test builds a tiny project whose model is an MLP with a 256x256 float weight, so a build
+takes well under a second, and inspects the archives hatchling actually wrote.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tarfile
+import tempfile
+import zipfile
+from pathlib import Path
+
+import onnx
+import pytest
+from hatchling.builders.sdist import SdistBuilder
+from hatchling.builders.wheel import WheelBuilder
+from onnx import helper
+from onnx_builders import init, mlp, model, save, vi, weight
+
+import hatch_shrinkray.engine
+from hatch_shrinkray.manifest import MANIFEST_NAME
+from hatch_shrinkray.plugin import ShrinkrayBuildHook
+
+MODEL = "src/toymodel/models/a.onnx"
+IN_WHEEL = "toymodel/models/a.onnx"
+IN_SDIST = f"toymodel-0.1.0/{MODEL}"
+
+
+def write_project(root: Path, hook_table: str = "", *, onnx_model: onnx.ModelProto | None = None) -> Path:
+    (root / "src/toymodel/models").mkdir(parents=True)
+    (root / "src/toymodel/__init__.py").write_text("")
+    save(onnx_model or mlp(), root / MODEL)
+    (root / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["hatchling", "hatch-shrinkray"]\nbuild-backend = "hatchling.build"\n\n'
+        '[project]\nname = "toymodel"\nversion = "0.1.0"\n\n'
+        '[tool.hatch.build.targets.wheel]\npackages = ["src/toymodel"]\n\n'
+        '[tool.hatch.build.hooks.shrinkray]\nmodels = ["src/toymodel/models/*.onnx"]\n' + hook_table)
+    return root
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return write_project(tmp_path / "toymodel")
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private cache and temp directory per test, and no hatch switches from the caller's shell."""
+    monkeypatch.setenv("HATCH_SHRINKRAY_CACHE_DIR", str(tmp_path / "cache"))
+    for name in ("HATCH_BUILD_NO_HOOKS", "HATCH_BUILD_HOOKS_ONLY", "HATCH_BUILD_CLEAN", "HATCH_VERBOSE",
+                 "HATCH_QUIET"):
+        monkeypatch.delenv(name, raising=False)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    return temp
+
+
+def build(root: Path, target: str = "wheel", out: Path | None = None, version: str = "standard") -> Path:
+    builder = (WheelBuilder if target == "wheel" else SdistBuilder)(str(root))
+    out = out or root.parent / "dist"
+    return Path(next(builder.build(directory=str(out), versions=[version])))
+
+
+def forbid_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the engine must not run")
+
+    monkeypatch.setattr(hatch_shrinkray.engine, "shrink", fail)
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): sha(p.read_bytes()) if p.is_file() else "dir"
+            for p in sorted(root.rglob("*"))}
+
+
+def sdist_members(path: Path) -> dict[str, bytes]:
+    with tarfile.open(path) as tar:
+        names = tar.getnames()
+        assert len(names) == len(set(names)), "duplicate entries in the sdist"
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
+
+
+def test_wheel_ships_exactly_one_shrunk_copy(project: Path, isolated: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    original = (project / MODEL).read_bytes()
+    before = tree_digest(project)
+    wheel = build(project)
+    with zipfile.ZipFile(wheel) as zf:
+        assert zf.namelist().count(IN_WHEEL) == 1
+        shipped = zf.read(IN_WHEEL)
+        assert not any(name.endswith(MANIFEST_NAME) for name in zf.namelist())
+    assert len(shipped) < len(original) / 3
+    onnx.checker.check_model(onnx.load_from_string(shipped))
+    err = capsys.readouterr().err.splitlines()
+    assert f"shrinkray: {MODEL} (" in err[0] and err[0].endswith("int8...")
+    assert err[1].startswith(f"shrinkray: {MODEL}: ") and "cos " in err[1] and "cached" not in err[1]
+    assert err[2].startswith("shrinkray: total 1 model (1 shrunk): ")
+    assert not any("\r" in line or "\x1b" in line for line in err)
+    assert tree_digest(project) == before
+    assert list(isolated.iterdir()) == []
+
+
+def test_sdist_ships_shrunk_model_and_manifest(project: Path) -> None:
+    members = sdist_members(build(project, "sdist"))
+    shipped = members[IN_SDIST]
+    assert len(shipped) < (project / MODEL).stat().st_size / 3
+    assert "toymodel-0.1.0/pyproject.toml" in members
+    manifest = json.loads(members[f"toymodel-0.1.0/{MANIFEST_NAME}"])
+    entry = manifest[MODEL]
+    assert set(entry) == {"original_sha256", "shrunk_sha256", "method", "options", "versions", "verification"}
+    assert entry["shrunk_sha256"] == sha(shipped)
+    assert entry["original_sha256"] == sha((project / MODEL).read_bytes())
+    assert entry["method"] == "int8"
+    assert set(entry["versions"]) == {"hatch-shrinkray", "onnx", "onnxruntime"}
+    assert entry["verification"]["passed"] is True
+
+
+def test_manifest_is_deterministic(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = sdist_members(build(project, "sdist", tmp_path / "one"))
+    monkeypatch.setenv("HATCH_SHRINKRAY_CACHE_DIR", str(tmp_path / "other-cache"))
+    second = sdist_members(build(project, "sdist", tmp_path / "two"))
+    key = f"toymodel-0.1.0/{MANIFEST_NAME}"
+    assert first[key] == second[key]
+    assert first[IN_SDIST] == second[IN_SDIST]
+
+
+def test_wheel_from_sdist_is_a_pass_through(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    sdist = build(project, "sdist")
+    unpacked = tmp_path / "unpacked"
+    with tarfile.open(sdist) as tar:
+        tar.extractall(unpacked, filter="data")
+    root = unpacked / "toymodel-0.1.0"
+    capsys.readouterr()
+    forbid_engine(monkeypatch)
+    wheel = build(root, out=tmp_path / "wheel-dist")
+    with zipfile.ZipFile(wheel) as zf:
+        assert zf.namelist().count(IN_WHEEL) == 1
+        assert zf.read(IN_WHEEL) == (root / MODEL).read_bytes()
+        assert not any(name.endswith(MANIFEST_NAME) for name in zf.namelist())
+    err = capsys.readouterr().err
+    assert f"shrinkray: {MODEL}: already shrunk (manifest match); shipping as-is" in err
+    assert "(1 pass-through)" in err
+
+
+def test_pass_through_survives_gitignored_models(project: Path, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Big models are often VCS-ignored; the sdist carries .gitignore, so the wheel build must
+    force-include the pre-shrunk file or it silently ships no model at all."""
+    (project / ".gitignore").write_text("*.onnx\n")
+    sdist = build(project, "sdist")
+    assert IN_SDIST in sdist_members(sdist)
+    with tarfile.open(sdist) as tar:
+        tar.extractall(tmp_path / "unpacked", filter="data")
+    forbid_engine(monkeypatch)
+    wheel = build(tmp_path / "unpacked/toymodel-0.1.0", out=tmp_path / "wheel-dist")
+    with zipfile.ZipFile(wheel) as zf:
+        assert zf.namelist().count(IN_WHEEL) == 1
+
+
+def test_second_build_is_served_from_the_cache(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    first = build(project, out=tmp_path / "one")
+    capsys.readouterr()
+    forbid_engine(monkeypatch)
+    second = build(project, out=tmp_path / "two")
+    with zipfile.ZipFile(first) as a, zipfile.ZipFile(second) as b:
+        assert a.read(IN_WHEEL) == b.read(IN_WHEEL)
+    err = capsys.readouterr().err
+    assert "cached, " in err and "cos " in err
+    assert "(1 cached)" in err
+    assert len(list((tmp_path / "cache").glob("*.onnx"))) == 1
+
+
+def test_cache_false_does_no_caching(tmp_path: Path) -> None:
+    root = write_project(tmp_path / "toymodel", "cache = false\n")
+    build(root)
+    assert not (tmp_path / "cache").exists()
+
+
+def test_verification_failure_fails_cleanly(tmp_path: Path, isolated: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    root = write_project(tmp_path / "toymodel", "max-rel-l2 = 0.0\nmin-cosine = 1.0\n")
+    before = tree_digest(root)
+    out = tmp_path / "dist"
+    for target in ("wheel", "sdist"):
+        with pytest.raises(SystemExit) as info:
+            build(root, target, out)
+        assert info.value.code == 1
+        err = capsys.readouterr().err
+        assert "shrinkray: " in err and "differs too much from the original" in err
+        assert "rel L2" in err and "FAIL" in err and "Traceback" not in err
+        assert not out.exists() or list(out.iterdir()) == []
+    assert tree_digest(root) == before
+    assert list(isolated.iterdir()) == []
+    assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").glob("*.onnx"))
+
+
+def test_bad_config_lists_every_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = write_project(tmp_path / "toymodel", 'methd = "int8"\nlevels = 1\nmodels2 = []\n')
+    with pytest.raises(SystemExit):
+        build(root)
+    table = "tool.hatch.build.hooks.shrinkray"
+    assert capsys.readouterr().err.splitlines() == [
+        "shrinkray: Invalid configuration for build hook `shrinkray`:",
+        f"- Unknown field `{table}.methd`; did you mean `method`?",
+        f"- Unknown field `{table}.models2`; did you mean `models`?",
+        f"- Field `{table}.levels` must be an integer from 2 to 65536; got 1",
+    ]
+
+
+def test_target_level_table_is_named_in_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = write_project(tmp_path / "toymodel")
+    with (root / "pyproject.toml").open("a") as fh:
+        fh.write('\n[tool.hatch.build.targets.wheel.hooks.shrinkray]\nmodels = ["nope/*.onnx"]\n')
+    with pytest.raises(SystemExit):
+        build(root)
+    assert ("Field `tool.hatch.build.targets.wheel.hooks.shrinkray.models` pattern `nope/*.onnx` "
+            "matches no file") in capsys.readouterr().err
+
+
+def test_editable_build_ships_nothing_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Editable installs serve models from the tree; a forced copy would land in site-packages.
+
+    ``dev-mode-dirs`` picks hatchling's explicit editable mode, which needs no ``editables``.
+    """
+    root = write_project(tmp_path / "toymodel")
+    with (root / "pyproject.toml").open("a") as fh:
+        fh.write('\n[tool.hatch.build]\ndev-mode-dirs = ["src"]\n')
+    forbid_engine(monkeypatch)
+    with zipfile.ZipFile(build(root, version="editable")) as zf:
+        assert not [n for n in zf.namelist() if n.endswith(".onnx")]
+
+
+def test_sdist_original_ships_originals_and_wheel_shrinks(tmp_path: Path) -> None:
+    root = write_project(tmp_path / "toymodel", 'sdist = "original"\n')
+    original = (root / MODEL).read_bytes()
+    members = sdist_members(build(root, "sdist"))
+    assert members[IN_SDIST] == original
+    assert f"toymodel-0.1.0/{MANIFEST_NAME}" not in members
+    with zipfile.ZipFile(build(root)) as zf:
+        assert len(zf.read(IN_WHEEL)) < len(original) / 3
+
+
+def quantized_model() -> onnx.ModelProto:
+    """A QDQ model: its weights are already int8, so shrinking it again must be refused."""
+    import numpy as np
+
+    return model(
+        [helper.make_node("DequantizeLinear", ["Wq", "s", "z"], ["W"]),
+         helper.make_node("MatMul", ["x", "W"], ["y"])],
+        [vi("x", [1, 256])], [vi("y", [1, 256])],
+        [init("Wq", (weight((256, 256)) * 2000).clip(-127, 127).astype(np.int8)),
+         init("s", np.array(0.0005, dtype=np.float32)), init("z", np.array(0, dtype=np.int8))])
+
+
+def test_already_quantized_input_is_shipped_unchanged(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    root = write_project(tmp_path / "toymodel", onnx_model=quantized_model())
+    with zipfile.ZipFile(build(root)) as zf:
+        assert zf.read(IN_WHEEL) == (root / MODEL).read_bytes()
+    err = capsys.readouterr().err
+    assert f"shrinkray: {MODEL}: already quantized" in err and "shipping it unchanged" in err
+    assert "(1 already-quantized)" in err
+
+
+def hook_for(root: Path, target: str = "wheel") -> ShrinkrayBuildHook:
+    builder = (WheelBuilder if target == "wheel" else SdistBuilder)(str(root))
+    return ShrinkrayBuildHook(str(root), builder.config.hook_config["shrinkray"], builder.config,
+                              builder.metadata, "", builder.PLUGIN_NAME)
+
+
+def test_dependencies_only_when_work_is_pending(project: Path, tmp_path: Path) -> None:
+    assert "onnxruntime>=1.18" in hook_for(project).dependencies()
+    with tarfile.open(build(project, "sdist")) as tar:
+        tar.extractall(tmp_path / "unpacked", filter="data")
+    assert hook_for(tmp_path / "unpacked/toymodel-0.1.0").dependencies() == []
+
+
+def test_other_targets_are_left_alone(project: Path) -> None:
+    hook = ShrinkrayBuildHook(str(project), {"models": ["src/**/*.onnx"]}, None, None, "", "binary")
+    build_data: dict[str, dict[str, str]] = {"force_include": {}}
+    hook.initialize("standard", build_data)
+    assert build_data == {"force_include": {}}
+    assert hook.dependencies() == []
+

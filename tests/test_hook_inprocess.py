@@ -13,6 +13,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 from hatchling.builders.sdist import SdistBuilder
@@ -123,12 +124,18 @@ def test_sdist_ships_shrunk_model_and_manifest(project: Path) -> None:
     assert entry["verification"]["passed"] is True
 
 
-def test_manifest_is_deterministic(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    first = sdist_members(build(project, "sdist", tmp_path / "one"))
+def test_manifest_is_deterministic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same inputs, another checkout path and a cold cache: byte-identical manifest and model."""
+    for name in ("one", "two"):
+        root = write_project(tmp_path / name / "toymodel", 'inputs = "data/inputs.npz"\n')
+        (root / "data").mkdir()
+        np.savez(root / "data/inputs.npz", x=np.ones((2, 256), dtype=np.float32))
+    first = sdist_members(build(tmp_path / "one/toymodel", "sdist"))
     monkeypatch.setenv("HATCH_SHRINKRAY_CACHE_DIR", str(tmp_path / "other-cache"))
-    second = sdist_members(build(project, "sdist", tmp_path / "two"))
+    second = sdist_members(build(tmp_path / "two/toymodel", "sdist"))
     key = f"toymodel-0.1.0/{MANIFEST_NAME}"
     assert first[key] == second[key]
+    assert str(tmp_path).encode() not in first[key]
     assert first[IN_SDIST] == second[IN_SDIST]
 
 
@@ -252,8 +259,6 @@ def test_sdist_original_ships_originals_and_wheel_shrinks(tmp_path: Path) -> Non
 
 def quantized_model() -> onnx.ModelProto:
     """A QDQ model: its weights are already int8, so shrinking it again must be refused."""
-    import numpy as np
-
     return model(
         [helper.make_node("DequantizeLinear", ["Wq", "s", "z"], ["W"]),
          helper.make_node("MatMul", ["x", "W"], ["y"])],

@@ -16,7 +16,7 @@ from onnx import ModelProto
 from hatch_shrinkray.errors import AlreadyQuantizedError, ShrinkrayError, VerificationError
 from hatch_shrinkray.graph import find_sites, scopes
 from hatch_shrinkray.methods import METHODS, Dedup
-from hatch_shrinkray.modelio import Loaded, load_model, save_atomic
+from hatch_shrinkray.modelio import Loaded, Staged, load_model
 from hatch_shrinkray.options import ShrinkOptions, option_errors
 from hatch_shrinkray.result import ShrinkResult, TensorRecord, VerifyResult
 from hatch_shrinkray.verify import reference_outputs, verify_against
@@ -70,19 +70,18 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
     records += METHODS[options.method].apply(work, options)
     _check_output(work, loaded.label, checker)
     dest = Path(destination) if destination is not None else None
-    shrunk_bytes: bytes | None = None
-    staged: Path | None = None
+    staged: Staged | None = None
     extra: tuple[Path, ...] = ()
     try:
         if dest is not None:
-            staged = dest.with_name(f".{dest.name}.shrinkray-tmp")
-            extra = save_atomic(work, staged)
-            shrunk_ref: str | bytes = str(staged)
-            size = staged.stat().st_size + sum(p.stat().st_size for p in extra)
+            staged = Staged(work, dest)
+            shrunk_ref: str | bytes = str(staged.path)
+            size = staged.size
         else:
-            shrunk_bytes = work.SerializeToString()
-            shrunk_ref = shrunk_bytes
-            size = len(shrunk_bytes)
+            shrunk_ref = work.SerializeToString()
+            size = len(shrunk_ref)
+        del work  # the working copy can be big; onnxruntime reads the staged file from here on
+        loaded.model = ModelProto()
         verification: VerifyResult | None = None
         if options.verify is not None:
             reference = reference_outputs(original_ref, loaded.label, options.verify)
@@ -95,43 +94,16 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
                         {"max rel L2": v.max_rel_l2, "min cosine": v.min_cosine, "min top-1": v.min_top1}),
                     hint="exclude the sensitive tensors (exclude-tensors / exclude-ops), use method fp16, "
                          "or loosen the tolerances")
-        if dest is not None and staged is not None:
-            os.replace(staged, dest)
-            staged = None
-            extra = _rename_data(extra, dest)
+        if staged is not None:
+            extra = staged.commit()
     finally:
         if staged is not None:
-            staged.unlink(missing_ok=True)
-            for p in extra:
-                p.unlink(missing_ok=True)
+            staged.discard()
     return ShrinkResult(
         source=loaded.label, destination=None if dest is None else str(dest), method=options.method,
         original_size=loaded.size, shrunk_size=size, tensors=tuple(records),
         seconds=time.perf_counter() - start, verification=verification, options=options.describe(),
         external_data=tuple(p.name for p in extra))
-
-
-def _rename_data(extra: tuple[Path, ...], dest: Path) -> tuple[Path, ...]:
-    """Big outputs: the staged model refers to its data file by the staged name; rewrite the
-    reference to the final name (cheap: the data file itself is only renamed)."""
-    if not extra:
-        return ()
-    final = dest.with_name(dest.name + ".data")
-    os.replace(extra[0], final)
-    model = onnx.load(str(dest), load_external_data=False)
-    for t in _external_tensors(model):
-        for entry in t.external_data:
-            if entry.key == "location":
-                entry.value = final.name
-    with open(dest, "wb") as fh:
-        fh.write(model.SerializeToString())
-    return (final,)
-
-
-def _external_tensors(model: ModelProto) -> list[onnx.TensorProto]:
-    from hatch_shrinkray.modelio import _tensors
-
-    return [t for t in _tensors(model) if t.data_location == onnx.TensorProto.EXTERNAL]
 
 
 def _reference_source(loaded: Loaded, source: str | os.PathLike[str] | ModelProto) -> str | bytes:

@@ -122,38 +122,61 @@ def serialized_size(model: ModelProto) -> int:
     return int(model.ByteSize())
 
 
-def save_atomic(model: ModelProto, destination: Path) -> tuple[Path, ...]:
-    """Write ``model`` to ``destination`` via temp files + rename; returns extra data files written.
+class Staged:
+    """A model written into a private directory beside its destination, under its final file
+    names, so onnxruntime can load it (data file included) before anything is put in place.
+    ``commit`` renames the files into place (data file first); ``discard`` removes them."""
 
-    Models under 2 GB are a single file. Larger ones get one data file named
-    ``<destination name>.data`` beside it (deterministic, so builds are reproducible).
-    """
-    destination = Path(destination)
-    parent = destination.parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".shrinkray-", dir=parent))
-    except OSError as exc:
-        raise ShrinkrayError(f"cannot write to {parent}: {exc.strerror}", path=str(destination),
-                             hint="choose a writable output directory") from exc
-    try:
-        staged = staging / destination.name
-        extra: list[Path] = []
-        if serialized_size(model) < SINGLE_FILE_LIMIT:
-            with open(staged, "wb") as fh:
-                fh.write(model.SerializeToString())
-        else:
-            location = destination.name + ".data"
-            onnx.save_model(model, str(staged), save_as_external_data=True, all_tensors_to_one_file=True,
-                            location=location, size_threshold=1024)
-            os.replace(staging / location, parent / location)
-            extra.append(parent / location)
-        os.replace(staged, destination)
-        return tuple(extra)
-    except OSError as exc:
-        raise ShrinkrayError(f"cannot write: {exc.strerror}", path=str(destination),
-                             hint="check free space and permissions") from exc
-    finally:
-        for leftover in staging.glob("*"):
-            leftover.unlink()
-        staging.rmdir()
+    def __init__(self, model: ModelProto, destination: Path) -> None:
+        self.destination = Path(destination)
+        parent = self.destination.parent
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+            self.directory = Path(tempfile.mkdtemp(prefix=".shrinkray-", dir=parent))
+        except OSError as exc:
+            raise ShrinkrayError(f"cannot write to {parent}: {exc.strerror}", path=str(self.destination),
+                                 hint="choose a writable output directory") from exc
+        self.path = self.directory / self.destination.name
+        self.data_files: tuple[Path, ...] = ()
+        try:
+            if serialized_size(model) < SINGLE_FILE_LIMIT:
+                with open(self.path, "wb") as fh:
+                    fh.write(model.SerializeToString())
+            else:
+                location = data_file_name(self.destination)
+                onnx.save_model(model, str(self.path), save_as_external_data=True, all_tensors_to_one_file=True,
+                                location=location, size_threshold=1024)
+                self.data_files = (self.directory / location,)
+        except OSError as exc:
+            self.discard()
+            raise ShrinkrayError(f"cannot write: {exc.strerror}", path=str(self.destination),
+                                 hint="check free space and permissions") from exc
+
+    @property
+    def size(self) -> int:
+        return sum(p.stat().st_size for p in (self.path, *self.data_files))
+
+    def commit(self) -> tuple[Path, ...]:
+        """Put the files in place; returns the data files' final paths."""
+        final = tuple(self.destination.parent / p.name for p in self.data_files)
+        try:
+            for staged, target in zip(self.data_files, final, strict=True):
+                os.replace(staged, target)
+            os.replace(self.path, self.destination)
+        except OSError as exc:
+            raise ShrinkrayError(f"cannot write: {exc.strerror}", path=str(self.destination),
+                                 hint="check free space and permissions") from exc
+        finally:
+            self.discard()
+        return final
+
+    def discard(self) -> None:
+        if self.directory.exists():
+            for leftover in self.directory.iterdir():
+                leftover.unlink()
+            self.directory.rmdir()
+
+
+def data_file_name(destination: Path) -> str:
+    """The one external data file of an output over 2 GB: ``<name>.data``, deterministic."""
+    return Path(destination).name + ".data"

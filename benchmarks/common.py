@@ -124,7 +124,7 @@ class LatencyResult:
 
 
 def interleaved_latency(
-    sess_a: Any, sess_b: Any, feed: Feed, budget_s: float = 4.0, min_runs: int = 7, max_runs: int = 200
+    sess_a: Any, sess_b: Any, feed: Feed, *, budget_s: float = 4.0, min_runs: int = 7, max_runs: int = 200
 ) -> LatencyResult:
     """Median per-inference latency of B / A, runs alternating A, B in one process (warm-up excluded)."""
     for _ in range(2):
@@ -186,7 +186,7 @@ def agreement(ref: Sequence[Any], new: Sequence[Any]) -> float:
     """Fraction of discrete decisions (lines, labels, frames) identical to the original's."""
     if len(ref) != len(new) or not ref:
         return float("nan")
-    return sum(1 for x, y in zip(ref, new) if x == y) / len(ref)
+    return sum(1 for x, y in zip(ref, new, strict=False) if x == y) / len(ref)
 
 
 # ---------------------------------------------------------------- task interface

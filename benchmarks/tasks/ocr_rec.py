@@ -75,7 +75,7 @@ def ctc_decode(probs: np.ndarray, chars: list[str]) -> str:
     out: list[str] = []
     prev = -1
     for i in idx.tolist():
-        if i != prev and i != 0:
+        if i not in (prev, 0):
             out.append(chars[i] if i < len(chars) else "")
         prev = i
     return "".join(out)
@@ -98,7 +98,7 @@ def edit_distance(a: str, b: str) -> int:
 
 
 def cer(refs: list[str], hyps: list[str]) -> float:
-    errs = sum(edit_distance(r, h) for r, h in zip(refs, hyps))
+    errs = sum(edit_distance(r, h) for r, h in zip(refs, hyps, strict=False))
     return errs / max(1, sum(len(r) for r in refs))
 
 
@@ -126,7 +126,7 @@ class OcrRecTask:
         half = n // 2
         metrics = {
             "cer": cer(self.refs, hyps),
-            "exact": sum(r == h for r, h in zip(self.refs, hyps)) / n,
+            "exact": sum(r == h for r, h in zip(self.refs, hyps, strict=False)) / n,
             "cer_clean": cer(self.refs[:half], hyps[:half]),
             "cer_degraded": cer(self.refs[half:], hyps[half:]),
         }

@@ -10,6 +10,7 @@ exactly like silero_vad's OnnxWrapper (64 context samples + 512 new, state fed b
 
 from __future__ import annotations
 
+import itertools
 import pickle
 import random
 import shutil
@@ -70,7 +71,7 @@ def _labels(clean: np.ndarray) -> np.ndarray:
     lab = e > thr
     # fill short pauses (< 250 ms = ~8 frames) between speech frames
     idx = np.flatnonzero(lab)
-    for a, b in zip(idx[:-1], idx[1:]):
+    for a, b in itertools.pairwise(idx):
         if 1 < b - a <= 8:
             lab[a:b] = True
     return lab

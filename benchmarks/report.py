@@ -1,0 +1,259 @@
+"""RESULTS.md and the size-vs-quality plot, from the rows produced by ``benchmarks/run.py``."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import subprocess
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from benchmarks import corpus
+from benchmarks.variants import PEER_VENV, VARIANTS
+
+BENCH_DIR = Path(__file__).resolve().parent
+MB = 1e6
+
+
+def _fmt_mb(v: int | None) -> str:
+    return "pending" if v is None else f"{v / MB:.2f}"
+
+
+def _fmt(v: float | None, spec: str = ".3f") -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return format(v, spec)
+
+
+def _versions() -> dict[str, str]:
+    out: dict[str, str] = {"python": platform.python_version()}
+    for pkg in ("onnx", "onnxruntime", "numpy", "pillow", "scipy", "scikit-learn", "brotli", "zstandard",
+                "matplotlib", "tokenizers", "hatch-shrinkray"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "n/a"
+    peer_py = PEER_VENV / "bin" / "python"
+    if peer_py.exists():
+        r = subprocess.run([str(peer_py), "-c", "import importlib.metadata as m;"
+                            "print(m.version('onnx-shrink-ray'), m.version('onnx'), m.version('onnxruntime'),"
+                            " m.version('onnx_graphsurgeon'))"], capture_output=True, text=True, check=False)
+        parts = r.stdout.split()
+        if len(parts) == 4:
+            out["peer venv"] = (f"onnx-shrink-ray {parts[0]}, onnx {parts[1]}, onnxruntime {parts[2]}, "
+                                f"onnx_graphsurgeon {parts[3]}")
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             cwd=BENCH_DIR, check=False).stdout.strip()
+        out["git HEAD"] = rev
+    except OSError:
+        pass
+    return out
+
+
+def _machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        mem_kb = int(Path("/proc/meminfo").read_text().split()[1])
+        mem = f"{mem_kb / 1024 / 1024:.0f} GB RAM"
+    except OSError:
+        mem = "? RAM"
+    return f"{cpu}, {os.cpu_count()} logical CPUs, {mem}, {platform.system()} {platform.release()}"
+
+
+def _metric_cols(rows: list[dict[str, Any]]) -> list[str]:
+    cols: list[str] = []
+    for r in rows:
+        for k in r["metrics"]:
+            if k not in cols:
+                cols.append(k)
+    return cols
+
+
+def _primary(model: str) -> tuple[str, bool]:
+    from benchmarks.run import TASKS
+
+    spec = TASKS[model]
+    return spec.primary, spec.higher_is_better
+
+
+def write_report(all_rows: dict[str, dict[str, Any]], args: argparse.Namespace, started: str,
+                 argv: list[str]) -> None:
+    quick = bool(args.quick)
+    md_path = BENCH_DIR / "out" / "RESULTS-quick.md" if quick else BENCH_DIR / "RESULTS.md"
+    png_path = BENCH_DIR / "out" / "results-quick.png" if quick else BENCH_DIR / "results.png"
+    by_model: dict[str, list[dict[str, Any]]] = {}
+    order = {v.name: i for i, v in enumerate(VARIANTS)}
+    for r in all_rows.values():
+        by_model.setdefault(r["model"], []).append(r)
+    for rs in by_model.values():
+        rs.sort(key=lambda r: order.get(r["variant"], 99))
+    cmd = "python benchmarks/run.py" + ("" if not argv else " " + " ".join(argv))
+    lines: list[str] = [
+        "# hatch-shrinkray benchmark results" + (" (quick subset)" if quick else ""),
+        "",
+        f"Regenerate with `{cmd}` (from the repo root, project venv; `--quick` for the 2-model subset).",
+        f"Run started {started}; written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
+        "",
+        f"Machine: {_machine()}.",
+        "",
+        "Versions: " + "; ".join(f"{k} {v}" for k, v in _versions().items()) + ".",
+        "",
+        "How it is measured (see `benchmarks/README.md` for details):",
+        "",
+        "* sizes: raw file, `gzip -9`, brotli quality 11 / lgwin 24, zstd -19 (MB = 10^6 bytes);",
+        "* task metric on offline synthetic data (see each model's section); *agree* = fraction of discrete",
+        "  outputs (OCR lines, VAD frame decisions, labels, ...) identical to the original model's;",
+        "  *cos* / *relL2* = cosine similarity / relative L2 error of the raw float outputs vs the original;",
+        "* *lat x* = median per-inference latency / original's, interleaved runs in one process,",
+        "  `intra_op_num_threads=1`; *load x* = InferenceSession creation time / original's (median, interleaved);",
+        "* *shrink s* / *RSS MB* = wall time and peak RSS (`ru_maxrss`) of the shrinking subprocess",
+        "  (the peer runs in its own venv via its CLI; its startup/imports are included, as for ours);",
+        "* rows that do not load in onnxruntime, fail to shrink, or are *pending* (our engine method not",
+        "  available when this file was written) keep their shrink numbers and an explanation.",
+        "",
+        "Peer commands (onnx-shrink-ray 0.0.11 CLI, own venv):",
+        "",
+    ]
+    for v in VARIANTS:
+        if v.kind == "peer":
+            lines.append(f"* {v.label}: `python -m onnx_shrink_ray.shrink {' '.join(v.peer_args)} "
+                         f"--output_dir DIR --output_suffix _peer.onnx MODEL.onnx`")
+        elif v.kind == "ortdyn":
+            lines.append(f"* {v.label}: `onnxruntime.quantization.quantize_dynamic(in, out, "
+                         f"weight_type=QuantType.QInt8)` (defaults otherwise)")
+        elif v.kind == "ours":
+            lines.append(f"* {v.label}: `hatch_shrinkray.shrink(in, out, ShrinkOptions(method=\"{v.method}\", "
+                         f"verify=None))`")
+    lines.append("")
+    summary: list[str] = []
+    for model, rs in by_model.items():
+        entry = corpus.BY_KEY[model]
+        primary, hib = _primary(model)
+        orig = next((r for r in rs if r["variant"] == "original"), None)
+        lines += [f"## {model}: {entry.description}", "",
+                  f"`{entry.requirement}` `{entry.member}`. Primary metric: **{primary}** "
+                  f"({'higher' if hib else 'lower'} is better).", ""]
+        mcols = _metric_cols(rs)
+        head = ["variant", "status", "raw MB", "gzip", "brotli", "zstd", *mcols, "agree", "cos", "relL2",
+                "lat x", "load x", "shrink s", "RSS MB"]
+        lines.append("| " + " | ".join(head) + " |")
+        lines.append("|" + "---|" * len(head))
+        for r in rs:
+            s = r["sizes"]
+            status = r["status"] if r["status"] == "ok" else f"**{r['status']}**"
+            cells = [r["label"], status, _fmt_mb(s.get("raw")), _fmt_mb(s.get("gzip9")),
+                     _fmt_mb(s.get("brotli11")), _fmt_mb(s.get("zstd19"))]
+            cells += [_fmt(r["metrics"].get(c), ".4f") for c in mcols]
+            cells += [_fmt(r["agreement"], ".3f"), _fmt(r["cosine"], ".6f"), _fmt(r["rel_l2"], ".2e"),
+                      _fmt(r["latency_ratio"], ".2f"), _fmt(r["session_ratio"], ".2f"),
+                      _fmt(r["shrink_s"], ".1f"), _fmt(r["shrink_rss_mb"], ".0f")]
+            lines.append("| " + " | ".join(cells) + " |")
+        notes = [r for r in rs if r["status"] != "ok"]
+        if notes:
+            lines.append("")
+            for r in notes:
+                lines.append(f"* {r['label']}: {r['status']}: `{r['detail'][:240]}`")
+        lines.append("")
+        if orig:
+            summary += _summary_lines(model, rs, orig, primary, hib)
+    lines += ["## Where our methods lose to a peer", ""]
+    lines += summary or ["(none found among measured rows)"]
+    lines.append("")
+    md_path.parent.mkdir(parents=True, exist_ok=True)
+    md_path.write_text("\n".join(lines))
+    _plot(by_model, png_path)
+    print(f"wrote {md_path} and {png_path}")
+
+
+def _size(r: dict[str, Any]) -> float | None:
+    s = r["sizes"]
+    v = s.get("brotli11") or s.get("zstd19")
+    return None if v is None else float(v)
+
+
+def _summary_lines(model: str, rs: list[dict[str, Any]], orig: dict[str, Any], primary: str,
+                   hib: bool) -> list[str]:
+    """Every peer row that none of our rows dominates (smaller-or-equal compressed size AND a primary
+    metric at least as good), plus peers that are clearly faster than our size-matched best."""
+    out: list[str] = []
+    ours = [r for r in rs if r["kind"] == "ours" and r["status"] == "ok" and _size(r) is not None]
+    peers = [r for r in rs if r["kind"] in ("peer", "ortdyn") and r["status"] == "ok"]
+    if not ours:
+        return out
+
+    def better_or_equal(a: float, b: float) -> bool:
+        return a >= b - 1e-9 if hib else a <= b + 1e-9
+
+    for p in peers:
+        ps, pm = _size(p), p["metrics"].get(primary)
+        if ps is None or pm is None:
+            continue
+        good = [o for o in ours if o["metrics"].get(primary) is not None
+                and better_or_equal(o["metrics"][primary], pm)]
+        if not good:
+            best = max(ours, key=lambda o: o["metrics"].get(primary, -1e9) if hib else -o["metrics"].get(primary, 1e9))
+            out.append(f"* {model}: **{p['label']}** has a better {primary} ({pm:.4f}) than every method of ours "
+                       f"(best: {best['label']} {best['metrics'].get(primary, float('nan')):.4f}); "
+                       f"agreement with the original {_fmt(p['agreement'])} vs {_fmt(best['agreement'])}.")
+            continue
+        smallest = min(good, key=lambda o: _size(o) or 0.0)
+        os_ = _size(smallest) or 0.0
+        if ps < os_:
+            out.append(f"* {model}: **{p['label']}** is smaller ({ps / MB:.2f} vs {os_ / MB:.2f} MB compressed) "
+                       f"than our smallest method with an equal-or-better {primary}, {smallest['label']} "
+                       f"({primary} {pm:.4f} vs {smallest['metrics'][primary]:.4f}; agreement "
+                       f"{_fmt(p['agreement'])} vs {_fmt(smallest['agreement'])}).")
+        lat_p, lat_o = p["latency_ratio"], smallest["latency_ratio"]
+        if lat_p is not None and lat_o is not None and lat_p < lat_o - 0.1:
+            out.append(f"* {model}: **{p['label']}** is faster ({lat_p:.2f}x vs {lat_o:.2f}x of the original) "
+                       f"than {smallest['label']}.")
+    return out
+
+
+def _plot(by_model: dict[str, list[dict[str, Any]]], png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models = list(by_model)
+    n = len(models)
+    cols = min(3, n)
+    rows_n = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows_n, cols, figsize=(5.2 * cols, 4.2 * rows_n), squeeze=False)
+    markers = {"original": "*", "ours": "o", "peer": "s", "ortdyn": "^"}
+    colors = {"original": "black", "ours": "tab:blue", "peer": "tab:red", "ortdyn": "tab:orange"}
+    for ax, model in zip(axes.ravel(), models, strict=False):
+        primary, hib = _primary(model)
+        rs = by_model[model]
+        orig = next((r for r in rs if r["variant"] == "original"), None)
+        base = orig["metrics"].get(primary) if orig else None
+        for r in rs:
+            sz = _size(r)
+            val = r["metrics"].get(primary)
+            if r["status"] != "ok" or sz is None or val is None or base is None:
+                continue
+            delta = (val - base) if hib else (base - val)
+            ax.scatter(sz / MB, delta * 100, marker=markers[r["kind"]], color=colors[r["kind"]], s=50)
+            ax.annotate(r["variant"], (sz / MB, delta * 100), fontsize=7, xytext=(3, 3),
+                        textcoords="offset points")
+        ax.axhline(0, color="grey", lw=0.5)
+        ax.set_title(model)
+        ax.set_xlabel("compressed size, MB (brotli-11; zstd-19 if pending)")
+        ax.set_ylabel(f"{primary} change, points (+ = better)")
+        ax.grid(alpha=0.3)
+    for ax in axes.ravel()[n:]:
+        ax.axis("off")
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,41 @@
+"""Subprocess worker: shrink one model with our engine or ORT's quantize_dynamic.
+
+    python -m benchmarks.shrink_one ours METHOD IN OUT
+    python -m benchmarks.shrink_one ortdyn - IN OUT
+
+Run as a separate process so the parent can read its wall time and peak RSS (ru_maxrss).
+Prints one ``RESULT {json}`` line.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+
+def main(argv: list[str]) -> int:
+    kind, method, src, dst = argv
+    t0 = time.perf_counter()
+    info: dict[str, object] = {}
+    if kind == "ours":
+        from hatch_shrinkray import ShrinkOptions, shrink
+
+        res = shrink(src, dst, ShrinkOptions(method=method, verify=None))
+        for attr in ("original_size", "shrunk_size", "seconds"):
+            if hasattr(res, attr):
+                info[attr] = getattr(res, attr)
+    elif kind == "ortdyn":
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        # onnxruntime's defaults (per-tensor, QInt8 weights, all supported op types)
+        quantize_dynamic(src, dst, weight_type=QuantType.QInt8)
+    else:
+        raise SystemExit(f"unknown kind {kind}")
+    info["inner_seconds"] = time.perf_counter() - t0
+    print("RESULT " + json.dumps(info, default=str), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

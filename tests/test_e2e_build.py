@@ -1,0 +1,213 @@
+"""End to end: build example_project with real frontends in isolated environments.
+
+The plugin is served from a wheelhouse built fresh for each test session (a new path every time,
+so no frontend cache can hand back a stale plugin), and example_project pins its exact version.
+The build environments install hatchling, onnx, onnxruntime and numpy from the package index.
+
+All four frontends run by default (the whole module is in the opt-in ``slow`` tier: ``pytest -m
+slow``); ``SHRINKRAY_E2E_FRONTENDS=build`` (or any comma-separated subset of
+``build,pip-wheel,uv,hatch``) narrows it. A frontend whose tool is not installed is skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "example_project"
+MODEL = "src/digits_classifier/models/digits_mlp.onnx"
+IN_WHEEL = "digits_classifier/models/digits_mlp.onnx"
+IN_SDIST = f"digits_classifier-1.0.0/{MODEL}"
+MANIFEST = "digits_classifier-1.0.0/.shrinkray-manifest.json"
+PY = sys.executable
+
+FRONTENDS: dict[str, list[str]] = {
+    "build": [PY, "-m", "build", "--outdir", "dist"],
+    "pip-wheel": [PY, "-m", "pip", "wheel", "--no-deps", "-w", "dist", "."],
+    "uv": [PY, "-m", "uv", "build", "--out-dir", "dist"],
+    "hatch": [PY, "-m", "hatch", "build"],
+}
+
+
+def selected(name: str) -> bool:
+    wanted = os.environ.get("SHRINKRAY_E2E_FRONTENDS", "all")
+    return wanted == "all" or name in wanted.split(",")
+
+
+def has_module(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+@pytest.fixture(scope="session")
+def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheelhouse")
+    subprocess.run([PY, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(REPO)],
+                   check=True, capture_output=True)
+    assert len(list(out.glob("hatch_shrinkray-*.whl"))) == 1
+    return out
+
+
+@pytest.fixture
+def build_env(wheelhouse: Path, tmp_path: Path) -> dict[str, str]:
+    env = os.environ.copy()
+    env.update(PIP_FIND_LINKS=str(wheelhouse), UV_FIND_LINKS=str(wheelhouse),
+               HATCH_DATA_DIR=str(tmp_path / "hatch-data"),
+               HATCH_SHRINKRAY_CACHE_DIR=str(tmp_path / "shrinkray-cache"))
+    for name in ("HATCH_BUILD_NO_HOOKS", "HATCH_BUILD_HOOKS_ONLY", "HATCH_BUILD_CLEAN", "HATCH_QUIET",
+                 "PYTHONPATH", "VIRTUAL_ENV"):
+        env.pop(name, None)
+    return env
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "digits"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns("dist", "build", "__pycache__", ".venv"))
+    return root
+
+
+def tree(root: Path) -> dict[str, str]:
+    """Digest of every file in the project except the frontends' output directory."""
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and p.relative_to(root).parts[0] != "dist"}
+
+
+def run(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, check=False, cwd=cwd, env=env, capture_output=True, text=True, timeout=1200)
+
+
+def members(sdist: Path) -> dict[str, bytes]:
+    with tarfile.open(sdist) as tar:
+        names = tar.getnames()
+        assert len(names) == len(set(names)), "duplicate entries in the sdist"
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
+
+
+def venv_with(requirement: list[str], tmp_path: Path, env: dict[str, str]) -> Path:
+    """A fresh virtual environment with ``requirement`` installed; returns its python."""
+    venv = tmp_path / "venv"
+    python = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    if has_module("uv"):
+        subprocess.run([PY, "-m", "uv", "venv", "--quiet", str(venv)], check=True, env=env)
+        install = [PY, "-m", "uv", "pip", "install", "--quiet", "--python", str(python)]
+    else:
+        subprocess.run([PY, "-m", "venv", str(venv)], check=True, env=env)
+        install = [str(python), "-m", "pip", "install", "--quiet"]
+    subprocess.run([*install, *requirement], check=True, env=env)
+    return python
+
+
+def installed_accuracy(wheel: Path, tmp_path: Path, env: dict[str, str]) -> dict[str, object]:
+    """Install the wheel into a fresh venv and score its ``predict()`` on the test split."""
+    python = venv_with([str(wheel)], tmp_path, env)
+    script = (
+        "import json, pathlib, numpy as np, digits_classifier as d\n"
+        f"t = np.load({str(EXAMPLE / 'data/digits_test.npz')!r})\n"
+        "acc = float((d.predict(t['pixels'].astype(np.float32)) == t['labels']).mean())\n"
+        "print(json.dumps({'accuracy': acc, 'file': d.__file__, 'model_bytes': len(d.model_bytes())}))\n"
+    )
+    out = subprocess.run([str(python), "-c", script], check=True, capture_output=True, text=True,
+                         cwd=tmp_path, env=env)
+    return dict(json.loads(out.stdout))
+
+
+@pytest.mark.parametrize("frontend", list(FRONTENDS))
+def test_frontend_builds_a_shrunk_verified_package(frontend: str, project: Path, build_env: dict[str, str],
+                                                   tmp_path: Path) -> None:
+    if not selected(frontend):
+        pytest.skip("not in SHRINKRAY_E2E_FRONTENDS")
+    tool = {"build": "build", "uv": "uv", "hatch": "hatch"}.get(frontend)
+    if tool and not has_module(tool):
+        pytest.skip(f"{tool} is not installed")
+    original = (project / MODEL).read_bytes()
+    before = tree(project)
+    done = run(FRONTENDS[frontend], project, build_env)
+    log = done.stdout + done.stderr
+    (tmp_path / "build.log").write_text(log)
+    assert done.returncode == 0, log
+    assert tree(project) == before, "the build changed the project tree"
+
+    (wheel,) = (project / "dist").glob("*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        assert names.count(IN_WHEEL) == 1
+        shipped = zf.read(IN_WHEEL)
+        assert not [n for n in names if "shrinkray-manifest" in n]
+    assert len(shipped) < len(original) * 0.3
+
+    sdists = list((project / "dist").glob("*.tar.gz"))
+    if sdists:
+        files = members(sdists[0])
+        assert files[IN_SDIST] == shipped
+        manifest = json.loads(files[MANIFEST])
+        assert manifest[MODEL]["shrunk_sha256"] == hashlib.sha256(shipped).hexdigest()
+        assert manifest[MODEL]["original_sha256"] == hashlib.sha256(original).hexdigest()
+    if frontend in ("build", "uv"):
+        assert "already shrunk (manifest match); shipping as-is" in log, log
+    if frontend != "pip-wheel":
+        assert f"shrinkray: {MODEL}: 6.59 MB -> " in log, log
+        assert "shrinkray: total 1 model" in log, log
+
+    report = installed_accuracy(wheel, tmp_path, build_env)
+    assert "site-packages" in str(report["file"])
+    assert report["model_bytes"] == len(shipped)
+    baseline = json.loads((EXAMPLE / "training_report.json").read_text())["test_accuracy"]
+    assert float(report["accuracy"]) >= baseline - 0.005  # type: ignore[arg-type]
+
+
+def test_second_build_is_served_from_the_cache(project: Path, build_env: dict[str, str]) -> None:
+    first = run([PY, "-m", "build", "--wheel", "--outdir", "dist"], project, build_env)
+    assert first.returncode == 0, first.stderr
+    shutil.rmtree(project / "dist")
+    second = run([PY, "-m", "build", "--wheel", "--outdir", "dist"], project, build_env)
+    assert second.returncode == 0, second.stderr
+    assert "cached, " in second.stdout + second.stderr
+    assert "(1 cached)" in second.stdout + second.stderr
+
+
+def test_verification_failure_leaves_no_artifact_and_no_trace(project: Path, build_env: dict[str, str]) -> None:
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('method = "int8"', 'method = "int8"\nmax-rel-l2 = 0.0'))
+    before = tree(project)
+    done = run([PY, "-m", "build", "--outdir", "dist"], project, build_env)
+    log = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "differs too much from the original" in log and "FAIL" in log, log
+    assert not (project / "dist").exists() or not list((project / "dist").iterdir())
+    assert tree(project) == before
+
+
+def test_bad_config_lists_every_error(project: Path, build_env: dict[str, str]) -> None:
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('method = "int8"', 'method = "int9"\nlevles = 3'))
+    done = run([PY, "-m", "build", "--wheel", "--outdir", "dist"], project, build_env)
+    log = done.stdout + done.stderr
+    assert done.returncode != 0
+    table = "tool.hatch.build.hooks.shrinkray"
+    assert f"- Unknown field `{table}.levles`; did you mean `levels`?" in log, log
+    assert f"- Field `{table}.method` must be one of" in log, log
+
+
+def test_editable_install_ships_nothing_extra(project: Path, build_env: dict[str, str], tmp_path: Path) -> None:
+    """An editable install serves the model from the tree; no copy may land in site-packages."""
+    python = venv_with(["-e", str(project)], tmp_path, build_env)
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    assert not list(Path(site).rglob("digits_mlp.onnx"))
+    assert not (Path(site) / "digits_classifier").exists()
+    where = subprocess.run([str(python), "-c", "import digits_classifier as d; print(d.__file__)"],
+                           check=True, capture_output=True, text=True, cwd=tmp_path).stdout.strip()
+    assert Path(where).resolve().is_relative_to(project.resolve())

@@ -44,3 +44,7 @@ def ppocr_v6_rec() -> Path:
 
 def silero_vad() -> Path:
     return wheel_member("silero-vad==6.2.3", "silero_vad/data/silero_vad.onnx")
+
+
+def ppocr_v4_rec() -> Path:
+    return wheel_member("rapidocr-onnxruntime==1.4.4", "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx")

@@ -11,6 +11,7 @@ import onnx
 import pytest
 
 from hatch_shrinkray.cli import main
+
 from onnx_builders import mlp, save
 
 

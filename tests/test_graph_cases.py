@@ -8,9 +8,10 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
-from onnx_builders import const, init, mlp, model, run, save, vi, weight
 
 from hatch_shrinkray import ShrinkOptions, VerifyOptions, shrink
+
+from onnx_builders import const, init, mlp, model, run, save, vi, weight
 
 X = {"x": np.random.default_rng(5).standard_normal((3, 256)).astype(np.float32)}
 

@@ -8,10 +8,11 @@ import numpy as np
 import onnx
 import pytest
 from onnx import helper
-from onnx_builders import init, mlp, model, run, save, vi, weight
 
 from hatch_shrinkray import ShrinkOptions, ShrinkrayError, VerificationError, VerifyOptions, shrink
 from hatch_shrinkray.options import option_errors
+
+from onnx_builders import init, mlp, model, run, save, vi, weight
 
 X = {"x": np.random.default_rng(1).standard_normal((4, 256)).astype(np.float32)}
 

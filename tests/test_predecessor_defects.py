@@ -9,11 +9,12 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
-from onnx_builders import const, init, mlp, model, run, save, vi, weight
-from realmodels import ppocr_v4_rec, ppocr_v6_rec, silero_vad
 
 from hatch_shrinkray import ShrinkOptions, ShrinkrayError, VerifyOptions, modelio, shrink
 from hatch_shrinkray.cli import main
+
+from onnx_builders import const, init, mlp, model, run, save, vi, weight
+from realmodels import ppocr_v4_rec, ppocr_v6_rec, silero_vad
 
 X = {"x": np.random.default_rng(3).standard_normal((2, 256)).astype(np.float32)}
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx_builders import weight
 
 from hatch_shrinkray.quant import FLUSH, NotEncodable, find_nonfinite, quantize_affine, quantize_symmetric
+
+from onnx_builders import weight
 
 
 def test_symmetric_error_is_within_half_a_step_per_channel() -> None:

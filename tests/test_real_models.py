@@ -8,6 +8,7 @@ import numpy as np
 import onnx
 
 from hatch_shrinkray import ShrinkOptions, VerifyOptions, shrink
+
 from realmodels import ppocr_v6_rec, silero_vad
 
 

@@ -55,6 +55,9 @@ class Shipped:
     """``shrunk``, ``cached``, ``pass-through`` or ``already-quantized``."""
     original_size: int
     shipped_size: int
+    obsolete: tuple[str, ...] = ()
+    """Project-relative external-data files of the original that the shrunk model no longer
+    reads; the hook drops them from the archive."""
 
 
 def passes_through(model: ModelEntry, root: Path, manifest: dict[str, ManifestEntry]) -> bool:
@@ -112,7 +115,7 @@ def ship_models(config: HookConfig, root: Path, build_data: dict[str, Any], work
         manifest_out[model.relpath] = record.entry
         app.display_success(_success_line(model.relpath, record, cached))
         shipped.append(Shipped(model.relpath, "cached" if cached else "shrunk",
-                               record.original_size, record.shrunk_size))
+                               record.original_size, record.shrunk_size, _sidecars(source, model.relpath)))
     if config.target == "sdist" and manifest_out:
         manifest = workdir / MANIFEST_NAME
         manifest.write_text(render(manifest_out), encoding="utf-8", newline="\n")
@@ -171,6 +174,18 @@ def _shrink_one(model: ModelEntry, root: Path, target: Path, cache: ShrinkCache 
         if problem:
             app.display_debug(f"{PREFIX} could not write the cache entry: {problem}")
     return record, False
+
+
+def _sidecars(source: Path, relpath: str) -> tuple[str, ...]:
+    """The original's external-data files, as project-relative paths (the shrunk model is
+    self-contained: outputs that would need a data file are refused above)."""
+    import onnx
+
+    from hatch_shrinkray.modelio import external_locations
+
+    locations = external_locations(onnx.load(str(source), load_external_data=False))
+    parent = PurePosixPath(relpath).parent
+    return tuple(sorted({(parent / location).as_posix() for location in locations}))
 
 
 def portable_options(options: ShrinkOptions, root: Path) -> dict[str, Any]:

@@ -7,6 +7,7 @@ Importing this module must stay cheap: hatchling constructs a throw-away instanc
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -51,13 +52,23 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
             return
         self._workdir = tempfile.TemporaryDirectory(prefix="hatch-shrinkray-")
         try:
-            ship_models(self._load(), Path(self.root), build_data, Path(self._workdir.name), self.app)
+            shipped = ship_models(self._load(), Path(self.root), build_data, Path(self._workdir.name),
+                                  self.app)
+            self._drop(path for model in shipped for path in model.obsolete)
         except ShrinkrayError as exc:
             self._cleanup()
             self.app.abort(f"shrinkray: {exc}")
         except BaseException:
             self._cleanup()
             raise
+
+    def _drop(self, relpaths: Iterable[str]) -> None:
+        """Leave files out of the archive. Hatchling has no public API for this (pypa/hatch#1787);
+        a path in ``build_reserved_paths`` is skipped by file selection, and hatchling clears the
+        set after writing each archive (stable since hatchling 1.4)."""
+        for relpath in relpaths:
+            self.build_config.build_reserved_paths.add(self.build_config.get_distribution_path(relpath))
+            self.app.display_debug(f"shrinkray: leaving out {relpath} (external data of the original)")
 
     def finalize(self, version: str, build_data: dict[str, Any], artifact_path: str) -> None:
         self._cleanup()

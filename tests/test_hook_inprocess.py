@@ -19,11 +19,12 @@ import pytest
 from hatchling.builders.sdist import SdistBuilder
 from hatchling.builders.wheel import WheelBuilder
 from onnx import helper
-from onnx_builders import init, mlp, model, save, vi, weight
 
 import hatch_shrinkray.engine
 from hatch_shrinkray.manifest import MANIFEST_NAME
 from hatch_shrinkray.plugin import ShrinkrayBuildHook
+
+from onnx_builders import init, mlp, model, save, vi, weight
 
 MODEL = "src/toymodel/models/a.onnx"
 IN_WHEEL = "toymodel/models/a.onnx"
@@ -255,6 +256,27 @@ def test_sdist_original_ships_originals_and_wheel_shrinks(tmp_path: Path) -> Non
     assert f"toymodel-0.1.0/{MANIFEST_NAME}" not in members
     with zipfile.ZipFile(build(root)) as zf:
         assert len(zf.read(IN_WHEEL)) < len(original) / 3
+
+
+def test_external_data_of_the_original_is_left_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model saved with a ``.data`` sidecar: the shrunk copy is self-contained, so shipping the
+    sidecar too would put the original weights back into the archive."""
+    root = write_project(tmp_path / "toymodel")
+    onnx.save_model(mlp(), str(root / MODEL), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="a.onnx.data", size_threshold=0)
+    sidecar = (root / MODEL).with_name("a.onnx.data")
+    assert sidecar.stat().st_size > 200_000
+    members = sdist_members(build(root, "sdist"))
+    assert IN_SDIST in members and f"{IN_SDIST}.data" not in members
+    with zipfile.ZipFile(build(root)) as zf:
+        assert f"{IN_WHEEL}.data" not in zf.namelist()
+        shipped = onnx.load_from_string(zf.read(IN_WHEEL))
+    onnx.checker.check_model(shipped, full_check=True)
+    with tarfile.open(next((tmp_path / "dist").glob("*.tar.gz"))) as tar:
+        tar.extractall(tmp_path / "unpacked", filter="data")
+    forbid_engine(monkeypatch)
+    with zipfile.ZipFile(build(tmp_path / "unpacked/toymodel-0.1.0", out=tmp_path / "again")) as zf:
+        assert [n for n in zf.namelist() if "models/" in n] == [IN_WHEEL]
 
 
 def quantized_model() -> onnx.ModelProto:

@@ -105,7 +105,12 @@ def ship_models(config: HookConfig, root: Path, build_data: dict[str, Any], work
         app.display_waiting(f"{PREFIX} {model.relpath} ({human(size)}): {model.options.method}...")
         target = workdir / model.relpath
         target.parent.mkdir(parents=True, exist_ok=True)
-        outcome = _shrink_one(model, root, target, cache, app)
+        try:
+            outcome = _shrink_one(model, root, target, cache, app)
+        except ShrinkrayError as exc:
+            if exc.path and Path(exc.path) == source:
+                exc.path = model.relpath  # the path the user wrote, not the build's absolute one
+            raise
         if outcome is None:
             force_include[str(source)] = model.relpath
             shipped.append(Shipped(model.relpath, "already-quantized", size, size))

@@ -31,7 +31,11 @@ class Int4:
     name = "int4"
 
     def apply(self, model: ModelProto, options: ShrinkOptions) -> list[TensorRecord]:
-        from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+        try:
+            from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+        except ImportError as exc:
+            raise ShrinkrayError(f"method int4 needs onnxruntime's MatMulNBits quantizer: {exc}",
+                                 hint="pip install onnx-ir (a dependency of hatch-shrinkray)") from exc
 
         targets = [s for s in find_sites(model) if _matmul_weight(s) and skip_reason(s, options) is None]
         names = Names(model)

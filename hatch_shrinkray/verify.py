@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from onnx import ModelProto
 
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.inputs import Feed, generate, load_npz, specs_of, symbolic
@@ -151,10 +152,16 @@ def verify_against(reference: tuple[list[Feed], list[list[npt.NDArray[Any]]], li
     return VerifyResult(comparisons, len(feeds), source, checker)
 
 
-def verify(original: ModelRef, shrunk: ModelRef, options: VerifyOptions | None = None) -> VerifyResult:
-    """Compare two models' outputs (paths or serialized bytes); also runs onnx.checker on ``shrunk``."""
+def verify(original: ModelRef | ModelProto, shrunk: ModelRef | ModelProto,
+           options: VerifyOptions | None = None) -> VerifyResult:
+    """Compare two models' outputs (paths, serialized bytes or ModelProtos); also runs onnx.checker
+    on ``shrunk``. Raises ShrinkrayError when either model cannot be loaded or run."""
     import onnx
 
+    if isinstance(original, ModelProto):
+        original = original.SerializeToString()
+    if isinstance(shrunk, ModelProto):
+        shrunk = shrunk.SerializeToString()
     options = options or VerifyOptions()
     label = "<shrunk>" if isinstance(shrunk, bytes) else str(shrunk)
     try:

@@ -118,3 +118,14 @@ def test_no_tensor_above_threshold_is_a_reported_noop(tmp_path: Path) -> None:
     assert not result.encoded
     np.testing.assert_array_equal(run(m, {"x": np.ones((1, 16), np.float32)})[0],
                                   run(tmp_path / "o.onnx", {"x": np.ones((1, 16), np.float32)})[0])
+
+
+def test_verify_accepts_model_protos_and_paths(tmp_path: Path) -> None:
+    from hatch_shrinkray import verify
+
+    m = mlp(512, 512)
+    out = tmp_path / "o.onnx"
+    shrink(m, out)
+    assert verify(m, out).passed
+    assert verify(save(m, tmp_path / "m.onnx"), onnx.load(str(out))).passed
+    assert not verify(m, out, VerifyOptions(max_rel_l2=1e-9)).passed

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 import tarfile
 import tempfile
 import zipfile
@@ -319,3 +321,10 @@ def test_other_targets_are_left_alone(project: Path) -> None:
     assert build_data == {"force_include": {}}
     assert hook.dependencies() == []
 
+
+
+def test_loading_the_hook_does_not_start_onnxruntime() -> None:
+    """hatchling imports the hook just to ask for ``dependencies()``; that must stay cheap."""
+    code = "import sys, hatch_shrinkray.hooks; print('onnxruntime' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert done.stdout.strip() == "False"

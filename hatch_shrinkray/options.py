@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-METHODS = ("int8", "float-levels", "fp16", "dedup", "dynamic", "int4")
+METHODS = ("int8", "float-levels", "fp16", "dedup", "dynamic", "int4", "auto")
 SCHEMES = ("symmetric", "asymmetric")
 DECODES = ("float", "fast")
 
@@ -52,6 +52,13 @@ class ShrinkOptions:
     decode: str = "float"
     block_size: int = 32
     verify: VerifyOptions | None = field(default_factory=VerifyOptions)
+    budget_rel_l2: float = 0.02
+    """``auto``: largest relative L2 of any output allowed on the verification inputs."""
+    budget_cosine: float = 0.9998
+    """``auto``: smallest cosine similarity of any output allowed."""
+    budget_agreement: float = 0.995
+    """``auto``: smallest share of unchanged discrete answers (per-position argmax of class scores,
+    ``> 0.5`` decisions of probability outputs)."""
 
     def describe(self) -> dict[str, Any]:
         """A JSON-ready dict of the options that affect the output (for manifests and cache keys)."""
@@ -96,6 +103,11 @@ def option_errors(opts: ShrinkOptions, names: Mapping[str, str] | None = None) -
         errors.append(f"{n('decode')} must be one of {', '.join(DECODES)}; got {opts.decode!r}")
     if not _is_int(opts.block_size) or opts.block_size < 16 or opts.block_size & (opts.block_size - 1):
         errors.append(f"{n('block_size')} must be a power of two >= 16; got {opts.block_size!r}")
+    for key, lo, hi in (("budget_rel_l2", 0.0, float("inf")), ("budget_cosine", -1.0, 1.0),
+                        ("budget_agreement", 0.0, 1.0)):
+        value = getattr(opts, key)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not lo <= value <= hi:
+            errors.append(f"{n(key)} must be a number from {lo} to {hi}; got {value!r}")
     v = opts.verify
     if v is not None:
         if v.inputs is not None and not Path(v.inputs).is_file():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from onnx import ModelProto
 
+from hatch_shrinkray.methods.auto import Auto
 from hatch_shrinkray.methods.base import Method, TensorEncoder
 from hatch_shrinkray.methods.dedup import Dedup
 from hatch_shrinkray.methods.dynamic import Dynamic
@@ -43,6 +44,7 @@ METHODS: dict[str, Method] = {
     "dedup": NoOp(),
     "dynamic": Dynamic(),
     "int4": Int4(),
+    "auto": Auto(),
 }
 
 __all__ = ["METHODS", "Dedup", "Method"]

@@ -1,0 +1,140 @@
+"""Second moments of the activations that multiply a weight (``H = sum x x^T``), from calibration runs.
+
+With ``H`` the output error a weight change ``dW`` causes on the calibration inputs is, per output
+channel ``r``, ``dW[r] H dW[r]^T``: that is what the rounding in ``gptq`` minimises instead of the
+weight error. Supported readers: ``MatMul`` (2-D weight as input 1), ``Gemm`` (input 1, any
+``transA``/``transB``) and 1-D/2-D ``Conv`` with explicit pads, strides, dilations and groups
+(the activations are unfolded into patches the way the weight is flattened).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from onnx import NodeProto, helper
+
+MAX_ROWS = 8192  # patches per sample; evenly thinned above this (big early feature maps)
+
+
+def _attr(node: NodeProto, name: str, default: Any) -> Any:
+    for a in node.attribute:
+        if a.name == name:
+            return helper.get_attribute_value(a)
+    return default
+
+
+@dataclass
+class Layout:
+    """How a weight reads as ``[rows, K]`` (output channels x input features) and which
+    activation feeds it; ``groups`` > 1 for grouped convolutions (rows split evenly)."""
+
+    node: NodeProto
+    activation: str
+    groups: int
+    transpose: bool
+    """MatMul ``[K, N]`` and Gemm ``transB=0`` weights are stored transposed to ``[rows, K]``."""
+
+
+def layout(node: NodeProto, index: int, shape: tuple[int, ...]) -> Layout | None:
+    """The reading of input ``index`` of ``node``, or None when it is not a supported weight."""
+    if node.domain not in ("", "ai.onnx") or index != 1 or not node.input[0]:
+        return None
+    op = node.op_type
+    if op == "MatMul" and len(shape) == 2:
+        return Layout(node, node.input[0], 1, True)
+    if op == "Gemm" and len(shape) == 2:
+        return Layout(node, node.input[0], 1, not _attr(node, "transB", 0))
+    if op == "Conv" and len(shape) in (3, 4) and _attr(node, "auto_pad", b"NOTSET") in (b"NOTSET", "NOTSET"):
+        return Layout(node, node.input[0], int(_attr(node, "group", 1)), False)
+    return None
+
+
+def as_rows(w: npt.NDArray[Any], lay: Layout) -> npt.NDArray[Any]:
+    """The weight as ``[rows, K]``."""
+    if lay.transpose:
+        return np.ascontiguousarray(w.T)
+    return w.reshape(w.shape[0], -1)
+
+
+def from_rows(rows: npt.NDArray[Any], lay: Layout, shape: tuple[int, ...]) -> npt.NDArray[Any]:
+    if lay.transpose:
+        return np.ascontiguousarray(rows.T)
+    return rows.reshape(shape)
+
+
+@dataclass
+class Moments:
+    """Accumulated ``[groups, K/groups... ]`` second moments and the number of rows seen."""
+
+    h: npt.NDArray[np.float64] | None = None
+    count: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, patches: npt.NDArray[Any]) -> None:
+        """``patches``: ``[n, groups, Kg]``."""
+        p = patches.astype(np.float64)
+        h = np.matmul(p.transpose(1, 2, 0), p.transpose(1, 0, 2))
+        self.h = h if self.h is None else self.h + h
+        self.count += int(p.shape[0])
+
+
+def patches(x: npt.NDArray[Any], lay: Layout, shape: tuple[int, ...]) -> npt.NDArray[Any] | None:
+    """Activation rows ``[n, groups, Kg]`` in the order the weight's ``[rows, K]`` columns use."""
+    op = lay.node.op_type
+    if op == "MatMul":
+        k = shape[0]
+        if x.shape[-1] != k:
+            return None
+        return _thin(x.reshape(-1, 1, k))
+    if op == "Gemm":
+        a = x.T if _attr(lay.node, "transA", 0) else x
+        return _thin(a.reshape(-1, 1, a.shape[-1]))
+    return _conv_patches(x, lay, shape)
+
+
+def _thin(rows: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    if rows.shape[0] <= MAX_ROWS:
+        return rows
+    idx = np.linspace(0, rows.shape[0] - 1, MAX_ROWS).round().astype(np.int64)
+    out: npt.NDArray[Any] = rows[idx]
+    return out
+
+
+def _conv_patches(x: npt.NDArray[Any], lay: Layout, shape: tuple[int, ...]) -> npt.NDArray[Any] | None:
+    node = lay.node
+    spatial = len(shape) - 2
+    if x.ndim != spatial + 2:
+        return None
+    if spatial == 1:
+        x = x[:, :, None, :]
+        shape = (shape[0], shape[1], 1, shape[2])
+    kh, kw = shape[2], shape[3]
+    pads = list(_attr(node, "pads", [0] * (2 * spatial)))
+    strides = list(_attr(node, "strides", [1] * spatial))
+    dil = list(_attr(node, "dilations", [1] * spatial))
+    if spatial == 1:
+        pads = [0, pads[0], 0, pads[1]]
+        strides = [1, strides[0]]
+        dil = [1, dil[0]]
+    g = lay.groups
+    n, c = x.shape[0], x.shape[1]
+    if c % g or c // g != shape[1]:
+        return None
+    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    eh, ew = (kh - 1) * dil[0] + 1, (kw - 1) * dil[1] + 1
+    if xp.shape[2] < eh or xp.shape[3] < ew:
+        return None
+    win = np.lib.stride_tricks.sliding_window_view(xp, (eh, ew), axis=(2, 3))
+    win = win[:, :, :: strides[0], :: strides[1], :: dil[0], :: dil[1]]  # [n, c, oh, ow, kh, kw]
+    oh, ow = win.shape[2], win.shape[3]
+    rows = n * oh * ow
+    if rows > MAX_ROWS:
+        idx = np.linspace(0, rows - 1, MAX_ROWS).round().astype(np.int64)
+        flat = win.transpose(0, 2, 3, 1, 4, 5).reshape(rows, c, kh, kw)
+        sel = flat[idx]
+    else:
+        sel = win.transpose(0, 2, 3, 1, 4, 5).reshape(rows, c, kh, kw)
+    return np.ascontiguousarray(sel.reshape(sel.shape[0], g, (c // g) * kh * kw))

@@ -1,0 +1,146 @@
+"""The encodings ``auto`` may choose for one weight, each with its size and its decoded values.
+
+Ladder, smallest first: 4-bit blocks (MatMul initializers, onnxruntime's MatMulNBits numerics),
+int8 per-channel (output-error-aware rounding when calibration moments exist, else round-to-
+nearest), a 16-bit encoding (int16 per-channel or fp16, whichever reproduces the layer output
+better: int16 has 4 more bits of resolution within a channel, fp16 wins on channels with a huge
+dynamic range such as Silero's 54.9 among values around 0.04), and the original float32.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from hatch_shrinkray import gptq
+from hatch_shrinkray.calib import Layout, as_rows, from_rows
+from hatch_shrinkray.methods._decode import float_decode
+from hatch_shrinkray.methods.base import Decode, EncodeContext
+from hatch_shrinkray.methods.fp16 import Fp16Encoder
+from hatch_shrinkray.quant import FLUSH, NotEncodable, Quantized, quantize_symmetric, scale_shape
+
+F32 = np.float32
+MIN_ROWS_PER_FEATURE = 2
+
+
+@dataclass(frozen=True)
+class Candidate:
+    kind: str
+    """``int4`` | ``int8`` | ``int16`` | ``fp16`` | ``fp32``."""
+    label: str
+    stored_bytes: int
+    decoded: npt.NDArray[Any]
+    decode: Decode | None
+    """None for ``fp32`` (kept) and ``int4`` (written by onnxruntime's quantizer)."""
+    weight_error: float
+    """Estimated output error energy on the calibration data (``dW H dW^T``; plain ``|dW|^2``
+    without calibration moments)."""
+    note: str = ""
+
+
+def error_energy(w: npt.NDArray[Any], decoded: npt.NDArray[Any], moments: npt.NDArray[np.float64] | None,
+                 lay: Layout | None) -> float:
+    dw = (np.asarray(decoded, dtype=np.float64) - w.astype(np.float64))
+    dw = np.where(np.isfinite(dw), dw, 0.0)
+    if moments is None or lay is None:
+        return float(np.square(dw).sum())
+    rows = as_rows(dw, lay)
+    g = moments.shape[0]
+    per = rows.shape[0] // g
+    return float(sum(gptq.output_error(rows[i * per:(i + 1) * per], moments[i]).sum() for i in range(g)))
+
+
+def int4_block(w: npt.NDArray[np.float32], block: int) -> tuple[npt.NDArray[np.float32], int]:
+    """What onnxruntime's symmetric MatMulNBits quantizer reconstructs for ``w`` ``[K, N]``, and the
+    stored size the ``int4`` method reports for it."""
+    from onnxruntime.capi._pybind_state import quantize_matmul_4bits
+
+    k, n = w.shape
+    blocks = -(-k // block)
+    padded = np.zeros((blocks * block, n), dtype=F32)
+    padded[:k] = w
+    packed = np.zeros((n, blocks, block // 2), dtype=np.uint8)
+    zero = np.zeros((n, (blocks + 1) // 2), dtype=np.uint8)
+    scales = np.zeros((n, blocks), dtype=F32)
+    quantize_matmul_4bits(packed, padded, scales, zero, block, n, k, True)
+    codes = np.stack([packed & 15, packed >> 4], axis=-1).reshape(n, blocks, block).astype(F32) - 8
+    decoded = (codes * scales[:, :, None]).reshape(n, blocks * block)[:, :k].T
+    return np.ascontiguousarray(decoded, dtype=F32), n * blocks * (block // 2 + 4)
+
+
+def int8_candidate(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.NDArray[np.float64] | None,
+                   lay: Layout | None, rows_seen: int = 0) -> Candidate:
+    """int8 per-channel; output-error-aware rounding where moments exist for the weight's axis."""
+    axis = ctx.axis
+    where = "per-tensor" if axis is None else f"axis {axis}"
+    q0 = quantize_symmetric(w, axis, 8)
+    base = float_decode(q0, w.dtype, ctx.opset, f"int8 {where}")
+    rtn_err = error_energy(w, q0.decoded, moments, lay)
+    if moments is None or lay is None or q0.nonfinite is not None or axis != (1 if lay.transpose else 0):
+        return Candidate("int8", base.label, base.stored_bytes, q0.decoded, base, rtn_err, "round-to-nearest")
+    if rows_seen < MIN_ROWS_PER_FEATURE * moments.shape[-1]:
+        # Fewer calibration rows than features: H is rank-deficient and any output-aware
+        # rounding would fit the calibration inputs, not the layer.
+        return Candidate("int8", base.label, base.stored_bytes, q0.decoded, base, rtn_err,
+                         f"round-to-nearest (only {rows_seen} calibration rows for {moments.shape[-1]} features)")
+    rows = as_rows(w.astype(np.float64), lay)
+    s0 = as_rows(np.broadcast_to(q0.scale, w.shape), lay)[:, 0].astype(np.float64)
+    g = moments.shape[0]
+    per = rows.shape[0] // g
+    codes = np.empty_like(rows)
+    scale = np.empty_like(s0)
+    for i in range(g):
+        sl = slice(i * per, (i + 1) * per)
+        r = gptq.round_rows(rows[sl], s0[sl], moments[i])
+        codes[sl] = r.codes
+        scale[sl] = r.scale
+    exact = (rows.min(axis=1) == rows.max(axis=1)) | (np.abs(rows).max(axis=1) < FLUSH)
+    q0_rows = as_rows(q0.codes.astype(np.float64), lay)
+    codes[exact] = q0_rows[exact]
+    scale[exact] = s0[exact]
+    scale32 = scale.astype(F32)
+    dec_rows = (codes.astype(F32) * scale32[:, None]).astype(F32)
+    tiny = (np.abs(dec_rows) < FLUSH) & (dec_rows != 0) & ~exact[:, None]
+    codes[tiny] = 0
+    dec_rows[tiny] = 0
+    decoded = from_rows(dec_rows, lay, w.shape)
+    s_shape = scale_shape(w.shape, axis)
+    q = Quantized(from_rows(codes, lay, w.shape).astype(np.int8), scale32.reshape(s_shape), None,
+                  decoded, None, None)
+    err = error_energy(w, decoded, moments, lay)
+    if err >= rtn_err:
+        return Candidate("int8", base.label, base.stored_bytes, q0.decoded, base, rtn_err, "round-to-nearest")
+    dec = float_decode(q, w.dtype, ctx.opset, f"int8 {where} gptq")
+    gain = rtn_err / err if err > 0 else float("inf")
+    return Candidate("int8", dec.label, dec.stored_bytes, decoded, dec, err,
+                     f"output-aware rounding: {gain:.2f}x less output error than round-to-nearest")
+
+
+def sixteen_bit(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.NDArray[np.float64] | None,
+                lay: Layout | None) -> Candidate | None:
+    """The better of int16 per-channel and fp16 for this weight (None if neither applies)."""
+    options: list[Candidate] = []
+    try:
+        q = quantize_symmetric(w, ctx.axis, 16)
+        where = "per-tensor" if ctx.axis is None else f"axis {ctx.axis}"
+        dec = float_decode(q, w.dtype, ctx.opset, f"int16 {where}")
+        options.append(Candidate("int16", dec.label, dec.stored_bytes, q.decoded, dec,
+                                 error_energy(w, q.decoded, moments, lay)))
+    except NotEncodable:
+        pass
+    try:
+        half = Fp16Encoder().encode(w, ctx)
+        options.append(Candidate("fp16", half.label, half.stored_bytes, half.decoded, half,
+                                 error_energy(w, half.decoded, moments, lay)))
+    except NotEncodable:
+        pass
+    if not options:
+        return None
+    return min(options, key=lambda c: (c.weight_error, c.stored_bytes))
+
+
+def fp32(w: npt.NDArray[np.float32]) -> Candidate:
+    return Candidate("fp32", "kept", int(w.nbytes), w, None, 0.0)

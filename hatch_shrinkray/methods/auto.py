@@ -1,0 +1,320 @@
+"""``auto``: the smallest model whose outputs stay within an accuracy budget on the verification inputs.
+
+Per weight it chooses among 4-bit blocks (MatMul initializers, via onnxruntime's MatMulNBits),
+int8 per-channel with output-error-aware rounding (``gptq``), a 16-bit encoding (int16 or fp16)
+and the original float32 (``candidates``). A few tensors of a model are often far more sensitive
+than the rest (one Silero VAD weight of 54.9 among values of 0.04; the CTC heads of PaddleOCR);
+uniform int8 changes many answers because of them, while most weights tolerate much more.
+
+Steps: inputs (the user's ``.npz`` or generated ones) -> one probe session with the weights as
+inputs (``probe``) -> activation moments for output-aware rounding (``calib``) -> candidates ->
+one-tensor-at-a-time sensitivity and the knapsack search (``search``) -> write the chosen
+encodings. Every record's note says what was chosen and why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from onnx import ModelProto
+
+from hatch_shrinkray.axes import choose_axis, lowest_error_axis
+from hatch_shrinkray.budget import Deviation, deviation
+from hatch_shrinkray.calib import Layout, Moments, layout, patches
+from hatch_shrinkray.candidates import Candidate, fp32, int4_block, int8_candidate, sixteen_bit
+from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.graph import Names, Site, find_sites, opset_version
+from hatch_shrinkray.methods.base import Decode, EncodeContext
+from hatch_shrinkray.methods.int8 import Int8Encoder
+from hatch_shrinkray.options import ShrinkOptions, VerifyOptions
+from hatch_shrinkray.probe import Probe, site_key, weights_as_inputs
+from hatch_shrinkray.quant import NotEncodable
+from hatch_shrinkray.result import TensorRecord
+from hatch_shrinkray.rewrite import encode_weights, record, skip_reason
+from hatch_shrinkray.search import Option, search
+
+FLOAT32 = 1
+MAX_EVALS = 400
+"""Single-tensor sensitivity runs; beyond it the 16-bit level is estimated from the int8 one
+scaled by the ratio of their calibrated output errors (largest weights are measured first)."""
+
+Key = tuple[str, str]
+
+
+@dataclass
+class Weight:
+    site: Site
+    ctx: EncodeContext
+    lay: Layout | None
+    candidates: list[Candidate]
+    energies: list[float]
+    measured: list[bool]
+    unexercised: bool = False
+
+
+class Auto:
+    name = "auto"
+
+    def apply(self, model: ModelProto, options: ShrinkOptions) -> list[TensorRecord]:
+        sites = [s for s in find_sites(model)
+                 if s.dtype == FLOAT32 and skip_reason(s, options) is None]
+        if not sites:
+            return encode_weights(model, Int8Encoder(), options)
+        vopts = options.verify or VerifyOptions()
+        feeds = _feeds(model, vopts)
+        main_names = _main_names(model)
+        lays = {site_key(s): _layout(s, main_names) for s in sites}
+        capture = sorted({lay.activation for lay in lays.values() if lay is not None})
+        originals = {site_key(s): s.array() for s in sites}
+        probe = Probe(weights_as_inputs(model, set(originals), capture), feeds, originals)
+        base, caps = probe.run(capture=True)
+        moments = _moments(sites, lays, caps, probe.probe.captured)
+        del caps
+        opset = opset_version(model)
+        weights = [self._weight(s, options, opset, lays[site_key(s)], moments.get(site_key(s)))
+                   for s in sites]
+        _sensitivity(weights, probe, base)
+
+        def evaluate(choice: tuple[int, ...]) -> Deviation:
+            repl = {site_key(w.site): w.candidates[c].decoded for w, c in zip(weights, choice, strict=True)}
+            return deviation(base, probe.run(repl)[0])
+
+        table = [[Option(c.stored_bytes, e) for c, e in zip(w.candidates, w.energies, strict=True)]
+                 for w in weights]
+        found = search(table, evaluate, lambda d: d.within(options))
+        if not found.deviation.within(options):
+            raise ShrinkrayError(
+                f"auto: even the original weights miss the budget on the probe session ({found.deviation.text()})",
+                hint="loosen budget-rel-l2 / budget-cosine / budget-agreement")
+        chosen = {site_key(w.site): (w, w.candidates[c]) for w, c in zip(weights, found.choice, strict=True)}
+        summary = (f"budget met: {found.deviation.text()} ({found.evaluations} full runs, "
+                   f"{probe.runs} runs in all)")
+        return _write(model, options, chosen, summary)
+
+    @staticmethod
+    def _weight(site: Site, options: ShrinkOptions, opset: int, lay: Layout | None,
+                calibration: tuple[npt.NDArray[np.float64], int] | None) -> Weight:
+        moments, rows_seen = calibration if calibration is not None else (None, 0)
+        w: npt.NDArray[np.float32] = site.array()  # type: ignore[assignment]  # float32 site
+        axis, how = choose_axis(site.consumers, site.shape)
+        if axis is None:
+            axis, how = lowest_error_axis(w, how)
+        ctx = EncodeContext(options, opset, tuple(n for n, _ in site.consumers), axis, how)
+        cands: list[Candidate] = []
+        if _int4_ok(site):
+            decoded, nbytes = int4_block(w, options.block_size)
+            from hatch_shrinkray.candidates import error_energy
+
+            cands.append(Candidate("int4", f"int4 block {options.block_size} (MatMulNBits)", nbytes, decoded,
+                                   None, error_energy(w, decoded, moments, lay)))
+        with contextlib.suppress(NotEncodable):
+            cands.append(int8_candidate(w, ctx, moments, lay, rows_seen))
+        sixteen = sixteen_bit(w, ctx, moments, lay)
+        if sixteen is not None:
+            cands.append(sixteen)
+        cands = [c for c in cands if c.stored_bytes < w.nbytes]
+        cands.append(fp32(w))
+        return Weight(site, ctx, lay, cands, [0.0] * len(cands), [False] * len(cands))
+
+
+def _feeds(model: ModelProto, vopts: VerifyOptions) -> list[dict[str, npt.NDArray[Any]]]:
+    from hatch_shrinkray.verify import reference_outputs
+
+    feeds, _, _, _ = reference_outputs(model.SerializeToString(), "<auto>", vopts)
+    return feeds
+
+
+def _main_names(model: ModelProto) -> set[str]:
+    g = model.graph
+    return {i.name for i in g.input} | {o for n in g.node for o in n.output}
+
+
+def _layout(site: Site, main_names: set[str]) -> Layout | None:
+    """One layout shared by all consumers whose activations the main graph exposes, else None."""
+    if site.scope.parent is not None or not site.consumers:
+        return None
+    lays = [layout(n, i, site.shape) for n, i in site.consumers]
+    first = lays[0]
+    if first is None or any(la is None or la.transpose != first.transpose or la.groups != first.groups
+                            or la.node.op_type != first.node.op_type for la in lays):
+        return None
+    if any(la is not None and la.activation not in main_names for la in lays):
+        return None
+    return first
+
+
+def _moments(sites: list[Site], lays: dict[Key, Layout | None],
+             caps: list[list[npt.NDArray[Any]]], captured: tuple[str, ...]
+             ) -> dict[Key, tuple[npt.NDArray[np.float64], int]]:
+    """Activation second moments per weight, summed over its consumers and the calibration feeds."""
+    index = {name: i for i, name in enumerate(captured)}
+    out: dict[Key, tuple[npt.NDArray[np.float64], int]] = {}
+    for site in sites:
+        key = site_key(site)
+        lay = lays[key]
+        if lay is None:
+            continue
+        acc = Moments()
+        ok = True
+        for node, idx in site.consumers:
+            la = layout(node, idx, site.shape)
+            if la is None or la.activation not in index:
+                ok = False
+                break
+            for sample in caps:
+                p = patches(np.asarray(sample[index[la.activation]]), la, site.shape)
+                if p is None:
+                    ok = False
+                    break
+                acc.add(p)
+        if ok and acc.h is not None and acc.count > 0:
+            out[key] = (acc.h / acc.count, acc.count)
+    return out
+
+
+def _int4_ok(site: Site) -> bool:
+    return (site.scope.parent is None and site.location == "initializer" and len(site.shape) == 2
+            and bool(site.consumers) and all(n.op_type == "MatMul" and i == 1 for n, i in site.consumers))
+
+
+def _sensitivity(weights: list[Weight], probe: Probe, base: list[list[npt.NDArray[Any]]]) -> None:
+    """Measure each weight's candidates alone, largest weights first, within ``MAX_EVALS`` runs."""
+    order = sorted(range(len(weights)), key=lambda i: (-weights[i].site.size, i))
+    budget = MAX_EVALS
+    for i in order:
+        w = weights[i]
+        key = site_key(w.site)
+        lossy = [j for j, c in enumerate(w.candidates) if c.kind != "fp32"]
+        # Always the compact levels; the 16-bit level only while the run budget lasts.
+        for j in lossy:
+            is16 = w.candidates[j].kind in ("int16", "fp16")
+            if is16 and budget <= 0:
+                continue
+            w.energies[j] = deviation(base, probe.run({key: w.candidates[j].decoded})[0]).energy
+            w.measured[j] = True
+            budget -= 1
+        _proxy(w)
+        if _unexercised(w):
+            keep = [j for j, c in enumerate(w.candidates) if c.kind != "int4"]
+            w.candidates = [w.candidates[j] for j in keep]
+            w.energies = [w.energies[j] for j in keep]
+            w.measured = [w.measured[j] for j in keep]
+            w.unexercised = True
+
+
+def _proxy(w: Weight) -> None:
+    """Unmeasured 16-bit levels: the int8 energy scaled by the calibrated output-error ratio."""
+    ref = next((j for j, c in enumerate(w.candidates) if c.kind == "int8" and w.measured[j]), None)
+    for j, c in enumerate(w.candidates):
+        if c.kind == "fp32" or w.measured[j]:
+            continue
+        if ref is not None and w.candidates[ref].weight_error > 0:
+            w.energies[j] = w.energies[ref] * c.weight_error / w.candidates[ref].weight_error
+        else:
+            w.energies[j] = float("inf")
+
+
+def _unexercised(w: Weight) -> bool:
+    """No lossy candidate changed any output bit: the verification inputs never reach this weight
+    (an unused ``If`` branch), so its sensitivity is unknown."""
+    return all(e == 0.0 for e, c in zip(w.energies, w.candidates, strict=True) if c.kind != "fp32") and any(
+        c.kind != "fp32" for c in w.candidates)
+
+
+def _why(w: Weight, chosen: Candidate) -> str:
+    parts = [f"{c.kind} {e:.1e}{'' if m or c.kind == 'fp32' else '~'}"
+             for c, e, m in zip(w.candidates, w.energies, w.measured, strict=True) if c.kind != "fp32"]
+    text = "output energy alone: " + ", ".join(parts)
+    if w.unexercised:
+        text = "not exercised by the verification inputs (no output changed): int8 as method int8 would"
+    if chosen.note:
+        text += f"; {chosen.note}"
+    return text
+
+
+class _Planned:
+    """An encoder that returns the decode planned for the site ``select`` just announced.
+
+    ``encode_weights`` calls ``select(site)`` and then ``encode`` for that same site, so the
+    selection hook tells the encoder which weight it is about to see (the encoder interface only
+    passes the array).
+    """
+
+    def __init__(self, plan: dict[Key, Decode], fallback: Int8Encoder) -> None:
+        self.plan = plan
+        self.fallback = fallback
+        self.current: Key | None = None
+
+    def select(self, site: Site) -> bool:
+        key = site_key(site)
+        if key in self.plan:
+            self.current = key
+            return True
+        self.current = None
+        return site.dtype != FLOAT32  # other float types: plain int8, like method int8
+
+    def encode(self, w: npt.NDArray[np.floating], ctx: EncodeContext) -> Decode:
+        if self.current is None:
+            return self.fallback.encode(w, ctx)
+        return self.plan[self.current]
+
+
+def _write(model: ModelProto, options: ShrinkOptions, chosen: dict[Key, tuple[Weight, Candidate]],
+           summary: str) -> list[TensorRecord]:
+    plan = {k: c.decode for k, (_, c) in chosen.items() if c.decode is not None}
+    enc = _Planned(plan, Int8Encoder())
+    records = encode_weights(model, enc, options, select=enc.select)
+    out: list[TensorRecord] = []
+    for r in records:
+        key = (r.scope, r.name)
+        if key not in chosen:
+            out.append(r)
+            continue
+        w, c = chosen[key]
+        why = _why(w, c)
+        if c.kind == "fp32":
+            out.append(replace(r, encoding="kept", note=f"most sensitive: kept float32; {why}"))
+        elif c.kind == "int4":
+            continue
+        else:
+            out.append(replace(r, note=why))
+    int4 = [(w, c) for w, c in chosen.values() if c.kind == "int4"]
+    if int4:
+        _matmul_nbits(model, options, [w.site.name for w, _ in int4])
+        for w, c in int4:
+            out.append(record(w.site, c.label, _why(w, c), c.stored_bytes))
+    if out:
+        out[0] = replace(out[0], note=f"{out[0].note} [auto: {summary}]".strip())
+    return out
+
+
+def _matmul_nbits(model: ModelProto, options: ShrinkOptions, names: list[str]) -> None:
+    """Quantize the MatMuls reading ``names`` with onnxruntime's quantizer (QOperator format: its QDQ
+    format raises the opset without converting the other ops)."""
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    wanted = set(names)
+    fresh = Names(model)
+    include: list[str] = []
+    for node in model.graph.node:
+        if node.op_type == "MatMul" and len(node.input) > 1 and node.input[1] in wanted:
+            if not node.name:
+                node.name = fresh.fresh(f"{node.input[1]}_MatMul")
+            include.append(node.name)
+    quiet = logging.getLogger("onnxruntime.quantization")
+    level = quiet.level
+    quiet.setLevel(logging.WARNING)
+    try:
+        quant = MatMulNBitsQuantizer(model, bits=4, block_size=options.block_size, is_symmetric=True,
+                                     nodes_to_include=include)
+        quant.process()
+    except Exception as exc:  # the quantizer raises bare Exceptions for unsupported graphs
+        raise ShrinkrayError(f"onnxruntime's MatMulNBits quantizer failed: {exc}", hint="use method int8") from exc
+    finally:
+        quiet.setLevel(level)
+    model.CopyFrom(quant.model.model)

@@ -1,0 +1,115 @@
+"""One onnxruntime session in which chosen weights are graph inputs, so any mix of encodings can be
+evaluated by feeding decoded arrays, without building a session per candidate.
+
+Building a session costs far more than running a small model on a handful of samples; a search
+that tries hundreds of (tensor, encoding) pairs would spend nearly all of its time loading. Each
+candidate weight's definition (initializer or ``Constant`` node, at any subgraph depth) becomes an
+``Identity`` of a fresh main-graph input, so subgraphs see it through the outer scope as before.
+The same model can also expose the activations that feed each weight's consumer (main graph only),
+which is what the output-error-aware rounding needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy.typing as npt
+import onnx
+from onnx import ModelProto, TensorProto, helper
+
+from hatch_shrinkray.graph import Names, Site, find_sites
+from hatch_shrinkray.inputs import Feed
+
+Outputs = list[list[npt.NDArray[Any]]]
+
+
+def site_key(site: Site) -> tuple[str, str]:
+    return site.scope.path, site.name
+
+
+@dataclass(frozen=True)
+class ProbeModel:
+    """The rewritten model and, per weight key, the main-graph input that now feeds it."""
+
+    model: ModelProto
+    inputs: dict[tuple[str, str], str]
+    captured: tuple[str, ...]
+
+
+def weights_as_inputs(model: ModelProto, keys: set[tuple[str, str]],
+                      capture: Sequence[str] = ()) -> ProbeModel:
+    """A copy of ``model`` where the weights named by ``keys`` are fed, plus main-graph tensors in
+    ``capture`` exposed as extra outputs."""
+    work = ModelProto()
+    work.CopyFrom(model)
+    names = Names(work)
+    fed: dict[tuple[str, str], str] = {}
+    sites = [s for s in find_sites(work) if site_key(s) in keys]
+    main = work.graph
+    for site in sites:
+        tensor = site.tensor
+        info = helper.make_tensor_value_info("", tensor.data_type, list(tensor.dims))
+        if site.scope.parent is None and site.location == "initializer":
+            info.name = site.name
+            fed[site_key(site)] = site.name
+            _drop_initializer(main, site.name)
+            main.input.append(info)
+            continue
+        fresh = names.fresh(f"shrinkray_probe_{site.name}")
+        info.name = fresh
+        main.input.append(info)
+        fed[site_key(site)] = fresh
+        identity = helper.make_node("Identity", [fresh], [site.name], name=names.fresh(f"{fresh}_identity"))
+        graph = site.scope.graph
+        if site.location == "constant" and site.node is not None:
+            site.node.CopyFrom(identity)
+        else:
+            _drop_initializer(graph, site.name)
+            graph.node.insert(0, identity)
+    have = {o.name for o in main.output}
+    captured = tuple(c for c in dict.fromkeys(capture) if c not in have)
+    for name in captured:
+        main.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
+    return ProbeModel(work, fed, captured)
+
+
+def _drop_initializer(graph: onnx.GraphProto, name: str) -> None:
+    for i, t in enumerate(graph.initializer):
+        if t.name == name:
+            del graph.initializer[i]
+            return
+
+
+class Probe:
+    """Runs the probe model on fixed feeds with a given set of weight arrays."""
+
+    def __init__(self, probe: ProbeModel, feeds: list[Feed],
+                 originals: dict[tuple[str, str], npt.NDArray[Any]]) -> None:
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 4
+        self.probe = probe
+        self.session = ort.InferenceSession(probe.model.SerializeToString(), opts,
+                                            providers=["CPUExecutionProvider"])
+        self.feeds = feeds
+        self.originals = originals
+        self.n_outputs = len(self.session.get_outputs()) - len(probe.captured)
+        self.runs = 0
+
+    def run(self, replace: dict[tuple[str, str], npt.NDArray[Any]] | None = None,
+            capture: bool = False) -> tuple[Outputs, Outputs]:
+        """Model outputs per feed (and the captured tensors per feed when ``capture``)."""
+        weights = {self.probe.inputs[k]: (replace or {}).get(k, w) for k, w in self.originals.items()}
+        names = [o.name for o in self.session.get_outputs()]
+        wanted = names if capture else names[: self.n_outputs]
+        outs: Outputs = []
+        caps: Outputs = []
+        for feed in self.feeds:
+            got = self.session.run(wanted, {**feed, **weights})
+            outs.append(list(got[: self.n_outputs]))
+            caps.append(list(got[self.n_outputs:]))
+        self.runs += 1
+        return outs, caps

@@ -1,0 +1,95 @@
+"""Choosing one encoding per weight: per-tensor sensitivity, then a budget-constrained knapsack.
+
+Sensitivity is measured, not guessed: each candidate encoding of each weight is tried *alone*
+(all other weights original) and the model's output deviation on the verification inputs is
+recorded as an energy (squared relative L2, summed over outputs). Errors of independent roundings
+add up in energy, so the cost of a whole assignment is estimated as the sum of its parts.
+
+The knapsack "smallest model whose summed energy stays under a limit" is solved by Lagrangian
+relaxation: for a multiplier ``lam`` every weight independently picks the candidate minimising
+``bytes + lam * energy``. Raising ``lam`` only ever moves weights to larger encodings, so the
+assignments form a monotone chain over the finitely many breakpoints of ``lam``; a bisection over
+that chain, each step checked by *running* the assembled model, finds the smallest assignment
+whose real deviation is within the budget. Everything is deterministic (fixed order, no clocks)
+and bounded: at most ``max_evals`` single-tensor runs plus ~log2(breakpoints) full runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from hatch_shrinkray.budget import Deviation
+
+
+@dataclass(frozen=True)
+class Option:
+    """One candidate of one weight: its size and its measured (or proxied) output energy."""
+
+    stored_bytes: int
+    energy: float
+
+
+def pick(options: Sequence[Option], lam: float) -> int:
+    """Index of the candidate minimising ``bytes + lam * energy`` (ties: smaller, then earlier)."""
+    def key(i: int) -> tuple[float, int, int]:
+        o = options[i]
+        cost = o.energy if math.isinf(lam) else o.stored_bytes + (lam * o.energy if lam > 0 else 0.0)
+        return cost, o.stored_bytes, i
+
+    return min(range(len(options)), key=key)
+
+
+def breakpoints(table: Sequence[Sequence[Option]]) -> list[float]:
+    """Every ``lam`` at which some weight's choice can change, ascending, with 0 and inf."""
+    lams = {0.0, float("inf")}
+    for options in table:
+        for a in options:
+            for b in options:
+                if b.stored_bytes > a.stored_bytes and a.energy > b.energy:
+                    lams.add((b.stored_bytes - a.stored_bytes) / (a.energy - b.energy))
+    return sorted(lams)
+
+
+@dataclass(frozen=True)
+class Found:
+    choice: tuple[int, ...]
+    deviation: Deviation
+    lam: float
+    evaluations: int
+
+
+def search(table: Sequence[Sequence[Option]], evaluate: Callable[[tuple[int, ...]], Deviation],
+           within: Callable[[Deviation], bool]) -> Found:
+    """The smallest assignment along the Lagrangian chain whose evaluated deviation is ``within``.
+
+    ``table[i]`` lists weight i's candidates; the last one must be the lossless fallback. If no
+    point passes (even all-lossless: the budget is stricter than the untouched weights allow),
+    the all-lossless assignment is returned with its deviation.
+    """
+    lams = breakpoints(table)
+    chain: list[tuple[int, ...]] = []
+    lam_of: list[float] = []
+    for lam in lams:
+        choice = tuple(pick(options, lam) for options in table)
+        if not chain or chain[-1] != choice:
+            chain.append(choice)
+            lam_of.append(lam)
+    seen: dict[int, Deviation] = {}
+
+    def check(i: int) -> bool:
+        if i not in seen:
+            seen[i] = evaluate(chain[i])
+        return within(seen[i])
+
+    lo, hi = 0, len(chain) - 1
+    if not check(hi):
+        return Found(chain[hi], seen[hi], lam_of[hi], len(seen))
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if check(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return Found(chain[hi], seen[hi], lam_of[hi], len(seen))

@@ -1,0 +1,118 @@
+"""Reproducible builds: the same input and options give byte-identical output, run after run and
+process after process (another hash seed, another working directory, another output path), for
+every method.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+from onnx import helper
+
+from hatch_shrinkray import ShrinkOptions, VerifyOptions, shrink
+from hatch_shrinkray.options import METHODS
+
+from onnx_builders import const, init, model, vi, weight
+
+EVERY_METHOD = ("int8", "fp16", "float-levels", "dedup", "dynamic", "int4")
+EXTRA_OPTIONS: dict[str, dict[str, object]] = {"int8-asymmetric": {"method": "int8", "scheme": "asymmetric"},
+                                               "int8-fast": {"method": "int8", "decode": "fast"}}
+
+LOOSE = VerifyOptions(max_rel_l2=0.5, min_cosine=0.9)
+"""int4 on four stacked random layers is far from the original; determinism is what is tested here."""
+
+CHILD = r"""
+import hashlib, json, sys
+from hatch_shrinkray import ShrinkOptions, VerifyOptions, shrink
+src, out_dir, variants = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+digests = {}
+for name, kw in variants.items():
+    dest = f"{out_dir}/{name}.onnx"
+    shrink(src, dest, ShrinkOptions(**kw, verify=VerifyOptions(max_rel_l2=0.5, min_cosine=0.9)))
+    digests[name] = hashlib.sha256(open(dest, "rb").read()).hexdigest()
+print(json.dumps(digests))
+"""
+
+
+def variants() -> dict[str, dict[str, object]]:
+    return {**{m: {"method": m} for m in EVERY_METHOD}, **EXTRA_OPTIONS}
+
+
+def test_every_method_is_covered() -> None:
+    assert set(EVERY_METHOD) == set(METHODS) - {"auto"}, "a new method needs a determinism check"
+
+
+def mixed_model() -> onnx.ModelProto:
+    """MatMul weights (int4/dynamic), a tied copy (dedup), a Constant node, a 4-D Conv weight."""
+    w1 = weight((256, 256), 1)
+    w3 = weight((256, 128), 3)
+    conv = weight((64, 8, 3, 3), 4)
+    return model(
+        [const("W2", weight((256, 256), 2)),
+         helper.make_node("MatMul", ["x", "W1"], ["h1"]), helper.make_node("Relu", ["h1"], ["r1"]),
+         helper.make_node("MatMul", ["r1", "W1b"], ["h2"]), helper.make_node("Relu", ["h2"], ["r2"]),
+         helper.make_node("MatMul", ["r2", "W2"], ["h3"]), helper.make_node("MatMul", ["h3", "W3"], ["y"]),
+         helper.make_node("Conv", ["img", "K"], ["z"], pads=[1, 1, 1, 1])],
+        [vi("x", ["b", 256]), vi("img", ["b", 8, 16, 16])], [vi("y", ["b", 128]), vi("z", ["b", 64, 16, 16])],
+        [init("W1", w1), init("W1b", w1.copy()), init("W3", w3), init("K", conv)])
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("src") / "m.onnx"
+    onnx.save(mixed_model(), str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def in_process(source: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+    """Each variant shrunk twice in this process, into differently named directories."""
+    out: dict[str, list[str]] = {}
+    for run in ("first", "second"):
+        directory = tmp_path_factory.mktemp(run)
+        for name, kw in variants().items():
+            dest = directory / f"{name}.onnx"
+            result = shrink(source, dest, ShrinkOptions(**kw, verify=LOOSE))  # type: ignore[arg-type]
+            assert result.verification is not None and result.verification.passed, name
+            out.setdefault(name, []).append(sha(dest))
+    return out
+
+
+@pytest.fixture(scope="module")
+def other_process(source: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    out_dir = tmp_path_factory.mktemp("child")
+    env = {**os.environ, "PYTHONHASHSEED": "4242", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(source), str(out_dir), json.dumps(variants())],
+                          capture_output=True, text=True, check=False, timeout=300, env=env,
+                          cwd=tmp_path_factory.mktemp("cwd"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    digests: dict[str, str] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return digests
+
+
+@pytest.mark.parametrize("name", list(variants()))
+def test_same_bytes_run_after_run(name: str, in_process: dict[str, list[str]]) -> None:
+    first, second = in_process[name]
+    assert first == second
+
+
+@pytest.mark.parametrize("name", list(variants()))
+def test_same_bytes_in_another_process(name: str, in_process: dict[str, list[str]],
+                                       other_process: dict[str, str]) -> None:
+    assert other_process[name] == in_process[name][0]
+
+
+def test_methods_really_differ(in_process: dict[str, list[str]]) -> None:
+    """Guard against a vacuous pass (e.g. every method writing the input unchanged)."""
+    assert len({v[0] for v in in_process.values()}) == len(in_process)

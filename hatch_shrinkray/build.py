@@ -1,6 +1,6 @@
 """What the build hook does for one build: decide, per model, what ships, and tell hatchling.
 
-For each configured model there are four outcomes:
+For each configured model there are five outcomes:
 
 - *pass-through*: the file's sha256 is a manifest's ``shrunk_sha256`` (a wheel built from our own
   sdist) or the sdist is configured to carry originals. The in-root file is force-included to its
@@ -8,6 +8,7 @@ For each configured model there are four outcomes:
   imported.
 - *cached*: the cache holds the shrunk bytes for these exact inputs; they are copied out.
 - *shrunk*: the engine writes the shrunk model into the work directory.
+- *unchanged*: no weight reaches ``min-elements``; reported, and the original ships.
 - *already quantized*: the engine refuses it; it is reported and shipped unchanged.
 
 Shrunk files live in a work directory outside the project and are force-included file by file at
@@ -52,7 +53,7 @@ class Shipped:
 
     relpath: str
     outcome: str
-    """``shrunk``, ``cached``, ``pass-through`` or ``already-quantized``."""
+    """``shrunk``, ``cached``, ``pass-through``, ``unchanged`` or ``already-quantized``."""
     original_size: int
     shipped_size: int
     obsolete: tuple[str, ...] = ()
@@ -60,9 +61,10 @@ class Shipped:
     reads; the hook drops them from the archive."""
 
 
-def passes_through(model: ModelEntry, root: Path, manifest: dict[str, ManifestEntry]) -> bool:
+def passes_through(model: ModelEntry, sha256: str, manifest: dict[str, ManifestEntry]) -> bool:
+    """Whether these bytes are what a manifest says hatch-shrinkray shipped for this path."""
     entry = manifest.get(model.relpath)
-    return entry is not None and entry.shrunk_sha256 == file_sha256(root / model.relpath)
+    return entry is not None and entry.shrunk_sha256 == sha256
 
 
 def engine_needed(config: HookConfig, root: Path) -> bool:
@@ -70,7 +72,15 @@ def engine_needed(config: HookConfig, root: Path) -> bool:
     if config.ships_originals:
         return False
     manifest = read_manifest(root)
-    return not all(passes_through(m, root, manifest) for m in config.models)
+    return not all(passes_through(m, _read_sha256(root, m), manifest) for m in config.models)
+
+
+def _read_sha256(root: Path, model: ModelEntry) -> str:
+    try:
+        return file_sha256(root / model.relpath)
+    except OSError as exc:
+        raise ShrinkrayError(f"cannot read: {exc.strerror or exc}", path=model.relpath,
+                             hint="check the file's permissions") from exc
 
 
 def check_outside(workdir: Path, root: Path) -> None:
@@ -94,7 +104,8 @@ def ship_models(config: HookConfig, root: Path, build_data: dict[str, Any], work
     for model in config.models:
         source = root / model.relpath
         size = source.stat().st_size
-        if config.ships_originals or passes_through(model, root, manifest_in):
+        sha256 = _read_sha256(root, model)
+        if config.ships_originals or passes_through(model, sha256, manifest_in):
             force_include[str(source)] = model.relpath
             if model.relpath in manifest_in:
                 manifest_out[model.relpath] = manifest_in[model.relpath]
@@ -106,21 +117,25 @@ def ship_models(config: HookConfig, root: Path, build_data: dict[str, Any], work
         target = workdir / model.relpath
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
-            outcome = _shrink_one(model, root, target, cache, app)
+            record, outcome = _shrink_one(model, sha256, root, target, cache=cache, app=app)
         except ShrinkrayError as exc:
             if exc.path and Path(exc.path) == source:
                 exc.path = model.relpath  # the path the user wrote, not the build's absolute one
             raise
-        if outcome is None:
+        if record is None or outcome == "unchanged":
             force_include[str(source)] = model.relpath
-            shipped.append(Shipped(model.relpath, "already-quantized", size, size))
+            if record is not None:
+                manifest_out[model.relpath] = record.entry
+                app.display_warning(
+                    f"{PREFIX} {model.relpath}: nothing to shrink: no weight has min-elements "
+                    f"({model.options.min_elements}) elements or more; shipping it unchanged")
+            shipped.append(Shipped(model.relpath, outcome, size, size))
             continue
-        record, cached = outcome
         force_include[str(target)] = model.relpath
         manifest_out[model.relpath] = record.entry
-        app.display_success(_success_line(model.relpath, record, cached))
-        shipped.append(Shipped(model.relpath, "cached" if cached else "shrunk",
-                               record.original_size, record.shrunk_size, _sidecars(source, model.relpath)))
+        app.display_success(_success_line(model.relpath, record, outcome == "cached"))
+        shipped.append(Shipped(model.relpath, outcome, record.original_size, record.shrunk_size,
+                               _sidecars(source, model.relpath)))
     if config.target == "sdist" and manifest_out:
         manifest = workdir / MANIFEST_NAME
         manifest.write_text(render(manifest_out), encoding="utf-8", newline="\n")
@@ -139,11 +154,15 @@ def _open_cache(config: HookConfig, app: Display) -> ShrinkCache | None:
     return ShrinkCache(directory)
 
 
-def _shrink_one(model: ModelEntry, root: Path, target: Path, cache: ShrinkCache | None,
-                app: Display) -> tuple[CachedShrink, bool] | None:
-    """The record for ``model`` with its shrunk bytes at ``target``; ``None`` if already quantized."""
+def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Path, *,
+                cache: ShrinkCache | None, app: Display) -> tuple[CachedShrink | None, str]:
+    """The record for ``model`` and the outcome: ``shrunk`` or ``cached`` (bytes at ``target``),
+    ``unchanged`` (no weight qualified; ship the original) or ``already-quantized`` (no record).
+
+    An unchanged model is recorded with ``shrunk_sha256 == original_sha256``, in the manifest
+    (so a wheel built from the sdist passes it through) and in the cache (so it is not re-verified).
+    """
     source = root / model.relpath
-    original_sha256 = file_sha256(source)
     versions = tool_versions()
     key = cache_key(original_sha256, model.options, versions) if cache else None
     if cache is not None and key is not None:
@@ -151,34 +170,37 @@ def _shrink_one(model: ModelEntry, root: Path, target: Path, cache: ShrinkCache 
         if hit is not None:
             app.display_debug(f"{PREFIX} cache hit {key[:16]} for {model.relpath}")
             shutil.copyfile(hit[0], target)
-            return hit[1], True
+            unchanged = hit[1].entry.shrunk_sha256 == original_sha256
+            return hit[1], "unchanged" if unchanged else "cached"
     from hatch_shrinkray.engine import shrink  # heavy: onnx, onnxruntime, numpy
 
     try:
         result = shrink(source, target, model.options)
     except AlreadyQuantizedError as exc:
         app.display_warning(f"{PREFIX} {model.relpath}: {exc.message}; shipping it unchanged")
-        return None
+        return None, "already-quantized"
     if result.external_data:
         raise ShrinkrayError("the shrunk model is over 2 GB and needs an external data file, "
                              "which the build hook does not ship", path=model.relpath)
     for tensor in result.tensors:
         app.display_debug(f"{PREFIX}   {tensor.name} {list(tensor.shape)} {tensor.encoding} "
                           f"{human(tensor.original_bytes)} -> {human(tensor.stored_bytes)}")
-    verification = result.verification
+    unchanged = not result.encoded
+    kept = source if unchanged else target
+    verification = None if unchanged else result.verification
     record = CachedShrink(
-        entry=ManifestEntry(original_sha256=original_sha256, shrunk_sha256=file_sha256(target),
+        entry=ManifestEntry(original_sha256=original_sha256, shrunk_sha256=file_sha256(kept),
                             method=model.options.method, options=portable_options(model.options, root),
                             versions=versions,
                             verification=None if verification is None
                             else _portable(verification.to_dict(), root)),
-        original_size=result.original_size, shrunk_size=result.shrunk_size, seconds=result.seconds,
+        original_size=result.original_size, shrunk_size=kept.stat().st_size, seconds=result.seconds,
         summary=None if verification is None else verification.summary())
     if cache is not None and key is not None:
-        problem = cache.put(key, target, record)
+        problem = cache.put(key, kept, record)
         if problem:
             app.display_debug(f"{PREFIX} could not write the cache entry: {problem}")
-    return record, False
+    return record, "unchanged" if unchanged else "shrunk"
 
 
 def _sidecars(source: Path, relpath: str) -> tuple[str, ...]:
@@ -223,7 +245,7 @@ def _total_line(shipped: list[Shipped], seconds: float) -> str:
     before = sum(s.original_size for s in shipped)
     after = sum(s.shipped_size for s in shipped)
     counts = {o: sum(s.outcome == o for s in shipped)
-              for o in ("shrunk", "cached", "pass-through", "already-quantized")}
+              for o in ("shrunk", "cached", "pass-through", "unchanged", "already-quantized")}
     detail = ", ".join(f"{n} {o}" for o, n in counts.items() if n)
     ratio = f" ({100 * after / before:.1f}%)" if before else ""
     plural = "s" if len(shipped) != 1 else ""

@@ -50,8 +50,8 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
         if self.target_name not in TARGETS or version != "standard":
             self.app.display_debug(f"shrinkray: nothing to do for {self.target_name} ({version}) builds")
             return
-        self._workdir = tempfile.TemporaryDirectory(prefix="hatch-shrinkray-")
         try:
+            self._workdir = self._make_workdir()
             shipped = ship_models(self._load(), Path(self.root), build_data, Path(self._workdir.name),
                                   self.app)
             self._drop(path for model in shipped for path in model.obsolete)
@@ -61,6 +61,16 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
         except BaseException:
             self._cleanup()
             raise
+
+    @staticmethod
+    def _make_workdir() -> tempfile.TemporaryDirectory[str]:
+        """Outside the project (checked by ``ship_models``); its finaliser also covers
+        ``--hooks-only`` builds, where ``finalize`` is never called."""
+        try:
+            return tempfile.TemporaryDirectory(prefix="hatch-shrinkray-")
+        except OSError as exc:
+            raise ShrinkrayError(f"cannot create a temporary directory: {exc}",
+                                 hint="point TMPDIR at a writable directory outside the project") from exc
 
     def _drop(self, relpaths: Iterable[str]) -> None:
         """Leave files out of the archive. Hatchling has no public API for this (pypa/hatch#1787);

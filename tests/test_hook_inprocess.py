@@ -281,6 +281,26 @@ def test_external_data_of_the_original_is_left_out(tmp_path: Path, monkeypatch: 
         assert [n for n in zf.namelist() if "models/" in n] == [IN_WHEEL]
 
 
+def test_nothing_to_shrink_ships_the_original_and_is_remembered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    root = write_project(tmp_path / "toymodel", onnx_model=mlp(16, 16))
+    original = (root / MODEL).read_bytes()
+    sdist = build(root, "sdist")
+    assert sdist_members(sdist)[IN_SDIST] == original
+    err = capsys.readouterr().err
+    assert "nothing to shrink: no weight has min-elements (16384) elements or more" in err
+    assert "(1 unchanged)" in err
+    forbid_engine(monkeypatch)
+    with zipfile.ZipFile(build(root)) as zf:
+        assert zf.read(IN_WHEEL) == original
+    assert "(1 unchanged)" in capsys.readouterr().err
+    with tarfile.open(sdist) as tar:
+        tar.extractall(tmp_path / "unpacked", filter="data")
+    with zipfile.ZipFile(build(tmp_path / "unpacked/toymodel-0.1.0", out=tmp_path / "again")) as zf:
+        assert zf.read(IN_WHEEL) == original
+    assert "(1 pass-through)" in capsys.readouterr().err
+
+
 def quantized_model() -> onnx.ModelProto:
     """A QDQ model: its weights are already int8, so shrinking it again must be refused."""
     return model(

@@ -29,7 +29,8 @@ SDIST_CHOICES = ("shrunk", "original")
 _SHRINK_KEYS = {
     "method": "method", "min-elements": "min_elements", "exclude-tensors": "exclude_tensors",
     "exclude-ops": "exclude_ops", "dedup": "dedup", "scheme": "scheme", "levels": "levels",
-    "decode": "decode", "block-size": "block_size",
+    "decode": "decode", "block-size": "block_size", "budget-rel-l2": "budget_rel_l2",
+    "budget-cosine": "budget_cosine", "budget-agreement": "budget_agreement",
 }
 _VERIFY_KEYS = {
     "max-rel-l2": "max_rel_l2", "min-cosine": "min_cosine", "min-top1": "min_top1",
@@ -47,6 +48,7 @@ _KINDS = {
     "default-dim": "integer", "samples": "integer", "seed": "integer",
     "dedup": "boolean", "verify": "boolean",
     "max-rel-l2": "number", "min-cosine": "number", "min-top1": "number",
+    "budget-rel-l2": "number", "budget-cosine": "number", "budget-agreement": "number",
     "exclude-tensors": "strings", "exclude-ops": "strings",
     "inputs": "path", "dims": "dims", "int-range": "range",
 }

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from hatch_shrinkray.config import ConfigurationError, HookConfig, ModelEntry, hook_table, load_config
+from hatch_shrinkray.config import ENGINE_KEYS, ConfigurationError, HookConfig, ModelEntry, hook_table, load_config
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.options import METHODS, ShrinkOptions, VerifyOptions
 
@@ -54,19 +55,27 @@ def test_every_option_is_mapped(root: Path) -> None:
         "levels": 16, "decode": "fast", "block-size": 64, "verify": True, "max-rel-l2": 1,
         "min-cosine": 0.9, "min-top1": 0.5, "inputs": "data/inputs.npz", "dims": {"batch": 4},
         "default-dim": 2, "int-range": [1, 9], "samples": 3, "seed": 7, "sdist": "original",
+        "budget-rel-l2": 0.05, "budget-cosine": 0.999, "budget-agreement": 0.9,
         "cache": ".cache/sr", "dependencies": ["x"], "require-runtime-dependencies": False,
         "require-runtime-features": [], "enable-by-default": True,
     }
     config = load_config(raw, root, target="sdist")
     assert config.models[0].options == ShrinkOptions(
         method="int4", min_elements=10, exclude_tensors=("W",), exclude_ops=("Gather",), dedup=False,
-        scheme="asymmetric", levels=16, decode="fast", block_size=64,
+        scheme="asymmetric", levels=16, decode="fast", block_size=64, budget_rel_l2=0.05,
+        budget_cosine=0.999, budget_agreement=0.9,
         verify=VerifyOptions(inputs=root / "data/inputs.npz", dims=(("batch", 4),), default_dim=2,
                              int_low=1, int_high=9, samples=3, seed=7, max_rel_l2=1.0,
                              min_cosine=0.9, min_top1=0.5))
     assert config.sdist == "original"
     assert config.ships_originals
     assert config.cache_dir == (root / ".cache/sr").resolve()
+
+
+def test_every_engine_option_has_a_key() -> None:
+    """A new ShrinkOptions/VerifyOptions field must get a TOML key here too."""
+    mapped = set(ENGINE_KEYS.values()) - {"int_range"} | {"int_low", "int_high"}
+    assert mapped == {f.name for f in (*fields(ShrinkOptions), *fields(VerifyOptions))}
 
 
 def test_verify_false_switches_verification_off(root: Path) -> None:

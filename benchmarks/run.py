@@ -48,7 +48,7 @@ RESULT_SCHEMA = 3  # bump to invalidate cached per-variant measurements
 class Task(Protocol):
     def latency_feed(self) -> Feed: ...
 
-    def run(self, sess: Any) -> TaskOutput: ...
+    def run(self, sess: Any, path: Path | None = None) -> TaskOutput: ...
 
 
 @dataclass(frozen=True)
@@ -72,10 +72,46 @@ def _vad(path: Path, quick: bool) -> Task:
     return VadTask(n_clips=6 if quick else 24)
 
 
+def _ocr_det(path: Path, quick: bool) -> Task:
+    from benchmarks.tasks.ocr_det import OcrDetTask
+
+    return OcrDetTask(n_pages=10 if quick else 30)
+
+
+def _magika(path: Path, quick: bool) -> Task:
+    from benchmarks.tasks.magika_task import MagikaTask
+
+    return MagikaTask(per_label=5 if quick else 15)
+
+
+def _sentence(path: Path, quick: bool) -> Task:
+    from benchmarks.tasks.sentence import SentenceTask
+
+    return SentenceTask()
+
+
+def _nudenet(path: Path, quick: bool) -> Task:
+    from benchmarks.tasks.nudenet_task import NudeNetTask
+
+    return NudeNetTask(n_images=12 if quick else 40)
+
+
+def _nakdimon(path: Path, quick: bool) -> Task:
+    from benchmarks.tasks.nakdimon_task import NakdimonTask
+
+    return NakdimonTask()
+
+
 TASKS: dict[str, TaskSpec] = {
     "ppocrv6_rec": TaskSpec("ocr_rec", "cer", False, _ocr_rec, lambda q: f"ocr_rec-{60 if q else 200}"),
     "ppocrv4_rec": TaskSpec("ocr_rec", "cer", False, _ocr_rec, lambda q: f"ocr_rec-{60 if q else 200}"),
     "silero_vad": TaskSpec("vad", "f1", True, _vad, lambda q: f"vad-{6 if q else 24}"),
+    "ppocrv6_det": TaskSpec("ocr_det", "f1_iou70", True, _ocr_det, lambda q: f"ocr_det-{10 if q else 30}"),
+    "ppocrv4_det": TaskSpec("ocr_det", "f1_iou70", True, _ocr_det, lambda q: f"ocr_det-{10 if q else 30}"),
+    "magika": TaskSpec("magika", "accuracy", True, _magika, lambda q: f"magika-{5 if q else 15}"),
+    "minilm": TaskSpec("sentence", "paraphrase_top1", True, _sentence, lambda q: "sentence-1"),
+    "nudenet": TaskSpec("nudenet", "det_f1_vs_original", True, _nudenet, lambda q: f"nudenet-{12 if q else 40}"),
+    "nakdimon": TaskSpec("nakdimon", "char_agreement", True, _nakdimon, lambda q: "nakdimon-1"),
 }
 QUICK_MODELS = ["ppocrv6_rec", "silero_vad"]
 
@@ -148,12 +184,13 @@ def measure(
         row.status, row.detail = "does not load", err or ""
     else:
         try:
-            out = task.run(sess)
+            out = task.run(sess, path)
         except Exception as exc:
             row.status, row.detail = "run failed", " ".join(str(exc).split())[:200]
         else:
             row.metrics = out.metrics
-            row.agreement = agreement(orig_out.decisions, out.decisions)
+            custom = getattr(task, "agreement", None)
+            row.agreement = custom(orig_out, out) if custom else agreement(orig_out.decisions, out.decisions)
             d = output_diff(orig_out.raw, out.raw)
             row.cosine, row.rel_l2 = d.cosine, d.rel_l2
             feed = task.latency_feed()
@@ -174,7 +211,7 @@ def run_model(model: str, variants: list[Variant], args: argparse.Namespace, siz
     _log(f"{model}: building task {spec.name}")
     task = spec.build(src, args.quick)
     orig_sess = make_session(src, threads=args.threads)
-    orig_out = task.run(orig_sess)
+    orig_out = task.run(orig_sess, src)
     del orig_sess
     rows: list[Row] = []
     for v in variants:

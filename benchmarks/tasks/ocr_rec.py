@@ -113,7 +113,7 @@ class OcrRecTask:
         # a typical line (the first clean one), width >= 320
         return {"x": self.inputs[0]}
 
-    def run(self, sess: Any) -> TaskOutput:
+    def run(self, sess: Any, path: Path | None = None) -> TaskOutput:
         name = sess.get_inputs()[0].name
         hyps: list[str] = []
         raw: list[np.ndarray] = []

@@ -165,7 +165,7 @@ class VadTask:
         return {"input": a[None, : 64 + 512].copy(), "state": np.zeros((2, 1, 128), np.float32),
                 "sr": np.array(SR, dtype=np.int64)}
 
-    def run(self, sess: Any) -> TaskOutput:
+    def run(self, sess: Any, path: Path | None = None) -> TaskOutput:
         from sklearn.metrics import roc_auc_score
 
         all_lab: list[np.ndarray] = []

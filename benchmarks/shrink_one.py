@@ -1,6 +1,6 @@
 """Subprocess worker: shrink one model with our engine or ORT's quantize_dynamic.
 
-    python -m benchmarks.shrink_one ours METHOD IN OUT
+    python -m benchmarks.shrink_one ours METHOD IN OUT ['{"field": value, ...}']
     python -m benchmarks.shrink_one ortdyn - IN OUT
 
 Run as a separate process so the parent can read its wall time and peak RSS (ru_maxrss).
@@ -15,13 +15,18 @@ import time
 
 
 def main(argv: list[str]) -> int:
-    kind, method, src, dst = argv
+    kind, method, src, dst = argv[:4]
+    extra = json.loads(argv[4]) if len(argv) > 4 else {}
     t0 = time.perf_counter()
     info: dict[str, object] = {}
     if kind == "ours":
         from hatch_shrinkray import ShrinkOptions, shrink
 
-        res = shrink(src, dst, ShrinkOptions(method=method, verify=None))
+        if extra.get("verify") == "default":
+            extra.pop("verify")  # ShrinkOptions' own default VerifyOptions
+        else:
+            extra["verify"] = None
+        res = shrink(src, dst, ShrinkOptions(method=method, **extra))
         for attr in ("original_size", "shrunk_size", "seconds"):
             if hasattr(res, attr):
                 info[attr] = getattr(res, attr)

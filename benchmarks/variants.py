@@ -32,6 +32,7 @@ class Variant:
     label: str
     method: str = ""  # ours: ShrinkOptions.method
     peer_args: tuple[str, ...] = ()
+    options: str = "{}"  # ours: extra ShrinkOptions fields as JSON; "verify" is None unless given here
 
 
 VARIANTS: list[Variant] = [
@@ -42,6 +43,8 @@ VARIANTS: list[Variant] = [
     Variant("ours-dedup", "ours", "ours dedup", method="dedup"),
     Variant("ours-dynamic", "ours", "ours dynamic", method="dynamic"),
     Variant("ours-int4", "ours", "ours int4", method="int4"),
+    Variant("ours-auto", "ours", "ours auto (default budgets, default verification)", method="auto",
+            options='{"verify": "default"}'),
     Variant("peer-default", "peer", "shrink-ray integer_weights",
             peer_args=("--action", "integer_weights")),
     Variant("peer-per-channel", "peer", "shrink-ray integer_weights --per-channel",
@@ -141,6 +144,8 @@ def shrink_variant(variant: Variant, model_key: str, src: Path, force: bool = Fa
     else:
         python = sys.executable
         margs = ["benchmarks.shrink_one", variant.kind, variant.method or "-", str(src), str(out)]
+        if variant.options != "{}":
+            margs.append(variant.options)
         produced = out
     cmd = [python, "-m", *margs]
     rc, dt, rss, tail = _run_measured(python, margs)

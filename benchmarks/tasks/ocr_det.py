@@ -15,10 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageFont
 
 from benchmarks.common import CACHE_DIR, Feed, TaskOutput
-from benchmarks.tasks.render import WORDS, degrade, font_paths
 
 PAGE = 640
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
@@ -40,6 +38,10 @@ def build_pages(n: int, seed: int) -> list[tuple[np.ndarray, list[Box]]]:
         with open(cache, "rb") as f:
             cached: list[tuple[np.ndarray, list[Box]]] = pickle.load(f)
         return cached
+    from PIL import Image, ImageDraw, ImageFont
+
+    from benchmarks.tasks.render import WORDS, degrade, font_paths
+
     rng = random.Random(seed)
     fonts = font_paths()
     pages: list[tuple[np.ndarray, list[Box]]] = []

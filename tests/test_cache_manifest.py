@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,29 @@ def test_missing_manifest_is_empty_and_a_broken_one_is_an_error(tmp_path: Path) 
     (tmp_path / MANIFEST_NAME).write_text('{"src/a.onnx": {"method": "int8"}}')
     with pytest.raises(ShrinkrayError, match="cannot read the manifest"):
         read_manifest(tmp_path)
+
+
+def test_concurrent_writers_never_expose_a_partial_entry(tmp_path: Path) -> None:
+    """Parallel builds race to store the same entry; a reader sees nothing or all of it."""
+    model = tmp_path / "shrunk.onnx"
+    model.write_bytes(bytes(range(256)) * 4096)
+    record = CachedShrink(entry(file_sha256(model)), 2_000_000, 1_048_576, 1.0, "cos 1.0")
+    cache = ShrinkCache(tmp_path / "cache")
+    seen: list[object] = []
+
+    def write() -> None:
+        for _ in range(10):
+            assert cache.put("k", model, record) is None
+
+    def read() -> None:
+        for _ in range(200):
+            hit = cache.get("k")
+            seen.append(None if hit is None else hit[1])
+
+    threads = [threading.Thread(target=write) for _ in range(4)] + [threading.Thread(target=read)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(seen) == 200 and all(s is None or s == record for s in seen)
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["k.json", "k.onnx"]

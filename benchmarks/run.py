@@ -42,7 +42,7 @@ from benchmarks.variants import BY_NAME, VARIANTS, ShrinkRun, Variant, shrink_va
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_CACHE = CACHE_DIR / "results"
-RESULT_SCHEMA = 3  # bump to invalidate cached per-variant measurements
+RESULT_SCHEMA = 4  # bump to invalidate cached per-variant measurements
 
 
 class Task(Protocol):

@@ -109,6 +109,7 @@ class OcrRecTask:
         self.lines = build_lines(model_path, n_lines, seed)
         self.inputs = [preprocess(img) for _, img in self.lines]
         self.refs = [normalize_text(t) for t, _ in self.lines]
+        self._orig: list[str] | None = None  # the first run's lines (the harness runs the original first)
 
     def latency_feed(self) -> Feed:
         # a typical line (the first clean one), width >= 320
@@ -131,4 +132,9 @@ class OcrRecTask:
             "cer_clean": cer(self.refs[:half], hyps[:half]),
             "cer_degraded": cer(self.refs[half:], hyps[half:]),
         }
+        if self._orig is None:
+            self._orig = hyps
+        metrics["agree_clean"] = sum(a == b for a, b in zip(self._orig[:half], hyps[:half], strict=True)) / half
+        metrics["agree_degraded"] = sum(
+            a == b for a, b in zip(self._orig[half:], hyps[half:], strict=True)) / (n - half)
         return TaskOutput(metrics=metrics, decisions=hyps, raw=raw)

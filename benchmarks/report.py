@@ -233,6 +233,7 @@ def _summary_lines(model: str, rs: list[dict[str, Any]], orig: dict[str, Any], p
 
 def _plot(by_model: dict[str, list[dict[str, Any]]], png: Path) -> None:
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -249,23 +250,44 @@ def _plot(by_model: dict[str, list[dict[str, Any]]], png: Path) -> None:
         primary, hib = _primary(model, rs)
         orig = next((r for r in rs if r["variant"] == "original"), None)
         base = orig["metrics"].get(primary) if orig else None
+        ys: list[float] = [0.0]
+        failed: list[tuple[float, str]] = []
         for r in rs:
             sz = _size(r)
             val = r["metrics"].get(primary)
-            if r["status"] != "ok" or sz is None or val is None or base is None:
+            if sz is None:
                 continue
-            delta = (val - base) if hib else (base - val)
-            ax.scatter(sz / MB, delta * 100, marker=markers[r["kind"]], color=colors[r["kind"]], s=50)
-            ax.annotate(r["variant"], (sz / MB, delta * 100), fontsize=7, xytext=(3, 3),
-                        textcoords="offset points")
+            if r["status"] != "ok" or val is None or base is None:
+                if r["status"] in ("does not load", "run failed"):
+                    failed.append((sz, r["variant"]))
+                continue
+            delta = ((val - base) if hib else (base - val)) * 100
+            ys.append(delta)
+            ax.scatter(sz / MB, delta, marker=markers[r["kind"]], color=colors[r["kind"]], s=50)
+            ax.annotate(r["variant"], (sz / MB, delta), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        if failed:
+            lo, hi = min(ys), max(ys)
+            yf = lo - 0.15 * max(hi - lo, 1.0)
+            for sz, _ in failed:
+                ax.scatter(sz / MB, yf, marker="x", color="tab:red", s=50)
+            ax.annotate("do not load: " + ", ".join(name for _, name in failed), (min(f[0] for f in failed) / MB, yf),
+                        fontsize=7, xytext=(3, 5), textcoords="offset points", color="tab:red")
         ax.axhline(0, color="grey", lw=0.5)
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_title(model)
-        ax.set_xlabel("compressed size, MB (brotli-11; zstd-19 if pending)")
+        ax.set_xlabel("compressed size, MB (brotli-11; zstd-19 if pending), log")
         ax.set_ylabel(f"{primary} change, points (+ = better)")
-        ax.grid(alpha=0.3)
+        ax.grid(alpha=0.3, which="both")
     for ax in axes.ravel()[n:]:
         ax.axis("off")
-    fig.tight_layout()
+    handles = [plt.Line2D([], [], marker=markers[k], color=colors[k], ls="", label=lab)
+               for k, lab in (("original", "original"), ("ours", "hatch-shrinkray"), ("peer", "onnx-shrink-ray 0.0.11"),
+                              ("ortdyn", "ORT quantize_dynamic"))]
+    handles.append(plt.Line2D([], [], marker="x", color="tab:red", ls="", label="does not load in onnxruntime"))
+    fig.legend(handles=handles, loc="lower center", ncol=5, fontsize=8)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png, dpi=110)
     plt.close(fig)

@@ -38,7 +38,7 @@ from benchmarks.common import (
     sha256_file,
     try_session,
 )
-from benchmarks.variants import BY_NAME, VARIANTS, ShrinkRun, Variant, shrink_variant
+from benchmarks.variants import BY_NAME, SHRUNK_DIR, VARIANTS, ShrinkRun, Variant, shrink_variant
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_CACHE = CACHE_DIR / "results"
@@ -151,6 +151,16 @@ def _pending_reason(run: ShrinkRun) -> str | None:
     return None
 
 
+def _measure_speed(row: Row, src: Path, path: Path, task: Task, args: argparse.Namespace) -> None:
+    feed = task.latency_feed()
+    a1, b1 = make_session(src, threads=1), make_session(path, threads=1)
+    lat = interleaved_latency(a1, b1, feed, budget_s=args.latency_budget)
+    row.latency_ratio, row.latency_ms = lat.ratio, lat.variant_ms
+    del a1, b1
+    sr, _, sb = interleaved_session_creation(src, path, reps=3 if args.quick else 5)
+    row.session_ratio, row.session_s = sr, sb
+
+
 def measure(
     model: str, variant: Variant, src: Path, *, task: Task, orig_out: TaskOutput, spec: TaskSpec,
     args: argparse.Namespace, sizes: SizeCache,
@@ -178,6 +188,9 @@ def measure(
             for k in ("status", "detail", "metrics", "agreement", "cosine", "rel_l2", "latency_ratio",
                       "latency_ms", "session_ratio", "session_s"):
                 setattr(row, k, cached[k])
+            if getattr(args, "relatency", False) and row.status == "ok":
+                _measure_speed(row, src, path, task, args)
+                cache_file.write_text(json.dumps({"sig": sig, **asdict(row)}, default=json_default))
             return row
     sess, err = try_session(path, threads=args.threads)
     if sess is None:
@@ -193,13 +206,7 @@ def measure(
             row.agreement = custom(orig_out, out) if custom else agreement(orig_out.decisions, out.decisions)
             d = output_diff(orig_out.raw, out.raw)
             row.cosine, row.rel_l2 = d.cosine, d.rel_l2
-            feed = task.latency_feed()
-            a1, b1 = make_session(src, threads=1), make_session(path, threads=1)
-            lat = interleaved_latency(a1, b1, feed, budget_s=args.latency_budget)
-            row.latency_ratio, row.latency_ms = lat.ratio, lat.variant_ms
-            del a1, b1
-            sr, _, sb = interleaved_session_creation(src, path, reps=3 if args.quick else 5)
-            row.session_ratio, row.session_s = sr, sb
+            _measure_speed(row, src, path, task, args)
     cache_file.parent.mkdir(parents=True, exist_ok=True)
     cache_file.write_text(json.dumps({"sig": sig, **asdict(row)}, default=json_default))
     return row
@@ -224,6 +231,23 @@ def run_model(model: str, variants: list[Variant], args: argparse.Namespace, siz
     return rows
 
 
+def _refresh_sizes(all_rows: dict[str, dict[str, Any]], sizes: SizeCache) -> None:
+    """Fill sizes that were pending (e.g. brotli from a background ``sizes.py``) from the cache."""
+    sizes.data = {}
+    sizes._reload_merge()
+    for r in all_rows.values():
+        if r["status"] in ("shrink failed", "pending") or all(v is not None for v in r["sizes"].values()):
+            continue
+        path = (corpus.MODEL_DIR / f"{r['model']}.onnx" if r["variant"] == "original"
+                else SHRUNK_DIR / r["model"] / f"{r['variant']}.onnx")
+        if not path.exists() or path.stat().st_size != r["sizes"].get("raw"):
+            continue
+        sha = sha256_file(path)
+        for algo, v in list(r["sizes"].items()):
+            if v is None:
+                r["sizes"][algo] = sizes.get(sha, algo)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="headline models only, fewer samples")
@@ -234,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-brotli", action="store_true", help="use cached brotli sizes only (slow: ~0.2 MB/s)")
     ap.add_argument("--threads", type=int, default=2, help="intra-op threads for task evaluation")
     ap.add_argument("--latency-budget", type=float, default=4.0, help="seconds of interleaved runs per variant")
+    ap.add_argument("--relatency", action="store_true",
+                    help="re-measure latency and session-creation ratios of cached rows (e.g. on a quiet machine)")
+    ap.add_argument("--report-only", action="store_true", help="rewrite RESULTS.md/plot from results.json")
     ap.add_argument("--no-report", action="store_true")
     args = ap.parse_args(argv)
     args.algos = ("gzip9", "zstd19") if args.skip_brotli else ("gzip9", "brotli11", "zstd19")
@@ -250,10 +277,12 @@ def main(argv: list[str] | None = None) -> int:
     if results_path.exists():
         all_rows = json.loads(results_path.read_text())
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    for m in models:
+    for m in [] if args.report_only else models:
         for r in run_model(m, variants, args, sizes):
             all_rows[f"{r.model}/{r.variant}"] = asdict(r)
         results_path.write_text(json.dumps(all_rows, indent=1, default=json_default))
+    _refresh_sizes(all_rows, sizes)
+    results_path.write_text(json.dumps(all_rows, indent=1, default=json_default))
     if not args.no_report:
         from benchmarks.report import write_report
 

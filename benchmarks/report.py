@@ -139,6 +139,7 @@ def write_report(all_rows: dict[str, dict[str, Any]], args: argparse.Namespace, 
             lines.append(f"* {v.label}: `hatch_shrinkray.shrink(in, out, ShrinkOptions(method=\"{v.method}\", "
                          f"verify=None))`")
     lines.append("")
+    lines += _overview(by_model)
     summary: list[str] = []
     for model, rs in by_model.items():
         entry = corpus.BY_KEY.get(model)
@@ -186,9 +187,52 @@ def write_report(all_rows: dict[str, dict[str, Any]], args: argparse.Namespace, 
     return md_path
 
 
-def _size(r: dict[str, Any]) -> float | None:
-    s = r["sizes"]
-    v = s.get("brotli11") or s.get("zstd19")
+OVERVIEW = ["ours-int8", "ours-fp16", "ours-auto", "peer-default", "peer-per-channel", "peer-float256", "ort-dynamic"]
+
+
+def _overview(by_model: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """One line per model: compressed size ratio / primary-metric change / agreement / latency ratio."""
+    head = ["model", "primary metric (original)", *OVERVIEW]
+    out = ["## Overview", "",
+           "Each cell: compressed size as a fraction of the original's (brotli-11, or zstd-19 for models "
+           "whose brotli sizes are not all computed yet) / change of the primary metric in points (+ = better) / "
+           "agreement with the original / latency ratio. *no load* = the output does not load in onnxruntime.", "",
+           "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for model, rs in by_model.items():
+        primary, hib = _primary(model, rs)
+        byv = {r["variant"]: r for r in rs}
+        orig = byv.get("original")
+        if orig is None:
+            continue
+        algo = _algo(rs)
+        base, bsize = orig["metrics"].get(primary), _size(orig, algo)
+        cells = [model, f"{primary} {_fmt(base, '.4f')} ({algo})"]
+        for v in OVERVIEW:
+            r = byv.get(v)
+            if r is None:
+                cells.append("-")
+            elif r["status"] == "does not load":
+                cells.append("**no load**")
+            elif r["status"] != "ok":
+                cells.append(r["status"])
+            else:
+                sz, val = _size(r, algo), r["metrics"].get(primary)
+                ratio = f"{sz / bsize:.2f}" if sz and bsize else "?"
+                delta = "?" if val is None or base is None else f"{((val - base) if hib else (base - val)) * 100:+.1f}"
+                cells.append(f"{ratio} / {delta} / {_fmt(r['agreement'], '.2f')} / {_fmt(r['latency_ratio'], '.2f')}")
+        out.append("| " + " | ".join(cells) + " |")
+    out.append("")
+    return out
+
+
+def _algo(rs: list[dict[str, Any]]) -> str:
+    """brotli11 if every row that has sizes has it, else zstd19 (never mix compressors in a comparison)."""
+    sized = [r for r in rs if r["sizes"]]
+    return "brotli11" if sized and all(r["sizes"].get("brotli11") for r in sized) else "zstd19"
+
+
+def _size(r: dict[str, Any], algo: str = "brotli11") -> float | None:
+    v = r["sizes"].get(algo)
     return None if v is None else float(v)
 
 
@@ -197,7 +241,8 @@ def _summary_lines(model: str, rs: list[dict[str, Any]], orig: dict[str, Any], p
     """Every peer row that none of our rows dominates (smaller-or-equal compressed size AND a primary
     metric at least as good), plus peers that are clearly faster than our size-matched best."""
     out: list[str] = []
-    ours = [r for r in rs if r["kind"] == "ours" and r["status"] == "ok" and _size(r) is not None]
+    algo = _algo(rs)
+    ours = [r for r in rs if r["kind"] == "ours" and r["status"] == "ok" and _size(r, algo) is not None]
     peers = [r for r in rs if r["kind"] in ("peer", "ortdyn") and r["status"] == "ok"]
     if not ours:
         return out
@@ -206,7 +251,7 @@ def _summary_lines(model: str, rs: list[dict[str, Any]], orig: dict[str, Any], p
         return a >= b - 1e-9 if hib else a <= b + 1e-9
 
     for p in peers:
-        ps, pm = _size(p), p["metrics"].get(primary)
+        ps, pm = _size(p, algo), p["metrics"].get(primary)
         if ps is None or pm is None:
             continue
         good = [o for o in ours if o["metrics"].get(primary) is not None
@@ -217,10 +262,10 @@ def _summary_lines(model: str, rs: list[dict[str, Any]], orig: dict[str, Any], p
                        f"(best: {best['label']} {best['metrics'].get(primary, float('nan')):.4f}); "
                        f"agreement with the original {_fmt(p['agreement'])} vs {_fmt(best['agreement'])}.")
             continue
-        smallest = min(good, key=lambda o: _size(o) or 0.0)
-        os_ = _size(smallest) or 0.0
+        smallest = min(good, key=lambda o: _size(o, algo) or 0.0)
+        os_ = _size(smallest, algo) or 0.0
         if ps < os_:
-            out.append(f"* {model}: **{p['label']}** is smaller ({ps / MB:.2f} vs {os_ / MB:.2f} MB compressed) "
+            out.append(f"* {model}: **{p['label']}** is smaller ({ps / MB:.2f} vs {os_ / MB:.2f} MB {algo}) "
                        f"than our smallest method with an equal-or-better {primary}, {smallest['label']} "
                        f"({primary} {pm:.4f} vs {smallest['metrics'][primary]:.4f}; agreement "
                        f"{_fmt(p['agreement'])} vs {_fmt(smallest['agreement'])}).")
@@ -250,10 +295,11 @@ def _plot(by_model: dict[str, list[dict[str, Any]]], png: Path) -> None:
         primary, hib = _primary(model, rs)
         orig = next((r for r in rs if r["variant"] == "original"), None)
         base = orig["metrics"].get(primary) if orig else None
+        algo = _algo(rs)
         ys: list[float] = [0.0]
         failed: list[tuple[float, str]] = []
         for r in rs:
-            sz = _size(r)
+            sz = _size(r, algo)
             val = r["metrics"].get(primary)
             if sz is None:
                 continue
@@ -277,7 +323,7 @@ def _plot(by_model: dict[str, list[dict[str, Any]]], png: Path) -> None:
         ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_title(model)
-        ax.set_xlabel("compressed size, MB (brotli-11; zstd-19 if pending), log")
+        ax.set_xlabel(f"compressed size, MB ({'brotli-11' if algo == 'brotli11' else 'zstd-19'}), log scale")
         ax.set_ylabel(f"{primary} change, points (+ = better)")
         ax.grid(alpha=0.3, which="both")
     for ax in axes.ravel()[n:]:

@@ -1,4 +1,4 @@
-"""Fill the compressed-size cache (brotli-11 is slow: ~0.2 MB/s) for every cached model, smallest first.
+"""Fill the compressed-size cache (brotli-11 is slow: ~0.2 MB/s) for every cached model.
 
     python benchmarks/sizes.py [--algos brotli11 zstd19 gzip9]
 
@@ -20,12 +20,21 @@ from benchmarks import corpus
 from benchmarks.common import SizeCache
 from benchmarks.variants import SHRUNK_DIR
 
+# headline models first, then by total size
+PRIORITY = ["silero_vad", "ppocrv4_rec", "ppocrv6_rec", "magika", "ppocrv4_det", "ppocrv6_det", "nudenet",
+            "nakdimon", "minilm"]
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--algos", nargs="*", default=["brotli11"])
+    ap.add_argument("--models", nargs="*", help="corpus keys, in order (default: headline models first)")
     args = ap.parse_args(argv)
-    files = sorted([*corpus.MODEL_DIR.glob("*.onnx"), *SHRUNK_DIR.glob("*/*.onnx")], key=lambda p: p.stat().st_size)
+    ap_models = args.models or PRIORITY
+    files: list[Path] = []
+    for m in ap_models:
+        group = [p for p in [corpus.MODEL_DIR / f"{m}.onnx", *(SHRUNK_DIR / m).glob("*.onnx")] if p.exists()]
+        files += sorted(group, key=lambda p: p.stat().st_size)
     cache = SizeCache()
     for p in files:
         t0 = time.perf_counter()

@@ -16,7 +16,7 @@ from onnx import ModelProto
 from hatch_shrinkray.errors import AlreadyQuantizedError, ShrinkrayError, VerificationError
 from hatch_shrinkray.graph import find_sites, scopes
 from hatch_shrinkray.methods import METHODS, Dedup
-from hatch_shrinkray.modelio import Loaded, Staged, load_model
+from hatch_shrinkray.modelio import SINGLE_FILE_LIMIT, Loaded, Staged, load_model
 from hatch_shrinkray.options import ShrinkOptions, option_errors
 from hatch_shrinkray.result import ShrinkResult, TensorRecord, VerifyResult
 from hatch_shrinkray.verify import reference_outputs, verify_against
@@ -68,7 +68,6 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
     if options.dedup:
         records += Dedup().apply(work, options)
     records += METHODS[options.method].apply(work, options)
-    _check_output(work, loaded.label, checker)
     dest = Path(destination) if destination is not None else None
     staged: Staged | None = None
     extra: tuple[Path, ...] = ()
@@ -77,7 +76,13 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
             staged = Staged(work, dest)
             shrunk_ref: str | bytes = str(staged.path)
             size = staged.size
+            # Protos over 2 GB cannot be serialized for the checker: check the staged files instead.
+            _check_output(str(staged.path) if staged.data_files else work, loaded.label, checker)
         else:
+            if work.ByteSize() >= SINGLE_FILE_LIMIT:
+                raise ShrinkrayError("the shrunk model is over 2 GB and can only be written to a file",
+                                     path=loaded.label, hint="pass a destination path")
+            _check_output(work, loaded.label, checker)
             shrunk_ref = work.SerializeToString()
             size = len(shrunk_ref)
         del work  # the working copy can be big; onnxruntime reads the staged file from here on
@@ -114,8 +119,12 @@ def _reference_source(loaded: Loaded, source: str | os.PathLike[str] | ModelProt
 
 
 def _check_input(loaded: Loaded) -> str:
-    """Reject what onnx.checker rejects; note when only the basic check passes."""
-    model = loaded.model
+    """Reject what onnx.checker rejects; note when only the basic check passes.
+
+    Models with external data are checked from their file: a loaded proto over 2 GB cannot be
+    serialized for the checker.
+    """
+    model: ModelProto | str = str(loaded.path) if loaded.data_files else loaded.model
     try:
         onnx.checker.check_model(model, full_check=False)
     except Exception as exc:
@@ -128,7 +137,7 @@ def _check_input(loaded: Loaded) -> str:
     return "full"
 
 
-def _check_output(model: ModelProto, label: str, checker: str) -> None:
+def _check_output(model: ModelProto | str, label: str, checker: str) -> None:
     try:
         onnx.checker.check_model(model, full_check=checker == "full")
     except Exception as exc:

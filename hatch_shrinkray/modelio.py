@@ -67,7 +67,8 @@ def load_model(source: str | os.PathLike[str] | ModelProto) -> Loaded:
     if not path.exists():
         raise ShrinkrayError("no such file", path=label, hint="check the path")
     if path.is_dir():
-        raise ShrinkrayError("is a directory, not an .onnx file", path=label)
+        raise ShrinkrayError("is a directory, not an .onnx file", path=label,
+                             hint="pass the .onnx file inside it (globs like dir/*.onnx work)")
     try:
         size = path.stat().st_size
         with open(path, "rb") as fh:

@@ -104,9 +104,7 @@ def quantize_symmetric(w: FloatArray, axis: int | None, bits: int = 8) -> Quanti
     scale64 = np.where(scale64 == 0, 1.0, scale64)
     dead = (~constant) & (amax < FLUSH)
     scale64 = np.where(dead, 1.0, scale64)
-    scale = scale64.astype(F32)
-    if not np.isfinite(scale).all():
-        raise NotEncodable("has values too large for a float32 scale")
+    scale = _fit(scale64.astype(F32), np.where(constant, 1.0, float(qmax)))
     shp = scale_shape(w.shape, axis)
     s = scale.reshape(shp) if shp else scale.reshape(())
     wf = np.where(np.isfinite(w), w, 0).astype(np.float64)
@@ -146,9 +144,7 @@ def quantize_affine(w: FloatArray, axis: int | None, levels: int) -> Quantized:
     zp = np.where(constant, (lo < 0).astype(np.float64), zp)
     scale64 = np.where((scale64 == 0) | dead, 1.0, scale64)
     zp = np.where(dead, 0.0, zp)
-    scale = scale64.astype(F32)
-    if not np.isfinite(scale).all():
-        raise NotEncodable("has values too large for a float32 scale")
+    scale = _fit(scale64.astype(F32), np.where(constant, 1.0, np.maximum(zp, usable - 1 - zp)))
     shp = scale_shape(w.shape, axis)
     s = scale.reshape(shp) if shp else scale.reshape(())
     z = zp.astype(F32).reshape(shp) if shp else zp.astype(F32).reshape(())
@@ -167,6 +163,26 @@ def quantize_affine(w: FloatArray, axis: int | None, levels: int) -> Quantized:
         decoded[nonfinite.mask] = nonfinite.value
     dtype = np.uint8 if levels <= 256 else np.uint16
     return Quantized(codes.astype(dtype), s.astype(F32), z.astype(F32), decoded, nonfinite, sentinel)
+
+
+def _fit(scale: npt.NDArray[np.float32], worst_code: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
+    """Nudge scales down until the largest code times the scale is finite in float32.
+
+    Near float32's maximum, ``amax / 127`` rounded to float32 can make ``127 * scale`` overflow to
+    inf; a finite weight must never decode to inf.
+    """
+    if not np.isfinite(scale).all():
+        raise NotEncodable("has values too large for a float32 scale")
+    worst = worst_code.astype(F32)
+    with np.errstate(over="ignore"):
+        over = ~np.isfinite(worst * scale)
+        if over.any():
+            cap = np.nextafter((float(np.finfo(F32).max) / worst_code).astype(F32), F32(0))
+            scale = np.where(over, np.minimum(scale, cap), scale).astype(F32)
+        fits = bool(np.isfinite(worst * scale).all())
+    if not fits:
+        raise NotEncodable("has values too close to float32's maximum to encode")
+    return scale
 
 
 def _zero_dead(codes: npt.NDArray[np.float64], dead: npt.NDArray[np.bool_], axis: int | None,

@@ -21,7 +21,8 @@ FLAG_NAMES = {"method": "--method", "min_elements": "--min-elements", "scheme": 
               "levels": "--levels", "decode": "--decode", "block_size": "--block-size", "inputs": "--inputs",
               "dims": "--dim", "default_dim": "--default-dim", "samples": "--samples",
               "int_range": "--int-range", "max_rel_l2": "--max-rel-l2", "min_cosine": "--min-cosine",
-              "min_top1": "--min-top1"}
+              "min_top1": "--min-top1", "budget_rel_l2": "--budget-rel-l2", "budget_cosine": "--budget-cosine",
+              "budget_agreement": "--budget-agreement"}
 
 
 def _verify_args(p: argparse.ArgumentParser) -> None:
@@ -67,6 +68,14 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--decode", default="float",
                    help=f"int8 decode: {', '.join(DECODES)} (fast = DequantizeLinear before MatMul, int8 activations)")
     s.add_argument("--block-size", type=int, default=32, help="int4 block size (default 32)")
+    b = ShrinkOptions()
+    s.add_argument("--budget-rel-l2", type=float, default=b.budget_rel_l2,
+                   help=f"auto: largest output relative L2 on the verification inputs (default {b.budget_rel_l2})")
+    s.add_argument("--budget-cosine", type=float, default=b.budget_cosine,
+                   help=f"auto: smallest output cosine (default {b.budget_cosine})")
+    s.add_argument("--budget-agreement", type=float, default=b.budget_agreement,
+                   help="auto: smallest share of unchanged argmax / >0.5 decisions "
+                        f"(default {b.budget_agreement})")
     s.add_argument("--no-verify", action="store_true", help="skip output verification (not recommended)")
     s.add_argument("--force", action="store_true", help="overwrite existing outputs")
     s.add_argument("--sizes", action="store_true", help="also report gzip/zstd/brotli sizes")
@@ -97,7 +106,9 @@ def _shrink_options(args: argparse.Namespace) -> ShrinkOptions:
     opts = ShrinkOptions(method=args.method, min_elements=args.min_elements,
                          exclude_tensors=tuple(args.exclude_tensor), exclude_ops=tuple(args.exclude_op),
                          dedup=not args.no_dedup, scheme=args.scheme, levels=args.levels, decode=args.decode,
-                         block_size=args.block_size, verify=None if args.no_verify else _verify_options(args))
+                         block_size=args.block_size, verify=None if args.no_verify else _verify_options(args),
+                         budget_rel_l2=args.budget_rel_l2, budget_cosine=args.budget_cosine,
+                         budget_agreement=args.budget_agreement)
     errors = option_errors(opts, FLAG_NAMES)
     if errors:
         raise ShrinkrayError("; ".join(errors))

@@ -11,7 +11,7 @@ which is what the output-error-aware rounding needs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,17 +99,21 @@ class Probe:
         self.n_outputs = len(self.session.get_outputs()) - len(probe.captured)
         self.runs = 0
 
-    def run(self, replace: dict[tuple[str, str], npt.NDArray[Any]] | None = None,
-            capture: bool = False) -> tuple[Outputs, Outputs]:
-        """Model outputs per feed (and the captured tensors per feed when ``capture``)."""
-        weights = {self.probe.inputs[k]: (replace or {}).get(k, w) for k, w in self.originals.items()}
-        names = [o.name for o in self.session.get_outputs()]
-        wanted = names if capture else names[: self.n_outputs]
-        outs: Outputs = []
-        caps: Outputs = []
-        for feed in self.feeds:
-            got = self.session.run(wanted, {**feed, **weights})
-            outs.append(list(got[: self.n_outputs]))
-            caps.append(list(got[self.n_outputs:]))
+    def _weights(self, replace: dict[tuple[str, str], npt.NDArray[Any]] | None) -> dict[str, npt.NDArray[Any]]:
+        return {self.probe.inputs[k]: (replace or {}).get(k, w) for k, w in self.originals.items()}
+
+    def run(self, replace: dict[tuple[str, str], npt.NDArray[Any]] | None = None) -> Outputs:
+        """Model outputs per feed, with the weights in ``replace`` swapped in."""
+        weights = self._weights(replace)
+        names = [o.name for o in self.session.get_outputs()][: self.n_outputs]
         self.runs += 1
-        return outs, caps
+        return [list(self.session.run(names, {**feed, **weights})) for feed in self.feeds]
+
+    def captures(self) -> Iterator[tuple[list[npt.NDArray[Any]], list[npt.NDArray[Any]]]]:
+        """Per feed: (model outputs, captured tensors) with the original weights; one feed at a
+        time so the activations of many samples are never all in memory."""
+        weights = self._weights(None)
+        self.runs += 1
+        for feed in self.feeds:
+            got = self.session.run(None, {**feed, **weights})
+            yield list(got[: self.n_outputs]), list(got[self.n_outputs:])

@@ -93,3 +93,31 @@ def search(table: Sequence[Sequence[Option]], evaluate: Callable[[tuple[int, ...
         else:
             lo = mid + 1
     return Found(chain[hi], seen[hi], lam_of[hi], len(seen))
+
+
+def refine(table: Sequence[Sequence[Option]], found: Found, evaluate: Callable[[tuple[int, ...]], Deviation],
+           within: Callable[[Deviation], bool], max_evals: int) -> Found:
+    """Greedy clean-up after the bisection: try moving single weights one step smaller, biggest
+    saving first, and keep every move the real model tolerates. The Lagrangian chain moves all
+    weights with one multiplier, so it can stop with slack that one weight could still use."""
+    if not within(found.deviation):
+        return found
+    choice = list(found.choice)
+    best = found.deviation
+    moves: list[tuple[int, int, int]] = []
+    for i, options in enumerate(table):
+        cur = options[choice[i]].stored_bytes
+        smaller = [j for j, o in enumerate(options) if o.stored_bytes < cur]
+        if smaller:
+            j = max(smaller, key=lambda k: (options[k].stored_bytes, -k))
+            moves.append((cur - options[j].stored_bytes, i, j))
+    moves.sort(key=lambda m: (-m[0], m[1]))
+    evals = 0
+    for _, i, j in moves[:max_evals]:
+        trial = list(choice)
+        trial[i] = j
+        dev = evaluate(tuple(trial))
+        evals += 1
+        if within(dev):
+            choice, best = trial, dev
+    return Found(tuple(choice), best, found.lam, found.evaluations + evals)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -36,12 +37,16 @@ from hatch_shrinkray.probe import Probe, site_key, weights_as_inputs
 from hatch_shrinkray.quant import NotEncodable
 from hatch_shrinkray.result import TensorRecord
 from hatch_shrinkray.rewrite import encode_weights, record, skip_reason
-from hatch_shrinkray.search import Option, search
+from hatch_shrinkray.search import Option, refine, search
 
 FLOAT32 = 1
+LOG = logging.getLogger("hatch_shrinkray.auto")
 MAX_EVALS = 400
 """Single-tensor sensitivity runs; beyond it the 16-bit level is estimated from the int8 one
 scaled by the ratio of their calibrated output errors (largest weights are measured first)."""
+
+MAX_REFINE = 24
+"""Full-model runs for the greedy clean-up after the bisection (largest savings first)."""
 
 Key = tuple[str, str]
 
@@ -66,27 +71,32 @@ class Auto:
         if not sites:
             return encode_weights(model, Int8Encoder(), options)
         vopts = options.verify or VerifyOptions()
+        start = time.perf_counter()
         feeds = _feeds(model, vopts)
         main_names = _main_names(model)
         lays = {site_key(s): _layout(s, main_names) for s in sites}
         capture = sorted({lay.activation for lay in lays.values() if lay is not None})
         originals = {site_key(s): s.array() for s in sites}
         probe = Probe(weights_as_inputs(model, set(originals), capture), feeds, originals)
-        base, caps = probe.run(capture=True)
-        moments = _moments(sites, lays, caps, probe.probe.captured)
-        del caps
+        base: list[list[npt.NDArray[Any]]] = []
+        moments = _moments(sites, lays, probe, base)
         opset = opset_version(model)
         weights = [self._weight(s, options, opset, lays[site_key(s)], moments.get(site_key(s)))
                    for s in sites]
+        LOG.info("auto: %d weights, %d feeds, candidates ready after %.1f s", len(weights), len(feeds),
+                 time.perf_counter() - start)
         _sensitivity(weights, probe, base)
+        LOG.info("auto: sensitivity measured after %.1f s (%d runs)", time.perf_counter() - start, probe.runs)
 
         def evaluate(choice: tuple[int, ...]) -> Deviation:
             repl = {site_key(w.site): w.candidates[c].decoded for w, c in zip(weights, choice, strict=True)}
-            return deviation(base, probe.run(repl)[0])
+            return deviation(base, probe.run(repl))
 
         table = [[Option(c.stored_bytes, e) for c, e in zip(w.candidates, w.energies, strict=True)]
                  for w in weights]
         found = search(table, evaluate, lambda d: d.within(options))
+        found = refine(table, found, evaluate, lambda d: d.within(options), MAX_REFINE)
+        LOG.info("auto: search done after %.1f s: %s", time.perf_counter() - start, found.deviation.text())
         if not found.deviation.within(options):
             raise ShrinkrayError(
                 f"auto: even the original weights miss the budget on the probe session ({found.deviation.text()})",
@@ -148,33 +158,32 @@ def _layout(site: Site, main_names: set[str]) -> Layout | None:
     return first
 
 
-def _moments(sites: list[Site], lays: dict[Key, Layout | None],
-             caps: list[list[npt.NDArray[Any]]], captured: tuple[str, ...]
-             ) -> dict[Key, tuple[npt.NDArray[np.float64], int]]:
-    """Activation second moments per weight, summed over its consumers and the calibration feeds."""
-    index = {name: i for i, name in enumerate(captured)}
-    out: dict[Key, tuple[npt.NDArray[np.float64], int]] = {}
-    for site in sites:
-        key = site_key(site)
-        lay = lays[key]
-        if lay is None:
-            continue
-        acc = Moments()
-        ok = True
-        for node, idx in site.consumers:
-            la = layout(node, idx, site.shape)
-            if la is None or la.activation not in index:
-                ok = False
-                break
-            for sample in caps:
-                p = patches(np.asarray(sample[index[la.activation]]), la, site.shape)
+def _moments(sites: list[Site], lays: dict[Key, Layout | None], probe: Probe,
+             base: list[list[npt.NDArray[Any]]]) -> dict[Key, tuple[npt.NDArray[np.float64], int]]:
+    """Activation second moments per weight, summed over its consumers and the calibration feeds
+    (``base`` receives the model outputs of the same runs)."""
+    index = {name: i for i, name in enumerate(probe.probe.captured)}
+    acc: dict[Key, Moments] = {}
+    for key, lay in lays.items():
+        if lay is not None:
+            acc[key] = Moments()
+    broken: set[Key] = set()
+    for outs, caps in probe.captures():
+        base.append(outs)
+        for site in sites:
+            key = site_key(site)
+            if key not in acc or key in broken:
+                continue
+            for node, idx in site.consumers:
+                la = layout(node, idx, site.shape)
+                p = None if la is None or la.activation not in index else patches(
+                    np.asarray(caps[index[la.activation]]), la, site.shape)
                 if p is None:
-                    ok = False
+                    broken.add(key)
                     break
-                acc.add(p)
-        if ok and acc.h is not None and acc.count > 0:
-            out[key] = (acc.h / acc.count, acc.count)
-    return out
+                acc[key].add(p)
+    return {k: (m.h / m.count, m.count) for k, m in acc.items()
+            if k not in broken and m.h is not None and m.count > 0}
 
 
 def _int4_ok(site: Site) -> bool:
@@ -195,7 +204,7 @@ def _sensitivity(weights: list[Weight], probe: Probe, base: list[list[npt.NDArra
             is16 = w.candidates[j].kind in ("int16", "fp16")
             if is16 and budget <= 0:
                 continue
-            w.energies[j] = deviation(base, probe.run({key: w.candidates[j].decoded})[0]).energy
+            w.energies[j] = deviation(base, probe.run({key: w.candidates[j].decoded})).energy
             w.measured[j] = True
             budget -= 1
         _proxy(w)

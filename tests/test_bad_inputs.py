@@ -182,9 +182,6 @@ FAILING: dict[str, Row] = {
     "unreadable": Row(make_unreadable, "cannot read: Permission denied"),
 }
 
-NO_HINT = pytest.mark.xfail(strict=True, reason="BUG: modelio.load_model's 'is a directory, not an .onnx file' "
-                                                "has no hint (what to do)")
-
 
 def _readable_guard(row: str, tmp_path: Path) -> None:
     if row == "unreadable" and not blocks_reads(tmp_path):
@@ -220,7 +217,7 @@ def test_api(row: str, tmp_path: Path) -> None:
         assert isinstance(info.value, AlreadyQuantizedError)
 
 
-@pytest.mark.parametrize("row", [pytest.param(r, marks=NO_HINT) if r == "directory" else r for r in FAILING])
+@pytest.mark.parametrize("row", list(FAILING))
 def test_api_message_says_what_to_do(row: str, tmp_path: Path) -> None:
     _readable_guard(row, tmp_path)
     path = FAILING[row].make(tmp_path)
@@ -372,14 +369,9 @@ HOOK_CAUSES = {**{k: r.cause for k, r in FAILING.items()},
                # the models glob only matches files, so these two are configuration errors
                "missing": "matches no file", "directory": "matches no file"}
 HOOK_FAILING = [r for r in FAILING if r != "already-quantized"]
-HOOK_BUGS = {
-    "unreadable": "BUG: hook: an unreadable model raises PermissionError (traceback) from manifest.file_sha256 "
-                  "instead of a one-line ShrinkrayError",
-}
 
 
-@pytest.mark.parametrize("row", [pytest.param(r, marks=pytest.mark.xfail(strict=True, reason=HOOK_BUGS[r]))
-                                 if r in HOOK_BUGS else r for r in HOOK_FAILING])
+@pytest.mark.parametrize("row", HOOK_FAILING)
 def test_hook(row: str, tmp_path: Path, isolated: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _readable_guard(row, tmp_path)
     root = write_project(tmp_path / "toymodel")
@@ -413,8 +405,6 @@ def test_hook_already_quantized_ships_unchanged_with_a_warning(tmp_path: Path, i
             in err.splitlines())
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: hook reports a no-op as '(1 shrunk)' with a 100% ratio and never "
-                                       "says no tensor reached min-elements")
 def test_hook_nothing_to_shrink_is_reported(tmp_path: Path, isolated: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     root = write_project(tmp_path / "toymodel")
@@ -427,8 +417,6 @@ def test_hook_nothing_to_shrink_is_reported(tmp_path: Path, isolated: Path,
     assert "1 shrunk" not in err
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: hook: an unusable temp dir (TMPDIR under a regular file) raises "
-                                       "NotADirectoryError (traceback) from TemporaryDirectory in initialize")
 def test_hook_unwritable_work_directory(tmp_path: Path, isolated: Path, monkeypatch: pytest.MonkeyPatch,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     root = write_project(tmp_path / "toymodel")

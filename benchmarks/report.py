@@ -46,6 +46,9 @@ def _versions() -> dict[str, str]:
         if len(parts) == 4:
             out["peer venv"] = (f"onnx-shrink-ray {parts[0]}, onnx {parts[1]}, onnxruntime {parts[2]}, "
                                 f"onnx_graphsurgeon {parts[3]}")
+    torch_dist = list((corpus.LOCAL_CACHE / "venv-torch").glob("lib/python3*/site-packages/torch-*.dist-info"))
+    if torch_dist:
+        out["torch (MiniLM export only)"] = torch_dist[0].name.split("-")[1].removesuffix(".dist")
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                              cwd=BENCH_DIR, check=False).stdout.strip()
@@ -105,7 +108,9 @@ def write_report(all_rows: dict[str, dict[str, Any]], args: argparse.Namespace, 
     lines: list[str] = [
         "# hatch-shrinkray benchmark results" + (" (quick subset)" if quick else ""),
         "",
-        f"Regenerate with `{cmd}` (from the repo root, project venv; `--quick` for the 2-model subset).",
+        "Regenerate everything with `python benchmarks/run.py` from the repo root in the project venv "
+        "(`--quick` for the 2-model subset; see benchmarks/README.md for the system packages).",
+        f"This file was written by `{cmd}`.",
         f"Run started {started}; written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
         "",
         f"Machine: {_machine()}.",

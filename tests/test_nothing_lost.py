@@ -1,0 +1,219 @@
+"""Nothing lost: a build never changes a byte (or a mode) of the project tree, whether it succeeds,
+fails verification, has a bad config or is interrupted, and never leaves half-written outputs:
+no partial archive, no staging files in TMPDIR, no incomplete cache entries.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from hardening import MODEL, MODELS_DIR, build, files_under, tree_digest, write_project
+from onnx import helper
+
+import hatch_shrinkray.engine
+from hatch_shrinkray import ShrinkrayError, shrink
+
+from onnx_builders import init, mlp, model, vi, weight
+
+
+def rich_project(root: Path, hook_table: str = "") -> Path:
+    """Two models (one with external data), sample inputs, a read-only file, a symlink, a .gitignore."""
+    write_project(root, hook_table)
+    onnx.save(mlp(), str(root / MODEL))
+    nested = root / MODELS_DIR / "nested"
+    nested.mkdir()
+    onnx.save(mlp(256, 512), str(nested / "b.onnx"), save_as_external_data=True, location="b.onnx.data",
+              size_threshold=1024)
+    (root / "data").mkdir()
+    np.savez(root / "data" / "inputs.npz", x=np.ones((2, 256), dtype=np.float32))
+    (root / "README.md").write_text("toymodel\n")
+    (root / "LICENSE").write_text("MIT\n")
+    (root / "LICENSE").chmod(0o444)
+    (root / ".gitignore").write_text("dist/\n*.pyc\n")
+    (root / "src/toymodel/link.onnx").symlink_to("models/a.onnx")
+    return root
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """Private cache and temp directories, outside the project, watched by the tests."""
+    dirs = {"cache": tmp_path / "cache", "tmp": tmp_path / "tmp", "dist": tmp_path / "dist"}
+    dirs["tmp"].mkdir()
+    monkeypatch.setenv("HATCH_SHRINKRAY_CACHE_DIR", str(dirs["cache"]))
+    for name in ("HATCH_BUILD_NO_HOOKS", "HATCH_BUILD_HOOKS_ONLY", "HATCH_BUILD_CLEAN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(dirs["tmp"]))
+    return dirs
+
+
+def assert_no_partial_cache(cache: Path) -> None:
+    """Every cache entry is a complete pair; no temporary files are left."""
+    names = files_under(cache)
+    onnx_keys = {n.removesuffix(".onnx") for n in names if n.endswith(".onnx")}
+    json_keys = {n.removesuffix(".json") for n in names if n.endswith(".json")}
+    assert onnx_keys == json_keys, names
+    assert all(n.endswith((".onnx", ".json")) for n in names), names
+
+
+def assert_clean(root: Path, before: dict[str, str], env: dict[str, Path]) -> None:
+    assert tree_digest(root) == before
+    assert files_under(env["dist"]) == []
+    assert files_under(env["tmp"]) == [] and list(env["tmp"].iterdir()) == []
+    assert_no_partial_cache(env["cache"])
+
+
+def test_successful_builds_change_nothing(tmp_path: Path, env: dict[str, Path]) -> None:
+    root = rich_project(tmp_path / "toymodel", 'inputs = "data/inputs.npz"\n')
+    before = tree_digest(root)
+    wheel = build(root, "wheel", env["dist"])
+    sdist = build(root, "sdist", env["dist"])
+    build(root, "wheel", tmp_path / "again")  # served from the cache
+    assert tree_digest(root) == before
+    assert list(env["tmp"].iterdir()) == []
+    assert_no_partial_cache(env["cache"])
+    with zipfile.ZipFile(wheel) as zf:
+        assert zf.testzip() is None
+    with tarfile.open(sdist) as tar:
+        assert len(tar.getnames()) == len(set(tar.getnames()))
+
+
+def test_verification_failure_changes_nothing(tmp_path: Path, env: dict[str, Path],
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    root = rich_project(tmp_path / "toymodel", "max-rel-l2 = 0.0\nmin-cosine = 1.0\n")
+    before = tree_digest(root)
+    for target in ("wheel", "sdist"):
+        with pytest.raises(SystemExit):
+            build(root, target, env["dist"])
+        assert "differs too much from the original" in capsys.readouterr().err
+        assert_clean(root, before, env)
+
+
+def test_bad_config_changes_nothing(tmp_path: Path, env: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    root = rich_project(tmp_path / "toymodel", 'methd = "int8"\nlevels = 1\n')
+    before = tree_digest(root)
+    with pytest.raises(SystemExit):
+        build(root, "wheel", env["dist"])
+    assert "Invalid configuration for build hook `shrinkray`" in capsys.readouterr().err
+    assert_clean(root, before, env)
+
+
+def test_engine_error_on_the_second_model_changes_nothing(tmp_path: Path, env: dict[str, Path],
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The first model is already shrunk into the work directory when the second one fails."""
+    root = rich_project(tmp_path / "toymodel")
+    (root / MODELS_DIR / "nested" / "c.onnx").write_bytes(b"\x08\x07garbage")
+    before = tree_digest(root)
+    with pytest.raises(SystemExit):
+        build(root, "wheel", env["dist"])
+    assert "is not a valid ONNX model" in capsys.readouterr().err
+    assert_clean(root, before, env)
+
+
+def test_keyboard_interrupt_inside_the_engine_changes_nothing(tmp_path: Path, env: dict[str, Path],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while the second model is being verified (its shrunk bytes already staged)."""
+    root = rich_project(tmp_path / "toymodel", "cache = false\n")
+    before = tree_digest(root)
+    real_verify = hatch_shrinkray.engine.verify_against
+    calls: list[int] = []
+
+    def interrupt_second(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_verify(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(hatch_shrinkray.engine, "verify_against", interrupt_second)
+    with pytest.raises(KeyboardInterrupt):
+        build(root, "wheel", env["dist"])
+    assert len(calls) == 2
+    assert_clean(root, before, env)
+
+
+def test_api_interrupted_or_failing_shrink_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = tmp_path / "m.onnx"
+    onnx.save(mlp(), str(src))
+    out = tmp_path / "out"
+
+    def interrupt(*args: object, **kwargs: object) -> object:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(hatch_shrinkray.engine, "verify_against", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        shrink(src, out / "m.onnx")
+    assert files_under(out) == [] and (not out.exists() or list(out.iterdir()) == [])
+    monkeypatch.undo()
+    # an existing output survives a failed re-run untouched
+    out.mkdir(exist_ok=True)
+    (out / "m.onnx").write_bytes(b"previous output")
+    from hatch_shrinkray import ShrinkOptions, VerifyOptions
+
+    with pytest.raises(ShrinkrayError):
+        shrink(src, out / "m.onnx", ShrinkOptions(verify=VerifyOptions(max_rel_l2=0.0, min_cosine=1.0)))
+    assert (out / "m.onnx").read_bytes() == b"previous output"
+    assert list(out.iterdir()) == [out / "m.onnx"]
+
+
+# --- a real `python -m hatchling build` interrupted by a signal mid-shrink ---------------------
+
+
+def slow_model(path: Path) -> None:
+    """Four 2048 x 2048 layers (64 MB): shrinking and verifying takes a couple of seconds."""
+    n, layers = 2048, 4
+    nodes, inits = [], []
+    for i in range(layers):
+        src = "x" if i == 0 else f"r{i - 1}"
+        nodes += [helper.make_node("MatMul", [src, f"W{i}"], [f"h{i}"]),
+                  helper.make_node("Relu", [f"h{i}"], [f"r{i}"])]
+        inits.append(init(f"W{i}", weight((n, n), i) * 0.6))
+    nodes[-1] = helper.make_node("Identity", [f"h{layers - 1}"], ["y"])
+    onnx.save(model(nodes, [vi("x", ["b", n])], [vi("y", ["b", n])], inits), str(path))
+
+
+@pytest.mark.parametrize(("sig", "delay"), [(signal.SIGINT, 1.5), (signal.SIGTERM, 1.5)], ids=["SIGINT", "SIGTERM"])
+def test_signal_mid_build_changes_nothing(sig: signal.Signals, delay: float, tmp_path: Path) -> None:
+    root = rich_project(tmp_path / "toymodel")
+    slow_model(root / MODEL)
+    before = tree_digest(root)
+    dirs = {"cache": tmp_path / "cache", "tmp": tmp_path / "tmp", "dist": tmp_path / "dist"}
+    dirs["tmp"].mkdir()
+    env = {**os.environ, "HATCH_SHRINKRAY_CACHE_DIR": str(dirs["cache"]), "TMPDIR": str(dirs["tmp"])}
+    for name in ("HATCH_BUILD_NO_HOOKS", "HATCH_BUILD_HOOKS_ONLY", "HATCH_BUILD_CLEAN"):
+        env.pop(name, None)
+    proc = subprocess.Popen([sys.executable, "-m", "hatchling", "build", "-t", "wheel", "-d", str(dirs["dist"])],
+                            cwd=root, env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    seen = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        seen.append(line)
+        if f"shrinkray: {MODEL} (" in line or not line:
+            break
+    assert any(f"shrinkray: {MODEL} (" in ln for ln in seen), "".join(seen)
+    time.sleep(delay)  # inside the multi-second encode / staging / verification
+    proc.send_signal(sig)
+    try:
+        _, rest = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode != 0, "".join(seen) + rest
+    assert "total" not in rest, "the build finished before the signal; make the model slower"
+    assert tree_digest(root) == before
+    assert files_under(dirs["dist"]) == []
+    assert_no_partial_cache(dirs["cache"])
+    if sig == signal.SIGINT:
+        # Python unwinds on SIGINT, so the hook's work directory is removed. (SIGTERM kills the
+        # process without unwinding: the work directory under TMPDIR may remain, like any tool's.)
+        assert list(dirs["tmp"].iterdir()) == [], files_under(dirs["tmp"])

@@ -19,6 +19,7 @@ exactly one copy. The caller owns the work directory; this module only mutates
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import time
@@ -116,8 +117,10 @@ def ship_models(config: HookConfig, root: Path, build_data: dict[str, Any], work
         app.display_waiting(f"{PREFIX} {model.relpath} ({human(size)}): {model.options.method}...")
         target = workdir / model.relpath
         target.parent.mkdir(parents=True, exist_ok=True)
+        sidecars = _sidecars(source, model.relpath)
         try:
-            record, outcome = _shrink_one(model, sha256, root, target, cache=cache, app=app)
+            record, outcome = _shrink_one(model, _content_sha256(root, sha256, sidecars), root, target,
+                                          cache=cache, app=app)
         except ShrinkrayError as exc:
             if exc.path and Path(exc.path) == source:
                 exc.path = model.relpath  # the path the user wrote, not the build's absolute one
@@ -131,10 +134,13 @@ def ship_models(config: HookConfig, root: Path, build_data: dict[str, Any], work
             shipped.append(Shipped(model.relpath, outcome, size, size))
             continue
         force_include[str(target)] = model.relpath
+        for data in _data_files_beside(target):
+            force_include[str(data)] = (PurePosixPath(model.relpath).parent / data.name).as_posix()
+        shipped_data = {(PurePosixPath(model.relpath).parent / d.name).as_posix() for d in _data_files_beside(target)}
         manifest_out[model.relpath] = record.entry
         app.display_success(_success_line(model.relpath, record, outcome == "cached"))
         shipped.append(Shipped(model.relpath, outcome, record.original_size, record.shrunk_size,
-                               _sidecars(source, model.relpath)))
+                               tuple(s for s in sidecars if s not in shipped_data)))
     if config.target == "sdist" and manifest_out:
         manifest = workdir / MANIFEST_NAME
         manifest.write_text(render(manifest_out), encoding="utf-8", newline="\n")
@@ -188,8 +194,7 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
         app.display_warning(f"{PREFIX} {model.relpath}: {exc.message}; shipping it unchanged")
         return None, "already-quantized"
     if result.external_data:
-        raise ShrinkrayError("the shrunk model is over 2 GB and needs an external data file, "
-                             "which the build hook does not ship", path=model.relpath)
+        cache = None  # an entry is one file; outputs over 2 GB (model + data file) are not cached
     for tensor in result.tensors:
         app.display_debug(f"{PREFIX}   {tensor.name} {list(tensor.shape)} {tensor.encoding} "
                           f"{human(tensor.original_bytes)} -> {human(tensor.stored_bytes)}")
@@ -202,7 +207,8 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
                             versions=versions,
                             verification=None if verification is None
                             else _portable(verification.to_dict(), root)),
-        original_size=result.original_size, shrunk_size=kept.stat().st_size, seconds=result.seconds,
+        original_size=result.original_size, shrunk_size=result.original_size if unchanged else result.shrunk_size,
+        seconds=result.seconds,
         summary=None if verification is None else verification.summary())
     if cache is not None and key is not None:
         problem = cache.put(key, kept, record)
@@ -211,16 +217,34 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
     return record, "unchanged" if unchanged else "shrunk"
 
 
+def _content_sha256(root: Path, model_sha256: str, sidecars: tuple[str, ...]) -> str:
+    """The model file's sha256, extended with its external-data files' so that retrained
+    weights in ``a.onnx.data`` (same ``a.onnx``) never hit a stale cache entry."""
+    if not sidecars:
+        return model_sha256
+    digest = hashlib.sha256(model_sha256.encode())
+    for rel in sidecars:
+        digest.update(b"\0" + rel.encode() + b"\0" + file_sha256(root / rel).encode())
+    return digest.hexdigest()
+
+
+def _data_files_beside(target: Path) -> list[Path]:
+    """The shrunk model's own data file (outputs over 2 GB only), written beside it."""
+    from hatch_shrinkray.modelio import data_file_name
+
+    data = target.with_name(data_file_name(target))
+    return [data] if data.is_file() else []
+
+
 def _sidecars(source: Path, relpath: str) -> tuple[str, ...]:
-    """The original's external-data files, as project-relative paths (the shrunk model is
-    self-contained: outputs that would need a data file are refused above)."""
-    import onnx
+    """The original's external-data files, as project-relative paths (ShrinkrayError for a
+    corrupt model or a missing/escaping data file)."""
+    from hatch_shrinkray.modelio import external_data_files
 
-    from hatch_shrinkray.modelio import external_locations
-
-    locations = external_locations(onnx.load(str(source), load_external_data=False))
     parent = PurePosixPath(relpath).parent
-    return tuple(sorted({(parent / location).as_posix() for location in locations}))
+    return tuple(sorted((parent / p.name).as_posix() if p.parent == source.parent.resolve()
+                        else (parent / os.path.relpath(p, source.parent.resolve())).as_posix()
+                        for p in external_data_files(source)))
 
 
 def portable_options(options: ShrinkOptions, root: Path) -> dict[str, Any]:

@@ -64,6 +64,21 @@ def load_model(source: str | os.PathLike[str] | ModelProto) -> Loaded:
         raise ShrinkrayError(f"expected a path or an onnx.ModelProto, got {type(source).__name__}")
     path = Path(source)
     label = str(path)
+    size = _readable_size(path)
+    model = _parse(path)
+    data_files = _resolve_external(model, path)
+    if data_files:
+        try:
+            onnx.load_external_data_for_model(model, str(path.parent))
+        except (OSError, ValueError) as exc:
+            raise ShrinkrayError(f"cannot read its external data: {exc}", path=label) from exc
+        size += sum(p.stat().st_size for p in data_files)
+    return Loaded(model, label, size, path, tuple(data_files))
+
+
+def _readable_size(path: Path) -> int:
+    """The size of a readable, non-empty regular file, or a ShrinkrayError saying what is wrong."""
+    label = str(path)
     if not path.exists():
         raise ShrinkrayError("no such file", path=label, hint="check the path")
     if path.is_dir():
@@ -77,20 +92,25 @@ def load_model(source: str | os.PathLike[str] | ModelProto) -> Loaded:
         raise ShrinkrayError(f"cannot read: {exc.strerror}", path=label, hint="check file permissions") from exc
     if not head:
         raise ShrinkrayError("is empty (0 bytes)", path=label, hint="re-export or re-download the model")
+    return size
+
+
+def _parse(path: Path) -> ModelProto:
+    """The model proto without its external data, or a ShrinkrayError saying what is wrong."""
     try:
         model = onnx.load(str(path), load_external_data=False)
     except (DecodeError, RuntimeWarning, ValueError, OSError) as exc:
         raise ShrinkrayError("is not a valid ONNX model (the protobuf cannot be parsed; truncated or "
-                             "corrupted?)", path=label, hint="re-export or re-download the model") from exc
-    _check_structure(model, label)
-    data_files = _resolve_external(model, path)
-    if data_files:
-        try:
-            onnx.load_external_data_for_model(model, str(path.parent))
-        except (OSError, ValueError) as exc:
-            raise ShrinkrayError(f"cannot read its external data: {exc}", path=label) from exc
-        size += sum(p.stat().st_size for p in data_files)
-    return Loaded(model, label, size, path, tuple(data_files))
+                             "corrupted?)", path=str(path), hint="re-export or re-download the model") from exc
+    _check_structure(model, str(path))
+    return model
+
+
+def external_data_files(path: str | os.PathLike[str]) -> tuple[Path, ...]:
+    """The external-data files a model file reads (validated like ``load_model`` does), without
+    loading them."""
+    _readable_size(Path(path))
+    return tuple(_resolve_external(_parse(Path(path)), Path(path)))
 
 
 def _check_structure(model: ModelProto, label: str) -> None:

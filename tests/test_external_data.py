@@ -165,8 +165,6 @@ def test_hook_ships_the_shrunk_model_and_not_the_originals_data(tmp_path: Path, 
     assert files_under(isolated) == []
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: hook refuses shrunk models that need an external data file "
-                                       "('the build hook does not ship' it) instead of shipping <name>.data")
 def test_hook_ships_the_shrunk_models_data_file(tmp_path: Path, isolated: Path, small_limit: None) -> None:
     m = mlp(256, 512)
     root = external_project(tmp_path / "toymodel", m)
@@ -182,8 +180,6 @@ def test_hook_ships_the_shrunk_models_data_file(tmp_path: Path, isolated: Path, 
     close(run(m, X), run(shipped, X))
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: the hook's cache key hashes only the .onnx file, not its external "
-                                       "data: new weights in a.onnx.data are served the stale shrunk model")
 def test_hook_cache_sees_changed_external_data(tmp_path: Path, isolated: Path) -> None:
     root = external_project(tmp_path / "toymodel", mlp(256, 512))
     build(root, "wheel", tmp_path / "one")

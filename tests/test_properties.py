@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp

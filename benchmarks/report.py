@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import platform
@@ -56,6 +57,24 @@ def _versions() -> dict[str, str]:
     except OSError:
         pass
     return out
+
+
+def _engine_state(all_rows: dict[str, dict[str, Any]]) -> str:
+    """Which source state(s) of hatch_shrinkray produced our rows (content hash of hatch_shrinkray/**/*.py)."""
+    from benchmarks.variants import SHRUNK_DIR, engine_key
+
+    keys: set[str] = set()
+    for r in all_rows.values():
+        meta = SHRUNK_DIR / r["model"] / f"{r['variant']}.json"
+        if r["kind"] == "ours" and meta.exists():
+            keys.add(json.loads(meta.read_text()).get("engine_key", "?"))
+    last = subprocess.run(["git", "log", "-1", "--format=%h %cI", "--", "hatch_shrinkray"], capture_output=True,
+                          text=True, cwd=BENCH_DIR, check=False).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "hatch_shrinkray"], capture_output=True,
+                           text=True, cwd=BENCH_DIR, check=False).stdout.strip()
+    return (f"engine source hash(es) used for our rows: {', '.join(sorted(keys)) or 'none'}; current "
+            f"{engine_key()}; last commit touching hatch_shrinkray/: {last or '?'}"
+            f"{' (plus uncommitted changes)' if dirty else ''}")
 
 
 def _machine() -> str:
@@ -117,9 +136,13 @@ def write_report(all_rows: dict[str, dict[str, Any]], args: argparse.Namespace, 
         "",
         "Versions: " + "; ".join(f"{k} {v}" for k, v in _versions().items()) + ".",
         "",
+        "Our engine: " + _engine_state(all_rows) + ".",
+        "",
         "How it is measured (see `benchmarks/README.md` for details):",
         "",
-        "* sizes: raw file, `gzip -9`, brotli quality 11 / lgwin 24, zstd -19 (MB = 10^6 bytes);",
+        "* sizes: raw file, `gzip -9`, brotli quality 9 and 11 (lgwin 24), zstd -19 (MB = 10^6 bytes); brotli-11",
+        "  ran at only 0.02-0.2 MB/s on this shared 2-core machine, so it is *pending* where it did not finish",
+        "  (comparisons then use zstd-19, never a mix of compressors);",
         "* task metric on offline synthetic data (see each model's section); *agree* = fraction of discrete",
         "  outputs (OCR lines, VAD frame decisions, labels, ...) identical to the original model's;",
         "  *cos* / *relL2* = cosine similarity / relative L2 error of the raw float outputs vs the original;",
@@ -155,14 +178,14 @@ def write_report(all_rows: dict[str, dict[str, Any]], args: argparse.Namespace, 
         lines += [f"## {model}: {title}", "",
                   f"{source}Primary metric: **{primary}** ({'higher' if hib else 'lower'} is better).", ""]
         mcols = _metric_cols(rs)
-        head = ["variant", "status", "raw MB", "gzip", "brotli", "zstd", *mcols, "agree", "cos", "relL2",
-                "lat x", "load x", "shrink s", "RSS MB"]
+        head = ["variant", "status", "raw MB", "gzip-9", "brotli-9", "brotli-11", "zstd-19", *mcols, "agree", "cos",
+                "relL2", "lat x", "load x", "shrink s", "RSS MB"]
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "---|" * len(head))
         for r in rs:
             s = r["sizes"]
             status = r["status"] if r["status"] == "ok" else f"**{r['status']}**"
-            cells = [r["label"], status, _fmt_mb(s.get("raw")), _fmt_mb(s.get("gzip9")),
+            cells = [r["label"], status, _fmt_mb(s.get("raw")), _fmt_mb(s.get("gzip9")), _fmt_mb(s.get("brotli9")),
                      _fmt_mb(s.get("brotli11")), _fmt_mb(s.get("zstd19"))]
             cells += [_fmt(r["metrics"].get(c), ".4f") for c in mcols]
             cells += [_fmt(r["agreement"], ".3f"), _fmt(r["cosine"], ".6f"), _fmt(r["rel_l2"], ".2e"),

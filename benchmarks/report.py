@@ -69,12 +69,13 @@ def _engine_state(all_rows: dict[str, dict[str, Any]]) -> str:
         if r["kind"] == "ours" and meta.exists():
             keys.add(json.loads(meta.read_text()).get("engine_key", "?"))
     last = subprocess.run(["git", "log", "-1", "--format=%h %cI", "--", "hatch_shrinkray"], capture_output=True,
-                          text=True, cwd=BENCH_DIR, check=False).stdout.strip()
+                          text=True, cwd=BENCH_DIR.parent, check=False).stdout.strip()
     dirty = subprocess.run(["git", "status", "--porcelain", "--", "hatch_shrinkray"], capture_output=True,
-                           text=True, cwd=BENCH_DIR, check=False).stdout.strip()
-    return (f"engine source hash(es) used for our rows: {', '.join(sorted(keys)) or 'none'}; current "
+                           text=True, cwd=BENCH_DIR.parent, check=False).stdout.strip()
+    return (f"engine state(s) used for our rows: {', '.join(sorted(keys)) or 'none'} (`git:` = a `git archive` "
+            f"snapshot of that commit's hatch_shrinkray/, see HSR_BENCH_ENGINE in benchmarks/README.md); current "
             f"{engine_key()}; last commit touching hatch_shrinkray/: {last or '?'}"
-            f"{' (plus uncommitted changes)' if dirty else ''}")
+            f"{' (the work tree has uncommitted engine changes)' if dirty else ''}")
 
 
 def _machine() -> str:

@@ -10,8 +10,10 @@ Prints one ``RESULT {json}`` line.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
+from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
@@ -20,7 +22,12 @@ def main(argv: list[str]) -> int:
     t0 = time.perf_counter()
     info: dict[str, object] = {}
     if kind == "ours":
+        if os.environ.get("HSR_ENGINE_DIR"):  # a git snapshot of the engine (see variants.engine_dir)
+            sys.path.insert(0, os.environ["HSR_ENGINE_DIR"])
+        import hatch_shrinkray
         from hatch_shrinkray import ShrinkOptions, shrink
+
+        info["engine"] = str(Path(hatch_shrinkray.__file__).parent)
 
         if extra.get("verify") == "default":
             extra.pop("verify")  # ShrinkOptions' own default VerifyOptions

@@ -80,8 +80,30 @@ def ensure_peer_venv() -> Path:
     return py
 
 
+ENGINE_REV = os.environ.get("HSR_BENCH_ENGINE", "HEAD")  # a git revision, or "worktree"
+
+
+def engine_dir() -> Path | None:
+    """A snapshot of hatch_shrinkray/ at ENGINE_REV (git archive), so results name one commit and do not
+    change while the engine is being edited; None = use the work tree as imported."""
+    if ENGINE_REV == "worktree":
+        return None
+    sha = subprocess.run(["git", "rev-parse", ENGINE_REV], capture_output=True, text=True, cwd=REPO_DIR,
+                         check=True).stdout.strip()
+    dest = CACHE_DIR / "engine" / sha
+    if not (dest / "hatch_shrinkray" / "__init__.py").exists():
+        dest.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "archive", "--format=tar", sha, "hatch_shrinkray"], capture_output=True,
+                                 cwd=REPO_DIR, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
+
+
 def engine_key() -> str:
-    """Hash of our engine's sources: cached shrunk models are reused only for the same code."""
+    """Identity of our engine's sources: cached shrunk models are reused only for the same code."""
+    d = engine_dir()
+    if d is not None:
+        return "git:" + d.name[:12]
     h = hashlib.sha256()
     pkg = REPO_DIR / "hatch_shrinkray"
     for p in sorted(pkg.rglob("*.py")):
@@ -101,7 +123,11 @@ def _run_measured(python: str, module_args: list[str]) -> tuple[int, float, floa
     """
     cmd = [python, str(PEAK_WRAPPER), "-m", *module_args]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=str(REPO_DIR))
+    env = dict(os.environ)
+    edir = engine_dir()
+    if edir is not None:
+        env["HSR_ENGINE_DIR"] = str(edir)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=str(REPO_DIR), env=env)
     assert proc.stdout is not None
     out = proc.stdout.read()  # child exits after closing stdout
     _, status, rusage = os.wait4(proc.pid, 0)

@@ -133,6 +133,7 @@ class Row:
     rel_l2: float | None = None
     latency_ratio: float | None = None
     latency_ms: float | None = None
+    latency_wall_ratio: float | None = None
     session_ratio: float | None = None
     session_s: float | None = None
     shrink_s: float | None = None
@@ -157,7 +158,7 @@ def _measure_speed(row: Row, src: Path, path: Path, task: Task, args: argparse.N
     feed = task.latency_feed()
     a1, b1 = make_session(src, threads=1), make_session(path, threads=1)
     lat = interleaved_latency(a1, b1, feed, budget_s=args.latency_budget)
-    row.latency_ratio, row.latency_ms = lat.ratio, lat.variant_ms
+    row.latency_ratio, row.latency_ms, row.latency_wall_ratio = lat.ratio, lat.variant_ms, lat.wall_ratio
     del a1, b1
     sr, _, sb = interleaved_session_creation(src, path, reps=3 if args.quick else 5)
     row.session_ratio, row.session_s = sr, sb
@@ -188,8 +189,8 @@ def measure(
         cached = json.loads(cache_file.read_text())
         if cached.get("sig") == sig:
             for k in ("status", "detail", "metrics", "agreement", "cosine", "rel_l2", "latency_ratio",
-                      "latency_ms", "session_ratio", "session_s"):
-                setattr(row, k, cached[k])
+                      "latency_ms", "latency_wall_ratio", "session_ratio", "session_s"):
+                setattr(row, k, cached.get(k))
             if getattr(args, "relatency", False) and row.status == "ok":
                 _measure_speed(row, src, path, task, args)
                 cache_file.write_text(json.dumps({"sig": sig, **asdict(row)}, default=json_default))

@@ -102,12 +102,13 @@ class Probe:
     def _weights(self, replace: dict[tuple[str, str], npt.NDArray[Any]] | None) -> dict[str, npt.NDArray[Any]]:
         return {self.probe.inputs[k]: (replace or {}).get(k, w) for k, w in self.originals.items()}
 
-    def run(self, replace: dict[tuple[str, str], npt.NDArray[Any]] | None = None) -> Outputs:
-        """Model outputs per feed, with the weights in ``replace`` swapped in."""
+    def run(self, replace: dict[tuple[str, str], npt.NDArray[Any]] | None = None,
+            limit: int | None = None) -> Outputs:
+        """Model outputs per feed (the first ``limit`` feeds), with the weights in ``replace`` swapped in."""
         weights = self._weights(replace)
         names = [o.name for o in self.session.get_outputs()][: self.n_outputs]
         self.runs += 1
-        return [list(self.session.run(names, {**feed, **weights})) for feed in self.feeds]
+        return [list(self.session.run(names, {**feed, **weights})) for feed in self.feeds[:limit]]
 
     def captures(self) -> Iterator[tuple[list[npt.NDArray[Any]], list[npt.NDArray[Any]]]]:
         """Per feed: (model outputs, captured tensors) with the original weights; one feed at a

@@ -45,6 +45,8 @@ MAX_EVALS = 400
 """Single-tensor sensitivity runs; beyond it the 16-bit level is estimated from the int8 one
 scaled by the ratio of their calibrated output errors (largest weights are measured first)."""
 
+SENSITIVITY_FEEDS = 8
+"""Single-tensor runs use the first feeds only: energies need less data than the budget check."""
 MAX_REFINE = 24
 """Full-model runs for the greedy clean-up after the bisection (largest savings first)."""
 
@@ -62,14 +64,29 @@ class Weight:
     unexercised: bool = False
 
 
+@dataclass
+class Analysis:
+    weights: list[Weight]
+    probe: Probe
+    base: list[list[npt.NDArray[Any]]]
+
+
 class Auto:
     name = "auto"
 
     def apply(self, model: ModelProto, options: ShrinkOptions) -> list[TensorRecord]:
+        analysis = self.analyse(model, options)
+        if analysis is None:
+            return encode_weights(model, Int8Encoder(), options)
+        return self.finish(model, analysis, options)
+
+    def analyse(self, model: ModelProto, options: ShrinkOptions) -> Analysis | None:
+        """Candidates and their measured sensitivities; independent of the budget, so a budget
+        sweep (the benchmark's curves) can reuse one analysis. None: no float32 weight to choose for."""
         sites = [s for s in find_sites(model)
                  if s.dtype == FLOAT32 and skip_reason(s, options) is None]
         if not sites:
-            return encode_weights(model, Int8Encoder(), options)
+            return None
         vopts = options.verify or VerifyOptions()
         start = time.perf_counter()
         feeds = _feeds(model, vopts)
@@ -87,6 +104,12 @@ class Auto:
                  time.perf_counter() - start)
         _sensitivity(weights, probe, base)
         LOG.info("auto: sensitivity measured after %.1f s (%d runs)", time.perf_counter() - start, probe.runs)
+        return Analysis(weights, probe, base)
+
+    def finish(self, model: ModelProto, analysis: Analysis, options: ShrinkOptions) -> list[TensorRecord]:
+        """Search the budget's assignment and write it into ``model`` (the analysed model or a copy)."""
+        weights, probe, base = analysis.weights, analysis.probe, analysis.base
+        runs = probe.runs
 
         def evaluate(choice: tuple[int, ...]) -> Deviation:
             repl = {site_key(w.site): w.candidates[c].decoded for w, c in zip(weights, choice, strict=True)}
@@ -96,7 +119,7 @@ class Auto:
                  for w in weights]
         found = search(table, evaluate, lambda d: d.within(options))
         found = refine(table, found, evaluate, lambda d: d.within(options), MAX_REFINE)
-        LOG.info("auto: search done after %.1f s: %s", time.perf_counter() - start, found.deviation.text())
+        LOG.info("auto: search done (%d runs): %s", probe.runs - runs, found.deviation.text())
         if not found.deviation.within(options):
             raise ShrinkrayError(
                 f"auto: even the original weights miss the budget on the probe session ({found.deviation.text()})",
@@ -105,6 +128,16 @@ class Auto:
         summary = (f"budget met: {found.deviation.text()} ({found.evaluations} full runs, "
                    f"{probe.runs} runs in all)")
         return _write(model, options, chosen, summary)
+
+    def write_choice(self, model: ModelProto, analysis: Analysis, options: ShrinkOptions,
+                     kind: str) -> list[TensorRecord]:
+        """Every weight at its candidate of ``kind`` where it has one (else its original): the
+        benchmark's uniform baselines, e.g. all ``int8`` with output-aware rounding."""
+        chosen = {}
+        for w in analysis.weights:
+            c = next((c for c in w.candidates if c.kind == kind), w.candidates[-1])
+            chosen[site_key(w.site)] = (w, c)
+        return _write(model, options, chosen, f"uniform {kind}")
 
     @staticmethod
     def _weight(site: Site, options: ShrinkOptions, opset: int, lay: Layout | None,
@@ -204,7 +237,8 @@ def _sensitivity(weights: list[Weight], probe: Probe, base: list[list[npt.NDArra
             is16 = w.candidates[j].kind in ("int16", "fp16")
             if is16 and budget <= 0:
                 continue
-            w.energies[j] = deviation(base, probe.run({key: w.candidates[j].decoded})).energy
+            got = probe.run({key: w.candidates[j].decoded}, limit=SENSITIVITY_FEEDS)
+            w.energies[j] = deviation(base[:SENSITIVITY_FEEDS], got).energy
             w.measured[j] = True
             budget -= 1
         _proxy(w)

@@ -196,7 +196,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from hatch_shrinkray.report import compressed_sizes, table
-    from hatch_shrinkray.verify import verify
+    from hatch_shrinkray.verification import verify
 
     result = verify(args.original, args.shrunk, _verify_options(args))
     a = compressed_sizes([args.original, *_data_files(args.original)])

@@ -19,7 +19,7 @@ from hatch_shrinkray.methods import METHODS, Dedup
 from hatch_shrinkray.modelio import SINGLE_FILE_LIMIT, Loaded, Staged, load_model
 from hatch_shrinkray.options import ShrinkOptions, option_errors
 from hatch_shrinkray.result import ShrinkResult, TensorRecord, VerifyResult
-from hatch_shrinkray.verify import reference_outputs, verify_against
+from hatch_shrinkray.verification import reference_outputs, verify_against
 
 QUANTIZED_OPS = {"DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
                  "ConvInteger", "QLinearConv", "QLinearMatMul", "MatMulNBits", "GatherBlockQuantized",

@@ -4,9 +4,10 @@ The plugin is served from a wheelhouse built fresh for each test session (a new 
 so no frontend cache can hand back a stale plugin), and example_project pins its exact version.
 The build environments install hatchling, onnx, onnxruntime and numpy from the package index.
 
-All four frontends run by default (the whole module is in the opt-in ``slow`` tier: ``pytest -m
-slow``); ``SHRINKRAY_E2E_FRONTENDS=build`` (or any comma-separated subset of
-``build,pip-wheel,uv,hatch``) narrows it. A frontend whose tool is not installed is skipped.
+All four frontends run in the default suite (about two minutes; they need PyPI for the build
+environments); ``SHRINKRAY_E2E_FRONTENDS=build`` (or any comma-separated subset of
+``build,pip-wheel,uv,hatch``) narrows it. A frontend whose tool is not installed is skipped
+(the ``test`` extra installs all of them).
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
-pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "example_project"

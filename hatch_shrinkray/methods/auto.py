@@ -166,7 +166,7 @@ class Auto:
 
 
 def _feeds(model: ModelProto, vopts: VerifyOptions) -> list[dict[str, npt.NDArray[Any]]]:
-    from hatch_shrinkray.verify import reference_outputs
+    from hatch_shrinkray.verification import reference_outputs
 
     feeds, _, _, _ = reference_outputs(model.SerializeToString(), "<auto>", vopts)
     return feeds

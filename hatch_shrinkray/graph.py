@@ -75,7 +75,13 @@ class Site:
         return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
 
     def array(self) -> npt.NDArray[np.generic]:
-        return numpy_helper.to_array(self.tensor)
+        try:
+            return numpy_helper.to_array(self.tensor)
+        except (ValueError, TypeError) as exc:  # data length does not match dims, unknown type
+            from hatch_shrinkray.errors import ShrinkrayError
+
+            raise ShrinkrayError(f"tensor {self.name!r} is corrupt: {exc}",
+                                 hint="re-export or re-download the model") from exc
 
 
 def subgraph_attrs(node: NodeProto) -> Iterator[tuple[str, GraphProto]]:

@@ -43,13 +43,19 @@ def _tensors(model: ModelProto) -> Iterator[TensorProto]:
                     yield attr.t
 
 
-def external_locations(model: ModelProto) -> list[str]:
+def external_locations(model: ModelProto, label: str = "<model>") -> list[str]:
+    """Distinct external-data locations, in order; a malformed reference is a ShrinkrayError."""
     out: list[str] = []
     for t in _tensors(model):
-        if t.data_location == TensorProto.EXTERNAL:
-            for entry in t.external_data:
-                if entry.key == "location" and entry.value not in out:
-                    out.append(entry.value)
+        if t.data_location != TensorProto.EXTERNAL:
+            continue
+        entries = {e.key: e.value for e in t.external_data}
+        location = entries.get("location")
+        if not isinstance(location, str) or not location or "\0" in location:
+            raise ShrinkrayError(f"tensor {t.name!r} has external data without a valid location", path=label,
+                                 hint="re-export the model with onnx.save_model(..., save_as_external_data=True)")
+        if location not in out:
+            out.append(location)
     return out
 
 
@@ -70,8 +76,9 @@ def load_model(source: str | os.PathLike[str] | ModelProto) -> Loaded:
     if data_files:
         try:
             onnx.load_external_data_for_model(model, str(path.parent))
-        except (OSError, ValueError) as exc:
-            raise ShrinkrayError(f"cannot read its external data: {exc}", path=label) from exc
+        except Exception as exc:  # onnx raises OSError, ValueError or its own ValidationError here
+            raise ShrinkrayError(f"cannot read its external data: {str(exc).splitlines()[0][:300]}", path=label,
+                                 hint="re-export the model with its data file") from exc
         size += sum(p.stat().st_size for p in data_files)
     return Loaded(model, label, size, path, tuple(data_files))
 
@@ -124,7 +131,7 @@ def _check_structure(model: ModelProto, label: str) -> None:
 def _resolve_external(model: ModelProto, path: Path) -> list[Path]:
     base = path.parent.resolve()
     files: list[Path] = []
-    for location in external_locations(model):
+    for location in external_locations(model, str(path)):
         if os.path.isabs(location) or Path(location).drive:
             raise ShrinkrayError(f"external data location {location!r} is an absolute path; refused",
                                  path=str(path), hint="keep data files beside the model")

@@ -52,8 +52,12 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions
     """Inputs and the original's outputs; the original session is released before returning
     so two big models are never resident at once."""
     sess = session(original, label)
-    specs = specs_of(sess)
-    names = [o.name for o in sess.get_outputs()]
+    try:
+        specs = specs_of(sess)
+        names = [o.name for o in sess.get_outputs()]
+    except Exception as exc:  # e.g. UnicodeDecodeError for a name that is not UTF-8
+        raise ShrinkrayError(f"onnxruntime cannot read its inputs and outputs: {_first_line(exc)}", path=label,
+                             hint="re-export the model") from exc
     if options.inputs is not None:
         feeds = load_npz(Path(options.inputs), specs)
         source = str(options.inputs)

@@ -106,7 +106,9 @@ def float32_slack(w: Array) -> Array:
         return 4.0 * np.spacing(np.abs(w).astype(F32)).astype(np.float64)
 
 
-def check_channel_bound(w: Array, decoded: Array, axis: int | None, step_of: Any) -> None:
+def check_channel_bound(w: Array, decoded: Array, axis: int | None, step_of: Any, max_code: int) -> None:
+    """|err| <= step/2, plus float32 rounding: of each value, and of the stored float32 scale,
+    which the decode multiplies by codes (and zero points) up to ``max_code``."""
     finite = np.isfinite(w)
     wf, df, fm = rows(np.where(finite, w, 0), axis), rows(np.where(finite, decoded, 0), axis), rows(finite, axis)
     slack = rows(float32_slack(np.where(finite, w, 0)), axis)
@@ -119,7 +121,8 @@ def check_channel_bound(w: Array, decoded: Array, axis: int | None, step_of: Any
             assert np.all(err == 0), f"constant channel {c} not exact"
             continue
         step = step_of(vals)
-        bound = step / 2 * (1 + 1e-6) + slack[c][fm[c].astype(bool)] + FLUSH
+        scale_rounding = (np.abs(vals) + max_code * step) * 2.0**-23
+        bound = step / 2 * (1 + 1e-6) + slack[c][fm[c].astype(bool)] + scale_rounding + FLUSH
         assert np.all(err <= bound), (c, float(err.max()), float(step))
 
 
@@ -138,7 +141,7 @@ def test_int8_symmetric_within_half_a_step(w: Array, axis: int | None) -> None:
     q = quantize_symmetric(w, axis)
     assert q.codes.dtype == np.int8
     assert_nonfinite_exact(w, q.decoded)
-    check_channel_bound(w, q.decoded, axis, lambda v: float(np.abs(v).max()) / 127)
+    check_channel_bound(w, q.decoded, axis, lambda v: float(np.abs(v).max()) / 127, 127)
     finite = np.isfinite(w)
     assert np.all(np.abs(q.codes[finite].astype(int)) <= 127)
 
@@ -157,7 +160,7 @@ def test_affine_within_half_a_step(w: Array, axis: int | None, levels: int) -> N
     usable = levels - 1 if has_special else levels
     assert_nonfinite_exact(w, q.decoded)
     check_channel_bound(w, q.decoded, axis,
-                        lambda v: (max(float(v.max()), 0.0) - min(float(v.min()), 0.0)) / (usable - 1))
+                        lambda v: (max(float(v.max()), 0.0) - min(float(v.min()), 0.0)) / (usable - 1), levels)
     assert int(q.codes.max(initial=0)) <= levels - 1
 
 
@@ -176,7 +179,7 @@ def test_float_levels_within_half_a_step_and_n_levels(w: Array, axis: int | None
     assert decoded.dtype == w.dtype and decoded.shape == w.shape
     assert_nonfinite_exact(w, decoded)
     check_channel_bound(w, decoded, axis,
-                        lambda v: (max(float(v.max()), 0.0) - min(float(v.min()), 0.0)) / (levels - 1))
+                        lambda v: (max(float(v.max()), 0.0) - min(float(v.min()), 0.0)) / (levels - 1), levels)
     finite = np.isfinite(w)
     for c in range(rows(w, axis).shape[0]):
         row = rows(decoded, axis)[c][rows(finite, axis)[c].astype(bool)]

@@ -9,6 +9,8 @@ input, nothing above the threshold) must say so.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
 import zipfile
 from collections.abc import Callable
@@ -462,3 +464,26 @@ def test_hook_names_every_model_by_its_project_relative_path(tmp_path: Path, iso
         if not line.startswith(f"shrinkray: {path.relative_to(root).as_posix()}: "):
             absolute[row] = line
     assert not absolute, absolute
+
+
+# ---------------------------------------------------------------------------------------------
+# Hook, end to end: `python -m hatchling build` as a user (or `hatch build`) runs it.
+
+
+@pytest.mark.parametrize("row", ["corrupted", "external-dotdot"])
+def test_hook_in_a_real_hatchling_build(row: str, tmp_path: Path) -> None:
+    root = write_project(tmp_path / "toymodel")
+    FAILING[row].make(root / MODELS_DIR)
+    before = tree_digest(root)
+    dist = tmp_path / "dist"
+    env = {**os.environ, "HATCH_SHRINKRAY_CACHE_DIR": str(tmp_path / "cache"), "TMPDIR": str(tmp_path)}
+    for name in ("HATCH_BUILD_NO_HOOKS", "HATCH_BUILD_HOOKS_ONLY", "HATCH_BUILD_CLEAN", "HATCH_VERBOSE"):
+        env.pop(name, None)
+    proc = subprocess.run([sys.executable, "-m", "hatchling", "build", "-t", "wheel", "-d", str(dist)], cwd=root,
+                          env=env, capture_output=True, text=True, check=False, timeout=300)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if FAILING[row].cause in ln]
+    assert len(errors) == 1 and errors[0].startswith("shrinkray: ") and errors[0].endswith(")"), proc.stderr
+    assert files_under(dist) == []
+    assert tree_digest(root) == before

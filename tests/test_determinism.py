@@ -116,3 +116,24 @@ def test_same_bytes_in_another_process(name: str, in_process: dict[str, list[str
 def test_methods_really_differ(in_process: dict[str, list[str]]) -> None:
     """Guard against a vacuous pass (e.g. every method writing the input unchanged)."""
     assert len({v[0] for v in in_process.values()}) == len(in_process)
+
+
+def test_wheel_and_sdist_are_byte_identical_across_builds(tmp_path: Path) -> None:
+    """Two `python -m hatchling build` processes, from two checkouts at different paths and with
+    cold caches: the same wheel and sdist bytes (hatchling's reproducible mode plus ours)."""
+    from hardening import MODEL, write_project
+
+    digests = []
+    for name in ("one", "two"):
+        root = write_project(tmp_path / name / "toymodel")
+        onnx.save(mixed_model(), str(root / MODEL))
+        dist = tmp_path / name / "dist"
+        env = {**os.environ, "HATCH_SHRINKRAY_CACHE_DIR": str(tmp_path / name / "cache"),
+               "PYTHONHASHSEED": str(len(name))}
+        env.pop("SOURCE_DATE_EPOCH", None)
+        proc = subprocess.run([sys.executable, "-m", "hatchling", "build", "-d", str(dist)], cwd=root, env=env,
+                              capture_output=True, text=True, check=False, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        digests.append({p.name: sha(p) for p in sorted(dist.iterdir())})
+    assert len(digests[0]) == 2
+    assert digests[0] == digests[1]

@@ -286,19 +286,10 @@ def default_ids() -> list[str]:
 
 BAD = ("exception", "hang", "crash", "unverified")
 
-KNOWN_BUGS: dict[tuple[str, str], str] = {
-    ("ValidationError", "modelio.py"): "BUG: modelio.load_model lets onnx's ValidationError through for an external "
-                                       "tensor without a location",
-    ("TypeError", "modelio.py"): "BUG: modelio: an external-data location that is not valid UTF-8 raises TypeError "
-                                 "(protobuf hands it over as bytes)",
-    ("ValueError", "modelio.py"): "BUG: modelio._resolve_external: a location containing NUL raises "
-                                  "ValueError('embedded null byte')",
-    ("ValueError", "graph.py"): "BUG: graph.Site.array: tensor data whose size does not match its dims raises "
-                                "ValueError('cannot reshape ...') (external length / dims not checked)",
-    ("UnicodeDecodeError", "inputs.py"): "BUG: verify: a graph input name that is not valid UTF-8 raises "
-                                         "UnicodeDecodeError from onnxruntime's get_inputs()",
-}
-"""Exception type and the engine file it escaped from -> the bug (each has an xfail repro below)."""
+KNOWN_BUGS: dict[tuple[str, str], str] = {}
+"""Exception type and the engine file it escaped from -> an open bug (with an xfail repro below).
+Empty: the five findings of the first runs (external-data location/offset/length handling,
+non-UTF-8 names) are fixed and kept as the reproductions below."""
 
 
 def signature(result: dict[str, str]) -> tuple[str, str]:
@@ -340,7 +331,7 @@ def test_replay(tmp_path: Path) -> None:
     assert all(v["outcome"] in ("ok", "error") for v in results.values())
 
 
-# --- the findings, as small deterministic reproductions ------------------------------------------
+# --- the (fixed) findings, as small deterministic reproductions ---------------------------------
 
 
 def external_model(tmp_path: Path, location: str = EXTERNAL_DATA, drop: tuple[tuple[str, str], ...] = ()) -> Path:
@@ -368,30 +359,25 @@ def expect_shrinkray_error(path: Path) -> None:
         shrink(path, path.with_name("out.onnx"), ShrinkOptions(min_elements=1024))
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[("ValidationError", "modelio.py")])
 def test_finding_external_tensor_without_location(tmp_path: Path) -> None:
     expect_shrinkray_error(external_model(tmp_path, drop=(("W2", "location"),)))
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[("TypeError", "modelio.py")])
 def test_finding_external_location_not_utf8(tmp_path: Path) -> None:
     path = external_model(tmp_path, location="ext.daXa")
     path.write_bytes(path.read_bytes().replace(b"ext.daXa", b"ext.da\xffa"))
     expect_shrinkray_error(path)
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[("ValueError", "modelio.py")])
 def test_finding_external_location_with_nul(tmp_path: Path) -> None:
     expect_shrinkray_error(external_model(tmp_path, location="ext\x00.data"))
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[("ValueError", "graph.py")])
 def test_finding_external_tensor_without_length(tmp_path: Path) -> None:
     """No offset/length: onnx reads W1 to the end of ext.data (W1 and W2), 4736 floats for 64 x 64."""
     expect_shrinkray_error(external_model(tmp_path, drop=(("W1", "offset"), ("W1", "length"))))
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[("UnicodeDecodeError", "inputs.py")])
 def test_finding_input_name_not_utf8(tmp_path: Path) -> None:
     m = model([helper.make_node("MatMul", ["inpX", "W"], ["y"])], [vi("inpX", ["b", 64])], [vi("y", ["b", 64])],
               [init("W", weight((64, 64), 1))])

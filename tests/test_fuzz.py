@@ -119,6 +119,7 @@ def _point_at_data(m: onnx.ModelProto) -> onnx.ModelProto:
 BASES: dict[str, tuple[Callable[[], onnx.ModelProto], str]] = {
     "mlp-int8": (base_mlp, "int8"),
     "mlp-fp16": (base_mlp, "fp16"),
+    "mlp-dynamic": (base_mlp, "dynamic"),
     "if-int8": (base_constants_and_if, "int8"),
     "conv-float-levels": (base_conv, "float-levels"),
     "reshape-int8": (base_reshape, "int8"),

@@ -136,6 +136,16 @@ def make_external_absolute(d: Path) -> Path:
     return path
 
 
+def make_external_symlink(d: Path) -> Path:
+    """``location`` is a plain name, but the file there is a symlink to a file outside the directory."""
+    sub = d / "sub"
+    sub.mkdir()
+    path = _external(sub, "a.onnx.data")
+    os.replace(sub / "a.onnx.data", d / "outside.data")
+    (sub / "a.onnx.data").symlink_to(d / "outside.data")
+    return path
+
+
 def quantized_model() -> onnx.ModelProto:
     return model(
         [helper.make_node("DequantizeLinear", ["Wq", "s", "z"], ["W"]), helper.make_node("MatMul", ["x", "W"], ["y"])],
@@ -180,6 +190,7 @@ FAILING: dict[str, Row] = {
     "missing-external-data": Row(make_missing_external, "external data file 'a.onnx.data' is missing"),
     "external-dotdot": Row(make_external_dotdot, "escapes the model's directory; refused"),
     "external-absolute": Row(make_external_absolute, "is an absolute path; refused"),
+    "external-symlink": Row(make_external_symlink, "escapes the model's directory; refused"),
     "already-quantized": Row(make_already_quantized, "already quantized"),
     "unreadable": Row(make_unreadable, "cannot read: Permission denied"),
 }

@@ -92,6 +92,39 @@ def _machine() -> str:
     return f"{cpu}, {os.cpu_count()} logical CPUs, {mem}, {platform.system()} {platform.release()}"
 
 
+def _denormals(model: str) -> tuple[int, int]:
+    """(float32 weights, of which denormal) in the original model, initializers and Constant nodes (subgraphs too)."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    path = corpus.MODEL_DIR / f"{model}.onnx"
+    if not path.exists():
+        return 0, 0
+    m = onnx.load(str(path))
+    arrays = []
+
+    def walk(g: onnx.GraphProto) -> None:
+        arrays.extend(numpy_helper.to_array(t) for t in g.initializer)
+        for n in g.node:
+            for a in n.attribute:
+                if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
+                    arrays.append(numpy_helper.to_array(a.t))
+                if a.type == onnx.AttributeProto.GRAPH:
+                    walk(a.g)
+                for sub in a.graphs:
+                    walk(sub)
+
+    walk(m.graph)
+    tiny = np.finfo(np.float32).tiny
+    tot = den = 0
+    for a in arrays:
+        if a.dtype == np.float32:
+            tot += a.size
+            den += int(((a != 0) & (np.abs(a) < tiny)).sum())
+    return tot, den
+
+
 def _metric_cols(rows: list[dict[str, Any]]) -> list[str]:
     cols: list[str] = []
     for r in rows:
@@ -179,8 +212,13 @@ def write_report(all_rows: dict[str, dict[str, Any]], args: argparse.Namespace, 
         orig = next((r for r in rs if r["variant"] == "original"), None)
         title = entry.description if entry else "(not a corpus model)"
         source = f"`{entry.requirement}` `{entry.member}`. " if entry else ""
+        tot, den = _denormals(model)
+        dnote = ""
+        if den:
+            dnote = (f" The original has {den:,} denormal float32 weights ({100 * den / tot:.1f} % of {tot:,}); "
+                     "methods that flush or re-encode them can be faster than the original on x86 CPUs.")
         lines += [f"## {model}: {title}", "",
-                  f"{source}Primary metric: **{primary}** ({'higher' if hib else 'lower'} is better).", ""]
+                  f"{source}Primary metric: **{primary}** ({'higher' if hib else 'lower'} is better).{dnote}", ""]
         mcols = _metric_cols(rs)
         head = ["variant", "status", "raw MB", "gzip-9", "brotli-9", "brotli-11", "zstd-19", *mcols, "agree", "cos",
                 "relL2", "lat x", "wall x", "load x", "shrink s", "RSS MB"]

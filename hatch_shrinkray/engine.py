@@ -16,7 +16,7 @@ from onnx import ModelProto
 from hatch_shrinkray.errors import AlreadyQuantizedError, ShrinkrayError, VerificationError
 from hatch_shrinkray.graph import find_sites, scopes
 from hatch_shrinkray.methods import METHODS, Dedup
-from hatch_shrinkray.modelio import SINGLE_FILE_LIMIT, Loaded, Staged, load_model
+from hatch_shrinkray.modelio import Loaded, Staged, fits_one_file, load_model
 from hatch_shrinkray.options import ShrinkOptions, option_errors
 from hatch_shrinkray.result import ShrinkResult, TensorRecord, VerifyResult
 from hatch_shrinkray.verification import reference_outputs, verify_against
@@ -79,7 +79,7 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
             # Protos over 2 GB cannot be serialized for the checker: check the staged files instead.
             _check_output(str(staged.path) if staged.data_files else work, loaded.label, checker)
         else:
-            if work.ByteSize() >= SINGLE_FILE_LIMIT:
+            if not fits_one_file(work):
                 raise ShrinkrayError("the shrunk model is over 2 GB and can only be written to a file",
                                      path=loaded.label, hint="pass a destination path")
             _check_output(work, loaded.label, checker)

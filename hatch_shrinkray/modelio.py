@@ -146,8 +146,12 @@ def _resolve_external(model: ModelProto, path: Path) -> list[Path]:
     return files
 
 
-def serialized_size(model: ModelProto) -> int:
-    return int(model.ByteSize())
+def fits_one_file(model: ModelProto) -> bool:
+    """Whether ``model`` can be one protobuf file; ByteSize() itself fails for protos over 2 GB."""
+    try:
+        return int(model.ByteSize()) < SINGLE_FILE_LIMIT
+    except Exception:  # google.protobuf.message.EncodeError: "Failed to serialize proto"
+        return False
 
 
 class Staged:
@@ -167,7 +171,7 @@ class Staged:
         self.path = self.directory / self.destination.name
         self.data_files: tuple[Path, ...] = ()
         try:
-            if serialized_size(model) < SINGLE_FILE_LIMIT:
+            if fits_one_file(model):
                 with open(self.path, "wb") as fh:
                     fh.write(model.SerializeToString())
             else:

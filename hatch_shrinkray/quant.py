@@ -78,16 +78,16 @@ class Quantized:
 
 def _finite_rows(w: FloatArray, axis: int | None, nonfinite: NonFinite | None) -> tuple[FloatArray, FloatArray]:
     """Per-channel min and max over the finite entries (0 for channels with none)."""
-    rows = channels(w.astype(np.float64), axis)
+    rows = channels(w, axis)  # min/max are exact in the weight's own dtype: no float64 copy
     if nonfinite is not None:
         m = channels(nonfinite.mask, axis)
-        lo = np.where(m, np.inf, rows).min(axis=1)
-        hi = np.where(m, -np.inf, rows).max(axis=1)
+        lo = np.where(m, np.inf, rows).min(axis=1).astype(np.float64)
+        hi = np.where(m, -np.inf, rows).max(axis=1).astype(np.float64)
         empty = ~np.isfinite(lo)
         lo[empty] = 0.0
         hi[empty] = 0.0
         return lo, hi
-    return rows.min(axis=1), rows.max(axis=1)
+    return rows.min(axis=1).astype(np.float64), rows.max(axis=1).astype(np.float64)
 
 
 def quantize_symmetric(w: FloatArray, axis: int | None, bits: int = 8) -> Quantized:
@@ -107,18 +107,15 @@ def quantize_symmetric(w: FloatArray, axis: int | None, bits: int = 8) -> Quanti
     scale = _fit(scale64.astype(F32), np.where(constant, 1.0, float(qmax)))
     shp = scale_shape(w.shape, axis)
     s = scale.reshape(shp) if shp else scale.reshape(())
-    wf = np.where(np.isfinite(w), w, 0).astype(np.float64)
-    codes = np.clip(np.rint(wf / s.astype(np.float64)), -qmax, qmax)
-    codes = _zero_dead(codes, dead, axis, w.shape)
-    decoded = (codes.astype(F32) * s).astype(F32)
-    codes, decoded = _flush(codes, decoded, _broadcast(constant, axis, w.shape))
+    dtype = np.int8 if bits <= 8 else np.int16
+    codes, decoded = _encode(w, s, None, low=-qmax, high=qmax, dtype=np.dtype(dtype))
+    _fix_channels(codes, decoded, dead, constant, axis, zero=0)
     sentinel = None
     if nonfinite is not None:
         sentinel = -qmax - 1
         codes[nonfinite.mask] = sentinel
         decoded[nonfinite.mask] = nonfinite.value
-    dtype = np.int8 if bits <= 8 else np.int16
-    return Quantized(codes.astype(dtype), s.astype(F32), None, decoded, nonfinite, sentinel)
+    return Quantized(codes, s.astype(F32), None, decoded, nonfinite, sentinel)
 
 
 def quantize_affine(w: FloatArray, axis: int | None, levels: int) -> Quantized:
@@ -148,21 +145,15 @@ def quantize_affine(w: FloatArray, axis: int | None, levels: int) -> Quantized:
     shp = scale_shape(w.shape, axis)
     s = scale.reshape(shp) if shp else scale.reshape(())
     z = zp.astype(F32).reshape(shp) if shp else zp.astype(F32).reshape(())
-    wf = np.where(np.isfinite(w), w, 0).astype(np.float64)
-    codes = np.clip(np.rint(wf / s.astype(np.float64) + z), 0, usable - 1)
-    codes = _zero_dead(codes, dead, axis, w.shape, fill=z)
-    decoded = ((codes.astype(F32) - z) * s).astype(F32)
-    tiny = (np.abs(decoded) < FLUSH) & (decoded != 0) & ~_broadcast(constant, axis, w.shape)
-    if tiny.any():
-        codes = np.where(tiny, np.broadcast_to(z, codes.shape), codes)
-        decoded = np.where(tiny, F32(0), decoded).astype(F32)
+    dtype = np.uint8 if levels <= 256 else (np.uint16 if levels <= 65536 else np.uint32)
+    codes, decoded = _encode(w, s, z, low=0, high=usable - 1, dtype=np.dtype(dtype))
+    _fix_channels(codes, decoded, dead, constant, axis, zero=z)
     sentinel = None
     if nonfinite is not None:
         sentinel = levels - 1
         codes[nonfinite.mask] = sentinel
         decoded[nonfinite.mask] = nonfinite.value
-    dtype = np.uint8 if levels <= 256 else np.uint16
-    return Quantized(codes.astype(dtype), s.astype(F32), z.astype(F32), decoded, nonfinite, sentinel)
+    return Quantized(codes, s.astype(F32), z.astype(F32), decoded, nonfinite, sentinel)
 
 
 def _fit(scale: npt.NDArray[np.float32], worst_code: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
@@ -185,37 +176,84 @@ def _fit(scale: npt.NDArray[np.float32], worst_code: npt.NDArray[np.float64]) ->
     return scale
 
 
-def _zero_dead(codes: npt.NDArray[np.float64], dead: npt.NDArray[np.bool_], axis: int | None,
-               shape: tuple[int, ...], fill: npt.NDArray[np.float32] | float = 0.0) -> npt.NDArray[np.float64]:
-    if not dead.any():
-        return codes
-    shp = scale_shape(shape, axis)
-    d = dead.reshape(shp) if shp else dead.reshape(())
-    return np.where(d, np.broadcast_to(np.asarray(fill, dtype=np.float64), codes.shape), codes)
+CHUNK = 1 << 22
+"""Elements per slice of the float64 arithmetic: bounds temporaries to a few tens of MB even
+for a multi-GB weight (a 2.5 GB model peaked at 3.2x its size with whole-tensor temporaries)."""
 
 
-def _broadcast(per_channel: npt.NDArray[np.bool_], axis: int | None, shape: tuple[int, ...]) -> npt.NDArray[np.bool_]:
-    shp = scale_shape(shape, axis)
-    return np.broadcast_to(per_channel.reshape(shp) if shp else per_channel.reshape(()), shape)
+def _slices(shape: tuple[int, ...]) -> list[slice]:
+    """Slices along axis 0 with about CHUNK elements each."""
+    if not shape:
+        return [slice(None)]
+    per_row = max(1, int(np.prod(shape[1:], dtype=np.int64)))
+    step = max(1, CHUNK // per_row)
+    return [slice(i, i + step) for i in range(0, shape[0], step)]
 
 
-def _flush(codes: npt.NDArray[np.float64], decoded: npt.NDArray[np.float32], exact: npt.NDArray[np.bool_]
-           ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float32]]:
-    """Zero reconstructed values below FLUSH, except in constant channels (stored exactly)."""
-    tiny = (np.abs(decoded) < FLUSH) & (decoded != 0) & ~exact
-    if tiny.any():
-        codes = np.where(tiny, 0.0, codes)
-        decoded = np.where(tiny, F32(0), decoded).astype(F32)
+def _part(param: npt.NDArray[Any] | None, sl: slice) -> Any:
+    """The slice of a broadcast parameter matching ``w[sl]`` (axis 0 may be size 1)."""
+    if param is None or param.ndim == 0 or param.shape[0] == 1:
+        return param
+    return param[sl]
+
+
+def _encode(w: FloatArray, s: npt.NDArray[np.float32], z: npt.NDArray[np.float32] | None, *, low: int, high: int,
+            dtype: np.dtype[Any]) -> tuple[npt.NDArray[Any], npt.NDArray[np.float32]]:
+    """Codes = clip(rint(w / s [+ z])) in float64, and decoded = (codes [- z]) * s in float32,
+    slice by slice. Non-finite entries get code 0 here (the caller sets the sentinel)."""
+    codes = np.empty(w.shape, dtype=dtype)
+    decoded = np.empty(w.shape, dtype=F32)
+    for sl in _slices(w.shape):
+        part = np.asarray(w[sl], dtype=np.float64)
+        sp, zp = _part(s, sl), _part(z, sl)
+        q = part / sp.astype(np.float64)
+        if zp is not None:
+            q += zp
+        q[~np.isfinite(part)] = 0 if zp is None else np.broadcast_to(zp, q.shape)[~np.isfinite(part)]
+        np.rint(q, out=q)
+        np.clip(q, low, high, out=q)
+        codes[sl] = q
+        c = q.astype(F32)
+        if zp is not None:
+            c -= zp
+        decoded[sl] = c * sp
     return codes, decoded
 
 
+def _fix_channels(codes: npt.NDArray[Any], decoded: npt.NDArray[np.float32], dead: npt.NDArray[np.bool_],
+                  constant: npt.NDArray[np.bool_], axis: int | None, *, zero: Any) -> None:
+    """In place: dead channels (|w| < FLUSH) become exact zeros, and reconstructed values below
+    FLUSH are flushed to zero, except in constant channels (stored exactly)."""
+    shp = scale_shape(codes.shape, axis)
+    zero_code = np.broadcast_to(np.asarray(zero), codes.shape)
+    if dead.any():
+        d = np.broadcast_to(dead.reshape(shp) if shp else dead.reshape(()), codes.shape)
+        codes[d] = zero_code[d]
+        decoded[d] = 0
+    exact = np.broadcast_to(constant.reshape(shp) if shp else constant.reshape(()), codes.shape)
+    tiny = (np.abs(decoded) < FLUSH) & (decoded != 0) & ~exact
+    if tiny.any():
+        codes[tiny] = zero_code[tiny]
+        decoded[tiny] = 0
+
+
 def error_stats(original: FloatArray, decoded: FloatArray) -> tuple[float, float]:
-    """Max abs error and relative RMS error over finite entries."""
-    a = original.astype(np.float64)
-    b = decoded.astype(np.float64)
-    finite = np.isfinite(a)
-    if not finite.any():
-        return 0.0, 0.0
-    diff = np.abs(a[finite] - b[finite])
-    rms = float(np.sqrt(np.mean(a[finite] ** 2)))
-    return float(diff.max()), float(np.sqrt(np.mean(diff**2)) / rms) if rms > 0 else 0.0
+    """Max abs error and relative RMS error over finite entries (slice by slice, float64)."""
+    worst = err2 = ref2 = 0.0
+    seen = 0
+    for sl in _slices(original.shape):
+        a = np.asarray(original[sl], dtype=np.float64).reshape(-1)
+        b = np.asarray(decoded[sl], dtype=np.float64).reshape(-1)
+        finite = np.isfinite(a)
+        if not finite.all():
+            a, b = a[finite], b[finite]
+        if not a.size:
+            continue
+        diff = np.abs(a - b)
+        worst = max(worst, float(diff.max()))
+        err2 += float(np.dot(diff, diff))
+        ref2 += float(np.dot(a, a))
+        seen += a.size
+    if not seen or ref2 == 0:
+        return worst, 0.0
+    return worst, float(np.sqrt(err2 / ref2))

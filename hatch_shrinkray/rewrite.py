@@ -8,6 +8,7 @@ nodes at the same position, which keeps the graph topologically sorted.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 from collections import defaultdict
 from collections.abc import Callable
@@ -97,10 +98,13 @@ def encode_weights(model: ModelProto, encoder: TensorEncoder, options: ShrinkOpt
         if dec.stored_bytes >= w.nbytes and dec.nodes:
             records.append(record(site, "kept", f"{dec.label} would not be smaller"))
             continue
-        plans[id(site.scope)].append((site, dec))
         records.append(record(site, dec.label, how if ("axis" in dec.label or "tensor" in dec.label) else "",
                               dec.stored_bytes,
                               error_stats(w, dec.decoded)))
+        # Keep only what gets stored: the float reconstruction of every weight at once would
+        # cost as much memory as the model itself.
+        plans[id(site.scope)].append((site, dataclasses.replace(dec, decoded=np.empty(0, dec.decoded.dtype))))
+        del w, dec
     for items in plans.values():
         _apply(items, names)
     return records
@@ -116,7 +120,7 @@ def _apply(items: list[tuple[Site, Decode]], names: Names) -> None:
     for site, dec in constants:
         idx = const_index[site.name]
         if not dec.nodes:
-            site.tensor.CopyFrom(_tensor(dec.decoded, site.name))
+            site.tensor.CopyFrom(_tensor(_only(dec), site.name))
             continue
         stored = {role: names.fresh(f"{site.name}_{role}") for role in dec.stored}
         new = [helper.make_node("Constant", [], [stored[role]], name=names.fresh(f"{stored[role]}_const"),
@@ -131,7 +135,7 @@ def _apply(items: list[tuple[Site, Decode]], names: Names) -> None:
         if site.location != "initializer":
             continue
         if not dec.nodes:
-            site.tensor.CopyFrom(_tensor(dec.decoded, site.name))
+            site.tensor.CopyFrom(_tensor(_only(dec), site.name))
             continue
         stored = {role: names.fresh(f"{site.name}_{role}") for role in dec.stored}
         drop.add(site.name)
@@ -144,6 +148,12 @@ def _apply(items: list[tuple[Site, Decode]], names: Names) -> None:
             del graph.initializer[i]
     for offset, node in enumerate(prologue):
         graph.node.insert(offset, node)
+
+
+def _only(dec: Decode) -> np.ndarray:
+    """The single stored tensor of a decode without nodes: it replaces the weight in place."""
+    (arr,) = dec.stored.values()
+    return arr
 
 
 def _decode_nodes(target: str, dec: Decode, stored: dict[str, str], names: Names) -> list[NodeProto]:

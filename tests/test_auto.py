@@ -83,13 +83,24 @@ def test_deterministic_and_budget_respected_on_fresh_inputs(tmp_path: Path) -> N
 
 
 def test_looser_budget_never_larger(tmp_path: Path) -> None:
-    src = save(sensitive_mlp(), tmp_path / "m.onnx")
-    path = calib(tmp_path)
-    sizes = [shrink(src, None, ShrinkOptions(method="auto", verify=VerifyOptions(inputs=path, max_rel_l2=0.5,
-                                                                                  min_cosine=0.9),
-                                             budget_rel_l2=b, budget_cosine=0.0)).shrunk_size
-             for b in (0.001, 0.01, 0.1)]
+    import copy
+    from dataclasses import replace
+
+    from hatch_shrinkray.methods.auto import Auto
+
+    m = sensitive_mlp()
+    opts = ShrinkOptions(method="auto", verify=VerifyOptions(inputs=calib(tmp_path)), budget_cosine=0.0,
+                         budget_agreement=0.0)
+    auto = Auto()
+    analysis = auto.analyse(m, opts)
+    assert analysis is not None
+    sizes = []
+    for b in (0.001, 0.01, 0.1):
+        work = copy.deepcopy(m)
+        records = auto.finish(work, analysis, replace(opts, budget_rel_l2=b))
+        sizes.append(sum(r.stored_bytes for r in records))
     assert sizes[0] >= sizes[1] >= sizes[2]
+    assert sizes[2] < sizes[0]
 
 
 def test_gptq_beats_round_to_nearest_on_held_out_activations() -> None:
@@ -148,7 +159,7 @@ def test_search_is_monotone_chain_bisection() -> None:
         from hatch_shrinkray.budget import Deviation
 
         e = sum(table[i][c].energy for i, c in enumerate(choice))
-        return Deviation(e, 1.0, 1.0, e)
+        return Deviation(e, 1.0, 1.0, e, 0.0)
 
     found = search(table, evaluate, lambda d: d.energy <= 1.5)  # type: ignore[arg-type,attr-defined]
     assert found.choice == (1, 0)

@@ -25,7 +25,7 @@ import numpy.typing as npt
 from onnx import ModelProto
 
 from hatch_shrinkray.axes import choose_axis, lowest_error_axis
-from hatch_shrinkray.budget import Deviation, deviation
+from hatch_shrinkray.budget import ZERO, Deviation, deviation
 from hatch_shrinkray.calib import Layout, Moments, layout, patches
 from hatch_shrinkray.candidates import Candidate, fp32, int4_block, int8_candidate, sixteen_bit
 from hatch_shrinkray.errors import ShrinkrayError
@@ -59,7 +59,8 @@ class Weight:
     ctx: EncodeContext
     lay: Layout | None
     candidates: list[Candidate]
-    energies: list[float]
+    deviations: list[Deviation]
+    """Per candidate, the model's deviation with this weight alone encoded (``ZERO`` for fp32)."""
     measured: list[bool]
     unexercised: bool = False
 
@@ -115,7 +116,7 @@ class Auto:
             repl = {site_key(w.site): w.candidates[c].decoded for w, c in zip(weights, choice, strict=True)}
             return deviation(base, probe.run(repl))
 
-        table = [[Option(c.stored_bytes, e) for c, e in zip(w.candidates, w.energies, strict=True)]
+        table = [[Option(c.stored_bytes, d.load(options)) for c, d in zip(w.candidates, w.deviations, strict=True)]
                  for w in weights]
         found = search(table, evaluate, lambda d: d.within(options))
         found = refine(table, found, evaluate, lambda d: d.within(options), MAX_REFINE)
@@ -162,7 +163,7 @@ class Auto:
             cands.append(sixteen)
         cands = [c for c in cands if c.stored_bytes < w.nbytes]
         cands.append(fp32(w))
-        return Weight(site, ctx, lay, cands, [0.0] * len(cands), [False] * len(cands))
+        return Weight(site, ctx, lay, cands, [ZERO] * len(cands), [False] * len(cands))
 
 
 def _feeds(model: ModelProto, vopts: VerifyOptions) -> list[dict[str, npt.NDArray[Any]]]:
@@ -238,41 +239,41 @@ def _sensitivity(weights: list[Weight], probe: Probe, base: list[list[npt.NDArra
             if is16 and budget <= 0:
                 continue
             got = probe.run({key: w.candidates[j].decoded}, limit=SENSITIVITY_FEEDS)
-            w.energies[j] = deviation(base[:SENSITIVITY_FEEDS], got).energy
+            w.deviations[j] = deviation(base[:SENSITIVITY_FEEDS], got)
             w.measured[j] = True
             budget -= 1
         _proxy(w)
         if _unexercised(w):
             keep = [j for j, c in enumerate(w.candidates) if c.kind != "int4"]
             w.candidates = [w.candidates[j] for j in keep]
-            w.energies = [w.energies[j] for j in keep]
+            w.deviations = [w.deviations[j] for j in keep]
             w.measured = [w.measured[j] for j in keep]
             w.unexercised = True
 
 
 def _proxy(w: Weight) -> None:
-    """Unmeasured 16-bit levels: the int8 energy scaled by the calibrated output-error ratio."""
+    """Unmeasured 16-bit levels: the int8 deviation scaled by the calibrated output-error ratio."""
     ref = next((j for j, c in enumerate(w.candidates) if c.kind == "int8" and w.measured[j]), None)
     for j, c in enumerate(w.candidates):
         if c.kind == "fp32" or w.measured[j]:
             continue
         if ref is not None and w.candidates[ref].weight_error > 0:
-            w.energies[j] = w.energies[ref] * c.weight_error / w.candidates[ref].weight_error
+            w.deviations[j] = w.deviations[ref].scaled(c.weight_error / w.candidates[ref].weight_error)
         else:
-            w.energies[j] = float("inf")
+            w.deviations[j] = Deviation(float("inf"), -1.0, 0.0, float("inf"), float("inf"))
 
 
 def _unexercised(w: Weight) -> bool:
     """No lossy candidate changed any output bit: the verification inputs never reach this weight
     (an unused ``If`` branch), so its sensitivity is unknown."""
-    return all(e == 0.0 for e, c in zip(w.energies, w.candidates, strict=True) if c.kind != "fp32") and any(
-        c.kind != "fp32" for c in w.candidates)
+    lossy = [d for d, c in zip(w.deviations, w.candidates, strict=True) if c.kind != "fp32"]
+    return bool(lossy) and all(d.energy == 0.0 and d.risk == 0.0 for d in lossy)
 
 
 def _why(w: Weight, chosen: Candidate) -> str:
-    parts = [f"{c.kind} {e:.1e}{'' if m or c.kind == 'fp32' else '~'}"
-             for c, e, m in zip(w.candidates, w.energies, w.measured, strict=True) if c.kind != "fp32"]
-    text = "output energy alone: " + ", ".join(parts)
+    parts = [f"{c.kind} {d.rel_l2:.1e}/{d.risk:.1e}{'' if m else '~'}"
+             for c, d, m in zip(w.candidates, w.deviations, w.measured, strict=True) if c.kind != "fp32"]
+    text = "alone (rel-L2/decision risk): " + ", ".join(parts)
     if w.unexercised:
         text = "not exercised by the verification inputs (no output changed): int8 as method int8 would"
     if chosen.note:

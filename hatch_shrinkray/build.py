@@ -117,8 +117,8 @@ def ship_models(config: HookConfig, root: Path, build_data: dict[str, Any], work
         app.display_waiting(f"{PREFIX} {model.relpath} ({human(size)}): {model.options.method}...")
         target = workdir / model.relpath
         target.parent.mkdir(parents=True, exist_ok=True)
-        sidecars = _sidecars(source, model.relpath)
         try:
+            sidecars = _sidecars(source, model.relpath)
             record, outcome = _shrink_one(model, _content_sha256(root, sha256, sidecars), root, target,
                                           cache=cache, app=app)
         except ShrinkrayError as exc:

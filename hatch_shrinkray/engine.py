@@ -13,7 +13,7 @@ from pathlib import Path
 import onnx
 from onnx import ModelProto
 
-from hatch_shrinkray.errors import AlreadyQuantizedError, ShrinkrayError, VerificationError
+from hatch_shrinkray.errors import AlreadyQuantizedError, ShrinkrayError, VerificationError, one_line
 from hatch_shrinkray.graph import find_sites, scopes
 from hatch_shrinkray.methods import METHODS, Dedup
 from hatch_shrinkray.modelio import Loaded, Staged, fits_one_file, load_model
@@ -128,12 +128,12 @@ def _check_input(loaded: Loaded) -> str:
     try:
         onnx.checker.check_model(model, full_check=False)
     except Exception as exc:
-        raise ShrinkrayError(f"onnx.checker rejects the model: {_first(exc)}", path=loaded.label,
+        raise ShrinkrayError(f"onnx.checker rejects the model: {one_line(exc)}", path=loaded.label,
                              hint="fix or re-export the model") from exc
     try:
         onnx.checker.check_model(model, full_check=True)
     except Exception as exc:
-        return f"basic (the original fails the full check: {_first(exc)})"
+        return f"basic (the original fails the full check: {one_line(exc)})"
     return "full"
 
 
@@ -141,10 +141,5 @@ def _check_output(model: ModelProto | str, label: str, checker: str) -> None:
     try:
         onnx.checker.check_model(model, full_check=checker == "full")
     except Exception as exc:
-        raise ShrinkrayError(f"the shrunk model fails onnx.checker: {_first(exc)}", path=label,
+        raise ShrinkrayError(f"the shrunk model fails onnx.checker: {one_line(exc)}", path=label,
                              hint="please report this as a bug; use exclude-tensors or method fp16 meanwhile") from exc
-
-
-def _first(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0][:300] if lines else type(exc).__name__

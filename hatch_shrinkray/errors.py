@@ -3,6 +3,15 @@
 from __future__ import annotations
 
 
+def one_line(exc: BaseException, limit: int = 400) -> str:
+    """A library's exception message on one line (onnx and onnxruntime spread theirs over several,
+    with the useful part, e.g. the node, after the first newline)."""
+    text = " ".join(str(exc).split())
+    if not text:
+        return type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 class ShrinkrayError(Exception):
     """A problem with the user's input, configuration or environment, worded for the user.
 

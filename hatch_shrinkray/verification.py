@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 from onnx import ModelProto
 
-from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.errors import ShrinkrayError, one_line
 from hatch_shrinkray.inputs import Feed, generate, load_npz, specs_of, symbolic
 from hatch_shrinkray.options import VerifyOptions
 from hatch_shrinkray.result import OutputComparison, VerifyResult
@@ -34,13 +34,8 @@ def session(model: ModelRef, label: str) -> Any:
         ref = model if isinstance(model, bytes) else str(model)
         return ort.InferenceSession(ref, opts, providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph/... types
-        raise ShrinkrayError(f"onnxruntime cannot load it: {_first_line(exc)}", path=label,
+        raise ShrinkrayError(f"onnxruntime cannot load it: {one_line(exc)}", path=label,
                              hint="the model needs ops or types onnxruntime's CPU provider lacks") from exc
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:400] if text else type(exc).__name__
 
 
 def run_all(sess: Any, feeds: list[Feed]) -> list[list[npt.NDArray[Any]]]:
@@ -56,7 +51,7 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions
         specs = specs_of(sess)
         names = [o.name for o in sess.get_outputs()]
     except Exception as exc:  # e.g. UnicodeDecodeError for a name that is not UTF-8
-        raise ShrinkrayError(f"onnxruntime cannot read its inputs and outputs: {_first_line(exc)}", path=label,
+        raise ShrinkrayError(f"onnxruntime cannot read its inputs and outputs: {one_line(exc)}", path=label,
                              hint="re-export the model") from exc
     if options.inputs is not None:
         feeds = load_npz(Path(options.inputs), specs)
@@ -64,7 +59,7 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions
         try:
             return feeds, run_all(sess, feeds), names, source
         except Exception as exc:
-            raise ShrinkrayError(f"the original model fails on the sample inputs: {_first_line(exc)}",
+            raise ShrinkrayError(f"the original model fails on the sample inputs: {one_line(exc)}",
                                  path=label, hint=f"check the arrays in {options.inputs}") from exc
     tried: list[str] = []
     candidates: list[int | None] = [None]
@@ -75,7 +70,7 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions
         try:
             outputs = run_all(sess, feeds)
         except Exception as exc:
-            tried.append(f"{dim or options.default_dim}: {_first_line(exc)}")
+            tried.append(f"{dim or options.default_dim}: {one_line(exc)}")
             continue
         named = "".join(f"{k}={v}, " for k, v in options.dims)
         source = f"generated (seed {options.seed}; symbolic dims {named}others={dim or options.default_dim})"
@@ -149,7 +144,7 @@ def verify_against(reference: tuple[list[Feed], list[list[npt.NDArray[Any]]], li
     try:
         got = run_all(sess, feeds)
     except Exception as exc:
-        raise ShrinkrayError(f"the shrunk model fails to run: {_first_line(exc)}", path=label,
+        raise ShrinkrayError(f"the shrunk model fails to run: {one_line(exc)}", path=label,
                              hint="please report this as a bug; use method fp16 meanwhile") from exc
     comparisons = tuple(compare(n, [o[i] for o in ref_out], [o[i] for o in got], options)
                         for i, n in enumerate(names))
@@ -174,6 +169,6 @@ def verify(original: ModelRef | ModelProto, shrunk: ModelRef | ModelProto,
         else:
             onnx.checker.check_model(str(shrunk), full_check=True)
     except Exception as exc:
-        raise ShrinkrayError(f"onnx.checker rejects it: {_first_line(exc)}", path=label) from exc
+        raise ShrinkrayError(f"onnx.checker rejects it: {one_line(exc)}", path=label) from exc
     ref = reference_outputs(original, "<original>" if isinstance(original, bytes) else str(original), options)
     return verify_against(ref, shrunk, label, options)

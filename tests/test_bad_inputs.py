@@ -448,8 +448,6 @@ def test_hook_unwritable_work_directory(tmp_path: Path, isolated: Path, monkeypa
 # Message quality across rows
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: onnx.checker messages are cut at their first line, so the "
-                                       "topological-order error ends in \"of node:  (\" without naming the node")
 def test_checker_message_names_the_node(tmp_path: Path) -> None:
     path = make_checker_rejects(tmp_path)
     with pytest.raises(ShrinkrayError) as info:
@@ -457,9 +455,6 @@ def test_checker_message_names_the_node(tmp_path: Path) -> None:
     assert "of node:  (" not in str(info.value), str(info.value)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: hook errors name some models by their absolute path (load errors: "
-                                       "empty, truncated, missing external data, ...) and others by the "
-                                       "project-relative path the user configured")
 def test_hook_names_every_model_by_its_project_relative_path(tmp_path: Path, isolated: Path,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     absolute = {}

@@ -118,7 +118,7 @@ def try_session(path: Path | str, threads: int = 1) -> tuple[Any | None, str | N
 
 @dataclass
 class LatencyResult:
-    ratio: float  # median thread-CPU time per inference, variant / base
+    ratio: float  # median over interleaved pairs of thread-CPU time per inference, variant / base
     base_ms: float
     variant_ms: float
     runs: int
@@ -153,8 +153,11 @@ def interleaved_latency(
             (wa if s is sess_a else wb).append(t1 - t0)
         i += 1
     ma, mb = statistics.median(ca), statistics.median(cb)
-    return LatencyResult(ratio=mb / ma, base_ms=ma * 1e3, variant_ms=mb * 1e3, runs=i,
-                         wall_ratio=statistics.median(wb) / statistics.median(wa))
+    # median of per-pair ratios: the two runs of a pair are adjacent in time and see the same contention
+    # (the 2 vCPUs may be hyperthreads of one core, so even thread CPU time depends on the neighbour's load)
+    pair_ratio = statistics.median(b / a for a, b in zip(ca, cb, strict=True) if a > 0)
+    wall_ratio = statistics.median(b / a for a, b in zip(wa, wb, strict=True) if a > 0)
+    return LatencyResult(ratio=pair_ratio, base_ms=ma * 1e3, variant_ms=mb * 1e3, runs=i, wall_ratio=wall_ratio)
 
 
 def interleaved_session_creation(path_a: Path, path_b: Path, reps: int = 5) -> tuple[float, float, float]:

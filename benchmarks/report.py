@@ -340,10 +340,15 @@ def _summary_lines(model: str, rs: list[dict[str, Any]], orig: dict[str, Any], p
                        f"than our smallest method with an equal-or-better {primary}, {smallest['label']} "
                        f"({primary} {pm:.4f} vs {smallest['metrics'][primary]:.4f}; agreement "
                        f"{_fmt(p['agreement'])} vs {_fmt(smallest['agreement'])}).")
-        lat_p, lat_o = p["latency_ratio"], smallest["latency_ratio"]
-        if lat_p is not None and lat_o is not None and lat_p < lat_o - 0.1:
-            out.append(f"* {model}: **{p['label']}** is faster ({lat_p:.2f}x vs {lat_o:.2f}x of the original) "
-                       f"than {smallest['label']}.")
+        # speed: among our methods that are not worse and at most 10 % larger, is any as fast as the peer?
+        lat_p = p["latency_ratio"]
+        comparable = [o for o in good if (_size(o, algo) or 0.0) <= ps * 1.1 and o["latency_ratio"] is not None]
+        if lat_p is not None and comparable:
+            fastest = min(comparable, key=lambda o: o["latency_ratio"])
+            if fastest["latency_ratio"] > lat_p + 0.1:
+                out.append(f"* {model}: **{p['label']}** is faster ({lat_p:.2f}x of the original) than every method "
+                           f"of ours that is as accurate and at most 10 % larger (fastest: {fastest['label']} "
+                           f"{fastest['latency_ratio']:.2f}x).")
     return out
 
 

@@ -142,7 +142,7 @@ def make_external_symlink(d: Path) -> Path:
     sub.mkdir()
     path = _external(sub, "a.onnx.data")
     os.replace(sub / "a.onnx.data", d / "outside.data")
-    (sub / "a.onnx.data").symlink_to(d / "outside.data")
+    (sub / "a.onnx.data").symlink_to((d / "outside.data").resolve())
     return path
 
 

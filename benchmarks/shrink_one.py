@@ -31,6 +31,13 @@ def main(argv: list[str]) -> int:
 
         if extra.get("verify") == "default":
             extra.pop("verify")  # ShrinkOptions' own default VerifyOptions
+        elif isinstance(extra.get("verify"), dict):
+            from hatch_shrinkray import VerifyOptions
+
+            v = dict(extra["verify"])
+            if "inputs" in v:
+                v["inputs"] = Path(v["inputs"])
+            extra["verify"] = VerifyOptions(**v)
         else:
             extra["verify"] = None
         res = shrink(src, dst, ShrinkOptions(method=method, **extra))

@@ -45,6 +45,8 @@ VARIANTS: list[Variant] = [
     Variant("ours-int4", "ours", "ours int4", method="int4"),
     Variant("ours-auto", "ours", "ours auto (default budgets, default verification)", method="auto",
             options='{"verify": "default"}'),
+    Variant("ours-auto-real", "ours", "ours auto, one real sample as verification input", method="auto",
+            options='{"verify": "task-inputs"}'),
     Variant("peer-default", "peer", "shrink-ray integer_weights",
             peer_args=("--action", "integer_weights")),
     Variant("peer-per-channel", "peer", "shrink-ray integer_weights --per-channel",

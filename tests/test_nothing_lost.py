@@ -217,3 +217,29 @@ def test_signal_mid_build_changes_nothing(sig: signal.Signals, delay: float, tmp
         # Python unwinds on SIGINT, so the hook's work directory is removed. (SIGTERM kills the
         # process without unwinding: the work directory under TMPDIR may remain, like any tool's.)
         assert list(dirs["tmp"].iterdir()) == [], files_under(dirs["tmp"])
+
+
+def test_cli_interrupted_mid_shrink_writes_nothing(tmp_path: Path) -> None:
+    """Ctrl-C during `hatch-shrinkray shrink`: "interrupted", exit 130, no file in the output
+    directory (not even a staging file), the input untouched."""
+    src_dir = tmp_path / "in"
+    src_dir.mkdir()
+    slow_model(src_dir / "m.onnx")
+    before = tree_digest(src_dir)
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "hatch_shrinkray", "shrink", str(src_dir / "m.onnx"), "-o", str(out)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not out.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)  # the output directory appears when the shrunk model is being staged
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    try:
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, (stdout, stderr)
+    assert stderr.strip().splitlines()[-1] == "interrupted"
+    assert "Traceback" not in stderr
+    assert files_under(out) == [] and (not out.exists() or list(out.iterdir()) == [])
+    assert tree_digest(src_dir) == before

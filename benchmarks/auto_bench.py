@@ -84,7 +84,8 @@ def task_for(key: str, model: Path) -> Any:
     return VadTask()
 
 
-def variants(src: Path, dst_dir: Path, calib: Path, budgets: list[float]) -> list[dict[str, Any]]:
+def variants(src: Path, dst_dir: Path, calib: Path, budgets: list[float], *, param: str,
+             min_elements: int) -> list[dict[str, Any]]:
     """int8 (the default method), uniform int8 with output-aware rounding, and ``auto`` per budget
     (one analysis shared by the budgets; ``budget_cosine`` off so rel-L2 alone is swept)."""
     import copy
@@ -97,10 +98,12 @@ def variants(src: Path, dst_dir: Path, calib: Path, budgets: list[float]) -> lis
     from hatch_shrinkray.methods.dedup import Dedup
 
     out: list[dict[str, Any]] = []
-    opts = ShrinkOptions(method="auto", verify=VerifyOptions(inputs=calib), budget_cosine=-1.0)
-    dst = dst_dir / f"{src.stem}_int8.onnx"
+    loose = {"budget_rel_l2": 0.05} if param == "budget_agreement" else {"budget_agreement": 0.0}
+    opts = ShrinkOptions(method="auto", verify=VerifyOptions(inputs=calib), budget_cosine=-1.0,
+                         min_elements=min_elements, **loose)
+    dst = dst_dir / f"{src.stem}_int8_{min_elements}.onnx"
     t0 = time.perf_counter()
-    shrink(src, dst, ShrinkOptions(method="int8", verify=None))
+    shrink(src, dst, ShrinkOptions(method="int8", verify=None, min_elements=min_elements))
     out.append({"variant": "int8", "path": dst, "seconds": time.perf_counter() - t0, "encodings": {}})
     model = onnx.load(str(src))
     Dedup().apply(model, opts)
@@ -111,16 +114,16 @@ def variants(src: Path, dst_dir: Path, calib: Path, budgets: list[float]) -> lis
     analyse_s = time.perf_counter() - t0
     m = copy.deepcopy(model)
     recs = auto.write_choice(m, analysis, opts, "int8")
-    dst = dst_dir / f"{src.stem}_int8gptq.onnx"
+    dst = dst_dir / f"{src.stem}_int8gptq_{min_elements}.onnx"
     onnx.save(m, str(dst))
     out.append({"variant": "int8-gptq", "path": dst, "seconds": analyse_s, "encodings": _kinds(recs)})
     for b in budgets:
         m = copy.deepcopy(model)
         t0 = time.perf_counter()
-        recs = auto.finish(m, analysis, replace(opts, budget_rel_l2=b))
-        dst = dst_dir / f"{src.stem}_auto_{b}.onnx"
+        recs = auto.finish(m, analysis, replace(opts, **{param: b}))
+        dst = dst_dir / f"{src.stem}_auto_{param}_{b}_{min_elements}.onnx"
         onnx.save(m, str(dst))
-        out.append({"variant": f"auto rel-L2<={b}", "path": dst, "seconds": analyse_s + time.perf_counter() - t0,
+        out.append({"variant": f"auto {param}={b}", "path": dst, "seconds": analyse_s + time.perf_counter() - t0,
                     "encodings": _kinds(recs), "note": recs[0].note[-160:] if recs else ""})
     return out
 
@@ -146,7 +149,10 @@ def evaluate(task: Any, path: Path, ref: Any) -> dict[str, float]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("models", nargs="+")
-    ap.add_argument("--budgets", default="0.02,0.01,0.005,0.0025", help="rel-L2 budgets to sweep")
+    ap.add_argument("--min-elements", type=int, default=16384)
+    ap.add_argument("--param", default="budget_agreement", choices=["budget_agreement", "budget_rel_l2"])
+    ap.add_argument("--budgets", default="0.99,0.995,0.998,0.999", help="values of --param to sweep (the other "
+                    "budget is loose: rel-L2 0.05 / agreement off; cosine off)")
     args = ap.parse_args()
     import logging
 
@@ -159,14 +165,15 @@ def main() -> None:
         task = task_for(key, src)
         ref = task.run(make_session(src, threads=2))
         rows: list[dict[str, Any]] = []
-        for info in variants(src, OUT, calib, budgets):
+        for info in variants(src, OUT, calib, budgets, param=args.param, min_elements=args.min_elements):
             path = info.pop("path")
             info.update(evaluate(task, path, ref))
-            info.update({"model": key, "raw_ratio": path.stat().st_size / src.stat().st_size})
+            info.update({"model": key, "min_elements": args.min_elements,
+                         "raw_ratio": path.stat().st_size / src.stat().st_size})
             rows.append(info)
             print(json.dumps({k: (round(v, 5) if isinstance(v, float) and math.isfinite(v) else v)
                               for k, v in info.items()}), flush=True)
-        (OUT / f"{key}.json").write_text(json.dumps(rows, indent=1, default=str))
+        (OUT / f"{key}_{args.param}_{args.min_elements}.json").write_text(json.dumps(rows, indent=1, default=str))
 
 
 if __name__ == "__main__":

@@ -52,11 +52,11 @@ class ShrinkOptions:
     decode: str = "float"
     block_size: int = 32
     verify: VerifyOptions | None = field(default_factory=VerifyOptions)
-    budget_rel_l2: float = 0.02
+    budget_rel_l2: float = 0.05
     """``auto``: largest relative L2 of any output allowed on the verification inputs."""
-    budget_cosine: float = 0.9998
+    budget_cosine: float = 0.998
     """``auto``: smallest cosine similarity of any output allowed."""
-    budget_agreement: float = 0.995
+    budget_agreement: float = 0.998
     """``auto``: smallest share of unchanged discrete answers (per-position argmax of class scores,
     ``> 0.5`` decisions of probability outputs)."""
 

@@ -171,3 +171,15 @@ def test_search_is_monotone_chain_bisection() -> None:
 def test_budget_options_validated(field: str, value: float) -> None:
     errors = option_errors(ShrinkOptions(method="auto", **{field: value}))  # type: ignore[arg-type]
     assert any(field in e for e in errors)
+
+
+def test_soft_agreement_counts_near_flips() -> None:
+    ref = [[np.array([[[0.6, 0.4], [0.9, 0.1]]], dtype=np.float32)]]
+    got = [[np.array([[[0.55, 0.45], [0.9, 0.1]]], dtype=np.float32)]]
+    dev = deviation(ref, got)
+    assert dev.agreement == pytest.approx(1 - 0.25 / 2, abs=1e-5)  # first position: half its gap used
+    assert dev.risk == pytest.approx(0.25 / 2, abs=1e-5)
+    flip = [[np.array([[[0.4, 0.6], [0.9, 0.1]]], dtype=np.float32)]]
+    assert deviation(ref, flip).agreement == pytest.approx(0.5)
+    probs = [[np.array([[0.7]], dtype=np.float32)]]
+    assert deviation(probs, [[np.array([[0.6]], dtype=np.float32)]]).agreement == pytest.approx(1 - 0.25, abs=1e-5)

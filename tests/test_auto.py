@@ -183,3 +183,17 @@ def test_soft_agreement_counts_near_flips() -> None:
     assert deviation(ref, flip).agreement == pytest.approx(0.5)
     probs = [[np.array([[0.7]], dtype=np.float32)]]
     assert deviation(probs, [[np.array([[0.6]], dtype=np.float32)]]).agreement == pytest.approx(1 - 0.25, abs=1e-5)
+
+
+def test_loose_budget_reaches_int4_and_the_written_model_matches_the_search(tmp_path: Path) -> None:
+    src = save(sensitive_mlp(), tmp_path / "m.onnx")
+    opts = ShrinkOptions(method="auto", budget_rel_l2=0.3, budget_cosine=0.9, budget_agreement=0.0,
+                         verify=VerifyOptions(inputs=calib(tmp_path), max_rel_l2=0.3, min_cosine=0.9, min_top1=0.0))
+    result = shrink(src, tmp_path / "out.onnx", opts)
+    enc = encodings(result)
+    assert enc["A"].startswith("int4") and enc["B"].startswith("int4"), enc
+    assert "MatMulNBits" in {n.op_type for n in onnx.load(str(tmp_path / "out.onnx")).graph.node}
+    summary = result.tensors[0].note
+    searched = float(summary.split("budget met: rel-L2 ")[1].split(",")[0])
+    assert result.verification is not None
+    assert result.verification.worst_rel_l2 == pytest.approx(searched, rel=0.05)

@@ -355,7 +355,6 @@ def _summary_lines(model: str, rs: list[dict[str, Any]], orig: dict[str, Any], p
 
 def _plot(by_model: dict[str, list[dict[str, Any]]], png: Path) -> None:
     import matplotlib
-    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -396,13 +395,11 @@ def _plot(by_model: dict[str, list[dict[str, Any]]], png: Path) -> None:
             ax.annotate("do not load: " + ", ".join(name for _, name in failed), (min(f[0] for f in failed) / MB, yf),
                         fontsize=7, xytext=(3, 5), textcoords="offset points", color="tab:red")
         ax.axhline(0, color="grey", lw=0.5)
-        ax.set_xscale("log")
-        ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_title(model)
-        ax.set_xlabel(f"compressed size, MB ({'brotli-11' if algo == 'brotli11' else 'zstd-19'}), log scale")
+        ax.set_xlabel(f"compressed size, MB ({'brotli-11' if algo == 'brotli11' else 'zstd-19'})")
         ax.set_ylabel(f"{primary} change, points (+ = better)")
-        ax.grid(alpha=0.3, which="both")
+        ax.set_xlim(left=0)
+        ax.grid(alpha=0.3)
     for ax in axes.ravel()[n:]:
         ax.axis("off")
     handles = [plt.Line2D([], [], marker=markers[k], color=colors[k], ls="", label=lab)

@@ -114,14 +114,14 @@ def variants(src: Path, dst_dir: Path, calib: Path, budgets: list[float], *, par
     analyse_s = time.perf_counter() - t0
     m = copy.deepcopy(model)
     recs = auto.write_choice(m, analysis, opts, "int8")
-    dst = dst_dir / f"{src.stem}_int8gptq_{min_elements}.onnx"
+    dst = dst_dir / f"{src.stem}_int8gptq_{min_elements}_{calib.stem}.onnx"
     onnx.save(m, str(dst))
     out.append({"variant": "int8-gptq", "path": dst, "seconds": analyse_s, "encodings": _kinds(recs)})
     for b in budgets:
         m = copy.deepcopy(model)
         t0 = time.perf_counter()
         recs = auto.finish(m, analysis, replace(opts, **{param: b}))
-        dst = dst_dir / f"{src.stem}_auto_{param}_{b}_{min_elements}.onnx"
+        dst = dst_dir / f"{src.stem}_auto_{param}_{b}_{min_elements}_{calib.stem}.onnx"
         onnx.save(m, str(dst))
         out.append({"variant": f"auto {param}={b}", "path": dst, "seconds": analyse_s + time.perf_counter() - t0,
                     "encodings": _kinds(recs), "note": recs[0].note[-160:] if recs else ""})
@@ -150,6 +150,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("models", nargs="+")
     ap.add_argument("--min-elements", type=int, default=16384)
+    ap.add_argument("--calib-lines", type=int, default=16, help="OCR calibration lines (half clean, half degraded)")
     ap.add_argument("--param", default="budget_agreement", choices=["budget_agreement", "budget_rel_l2"])
     ap.add_argument("--budgets", default="0.99,0.995,0.998,0.999", help="values of --param to sweep (the other "
                     "budget is loose: rel-L2 0.05 / agreement off; cosine off)")
@@ -161,7 +162,7 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     for key in args.models:
         src = MODEL_DIR / f"{key}.onnx"
-        calib = vad_calibration(src) if key == "silero_vad" else ocr_calibration(src)
+        calib = vad_calibration(src) if key == "silero_vad" else ocr_calibration(src, n=args.calib_lines)
         task = task_for(key, src)
         ref = task.run(make_session(src, threads=2))
         rows: list[dict[str, Any]] = []
@@ -173,7 +174,8 @@ def main() -> None:
             rows.append(info)
             print(json.dumps({k: (round(v, 5) if isinstance(v, float) and math.isfinite(v) else v)
                               for k, v in info.items()}), flush=True)
-        (OUT / f"{key}_{args.param}_{args.min_elements}.json").write_text(json.dumps(rows, indent=1, default=str))
+        name = f"{key}_{args.param}_{args.min_elements}_{args.calib_lines}.json"
+        (OUT / name).write_text(json.dumps(rows, indent=1, default=str))
 
 
 if __name__ == "__main__":

@@ -103,12 +103,13 @@ class Probe:
         return {self.probe.inputs[k]: (replace or {}).get(k, w) for k, w in self.originals.items()}
 
     def run(self, replace: dict[tuple[str, str], npt.NDArray[Any]] | None = None,
-            limit: int | None = None) -> Outputs:
-        """Model outputs per feed (the first ``limit`` feeds), with the weights in ``replace`` swapped in."""
+            subset: Sequence[int] | None = None) -> Outputs:
+        """Model outputs per feed (or per feed of ``subset``), with the weights in ``replace`` swapped in."""
         weights = self._weights(replace)
         names = [o.name for o in self.session.get_outputs()][: self.n_outputs]
         self.runs += 1
-        return [list(self.session.run(names, {**feed, **weights})) for feed in self.feeds[:limit]]
+        feeds = self.feeds if subset is None else [self.feeds[i] for i in subset]
+        return [list(self.session.run(names, {**feed, **weights})) for feed in feeds]
 
     def captures(self) -> Iterator[tuple[list[npt.NDArray[Any]], list[npt.NDArray[Any]]]]:
         """Per feed: (model outputs, captured tensors) with the original weights; one feed at a

@@ -46,7 +46,8 @@ MAX_EVALS = 400
 scaled by the ratio of their calibrated output errors (largest weights are measured first)."""
 
 SENSITIVITY_FEEDS = 8
-"""Single-tensor runs use the first feeds only: energies need less data than the budget check."""
+"""Single-tensor runs use this many feeds, evenly spread over the inputs (samples are often
+grouped: all clean lines, then all degraded ones): energies need less data than the budget check."""
 MAX_REFINE = 24
 """Full-model runs for the greedy clean-up after the bisection (largest savings first)."""
 
@@ -229,6 +230,8 @@ def _sensitivity(weights: list[Weight], probe: Probe, base: list[list[npt.NDArra
     """Measure each weight's candidates alone, largest weights first, within ``MAX_EVALS`` runs."""
     order = sorted(range(len(weights)), key=lambda i: (-weights[i].site.size, i))
     budget = MAX_EVALS
+    n, m = len(base), min(len(base), SENSITIVITY_FEEDS)
+    subset = sorted({round(k * (n - 1) / max(m - 1, 1)) for k in range(m)})
     for i in order:
         w = weights[i]
         key = site_key(w.site)
@@ -238,8 +241,8 @@ def _sensitivity(weights: list[Weight], probe: Probe, base: list[list[npt.NDArra
             is16 = w.candidates[j].kind in ("int16", "fp16")
             if is16 and budget <= 0:
                 continue
-            got = probe.run({key: w.candidates[j].decoded}, limit=SENSITIVITY_FEEDS)
-            w.deviations[j] = deviation(base[:SENSITIVITY_FEEDS], got)
+            got = probe.run({key: w.candidates[j].decoded}, subset=subset)
+            w.deviations[j] = deviation([base[k] for k in subset], got)
             w.measured[j] = True
             budget -= 1
         _proxy(w)

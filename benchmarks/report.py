@@ -145,7 +145,8 @@ def _primary(model: str, rows: list[dict[str, Any]] | None = None) -> tuple[str,
 
 
 def write_report(all_rows: dict[str, dict[str, Any]], args: argparse.Namespace, started: str,
-                 argv: list[str], *, md_path: Path | None = None, png_path: Path | None = None) -> Path:
+                 argv: list[str], *, md_path: Path | None = None, png_path: Path | None = None,
+                 run_meta: dict[str, Any] | None = None) -> Path:
     quick = bool(args.quick)
     if md_path is None:
         md_path = BENCH_DIR / "out" / "RESULTS-quick.md" if quick else BENCH_DIR / "RESULTS.md"
@@ -163,8 +164,10 @@ def write_report(all_rows: dict[str, dict[str, Any]], args: argparse.Namespace, 
         "",
         "Regenerate everything with `python benchmarks/run.py` from the repo root in the project venv "
         "(`--quick` for the 2-model subset; see benchmarks/README.md for the system packages).",
-        f"This file was written by `{cmd}`.",
-        f"Run started {started}; written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
+        (f"Last measuring run: `{run_meta['command']}` (started {run_meta['started']}; rows of earlier runs are "
+         "reused from the cache when model files are unchanged). " if run_meta else "")
+        + f"This file was written by `{cmd}`.",
+        f"Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
         "",
         f"Machine: {_machine()}.",
         "",

@@ -43,7 +43,7 @@ from benchmarks.common import (
     sha256_file,
     try_session,
 )
-from benchmarks.variants import BY_NAME, SHRUNK_DIR, VARIANTS, ShrinkRun, Variant, shrink_variant
+from benchmarks.variants import BY_NAME, ENGINE_REV, SHRUNK_DIR, VARIANTS, ShrinkRun, Variant, shrink_variant
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_CACHE = CACHE_DIR / "results"
@@ -291,6 +291,12 @@ def main(argv: list[str] | None = None) -> int:
     if results_path.exists():
         all_rows = json.loads(results_path.read_text())
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    meta_path = OUT_DIR / ("run-meta-quick.json" if args.quick else "run-meta.json")
+    if not args.report_only:
+        env = "" if ENGINE_REV == "HEAD" else f"HSR_BENCH_ENGINE={ENGINE_REV} "
+        argv_s = " ".join(argv if argv is not None else sys.argv[1:])
+        meta_path.write_text(json.dumps({"command": f"{env}python benchmarks/run.py {argv_s}".strip(),
+                                         "started": started, "models": models}))
     for m in [] if args.report_only else models:
         for r in run_model(m, variants, args, sizes):
             all_rows[f"{r.model}/{r.variant}"] = asdict(r)
@@ -300,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_report:
         from benchmarks.report import write_report
 
-        write_report(all_rows, args, started, argv if argv is not None else sys.argv[1:])
+        meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+        write_report(all_rows, args, started, argv if argv is not None else sys.argv[1:], run_meta=meta)
     return 0
 
 

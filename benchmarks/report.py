@@ -164,8 +164,9 @@ def write_report(all_rows: dict[str, dict[str, Any]], args: argparse.Namespace, 
         "",
         "Regenerate everything with `python benchmarks/run.py` from the repo root in the project venv "
         "(`--quick` for the 2-model subset; see benchmarks/README.md for the system packages).",
-        (f"Last measuring run: `{run_meta['command']}` (started {run_meta['started']}; rows of earlier runs are "
-         "reused from the cache when model files are unchanged). " if run_meta else "")
+        ("Measuring runs, in order (each reuses cached rows whose model files are unchanged): "
+         + "; ".join(f"`{r['command']}` ({r['started']})" for r in run_meta.get("runs", [])) + ". "
+         if run_meta else "")
         + f"This file was written by `{cmd}`.",
         f"Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
         "",
@@ -230,8 +231,11 @@ def write_report(all_rows: dict[str, dict[str, Any]], args: argparse.Namespace, 
         for r in rs:
             s = r["sizes"]
             status = r["status"] if r["status"] == "ok" else f"**{r['status']}**"
-            cells = [r["label"], status, _fmt_mb(s.get("raw")), _fmt_mb(s.get("gzip9")), _fmt_mb(s.get("brotli9")),
-                     _fmt_mb(s.get("brotli11")), _fmt_mb(s.get("zstd19"))]
+            if s:
+                cells = [r["label"], status, _fmt_mb(s.get("raw")), _fmt_mb(s.get("gzip9")),
+                         _fmt_mb(s.get("brotli9")), _fmt_mb(s.get("brotli11")), _fmt_mb(s.get("zstd19"))]
+            else:  # no output file
+                cells = [r["label"], status, "-", "-", "-", "-", "-"]
             cells += [_fmt(r["metrics"].get(c), ".4f") for c in mcols]
             cells += [_fmt(r["agreement"], ".3f"), _fmt(r["cosine"], ".6f"), _fmt(r["rel_l2"], ".2e"),
                       _fmt(r["latency_ratio"], ".2f"), _fmt(r.get("latency_wall_ratio"), ".2f"),

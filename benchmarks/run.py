@@ -295,8 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.report_only:
         env = "" if ENGINE_REV == "HEAD" else f"HSR_BENCH_ENGINE={ENGINE_REV} "
         argv_s = " ".join(argv if argv is not None else sys.argv[1:])
-        meta_path.write_text(json.dumps({"command": f"{env}python benchmarks/run.py {argv_s}".strip(),
-                                         "started": started, "models": models}))
+        history = json.loads(meta_path.read_text()).get("runs", []) if meta_path.exists() else []
+        history.append({"command": f"{env}python benchmarks/run.py {argv_s}".strip(), "started": started})
+        meta_path.write_text(json.dumps({"runs": history[-6:]}))
     for m in [] if args.report_only else models:
         for r in run_model(m, variants, args, sizes):
             all_rows[f"{r.model}/{r.variant}"] = asdict(r)

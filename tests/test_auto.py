@@ -197,3 +197,30 @@ def test_loose_budget_reaches_int4_and_the_written_model_matches_the_search(tmp_
     searched = float(summary.split("budget met: rel-L2 ")[1].split(",")[0])
     assert result.verification is not None
     assert result.verification.worst_rel_l2 == pytest.approx(searched, rel=0.05)
+
+
+def if_model() -> onnx.ModelProto:
+    """y = If(c, then: x @ W_then, else: x @ W_else), weights as Constant nodes inside the branches."""
+    def branch(name: str, seed: int) -> onnx.GraphProto:
+        w = weight((K, 256), seed)
+        return helper.make_graph(
+            [helper.make_node("Constant", [], [f"W_{name}"], value=helper.make_tensor(
+                f"W_{name}", onnx.TensorProto.FLOAT, w.shape, w.reshape(-1).tolist())),
+             helper.make_node("MatMul", ["x", f"W_{name}"], [f"y_{name}"])],
+            name, [], [vi(f"y_{name}", ["batch", 256])])
+
+    node = helper.make_node("If", ["c"], ["y"], then_branch=branch("then", 1), else_branch=branch("else", 2))
+    return model([node], [vi("x", ["batch", K]), vi("c", [], onnx.TensorProto.BOOL)], [vi("y", ["batch", 256])])
+
+
+def test_subgraph_weights_and_unexercised_branch(tmp_path: Path) -> None:
+    src = save(if_model(), tmp_path / "m.onnx")
+    x = np.random.default_rng(3).standard_normal((4, 64, K)).astype(np.float32)
+    np.savez(tmp_path / "c.npz", x=x, c=np.ones(4, dtype=bool))
+    opts = ShrinkOptions(method="auto", budget_agreement=0.0, budget_rel_l2=0.001,
+                         verify=VerifyOptions(inputs=tmp_path / "c.npz"))
+    result = shrink(src, tmp_path / "out.onnx", opts)
+    by_name = {t.name: t for t in result.tensors}
+    assert by_name["W_else"].encoding.startswith("int8")
+    assert "not exercised" in by_name["W_else"].note
+    assert by_name["W_then"].encoding.startswith(("int16", "fp16")), by_name["W_then"]

@@ -224,3 +224,16 @@ def test_subgraph_weights_and_unexercised_branch(tmp_path: Path) -> None:
     assert by_name["W_else"].encoding.startswith("int8")
     assert "not exercised" in by_name["W_else"].note
     assert by_name["W_then"].encoding.startswith(("int16", "fp16")), by_name["W_then"]
+
+
+def test_run_budget_bounds_the_analysis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hatch_shrinkray.methods import auto
+
+    monkeypatch.setattr(auto, "MAX_EVALS", 1)
+    src = save(sensitive_mlp(), tmp_path / "m.onnx")
+    opts = ShrinkOptions(method="auto", budget_agreement=0.0, verify=VerifyOptions(inputs=calib(tmp_path)))
+    result = shrink(src, None, opts)
+    by_name = {t.name: t for t in result.tensors}
+    assert "run budget spent" not in by_name["S"].note  # the largest weight is measured first
+    for name in ("A", "B"):
+        assert by_name[name].encoding.startswith("int8") and "run budget spent" in by_name[name].note

@@ -42,8 +42,9 @@ from hatch_shrinkray.search import Option, refine, search
 FLOAT32 = 1
 LOG = logging.getLogger("hatch_shrinkray.auto")
 MAX_EVALS = 400
-"""Single-tensor sensitivity runs; beyond it the 16-bit level is estimated from the int8 one
-scaled by the ratio of their calibrated output errors (largest weights are measured first)."""
+"""Single-tensor sensitivity runs (largest weights first). Once spent, 16-bit levels are estimated
+from the int8 one scaled by the ratio of their calibrated output errors, and weights not reached at
+all get int8 as method int8 would: the analysis is bounded by (MAX_EVALS + 2) runs on 8 feeds."""
 
 SENSITIVITY_FEEDS = 8
 """Single-tensor runs use this many feeds, evenly spread over the inputs (samples are often
@@ -63,7 +64,8 @@ class Weight:
     deviations: list[Deviation]
     """Per candidate, the model's deviation with this weight alone encoded (``ZERO`` for fp32)."""
     measured: list[bool]
-    unexercised: bool = False
+    fixed: str = ""
+    """Why the weight's sensitivity is unknown and it gets int8 regardless (empty: measured)."""
 
 
 @dataclass
@@ -236,7 +238,10 @@ def _sensitivity(weights: list[Weight], probe: Probe, base: list[list[npt.NDArra
         w = weights[i]
         key = site_key(w.site)
         lossy = [j for j, c in enumerate(w.candidates) if c.kind != "fp32"]
-        # Always the compact levels; the 16-bit level only while the run budget lasts.
+        if budget <= 0:
+            _fixed_int8(w, "not measured (single-tensor run budget spent on larger weights)")
+            continue
+        # The compact levels of a weight together; its 16-bit level only while the budget lasts.
         for j in lossy:
             is16 = w.candidates[j].kind in ("int16", "fp16")
             if is16 and budget <= 0:
@@ -247,11 +252,17 @@ def _sensitivity(weights: list[Weight], probe: Probe, base: list[list[npt.NDArra
             budget -= 1
         _proxy(w)
         if _unexercised(w):
-            keep = [j for j, c in enumerate(w.candidates) if c.kind != "int4"]
-            w.candidates = [w.candidates[j] for j in keep]
-            w.deviations = [w.deviations[j] for j in keep]
-            w.measured = [w.measured[j] for j in keep]
-            w.unexercised = True
+            _fixed_int8(w, "not exercised by the verification inputs (no output changed)")
+
+
+def _fixed_int8(w: Weight, why: str) -> None:
+    """Sensitivity unknown: the weight gets its int8 candidate, as method int8 would (zero cost
+    to the search), and the record says why."""
+    keep = [j for j, c in enumerate(w.candidates) if c.kind == "int8"] or [len(w.candidates) - 1]
+    w.candidates = [w.candidates[j] for j in keep]
+    w.deviations = [ZERO for _ in keep]
+    w.measured = [False for _ in keep]
+    w.fixed = why
 
 
 def _proxy(w: Weight) -> None:
@@ -277,8 +288,8 @@ def _why(w: Weight, chosen: Candidate) -> str:
     parts = [f"{c.kind} {d.rel_l2:.1e}/{d.risk:.1e}{'' if m else '~'}"
              for c, d, m in zip(w.candidates, w.deviations, w.measured, strict=True) if c.kind != "fp32"]
     text = "alone (rel-L2/decision risk): " + ", ".join(parts)
-    if w.unexercised:
-        text = "not exercised by the verification inputs (no output changed): int8 as method int8 would"
+    if w.fixed:
+        text = f"{w.fixed}: int8 as method int8 would"
     if chosen.note:
         text += f"; {chosen.note}"
     return text

@@ -354,7 +354,7 @@ def _write(model: ModelProto, options: ShrinkOptions, chosen: dict[Key, tuple[We
 def _matmul_nbits(model: ModelProto, options: ShrinkOptions, names: list[str]) -> None:
     """Quantize the MatMuls reading ``names`` with onnxruntime's quantizer (QOperator format: its QDQ
     format raises the opset without converting the other ops)."""
-    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+    from hatch_shrinkray.methods.int4 import quantize_matmuls
 
     wanted = set(names)
     fresh = Names(model)
@@ -364,15 +364,4 @@ def _matmul_nbits(model: ModelProto, options: ShrinkOptions, names: list[str]) -
             if not node.name:
                 node.name = fresh.fresh(f"{node.input[1]}_MatMul")
             include.append(node.name)
-    quiet = logging.getLogger("onnxruntime.quantization")
-    level = quiet.level
-    quiet.setLevel(logging.WARNING)
-    try:
-        quant = MatMulNBitsQuantizer(model, bits=4, block_size=options.block_size, is_symmetric=True,
-                                     nodes_to_include=include)
-        quant.process()
-    except Exception as exc:  # the quantizer raises bare Exceptions for unsupported graphs
-        raise ShrinkrayError(f"onnxruntime's MatMulNBits quantizer failed: {exc}", hint="use method int8") from exc
-    finally:
-        quiet.setLevel(level)
-    model.CopyFrom(quant.model.model)
+    quantize_matmuls(model, include, options.block_size)

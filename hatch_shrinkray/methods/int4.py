@@ -31,12 +31,6 @@ class Int4:
     name = "int4"
 
     def apply(self, model: ModelProto, options: ShrinkOptions) -> list[TensorRecord]:
-        try:
-            from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
-        except ImportError as exc:
-            raise ShrinkrayError(f"method int4 needs onnxruntime's MatMulNBits quantizer: {exc}",
-                                 hint="pip install onnx-ir (a dependency of hatch-shrinkray)") from exc
-
         targets = [s for s in find_sites(model) if _matmul_weight(s) and skip_reason(s, options) is None]
         names = Names(model)
         include: list[str] = []
@@ -51,22 +45,32 @@ class Int4:
                    if (r.scope, r.name) not in keys]
         if not include:
             return records
-        quiet = logging.getLogger("onnxruntime.quantization")
-        level = quiet.level
-        quiet.setLevel(logging.WARNING)
-        try:
-            quant = MatMulNBitsQuantizer(model, bits=4, block_size=options.block_size, is_symmetric=True,
-                                         nodes_to_include=include)
-            quant.process()
-        except Exception as exc:  # the quantizer raises bare Exceptions for unsupported graphs
-            raise ShrinkrayError(f"onnxruntime's MatMulNBits quantizer failed: {exc}",
-                                 hint="use method int8") from exc
-        finally:
-            quiet.setLevel(level)
-        model.CopyFrom(quant.model.model)
+        quantize_matmuls(model, include, options.block_size)
         for site in targets:
             k, n = site.shape
             blocks = -(-k // options.block_size)
             stored = n * blocks * (options.block_size // 2 + 4)
             records.append(record(site, f"int4 block {options.block_size} (MatMulNBits)", stored=stored))
         return records
+
+
+def quantize_matmuls(model: ModelProto, include: list[str], block_size: int) -> None:
+    """4-bit symmetric blocks for the named MatMul nodes, in place, with onnxruntime's quantizer
+    (QOperator format; it works on and then replaces ``model``'s contents)."""
+    try:
+        from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+    except ImportError as exc:
+        raise ShrinkrayError(f"int4 needs onnxruntime's MatMulNBits quantizer: {exc}",
+                             hint="pip install onnx-ir (a dependency of hatch-shrinkray)") from exc
+    quiet = logging.getLogger("onnxruntime.quantization")
+    level = quiet.level
+    quiet.setLevel(logging.WARNING)
+    try:
+        quant = MatMulNBitsQuantizer(model, bits=4, block_size=block_size, is_symmetric=True,
+                                     nodes_to_include=include)
+        quant.process()
+    except Exception as exc:  # the quantizer raises bare Exceptions for unsupported graphs
+        raise ShrinkrayError(f"onnxruntime's MatMulNBits quantizer failed: {exc}", hint="use method int8") from exc
+    finally:
+        quiet.setLevel(level)
+    model.CopyFrom(quant.model.model)

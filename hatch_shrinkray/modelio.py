@@ -183,6 +183,9 @@ class Staged:
             self.discard()
             raise ShrinkrayError(f"cannot write: {exc.strerror}", path=str(self.destination),
                                  hint="check free space and permissions") from exc
+        except BaseException:  # Ctrl-C while writing: the caller holds no handle to clean up yet
+            self.discard()
+            raise
 
     @property
     def size(self) -> int:

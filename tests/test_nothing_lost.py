@@ -169,8 +169,8 @@ def test_api_interrupted_or_failing_shrink_writes_nothing(tmp_path: Path, monkey
 
 
 def slow_model(path: Path) -> None:
-    """Four 2048 x 2048 layers (64 MB): shrinking and verifying takes a couple of seconds."""
-    n, layers = 2048, 4
+    """Six 2048 x 2048 layers (100 MB): shrinking and verifying takes a few seconds."""
+    n, layers = 2048, 6
     nodes, inits = [], []
     for i in range(layers):
         src = "x" if i == 0 else f"r{i - 1}"
@@ -181,7 +181,7 @@ def slow_model(path: Path) -> None:
     onnx.save(model(nodes, [vi("x", ["b", n])], [vi("y", ["b", n])], inits), str(path))
 
 
-@pytest.mark.parametrize(("sig", "delay"), [(signal.SIGINT, 1.5), (signal.SIGTERM, 1.5)], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize(("sig", "delay"), [(signal.SIGINT, 0.5), (signal.SIGTERM, 0.5)], ids=["SIGINT", "SIGTERM"])
 def test_signal_mid_build_changes_nothing(sig: signal.Signals, delay: float, tmp_path: Path) -> None:
     root = rich_project(tmp_path / "toymodel")
     slow_model(root / MODEL)
@@ -231,8 +231,7 @@ def test_cli_interrupted_mid_shrink_writes_nothing(tmp_path: Path) -> None:
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not out.exists() and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.05)  # the output directory appears when the shrunk model is being staged
-    time.sleep(0.3)
+        time.sleep(0.02)  # the output directory appears when the shrunk model is being staged
     proc.send_signal(signal.SIGINT)
     try:
         stdout, stderr = proc.communicate(timeout=120)

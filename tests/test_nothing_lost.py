@@ -168,6 +168,12 @@ def test_api_interrupted_or_failing_shrink_writes_nothing(tmp_path: Path, monkey
 # --- a real `python -m hatchling build` interrupted by a signal mid-shrink ---------------------
 
 
+def _default_sigint() -> None:
+    """Undo an inherited SIG_IGN: a shell runs background jobs (``cmd &``, CI runners) with SIGINT
+    ignored, and Python then never installs its KeyboardInterrupt handler in the child."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def slow_model(path: Path) -> None:
     """Six 2048 x 2048 layers (100 MB): shrinking and verifying takes a few seconds."""
     n, layers = 2048, 6
@@ -192,7 +198,8 @@ def test_signal_mid_build_changes_nothing(sig: signal.Signals, delay: float, tmp
     for name in ("HATCH_BUILD_NO_HOOKS", "HATCH_BUILD_HOOKS_ONLY", "HATCH_BUILD_CLEAN"):
         env.pop(name, None)
     proc = subprocess.Popen([sys.executable, "-m", "hatchling", "build", "-t", "wheel", "-d", str(dirs["dist"])],
-                            cwd=root, env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                            cwd=root, env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            preexec_fn=_default_sigint)
     assert proc.stderr is not None
     seen = []
     deadline = time.monotonic() + 120
@@ -228,7 +235,8 @@ def test_cli_interrupted_mid_shrink_writes_nothing(tmp_path: Path) -> None:
     before = tree_digest(src_dir)
     out = tmp_path / "out"
     command = [sys.executable, "-m", "hatch_shrinkray", "shrink", str(src_dir / "m.onnx"), "-o", str(out)]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_sigint)
     deadline = time.monotonic() + 60
     while not out.exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.02)  # the output directory appears when the shrunk model is being staged

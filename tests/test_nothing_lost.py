@@ -14,6 +14,7 @@ import tempfile
 import time
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -168,10 +169,16 @@ def test_api_interrupted_or_failing_shrink_writes_nothing(tmp_path: Path, monkey
 # --- a real `python -m hatchling build` interrupted by a signal mid-shrink ---------------------
 
 
-def _default_sigint() -> None:
-    """Undo an inherited SIG_IGN: a shell runs background jobs (``cmd &``, CI runners) with SIGINT
-    ignored, and Python then never installs its KeyboardInterrupt handler in the child."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+def _popen(*args: Any, **kwargs: Any) -> subprocess.Popen[str]:
+    """Popen with SIGINT deliverable in the child. A shell runs background jobs (``cmd &``, CI
+    runners) with SIGINT ignored, an ignored signal stays ignored across exec, and Python then
+    never installs its KeyboardInterrupt handler. A handler (unlike SIG_IGN) resets to the default
+    on exec, so install one around the spawn."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(*args, **kwargs)
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 def slow_model(path: Path) -> None:
@@ -197,9 +204,8 @@ def test_signal_mid_build_changes_nothing(sig: signal.Signals, delay: float, tmp
     env = {**os.environ, "HATCH_SHRINKRAY_CACHE_DIR": str(dirs["cache"]), "TMPDIR": str(dirs["tmp"])}
     for name in ("HATCH_BUILD_NO_HOOKS", "HATCH_BUILD_HOOKS_ONLY", "HATCH_BUILD_CLEAN"):
         env.pop(name, None)
-    proc = subprocess.Popen([sys.executable, "-m", "hatchling", "build", "-t", "wheel", "-d", str(dirs["dist"])],
-                            cwd=root, env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                            preexec_fn=_default_sigint)
+    proc = _popen([sys.executable, "-m", "hatchling", "build", "-t", "wheel", "-d", str(dirs["dist"])],
+                            cwd=root, env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     seen = []
     deadline = time.monotonic() + 120
@@ -235,8 +241,7 @@ def test_cli_interrupted_mid_shrink_writes_nothing(tmp_path: Path) -> None:
     before = tree_digest(src_dir)
     out = tmp_path / "out"
     command = [sys.executable, "-m", "hatch_shrinkray", "shrink", str(src_dir / "m.onnx"), "-o", str(out)]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_default_sigint)
+    proc = _popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not out.exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.02)  # the output directory appears when the shrunk model is being staged

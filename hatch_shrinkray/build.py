@@ -134,9 +134,11 @@ def ship_models(config: HookConfig, root: Path, build_data: dict[str, Any], work
             shipped.append(Shipped(model.relpath, outcome, size, size))
             continue
         force_include[str(target)] = model.relpath
+        shipped_data = set()
         for data in _data_files_beside(target):
-            force_include[str(data)] = (PurePosixPath(model.relpath).parent / data.name).as_posix()
-        shipped_data = {(PurePosixPath(model.relpath).parent / d.name).as_posix() for d in _data_files_beside(target)}
+            rel = (PurePosixPath(model.relpath).parent / data.name).as_posix()
+            force_include[str(data)] = rel
+            shipped_data.add(rel)
         manifest_out[model.relpath] = record.entry
         app.display_success(_success_line(model.relpath, record, outcome == "cached"))
         shipped.append(Shipped(model.relpath, outcome, record.original_size, record.shrunk_size,

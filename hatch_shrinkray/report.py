@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from hatch_shrinkray.result import ShrinkResult
+from hatch_shrinkray.result import ShrinkResult, render_table
 
 BROTLI_QUALITY = 9  # q11 is 20-45x slower for < 1% on weight data (see the encodings note)
 ZSTD_LEVEL = 19
@@ -47,9 +47,7 @@ def human(n: float) -> str:
     return f"{n:.2f} GB"
 
 
-def table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+table = render_table
 
 
 def one_line(result: ShrinkResult) -> str:

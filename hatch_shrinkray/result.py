@@ -79,11 +79,10 @@ class VerifyResult:
                 "-" if o.top1 is None else f"{100 * o.top1:.1f}%",
                 "ok" if o.ok else "FAIL: " + "; ".join(o.failures),
             ])
-        widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+        text = render_table(rows)
         if limits:
-            lines.append("limits: " + ", ".join(f"{k} {v:g}" for k, v in limits.items()))
-        return "\n".join(lines)
+            text += "\nlimits: " + ", ".join(f"{k} {v:g}" for k, v in limits.items())
+        return text
 
     def to_dict(self) -> dict[str, Any]:
         return {"passed": self.passed, "samples": self.samples, "inputs": self.input_source,
@@ -122,6 +121,12 @@ class ShrinkResult:
             "tensors": [_clean(asdict(t)) for t in self.tensors],
             "verification": None if self.verification is None else self.verification.to_dict(),
         }
+
+
+def render_table(rows: list[list[str]]) -> str:
+    """Plain left-aligned columns (build logs are not terminals: no box drawing, no colour)."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
 
 def _fmt(x: float) -> str:

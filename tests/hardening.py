@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import hashlib
 import os
 import subprocess
 import sys
@@ -20,6 +19,8 @@ from pathlib import Path
 
 from hatchling.builders.sdist import SdistBuilder
 from hatchling.builders.wheel import WheelBuilder
+
+from hatch_shrinkray.manifest import file_sha256
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL = "src/toymodel/models/a.onnx"
@@ -109,12 +110,7 @@ def build(root: Path, target: str = "wheel", out: Path | None = None) -> Path:
     return Path(next(builder.build(directory=str(directory), versions=["standard"])))
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+sha256_file = file_sha256  # the engine's own streaming digest
 
 
 def tree_digest(root: Path) -> dict[str, str]:

@@ -13,7 +13,6 @@ Running this file as a script prints the figures as a Markdown table row:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 import sys
@@ -26,6 +25,8 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
+
+from hatch_shrinkray.manifest import file_sha256
 
 pytestmark = pytest.mark.slow
 
@@ -106,12 +107,6 @@ def model_size(path: Path) -> int:
     return path.stat().st_size + sum(p.stat().st_size for p in path.parent.glob(path.name + ".*"))
 
 
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 24), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 @pytest.fixture(scope="module")
@@ -181,8 +176,8 @@ def test_output_over_2_gb_gets_a_deterministic_data_file(big_output: tuple[Path,
     locations = {e.value for t in model.graph.initializer for e in t.external_data if e.key == "location"}
     assert locations == {"big.onnx.data"}
     onnx.checker.check_model(str(first), full_check=True)
-    assert sha256(first) == sha256(second)
-    assert sha256(first.with_name("big.onnx.data")) == sha256(second.with_name("big.onnx.data"))
+    assert file_sha256(first) == file_sha256(second)
+    assert file_sha256(first.with_name("big.onnx.data")) == file_sha256(second.with_name("big.onnx.data"))
 
 
 @pytest.mark.xfail(strict=True, reason=BUG_BIG_OUTPUT_RSS)

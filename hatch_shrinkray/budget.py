@@ -33,8 +33,16 @@ class Deviation:
     risk: float
     """Mean over decision positions of ``(shift of the top-1 vs top-2 gap / the gap)^2``, unclipped:
     additive across independent weight errors, so the search can rank tensors by it."""
+    top1: float = 1.0
+    """Hard top-1 agreement as verification computes it (worst output; 1 without class outputs)."""
 
     def within(self, options: ShrinkOptions) -> bool:
+        """Within the budget, and within verification's limits: the search must never pick a
+        model that the verification after it rejects on the same inputs."""
+        v = options.verify
+        if v is not None and not (self.rel_l2 <= v.max_rel_l2 and self.cosine >= v.min_cosine
+                                  and self.top1 >= v.min_top1):
+            return False
         return (self.rel_l2 <= options.budget_rel_l2 and self.cosine >= options.budget_cosine
                 and self.agreement >= options.budget_agreement)
 
@@ -49,7 +57,8 @@ class Deviation:
     def scaled(self, ratio: float) -> Deviation:
         """The deviation of an error ``ratio`` times as large in energy (proxy for unmeasured levels)."""
         return Deviation(self.rel_l2 * ratio**0.5, 1.0 - (1.0 - self.cosine) * ratio,
-                         1.0 - (1.0 - self.agreement) * ratio, self.energy * ratio, self.risk * ratio)
+                         1.0 - (1.0 - self.agreement) * ratio, self.energy * ratio, self.risk * ratio,
+                         1.0 - (1.0 - self.top1) * ratio)
 
     def text(self) -> str:
         return f"rel-L2 {self.rel_l2:.2e}, cos {self.cosine:.7f}, agreement {100 * self.agreement:.2f}%"
@@ -63,20 +72,21 @@ def deviation(ref: Outputs, got: Outputs) -> Deviation:
     if not ref:
         return ZERO
     rel = energy = risk = 0.0
-    cos = agree = 1.0
+    cos = agree = top1 = 1.0
     loose = VerifyOptions(max_rel_l2=float("inf"), min_cosine=-1.0, min_top1=0.0)
     for i in range(len(ref[0])):
         a = [r[i] for r in ref]
         b = [g[i] for g in got]
         c = compare(str(i), a, b, loose)
         if c.nonfinite_mismatch:
-            return Deviation(float("inf"), -1.0, 0.0, float("inf"), float("inf"))
+            return Deviation(float("inf"), -1.0, 0.0, float("inf"), float("inf"), 0.0)
         r = c.rel_l2 if np.isfinite(c.rel_l2) else float("inf")
         rel = max(rel, r)
         energy += r * r
         cos = min(cos, c.cosine)
         shifts: npt.NDArray[np.float64] | None
         if c.top1 is not None:
+            top1 = min(top1, c.top1)
             hard: float | None = c.top1
             shifts = _gap_shifts(a, b)
         else:
@@ -85,7 +95,7 @@ def deviation(ref: Outputs, got: Outputs) -> Deviation:
         if hard is not None and shifts is not None:
             risk = max(risk, float(np.mean(shifts)))
             agree = min(agree, hard, 1.0 - float(np.mean(np.minimum(shifts, 1.0))))
-    return Deviation(rel, cos, agree, energy, risk)
+    return Deviation(rel, cos, agree, energy, risk, top1)
 
 
 def _gap_shifts(ref: list[npt.NDArray[Any]], got: list[npt.NDArray[Any]]) -> npt.NDArray[np.float64]:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from hatch_shrinkray import gptq
+from hatch_shrinkray import gptq, packing
 from hatch_shrinkray.calib import Layout, as_rows, from_rows
 from hatch_shrinkray.methods._decode import float_decode
 from hatch_shrinkray.methods.base import Decode, EncodeContext
@@ -71,20 +71,30 @@ def int4_block(w: npt.NDArray[np.float32], block: int) -> tuple[npt.NDArray[np.f
     return np.ascontiguousarray(decoded, dtype=F32), n * blocks * (block // 2 + 4)
 
 
-def int8_candidate(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.NDArray[np.float64] | None,
-                   lay: Layout | None, rows_seen: int = 0) -> Candidate:
-    """int8 per-channel; output-error-aware rounding where moments exist for the weight's axis."""
+def int_candidate(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.NDArray[np.float64] | None,
+                  lay: Layout | None, rows_seen: int = 0, bits: int = 8) -> Candidate:
+    """Symmetric per-channel ``bits``-bit codes (int8 as a plain tensor, other widths packed);
+    output-error-aware rounding where moments exist for the weight's axis."""
     axis = ctx.axis
     where = "per-tensor" if axis is None else f"axis {axis}"
-    q0 = quantize_symmetric(w, axis, 8)
-    base = float_decode(q0, w.dtype, ctx.opset, f"int8 {where}")
+    kind = f"int{bits}"
+    q0 = quantize_symmetric(w, axis, bits)
+    if bits != 8 and q0.nonfinite is not None:
+        raise NotEncodable("packed codes keep no non-finite sentinel")
+
+    def decode(q: Quantized, label: str) -> Decode:
+        if bits == 8:
+            return float_decode(q, w.dtype, ctx.opset, label)
+        return packing.packed_decode(q.codes, q.scale, bits, ctx.opset, q.decoded, label)
+
+    base = decode(q0, f"{kind} {where}")
     rtn_err = error_energy(w, q0.decoded, moments, lay)
     if moments is None or lay is None or q0.nonfinite is not None or axis != (1 if lay.transpose else 0):
-        return Candidate("int8", base.label, base.stored_bytes, q0.decoded, base, rtn_err, "round-to-nearest")
+        return Candidate(kind, base.label, base.stored_bytes, q0.decoded, base, rtn_err, "round-to-nearest")
     if rows_seen < MIN_ROWS_PER_FEATURE * moments.shape[-1]:
         # Fewer calibration rows than features: H is rank-deficient and any output-aware
         # rounding would fit the calibration inputs, not the layer.
-        return Candidate("int8", base.label, base.stored_bytes, q0.decoded, base, rtn_err,
+        return Candidate(kind, base.label, base.stored_bytes, q0.decoded, base, rtn_err,
                          f"round-to-nearest (only {rows_seen} calibration rows for {moments.shape[-1]} features)")
     rows = as_rows(w.astype(np.float64), lay)
     s0 = as_rows(np.broadcast_to(q0.scale, w.shape), lay)[:, 0].astype(np.float64)
@@ -94,7 +104,7 @@ def int8_candidate(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.
     scale = np.empty_like(s0)
     for i in range(g):
         sl = slice(i * per, (i + 1) * per)
-        r = gptq.round_rows(rows[sl], s0[sl], moments[i])
+        r = gptq.round_rows(rows[sl], s0[sl], moments[i], bits)
         codes[sl] = r.codes
         scale[sl] = r.scale
     exact = (rows.min(axis=1) == rows.max(axis=1)) | (np.abs(rows).max(axis=1) < FLUSH)
@@ -108,15 +118,20 @@ def int8_candidate(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.
     dec_rows[tiny] = 0
     decoded = from_rows(dec_rows, lay, w.shape)
     s_shape = scale_shape(w.shape, axis)
-    q = Quantized(from_rows(codes, lay, w.shape).astype(np.int8), scale32.reshape(s_shape), None,
+    q = Quantized(from_rows(codes, lay, w.shape).astype(q0.codes.dtype), scale32.reshape(s_shape), None,
                   decoded, None, None)
     err = error_energy(w, decoded, moments, lay)
     if err >= rtn_err:
-        return Candidate("int8", base.label, base.stored_bytes, q0.decoded, base, rtn_err, "round-to-nearest")
-    dec = float_decode(q, w.dtype, ctx.opset, f"int8 {where} gptq")
+        return Candidate(kind, base.label, base.stored_bytes, q0.decoded, base, rtn_err, "round-to-nearest")
+    dec = decode(q, f"{kind} {where} gptq")
     gain = rtn_err / err if err > 0 else float("inf")
-    return Candidate("int8", dec.label, dec.stored_bytes, decoded, dec, err,
+    return Candidate(kind, dec.label, dec.stored_bytes, decoded, dec, err,
                      f"output-aware rounding: {gain:.2f}x less output error than round-to-nearest")
+
+
+def int8_candidate(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.NDArray[np.float64] | None,
+                   lay: Layout | None, rows_seen: int = 0) -> Candidate:
+    return int_candidate(w, ctx, moments, lay, rows_seen, 8)
 
 
 def sixteen_bit(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.NDArray[np.float64] | None,

@@ -223,7 +223,8 @@ def test_subgraph_weights_and_unexercised_branch(tmp_path: Path) -> None:
     by_name = {t.name: t for t in result.tensors}
     assert by_name["W_else"].encoding.startswith("int8")
     assert "not exercised" in by_name["W_else"].note
-    assert by_name["W_then"].encoding.startswith(("int16", "fp16")), by_name["W_then"]
+    # rel-L2 1e-3 is beyond int8 (3e-3 here): a wider code, inside the branch, as Constant nodes.
+    assert by_name["W_then"].encoding.startswith(("int10", "int12", "int16", "fp16")), by_name["W_then"]
 
 
 def test_run_budget_bounds_the_analysis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -27,7 +27,7 @@ from onnx import ModelProto
 from hatch_shrinkray.axes import choose_axis, lowest_error_axis
 from hatch_shrinkray.budget import ZERO, Deviation, deviation
 from hatch_shrinkray.calib import Layout, Moments, layout, patches
-from hatch_shrinkray.candidates import Candidate, fp32, int4_block, int8_candidate, sixteen_bit
+from hatch_shrinkray.candidates import Candidate, fp32, int4_block, int_candidate, sixteen_bit
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.graph import Names, Site, find_sites, opset_version
 from hatch_shrinkray.methods.base import Decode, EncodeContext
@@ -51,6 +51,12 @@ SENSITIVITY_FEEDS = 8
 grouped: all clean lines, then all degraded ones): energies need less data than the budget check."""
 MAX_REFINE = 24
 """Full-model runs for the greedy clean-up after the bisection (largest savings first)."""
+
+NBITS = "int4-block"
+"""Kind of the MatMulNBits candidate (written by onnxruntime's quantizer, not by a decode chain)."""
+PACKED_LOW = (4, 6)
+PACKED_HIGH = (10, 12)
+"""Code widths besides 8 and 16 bits (``packing``): rungs below and above int8."""
 
 Key = tuple[str, str]
 
@@ -157,10 +163,12 @@ class Auto:
             decoded, nbytes = int4_block(w, options.block_size)
             from hatch_shrinkray.candidates import error_energy
 
-            cands.append(Candidate("int4", f"int4 block {options.block_size} (MatMulNBits)", nbytes, decoded,
+            cands.append(Candidate(NBITS, f"int4 block {options.block_size} (MatMulNBits)", nbytes, decoded,
                                    None, error_energy(w, decoded, moments, lay)))
-        with contextlib.suppress(NotEncodable):
-            cands.append(int8_candidate(w, ctx, moments, lay, rows_seen))
+        # Packed int4 only where MatMulNBits' 4-bit blocks (finer scales) are not available.
+        for bits in (PACKED_LOW if not cands else PACKED_LOW[1:]) + (8, *PACKED_HIGH):
+            with contextlib.suppress(NotEncodable):
+                cands.append(int_candidate(w, ctx, moments, lay, rows_seen, bits))
         sixteen = sixteen_bit(w, ctx, moments, lay)
         if sixteen is not None:
             cands.append(sixteen)
@@ -241,10 +249,9 @@ def _sensitivity(weights: list[Weight], probe: Probe, base: list[list[npt.NDArra
         if budget <= 0:
             _fixed_int8(w, "not measured (single-tensor run budget spent on larger weights)")
             continue
-        # The compact levels of a weight together; its 16-bit level only while the budget lasts.
+        # A weight's levels up to 8 bits together; its wider levels only while the budget lasts.
         for j in lossy:
-            is16 = w.candidates[j].kind in ("int16", "fp16")
-            if is16 and budget <= 0:
+            if w.candidates[j].stored_bytes > w.site.size and budget <= 0:
                 continue
             got = probe.run({key: w.candidates[j].decoded}, subset=subset)
             w.deviations[j] = deviation([base[k] for k in subset], got)
@@ -274,7 +281,7 @@ def _proxy(w: Weight) -> None:
         if ref is not None and w.candidates[ref].weight_error > 0:
             w.deviations[j] = w.deviations[ref].scaled(c.weight_error / w.candidates[ref].weight_error)
         else:
-            w.deviations[j] = Deviation(float("inf"), -1.0, 0.0, float("inf"), float("inf"))
+            w.deviations[j] = Deviation(float("inf"), -1.0, 0.0, float("inf"), float("inf"), 0.0)
 
 
 def _unexercised(w: Weight) -> bool:
@@ -337,11 +344,11 @@ def _write(model: ModelProto, options: ShrinkOptions, chosen: dict[Key, tuple[We
         why = _why(w, c)
         if c.kind == "fp32":
             out.append(replace(r, encoding="kept", note=f"most sensitive: kept float32; {why}"))
-        elif c.kind == "int4":
+        elif c.kind == NBITS:
             continue
         else:
             out.append(replace(r, note=why))
-    int4 = [(w, c) for w, c in chosen.values() if c.kind == "int4"]
+    int4 = [(w, c) for w, c in chosen.values() if c.kind == NBITS]
     if int4:
         _matmul_nbits(model, options, [w.site.name for w, _ in int4])
         for w, c in int4:

@@ -72,7 +72,7 @@ def int4_block(w: npt.NDArray[np.float32], block: int) -> tuple[npt.NDArray[np.f
 
 
 def int_candidate(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.NDArray[np.float64] | None,
-                  lay: Layout | None, rows_seen: int = 0, bits: int = 8) -> Candidate:
+                  lay: Layout | None, *, rows_seen: int = 0, bits: int = 8) -> Candidate:
     """Symmetric per-channel ``bits``-bit codes (int8 as a plain tensor, other widths packed);
     output-error-aware rounding where moments exist for the weight's axis."""
     axis = ctx.axis
@@ -85,7 +85,7 @@ def int_candidate(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.N
     def decode(q: Quantized, label: str) -> Decode:
         if bits == 8:
             return float_decode(q, w.dtype, ctx.opset, label)
-        return packing.packed_decode(q.codes, q.scale, bits, ctx.opset, q.decoded, label)
+        return packing.packed_decode(q.codes, q.scale, bits, opset=ctx.opset, decoded=q.decoded, label=label)
 
     base = decode(q0, f"{kind} {where}")
     rtn_err = error_energy(w, q0.decoded, moments, lay)
@@ -127,11 +127,6 @@ def int_candidate(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.N
     gain = rtn_err / err if err > 0 else float("inf")
     return Candidate(kind, dec.label, dec.stored_bytes, decoded, dec, err,
                      f"output-aware rounding: {gain:.2f}x less output error than round-to-nearest")
-
-
-def int8_candidate(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.NDArray[np.float64] | None,
-                   lay: Layout | None, rows_seen: int = 0) -> Candidate:
-    return int_candidate(w, ctx, moments, lay, rows_seen, 8)
 
 
 def sixteen_bit(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.NDArray[np.float64] | None,

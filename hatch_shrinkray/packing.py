@@ -73,7 +73,7 @@ def unpack(chunks: list[npt.NDArray[np.uint8]], bits: int, n: int) -> npt.NDArra
     return out
 
 
-def packed_decode(codes: npt.NDArray[np.integer], scale: npt.NDArray[np.float32], bits: int, opset: int,
+def packed_decode(codes: npt.NDArray[np.integer], scale: npt.NDArray[np.float32], bits: int, *, opset: int,
                   decoded: npt.NDArray[np.float32], label: str) -> Decode:
     """Stored chunks + ``scale`` and the integer decode chain rebuilding ``codes * scale``."""
     if bits not in CHUNKS:
@@ -96,7 +96,7 @@ def packed_decode(codes: npt.NDArray[np.integer], scale: npt.NDArray[np.float32]
     for c, (width, byte) in enumerate(zip(CHUNKS[bits], pack(codes, bits), strict=True)):
         stored[f"c{c}"] = byte
         p = add("Cast", f"c{c}", to=TensorProto.INT32)
-        value = p if width == 8 else _planes(add, const, p, width, byte.size, n, opset, stored)
+        value = p if width == 8 else _planes(add, const, p, width=width, m=byte.size, n=n, opset=opset, stored=stored)
         if shift:
             value = add("Mul", value, const(1 << shift))
         terms.append(value)
@@ -113,7 +113,7 @@ def packed_decode(codes: npt.NDArray[np.integer], scale: npt.NDArray[np.float32]
     return Decode(stored, tuple(nodes), decoded, label)
 
 
-def _planes(add: Any, const: Any, p: str, width: int, m: int, n: int, opset: int,
+def _planes(add: Any, const: Any, p: str, *, width: int, m: int, n: int, opset: int,
             stored: dict[str, npt.NDArray[Any]]) -> str:
     """Split packed bytes ``p`` (int32) into their planes, concatenated and cut to ``n`` values."""
     per = 8 // width
@@ -129,5 +129,5 @@ def _planes(add: Any, const: Any, p: str, width: int, m: int, n: int, opset: int
         stored["axes"] = np.array([0], dtype=np.int64)
         out: str = add("Slice", joined, "start", "end", "axes")
         return out
-    out = add("Slice", joined, starts=[0], ends=[n], axes=[0])
-    return out
+    sliced: str = add("Slice", joined, starts=[0], ends=[n], axes=[0])
+    return sliced

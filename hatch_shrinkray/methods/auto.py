@@ -168,7 +168,7 @@ class Auto:
         # Packed int4 only where MatMulNBits' 4-bit blocks (finer scales) are not available.
         for bits in (PACKED_LOW if not cands else PACKED_LOW[1:]) + (8, *PACKED_HIGH):
             with contextlib.suppress(NotEncodable):
-                cands.append(int_candidate(w, ctx, moments, lay, rows_seen, bits))
+                cands.append(int_candidate(w, ctx, moments, lay, rows_seen=rows_seen, bits=bits))
         sixteen = sixteen_bit(w, ctx, moments, lay)
         if sixteen is not None:
             cands.append(sixteen)

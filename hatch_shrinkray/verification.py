@@ -119,9 +119,12 @@ def compare(name: str, ref: list[npt.NDArray[Any]], got: list[npt.NDArray[Any]],
 
 def _top1(ref: list[npt.NDArray[Any]], got: list[npt.NDArray[Any]]) -> float | None:
     """Argmax agreement over the last axis, for outputs that look like class scores:
-    (batch, classes) logits, or probability vectors along the last axis."""
+    (batch, classes) logits, or probability vectors along the last axis. Unit-length rows are
+    embeddings (sentence encoders L2-normalise), whose argmax is no answer anyone takes."""
     first = np.asarray(ref[0])
     if first.dtype.kind != "f" or first.ndim < 2 or first.shape[-1] < 2:
+        return None
+    if _unit_rows(first):
         return None
     if first.ndim > 2:
         probs = np.all((first >= 0) & (first <= 1)) and np.allclose(first.sum(axis=-1), 1, atol=1e-3)
@@ -135,6 +138,15 @@ def _top1(ref: list[npt.NDArray[Any]], got: list[npt.NDArray[Any]]) -> float | N
         hits += int(np.count_nonzero(ra.argmax(axis=-1) == ga.argmax(axis=-1)))
         total += int(np.prod(ra.shape[:-1]))
     return hits / total if total else None
+
+
+def _unit_rows(x: npt.NDArray[Any]) -> bool:
+    """Every row along the last axis has L2 norm 1 (and is not one-hot, as a sure probability is)."""
+    if not np.isfinite(x).all():
+        return False
+    rows = x.reshape(-1, x.shape[-1]).astype(np.float64)
+    norms = np.sqrt(np.square(rows).sum(axis=1))
+    return bool(np.allclose(norms, 1.0, atol=1e-3) and (np.count_nonzero(np.abs(rows) > 1e-6, axis=1) > 1).all())
 
 
 def verify_against(reference: tuple[list[Feed], list[list[npt.NDArray[Any]]], list[str], str],

@@ -238,3 +238,17 @@ def test_run_budget_bounds_the_analysis(tmp_path: Path, monkeypatch: pytest.Monk
     assert "run budget spent" not in by_name["S"].note  # the largest weight is measured first
     for name in ("A", "B"):
         assert by_name[name].encoding.startswith("int8") and "run budget spent" in by_name[name].note
+
+
+def test_unit_length_embeddings_are_not_class_scores() -> None:
+    """A sentence embedding's argmax is no answer: no top-1 / decision term for L2-normalised rows,
+    while logits of the same shape keep theirs."""
+    rng = np.random.default_rng(0)
+    emb = rng.normal(size=(4, 16)).astype(np.float32)
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    moved = emb + rng.normal(scale=0.05, size=emb.shape).astype(np.float32)
+    moved /= np.linalg.norm(moved, axis=1, keepdims=True)
+    dev = deviation([[emb]], [[moved]])
+    assert dev.top1 == 1.0 and dev.agreement == 1.0 and dev.risk == 0.0
+    logits = emb * 3
+    assert deviation([[logits]], [[moved * 3]]).risk > 0

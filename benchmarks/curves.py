@@ -547,6 +547,16 @@ def dominance(key: str, ours: dict[str, Any], peer: dict[str, Any], sweep: str =
     return lines
 
 
+def cell(p: dict[str, Any] | None) -> str:
+    """``raw / agreement`` of one point, ``-`` when it has none."""
+    return "-" if not p or p.get("status") != "ok" else f"{_pct(p['raw_ratio'])} / {_agree(p['agreement'])}"
+
+
+def _beaten(r: dict[str, Any], autos: list[dict[str, Any]]) -> bool:
+    """Some ``auto`` point is no larger (raw) and agrees no less."""
+    return any(a["raw_ratio"] <= r["raw_ratio"] + SIZE_TOL and a["agreement"] >= r["agreement"] for a in autos)
+
+
 def _row(p: dict[str, Any], ours_param: str = "") -> str:
     name = LABELS.get(p["variant"], p["variant"])
     if p["variant"].startswith("auto"):
@@ -620,7 +630,7 @@ def write_report(argv: list[str]) -> None:
         tables.append("")
         if ours:
             param = ours["param"]
-            swept = ("`budget_agreement` (rel-L2 budget fixed at 0.05 as in `auto_bench.py`, cosine off)"
+            swept = ("`budget_agreement` (rel-L2 budget at verification's limit 0.1, cosine off)"
                      if param == "budget_agreement"
                      else "`budget_rel_l2` (agreement budget off, cosine off): the engine measures no decisions "
                      "on this model's outputs")
@@ -669,9 +679,41 @@ def write_report(argv: list[str]) -> None:
         "",
     ]
     verdict.append("")
-    (BENCH_DIR / "CURVES.md").write_text("\n".join(out + verdict + notes + tables + computed).rstrip() + "\n")
+    summary = ["## Summary table", "", *summary_table(), ""]
+    (BENCH_DIR / "CURVES.md").write_text("\n".join(out + summary + verdict + notes + tables + computed).rstrip()
+                                         + "\n")
     plot()
     LOG.info("wrote %s", BENCH_DIR / "CURVES.md")
+    from benchmarks.report import splice_curves
+
+    splice_curves(BENCH_DIR / "RESULTS.md")
+
+
+def summary_table() -> list[str]:
+    """One row per model: raw size / agreement of int8, int8-gptq, every ``auto`` budget and the
+    predecessor's points that save raw bytes, and whether ``auto`` dominates int8 and the predecessor."""
+    head = ("| model | budget swept | int8 | int8-gptq | `auto` (budget: raw / agreement) | predecessor "
+            "(per-tensor; per-channel) | `auto` dominates int8 / predecessor (raw) |")
+    lines = [f"Engine `{engine_sha()[:12]}`. Each cell: raw size / agreement with the original on the task's "
+             "test data (definitions below).", "", head, "|---|---|---|---|---|---|---|"]
+    for key in MODELS:
+        ours, peer = load_results(key)
+        if not ours:
+            continue
+        pts = ours.get("points", {})
+        autos = _autos(ours)
+        curve = "; ".join(f"{p['budget']:g}: {cell(p)}" for p in autos) or "-"
+        peers = [peer.get("points", {}).get(n) for n in ("peer-default", "peer-per-channel")]
+        loads = [p for p in peers if p and p.get("status") == "ok"]
+        pred = "; ".join(cell(p) for p in peers) if loads else "does not load"
+        i8 = pts.get("int8")
+        dom_int8 = "yes" if i8 and i8.get("status") == "ok" and _beaten(i8, autos) else "no"
+        raw_peers = [p for p in _ok(peer.get("points", {})) if p["raw_ratio"] < 0.95]
+        dom_peer = f"{sum(_beaten(p, autos) for p in raw_peers)} of {len(raw_peers)}" if raw_peers else "n/a"
+        swept = "agreement" if ours.get("param") == "budget_agreement" else "rel-L2"
+        lines.append(f"| {key} | {swept} | {cell(i8)} | {cell(pts.get('int8-gptq'))} | {curve} | {pred} | "
+                     f"{dom_int8} / {dom_peer} |")
+    return lines
 
 
 def plot() -> None:

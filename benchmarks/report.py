@@ -250,6 +250,7 @@ def write_report(all_rows: dict[str, dict[str, Any]], args: argparse.Namespace, 
         lines.append("")
         if orig:
             summary += _summary_lines(model, rs, orig, primary, hib)
+    lines += curves_section()
     lines += ["## Where our methods lose to a peer", ""]
     lines += summary or ["(none found among measured rows)"]
     lines.append("")
@@ -418,3 +419,45 @@ def _plot(by_model: dict[str, list[dict[str, Any]]], png: Path) -> None:
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png, dpi=110)
     plt.close(fig)
+
+
+CURVES_BEGIN = "<!-- curves: written from CURVES.md by benchmarks/curves.py and run.py; do not edit -->"
+CURVES_END = "<!-- /curves -->"
+
+
+def curves_section() -> list[str]:
+    """The ``auto`` size-vs-agreement summary of ``CURVES.md`` (its own run, engine and commands)."""
+    src = BENCH_DIR / "CURVES.md"
+    if not src.exists():
+        return []
+    text = src.read_text()
+    start = text.find("## Summary table")
+    if start < 0:
+        return []
+    end = text.find("\n## ", start + 1)
+    body = text[start:end if end >= 0 else len(text)].splitlines()[1:]
+    return [CURVES_BEGIN, "## `auto`: size vs agreement, budget swept (from `CURVES.md`)", "",
+            "Curves against `int8` and the predecessor for every corpus model, from "
+            "`python -m benchmarks.curves` (calibration inputs disjoint from the test data; plot "
+            "`curves.png`, per-point tables and verdicts in `CURVES.md`). The `ours auto` rows in the "
+            "model sections above are `run.py`'s: default budgets on generated or one real input.",
+            *body, CURVES_END, ""]
+
+
+def splice_curves(md_path: Path) -> None:
+    """Replace (or insert) the curves section of an existing RESULTS.md without rerunning its rows."""
+    if not md_path.exists():
+        return
+    text = md_path.read_text()
+    block = "\n".join(curves_section())
+    if not block:
+        return
+    if CURVES_BEGIN in text and CURVES_END in text:
+        a = text.index(CURVES_BEGIN)
+        b = text.index(CURVES_END) + len(CURVES_END) + 1
+        text = text[:a] + block + text[b:]
+    else:
+        at = text.find("## Where our methods lose to a peer")
+        at = at if at >= 0 else len(text)
+        text = text[:at] + block + "\n" + text[at:]
+    md_path.write_text(text)

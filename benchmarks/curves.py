@@ -64,7 +64,7 @@ MODELS = ["ppocrv6_rec", "ppocrv4_rec", "silero_vad", "ppocrv6_det", "ppocrv4_de
           "nudenet", "nakdimon"]
 MIN_ELEMENTS = {"ppocrv4_rec": 4096}  # AUTO.md: at 16384, 7.5% of this file stays float32 whatever we do
 DEFAULT_MIN_ELEMENTS = 16384
-AGREEMENT_BUDGETS = (0.95, 0.98, 0.99, 0.995, 0.998, 0.999)
+AGREEMENT_BUDGETS = (0.95, 0.98, 0.99, 0.995, 0.998, 0.999, 0.9995, 0.9999)
 REL_L2_BUDGETS = (0.05, 0.02, 0.01, 0.005, 0.0025)
 PEER_LEVELS = (16, 64, 256, 1024, 4096)
 PEER_VARIANTS: list[tuple[str, tuple[str, ...]]] = [

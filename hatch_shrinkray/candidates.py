@@ -29,7 +29,7 @@ MIN_ROWS_PER_FEATURE = 2
 @dataclass(frozen=True)
 class Candidate:
     kind: str
-    """``int4`` | ``int8`` | ``int16`` | ``fp16`` | ``fp32``."""
+    """``int4-block`` | ``int4`` | ``int6`` | ``int8`` | ``int10`` | ``int12`` | ``int16`` | ``fp16`` | ``fp32``."""
     label: str
     stored_bytes: int
     decoded: npt.NDArray[Any]
@@ -39,6 +39,11 @@ class Candidate:
     """Estimated output error energy on the calibration data (``dW H dW^T``; plain ``|dW|^2``
     without calibration moments)."""
     note: str = ""
+
+    @property
+    def bits(self) -> int:
+        """Bits per value of the encoding (the rung of the ladder it stands on)."""
+        return int("".join(ch for ch in self.kind.split("-")[0] if ch.isdigit()))
 
 
 def error_energy(w: npt.NDArray[Any], decoded: npt.NDArray[Any], moments: npt.NDArray[np.float64] | None,

@@ -95,6 +95,27 @@ def search(table: Sequence[Sequence[Option]], evaluate: Callable[[tuple[int, ...
     return Found(chain[hi], seen[hi], lam_of[hi], len(seen))
 
 
+def try_uniform(table: Sequence[Sequence[Option]], found: Found, seeds: Sequence[tuple[int, ...]],
+                evaluate: Callable[[tuple[int, ...]], Deviation], within: Callable[[Deviation], bool]) -> Found:
+    """The smallest of ``seeds`` (e.g. every weight at int8) that is smaller than ``found`` and within
+    the budget, else ``found``. One multiplier trades every weight's bytes against the *estimated*
+    energy; where the estimate is off, the chain can end larger than a plain uniform assignment
+    that the real model tolerates, and a few runs rule that out."""
+    def size(choice: tuple[int, ...]) -> int:
+        return sum(table[i][c].stored_bytes for i, c in enumerate(choice))
+
+    limit = size(found.choice) if within(found.deviation) else math.inf
+    evals = 0
+    for choice in sorted(set(seeds), key=lambda c: (size(c), c)):
+        if size(choice) >= limit:
+            break
+        dev = evaluate(choice)
+        evals += 1
+        if within(dev):
+            return Found(choice, dev, found.lam, found.evaluations + evals)
+    return Found(found.choice, found.deviation, found.lam, found.evaluations + evals)
+
+
 def refine(table: Sequence[Sequence[Option]], found: Found, evaluate: Callable[[tuple[int, ...]], Deviation],
            within: Callable[[Deviation], bool], max_evals: int) -> Found:
     """Greedy clean-up after the bisection: try moving single weights one step smaller, biggest

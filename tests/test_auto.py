@@ -15,7 +15,7 @@ from hatch_shrinkray.calib import Layout, Moments, patches
 from hatch_shrinkray.candidates import int4_block
 from hatch_shrinkray.gptq import output_error, round_rows
 from hatch_shrinkray.options import option_errors
-from hatch_shrinkray.search import Option, search
+from hatch_shrinkray.search import Option, search, try_uniform
 
 from onnx_builders import init, model, save, vi, weight
 
@@ -164,6 +164,28 @@ def test_search_is_monotone_chain_bisection() -> None:
     found = search(table, evaluate, lambda d: d.energy <= 1.5)  # type: ignore[arg-type,attr-defined]
     assert found.choice == (1, 0)
     assert len(calls) <= 3
+
+
+def test_uniform_assignment_wins_where_the_energy_estimate_misleads() -> None:
+    """Estimated energies say weight 0 must stay large; the real model (``real``) tolerates every
+    weight at its middle rung (40 bytes), smaller than where the chain stops: try_uniform finds it."""
+    from hatch_shrinkray.budget import Deviation
+
+    table = [[Option(10, 9.0), Option(20, 5.0), Option(40, 0.0)], [Option(10, 0.5), Option(20, 0.1), Option(40, 0.0)]]
+    real = {(0, 0): 9.0, (1, 1): 0.8}
+
+    def evaluate(choice: tuple[int, ...]) -> Deviation:
+        e = real.get(choice, sum(table[i][c].energy for i, c in enumerate(choice)))
+        return Deviation(e, 1.0, 1.0, e, 0.0)
+
+    def ok(d: Deviation) -> bool:
+        return d.energy <= 1.0
+
+    found = search(table, evaluate, ok)
+    assert found.choice == (2, 0)  # 50 bytes: the chain (0,0) (1,0) (2,0) (2,1) (2,2) never holds (1, 1)
+    better = try_uniform(table, found, [(0, 0), (1, 1), (2, 2)], evaluate, ok)
+    assert better.choice == (1, 1) and better.evaluations == found.evaluations + 2
+    assert try_uniform(table, better, [(0, 0), (2, 2)], evaluate, ok).choice == (1, 1)  # never larger
 
 
 @pytest.mark.parametrize(("field", "value"), [("budget_rel_l2", -1.0), ("budget_cosine", 2.0),

@@ -37,7 +37,7 @@ from hatch_shrinkray.probe import Probe, site_key, weights_as_inputs
 from hatch_shrinkray.quant import NotEncodable
 from hatch_shrinkray.result import TensorRecord
 from hatch_shrinkray.rewrite import encode_weights, record, skip_reason
-from hatch_shrinkray.search import Option, refine, search
+from hatch_shrinkray.search import Option, refine, search, try_uniform
 
 FLOAT32 = 1
 LOG = logging.getLogger("hatch_shrinkray.auto")
@@ -128,6 +128,7 @@ class Auto:
         table = [[Option(c.stored_bytes, d.load(options)) for c, d in zip(w.candidates, w.deviations, strict=True)]
                  for w in weights]
         found = search(table, evaluate, lambda d: d.within(options))
+        found = try_uniform(table, found, _uniform(weights), evaluate, lambda d: d.within(options))
         found = refine(table, found, evaluate, lambda d: d.within(options), MAX_REFINE)
         LOG.info("auto: search done (%d runs): %s", probe.runs - runs, found.deviation.text())
         if not found.deviation.within(options):
@@ -175,6 +176,14 @@ class Auto:
         cands = [c for c in cands if c.stored_bytes < w.nbytes]
         cands.append(fp32(w))
         return Weight(site, ctx, lay, cands, [ZERO] * len(cands), [False] * len(cands))
+
+
+def _uniform(weights: list[Weight]) -> list[tuple[int, ...]]:
+    """Per rung of the ladder (4, 6, 8, ... bits): every weight at its smallest candidate of at
+    least that many bits (its last, float32, where none)."""
+    rungs = sorted({c.bits for w in weights for c in w.candidates})
+    return [tuple(next((j for j, c in enumerate(w.candidates) if c.bits >= b), len(w.candidates) - 1)
+                  for w in weights) for b in rungs]
 
 
 def _feeds(model: ModelProto, vopts: VerifyOptions) -> list[dict[str, npt.NDArray[Any]]]:

@@ -440,7 +440,8 @@ def curves_section() -> list[str]:
             "Curves against `int8` and the predecessor for every corpus model, from "
             "`python -m benchmarks.curves` (calibration inputs disjoint from the test data; plot "
             "`curves.png`, per-point tables and verdicts in `CURVES.md`). The `ours auto` rows in the "
-            "model sections above are `run.py`'s: default budgets on generated or one real input.",
+            "model sections above are `run.py`'s (default budgets on generated or one real input) and may come "
+            "from an earlier engine (see \"Our engine\" at the top).",
             *body, CURVES_END, ""]
 
 

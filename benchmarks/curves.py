@@ -174,11 +174,8 @@ def decision_outputs(src: Path, calib: Path) -> list[str]:
     return found
 
 
-Sweep = tuple[str, str, tuple[float, ...]]  # (variant prefix, budget parameter, budgets)
-
-
-def ours_points(key: str, src: Path, calib: Path, *, min_elements: int, sweeps: list[Sweep], todo: set[str],
-                out_dir: Path) -> list[dict[str, Any]]:
+def ours_points(key: str, src: Path, calib: Path, *, min_elements: int, param: str, budgets: tuple[float, ...],
+                todo: set[str], out_dir: Path) -> list[dict[str, Any]]:
     """Shrink the ``todo`` variants of ours; rows carry ``path``. auto_bench.variants' recipe."""
     import onnx
 
@@ -219,13 +216,12 @@ def ours_points(key: str, src: Path, calib: Path, *, min_elements: int, sweeps: 
         onnx.save(m, str(dst))
         rows.append({"variant": "int8-gptq", "path": dst, "seconds": analyse_s, "analysis_s": analyse_s,
                      "encodings": _kinds(recs)})
-    for prefix, param, budgets in sweeps:
-        rows += _sweep(auto, model, analysis, opts, prefix=prefix, param=param, budgets=budgets, todo=todo,
-                       dst=out_dir / f"{prefix.replace(' ', '_')}_{param}", analyse_s=analyse_s)
+    rows += _sweep(auto, model, analysis, opts, param=param, budgets=budgets, todo=todo,
+                   dst=out_dir / f"auto_{param}", analyse_s=analyse_s)
     return rows
 
 
-def _sweep(auto: Any, model: Any, analysis: Any, opts: Any, *, prefix: str, param: str,
+def _sweep(auto: Any, model: Any, analysis: Any, opts: Any, *, param: str,
            budgets: tuple[float, ...], todo: set[str], dst: Path, analyse_s: float) -> list[dict[str, Any]]:
     """``Auto().finish`` per budget of ``param`` (the other budget loose: rel-L2 at verification's
     limit 0.1 / agreement off)."""
@@ -234,7 +230,7 @@ def _sweep(auto: Any, model: Any, analysis: Any, opts: Any, *, prefix: str, para
     loose = {"budget_rel_l2": 0.1} if param == "budget_agreement" else {"budget_agreement": 0.0}
     rows: list[dict[str, Any]] = []
     for b in budgets:
-        name = f"{prefix} {b:g}"
+        name = f"auto {b:g}"
         if name not in todo:
             continue
         m = copy.deepcopy(model)
@@ -242,12 +238,12 @@ def _sweep(auto: Any, model: Any, analysis: Any, opts: Any, *, prefix: str, para
         try:
             recs = auto.finish(m, analysis, replace(opts, **loose, **{param: b}))
         except Exception as exc:  # e.g. the budget is missed even by the original weights
-            rows.append({"variant": name, "path": None, "status": "shrink failed", "budget": b, "sweep": prefix,
-                         "param": param, "error": " ".join(str(exc).split())[:300], "seconds": analyse_s})
+            rows.append({"variant": name, "path": None, "status": "shrink failed", "budget": b, "param": param,
+                         "error": " ".join(str(exc).split())[:300], "seconds": analyse_s})
             continue
         path = Path(f"{dst}_{b:g}_{opts.min_elements}.onnx")
         onnx.save(m, str(path))
-        rows.append({"variant": name, "path": path, "budget": b, "sweep": prefix, "param": param,
+        rows.append({"variant": name, "path": path, "budget": b, "param": param,
                      "seconds": analyse_s + time.perf_counter() - t0,
                      "analysis_s": analyse_s, "encodings": _kinds(recs),
                      "note": recs[0].note[-200:] if recs else ""})
@@ -356,13 +352,13 @@ def run_model(key: str, sizes: SizeCache, force: bool = False) -> None:
                 "decision_outputs": decides, "param": param, "points": {}}
     param = ours["param"]
     budgets = AGREEMENT_BUDGETS if param == "budget_agreement" else REL_L2_BUDGETS
-    sweeps = [("auto", param, budgets)]
-    wanted = ["int8", "fp16", "int8-gptq", *[f"{pre} {b:g}" for pre, _, bs in sweeps for b in bs]]
+    wanted = ["int8", "fp16", "int8-gptq", *[f"auto {b:g}" for b in budgets]]
     todo = {v for v in wanted if v not in ours["points"]}
     if todo:
         LOG.info("%s: ours %s (engine %s, %s, min-elements %d)", key, sorted(todo), engine_sha()[:12], param, me)
         out_dir = CURVES / engine_sha()[:12] / key
-        for row in ours_points(key, src, calib, min_elements=me, sweeps=sweeps, todo=todo, out_dir=out_dir):
+        for row in ours_points(key, src, calib, min_elements=me, param=param, budgets=budgets, todo=todo,
+                               out_dir=out_dir):
             path = row.pop("path")
             if path is not None:
                 row.update(sizes_of(path, src, sizes))
@@ -479,9 +475,8 @@ def _ok(points: dict[str, Any]) -> list[dict[str, Any]]:
     return [p for p in points.values() if p.get("status") == "ok"]
 
 
-def _autos(ours: dict[str, Any], sweep: str = "auto") -> list[dict[str, Any]]:
-    pts = [p for p in _ok(ours.get("points", {}))
-           if p["variant"].startswith("auto") and p.get("sweep", "auto") == sweep]
+def _autos(ours: dict[str, Any]) -> list[dict[str, Any]]:
+    pts = [p for p in _ok(ours.get("points", {})) if p["variant"].startswith("auto")]
     return sorted(pts, key=lambda p: p["budget"] if p.get("param", ours.get("param")) == "budget_agreement"
                   else -p["budget"])
 
@@ -500,13 +495,13 @@ SHORT = {"int8": "int8", "int8-gptq": "int8-gptq", "fp16": "fp16", "peer-default
          "peer-per-channel": "pred. per-channel", **{f"peer-float{n}": f"pred. float{n}" for n in PEER_LEVELS}}
 
 
-def dominance(key: str, ours: dict[str, Any], peer: dict[str, Any], sweep: str = "auto") -> list[str]:
+def dominance(key: str, ours: dict[str, Any], peer: dict[str, Any]) -> list[str]:
     """Per size basis (raw, gzip-9): which reference points (int8, int8-gptq, fp16, each predecessor point)
     a point of ``auto``'s curve dominates (no larger size, no lower agreement), and for the others the
     closest ``auto`` points."""
-    autos = _autos(ours, sweep)
+    autos = _autos(ours)
     if not autos:
-        return [f"no `{sweep}` point yet"]
+        return ["no `auto` point yet"]
     refs = [p for p in _ok(ours.get("points", {})) if p["variant"] in ("int8", "int8-gptq", "fp16")]
     refs += _ok(peer.get("points", {}))
     lines = []
@@ -515,7 +510,7 @@ def dominance(key: str, ours: dict[str, Any], peer: dict[str, Any], sweep: str =
         for r in refs:
             name = SHORT.get(r["variant"], r["variant"])
             here = f"{name} ({_pct(r[basis])}, {_agree(r['agreement'])})"
-            dom = [a for a in autos if a[basis] <= r[basis] + SIZE_TOL and a["agreement"] >= r["agreement"]]
+            dom = _dominating(r, autos, basis)
             if dom:
                 a = min(dom, key=lambda a: a[basis])
                 won.append(f"{here} by {a['variant']} ({_pct(a[basis])}, {_agree(a['agreement'])})")
@@ -538,8 +533,6 @@ def dominance(key: str, ours: dict[str, Any], peer: dict[str, Any], sweep: str =
             lines.append(f"{label}: dominates " + "; ".join(won))
         if lost:
             lines.append(f"{label}: **does not dominate** " + "; ".join(lost))
-    if sweep != "auto":
-        return [f"`{sweep}` sweep, {line}" for line in lines]
     bad = [p for p in peer.get("points", {}).values() if p.get("status") != "ok"]
     if bad:
         lines.append("predecessor points that do not load / fail: "
@@ -552,9 +545,9 @@ def cell(p: dict[str, Any] | None) -> str:
     return "-" if not p or p.get("status") != "ok" else f"{_pct(p['raw_ratio'])} / {_agree(p['agreement'])}"
 
 
-def _beaten(r: dict[str, Any], autos: list[dict[str, Any]]) -> bool:
-    """Some ``auto`` point is no larger (raw) and agrees no less."""
-    return any(a["raw_ratio"] <= r["raw_ratio"] + SIZE_TOL and a["agreement"] >= r["agreement"] for a in autos)
+def _dominating(r: dict[str, Any], autos: list[dict[str, Any]], basis: str = "raw_ratio") -> list[dict[str, Any]]:
+    """The ``auto`` points no larger than ``r`` on ``basis`` (within SIZE_TOL) that agree no less."""
+    return [a for a in autos if a[basis] <= r[basis] + SIZE_TOL and a["agreement"] >= r["agreement"]]
 
 
 def _row(p: dict[str, Any], ours_param: str = "") -> str:
@@ -707,9 +700,9 @@ def summary_table() -> list[str]:
         loads = [p for p in peers if p and p.get("status") == "ok"]
         pred = "; ".join(cell(p) for p in peers) if loads else "does not load"
         i8 = pts.get("int8")
-        dom_int8 = "yes" if i8 and i8.get("status") == "ok" and _beaten(i8, autos) else "no"
+        dom_int8 = "yes" if i8 and i8.get("status") == "ok" and _dominating(i8, autos) else "no"
         raw_peers = [p for p in _ok(peer.get("points", {})) if p["raw_ratio"] < 0.95]
-        dom_peer = f"{sum(_beaten(p, autos) for p in raw_peers)} of {len(raw_peers)}" if raw_peers else "n/a"
+        dom_peer = f"{sum(bool(_dominating(p, autos)) for p in raw_peers)} of {len(raw_peers)}" if raw_peers else "n/a"
         swept = "agreement" if ours.get("param") == "budget_agreement" else "rel-L2"
         lines.append(f"| {key} | {swept} | {cell(i8)} | {cell(pts.get('int8-gptq'))} | {curve} | {pred} | "
                      f"{dom_int8} / {dom_peer} |")

@@ -94,7 +94,7 @@ def variants(src: Path, dst_dir: Path, calib: Path, budgets: list[float], *, par
     import onnx
 
     from hatch_shrinkray import ShrinkOptions, VerifyOptions, shrink
-    from hatch_shrinkray.methods.auto import Auto
+    from hatch_shrinkray.auto.method import Auto
     from hatch_shrinkray.methods.dedup import Dedup
 
     out: list[dict[str, Any]] = []

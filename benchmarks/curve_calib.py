@@ -1,7 +1,7 @@
 """Calibration inputs for ``auto`` in ``benchmarks/curves.py``: the ``.npz`` a user would pass as
 ``VerifyOptions(inputs=...)``, built from real-looking data that is disjoint from each task's test data.
 
-Every array has a leading sample axis (``hatch_shrinkray.inputs.load_npz``: when every array has one
+Every array has a leading sample axis (``hatch_shrinkray.verification.inputs.load_npz``: when every array has one
 more dimension than its input, the first axis enumerates samples), so all samples of one ``.npz``
 share a shape: variable-length inputs are padded the way the model's own callers pad.
 

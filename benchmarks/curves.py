@@ -157,9 +157,9 @@ def _kinds(recs: Any) -> dict[str, int]:
 def decision_outputs(src: Path, calib: Path) -> list[str]:
     """Outputs for which the engine's budget measures decisions (``budget.deviation``: top-1 of class
     scores, else ``> 0.5`` of a probability) on the calibration inputs."""
-    from hatch_shrinkray.budget import _decisions
-    from hatch_shrinkray.inputs import load_npz, specs_of
-    from hatch_shrinkray.verification import _top1
+    from hatch_shrinkray.auto.budget import _decisions
+    from hatch_shrinkray.verification.inputs import load_npz, specs_of
+    from hatch_shrinkray.verification.runner import _top1
 
     sess, err = try_session(src, threads=2)
     assert sess is not None, err
@@ -181,7 +181,7 @@ def ours_points(key: str, src: Path, calib: Path, *, min_elements: int, param: s
 
     import hatch_shrinkray
     from hatch_shrinkray import ShrinkOptions, VerifyOptions, shrink
-    from hatch_shrinkray.methods.auto import Auto
+    from hatch_shrinkray.auto.method import Auto
     from hatch_shrinkray.methods.dedup import Dedup
 
     if ENGINE_DIR is not None:

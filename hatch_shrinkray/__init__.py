@@ -13,7 +13,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "shrink": "hatch_shrinkray.engine",
-    "verify": "hatch_shrinkray.verification",
+    "verify": "hatch_shrinkray.verification.runner",
     "AlreadyQuantizedError": "hatch_shrinkray.errors",
     "ShrinkrayError": "hatch_shrinkray.errors",
     "VerificationError": "hatch_shrinkray.errors",
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from hatch_shrinkray.errors import AlreadyQuantizedError, ShrinkrayError, VerificationError
     from hatch_shrinkray.options import ShrinkOptions, VerifyOptions
     from hatch_shrinkray.result import ShrinkResult, TensorRecord, VerifyResult
-    from hatch_shrinkray.verification import verify
+    from hatch_shrinkray.verification.runner import verify
 
 
 def __getattr__(name: str) -> Any:

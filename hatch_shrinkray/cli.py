@@ -176,7 +176,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
 
 
 def _data_files(model: Path) -> list[Path]:
-    from hatch_shrinkray.modelio import load_model
+    from hatch_shrinkray.onnxgraph.modelio import load_model
 
     return list(load_model(model).data_files)
 
@@ -184,7 +184,7 @@ def _data_files(model: Path) -> list[Path]:
 def cmd_info(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from hatch_shrinkray.inspect_model import model_info
+    from hatch_shrinkray.onnxgraph.inspect_model import model_info
 
     info = model_info(args.model)
     if args.json:
@@ -196,7 +196,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from hatch_shrinkray.report import compressed_sizes, table
-    from hatch_shrinkray.verification import verify
+    from hatch_shrinkray.verification.runner import verify
 
     result = verify(args.original, args.shrunk, _verify_options(args))
     a = compressed_sizes([args.original, *_data_files(args.original)])

@@ -14,12 +14,12 @@ import onnx
 from onnx import ModelProto
 
 from hatch_shrinkray.errors import AlreadyQuantizedError, ShrinkrayError, VerificationError, one_line
-from hatch_shrinkray.graph import find_sites, scopes
-from hatch_shrinkray.methods import METHODS, Dedup
-from hatch_shrinkray.modelio import Loaded, Staged, fits_one_file, load_model
+from hatch_shrinkray.onnxgraph.graph import find_sites, scopes
+from hatch_shrinkray.onnxgraph.modelio import Loaded, Staged, fits_one_file, load_model
 from hatch_shrinkray.options import ShrinkOptions, option_errors
+from hatch_shrinkray.registry import METHODS, Dedup
 from hatch_shrinkray.result import ShrinkResult, TensorRecord, VerifyResult
-from hatch_shrinkray.verification import reference_outputs, verify_against
+from hatch_shrinkray.verification.runner import reference_outputs, verify_against
 
 QUANTIZED_OPS = {"DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
                  "ConvInteger", "QLinearConv", "QLinearMatMul", "MatMulNBits", "GatherBlockQuantized",

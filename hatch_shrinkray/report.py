@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from hatch_shrinkray.result import ShrinkResult, render_table
+from hatch_shrinkray.result import ShrinkResult, human, render_table
 
 BROTLI_QUALITY = 9  # q11 is 20-45x slower for < 1% on weight data (see the encodings note)
 ZSTD_LEVEL = 19
@@ -37,14 +37,6 @@ def compressed_sizes(paths: Sequence[Path]) -> dict[str, int]:
     for name, fn in _compressors().items():
         sizes[name] = fn(data)
     return sizes
-
-
-def human(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1000
-    return f"{n:.2f} GB"
 
 
 table = render_table

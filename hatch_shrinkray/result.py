@@ -123,6 +123,15 @@ class ShrinkResult:
         }
 
 
+def human(n: float) -> str:
+    """Byte counts for people: ``6.59 MB`` (decimal units, as PyPI and file managers show them)."""
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1000
+    return f"{n:.2f} GB"
+
+
 def render_table(rows: list[list[str]]) -> str:
     """Plain left-aligned columns (build logs are not terminals: no box drawing, no colour)."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

@@ -20,7 +20,7 @@ from pathlib import Path
 from hatchling.builders.sdist import SdistBuilder
 from hatchling.builders.wheel import WheelBuilder
 
-from hatch_shrinkray.manifest import file_sha256
+from hatch_shrinkray.hatch.manifest import file_sha256
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL = "src/toymodel/models/a.onnx"
@@ -135,9 +135,14 @@ def files_under(directory: Path) -> list[str]:
     return sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*") if not p.is_dir())
 
 
-def cli(*args: str, cwd: Path | None = None, drop_dac: bool = False,
-        timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """``python -m hatch_shrinkray ...`` as a user runs it."""
-    return subprocess.run([sys.executable, "-m", "hatch_shrinkray", *args], capture_output=True, text=True,
-                          check=False, timeout=timeout, cwd=cwd,
+CONSOLE_SCRIPT = Path(sys.executable).parent / ("hatch-shrinkray.exe" if os.name == "nt" else "hatch-shrinkray")
+"""The installed console script, beside the interpreter running the tests (the venv's ``bin``)."""
+
+
+def cli(*args: str, cwd: Path | None = None, drop_dac: bool = False, timeout: float = 300,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``hatch-shrinkray ...`` as a user runs it: the installed console script, in a fresh process."""
+    assert CONSOLE_SCRIPT.is_file(), f"{CONSOLE_SCRIPT} is missing: install the project (pip install -e .)"
+    return subprocess.run([str(CONSOLE_SCRIPT), *args], capture_output=True, text=True,
+                          check=False, timeout=timeout, cwd=cwd, env=env,
                           preexec_fn=drop_dac_in_child if drop_dac else None)

@@ -10,12 +10,12 @@ import pytest
 from onnx import helper
 
 from hatch_shrinkray import ShrinkOptions, VerifyOptions, shrink
-from hatch_shrinkray.budget import deviation
-from hatch_shrinkray.calib import Layout, Moments, patches
-from hatch_shrinkray.candidates import int4_block
-from hatch_shrinkray.gptq import output_error, round_rows
+from hatch_shrinkray.auto.budget import deviation
+from hatch_shrinkray.auto.calib import Layout, Moments, patches
+from hatch_shrinkray.auto.candidates import int4_block
+from hatch_shrinkray.auto.search import Option, search, try_uniform
+from hatch_shrinkray.numerics.gptq import output_error, round_rows
 from hatch_shrinkray.options import option_errors
-from hatch_shrinkray.search import Option, search, try_uniform
 
 from onnx_builders import init, model, save, vi, weight
 
@@ -86,7 +86,7 @@ def test_looser_budget_never_larger(tmp_path: Path) -> None:
     import copy
     from dataclasses import replace
 
-    from hatch_shrinkray.methods.auto import Auto
+    from hatch_shrinkray.auto.method import Auto
 
     m = sensitive_mlp()
     opts = ShrinkOptions(method="auto", verify=VerifyOptions(inputs=calib(tmp_path)), budget_cosine=0.0,
@@ -156,7 +156,7 @@ def test_search_is_monotone_chain_bisection() -> None:
 
     def evaluate(choice: tuple[int, ...]) -> object:
         calls.append(choice)
-        from hatch_shrinkray.budget import Deviation
+        from hatch_shrinkray.auto.budget import Deviation
 
         e = sum(table[i][c].energy for i, c in enumerate(choice))
         return Deviation(e, 1.0, 1.0, e, 0.0)
@@ -169,7 +169,7 @@ def test_search_is_monotone_chain_bisection() -> None:
 def test_uniform_assignment_wins_where_the_energy_estimate_misleads() -> None:
     """Estimated energies say weight 0 must stay large; the real model (``real``) tolerates every
     weight at its middle rung (40 bytes), smaller than where the chain stops: try_uniform finds it."""
-    from hatch_shrinkray.budget import Deviation
+    from hatch_shrinkray.auto.budget import Deviation
 
     table = [[Option(10, 9.0), Option(20, 5.0), Option(40, 0.0)], [Option(10, 0.5), Option(20, 0.1), Option(40, 0.0)]]
     real = {(0, 0): 9.0, (1, 1): 0.8}
@@ -250,7 +250,7 @@ def test_subgraph_weights_and_unexercised_branch(tmp_path: Path) -> None:
 
 
 def test_run_budget_bounds_the_analysis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hatch_shrinkray.methods import auto
+    from hatch_shrinkray.auto import method as auto
 
     monkeypatch.setattr(auto, "MAX_EVALS", 1)
     src = save(sensitive_mlp(), tmp_path / "m.onnx")

@@ -1,4 +1,6 @@
-"""The command-line tool, run as users run it (a subprocess), plus main() in-process for speed."""
+"""The command-line tool as users run it: the installed ``hatch-shrinkray`` console script, each
+call a fresh process (an in-process ``main()`` after other imports once hid a circular import that
+broke ``info`` for every user)."""
 
 from __future__ import annotations
 
@@ -8,16 +10,9 @@ import sys
 from pathlib import Path
 
 import onnx
-import pytest
 
-from hatch_shrinkray.cli import main
-
+from hardening import cli
 from onnx_builders import mlp, save
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "hatch_shrinkray", *args], capture_output=True, text=True,
-                          check=False, timeout=300)
 
 
 def test_shrink_writes_verified_outputs_and_reports(tmp_path: Path) -> None:
@@ -31,15 +26,16 @@ def test_shrink_writes_verified_outputs_and_reports(tmp_path: Path) -> None:
     assert report[0]["sizes"]["shrunk"]["raw"] < report[0]["sizes"]["original"]["raw"] / 3
 
 
-def test_refuses_to_overwrite_without_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
     a = save(mlp(), tmp_path / "a.onnx")
     out = tmp_path / "out"
-    assert main(["shrink", str(a), "-o", str(out)]) == 0
+    assert cli("shrink", str(a), "-o", str(out)).returncode == 0
     before = (out / "a.onnx").read_bytes()
-    assert main(["shrink", str(a), "-o", str(out)]) == 1
-    assert "exists (use --force to overwrite)" in capsys.readouterr().err
+    again = cli("shrink", str(a), "-o", str(out))
+    assert again.returncode == 1
+    assert "exists (use --force to overwrite)" in again.stderr
     assert (out / "a.onnx").read_bytes() == before
-    assert main(["shrink", str(a), "-o", str(out), "--force"]) == 0
+    assert cli("shrink", str(a), "-o", str(out), "--force").returncode == 0
 
 
 def test_a_bad_file_is_reported_and_the_others_still_processed(tmp_path: Path) -> None:
@@ -54,37 +50,49 @@ def test_a_bad_file_is_reported_and_the_others_still_processed(tmp_path: Path) -
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["good.onnx"]
 
 
-def test_never_overwrites_the_source(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_never_overwrites_the_source(tmp_path: Path) -> None:
     a = save(mlp(), tmp_path / "a.onnx")
     before = a.read_bytes()
-    assert main(["shrink", str(a), "-o", str(tmp_path), "--force"]) == 1
-    assert "would overwrite the source" in capsys.readouterr().err
+    proc = cli("shrink", str(a), "-o", str(tmp_path), "--force")
+    assert proc.returncode == 1
+    assert "would overwrite the source" in proc.stderr
     assert a.read_bytes() == before
 
 
-def test_info_lists_weights_and_their_share(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_info_lists_weights_and_their_share(tmp_path: Path) -> None:
     a = save(mlp(512, 512), tmp_path / "a.onnx")
-    assert main(["info", str(a)]) == 0
-    out = capsys.readouterr().out
-    assert "of the file" in out and "W1" in out and "axis 1 (MatMul)" in out
+    proc = cli("info", str(a))
+    assert proc.returncode == 0, proc.stderr
+    assert "of the file" in proc.stdout and "W1" in proc.stdout and "axis 1 (MatMul)" in proc.stdout
+    as_json = cli("info", str(a), "--json")
+    assert json.loads(as_json.stdout)["weight_bytes"] > 0
 
 
-def test_compare_passes_and_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_compare_passes_and_fails(tmp_path: Path) -> None:
     a = save(mlp(512, 512), tmp_path / "a.onnx")
-    assert main(["shrink", str(a), "-o", str(tmp_path / "o")]) == 0
-    assert main(["compare", str(a), str(tmp_path / "o" / "a.onnx")]) == 0
-    assert main(["compare", str(a), str(tmp_path / "o" / "a.onnx"), "--max-rel-l2", "1e-9"]) == 1
-    assert "differs too much" in capsys.readouterr().err
+    assert cli("shrink", str(a), "-o", str(tmp_path / "o")).returncode == 0
+    ok = cli("compare", str(a), str(tmp_path / "o" / "a.onnx"))
+    assert ok.returncode == 0, ok.stderr
+    strict = cli("compare", str(a), str(tmp_path / "o" / "a.onnx"), "--max-rel-l2", "1e-9")
+    assert strict.returncode == 1
+    assert "differs too much" in strict.stderr
 
 
-def test_bad_options_are_listed_together(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_options_are_listed_together(tmp_path: Path) -> None:
     a = save(mlp(), tmp_path / "a.onnx")
-    assert main(["shrink", str(a), "-o", str(tmp_path / "o"), "--method", "int3", "--levels", "1"]) == 1
-    err = capsys.readouterr().err
-    assert "--method must be one of" in err and "--levels must be an integer from 2 to 65536" in err
+    proc = cli("shrink", str(a), "-o", str(tmp_path / "o"), "--method", "int3", "--levels", "1")
+    assert proc.returncode == 1
+    assert "--method must be one of" in proc.stderr and "--levels must be an integer from 2 to 65536" in proc.stderr
 
 
 def test_verbose_shows_the_traceback(tmp_path: Path) -> None:
     proc = cli("-v", "shrink", str(tmp_path / "missing.onnx"), "-o", str(tmp_path / "o"))
     assert proc.returncode == 1
     assert "Traceback" in proc.stderr and "no such file" in proc.stderr
+
+
+def test_python_dash_m_is_the_same_tool() -> None:
+    proc = subprocess.run([sys.executable, "-m", "hatch_shrinkray", "--help"], capture_output=True, text=True,
+                          check=False, timeout=60)
+    assert proc.returncode == 0
+    assert all(command in proc.stdout for command in ("info", "shrink", "compare"))

@@ -8,8 +8,15 @@ from typing import Any
 
 import pytest
 
-from hatch_shrinkray.config import ENGINE_KEYS, ConfigurationError, HookConfig, ModelEntry, hook_table, load_config
 from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.hatch.config import (
+    ENGINE_KEYS,
+    ConfigurationError,
+    HookConfig,
+    ModelEntry,
+    hook_table,
+    load_config,
+)
 from hatch_shrinkray.options import METHODS, ShrinkOptions, VerifyOptions
 
 T = "tool.hatch.build.hooks.shrinkray"

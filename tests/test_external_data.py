@@ -19,7 +19,7 @@ import pytest
 from hardening import MODEL, MODELS_DIR, build, cli, files_under, sha256_file, tree_digest, write_project
 from onnx import TensorProto
 
-import hatch_shrinkray.modelio
+import hatch_shrinkray.onnxgraph.modelio
 from hatch_shrinkray import ShrinkOptions, shrink
 
 from onnx_builders import mlp, run
@@ -80,7 +80,7 @@ def test_external_inputs_are_read_and_the_output_is_one_file(layout: str, tmp_pa
 @pytest.fixture
 def small_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make a 270 KB output count as 'over 2 GB' (the real crossing is in test_big_model.py)."""
-    monkeypatch.setattr(hatch_shrinkray.modelio, "SINGLE_FILE_LIMIT", 64 * 1024)
+    monkeypatch.setattr(hatch_shrinkray.onnxgraph.modelio, "SINGLE_FILE_LIMIT", 64 * 1024)
 
 
 def test_output_over_the_limit_gets_a_deterministic_data_file(tmp_path: Path, small_limit: None) -> None:

@@ -190,7 +190,7 @@ def test_exclusions_by_name_glob_and_op(tmp_path: Path) -> None:
 ])
 def test_channel_axis_follows_the_consumer(op: str, shape: tuple[int, ...], attrs: dict[str, int],
                                            index: int, axis: int) -> None:
-    from hatch_shrinkray.axes import choose_axis
+    from hatch_shrinkray.onnxgraph.axes import choose_axis
 
     inputs = ["a", "b", "c"][: index + 1]
     node = helper.make_node(op, inputs, ["o"], **attrs)
@@ -226,7 +226,7 @@ def test_new_names_are_unique_across_subgraphs(tmp_path: Path) -> None:
 
 
 def _defined_names(m: onnx.ModelProto) -> list[str]:
-    from hatch_shrinkray.graph import scopes
+    from hatch_shrinkray.onnxgraph.graph import scopes
 
     names: list[str] = []
     for scope in scopes(m):

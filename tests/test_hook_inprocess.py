@@ -23,8 +23,8 @@ from hatchling.builders.wheel import WheelBuilder
 from onnx import helper
 
 import hatch_shrinkray.engine
-from hatch_shrinkray.manifest import MANIFEST_NAME
-from hatch_shrinkray.plugin import ShrinkrayBuildHook
+from hatch_shrinkray.hatch.manifest import MANIFEST_NAME
+from hatch_shrinkray.hatch.plugin import ShrinkrayBuildHook
 
 from onnx_builders import init, mlp, model, save, vi, weight
 
@@ -345,6 +345,6 @@ def test_other_targets_are_left_alone(project: Path) -> None:
 
 def test_loading_the_hook_does_not_start_onnxruntime() -> None:
     """hatchling imports the hook just to ask for ``dependencies()``; that must stay cheap."""
-    code = "import sys, hatch_shrinkray.hooks; print('onnxruntime' in sys.modules)"
+    code = "import sys, hatch_shrinkray.hatch.hooks; print('onnxruntime' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     assert done.stdout.strip() == "False"

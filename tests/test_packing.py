@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 from onnx import helper
 
 from hatch_shrinkray import ShrinkOptions, VerifyOptions, shrink
-from hatch_shrinkray.methods.base import Decode, EncodeContext
+from hatch_shrinkray.methods.packing import BITS, pack, packed_decode, stored_bytes, unpack
+from hatch_shrinkray.numerics.quant import quantize_symmetric
+from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext
+from hatch_shrinkray.onnxgraph.rewrite import encode_weights
 from hatch_shrinkray.options import ShrinkOptions as Opts
-from hatch_shrinkray.packing import BITS, pack, packed_decode, stored_bytes, unpack
-from hatch_shrinkray.quant import quantize_symmetric
-from hatch_shrinkray.rewrite import encode_weights
 
 from onnx_builders import const, init, model, save, vi, weight
 

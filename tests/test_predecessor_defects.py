@@ -10,9 +10,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from hatch_shrinkray import ShrinkOptions, ShrinkrayError, VerifyOptions, modelio, shrink
-from hatch_shrinkray.cli import main
+from hatch_shrinkray import ShrinkOptions, ShrinkrayError, VerifyOptions, shrink
+from hatch_shrinkray.onnxgraph import modelio
 
+from hardening import cli
 from onnx_builders import const, init, mlp, model, run, save, vi, weight
 from realmodels import ppocr_v4_rec, ppocr_v6_rec, silero_vad
 
@@ -155,16 +156,16 @@ def test_12_one_outlier_does_not_ruin_the_tensor(tmp_path: Path) -> None:
     assert np.linalg.norm((a - b)[:, 1:]) / np.linalg.norm(a[:, 1:]) < 0.01
 
 
-def test_13_corrupt_input_glob_and_overwrite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_13_corrupt_input_glob_and_overwrite(tmp_path: Path) -> None:
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"\x0a\xff\xff\xff")
     good = save(mlp(), tmp_path / "good.onnx")
-    args = ["shrink", str(bad), str(tmp_path / "none*.onnx"), str(good), "-o", str(tmp_path / "o")]
-    assert main(args) == 1
-    err = capsys.readouterr().err
-    assert "not a valid ONNX model" in err and "matches no file" in err and "Traceback" not in err
+    proc = cli("shrink", str(bad), str(tmp_path / "none*.onnx"), str(good), "-o", str(tmp_path / "o"))
+    assert proc.returncode == 1
+    assert "not a valid ONNX model" in proc.stderr and "matches no file" in proc.stderr
+    assert "Traceback" not in proc.stderr
     assert (tmp_path / "o" / "good.onnx").exists()
-    assert main(["shrink", str(good), "-o", str(tmp_path / "o")]) == 1  # no silent overwrite
+    assert cli("shrink", str(good), "-o", str(tmp_path / "o")).returncode == 1  # no silent overwrite
 
 
 @pytest.mark.parametrize("fetch", [ppocr_v4_rec, ppocr_v6_rec])

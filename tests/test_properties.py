@@ -21,11 +21,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from hatch_shrinkray.methods.base import EncodeContext
 from hatch_shrinkray.methods.float_levels import FloatLevelsEncoder
 from hatch_shrinkray.methods.fp16 import Fp16Encoder
+from hatch_shrinkray.numerics.quant import (
+    FLUSH,
+    NotEncodable,
+    channels,
+    find_nonfinite,
+    quantize_affine,
+    quantize_symmetric,
+)
+from hatch_shrinkray.onnxgraph.encoding import EncodeContext
 from hatch_shrinkray.options import ShrinkOptions
-from hatch_shrinkray.quant import FLUSH, NotEncodable, channels, find_nonfinite, quantize_affine, quantize_symmetric
 
 F32 = np.float32
 F32_MAX = float(np.finfo(F32).max)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hatch_shrinkray.quant import FLUSH, NotEncodable, find_nonfinite, quantize_affine, quantize_symmetric
+from hatch_shrinkray.numerics.quant import FLUSH, NotEncodable, find_nonfinite, quantize_affine, quantize_symmetric
 
 from onnx_builders import weight
 

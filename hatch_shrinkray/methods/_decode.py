@@ -8,8 +8,8 @@ import numpy as np
 import numpy.typing as npt
 from onnx import TensorProto, helper
 
-from hatch_shrinkray.methods.base import Decode, DecodeNode
-from hatch_shrinkray.quant import NotEncodable, Quantized
+from hatch_shrinkray.numerics.quant import NotEncodable, Quantized
+from hatch_shrinkray.onnxgraph.encoding import Decode, DecodeNode
 
 WHERE_MIN_OPSET = 9
 

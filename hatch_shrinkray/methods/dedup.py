@@ -13,10 +13,10 @@ from collections import defaultdict
 
 from onnx import ModelProto, NodeProto, TensorProto, helper
 
-from hatch_shrinkray.graph import Names, Scope, Site, find_sites
+from hatch_shrinkray.onnxgraph.graph import Names, Scope, Site, find_sites
+from hatch_shrinkray.onnxgraph.rewrite import record
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import TensorRecord
-from hatch_shrinkray.rewrite import record
 
 MIN_BYTES = 1024
 

@@ -13,10 +13,10 @@ import onnx
 from onnx import ModelProto
 
 from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.graph import FLOAT_TYPES, find_sites
+from hatch_shrinkray.onnxgraph.graph import FLOAT_TYPES, find_sites
+from hatch_shrinkray.onnxgraph.rewrite import record, skip_reason
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import TensorRecord
-from hatch_shrinkray.rewrite import record, skip_reason
 
 
 class Dynamic:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from hatch_shrinkray.methods.base import Decode, EncodeContext
-from hatch_shrinkray.quant import quantize_affine
+from hatch_shrinkray.numerics.quant import quantize_affine
+from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext
 
 
 class FloatLevelsEncoder:

@@ -8,8 +8,8 @@ import numpy as np
 import numpy.typing as npt
 from onnx import helper
 
-from hatch_shrinkray.methods.base import Decode, DecodeNode, EncodeContext
-from hatch_shrinkray.quant import FLUSH, NotEncodable
+from hatch_shrinkray.numerics.quant import FLUSH, NotEncodable
+from hatch_shrinkray.onnxgraph.encoding import Decode, DecodeNode, EncodeContext
 
 FP16_MAX = float(np.finfo(np.float16).max)
 

@@ -13,11 +13,11 @@ import logging
 from onnx import ModelProto
 
 from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.graph import Names, Site, find_sites
 from hatch_shrinkray.methods.int8 import Int8Encoder
+from hatch_shrinkray.onnxgraph.graph import Names, Site, find_sites
+from hatch_shrinkray.onnxgraph.rewrite import encode_weights, record, skip_reason
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import TensorRecord
-from hatch_shrinkray.rewrite import encode_weights, record, skip_reason
 
 FLOAT32 = 1
 

@@ -14,8 +14,8 @@ import numpy as np
 import numpy.typing as npt
 
 from hatch_shrinkray.methods._decode import float_decode
-from hatch_shrinkray.methods.base import Decode, DecodeNode, EncodeContext
-from hatch_shrinkray.quant import quantize_affine, quantize_symmetric
+from hatch_shrinkray.numerics.quant import quantize_affine, quantize_symmetric
+from hatch_shrinkray.onnxgraph.encoding import Decode, DecodeNode, EncodeContext
 
 PER_AXIS_DQ_OPSET = 13
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from hatch_shrinkray.axes import choose_axis
-from hatch_shrinkray.graph import FLOAT_TYPES, find_sites, opset_version
-from hatch_shrinkray.modelio import load_model
-from hatch_shrinkray.report import human, table
-from hatch_shrinkray.rewrite import record
+from hatch_shrinkray.onnxgraph.axes import choose_axis
+from hatch_shrinkray.onnxgraph.graph import FLOAT_TYPES, find_sites, opset_version
+from hatch_shrinkray.onnxgraph.modelio import load_model
+from hatch_shrinkray.onnxgraph.rewrite import record
+from hatch_shrinkray.result import human
+from hatch_shrinkray.result import render_table as table
 
 
 @dataclass(frozen=True)

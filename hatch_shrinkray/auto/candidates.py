@@ -15,12 +15,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from hatch_shrinkray import gptq, packing
-from hatch_shrinkray.calib import Layout, as_rows, from_rows
+from hatch_shrinkray.auto.calib import Layout, as_rows, from_rows
+from hatch_shrinkray.methods import packing
 from hatch_shrinkray.methods._decode import float_decode
-from hatch_shrinkray.methods.base import Decode, EncodeContext
 from hatch_shrinkray.methods.fp16 import Fp16Encoder
-from hatch_shrinkray.quant import FLUSH, NotEncodable, Quantized, quantize_symmetric, scale_shape
+from hatch_shrinkray.numerics import gptq
+from hatch_shrinkray.numerics.quant import FLUSH, NotEncodable, Quantized, quantize_symmetric, scale_shape
+from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext
 
 F32 = np.float32
 MIN_ROWS_PER_FEATURE = 2

@@ -18,7 +18,7 @@ from google.protobuf.message import DecodeError
 from onnx import ModelProto, TensorProto
 
 from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.graph import scopes
+from hatch_shrinkray.onnxgraph.graph import scopes
 
 TWO_GB = 2**31
 SINGLE_FILE_LIMIT = TWO_GB - 64 * 2**20  # protobuf's hard limit, with room for the graph itself

@@ -79,7 +79,7 @@ def lowest_error_axis(w: npt.NDArray[np.floating], note: str) -> tuple[int | Non
     Per-tensor scales are what broke Silero VAD in the predecessor: one weight of 54.9 among
     values around 0.04 leaves the rest with a handful of levels.
     """
-    from hatch_shrinkray.quant import NotEncodable
+    from hatch_shrinkray.numerics.quant import NotEncodable
 
     if w.ndim < 2:
         return None, note
@@ -98,6 +98,6 @@ def lowest_error_axis(w: npt.NDArray[np.floating], note: str) -> tuple[int | Non
 
 
 def _sq_error(w: npt.NDArray[np.float32], axis: int | None) -> float:
-    from hatch_shrinkray.quant import quantize_symmetric
+    from hatch_shrinkray.numerics.quant import quantize_symmetric
 
     return float(np.square(quantize_symmetric(w, axis).decoded.astype(np.float64) - w).sum())

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hatch_shrinkray.manifest import ManifestEntry, file_sha256
+from hatch_shrinkray.hatch.manifest import ManifestEntry, file_sha256
 from hatch_shrinkray.options import ShrinkOptions
 
 CACHE_ENV = "HATCH_SHRINKRAY_CACHE_DIR"
@@ -89,7 +89,7 @@ def code_fingerprint() -> str:
     frontends keep installing fresh builds of the same version; without this a changed encoder
     could be served output its predecessor made.
     """
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
     for path in sorted(package.rglob("*.py")):
         digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")

@@ -17,11 +17,11 @@ import numpy as np
 import numpy.typing as npt
 from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
-from hatch_shrinkray.axes import choose_axis, lowest_error_axis
-from hatch_shrinkray.graph import FLOAT_TYPES, Names, Site, find_sites, opset_version
-from hatch_shrinkray.methods.base import Decode, EncodeContext, TensorEncoder
+from hatch_shrinkray.numerics.quant import NotEncodable, error_stats
+from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
+from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext, TensorEncoder
+from hatch_shrinkray.onnxgraph.graph import FLOAT_TYPES, Names, Site, find_sites, opset_version
 from hatch_shrinkray.options import ShrinkOptions
-from hatch_shrinkray.quant import NotEncodable, error_stats
 from hatch_shrinkray.result import TensorRecord
 
 SUPPORTED = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE}

@@ -21,8 +21,8 @@ import numpy as np
 import numpy.typing as npt
 from onnx import TensorProto
 
-from hatch_shrinkray.methods.base import Decode, DecodeNode
-from hatch_shrinkray.quant import NotEncodable
+from hatch_shrinkray.numerics.quant import NotEncodable
+from hatch_shrinkray.onnxgraph.encoding import Decode, DecodeNode
 
 CHUNKS: dict[int, tuple[int, ...]] = {4: (4,), 6: (4, 2), 10: (8, 2), 12: (8, 4)}
 """Chunk widths per code width, least significant first."""

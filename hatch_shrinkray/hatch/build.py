@@ -27,12 +27,19 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
-from hatch_shrinkray.cache import CachedShrink, ShrinkCache, cache_key, default_cache_dir
-from hatch_shrinkray.config import HookConfig, ModelEntry
 from hatch_shrinkray.errors import AlreadyQuantizedError, ShrinkrayError
-from hatch_shrinkray.manifest import MANIFEST_NAME, ManifestEntry, file_sha256, read_manifest, render, tool_versions
+from hatch_shrinkray.hatch.cache import CachedShrink, ShrinkCache, cache_key, default_cache_dir
+from hatch_shrinkray.hatch.config import HookConfig, ModelEntry
+from hatch_shrinkray.hatch.manifest import (
+    MANIFEST_NAME,
+    ManifestEntry,
+    file_sha256,
+    read_manifest,
+    render,
+    tool_versions,
+)
 from hatch_shrinkray.options import ShrinkOptions
-from hatch_shrinkray.report import human
+from hatch_shrinkray.result import human
 
 PREFIX = "shrinkray:"
 ENGINE_REQUIREMENTS = ["onnx>=1.16", "onnxruntime>=1.18", "numpy>=1.24"]
@@ -232,7 +239,7 @@ def _content_sha256(root: Path, model_sha256: str, sidecars: tuple[str, ...]) ->
 
 def _data_files_beside(target: Path) -> list[Path]:
     """The shrunk model's own data file (outputs over 2 GB only), written beside it."""
-    from hatch_shrinkray.modelio import data_file_name
+    from hatch_shrinkray.onnxgraph.modelio import data_file_name
 
     data = target.with_name(data_file_name(target))
     return [data] if data.is_file() else []
@@ -241,7 +248,7 @@ def _data_files_beside(target: Path) -> list[Path]:
 def _sidecars(source: Path, relpath: str) -> tuple[str, ...]:
     """The original's external-data files, as project-relative paths (ShrinkrayError for a
     corrupt model or a missing/escaping data file)."""
-    from hatch_shrinkray.modelio import external_data_files
+    from hatch_shrinkray.onnxgraph.modelio import external_data_files
 
     parent = PurePosixPath(relpath).parent
     return tuple(sorted((parent / p.name).as_posix() if p.parent == source.parent.resolve()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hatchling.plugin import hookimpl
 
-from hatch_shrinkray.plugin import ShrinkrayBuildHook
+from hatch_shrinkray.hatch.plugin import ShrinkrayBuildHook
 
 
 @hookimpl

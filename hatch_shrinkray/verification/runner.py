@@ -16,9 +16,9 @@ import numpy.typing as npt
 from onnx import ModelProto
 
 from hatch_shrinkray.errors import ShrinkrayError, one_line
-from hatch_shrinkray.inputs import Feed, generate, load_npz, specs_of, symbolic
 from hatch_shrinkray.options import VerifyOptions
 from hatch_shrinkray.result import OutputComparison, VerifyResult
+from hatch_shrinkray.verification.inputs import Feed, generate, load_npz, specs_of, symbolic
 
 RETRY_DIMS = (32, 224)
 

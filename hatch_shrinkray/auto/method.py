@@ -24,20 +24,20 @@ import numpy as np
 import numpy.typing as npt
 from onnx import ModelProto
 
-from hatch_shrinkray.axes import choose_axis, lowest_error_axis
-from hatch_shrinkray.budget import ZERO, Deviation, deviation
-from hatch_shrinkray.calib import Layout, Moments, layout, patches
-from hatch_shrinkray.candidates import Candidate, fp32, int4_block, int_candidate, sixteen_bit
+from hatch_shrinkray.auto.budget import ZERO, Deviation, deviation
+from hatch_shrinkray.auto.calib import Layout, Moments, layout, patches
+from hatch_shrinkray.auto.candidates import Candidate, fp32, int4_block, int_candidate, sixteen_bit
+from hatch_shrinkray.auto.probe import Probe, site_key, weights_as_inputs
+from hatch_shrinkray.auto.search import Option, refine, search, try_uniform
 from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.graph import Names, Site, find_sites, opset_version
-from hatch_shrinkray.methods.base import Decode, EncodeContext
 from hatch_shrinkray.methods.int8 import Int8Encoder
+from hatch_shrinkray.numerics.quant import NotEncodable
+from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
+from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext
+from hatch_shrinkray.onnxgraph.graph import Names, Site, find_sites, opset_version
+from hatch_shrinkray.onnxgraph.rewrite import encode_weights, record, skip_reason
 from hatch_shrinkray.options import ShrinkOptions, VerifyOptions
-from hatch_shrinkray.probe import Probe, site_key, weights_as_inputs
-from hatch_shrinkray.quant import NotEncodable
 from hatch_shrinkray.result import TensorRecord
-from hatch_shrinkray.rewrite import encode_weights, record, skip_reason
-from hatch_shrinkray.search import Option, refine, search, try_uniform
 
 FLOAT32 = 1
 LOG = logging.getLogger("hatch_shrinkray.auto")
@@ -162,7 +162,7 @@ class Auto:
         cands: list[Candidate] = []
         if _int4_ok(site):
             decoded, nbytes = int4_block(w, options.block_size)
-            from hatch_shrinkray.candidates import error_energy
+            from hatch_shrinkray.auto.candidates import error_energy
 
             cands.append(Candidate(NBITS, f"int4 block {options.block_size} (MatMulNBits)", nbytes, decoded,
                                    None, error_energy(w, decoded, moments, lay)))
@@ -187,7 +187,7 @@ def _uniform(weights: list[Weight]) -> list[tuple[int, ...]]:
 
 
 def _feeds(model: ModelProto, vopts: VerifyOptions) -> list[dict[str, npt.NDArray[Any]]]:
-    from hatch_shrinkray.verification import reference_outputs
+    from hatch_shrinkray.verification.runner import reference_outputs
 
     feeds, _, _, _ = reference_outputs(model.SerializeToString(), "<auto>", vopts)
     return feeds

@@ -19,8 +19,8 @@ import numpy.typing as npt
 import onnx
 from onnx import ModelProto, TensorProto, helper
 
-from hatch_shrinkray.graph import Names, Site, find_sites
-from hatch_shrinkray.inputs import Feed
+from hatch_shrinkray.onnxgraph.graph import Names, Site, find_sites
+from hatch_shrinkray.verification.inputs import Feed
 
 Outputs = list[list[npt.NDArray[Any]]]
 

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import onnx
-
 from hardening import cli
+
 from onnx_builders import mlp, save
 
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from hardening import cli
 from onnx import TensorProto, helper
 
 from hatch_shrinkray import ShrinkOptions, ShrinkrayError, VerifyOptions, shrink
 from hatch_shrinkray.onnxgraph import modelio
 
-from hardening import cli
 from onnx_builders import const, init, mlp, model, run, save, vi, weight
 from realmodels import ppocr_v4_rec, ppocr_v6_rec, silero_vad
 

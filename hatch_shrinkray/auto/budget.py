@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hatch_shrinkray.options import ShrinkOptions, VerifyOptions
-from hatch_shrinkray.verification.runner import compare
+from hatch_shrinkray.verification.compare import compare
 
 Outputs = list[list[npt.NDArray[Any]]]
 

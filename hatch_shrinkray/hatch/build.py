@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
-from hatch_shrinkray.errors import AlreadyQuantizedError, ShrinkrayError
+from hatch_shrinkray.errors import RECORD_HINT, AlreadyQuantizedError, ShrinkrayError
 from hatch_shrinkray.hatch.cache import CachedShrink, ShrinkCache, cache_key, default_cache_dir
 from hatch_shrinkray.hatch.config import HookConfig, ModelEntry
 from hatch_shrinkray.hatch.manifest import (
@@ -108,6 +108,7 @@ def ship_models(config: HookConfig, root: Path, build_data: dict[str, Any], work
     manifest_out: dict[str, ManifestEntry] = {}
     cache = _open_cache(config, app)
     shipped: list[Shipped] = []
+    generated: list[str] = []
     start = time.perf_counter()
     for model in config.models:
         source = root / model.relpath
@@ -148,6 +149,8 @@ def ship_models(config: HookConfig, root: Path, build_data: dict[str, Any], work
             shipped_data.add(rel)
         manifest_out[model.relpath] = record.entry
         app.display_success(_success_line(model.relpath, record, outcome == "cached"))
+        if record.entry.verification is not None and record.entry.verification.get("real_inputs") is False:
+            generated.append(model.relpath)
         shipped.append(Shipped(model.relpath, outcome, record.original_size, record.shrunk_size,
                                tuple(s for s in sidecars if s not in shipped_data)))
     if config.target == "sdist" and manifest_out:
@@ -155,6 +158,9 @@ def ship_models(config: HookConfig, root: Path, build_data: dict[str, Any], work
         manifest.write_text(render(manifest_out), encoding="utf-8", newline="\n")
         force_include[str(manifest)] = MANIFEST_NAME
         app.display_debug(f"{PREFIX} wrote {MANIFEST_NAME} ({len(manifest_out)} entries)")
+    if generated:
+        app.display_warning(f"{PREFIX} {', '.join(generated)}: verified on generated inputs only, a smoke check; "
+                            f"{RECORD_HINT}")
     app.display_success(_total_line(shipped, time.perf_counter() - start))
     return shipped
 

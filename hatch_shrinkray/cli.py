@@ -1,4 +1,4 @@
-"""``hatch-shrinkray`` / ``python -m hatch_shrinkray``: info, shrink, compare.
+"""``hatch-shrinkray`` / ``python -m hatch_shrinkray``: info, shrink, compare, record.
 
 Every user mistake ends in one line on stderr and a non-zero exit; ``-v`` adds tracebacks.
 In ``shrink`` a bad file is reported and the remaining files are still processed.
@@ -91,6 +91,18 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("original", type=Path)
     c.add_argument("shrunk", type=Path)
     _verify_args(c)
+
+    r = sub.add_parser("record", help="run a command and record the inputs its onnxruntime sessions see",
+                       description="Run COMMAND (tests, a demo, your CLI; Python subprocesses included) with "
+                                   "onnxruntime instrumented, and write a bounded, evenly spread sample of each "
+                                   "model's inputs into DIR, one .npz per model, for `inputs`. The command's exit "
+                                   "code is passed through.",
+                       usage="hatch-shrinkray record --output DIR [options] -- COMMAND [ARGS...]")
+    r.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="recording directory")
+    r.add_argument("--max-samples", type=int, default=32, metavar="N", help="samples kept per model (default 32)")
+    r.add_argument("--max-bytes", type=int, default=8_000_000, metavar="BYTES",
+                   help="bytes of samples kept per model (default 8000000)")
+    r.add_argument("argv", nargs=argparse.REMAINDER, metavar="COMMAND", help="the command to run, after --")
     return p
 
 
@@ -226,9 +238,21 @@ def _error(exc: ShrinkrayError, verbose: bool) -> None:
         print(f"error: {text.splitlines()[0]}", file=sys.stderr)
 
 
+def cmd_record(args: argparse.Namespace) -> int:
+    from hatch_shrinkray.capture.run import record, summary
+
+    command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    for flag, value in (("--max-samples", args.max_samples), ("--max-bytes", args.max_bytes)):
+        if value < 1:
+            raise ShrinkrayError(f"{flag} must be a positive integer; got {value}")
+    code, written = record(command, args.output, args.max_samples, args.max_bytes)
+    print(summary(written, args.output))
+    return code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    commands = {"shrink": cmd_shrink, "info": cmd_info, "compare": cmd_compare}
+    commands = {"shrink": cmd_shrink, "info": cmd_info, "compare": cmd_compare, "record": cmd_record}
     try:
         return commands[args.command](args)
     except ShrinkrayError as exc:

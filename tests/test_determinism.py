@@ -34,7 +34,8 @@ LOOSE = {"max_rel_l2": 0.5, "min_cosine": 0.9, "min_top1": 0.5}
 CHILD = r"""
 import hashlib, json, sys
 from hatch_shrinkray import ShrinkOptions, VerifyOptions, shrink
-src, out_dir, variants, inputs, loose = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4], json.loads(sys.argv[5])
+src, out_dir, variants, inputs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
+loose = json.loads(sys.argv[5])
 digests = {}
 for name, kw in variants.items():
     dest = f"{out_dir}/{name}.onnx"

@@ -125,8 +125,9 @@ def _decision_agreement(ref: Arrays, got: Arrays) -> Agreement:
 
 
 def _unit_rows(x: npt.NDArray[Any]) -> bool:
-    """Every row along the last axis has L2 norm 1 (and is not one-hot, as a sure probability is)."""
-    if not np.isfinite(x).all():
+    """Every row along the last axis has L2 norm 1 and the rows have negative values: an embedding
+    (a confident softmax row also has norm close to 1, but no negative entries)."""
+    if not np.isfinite(x).all() or not (x < 0).any():
         return False
     rows = x.reshape(-1, x.shape[-1]).astype(np.float64)
     norms = np.sqrt(np.square(rows).sum(axis=1))

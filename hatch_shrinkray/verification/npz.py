@@ -96,9 +96,10 @@ def write_arrays(path: Path, arrays: Mapping[str, npt.NDArray[Any]]) -> None:
                     info.compress_type = zipfile.ZIP_DEFLATED
                     info.external_attr = 0o644 << 16
                     with archive.open(info, "w", force_zip64=True) as fh:
-                        np.lib.format.write_array(fh, np.ascontiguousarray(array), allow_pickle=False)
+                        np.lib.format.write_array(fh, np.asarray(array, order="C"), allow_pickle=False)
             raw.flush()
             os.fsync(raw.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; recordings are shared and committed
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -8,7 +8,8 @@ Format, version 1 (``hatch-shrinkray record`` writes it; numpy alone reads it wi
 * ``__meta__`` is a 0-d string array holding JSON: ``format`` (``hatch-shrinkray-recording``),
   ``version`` (1), ``model_sha256`` (of the model bytes the session was given), ``model`` (the path
   as given, for people; ``<bytes>`` for a session made from bytes), ``inputs`` (input names in
-  order), ``samples``, ``calls`` (``run()`` calls seen) and ``picked`` (which calls were kept);
+  order), ``samples``, ``calls`` (``run()`` calls seen) and ``picked`` (which calls were kept, counting the calls of
+  several processes one after the other);
 * ``s<i>_<j>`` (``s0003_1``) is sample ``i``'s value for input ``inputs[j]``; every sample has its own
   shapes (text lines of different widths, audio chunks of different lengths).
 """
@@ -58,15 +59,16 @@ def file_name(model_sha256: str, model: str) -> str:
     return f"{stem or 'model'}-{model_sha256[:SHA_DIGITS]}.npz"
 
 
-def write_recording(directory: Path, rec: Recording) -> Path:
+def write_recording(directory: Path, rec: Recording, *, name: str | None = None) -> Path:
+    """Write ``rec`` as ``directory/<file_name>`` (or ``name``), atomically and reproducibly."""
     meta = {"format": FORMAT, "version": VERSION, "model_sha256": rec.model_sha256, "model": rec.model,
             "inputs": list(rec.inputs), "samples": len(rec.samples), "calls": rec.calls,
             "picked": list(rec.picked), **rec.extra}
     arrays: dict[str, npt.NDArray[Any]] = {META: np.array(json.dumps(meta, sort_keys=True))}
     for i, feed in enumerate(rec.samples):
-        for j, name in enumerate(rec.inputs):
-            arrays[f"s{i:04d}_{j}"] = feed[name]
-    path = directory / file_name(rec.model_sha256, rec.model)
+        for j, key in enumerate(rec.inputs):
+            arrays[f"s{i:04d}_{j}"] = feed[key]
+    path = directory / (name or file_name(rec.model_sha256, rec.model))
     write_arrays(path, arrays)
     return path
 
@@ -135,12 +137,15 @@ def merge(parts: Sequence[Recording], max_samples: int, max_bytes: int) -> Recor
     """
     ordered = sorted(parts, key=_digest)
     samples = [s for p in ordered for s in p.samples]
+    offsets = [sum(p.calls for p in ordered[:k]) for k in range(len(ordered))]
+    calls = [offset + i for p, offset in zip(ordered, offsets, strict=True) for i in p.picked]
     keep = spread(len(samples), max_samples)
     while len(keep) > 1 and sum(_nbytes(samples[i]) for i in keep) > max_bytes:
         keep = spread(len(samples), len(keep) - 1)
     first = ordered[0]
-    return Recording(first.model_sha256, first.model, first.inputs, tuple(samples[i] for i in keep),
-                     sum(p.calls for p in ordered), tuple(keep), first.extra)
+    model = next((p.model for p in ordered if p.model != "<bytes>"), first.model)
+    return Recording(first.model_sha256, model, first.inputs, tuple(samples[i] for i in keep),
+                     sum(p.calls for p in ordered), tuple(calls[i] for i in keep), first.extra)
 
 
 def spread(total: int, wanted: int) -> list[int]:

@@ -20,7 +20,7 @@ from pathlib import Path
 from hatchling.builders.sdist import SdistBuilder
 from hatchling.builders.wheel import WheelBuilder
 
-from hatch_shrinkray.hatch.manifest import file_sha256
+from hatch_shrinkray.shipping.manifest import file_sha256
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL = "src/toymodel/models/a.onnx"

@@ -23,8 +23,8 @@ from hatchling.builders.wheel import WheelBuilder
 from onnx import helper
 
 import hatch_shrinkray.engine
-from hatch_shrinkray.hatch.manifest import MANIFEST_NAME
 from hatch_shrinkray.hatch.plugin import ShrinkrayBuildHook
+from hatch_shrinkray.shipping.manifest import MANIFEST_NAME
 
 from onnx_builders import init, mlp, model, save, vi, weight
 

@@ -15,8 +15,8 @@ from hatchling.builders.config import BuilderConfig
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.hatch.build import ENGINE_REQUIREMENTS, engine_needed, ship_models
-from hatch_shrinkray.hatch.config import PLUGIN_NAME, HookConfig, hook_table, load_config
+from hatch_shrinkray.shipping.config import PLUGIN_NAME, HookConfig, hook_table, load_config
+from hatch_shrinkray.shipping.ship import ENGINE_REQUIREMENTS, engine_needed, ship_models
 
 TARGETS = ("wheel", "sdist")
 

@@ -28,9 +28,11 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 from hatch_shrinkray.errors import AlreadyQuantizedError, ShrinkrayError
-from hatch_shrinkray.hatch.cache import CachedShrink, ShrinkCache, cache_key, default_cache_dir
-from hatch_shrinkray.hatch.config import HookConfig, ModelEntry
-from hatch_shrinkray.hatch.manifest import (
+from hatch_shrinkray.options import ShrinkOptions
+from hatch_shrinkray.result import human
+from hatch_shrinkray.shipping.cache import CachedShrink, ShrinkCache, cache_key, default_cache_dir
+from hatch_shrinkray.shipping.config import HookConfig, ModelEntry
+from hatch_shrinkray.shipping.manifest import (
     MANIFEST_NAME,
     ManifestEntry,
     file_sha256,
@@ -38,8 +40,6 @@ from hatch_shrinkray.hatch.manifest import (
     render,
     tool_versions,
 )
-from hatch_shrinkray.options import ShrinkOptions
-from hatch_shrinkray.result import human
 
 PREFIX = "shrinkray:"
 ENGINE_REQUIREMENTS = ["onnx>=1.16", "onnxruntime>=1.18", "numpy>=1.24"]

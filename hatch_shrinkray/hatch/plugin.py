@@ -15,7 +15,9 @@ from hatchling.builders.config import BuilderConfig
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.hatch.include import check_outside, include
 from hatch_shrinkray.shipping.config import PLUGIN_NAME, HookConfig, hook_table, load_config
+from hatch_shrinkray.shipping.manifest import read_manifest
 from hatch_shrinkray.shipping.ship import ENGINE_REQUIREMENTS, engine_needed, ship_models
 
 TARGETS = ("wheel", "sdist")
@@ -41,7 +43,7 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
         if self.target_name not in TARGETS:
             return []
         try:
-            needed = engine_needed(self._load(), Path(self.root))
+            needed = engine_needed(self._load(), Path(self.root), read_manifest(Path(self.root)))
         except ShrinkrayError:
             needed = True
         return list(ENGINE_REQUIREMENTS) if needed else []
@@ -52,8 +54,10 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
             return
         try:
             self._workdir = self._make_workdir()
-            shipped = ship_models(self._load(), Path(self.root), build_data, Path(self._workdir.name),
-                                  self.app)
+            config, root, workdir = self._load(), Path(self.root), Path(self._workdir.name)
+            check_outside(workdir, root)
+            shipped = ship_models(config, root, workdir, self.app, read_manifest(root))
+            include(shipped, config, build_data, workdir, self.app)
             self._drop(path for model in shipped for path in model.obsolete)
         except ShrinkrayError as exc:
             self._cleanup()
@@ -64,7 +68,7 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
 
     @staticmethod
     def _make_workdir() -> tempfile.TemporaryDirectory[str]:
-        """Outside the project (checked by ``ship_models``); its finaliser also covers
+        """Outside the project (checked by ``check_outside``); its finaliser also covers
         ``--hooks-only`` builds, where ``finalize`` is never called."""
         try:
             return tempfile.TemporaryDirectory(prefix="hatch-shrinkray-")

@@ -38,7 +38,31 @@ from hatch_shrinkray.shipping.config import HookConfig, ModelEntry
 from hatch_shrinkray.shipping.manifest import ManifestEntry, file_sha256, tool_versions
 
 PREFIX = "shrinkray:"
-ENGINE_REQUIREMENTS = ["onnx>=1.16", "onnxruntime>=1.18", "numpy>=1.24"]
+CORE = "hatch-shrinkray-core"
+"""The distribution that holds all of hatch-shrinkray's code, light enough for build environments;
+``hatch-shrinkray`` is a metapackage that adds the engine (``hatch-shrinkray-core[engine]``)."""
+ENGINE_MODULES = ("onnx", "onnxruntime", "numpy", "onnx_ir", "ml_dtypes")
+"""What the engine imports: hatch-shrinkray-core installs without them."""
+
+
+def engine_requirements() -> list[str]:
+    """What a build that shrinks must install: the engine extra of this very version."""
+    from hatch_shrinkray import __version__
+
+    return [f"{CORE}[engine]=={__version__}"]
+
+
+def engine_missing(exc: ModuleNotFoundError) -> ShrinkrayError | None:
+    """The one-line error for an engine module that is not installed, or ``None`` for any other
+    missing module (a bug, which keeps its traceback)."""
+    name = (exc.name or "").partition(".")[0]
+    if name not in ENGINE_MODULES:
+        return None
+    from hatch_shrinkray import __version__
+
+    return ShrinkrayError(f"the shrinking engine is not installed ({name} is missing)",
+                          hint=f"pip install 'hatch-shrinkray=={__version__}' "
+                               f"(or '{CORE}[engine]=={__version__}')")
 
 
 class Display(Protocol):
@@ -177,7 +201,10 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
             shutil.copyfile(hit[0], target)
             unchanged = hit[1].entry.shrunk_sha256 == original_sha256
             return hit[1], "unchanged" if unchanged else "cached"
-    from hatch_shrinkray.engine import shrink  # heavy: onnx, onnxruntime, numpy
+    try:
+        from hatch_shrinkray.engine import shrink  # heavy: onnx, onnxruntime, numpy
+    except ModuleNotFoundError as exc:
+        raise engine_missing(exc) or exc from exc
 
     try:
         result = shrink(source, target, model.options)

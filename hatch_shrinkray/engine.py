@@ -6,6 +6,7 @@ so nothing that failed verification ever lands where a build would pick it up.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -13,13 +14,15 @@ from pathlib import Path
 import onnx
 from onnx import ModelProto
 
-from hatch_shrinkray.errors import AlreadyQuantizedError, ShrinkrayError, VerificationError, one_line
+from hatch_shrinkray.auto.method import needs_real_inputs
+from hatch_shrinkray.errors import RECORD_HINT, AlreadyQuantizedError, ShrinkrayError, VerificationError, one_line
 from hatch_shrinkray.onnxgraph.graph import find_sites, scopes
 from hatch_shrinkray.onnxgraph.modelio import Loaded, Staged, fits_one_file, load_model
 from hatch_shrinkray.options import ShrinkOptions, option_errors
 from hatch_shrinkray.registry import METHODS, Dedup
 from hatch_shrinkray.result import ShrinkResult, TensorRecord, VerifyResult
-from hatch_shrinkray.verification.runner import reference_outputs, verify_against
+from hatch_shrinkray.verification.inputs import Feed
+from hatch_shrinkray.verification.runner import Reference, reference_outputs, verify_against
 
 QUANTIZED_OPS = {"DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
                  "ConvInteger", "QLinearConv", "QLinearMatMul", "MatMulNBits", "GatherBlockQuantized",
@@ -64,10 +67,12 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
     checker = _check_input(loaded)
     original_ref = _reference_source(loaded, source)
     work = loaded.model
+    method = METHODS[options.method]
+    reference, calibration, notes = _reference(original_ref, loaded.label, options, method.calibrates(options))
     records: list[TensorRecord] = []
     if options.dedup:
         records += Dedup().apply(work, options)
-    records += METHODS[options.method].apply(work, options)
+    records += method.apply(work, options, calibration)
     dest = Path(destination) if destination is not None else None
     staged: Staged | None = None
     extra: tuple[Path, ...] = ()
@@ -88,17 +93,20 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
         del work  # the working copy can be big; onnxruntime reads the staged file from here on
         loaded.model = ModelProto()
         verification: VerifyResult | None = None
-        if options.verify is not None:
-            reference = reference_outputs(original_ref, loaded.label, options.verify)
+        if options.verify is not None and reference is not None:
             verification = verify_against(reference, shrunk_ref, loaded.label, options.verify, checker)
+            verification = dataclasses.replace(verification, notes=verification.notes + notes)
             if not verification.passed:
                 v = options.verify
+                hint = "exclude the sensitive tensors (exclude-tensors / exclude-ops), use method fp16, " \
+                       "or loosen the tolerances"
+                if not verification.real:
+                    hint = f"this ran on generated inputs, which prove little either way: {RECORD_HINT}; or {hint}"
                 raise VerificationError(
-                    f"shrunk model ({options.method}) differs too much from the original",
+                    f"shrunk model ({options.method}) differs too much from the original on {verification.basis()}",
                     path=loaded.label, table=verification.table(
-                        {"max rel L2": v.max_rel_l2, "min cosine": v.min_cosine, "min top-1": v.min_top1}),
-                    hint="exclude the sensitive tensors (exclude-tensors / exclude-ops), use method fp16, "
-                         "or loosen the tolerances")
+                        {"max rel L2": v.max_rel_l2, "min cosine": v.min_cosine, "min agreement": v.min_top1}),
+                    hint=hint)
         if staged is not None:
             extra = staged.commit()
     finally:
@@ -109,6 +117,29 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
         original_size=loaded.size, shrunk_size=size, tensors=tuple(records),
         seconds=time.perf_counter() - start, verification=verification, options=options.describe(),
         external_data=tuple(p.name for p in extra))
+
+
+def _reference(original: str | bytes, label: str, options: ShrinkOptions,
+               calibrates: bool) -> tuple[Reference | None, list[Feed] | None, tuple[str, ...]]:
+    """The original's outputs on the verification inputs, the real samples held out from them for a
+    data-dependent method, and notes on what that method had to do without."""
+    needs_data = options.method == "auto"
+    if options.verify is None:
+        if needs_data:
+            raise needs_real_inputs(options.method)
+        return None, None, ()
+    reference = reference_outputs(original, label, options.verify, split=calibrates)
+    if not calibrates or reference.calibration is not None:
+        return reference, reference.calibration, ()
+    if not reference.samples.real:
+        if needs_data:
+            raise needs_real_inputs(options.method)
+        return reference, None, ()
+    if needs_data:
+        raise ShrinkrayError(f"method {options.method} needs at least 2 real samples (one to fit, one to verify on); "
+                             f"{reference.samples.source} has 1", path=label,
+                             hint="record more: hatch-shrinkray record keeps up to 32 calls per model by default")
+    return reference, None, ("1 real sample: nothing to hold out, so round-to-nearest (no output-aware rounding)",)
 
 
 def _reference_source(loaded: Loaded, source: str | os.PathLike[str] | ModelProto) -> str | bytes:

@@ -106,7 +106,10 @@ def test_wheel_ships_exactly_one_shrunk_copy(project: Path, isolated: Path,
     err = capsys.readouterr().err.splitlines()
     assert f"shrinkray: {MODEL} (" in err[0] and err[0].endswith("int8...")
     assert err[1].startswith(f"shrinkray: {MODEL}: ") and "cos " in err[1] and "cached" not in err[1]
-    assert err[2].startswith("shrinkray: total 1 model (1 shrunk): ")
+    assert "on 8 generated samples" in err[1]
+    assert err[2] == (f"shrinkray: {MODEL}: verified on generated inputs only, a smoke check; record real inputs "
+                      "with `hatch-shrinkray record --output DIR -- COMMAND` and set `inputs = \"DIR\"`")
+    assert err[3].startswith("shrinkray: total 1 model (1 shrunk): ")
     assert not any("\r" in line or "\x1b" in line for line in err)
     assert tree_digest(project) == before
     assert list(isolated.iterdir()) == []

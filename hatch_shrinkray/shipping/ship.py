@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
-from hatch_shrinkray.errors import AlreadyQuantizedError, ShrinkrayError
+from hatch_shrinkray.errors import RECORD_HINT, AlreadyQuantizedError, ShrinkrayError
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import human
 from hatch_shrinkray.shipping.cache import CachedShrink, ShrinkCache, cache_key, default_cache_dir
@@ -137,6 +137,7 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
     """
     cache = _open_cache(config, app)
     shipped: list[Shipped] = []
+    generated: list[str] = []
     start = time.perf_counter()
     for model in config.models:
         source = root / model.relpath
@@ -171,8 +172,13 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
                   for data in _data_files_beside(target)]
         shipped_data = {rel for rel, _ in files}
         app.display_success(_success_line(model.relpath, record, outcome == "cached"))
+        if record.entry.verification is not None and record.entry.verification.get("real_inputs") is False:
+            generated.append(model.relpath)
         shipped.append(Shipped(model.relpath, outcome, record.original_size, record.shrunk_size, tuple(files),
                                tuple(s for s in sidecars if s not in shipped_data), record.entry))
+    if generated:
+        app.display_warning(f"{PREFIX} {', '.join(generated)}: verified on generated inputs only, a smoke check; "
+                            f"{RECORD_HINT}")
     app.display_success(_total_line(shipped, time.perf_counter() - start))
     return shipped
 

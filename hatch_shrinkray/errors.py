@@ -49,3 +49,4 @@ class VerificationError(ShrinkrayError):
     def __str__(self) -> str:
         base = super().__str__()
         return f"{base}\n{self.table}" if self.table else base
+

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.hatch.config import (
+from hatch_shrinkray.options import METHODS, ShrinkOptions, VerifyOptions
+from hatch_shrinkray.shipping.config import (
     ENGINE_KEYS,
     ConfigurationError,
     HookConfig,
@@ -17,7 +18,6 @@ from hatch_shrinkray.hatch.config import (
     hook_table,
     load_config,
 )
-from hatch_shrinkray.options import METHODS, ShrinkOptions, VerifyOptions
 
 T = "tool.hatch.build.hooks.shrinkray"
 ONE_OF = f"must be one of {', '.join(METHODS)}"

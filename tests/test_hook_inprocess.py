@@ -23,8 +23,8 @@ from hatchling.builders.wheel import WheelBuilder
 from onnx import helper
 
 import hatch_shrinkray.engine
-from hatch_shrinkray.hatch.manifest import MANIFEST_NAME
 from hatch_shrinkray.hatch.plugin import ShrinkrayBuildHook
+from hatch_shrinkray.shipping.manifest import MANIFEST_NAME
 
 from onnx_builders import init, mlp, model, save, vi, weight
 
@@ -38,7 +38,7 @@ def write_project(root: Path, hook_table: str = "", *, onnx_model: onnx.ModelPro
     (root / "src/toymodel/__init__.py").write_text("")
     save(onnx_model or mlp(), root / MODEL)
     (root / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["hatchling", "hatch-shrinkray"]\nbuild-backend = "hatchling.build"\n\n'
+        '[build-system]\nrequires = ["hatchling", "hatch-shrinkray-core"]\nbuild-backend = "hatchling.build"\n\n'
         '[project]\nname = "toymodel"\nversion = "0.1.0"\n\n'
         '[tool.hatch.build.targets.wheel]\npackages = ["src/toymodel"]\n\n'
         '[tool.hatch.build.hooks.shrinkray]\nmodels = ["src/toymodel/models/*.onnx"]\n' + hook_table)

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hatch_shrinkray.hatch.manifest import ManifestEntry, file_sha256
 from hatch_shrinkray.options import ShrinkOptions
+from hatch_shrinkray.shipping.manifest import ManifestEntry, file_sha256
 
 CACHE_ENV = "HATCH_SHRINKRAY_CACHE_DIR"
 KEY_VERSION = 1

@@ -170,3 +170,32 @@ class MagikaTask:
             b = np.asarray(rec.inputs[0]["bytes"], dtype=np.int32)
             self._feed = {"bytes": b[:1].copy()}
         return TaskOutput(metrics=metrics, decisions=dls, raw=raw)
+
+
+TEST_PER_LABEL, TEST_SEED = 15, 99
+"""``MagikaTask``'s defaults: its files are never calibration files."""
+
+
+def calibration_files(seed: int = 2024, per_label: int = 4) -> list[Path]:
+    """Up to ``per_label`` files per label that are not in the task's file list, label by label in turn."""
+    test = {p for p, _ in collect_files(TEST_PER_LABEL, TEST_SEED)}
+    by_label: dict[str, list[str]] = {}
+    for p, lab in collect_files(40, seed):
+        if p not in test:
+            by_label.setdefault(lab, []).append(p)
+    return [Path(p) for k in range(per_label) for lab in sorted(by_label) for p in by_label[lab][k:k + 1]]
+
+
+def use(model_path: Path, batch: int = 4) -> int:
+    """Identify the calibration files with Magika's own pipeline, ``batch`` files per call (as
+    ``magika`` does for a list of paths), with ``model_path`` as its model: the workload
+    ``hatch-shrinkray record`` watches."""
+    files = calibration_files()
+    root = corpus.extract_wheel(corpus.BY_KEY["magika"])
+    with tempfile.TemporaryDirectory() as td:
+        shutil.copy(root / "magika" / "models" / "standard_v3_3" / "config.min.json", Path(td) / "config.min.json")
+        os.symlink(model_path, Path(td) / "model.onnx")
+        m = _import_magika().Magika(model_dir=Path(td))
+        for i in range(0, len(files), batch):
+            m.identify_paths(files[i:i + batch])
+    return len(files)

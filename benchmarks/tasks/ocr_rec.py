@@ -22,6 +22,9 @@ REC_H = 48
 MIN_W = 320
 MAX_W = 960
 RAW_LINES = 16  # full probability matrices kept for cosine / rel-L2 (memory)
+TEST_SEED = 1234
+CALIB_SEED = 777
+"""Lines of another seed, for recording calibration inputs (``record_task``): none of their texts is a test line's."""
 
 
 def load_charset(model_path: Path) -> list[str]:
@@ -104,7 +107,7 @@ def cer(refs: list[str], hyps: list[str]) -> float:
 
 
 class OcrRecTask:
-    def __init__(self, model_path: Path, n_lines: int = 200, seed: int = 1234) -> None:
+    def __init__(self, model_path: Path, n_lines: int = 200, seed: int = TEST_SEED) -> None:
         self.chars = load_charset(model_path)
         self.lines = build_lines(model_path, n_lines, seed)
         self.inputs = [preprocess(img) for _, img in self.lines]
@@ -138,3 +141,19 @@ class OcrRecTask:
         metrics["agree_degraded"] = sum(
             a == b for a, b in zip(self._orig[half:], hyps[half:], strict=True)) / (n - half)
         return TaskOutput(metrics=metrics, decisions=hyps, raw=raw)
+
+
+def use(model_path: Path, n_lines: int = 64, seed: int = CALIB_SEED) -> int:
+    """Read ``n_lines`` lines of ``seed`` (half clean, half degraded) with the model as rapidocr does: one
+    session, one line per call at its own width. The workload ``hatch-shrinkray record`` watches."""
+    import onnxruntime as ort
+
+    lines = build_lines(model_path, n_lines, seed)
+    test = {t for t, _ in build_lines(model_path, 200, TEST_SEED)}
+    assert not test & {t for t, _ in lines}, "calibration lines overlap the test lines"
+    chars = load_charset(model_path)
+    sess = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    for _, img in lines:
+        ctc_decode(sess.run(None, {name: preprocess(img)})[0][0], chars)
+    return len(lines)

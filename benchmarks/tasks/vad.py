@@ -16,6 +16,7 @@ import random
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,15 @@ SENTENCES = [
     "She sells sea shells by the sea shore.",
     "Our software shrinks neural network models without changing their answers.",
 ]
+CALIB_SENTENCES = [
+    "A small boat drifted slowly past the old lighthouse.",
+    "Remember to water the plants on the balcony twice a week.",
+    "The library closes early on Sundays during the summer.",
+    "He painted the fence green and then changed his mind.",
+    "Seven geese crossed the road in front of the yellow truck.",
+    "Bring a warm jacket, the evenings get cold in the hills.",
+]
+"""Sentences of the calibration clips (``use``): none is a test sentence."""
 VOICES = ["en-us", "en-gb", "en-gb-scotland", "en-us+f3", "en-gb+m3", "en-us+f2"]
 
 
@@ -77,9 +87,10 @@ def _labels(clean: np.ndarray) -> np.ndarray:
     return lab
 
 
-def build_clips(n_clips: int, seed: int) -> list[dict[str, Any]]:
+def build_clips(n_clips: int, seed: int, sentences: Sequence[str] = SENTENCES) -> list[dict[str, Any]]:
     """Clean speech clips with frame labels (cached)."""
-    cache = CACHE_DIR / "tasks" / f"vad_clips_{n_clips}_{seed}.pkl"
+    tag = "" if list(sentences) == SENTENCES else "_calib"
+    cache = CACHE_DIR / "tasks" / f"vad_clips_{n_clips}_{seed}{tag}.pkl"
     if cache.exists():
         with open(cache, "rb") as f:
             cached: list[dict[str, Any]] = pickle.load(f)
@@ -93,7 +104,7 @@ def build_clips(n_clips: int, seed: int) -> list[dict[str, Any]]:
             pos = int(rng.uniform(0.3, 1.5) * SR)
             for _ in range(rng.randint(1, 2)):
                 wav = Path(td) / f"u{i}.wav"
-                _espeak(rng.choice(SENTENCES), rng.choice(VOICES), rng.randint(140, 190), rng.randint(30, 70),
+                _espeak(rng.choice(sentences), rng.choice(VOICES), rng.randint(140, 190), rng.randint(30, 70),
                         wav)
                 u = _load_wav_16k(wav) * rng.uniform(0.3, 0.9)
                 if pos + len(u) > n:
@@ -145,20 +156,27 @@ def f1(labels: np.ndarray, pred: np.ndarray) -> float:
     return 2 * tp / max(1.0, 2 * tp + fp + fn)
 
 
+def mixes(clips: list[dict[str, Any]], seed: int, snrs: Sequence[float]) -> list[tuple[float, np.ndarray, np.ndarray]]:
+    """(snr, audio, labels): every clip at every SNR, white and brown noise alternating."""
+    items = []
+    for ci, c in enumerate(clips):
+        for si, snr in enumerate(snrs):
+            kind = "white" if (ci + si) % 2 == 0 else "brown"
+            items.append((snr, mix(c["clean"], c["labels"], snr, kind, seed * 1000 + ci * 10 + si), c["labels"]))
+    return items
+
+
+def at_8k(audio: np.ndarray) -> np.ndarray:
+    from scipy.signal import resample_poly
+
+    return resample_poly(audio, 1, 2).astype(np.float32)
+
+
 class VadTask:
     def __init__(self, n_clips: int = 24, seed: int = 4321, snrs: tuple[float, ...] = SNRS_DB) -> None:
-        clips = build_clips(n_clips, seed)
-        self.items: list[tuple[float, np.ndarray, np.ndarray]] = []  # (snr, audio, labels)
-        for ci, c in enumerate(clips):
-            for si, snr in enumerate(snrs):
-                kind = "white" if (ci + si) % 2 == 0 else "brown"
-                audio = mix(c["clean"], c["labels"], snr, kind, seed * 1000 + ci * 10 + si)
-                self.items.append((snr, audio, c["labels"]))
+        self.items = mixes(build_clips(n_clips, seed), seed, snrs)
         # 8 kHz branch: the SNR-10 mixes decimated by 2
-        from scipy.signal import resample_poly
-
-        self.items_8k = [(a, lab) for snr, a, lab in self.items if snr == 10.0]
-        self.items_8k = [(resample_poly(a, 1, 2).astype(np.float32), lab) for a, lab in self.items_8k]
+        self.items_8k = [(at_8k(a), lab) for snr, a, lab in self.items if snr == 10.0]
 
     def latency_feed(self) -> Feed:
         a = self.items[0][1]
@@ -195,3 +213,19 @@ class VadTask:
         metrics["f1_8k"] = f1(np.concatenate(l8), np.concatenate(p8) > 0.5)
         decisions = [bool(v) for v in (p_all > 0.5)] + [bool(v) for v in (np.concatenate(p8) > 0.5)]
         return TaskOutput(metrics=metrics, decisions=decisions, raw=[p_all, np.concatenate(p8)])
+
+
+def use(model_path: Path, n_clips: int = 4, seed: int = 99) -> int:
+    """Stream ``n_clips`` clips of other sentences and voices draws (``CALIB_SENTENCES``, ``seed``) at
+    every SNR through the model like silero_vad's OnnxWrapper, at 16 kHz and (at 10 dB) at 8 kHz: the
+    workload ``hatch-shrinkray record`` watches."""
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+    items = mixes(build_clips(n_clips, seed, CALIB_SENTENCES), seed, SNRS_DB)
+    for _, audio, _ in items:
+        stream_probs(sess, audio)
+    for snr, audio, _ in items:
+        if snr == 10.0:
+            stream_probs(sess, at_8k(audio), sr=8000)
+    return len(items)

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hatch_shrinkray.options import ShrinkOptions, VerifyOptions
-from hatch_shrinkray.verification.compare import agreement_fails, compare
+from hatch_shrinkray.verification.compare import Expected, agreement_fails, compare, expect
 
 Outputs = list[list[npt.NDArray[Any]]]
 
@@ -71,18 +71,36 @@ ZERO = Deviation(0.0, 1.0, 1.0, 0.0, 0.0)
 BROKEN = Deviation(float("inf"), -1.0, 0.0, float("inf"), float("inf"), 0.0)
 
 
-def deviation(ref: Outputs, got: Outputs) -> Deviation:
+class Baseline:
+    """The original's outputs on the feeds a candidate is run on, prepared once for the hundreds of
+    comparisons of a search: ``compare.expect`` per output, and for each decision position the
+    reference classes and the (floored) margin that the risk divides by."""
+
+    def __init__(self, ref: Outputs) -> None:
+        self.feeds = len(ref)
+        self.outputs = [expect([r[i] for r in ref]) for i in range(len(ref[0]))] if ref else []
+        self.margins = [_margins(e, [r[i] for r in ref]) for i, e in enumerate(self.outputs)]
+
+
+Margins = tuple[npt.NDArray[np.intp] | None, npt.NDArray[np.intp] | None, npt.NDArray[np.float64]]
+"""Per decision position: the reference's top-1 and top-2 class (None for a probability) and the
+top-1 vs top-2 gap (or the distance to 0.5), floored."""
+
+
+def deviation(ref: Outputs | Baseline, got: Outputs) -> Deviation:
     """Worst-output deviation of ``got`` from ``ref`` (both: per feed, per output)."""
-    if not ref:
+    base = ref if isinstance(ref, Baseline) else Baseline(ref)
+    if not base.feeds:
         return ZERO
     rel = energy = risk = 0.0
     cos = agree = top1 = 1.0
     flips: list[tuple[int, float]] = []
     loose = VerifyOptions(max_rel_l2=float("inf"), min_cosine=-1.0, min_top1=0.0)
-    for i in range(len(ref[0])):
-        a = [r[i] for r in ref]
-        b = [g[i] for g in got]
-        c = compare(str(i), a, b, loose)
+    for i, (e, margins) in enumerate(zip(base.outputs, base.margins, strict=True)):
+        flat = np.concatenate([np.asarray(g[i]).reshape(-1) for g in got])
+        if flat.dtype.kind == "f":
+            flat = flat.astype(np.float64)
+        c = compare(str(i), e, [flat], loose)
         if c.nonfinite_mismatch:
             return BROKEN
         r = c.rel_l2 if np.isfinite(c.rel_l2) else float("inf")
@@ -93,43 +111,50 @@ def deviation(ref: Outputs, got: Outputs) -> Deviation:
             continue
         top1 = min(top1, c.top1)
         flips.append((c.positions, float(c.flips - c.near_ties)))
-        shifts = {"top-1": _gap_shifts, "decision": _threshold_shifts}.get(c.agreement_kind)
         soft = c.top1
-        if shifts is not None:
-            moved = shifts(a, b)
+        if margins is not None:
+            moved = _shifts(e, margins, flat)
             risk = max(risk, float(np.mean(moved)))
             soft = min(soft, 1.0 - float(np.mean(np.minimum(moved, 1.0))))
         agree = min(agree, soft)
     return Deviation(rel, cos, agree, energy, risk, top1, tuple(flips))
 
 
-def _gap_shifts(ref: list[npt.NDArray[Any]], got: list[npt.NDArray[Any]]) -> npt.NDArray[np.float64]:
-    """Per position: (change of the reference's top-1 minus top-2 gap / that gap)^2."""
-    out = []
-    for r, g in zip(ref, got, strict=True):
-        ra = np.asarray(r, dtype=np.float64)
-        ga = np.asarray(g, dtype=np.float64)
-        c = ra.shape[-1]
-        ra, ga = ra.reshape(-1, c), ga.reshape(-1, c)
+def _margins(e: Expected, ref: list[npt.NDArray[Any]]) -> Margins | None:
+    if e.kind == "decision":
+        return None, None, _floored(np.abs(e.flat - 0.5))
+    if e.kind != "top-1":
+        return None
+    firsts, seconds, gaps = [], [], []
+    for r in ref:  # the gap floor is per feed (a text line's own median margin)
+        ra = np.asarray(r, dtype=np.float64).reshape(-1, e.classes)
         top2 = np.argpartition(-ra, 1, axis=1)[:, :2]
         first = np.where(np.take_along_axis(ra, top2[:, :1], 1) >= np.take_along_axis(ra, top2[:, 1:], 1),
                          top2[:, :1], top2[:, 1:])
         second = np.where(first == top2[:, :1], top2[:, 1:], top2[:, :1])
-        gap = (np.take_along_axis(ra, first, 1) - np.take_along_axis(ra, second, 1))[:, 0]
-        moved = (np.take_along_axis(ga, first, 1) - np.take_along_axis(ga, second, 1))[:, 0] - gap
-        out.append(_ratio(moved, gap))
-    return np.concatenate(out)
+        firsts.append(first)
+        seconds.append(second)
+        gaps.append(_floored((np.take_along_axis(ra, first, 1) - np.take_along_axis(ra, second, 1))[:, 0]))
+    return np.concatenate(firsts), np.concatenate(seconds), np.concatenate(gaps)
 
 
-def _threshold_shifts(ref: list[npt.NDArray[Any]], got: list[npt.NDArray[Any]]) -> npt.NDArray[np.float64]:
-    a = np.concatenate([np.asarray(x, dtype=np.float64).reshape(-1) for x in ref])
-    b = np.concatenate([np.asarray(x, dtype=np.float64).reshape(-1) for x in got])
-    return _ratio(b - a, np.abs(a - 0.5))
-
-
-def _ratio(moved: npt.NDArray[np.float64], gap: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """(moved / gap)^2 with a floor on the gap (1e-2 of the median gap), so exact ties in the
-    reference, which any rounding flips, do not swamp every other position."""
-    floor = max(1e-2 * float(np.median(gap)) if gap.size else 0.0, 1e-12)
-    out: npt.NDArray[np.float64] = np.square(moved / np.maximum(gap, floor))
+def _shifts(e: Expected, margins: Margins, got: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Per position: (shift of the reference's top-1 minus top-2 gap, or of the distance to the 0.5
+    threshold, / that margin)^2."""
+    first, second, margin = margins
+    if first is None or second is None:
+        moved = got - e.flat
+    else:
+        ga = got.reshape(-1, e.classes)
+        ra = e.flat.reshape(-1, e.classes)
+        moved = ((np.take_along_axis(ga, first, 1) - np.take_along_axis(ga, second, 1))
+                 - (np.take_along_axis(ra, first, 1) - np.take_along_axis(ra, second, 1)))[:, 0]
+    out: npt.NDArray[np.float64] = np.square(moved / margin)
     return out
+
+
+def _floored(gap: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """The margins with a floor (1e-2 of their median), so exact ties in the reference, which any
+    rounding flips, do not swamp every other position."""
+    floor = max(1e-2 * float(np.median(gap)) if gap.size else 0.0, 1e-12)
+    return np.maximum(gap, floor)

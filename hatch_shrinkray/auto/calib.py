@@ -75,9 +75,13 @@ class Moments:
 
     def add(self, patches: npt.NDArray[Any]) -> None:
         """``patches``: ``[n, groups, Kg]``."""
-        p = patches.astype(np.float32)  # float32 products, float64 sums across samples
-        h = np.matmul(p.transpose(1, 2, 0), p.transpose(1, 0, 2)).astype(np.float64)
-        self.h = h if self.h is None else self.h + h
+        p = np.asarray(patches, dtype=np.float32)  # float32 products, float64 sums across samples
+        if p.shape[1] == 1:
+            rows = p[:, 0, :]
+            h = (rows.T @ rows)[None]  # one Gram matrix: numpy hands A^T A to BLAS syrk (half the work)
+        else:
+            h = np.matmul(p.transpose(1, 2, 0), p.transpose(1, 0, 2))
+        self.h = h.astype(np.float64) if self.h is None else self.h + h
         self.count += int(p.shape[0])
 
 

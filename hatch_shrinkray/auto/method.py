@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 from onnx import ModelProto
 
-from hatch_shrinkray.auto.budget import BROKEN, ZERO, Deviation, deviation
+from hatch_shrinkray.auto.budget import BROKEN, ZERO, Baseline, Deviation, deviation
 from hatch_shrinkray.auto.calib import Layout, Moments, layout, patches
 from hatch_shrinkray.auto.candidates import Candidate, fp32, int4_block, int_candidate, sixteen_bit
 from hatch_shrinkray.auto.probe import Probe, site_key, weights_as_inputs
@@ -159,10 +159,11 @@ class Auto:
         """Search the budget's assignment and write it into ``model`` (the analysed model or a copy)."""
         weights, probe, base = analysis.weights, analysis.probe, analysis.base
         runs = probe.runs
+        baseline = Baseline(base)
 
         def evaluate(choice: tuple[int, ...]) -> Deviation:
             repl = {site_key(w.site): w.candidates[c].decoded for w, c in zip(weights, choice, strict=True)}
-            return deviation(base, probe.run(repl))
+            return deviation(baseline, probe.run(repl))
 
         table = [[Option(c.stored_bytes, d.load(options)) for c, d in zip(w.candidates, w.deviations, strict=True)]
                  for w in weights]
@@ -283,6 +284,7 @@ def _sensitivity(weights: list[Weight], probe: Probe, base: list[list[npt.NDArra
     budget = MAX_EVALS
     n, m = len(base), min(len(base), SENSITIVITY_FEEDS)
     subset = sorted({round(k * (n - 1) / max(m - 1, 1)) for k in range(m)})
+    baseline = Baseline([base[k] for k in subset])
     for i in order:
         w = weights[i]
         key = site_key(w.site)
@@ -295,7 +297,7 @@ def _sensitivity(weights: list[Weight], probe: Probe, base: list[list[npt.NDArra
             if w.candidates[j].stored_bytes > w.site.size and budget <= 0:
                 continue
             got = probe.run({key: w.candidates[j].decoded}, subset=subset)
-            w.deviations[j] = deviation([base[k] for k in subset], got)
+            w.deviations[j] = deviation(baseline, got)
             w.measured[j] = True
             budget -= 1
         _proxy(w)

@@ -12,6 +12,10 @@ sum is far from minimal. Two steps, both scored by ``dW H dW^T`` with ``H = sum 
 
 The result is kept only where it beats plain round-to-nearest on the same ``H`` (it always did on
 the corpus, but a degenerate ``H`` must not make things worse).
+
+Speed (benchmarks/REAL_INPUTS.md): the scale trials are ranked in float32, several at once per
+matrix product; GPTQ works on the transposed weight (one input feature per contiguous row) with
+small blocks, so most of its work is in matrix products rather than per-column numpy calls.
 """
 
 from __future__ import annotations
@@ -23,7 +27,10 @@ import numpy.typing as npt
 
 ALPHAS = tuple(1.0 - 0.01 * i for i in range(16))
 DAMP = 0.01
-BLOCK = 128
+BLOCK = 16
+"""Columns quantized one by one before their error is pushed onto the rest with one matrix product."""
+TRIAL_VALUES = 1 << 22
+"""Weight values per batch of scale trials (bounds the float32 temporaries to a few tens of MB)."""
 
 F64 = npt.NDArray[np.float64]
 
@@ -55,18 +62,11 @@ def round_rows(w: F64, scale: F64, h: F64, bits: int = 8) -> Rounded:
     qmax = 2 ** (bits - 1) - 1
     rtn = _rtn(w, scale, qmax)
     rtn_err = output_error(w - rtn * scale[:, None], h)
-    best_s = scale.copy()
-    best_err = rtn_err.copy()
-    for alpha in ALPHAS[1:]:
-        s = scale * alpha
-        err = output_error(w - _rtn(w, s, qmax) * s[:, None], h)
-        better = err < best_err
-        best_s = np.where(better, s, best_s)
-        best_err = np.where(better, err, best_err)
-    codes = gptq(w, best_s, h, qmax)
-    err = output_error(w - codes * best_s[:, None], h)
+    best_s = scale * np.asarray(ALPHAS)[np.argmin(_trial_errors(w, scale, h, qmax), axis=0)]
     clipped = _rtn(w, best_s, qmax)
     clip_err = output_error(w - clipped * best_s[:, None], h)
+    codes = gptq(w, best_s, h, qmax)
+    err = output_error(w - codes * best_s[:, None], h)
     use_gptq = err < clip_err
     codes = np.where(use_gptq[:, None], codes, clipped)
     final_err = np.where(use_gptq, err, clip_err)
@@ -75,6 +75,22 @@ def round_rows(w: F64, scale: F64, h: F64, bits: int = 8) -> Rounded:
     best_s = np.where(worse, scale, best_s)
     final_err = np.where(worse, rtn_err, final_err)
     return Rounded(codes, best_s, float(rtn_err.sum()), float(final_err.sum()))
+
+
+def _trial_errors(w: F64, scale: F64, h: F64, qmax: int) -> F64:
+    """``[len(ALPHAS), rows]``: output error of round-to-nearest at ``scale * alpha``, per factor and
+    row, in float32 (it only ranks the factors; the errors kept are recomputed in float64)."""
+    rows, k = w.shape
+    w32 = w.astype(np.float32)
+    h32 = h.astype(np.float32)
+    alphas = np.asarray(ALPHAS)
+    out = np.empty((len(alphas), rows))
+    step = max(1, TRIAL_VALUES // max(1, rows * k))
+    for t0 in range(0, len(alphas), step):
+        s = (alphas[t0:t0 + step, None] * scale[None, :]).astype(np.float32)[:, :, None]  # [trials, rows, 1]
+        dw = (w32[None] - np.clip(np.rint(w32[None] / s), -qmax, qmax) * s).reshape(-1, k)
+        out[t0:t0 + step] = np.einsum("rk,rk->r", dw @ h32, dw).reshape(-1, rows)
+    return out
 
 
 def gptq(w: F64, s: F64, h: F64, qmax: int) -> F64:
@@ -87,27 +103,34 @@ def gptq(w: F64, s: F64, h: F64, qmax: int) -> F64:
     h[np.diag_indices(k)] += DAMP * float(diag.mean())
     perm = np.argsort(-diag, kind="stable")
     inv_perm = np.argsort(perm, kind="stable")
-    hp = h[np.ix_(perm, perm)]
-    wp = w[:, perm].copy()
-    try:
-        hinv = np.linalg.inv(np.linalg.cholesky(hp))
-        hinv = hinv.T @ hinv  # H^-1
-        u = np.linalg.cholesky(hinv).T  # upper Cholesky factor of H^-1
-    except np.linalg.LinAlgError:
+    u = _inverse_factor(h[np.ix_(perm, perm)])
+    if u is None:
         return _rtn(w, s, qmax)
-    q = np.zeros_like(wp)
+    wt = np.ascontiguousarray(w[:, perm].T)  # [K, rows]: each input feature a contiguous row
+    q = np.zeros_like(wt)
     for i1 in range(0, k, BLOCK):
         i2 = min(i1 + BLOCK, k)
-        w1 = wp[:, i1:i2].copy()
-        err1 = np.zeros_like(w1)
+        block = wt[i1:i2].copy()
+        err = np.zeros_like(block)
         u1 = u[i1:i2, i1:i2]
         for j in range(i2 - i1):
-            col = w1[:, j]
-            codes = np.clip(np.rint(col / s), -qmax, qmax)
-            q[:, i1 + j] = codes
-            e = (col - codes * s) / u1[j, j]
-            w1[:, j:] -= np.outer(e, u1[j, j:])
-            err1[:, j] = e
-        wp[:, i2:] -= err1 @ u[i1:i2, i2:]
-    out: F64 = q[:, inv_perm]
+            codes = np.clip(np.rint(block[j] / s), -qmax, qmax)
+            q[i1 + j] = codes
+            e = (block[j] - codes * s) / u1[j, j]
+            block[j + 1:] -= u1[j, j + 1:, None] * e
+            err[j] = e
+        wt[i2:] -= u[i1:i2, i2:].T @ err
+    out: F64 = np.ascontiguousarray(q[inv_perm].T)
+    return out
+
+
+def _inverse_factor(h: F64) -> F64 | None:
+    """Upper triangular ``U`` with ``U^T U = h^-1`` (None if ``h`` is not positive definite), from one
+    factorisation: with ``J`` the reversal, ``J h J = L L^T`` gives ``h = R R^T`` for the upper
+    triangular ``R = J L J``, so ``U = R^-1 = J L^-1 J``."""
+    try:
+        low = np.linalg.cholesky(h[::-1, ::-1])
+    except np.linalg.LinAlgError:
+        return None
+    out: F64 = np.linalg.inv(low)[::-1, ::-1]
     return out

@@ -67,16 +67,58 @@ def agreement_fails(flips: float, positions: int, min_agreement: float) -> bool:
     return flip_rate_lower_bound(flips, positions) > 1.0 - min_agreement
 
 
-def agreement(ref: Arrays, got: Arrays) -> Agreement | None:
-    """Agreement of the discrete answers, for outputs that carry any (else None)."""
+@dataclass(frozen=True)
+class Expected:
+    """One output of the original over all feeds, with everything a comparison needs from it computed
+    once: ``auto`` compares hundreds of candidate models against the same original outputs."""
+
+    arrays: Arrays
+    flat: npt.NDArray[Any]
+    """All values in one vector (float64 for float outputs)."""
+    finite: npt.NDArray[np.bool_]
+    kind: str
+    """``top-1`` (class scores), ``decision`` (a probability), ``equal`` (integer values) or empty."""
+    top1: npt.NDArray[np.intp] | None = None
+    """``top-1``: the original's argmax per position."""
+    tied: npt.NDArray[np.bool_] | None = None
+    """Positions where the original is nearly tied (top-1 vs top-2 gap, or distance to the threshold)."""
+
+    @property
+    def classes(self) -> int:
+        return int(np.asarray(self.arrays[0]).shape[-1])
+
+
+def expect(ref: Arrays) -> Expected:
+    flat = np.concatenate([np.asarray(x).reshape(-1) for x in ref])
+    if flat.dtype.kind not in "fc":
+        return Expected(ref, flat, np.ones(flat.shape, dtype=bool), "equal")
+    a64 = flat.astype(np.float64)
+    finite = np.isfinite(a64)
     first = np.asarray(ref[0])
-    if first.dtype.kind != "f" or any(not np.isfinite(np.asarray(r)).all() for r in ref):
-        return None
+    if first.dtype.kind != "f" or not finite.all():
+        return Expected(ref, a64, finite, "")
     if _class_scores(first):
-        return _argmax_agreement(ref, got)
+        rows = a64.reshape(-1, first.shape[-1])
+        part = np.partition(rows, rows.shape[1] - 2, axis=1)[:, -2:]  # the two largest, ascending
+        spread = part[:, 1] - rows.min(axis=1)
+        return Expected(ref, a64, finite, "top-1", rows.argmax(axis=1), part[:, 1] - part[:, 0] < NEAR_TIE * spread)
     if _probabilities(ref, first):
-        return _decision_agreement(ref, got)
-    return None
+        return Expected(ref, a64, finite, "decision", tied=np.abs(a64 - THRESHOLD) < NEAR_TIE)
+    return Expected(ref, a64, finite, "")
+
+
+def _agreement(e: Expected, b: npt.NDArray[np.float64]) -> Agreement | None:
+    """Agreement of the discrete answers, for outputs that carry any (else None)."""
+    if e.tied is None:
+        return None
+    if e.kind == "decision":
+        flipped = (e.flat > THRESHOLD) != (b > THRESHOLD)
+        return Agreement("decision", int(e.flat.size), int(flipped.sum()), int((flipped & e.tied).sum()))
+    if not np.isfinite(b).all():
+        return None
+    assert e.top1 is not None
+    flipped = e.top1 != b.reshape(-1, e.classes).argmax(axis=1)
+    return Agreement("top-1", int(e.top1.size), int(flipped.sum()), int((flipped & e.tied).sum()))
 
 
 def _class_scores(first: npt.NDArray[Any]) -> bool:
@@ -96,34 +138,6 @@ def _probabilities(ref: Arrays, first: npt.NDArray[Any]) -> bool:
     return all(bool(((np.asarray(r) >= 0) & (np.asarray(r) <= 1)).all()) for r in ref)
 
 
-def _argmax_agreement(ref: Arrays, got: Arrays) -> Agreement | None:
-    positions = flips = ties = 0
-    for r, g in zip(ref, got, strict=True):
-        ra = np.asarray(r, dtype=np.float64)
-        ga = np.asarray(g, dtype=np.float64)
-        if not np.isfinite(ga).all():
-            return None
-        c = ra.shape[-1]
-        ra, ga = ra.reshape(-1, c), ga.reshape(-1, c)
-        flipped = ra.argmax(axis=1) != ga.argmax(axis=1)
-        top2 = -np.sort(-ra, axis=1)[:, :2]
-        gap = top2[:, 0] - top2[:, 1]
-        spread = ra.max(axis=1) - ra.min(axis=1)
-        tied = gap < NEAR_TIE * spread
-        positions += int(ra.shape[0])
-        flips += int(flipped.sum())
-        ties += int((flipped & tied).sum())
-    return Agreement("top-1", positions, flips, ties)
-
-
-def _decision_agreement(ref: Arrays, got: Arrays) -> Agreement:
-    a = np.concatenate([np.asarray(x, dtype=np.float64).reshape(-1) for x in ref])
-    b = np.concatenate([np.asarray(x, dtype=np.float64).reshape(-1) for x in got])
-    flipped = (a > THRESHOLD) != (b > THRESHOLD)
-    tied = np.abs(a - THRESHOLD) < NEAR_TIE
-    return Agreement("decision", int(a.size), int(flipped.sum()), int((flipped & tied).sum()))
-
-
 def _unit_rows(x: npt.NDArray[Any]) -> bool:
     """Every row along the last axis has L2 norm 1 and the rows have negative values: an embedding
     (a confident softmax row also has norm close to 1, but no negative entries)."""
@@ -134,26 +148,31 @@ def _unit_rows(x: npt.NDArray[Any]) -> bool:
     return bool(np.allclose(norms, 1.0, atol=1e-3) and (np.count_nonzero(np.abs(rows) > 1e-6, axis=1) > 1).all())
 
 
-def compare(name: str, ref: Arrays, got: Arrays, options: VerifyOptions) -> OutputComparison:
-    a = np.concatenate([np.asarray(x).reshape(-1) for x in ref])
+def compare(name: str, ref: Arrays | Expected, got: Arrays, options: VerifyOptions) -> OutputComparison:
+    """``got`` judged against the original's ``ref`` (its values, or ``expect(ref)`` computed once)."""
+    e = ref if isinstance(ref, Expected) else expect(ref)
     b = np.concatenate([np.asarray(x).reshape(-1) for x in got])
-    if a.shape != b.shape:
+    if e.flat.shape != b.shape:
         return OutputComparison(name, float("inf"), float("inf"), 0.0, None, 0,
-                                (f"shape changed: {[x.shape for x in ref]} -> {[x.shape for x in got]}",))
-    if a.dtype.kind not in "fc":
+                                (f"shape changed: {[x.shape for x in e.arrays]} -> {[x.shape for x in got]}",))
+    if e.kind == "equal":
+        a = e.flat
         same = int(np.count_nonzero(a == b))
         fails = () if same == a.size or not agreement_fails(a.size - same, a.size, options.min_top1) else (
             f"agreement {same}/{a.size} below {100 * options.min_top1:g}%",)
         share = same / a.size if a.size else 1.0
         return OutputComparison(name, 0.0 if same == a.size else float("nan"), 0.0, 1.0, share, 0, fails,
                                 "equal", a.size, a.size - same, 0)
-    a64 = a.astype(np.float64)
+    a64 = e.flat
     b64 = b.astype(np.float64)
-    fa, fb = np.isfinite(a64), np.isfinite(b64)
-    same_special = (~fa & ~fb) & ((np.isnan(a64) & np.isnan(b64)) | (a64 == b64))
-    mismatch = int(np.count_nonzero((fa != fb) | ((~fa & ~fb) & ~same_special)))
-    both = fa & fb
-    x, y = a64[both], b64[both]
+    fa, fb = e.finite, np.isfinite(b64)
+    if fa.all() and fb.all():
+        mismatch, x, y = 0, a64, b64
+    else:
+        same_special = (~fa & ~fb) & ((np.isnan(a64) & np.isnan(b64)) | (a64 == b64))
+        mismatch = int(np.count_nonzero((fa != fb) | ((~fa & ~fb) & ~same_special)))
+        both = fa & fb
+        x, y = a64[both], b64[both]
     diff = x - y
     max_abs = float(np.abs(diff).max()) if diff.size else 0.0
     nx, ny = float(np.linalg.norm(x)), float(np.linalg.norm(y))
@@ -167,7 +186,7 @@ def compare(name: str, ref: Arrays, got: Arrays, options: VerifyOptions) -> Outp
         failures.append(f"rel L2 {rel:.3g} > {options.max_rel_l2:g}")
     if cos < options.min_cosine:
         failures.append(f"cosine {cos:.6f} < {options.min_cosine:g}")
-    agree = agreement(ref, got)
+    agree = _agreement(e, b64)
     if agree is None:
         return OutputComparison(name, max_abs, rel, cos, None, mismatch, tuple(failures))
     if agreement_fails(agree.counted, agree.positions, options.min_top1):

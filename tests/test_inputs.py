@@ -47,7 +47,7 @@ CASES: dict[str, tuple[str, str]] = {
     "corrupt-header": ("x.npy: garbage", "array 'x' is corrupt"),
     "not-a-zip": ("garbage", "cannot read sample inputs"),
     "oversized": ("x.npy declares 40 GB", "array 'x' would take 40000.0 MB when loaded, over the 1000 MB limit"),
-    "all-nan": ("x: NaN everywhere", "array 'x' (sample 0) is entirely NaN/inf: outputs computed from it check nothing"),
+    "all-nan": ("x: NaN everywhere", "array 'x' (sample 0) is entirely NaN/inf: outputs computed from it check"),
     "float-for-int": ("ids: floats for an int64 input", "array 'ids' is float32 but the input takes int64"),
     "wrong-name": ("y instead of x", "missing arrays for inputs x; arrays y match no model input"),
     "truncated-recording": ("a recording whose metadata is cut", "not a readable recording"),

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import digits_classifier
 import numpy as np
 import pytest
-
-import digits_classifier
 
 TEST_SET = Path(__file__).resolve().parents[1] / "data" / "digits_test.npz"
 

@@ -146,7 +146,7 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument("--json", type=Path, metavar="FILE", help="write the report as JSON ('-' for stdout)")
     _shrink_args(k)
     _verify_args(k)
-    k.add_argument("argv", nargs=argparse.REMAINDER, metavar="COMMAND", help="the command to run, after --")
+    k.set_defaults(argv=[])  # everything after `--`, split off before parsing (see main)
     return p
 
 
@@ -230,7 +230,6 @@ def _expand(patterns: Sequence[str]) -> tuple[list[Path], list[str]]:
 def cmd_shrink(args: argparse.Namespace) -> int:
     from hatch_shrinkray.engine import shrink
     from hatch_shrinkray.report import compressed_sizes, result_json, shrink_report
-
     from hatch_shrinkray.shipping.manifest import file_sha256
     from hatch_shrinkray.shipping.plan import read_plan
 
@@ -415,7 +414,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from hatch_shrinkray.checking.check import Settings, looks_like_pytest, run_check, run_shadow
     from hatch_shrinkray.checking.search import plan_entries, run_search
 
-    command = tuple(args.argv[1:] if args.argv[:1] == ["--"] else args.argv)
+    command = tuple(args.argv)
     if not command:
         raise ShrinkrayError("no command to check with", hint="hatch-shrinkray check [MODEL...] -- python -m pytest")
     for flag, value, low in (("--max-flip-rate", args.max_flip_rate, 0.0), ("--max-runs", args.max_runs, 1)):
@@ -506,8 +505,20 @@ def _write_plan(path: Path | None, entries: dict[str, Any], project: bool) -> st
     return f"wrote the plan for {len(entries)} model(s) into {path}: {ships}; commit it"
 
 
+def _split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """``check``'s own arguments and the COMMAND after its ``--`` (argparse would let MODEL... swallow it)."""
+    head = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
+    if head is None or argv[head] != "check" or "--" not in argv[head:]:
+        return argv, None
+    cut = argv.index("--", head)
+    return argv[:cut], argv[cut + 1:]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    own, command = _split_command(list(sys.argv[1:] if argv is None else argv))
+    args = parser().parse_args(own)
+    if command is not None:
+        args.argv = command
     commands = {"shrink": cmd_shrink, "info": cmd_info, "compare": cmd_compare, "wheel": cmd_wheel,
                 "record": cmd_record, "check": cmd_check}
     try:

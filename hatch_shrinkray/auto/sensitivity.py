@@ -27,6 +27,8 @@ from hatch_shrinkray.verification.recordings import spread
 
 FLOAT32 = 1
 MAX_FEEDS = 8
+SHARE_OF_WORST = 0.1
+"""The hint names tensors that do at least this share of the worst one's harm."""
 MAX_WEIGHTS = 200
 """Single-tensor runs, largest weights first: bounds the cost on models with very many weights."""
 
@@ -83,7 +85,7 @@ def _context(site: Site, options: ShrinkOptions, opset: int) -> EncodeContext:
 
 def keep_hint(ranked: Sequence[Sensitive], limit: int = 3) -> str:
     """The most harmful tensors and the config lines that would keep them ('' when none harms)."""
-    top = [s for s in ranked if s.load > 0][:limit]
+    top = [s for s in ranked if s.load > 0 and s.load >= SHARE_OF_WORST * ranked[0].load][:limit]
     if not top:
         return ""
     shown = ", ".join(f"{s.name} (rel-L2 {s.deviation.rel_l2:.1e}, agreement {100 * s.deviation.top1:.2f}%)"

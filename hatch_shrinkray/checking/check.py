@@ -41,6 +41,7 @@ class Settings:
 
 @dataclass(frozen=True)
 class Checked:
+    command: tuple[str, ...]
     prepared: tuple[Prepared, ...]
     verdict: Verdict
     hints: dict[str, str]
@@ -82,7 +83,7 @@ def run_check(configured: Configured, settings: Settings, app: Display) -> Check
                          cwd=settings.cwd)
         verdict = judge(original, shrunk)
         hints = {} if verdict.passed else sensitive_hints(prepared, original, tmp / "recorded")
-        return Checked(tuple(prepared), verdict, hints)
+        return Checked(settings.command, tuple(prepared), verdict, hints)
 
 
 def run_shadow(configured: Configured, settings: Settings, app: Display) -> Shadowed:

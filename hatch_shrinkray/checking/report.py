@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shlex
 from typing import Any
 
 from hatch_shrinkray.capture.observe import ModelSeen, Observed
@@ -11,7 +12,6 @@ from hatch_shrinkray.checking.check import Checked, Shadowed
 from hatch_shrinkray.checking.models import Prepared
 from hatch_shrinkray.checking.search import Found, Searched
 from hatch_shrinkray.checking.verdict import Verdict, tally
-from hatch_shrinkray.errors import CHECK_HINT
 from hatch_shrinkray.result import human, render_table
 
 TEXT_LINES = 15
@@ -41,12 +41,9 @@ def render_check(checked: Checked) -> str:
     for relpath, hint in checked.hints.items():
         lines.append(f"hint: {relpath}: {hint}")
     if not v.passed:
-        lines.append(f"hint: or let the tests find the smallest model that passes them: {_search_line(v)}")
+        lines.append("hint: or let the tests find the smallest model that passes them: "
+                     f"hatch-shrinkray check --search -- {shlex.join(checked.command)}")
     return "\n".join(lines)
-
-
-def _search_line(v: Verdict) -> str:
-    return CHECK_HINT if not v.original.tests else "hatch-shrinkray check --search -- <the same command>"
 
 
 def _regressions(v: Verdict) -> list[str]:

@@ -158,9 +158,10 @@ def test_all_type_and_value_errors_at_once(root: Path) -> None:
     ]
 
 
-def test_inputs_must_be_npz(root: Path) -> None:
-    assert errors_of({"models": ["src/pkg/models/a.onnx"], "inputs": "README.md"}, root) == [
-        f"Field `{T}.inputs` must be the path of a .npz file, relative to the project root"]
+@pytest.mark.parametrize("value", ["", 42, ["a.npz"]])
+def test_inputs_must_be_a_path(root: Path, value: object) -> None:
+    assert errors_of({"models": ["src/pkg/models/a.onnx"], "inputs": value}, root) == [
+        f"Field `{T}.inputs` must be a path relative to the project root (a recording directory or a .npz file)"]
 
 
 def test_override_errors_name_the_override(root: Path) -> None:

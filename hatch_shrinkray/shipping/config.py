@@ -208,9 +208,9 @@ def _check_kind(kind: str, value: Any, path: str, errors: list[str]) -> Any:
             return value
         errors.append(f"{name} must be a string")
     elif kind == "path":
-        if isinstance(value, str) and value.endswith(".npz"):
+        if isinstance(value, str) and value:
             return value
-        errors.append(f"{name} must be the path of a .npz file, relative to the project root")
+        errors.append(f"{name} must be a path relative to the project root (a recording directory or a .npz file)")
     elif kind == "integer":
         if isinstance(value, int) and not isinstance(value, bool):
             if path.endswith(".seed") and value < 0:

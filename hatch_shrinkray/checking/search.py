@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import shlex
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -147,9 +147,19 @@ class _Search:
                 f"check --search: {self.prepared.relpath}: the tests fail even with every searched tensor kept "
                 "float32: what fails is not this model's weights (a flaky test, or another model)")
             return None
+        return self._bisect(lo, hi, lambda k: dict.fromkeys(order[:k], "float32"))
+
+    def _cheapen(self, chosen: dict[Key, str], key: Key) -> None:
+        """Bisect ``key`` down the ladder (the rung below the method fails, float32 passes)."""
+        hi = self._bisect(-1, len(self.ladder) - 1, lambda i: {**chosen, key: self.ladder[i]})
+        chosen[key] = self.ladder[hi]
+
+    def _bisect(self, lo: int, hi: int, plan: Callable[[int], dict[Key, str]]) -> int:
+        """The smallest index in (lo, hi] whose plan passes, given that ``lo`` fails and ``hi`` passes
+        (``hi`` itself when the runs are spent)."""
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            trial = self._try(dict.fromkeys(order[:mid], "float32"))
+            trial = self._try(plan(mid))
             if trial is None:
                 break
             if trial.passed:
@@ -157,20 +167,6 @@ class _Search:
             else:
                 lo = mid
         return hi
-
-    def _cheapen(self, chosen: dict[Key, str], key: Key) -> None:
-        """Bisect ``key`` down the ladder (the rung below the method fails, float32 passes)."""
-        lo, hi = -1, len(self.ladder) - 1
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            trial = self._try({**chosen, key: self.ladder[mid]})
-            if trial is None:
-                break
-            if trial.passed:
-                hi = mid
-            else:
-                lo = mid
-        chosen[key] = self.ladder[hi]
 
     def _try(self, tensors: dict[Key, str]) -> Trial | None:
         if self.runs >= self.max_runs:

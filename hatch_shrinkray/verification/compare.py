@@ -132,8 +132,9 @@ def _class_scores(first: npt.NDArray[Any]) -> bool:
 
 
 def _probabilities(ref: Arrays, first: npt.NDArray[Any]) -> bool:
-    """Probability outputs with a trailing axis of 1 (or scalars): Silero VAD's speech probability."""
-    if first.ndim and first.shape[-1] != 1:
+    """Probability outputs with a trailing axis of 1, one per position (1-D) or scalars: Silero VAD's
+    speech probability, per chunk or per frame of a sequence."""
+    if first.ndim > 1 and first.shape[-1] != 1:
         return False
     return all(bool(((np.asarray(r) >= 0) & (np.asarray(r) <= 1)).all()) for r in ref)
 

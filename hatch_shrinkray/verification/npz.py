@@ -23,8 +23,8 @@ import numpy.typing as npt
 
 from hatch_shrinkray.errors import ShrinkrayError
 
-MAX_BYTES = 1 << 30
-"""Largest total size of the arrays of one file once loaded (1 GiB): a sample file holds a few
+MAX_BYTES = 1_000_000_000
+"""Largest total size of the arrays of one file once loaded (1 GB): a sample file holds a few
 dozen model inputs; more is a mistake or a zip bomb."""
 NUMERIC_KINDS = "biuf"
 """bool, signed and unsigned integers, floats: what a model input can be fed from."""

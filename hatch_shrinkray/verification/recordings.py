@@ -97,7 +97,8 @@ def read_recording(path: Path) -> Recording:
         count = int(meta["samples"])
         samples = tuple({name: arrays.pop(f"s{i:04d}_{j}") for j, name in enumerate(inputs)} for i in range(count))
     except (KeyError, ValueError, TypeError) as exc:
-        raise ShrinkrayError(f"not a readable recording: {exc}", path=label,
+        why = f"its metadata or arrays lack {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise ShrinkrayError(f"not a readable recording: {why}", path=label,
                              hint="record it again with `hatch-shrinkray record`") from exc
     if arrays:
         raise ShrinkrayError(f"not a readable recording: unexpected arrays {', '.join(sorted(arrays)[:5])}",

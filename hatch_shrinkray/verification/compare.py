@@ -82,13 +82,15 @@ class Expected:
     """``top-1``: the original's argmax per position."""
     tied: npt.NDArray[np.bool_] | None = None
     """Positions where the original is nearly tied (top-1 vs top-2 gap, or distance to the threshold)."""
+    threshold: float = THRESHOLD
+    """The decision threshold of a probability output."""
 
     @property
     def classes(self) -> int:
         return int(np.asarray(self.arrays[0]).shape[-1])
 
 
-def expect(ref: Arrays) -> Expected:
+def expect(ref: Arrays, threshold: float = THRESHOLD) -> Expected:
     flat = np.concatenate([np.asarray(x).reshape(-1) for x in ref])
     if flat.dtype.kind not in "fc":
         return Expected(ref, flat, np.ones(flat.shape, dtype=bool), "equal")
@@ -103,7 +105,7 @@ def expect(ref: Arrays) -> Expected:
         spread = part[:, 1] - rows.min(axis=1)
         return Expected(ref, a64, finite, "top-1", rows.argmax(axis=1), part[:, 1] - part[:, 0] < NEAR_TIE * spread)
     if _probabilities(ref, first):
-        return Expected(ref, a64, finite, "decision", tied=np.abs(a64 - THRESHOLD) < NEAR_TIE)
+        return Expected(ref, a64, finite, "decision", tied=np.abs(a64 - threshold) < NEAR_TIE, threshold=threshold)
     return Expected(ref, a64, finite, "")
 
 
@@ -112,7 +114,7 @@ def _agreement(e: Expected, b: npt.NDArray[np.float64]) -> Agreement | None:
     if e.tied is None:
         return None
     if e.kind == "decision":
-        flipped = (e.flat > THRESHOLD) != (b > THRESHOLD)
+        flipped = (e.flat > e.threshold) != (b > e.threshold)
         return Agreement("decision", int(e.flat.size), int(flipped.sum()), int((flipped & e.tied).sum()))
     if not np.isfinite(b).all():
         return None
@@ -149,9 +151,11 @@ def _unit_rows(x: npt.NDArray[Any]) -> bool:
     return bool(np.allclose(norms, 1.0, atol=1e-3) and (np.count_nonzero(np.abs(rows) > 1e-6, axis=1) > 1).all())
 
 
-def compare(name: str, ref: Arrays | Expected, got: Arrays, options: VerifyOptions) -> OutputComparison:
-    """``got`` judged against the original's ``ref`` (its values, or ``expect(ref)`` computed once)."""
-    e = ref if isinstance(ref, Expected) else expect(ref)
+def compare(name: str, ref: Arrays | Expected, got: Arrays, options: VerifyOptions,
+            threshold: float = THRESHOLD) -> OutputComparison:
+    """``got`` judged against the original's ``ref`` (its values, or ``expect(ref)`` computed once);
+    ``threshold`` is the decision threshold of probability outputs (that of ``ref`` if prepared)."""
+    e = ref if isinstance(ref, Expected) else expect(ref, threshold)
     b = np.concatenate([np.asarray(x).reshape(-1) for x in got])
     if e.flat.shape != b.shape:
         return OutputComparison(name, float("inf"), float("inf"), 0.0, None, 0,

@@ -8,16 +8,18 @@ task's own test data, which the recording never saw.
 
 1. ``hatch-shrinkray record --output DIR -- python -m benchmarks.record_task KEY`` runs the task's
    pipeline on calibration data (``record_task``: other lines, other sentences, other files);
-2. every variant is a ``hatch-shrinkray shrink`` subprocess through the console script of this
-   environment (the work tree's engine), run ``--repeats`` times interleaved (variant order rotates
-   each round); CPU time (user + system of the child, from ``os.wait4``) and wall time, medians;
-   the outputs of the repeats must be byte-identical;
+2. every variant is a ``hatch-shrinkray shrink`` subprocess (``python -m hatch_shrinkray``, the same
+   command line), run ``--repeats`` times interleaved (variant order rotates each round); CPU time
+   (user + system of the child, from ``os.wait4``) and wall time, medians; the outputs of the repeats
+   must be byte-identical;
 3. each output runs the task on its test data: share of answers identical to the original's
    (OCR lines, VAD 32 ms decisions, Magika labels), the task metric, the file size.
 
-``auto`` without inputs must exit non-zero with a one-line error; that is checked too. Results are
-cached per engine (``git describe`` + a hash of ``hatch_shrinkray/**/*.py``) in
-``.cache/real_inputs/``.
+``auto`` without inputs must exit non-zero with a one-line error; that is checked too.
+
+The engine is a ``git archive`` snapshot of ``HSR_BENCH_ENGINE`` (default ``HEAD``; ``worktree`` = the
+work tree as installed), put first on ``PYTHONPATH`` of every command, so a run names one commit and
+edits made while it runs do not leak in. Results are cached per engine in ``.cache/real_inputs/``.
 """
 
 from __future__ import annotations
@@ -42,11 +44,12 @@ if __package__ in (None, ""):
 from benchmarks import corpus
 from benchmarks.common import CACHE_DIR, json_default, make_session, sha256_file
 from benchmarks.record_task import KEYS
+from benchmarks.variants import ENGINE_REV, engine_dir
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
 OUT = CACHE_DIR / "real_inputs"
-CLI = str(Path(sys.executable).with_name("hatch-shrinkray"))
+CLI = [sys.executable, "-m", "hatch_shrinkray"]
 VARIANTS: dict[str, list[str]] = {
     "int8 (no inputs)": ["--method", "int8"],
     "int8 + recording": ["--method", "int8", "--inputs", "{rec}"],
@@ -56,8 +59,15 @@ NO_INPUTS = ["--method", "auto"]
 WHAT = {"ppocrv6_rec": "lines", "ppocrv4_rec": "lines", "silero_vad": "32 ms decisions", "magika": "labels"}
 
 
+ENGINE_DIR = engine_dir()
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    p for p in (str(ENGINE_DIR or ""), str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
+
+
 def engine_id() -> str:
-    """``git describe --dirty`` and a hash of the engine's sources (a dirty tree still names its code)."""
+    """The snapshot's commit, or for the work tree ``git describe --dirty`` and a hash of its sources."""
+    if ENGINE_DIR is not None:
+        return ENGINE_DIR.name[:12]
     desc = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, cwd=REPO,
                           check=True).stdout.strip()
     h = hashlib.sha256()
@@ -69,7 +79,7 @@ def engine_id() -> str:
 def timed(cmd: list[str]) -> dict[str, Any]:
     """Run ``cmd``: exit code, wall time, the child's own CPU time (``os.wait4``), its output."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=ENV)
     assert proc.stdout is not None and proc.stderr is not None
     out = proc.stdout.read()
     err = proc.stderr.read()
@@ -87,7 +97,7 @@ def record(key: str, model: Path, rec_dir: Path, fresh: bool) -> dict[str, Any]:
         return cached
     shutil.rmtree(rec_dir, ignore_errors=True)
     rec_dir.mkdir(parents=True)
-    cmd = [CLI, "record", "--output", str(rec_dir), "--", sys.executable, "-m", "benchmarks.record_task", key,
+    cmd = [*CLI, "record", "--output", str(rec_dir), "--", sys.executable, "-m", "benchmarks.record_task", key,
            "--model", str(model)]
     run = timed(cmd)
     if run["rc"] != 0:
@@ -104,7 +114,7 @@ def shrink_args(model: Path, dest: Path, args: list[str], rec_dir: Path) -> list
     """The ``shrink`` command; its JSON report goes beside ``dest`` (made here: the CLI does not create
     the directory of ``--json`` when the shrink fails first)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    return [CLI, "shrink", str(model), "-o", str(dest), "--force", "--json", f"{dest}.json",
+    return [*CLI, "shrink", str(model), "-o", str(dest), "--force", "--json", f"{dest}.json",
             *[a.format(rec=rec_dir) for a in args]]
 
 
@@ -232,12 +242,14 @@ def write_report(results: list[dict[str, Any]], argv: list[str]) -> Path:
 
     lines = [
         "# Recorded real inputs: int8 vs int8 with the recording vs auto with the recording (issue 10)", "",
-        f"Engine `{results[0]['engine']}` (this work tree through its own `hatch-shrinkray` console script). "
+        f"Engine `{results[0]['engine']}` (`HSR_BENCH_ENGINE`, a `git archive` snapshot; every command is "
+        "`python -m hatch_shrinkray ...`, the same command line as the `hatch-shrinkray` script). "
         f"Python {platform.python_version()}, onnxruntime {onnxruntime.__version__}, on the shared 2-vCPU VM "
         "(other engineers' tests and benchmarks ran at the same time: load average "
         + ", ".join(f"{r['key']} {r['load']:.1f}" for r in results) + " when each model finished).", "",
         "```sh", "apt-get install -y espeak-ng fonts-dejavu-core   # speech and fonts for the task data",
         ".venv/bin/pip install pillow scipy scikit-learn   # the tasks' own dependencies",
+        f"{'' if ENGINE_REV == 'HEAD' else f'HSR_BENCH_ENGINE={ENGINE_REV} '}"
         f".venv/bin/python -m benchmarks.real_inputs {' '.join(argv)}".rstrip(), "```", "",
         "What the command does, per model: records inputs by running the task's own pipeline on calibration "
         "data with the product's recorder, exactly as a user would "

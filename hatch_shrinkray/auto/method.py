@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -43,9 +44,16 @@ from hatch_shrinkray.result import TensorRecord
 FLOAT32 = 1
 LOG = logging.getLogger("hatch_shrinkray.auto")
 MAX_EVALS = 400
-"""Single-tensor sensitivity runs (largest weights first). Once spent, 16-bit levels are estimated
-from the int8 one scaled by the ratio of their calibrated output errors, and weights not reached at
-all get int8 as method int8 would: the analysis is bounded by (MAX_EVALS + 2) runs on 8 feeds."""
+"""Single-tensor sensitivity runs (largest weights first); weights not reached get int8 as method
+int8 would: the analysis is bounded by (MAX_EVALS + 2) runs on 8 feeds."""
+LOW_RUNGS_SHARE = 0.5
+"""Every weight's int8 is measured alone; its rungs below int8 (int4, int6) only for the largest
+weights that make up this share of the weights' bytes, where the size is won. The other rungs are
+estimated from the nearest measured one, scaled by the ratio of their calibrated output errors
+(``_proxy``): a weight's output deviation grows with its layer's output error. The search then
+checks its choices with real runs of the assembled model, so an estimate can cost bytes, never
+the budget. (Measuring every rung of every weight took 270 runs on PP-OCRv6 rec: most of auto's
+time; benchmarks/REAL_INPUTS.md.)"""
 
 SENSITIVITY_FEEDS = 8
 """Single-tensor runs use this many feeds, evenly spread over the inputs (samples are often
@@ -80,6 +88,8 @@ class Analysis:
     weights: list[Weight]
     probe: Probe
     base: list[list[npt.NDArray[Any]]]
+    subset: list[int]
+    """The feeds of the single-tensor runs (``SENSITIVITY_FEEDS`` of ``base``, evenly spread)."""
 
 
 @dataclass
@@ -151,32 +161,45 @@ class Auto:
                    for s in cal.sites]
         LOG.info("auto: %d weights, %d feeds, candidates ready after %.1f s", len(weights), len(calibration),
                  time.perf_counter() - start)
-        _sensitivity(weights, cal.probe, cal.base)
+        n, m = len(cal.base), min(len(cal.base), SENSITIVITY_FEEDS)
+        subset = sorted({round(k * (n - 1) / max(m - 1, 1)) for k in range(m)})
+        _sensitivity(weights, cal.probe, cal.base, subset)
         LOG.info("auto: sensitivity measured after %.1f s (%d runs)", time.perf_counter() - start, cal.probe.runs)
-        return Analysis(weights, cal.probe, cal.base)
+        return Analysis(weights, cal.probe, cal.base, subset)
 
     def finish(self, model: ModelProto, analysis: Analysis, options: ShrinkOptions) -> list[TensorRecord]:
         """Search the budget's assignment and write it into ``model`` (the analysed model or a copy)."""
         weights, probe, base = analysis.weights, analysis.probe, analysis.base
         runs = probe.runs
         baseline = Baseline(base)
+        quick = Baseline([base[k] for k in analysis.subset])
+
+        def replaced(choice: tuple[int, ...]) -> dict[Key, npt.NDArray[Any]]:
+            return {site_key(w.site): w.candidates[c].decoded for w, c in zip(weights, choice, strict=True)}
 
         def evaluate(choice: tuple[int, ...]) -> Deviation:
-            repl = {site_key(w.site): w.candidates[c].decoded for w, c in zip(weights, choice, strict=True)}
-            return deviation(baseline, probe.run(repl))
+            return deviation(baseline, probe.run(replaced(choice)))
+
+        def screened(choice: tuple[int, ...]) -> Deviation:
+            """A clean-up move runs on every feed only once it keeps the budget on the single-tensor
+            runs' feeds: most moves do not, and that check costs a fraction of a full run."""
+            if len(analysis.subset) == len(base):
+                return evaluate(choice)
+            first = deviation(quick, probe.run(replaced(choice), subset=analysis.subset))
+            return evaluate(choice) if first.within(options) else first
 
         table = [[Option(c.stored_bytes, d.load(options)) for c, d in zip(w.candidates, w.deviations, strict=True)]
                  for w in weights]
         found = search(table, evaluate, lambda d: d.within(options))
         found = try_uniform(table, found, _uniform(weights), evaluate, lambda d: d.within(options))
-        found = refine(table, found, evaluate, lambda d: d.within(options), MAX_REFINE)
+        found = refine(table, found, screened, lambda d: d.within(options), MAX_REFINE)
         LOG.info("auto: search done (%d runs): %s", probe.runs - runs, found.deviation.text())
         if not found.deviation.within(options):
             raise ShrinkrayError(
                 f"auto: even the original weights miss the budget on the probe session ({found.deviation.text()})",
                 hint="loosen budget-rel-l2 / budget-cosine / budget-agreement")
         chosen = {site_key(w.site): (w, w.candidates[c]) for w, c in zip(weights, found.choice, strict=True)}
-        summary = (f"budget met: {found.deviation.text()} ({found.evaluations} full runs, "
+        summary = (f"budget met: {found.deviation.text()} ({found.evaluations} assignments checked, "
                    f"{probe.runs} runs in all)")
         return _write(model, options, chosen, summary)
 
@@ -278,24 +301,25 @@ def _int4_ok(site: Site) -> bool:
             and bool(site.consumers) and all(n.op_type == "MatMul" and i == 1 for n, i in site.consumers))
 
 
-def _sensitivity(weights: list[Weight], probe: Probe, base: list[list[npt.NDArray[Any]]]) -> None:
-    """Measure each weight's candidates alone, largest weights first, within ``MAX_EVALS`` runs."""
+def _sensitivity(weights: list[Weight], probe: Probe, base: list[list[npt.NDArray[Any]]], subset: list[int]) -> None:
+    """Measure each weight alone, largest weights first, within ``MAX_EVALS`` runs: its int8, and its
+    lower rungs while the weights so far hold less than ``LOW_RUNGS_SHARE`` of the bytes."""
     order = sorted(range(len(weights)), key=lambda i: (-weights[i].site.size, i))
     budget = MAX_EVALS
-    n, m = len(base), min(len(base), SENSITIVITY_FEEDS)
-    subset = sorted({round(k * (n - 1) / max(m - 1, 1)) for k in range(m)})
     baseline = Baseline([base[k] for k in subset])
+    total = sum(w.site.size for w in weights)
+    covered = 0
     for i in order:
         w = weights[i]
         key = site_key(w.site)
-        lossy = [j for j, c in enumerate(w.candidates) if c.kind != "fp32"]
         if budget <= 0:
             _fixed_int8(w, "not measured (single-tensor run budget spent on larger weights)")
             continue
-        # A weight's levels up to 8 bits together; its wider levels only while the budget lasts.
-        for j in lossy:
-            if w.candidates[j].stored_bytes > w.site.size and budget <= 0:
-                continue
+        lossy = [j for j, c in enumerate(w.candidates) if c.kind != "fp32"]
+        reference = [j for j in lossy if w.candidates[j].kind == "int8"] or lossy[:1]
+        low = [j for j in lossy if w.candidates[j].bits < 8] if covered < LOW_RUNGS_SHARE * total else []
+        covered += w.site.size
+        for j in [*reference, *low][:budget]:
             got = probe.run({key: w.candidates[j].decoded}, subset=subset)
             w.deviations[j] = deviation(baseline, got)
             w.measured[j] = True
@@ -316,15 +340,18 @@ def _fixed_int8(w: Weight, why: str) -> None:
 
 
 def _proxy(w: Weight) -> None:
-    """Unmeasured 16-bit levels: the int8 deviation scaled by the calibrated output-error ratio."""
-    ref = next((j for j, c in enumerate(w.candidates) if c.kind == "int8" and w.measured[j]), None)
+    """Unmeasured levels: the deviation of the measured level whose calibrated output error is
+    nearest (in ratio), scaled by the ratio of the two errors."""
+    measured = [j for j, c in enumerate(w.candidates) if w.measured[j] and c.weight_error > 0]
     for j, c in enumerate(w.candidates):
         if c.kind == "fp32" or w.measured[j]:
             continue
-        if ref is not None and w.candidates[ref].weight_error > 0:
-            w.deviations[j] = w.deviations[ref].scaled(c.weight_error / w.candidates[ref].weight_error)
-        else:
+        if not measured:
             w.deviations[j] = BROKEN
+            continue
+        error = max(c.weight_error, 1e-300)
+        ref = min(measured, key=lambda m: (abs(math.log(error / w.candidates[m].weight_error)), m))
+        w.deviations[j] = w.deviations[ref].scaled(c.weight_error / w.candidates[ref].weight_error)
 
 
 def _unexercised(w: Weight) -> bool:

@@ -2,12 +2,13 @@
 
     python -m benchmarks.auto_bench ppocrv6_rec ppocrv4_rec silero_vad [--budgets 0.99,0.995]
 
-Calibration (the verification ``.npz`` that ``auto`` searches on) is built like a user would build
-it, and disjoint from the task's test data: OCR = 24 rendered lines from another seed, padded to
-one width; Silero = 96 chunks (input + recurrent state) snapshotted while streaming 4 speech clips
-of another seed through the original model. The task then runs on its own test data (200 lines /
-24 clips x 5 SNRs + the 8 kHz branch) and we report the share of answers identical to the
-original model's (lines / 32 ms decisions), the task metric delta, and the raw size ratio.
+Calibration (the ``.npz`` given as ``inputs``; ``auto`` fits on three quarters of it, as ``shrink``
+does) is built like a user would build it, and disjoint from the task's test data: OCR = 24
+rendered lines from another seed, padded to one width; Silero = 96 chunks (input + recurrent
+state) snapshotted while streaming 4 speech clips of another seed through the original model.
+The task then runs on its own test data (200 lines / 24 clips x 5 SNRs + the 8 kHz branch) and we
+report the share of answers identical to the original model's (lines / 32 ms decisions), the task
+metric delta, and the raw size ratio.
 """
 
 from __future__ import annotations
@@ -105,11 +106,13 @@ def variants(src: Path, dst_dir: Path, calib: Path, budgets: list[float], *, par
     t0 = time.perf_counter()
     shrink(src, dst, ShrinkOptions(method="int8", verify=None, min_elements=min_elements))
     out.append({"variant": "int8", "path": dst, "seconds": time.perf_counter() - t0, "encodings": {}})
+    from benchmarks.curve_calib import feeds
+
     model = onnx.load(str(src))
     Dedup().apply(model, opts)
     auto = Auto()
     t0 = time.perf_counter()
-    analysis = auto.analyse(model, opts)
+    analysis = auto.analyse(model, opts, feeds(calib, src)[0])
     assert analysis is not None
     analyse_s = time.perf_counter() - t0
     m = copy.deepcopy(model)

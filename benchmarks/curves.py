@@ -14,8 +14,10 @@ put first on ``sys.path`` below, before anything imports ``hatch_shrinkray``. Pe
 cached in ``.cache/curves/<engine sha12>/<model>.json`` (ours) and ``.cache/curves/peer/<model>.json``
 (the predecessor, independent of our engine), so a rerun with a new engine commit recomputes only ours.
 
-``auto``: one ``Auto().analyse`` per model on the calibration ``.npz`` (``curve_calib.py``, disjoint
-from the test data), then ``Auto().finish`` per budget, as ``auto_bench.variants`` does. The budget
+``auto``: one ``Auto().analyse`` per model on the calibration inputs (``curve_calib.py``: a recording
+of the task's own pipeline, or an ``.npz``; disjoint from the test data; the feeds the engine fits
+on, i.e. all but the held-out quarter), then ``Auto().finish`` per budget, as ``auto_bench.variants``
+does. The budget
 swept is ``budget_agreement`` (rel-L2 at verification's limit 0.1, cosine off) when the engine has a decision
 measure for one of the model's outputs (argmax of class scores / ``> 0.5`` of a probability), else
 ``budget_rel_l2`` (agreement off): for the detectors' probability maps, NudeNet's box tensor and
@@ -154,24 +156,16 @@ def _kinds(recs: Any) -> dict[str, int]:
     return kinds
 
 
-def decision_outputs(src: Path, calib: Path) -> list[str]:
-    """Outputs for which the engine's budget measures decisions (``budget.deviation``: top-1 of class
-    scores, else ``> 0.5`` of a probability) on the calibration inputs."""
-    from hatch_shrinkray.auto.budget import _decisions
-    from hatch_shrinkray.verification.compare import _top1
-    from hatch_shrinkray.verification.inputs import load_npz, specs_of
+def decision_outputs(src: Path, feeds: list[dict[str, np.ndarray]]) -> list[str]:
+    """Outputs for which the engine's budget measures decisions (top-1 of class scores, else
+    ``> 0.5`` of a probability: ``compare.expect``) on the calibration feeds."""
+    from hatch_shrinkray.verification.compare import expect
 
     sess, err = try_session(src, threads=2)
     assert sess is not None, err
-    feeds = load_npz(calib, specs_of(sess))
     outs = [sess.run(None, f) for f in feeds]
     names = [o.name for o in sess.get_outputs()]
-    found = []
-    for i, name in enumerate(names):
-        a = [o[i] for o in outs]
-        if _top1(a, a) is not None or _decisions(a, a) is not None:
-            found.append(name)
-    return found
+    return [name for i, name in enumerate(names) if expect([o[i] for o in outs]).kind in ("top-1", "decision")]
 
 
 def ours_points(key: str, src: Path, calib: Path, *, min_elements: int, param: str, budgets: tuple[float, ...],
@@ -201,11 +195,13 @@ def ours_points(key: str, src: Path, calib: Path, *, min_elements: int, param: s
         return rows
     opts = ShrinkOptions(method="auto", verify=VerifyOptions(inputs=calib), budget_cosine=-1.0,
                          min_elements=min_elements)
+    from benchmarks.curve_calib import feeds
+
     model = onnx.load(str(src))
     Dedup().apply(model, opts)
     auto = Auto()
     t0 = time.perf_counter()
-    analysis = auto.analyse(model, opts)
+    analysis = auto.analyse(model, opts, feeds(calib, src)[0])
     analyse_s = time.perf_counter() - t0
     if analysis is None:
         raise RuntimeError(f"{key}: auto found no float32 weight")
@@ -311,7 +307,7 @@ def _save(path: Path, data: dict[str, Any]) -> None:
 
 
 def run_model(key: str, sizes: SizeCache, force: bool = False) -> None:
-    from benchmarks.curve_calib import calibration, samples_in
+    from benchmarks.curve_calib import calibration, feeds
 
     src = MODEL_DIR / f"{key}.onnx"
     src_sha = sha256_file(src)
@@ -344,11 +340,12 @@ def run_model(key: str, sizes: SizeCache, force: bool = False) -> None:
     ours = _load(ours_file)
     osig = f"{sig}|{me}|{sha256_file(calib)}"
     if ours.get("sig") != osig or force:
-        decides = decision_outputs(src, calib)
+        fitted, samples = feeds(calib, src)
+        decides = decision_outputs(src, fitted)
         param = "budget_agreement" if decides else "budget_rel_l2"
         ours = {"sig": osig, "engine": engine_sha(), "engine_rev": ENGINE_REV, "min_elements": me,
                 "calibration": str(calib.relative_to(REPO_DIR)), "calibration_text": calib_text,
-                "calibration_samples": samples_in(calib),
+                "calibration_samples": samples,
                 "decision_outputs": decides, "param": param, "points": {}}
     param = ours["param"]
     budgets = AGREEMENT_BUDGETS if param == "budget_agreement" else REL_L2_BUDGETS
@@ -573,7 +570,7 @@ def _row(p: dict[str, Any], ours_param: str = "") -> str:
 def write_report(argv: list[str]) -> None:
     import onnxruntime
 
-    from benchmarks.curve_calib import calibration, samples_in
+    from benchmarks.curve_calib import calibration
 
     eng = engine_sha()
     last = " ".join(["python -m benchmarks.curves", *argv]) if argv else "python -m benchmarks.curves"
@@ -618,7 +615,6 @@ def write_report(argv: list[str]) -> None:
         computed += [f"* {line}" for line in dominance(key, ours, peer)]
         computed.append("")
         spec = task_spec(key)
-        calib = REPO_DIR / ours["calibration"] if ours.get("calibration") else None
         tables.append(f"## {key}")
         tables.append("")
         if ours:
@@ -629,7 +625,7 @@ def write_report(argv: list[str]) -> None:
                      "on this model's outputs")
             tables.append(
                 f"Calibration (`auto`'s `inputs`): {calibration(key, MODEL_DIR / f'{key}.onnx')[1]} - "
-                f"{samples_in(calib) if calib and calib.exists() else '?'} samples, `{ours['calibration']}`. "
+                f"{ours.get('calibration_samples', '?')} samples (3 of 4 fitted on), `{ours['calibration']}`. "
                 f"min-elements {ours['min_elements']}. Budget swept: {swept}; outputs with a decision measure: "
                 f"{', '.join(ours['decision_outputs']) or 'none'}.")
             tables.append("")

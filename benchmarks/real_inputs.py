@@ -29,7 +29,6 @@ import hashlib
 import json
 import os
 import platform
-import shutil
 import statistics
 import subprocess
 import sys
@@ -43,7 +42,7 @@ if __package__ in (None, ""):
 
 from benchmarks import corpus
 from benchmarks.common import CACHE_DIR, json_default, make_session, sha256_file
-from benchmarks.record_task import KEYS
+from benchmarks.record_task import KEYS, RECORDINGS, record
 from benchmarks.variants import ENGINE_REV, engine_dir
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -87,27 +86,6 @@ def timed(cmd: list[str]) -> dict[str, Any]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     return {"rc": proc.returncode, "wall": time.perf_counter() - t0, "cpu": usage.ru_utime + usage.ru_stime,
             "stdout": out.decode(errors="replace"), "stderr": err.decode(errors="replace")}
-
-
-def record(key: str, model: Path, rec_dir: Path, fresh: bool) -> dict[str, Any]:
-    """The recording of ``key``'s calibration workload (made once, unless ``fresh``)."""
-    done = rec_dir / "record.json"
-    if done.exists() and not fresh:
-        cached: dict[str, Any] = json.loads(done.read_text())
-        return cached
-    shutil.rmtree(rec_dir, ignore_errors=True)
-    rec_dir.mkdir(parents=True)
-    cmd = [*CLI, "record", "--output", str(rec_dir), "--", sys.executable, "-m", "benchmarks.record_task", key,
-           "--model", str(model)]
-    run = timed(cmd)
-    if run["rc"] != 0:
-        raise RuntimeError(f"{key}: recording failed: {run['stderr'][-2000:]}")
-    files = sorted(rec_dir.glob("*.npz"))
-    info = {"command": f"hatch-shrinkray record --output DIR -- python -m benchmarks.record_task {key}",
-            "summary": run["stdout"].strip(), "files": [f.name for f in files],
-            "bytes": sum(f.stat().st_size for f in files), "seconds": run["wall"]}
-    done.write_text(json.dumps(info, indent=1))
-    return info
 
 
 def shrink_args(model: Path, dest: Path, args: list[str], rec_dir: Path) -> list[str]:
@@ -197,8 +175,8 @@ def run_model(key: str, repeats: int, fresh: bool) -> dict[str, Any]:
         prev: dict[str, Any] = json.loads(cache.read_text())
         if prev.get("engine") == eng and prev.get("repeats") == repeats:
             return prev
-    rec_dir = OUT / "recordings" / key
-    rec = record(key, model, rec_dir, fresh=False)
+    rec_dir = RECORDINGS / key
+    rec = record(key, model, rec_dir, env=ENV)
     work = OUT / "work" / key
     log(f"{key}: recorded {rec['files']} ({rec['bytes']} bytes); shrinking x{repeats}")
     variants = run_variants(key, model, rec_dir, work, repeats)

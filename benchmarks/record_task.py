@@ -13,15 +13,24 @@ and 8 kHz at 10 dB); Magika identifies real files of this machine that are not i
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import shutil
+import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import corpus
+from benchmarks.common import CACHE_DIR
 
 KEYS = ("ppocrv6_rec", "ppocrv4_rec", "silero_vad", "magika")
+RECORDINGS = CACHE_DIR / "real_inputs" / "recordings"
+REPO = Path(__file__).resolve().parent.parent
 
 
 def use(key: str, model: Path) -> int:
@@ -39,6 +48,32 @@ def use(key: str, model: Path) -> int:
 
         return magika_task.use(model)
     raise KeyError(key)
+
+
+def record(key: str, model: Path, rec_dir: Path | None = None, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Record ``key``'s workload on ``model`` into ``rec_dir`` (default ``RECORDINGS/key``) with
+    ``python -m hatch_shrinkray record``, once: what it recorded, and where."""
+    rec_dir = rec_dir or RECORDINGS / key
+    done = rec_dir / "record.json"
+    if done.exists():
+        cached: dict[str, Any] = json.loads(done.read_text())
+        return cached
+    shutil.rmtree(rec_dir, ignore_errors=True)
+    rec_dir.mkdir(parents=True)
+    if env is None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "hatch_shrinkray", "record", "--output", str(rec_dir), "--",
+                           sys.executable, "-m", "benchmarks.record_task", key, "--model", str(model)],
+                          capture_output=True, text=True, cwd=REPO, env=env, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{key}: recording failed: {proc.stderr[-2000:]}")
+    files = sorted(rec_dir.glob("*.npz"))
+    info = {"command": f"hatch-shrinkray record --output DIR -- python -m benchmarks.record_task {key}",
+            "summary": proc.stdout.strip(), "files": [f.name for f in files],
+            "bytes": sum(f.stat().st_size for f in files), "seconds": time.perf_counter() - t0}
+    done.write_text(json.dumps(info, indent=1))
+    return info
 
 
 def main() -> None:

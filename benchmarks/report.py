@@ -266,7 +266,7 @@ def write_report(all_rows: dict[str, dict[str, Any]], args: argparse.Namespace, 
     return md_path
 
 
-OVERVIEW = ["ours-int8", "ours-fp16", "ours-int4", "ours-auto", "ours-auto-real", "peer-default", "peer-per-channel",
+OVERVIEW = ["ours-int8", "ours-fp16", "ours-int4", "ours-auto", "peer-default", "peer-per-channel",
             "peer-float256", "ort-dynamic"]
 
 

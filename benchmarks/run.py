@@ -20,8 +20,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import numpy as np
-
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -172,13 +170,13 @@ def measure(
     args: argparse.Namespace, sizes: SizeCache,
 ) -> Row:
     row = Row(model, variant.name, variant.label, variant.kind, "ok")
-    if '"task-inputs"' in variant.options:
-        # one real sample of the task (its latency feed) as the engine's verification input, as a user would give
-        npz = CACHE_DIR / "verify_inputs" / f"{model}.npz"
-        npz.parent.mkdir(parents=True, exist_ok=True)
-        np.savez(npz, **task.latency_feed())
-        variant = dataclasses.replace(
-            variant, options=variant.options.replace('"task-inputs"', json.dumps({"inputs": str(npz)})))
+    if '"task-recording"' in variant.options:
+        # auto needs real inputs: a recording of the task's pipeline on its calibration data, disjoint from the
+        # test data (``record_task``; an .npz of such data for models without a recorded workload)
+        from benchmarks.curve_calib import calibration
+
+        variant = dataclasses.replace(variant, options=variant.options.replace(
+            '"task-recording"', json.dumps({"inputs": str(calibration(model, src)[0])})))
     run = shrink_variant(variant, model, src, force=args.force_shrink)
     row.shrink_cmd = run.command
     if variant.kind != "original":

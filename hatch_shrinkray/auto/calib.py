@@ -127,7 +127,7 @@ def _conv_patches(x: npt.NDArray[Any], lay: Layout, shape: tuple[int, ...]) -> n
     n, c = x.shape[0], x.shape[1]
     if c % g or c // g != shape[1]:
         return None
-    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3]))) if any(pads) else x
     eh, ew = (kh - 1) * dil[0] + 1, (kw - 1) * dil[1] + 1
     if xp.shape[2] < eh or xp.shape[3] < ew:
         return None
@@ -135,10 +135,10 @@ def _conv_patches(x: npt.NDArray[Any], lay: Layout, shape: tuple[int, ...]) -> n
     win = win[:, :, :: strides[0], :: strides[1], :: dil[0], :: dil[1]]  # [n, c, oh, ow, kh, kw]
     oh, ow = win.shape[2], win.shape[3]
     rows = n * oh * ow
-    if rows > MAX_ROWS:
+    if rows > MAX_ROWS:  # pick the rows from the window view, without unfolding every one first
         idx = np.linspace(0, rows - 1, MAX_ROWS).round().astype(np.int64)
-        flat = win.transpose(0, 2, 3, 1, 4, 5).reshape(rows, c, kh, kw)
-        sel = flat[idx]
+        sample, rest = np.divmod(idx, oh * ow)
+        sel = win[sample, :, rest // ow, rest % ow]  # [MAX_ROWS, c, kh, kw]
     else:
         sel = win.transpose(0, 2, 3, 1, 4, 5).reshape(rows, c, kh, kw)
     return np.ascontiguousarray(sel.reshape(sel.shape[0], g, (c // g) * kh * kw))

@@ -26,6 +26,7 @@ from hatch_shrinkray.errors import (
     VerificationError,
     one_line,
 )
+from hatch_shrinkray.numerics.threads import one_blas_thread
 from hatch_shrinkray.onnxgraph.graph import find_sites, scopes
 from hatch_shrinkray.onnxgraph.modelio import Loaded, Staged, fits_one_file, load_model
 from hatch_shrinkray.options import ShrinkOptions, option_errors
@@ -87,14 +88,15 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
     if options.dedup:
         records += Dedup().apply(work, options)
     chosen, stored = encode_chosen(work, options)
-    if stored:  # what the chosen encodings stored is not the method's to encode again
-        method_options = dataclasses.replace(
-            options, exclude_tensors=(*options.exclude_tensors, *(glob.escape(n) for n in sorted(stored))))
-        mine = {(c.scope, c.name) for c in chosen}
-        records += [r for r in method.apply(work, method_options, calibration)
-                    if r.name not in stored and (r.scope, r.name) not in mine]
-    else:
-        records += method.apply(work, options, calibration)
+    with one_blas_thread():
+        if stored:  # what the chosen encodings stored is not the method's to encode again
+            method_options = dataclasses.replace(
+                options, exclude_tensors=(*options.exclude_tensors, *(glob.escape(n) for n in sorted(stored))))
+            mine = {(c.scope, c.name) for c in chosen}
+            records += [r for r in method.apply(work, method_options, calibration)
+                        if r.name not in stored and (r.scope, r.name) not in mine]
+        else:
+            records += method.apply(work, options, calibration)
     records += chosen
     dest = Path(destination) if destination is not None else None
     staged: Staged | None = None

@@ -19,6 +19,7 @@ import numpy.typing as npt
 import onnx
 from onnx import ModelProto, TensorProto, helper
 
+from hatch_shrinkray.numerics.threads import NO_SPINNING
 from hatch_shrinkray.onnxgraph.graph import Names, Site, find_sites
 from hatch_shrinkray.verification.inputs import Feed
 
@@ -91,6 +92,7 @@ class Probe:
 
         opts = ort.SessionOptions()
         opts.log_severity_level = 4
+        opts.add_session_config_entry(*NO_SPINNING)
         self.probe = probe
         self.session = ort.InferenceSession(probe.model.SerializeToString(), opts,
                                             providers=["CPUExecutionProvider"])

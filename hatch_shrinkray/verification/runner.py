@@ -15,6 +15,7 @@ import numpy.typing as npt
 from onnx import ModelProto
 
 from hatch_shrinkray.errors import RECORD_HINT, ShrinkrayError, one_line
+from hatch_shrinkray.numerics.threads import NO_SPINNING
 from hatch_shrinkray.options import VerifyOptions
 from hatch_shrinkray.result import VerifyResult
 from hatch_shrinkray.verification.compare import compare, unchecked
@@ -55,6 +56,7 @@ def session(model: ModelRef, label: str) -> Any:
 
     opts = ort.SessionOptions()
     opts.log_severity_level = 4  # failures are reported by us, in one line
+    opts.add_session_config_entry(*NO_SPINNING)
     try:
         ref = model if isinstance(model, bytes) else str(model)
         return ort.InferenceSession(ref, opts, providers=["CPUExecutionProvider"])

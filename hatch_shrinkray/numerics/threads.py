@@ -1,0 +1,24 @@
+"""The engine's own linear algebra on one BLAS thread, and onnxruntime sessions that do not spin.
+
+Output-aware rounding and ``auto`` multiply matrices of a few hundred to a few thousand rows (GPTQ,
+the calibration moments, the scale trials): a second BLAS thread saves little there, and on a loaded
+machine (a CI runner, a parallel build, the shared benchmark VM) OpenBLAS's busy-waiting threads made
+``int8`` with real inputs take 4x the CPU time and 2-3x the wall time (benchmarks/REAL_INPUTS.md).
+One thread also makes the sums, hence the chosen codes, the same whatever the number of cores.
+onnxruntime's worker threads busy-wait between operators by default in the same way; the engine's
+sessions run hundreds of short calls, so they sleep instead (``NO_SPINNING``; numerics unchanged).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+NO_SPINNING = ("session.intra_op.allow_spinning", "0")
+"""onnxruntime session config entry: idle worker threads sleep instead of spinning."""
+
+
+def one_blas_thread() -> Any:
+    """A context manager limiting BLAS (numpy's matrix products) to one thread in this process."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")

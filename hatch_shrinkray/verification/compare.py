@@ -90,8 +90,15 @@ class Expected:
         return int(np.asarray(self.arrays[0]).shape[-1])
 
 
+def _flat(arrays: Arrays) -> npt.NDArray[Any]:
+    """All values in one vector (a view when there is one contiguous array)."""
+    if len(arrays) == 1:
+        return np.asarray(arrays[0]).reshape(-1)
+    return np.concatenate([np.asarray(x).reshape(-1) for x in arrays])
+
+
 def expect(ref: Arrays, threshold: float = THRESHOLD) -> Expected:
-    flat = np.concatenate([np.asarray(x).reshape(-1) for x in ref])
+    flat = _flat(ref)
     if flat.dtype.kind not in "fc":
         return Expected(ref, flat, np.ones(flat.shape, dtype=bool), "equal")
     a64 = flat.astype(np.float64)
@@ -156,7 +163,7 @@ def compare(name: str, ref: Arrays | Expected, got: Arrays, options: VerifyOptio
     """``got`` judged against the original's ``ref`` (its values, or ``expect(ref)`` computed once);
     ``threshold`` is the decision threshold of probability outputs (that of ``ref`` if prepared)."""
     e = ref if isinstance(ref, Expected) else expect(ref, threshold)
-    b = np.concatenate([np.asarray(x).reshape(-1) for x in got])
+    b = _flat(got)
     if e.flat.shape != b.shape:
         return OutputComparison(name, float("inf"), float("inf"), 0.0, None, 0,
                                 (f"shape changed: {[x.shape for x in e.arrays]} -> {[x.shape for x in got]}",))
@@ -169,7 +176,7 @@ def compare(name: str, ref: Arrays | Expected, got: Arrays, options: VerifyOptio
         return OutputComparison(name, 0.0 if same == a.size else float("nan"), 0.0, 1.0, share, 0, fails,
                                 "equal", a.size, a.size - same, 0)
     a64 = e.flat
-    b64 = b.astype(np.float64)
+    b64 = b if b.dtype == np.float64 else b.astype(np.float64)
     fa, fb = e.finite, np.isfinite(b64)
     if fa.all() and fb.all():
         mismatch, x, y = 0, a64, b64

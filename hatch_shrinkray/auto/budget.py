@@ -8,6 +8,7 @@ discrete answer a caller would take from the output (per-position argmax of clas
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +16,8 @@ import numpy as np
 import numpy.typing as npt
 
 from hatch_shrinkray.options import ShrinkOptions, VerifyOptions
-from hatch_shrinkray.verification.compare import Expected, agreement_fails, compare, expect
+from hatch_shrinkray.result import OutputComparison
+from hatch_shrinkray.verification.compare import Expected, agreement, agreement_fails, compare, expect
 
 Outputs = list[list[npt.NDArray[Any]]]
 
@@ -80,6 +82,8 @@ class Baseline:
         self.feeds = len(ref)
         self.outputs = [expect([r[i] for r in ref]) for i in range(len(ref[0]))] if ref else []
         self.margins = [_margins(e, [r[i] for r in ref]) for i, e in enumerate(self.outputs)]
+        self.squares = [float(e.flat @ e.flat) if e.kind != "equal" and e.finite.all() else None
+                        for e in self.outputs]
 
 
 Margins = tuple[npt.NDArray[np.intp] | None, npt.NDArray[np.intp] | None, npt.NDArray[np.float64]]
@@ -96,11 +100,9 @@ def deviation(ref: Outputs | Baseline, got: Outputs) -> Deviation:
     cos = agree = top1 = 1.0
     flips: list[tuple[int, float]] = []
     loose = VerifyOptions(max_rel_l2=float("inf"), min_cosine=-1.0, min_top1=0.0)
-    for i, (e, margins) in enumerate(zip(base.outputs, base.margins, strict=True)):
+    for i, (e, margins, square) in enumerate(zip(base.outputs, base.margins, base.squares, strict=True)):
         flat = np.concatenate([np.asarray(g[i]).reshape(-1) for g in got])
-        if flat.dtype.kind == "f":
-            flat = flat.astype(np.float64)
-        c = compare(str(i), e, [flat], loose)
+        c = _quick(e, square, flat) or compare(str(i), e, [flat], loose)
         if c.nonfinite_mismatch:
             return BROKEN
         r = c.rel_l2 if np.isfinite(c.rel_l2) else float("inf")
@@ -118,6 +120,24 @@ def deviation(ref: Outputs | Baseline, got: Outputs) -> Deviation:
             soft = min(soft, 1.0 - float(np.mean(np.minimum(moved, 1.0))))
         agree = min(agree, soft)
     return Deviation(rel, cos, agree, energy, risk, top1, tuple(flips))
+
+
+def _quick(e: Expected, square: float | None, got: npt.NDArray[Any]) -> OutputComparison | None:
+    """``compare``'s rel-L2, cosine and agreement for finite float values of the original's size,
+    from two dot products instead of a difference array (a third of the memory traffic, the same
+    figures up to rounding); None where ``compare`` has to look closer."""
+    if square is None or got.shape != e.flat.shape or got.dtype.kind != "f" or not np.isfinite(got).all():
+        return None
+    b = got.astype(np.float64)
+    yy, xy = float(b @ b), float(e.flat @ b)
+    nx, ny = math.sqrt(square), math.sqrt(yy)
+    rel = math.sqrt(max(square + yy - 2 * xy, 0.0)) / nx if nx > 0 else (0.0 if yy == 0 else math.inf)
+    cos = xy / (nx * ny) if nx > 0 and ny > 0 else (1.0 if nx == ny else 0.0)
+    agree = agreement(e, got)
+    if agree is None:
+        return OutputComparison("", math.nan, rel, cos, None, 0)
+    return OutputComparison("", math.nan, rel, cos, agree.share, 0, (), agree.kind, agree.positions, agree.flips,
+                            agree.near_ties)
 
 
 def _margins(e: Expected, ref: list[npt.NDArray[Any]]) -> Margins | None:
@@ -143,11 +163,12 @@ def _shifts(e: Expected, margins: Margins, got: npt.NDArray[np.float64]) -> npt.
     threshold, / that margin)^2."""
     first, second, margin = margins
     if first is None or second is None:
-        moved = got - e.flat
+        moved = got.astype(np.float64) - e.flat
     else:
         ga = got.reshape(-1, e.classes)
         ra = e.flat.reshape(-1, e.classes)
-        moved = ((np.take_along_axis(ga, first, 1) - np.take_along_axis(ga, second, 1))
+        moved = ((np.take_along_axis(ga, first, 1).astype(np.float64)
+                  - np.take_along_axis(ga, second, 1).astype(np.float64))
                  - (np.take_along_axis(ra, first, 1) - np.take_along_axis(ra, second, 1)))[:, 0]
     out: npt.NDArray[np.float64] = np.square(moved / margin)
     return out

@@ -181,8 +181,10 @@ class Auto:
             return deviation(baseline, probe.run(replaced(choice)))
 
         def screened(choice: tuple[int, ...]) -> Deviation:
-            """A clean-up move runs on every feed only once it keeps the budget on the single-tensor
-            runs' feeds: most moves do not, and that check costs a fraction of a full run."""
+            """An assignment runs on every feed only once it keeps the budget on the single-tensor
+            runs' feeds: about half of the bisection's points and most clean-up moves do not, and
+            that check costs a fraction of a full run. (A point the subset rejects is treated as
+            over the budget: at worst a few bytes more, never a looser budget.)"""
             if len(analysis.subset) == len(base):
                 return evaluate(choice)
             first = deviation(quick, probe.run(replaced(choice), subset=analysis.subset))
@@ -190,8 +192,8 @@ class Auto:
 
         table = [[Option(c.stored_bytes, d.load(options)) for c, d in zip(w.candidates, w.deviations, strict=True)]
                  for w in weights]
-        found = search(table, evaluate, lambda d: d.within(options))
-        found = try_uniform(table, found, _uniform(weights), evaluate, lambda d: d.within(options))
+        found = search(table, screened, lambda d: d.within(options))
+        found = try_uniform(table, found, _uniform(weights), screened, lambda d: d.within(options))
         found = refine(table, found, screened, lambda d: d.within(options), MAX_REFINE)
         LOG.info("auto: search done (%d runs): %s", probe.runs - runs, found.deviation.text())
         if not found.deviation.within(options):

@@ -116,8 +116,9 @@ def expect(ref: Arrays, threshold: float = THRESHOLD) -> Expected:
     return Expected(ref, a64, finite, "")
 
 
-def _agreement(e: Expected, b: npt.NDArray[np.float64]) -> Agreement | None:
-    """Agreement of the discrete answers, for outputs that carry any (else None)."""
+def agreement(e: Expected, b: npt.NDArray[Any]) -> Agreement | None:
+    """Agreement of the discrete answers in ``b`` (all the shrunk model's values of the output, in
+    one vector) with the original's, for outputs that carry any (else None)."""
     if e.tied is None:
         return None
     if e.kind == "decision":
@@ -198,7 +199,7 @@ def compare(name: str, ref: Arrays | Expected, got: Arrays, options: VerifyOptio
         failures.append(f"rel L2 {rel:.3g} > {options.max_rel_l2:g}")
     if cos < options.min_cosine:
         failures.append(f"cosine {cos:.6f} < {options.min_cosine:g}")
-    agree = _agreement(e, b64)
+    agree = agreement(e, b64)
     if agree is None:
         return OutputComparison(name, max_abs, rel, cos, None, mismatch, tuple(failures))
     if agreement_fails(agree.counted, agree.positions, options.min_top1):

@@ -16,7 +16,13 @@ import numpy as np
 import numpy.typing as npt
 from onnx import NodeProto, helper
 
-MAX_ROWS = 2048  # patches per sample; evenly thinned above this (big early feature maps)
+MAX_ROWS = 2048
+"""Patches per sample at most; evenly thinned above this (big early feature maps)."""
+ROWS_PER_FEATURE = 16
+"""Rows wanted per input feature over all calibration samples (``rows_per_sample``): enough for a
+well-conditioned ``H``; beyond it, more rows of the same images cost Gram products and moved no
+rounding (benchmarks/REAL_INPUTS.md)."""
+MIN_ROWS = 64
 
 
 def _attr(node: NodeProto, name: str, default: Any) -> Any:
@@ -85,29 +91,39 @@ class Moments:
         self.count += int(p.shape[0])
 
 
-def patches(x: npt.NDArray[Any], lay: Layout, shape: tuple[int, ...]) -> npt.NDArray[Any] | None:
-    """Activation rows ``[n, groups, Kg]`` in the order the weight's ``[rows, K]`` columns use."""
+def rows_per_sample(lay: Layout, shape: tuple[int, ...], samples: int) -> int:
+    """How many activation rows to keep per sample: ``ROWS_PER_FEATURE`` per input feature over all
+    ``samples``, within ``[MIN_ROWS, MAX_ROWS]``."""
+    features = shape[0] if lay.transpose else int(np.prod(shape[1:]))
+    return int(min(MAX_ROWS, max(MIN_ROWS, -(-ROWS_PER_FEATURE * features // max(samples, 1)))))
+
+
+def patches(x: npt.NDArray[Any], lay: Layout, shape: tuple[int, ...],
+            max_rows: int = MAX_ROWS) -> npt.NDArray[Any] | None:
+    """Activation rows ``[n, groups, Kg]`` (at most ``max_rows``, evenly spread) in the order the
+    weight's ``[rows, K]`` columns use."""
     op = lay.node.op_type
     if op == "MatMul":
         k = shape[0]
         if x.shape[-1] != k:
             return None
-        return _thin(x.reshape(-1, 1, k))
+        return _thin(x.reshape(-1, 1, k), max_rows)
     if op == "Gemm":
         a = x.T if _attr(lay.node, "transA", 0) else x
-        return _thin(a.reshape(-1, 1, a.shape[-1]))
-    return _conv_patches(x, lay, shape)
+        return _thin(a.reshape(-1, 1, a.shape[-1]), max_rows)
+    return _conv_patches(x, lay, shape, max_rows)
 
 
-def _thin(rows: npt.NDArray[Any]) -> npt.NDArray[Any]:
-    if rows.shape[0] <= MAX_ROWS:
+def _thin(rows: npt.NDArray[Any], max_rows: int) -> npt.NDArray[Any]:
+    if rows.shape[0] <= max_rows:
         return rows
-    idx = np.linspace(0, rows.shape[0] - 1, MAX_ROWS).round().astype(np.int64)
+    idx = np.linspace(0, rows.shape[0] - 1, max_rows).round().astype(np.int64)
     out: npt.NDArray[Any] = rows[idx]
     return out
 
 
-def _conv_patches(x: npt.NDArray[Any], lay: Layout, shape: tuple[int, ...]) -> npt.NDArray[Any] | None:
+def _conv_patches(x: npt.NDArray[Any], lay: Layout, shape: tuple[int, ...],
+                  max_rows: int) -> npt.NDArray[Any] | None:
     node = lay.node
     spatial = len(shape) - 2
     if x.ndim != spatial + 2:
@@ -135,10 +151,10 @@ def _conv_patches(x: npt.NDArray[Any], lay: Layout, shape: tuple[int, ...]) -> n
     win = win[:, :, :: strides[0], :: strides[1], :: dil[0], :: dil[1]]  # [n, c, oh, ow, kh, kw]
     oh, ow = win.shape[2], win.shape[3]
     rows = n * oh * ow
-    if rows > MAX_ROWS:  # pick the rows from the window view, without unfolding every one first
-        idx = np.linspace(0, rows - 1, MAX_ROWS).round().astype(np.int64)
+    if rows > max_rows:  # pick the rows from the window view, without unfolding every one first
+        idx = np.linspace(0, rows - 1, max_rows).round().astype(np.int64)
         sample, rest = np.divmod(idx, oh * ow)
-        sel = win[sample, :, rest // ow, rest % ow]  # [MAX_ROWS, c, kh, kw]
+        sel = win[sample, :, rest // ow, rest % ow]  # [max_rows, c, kh, kw]
     else:
         sel = win.transpose(0, 2, 3, 1, 4, 5).reshape(rows, c, kh, kw)
     return np.ascontiguousarray(sel.reshape(sel.shape[0], g, (c // g) * kh * kw))

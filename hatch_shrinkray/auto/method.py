@@ -27,7 +27,7 @@ import numpy.typing as npt
 from onnx import ModelProto
 
 from hatch_shrinkray.auto.budget import BROKEN, ZERO, Baseline, Deviation, deviation
-from hatch_shrinkray.auto.calib import Layout, Moments, layout, patches
+from hatch_shrinkray.auto.calib import Layout, Moments, layout, patches, rows_per_sample
 from hatch_shrinkray.auto.candidates import Candidate, fp32, int4_block, int_candidate, sixteen_bit
 from hatch_shrinkray.auto.probe import Probe, site_key, weights_as_inputs
 from hatch_shrinkray.auto.search import Option, refine, search, try_uniform
@@ -289,7 +289,8 @@ def _moments(sites: list[Site], lays: dict[Key, Layout | None], probe: Probe,
             for node, idx in site.consumers:
                 la = layout(node, idx, site.shape)
                 p = None if la is None or la.activation not in index else patches(
-                    np.asarray(caps[index[la.activation]]), la, site.shape)
+                    np.asarray(caps[index[la.activation]]), la, site.shape,
+                    rows_per_sample(la, site.shape, len(probe.feeds)))
                 if p is None:
                     broken.add(key)
                     break

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from hatch_shrinkray.capture import env
 from hatch_shrinkray.errors import ShrinkrayError, VerificationError
 from hatch_shrinkray.options import (
     DECODES,
@@ -110,9 +111,10 @@ def parser() -> argparse.ArgumentParser:
                                    "code is passed through.",
                        usage="hatch-shrinkray record --output DIR [options] -- COMMAND [ARGS...]")
     r.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="recording directory")
-    r.add_argument("--max-samples", type=int, default=32, metavar="N", help="samples kept per model (default 32)")
-    r.add_argument("--max-bytes", type=int, default=8_000_000, metavar="BYTES",
-                   help="bytes of samples kept per model (default 8000000)")
+    r.add_argument("--max-samples", type=int, default=env.MAX_SAMPLES, metavar="N",
+                   help=f"samples kept per model (default {env.MAX_SAMPLES})")
+    r.add_argument("--max-bytes", type=int, default=env.MAX_BYTES, metavar="BYTES",
+                   help=f"bytes of samples kept per model (default {env.MAX_BYTES})")
     r.add_argument("argv", nargs=argparse.REMAINDER, metavar="COMMAND", help="the command to run, after --")
 
     k = sub.add_parser(

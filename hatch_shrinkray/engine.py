@@ -178,7 +178,7 @@ def _reference(original: str | bytes, label: str, options: ShrinkOptions,
     if needs_data:
         raise ShrinkrayError(f"method {options.method} needs at least 2 real samples (one to fit, one to verify on); "
                              f"{reference.samples.source} has 1", path=label,
-                             hint="record more: hatch-shrinkray record keeps up to 32 calls per model by default")
+                             hint="record more: raise hatch-shrinkray record's --max-samples / --max-bytes")
     return reference, None, ("1 real sample: nothing to hold out, so round-to-nearest (no output-aware rounding)",)
 
 

@@ -4,6 +4,12 @@ RECORD = "HATCH_SHRINKRAY_RECORD"
 """The directory where each process leaves its recorded samples (``DIR/.parts``)."""
 RECORD_SAMPLES = "HATCH_SHRINKRAY_RECORD_SAMPLES"
 RECORD_BYTES = "HATCH_SHRINKRAY_RECORD_BYTES"
+MAX_SAMPLES = 256
+"""Default samples kept per model. The bytes bound decides for large inputs (8 MB held 23 rendered
+text lines of PP-OCRv6); small ones need many samples: with 32 Silero VAD chunks, ``auto`` fitted on
+24 and failed its own verification on the 8 held out, with 256 it passed (benchmarks/REAL_INPUTS.md)."""
+MAX_BYTES = 8_000_000
+"""Default bytes of samples kept per model."""
 CHECK = "HATCH_SHRINKRAY_CHECK"
 """A JSON file written by ``hatch-shrinkray check`` (``capture.swap``): which models each session
 loads instead, which it runs in shadow, and the directory where each process reports."""

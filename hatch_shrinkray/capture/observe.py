@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hatch_shrinkray.capture import env
+from hatch_shrinkray.capture.env import MAX_BYTES, MAX_SAMPLES
 from hatch_shrinkray.capture.outcomes import OUTCOMES
-from hatch_shrinkray.capture.recorder import MAX_BYTES, MAX_SAMPLES
 from hatch_shrinkray.capture.run import finish, instrumented_path, recording_environment
 from hatch_shrinkray.capture.session import PARTS
 from hatch_shrinkray.capture.shadow import ModelStats

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from hatch_shrinkray.capture import env
+
 ENV_KEYS = ("HATCH_SHRINKRAY_RECORD", "HATCH_SHRINKRAY_RECORD_SAMPLES", "HATCH_SHRINKRAY_RECORD_BYTES", "PYTHONPATH")
 
 
@@ -22,10 +24,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--shrinkray-record", metavar="DIR", default=None,
                     help="record a bounded sample of the feeds of every ONNX model the tests run into DIR "
                          "(one .npz per model; use DIR as hatch-shrinkray's `inputs`)")
-    group.addoption("--shrinkray-record-samples", metavar="N", type=int, default=32,
-                    help="samples kept per model (default 32)")
-    group.addoption("--shrinkray-record-bytes", metavar="BYTES", type=int, default=8_000_000,
-                    help="bytes of samples kept per model (default 8000000)")
+    group.addoption("--shrinkray-record-samples", metavar="N", type=int, default=env.MAX_SAMPLES,
+                    help=f"samples kept per model (default {env.MAX_SAMPLES})")
+    group.addoption("--shrinkray-record-bytes", metavar="BYTES", type=int, default=env.MAX_BYTES,
+                    help=f"bytes of samples kept per model (default {env.MAX_BYTES})")
 
 
 class Recording:

@@ -16,10 +16,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from hatch_shrinkray.capture.env import MAX_BYTES, MAX_SAMPLES
 from hatch_shrinkray.verification.recordings import Recording, spread
-
-MAX_SAMPLES = 32
-MAX_BYTES = 8_000_000
 
 Feed = dict[str, npt.NDArray[Any]]
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hatch_shrinkray.capture import env
-from hatch_shrinkray.capture.recorder import MAX_BYTES, MAX_SAMPLES
+from hatch_shrinkray.capture.env import MAX_BYTES, MAX_SAMPLES
 from hatch_shrinkray.capture.session import PARTS
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.result import human, render_table

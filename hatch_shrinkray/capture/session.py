@@ -18,7 +18,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from hatch_shrinkray.capture import env, swap
-from hatch_shrinkray.capture.recorder import MAX_BYTES, MAX_SAMPLES, ModelLog
+from hatch_shrinkray.capture.env import MAX_BYTES, MAX_SAMPLES
+from hatch_shrinkray.capture.recorder import ModelLog
 from hatch_shrinkray.verification.recordings import SHA_DIGITS, write_recording
 
 if TYPE_CHECKING:

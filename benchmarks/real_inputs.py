@@ -215,6 +215,11 @@ def _verified(v: dict[str, Any]) -> str:
     return f"ok on {ver.get('samples')} {real} samples{agree}"
 
 
+NOTES = """## Notes
+
+See the findings section of `benchmarks/README.md`'s *Real inputs* entry and the profile below."""
+
+
 def write_report(results: list[dict[str, Any]], argv: list[str]) -> Path:
     import onnxruntime
 
@@ -277,9 +282,39 @@ def write_report(results: list[dict[str, Any]], argv: list[str]) -> Path:
                         f"{'yes' if n['output_written'] else 'no'} |")
     path = BENCH_DIR / "REAL_INPUTS.md"
     tmp = path.with_suffix(".tmp")
-    tmp.write_text("\n".join([*lines, *head, "", *timing, "", *refusals, ""]))
+    tmp.write_text("\n".join([*lines, *verdicts(results), "", *head, "", *timing, "", *refusals, "", NOTES, ""]))
     tmp.replace(path)
     return path
+
+
+def verdicts(results: list[dict[str, Any]]) -> list[str]:
+    """The issue's minimums, computed from the tables: held or missed."""
+    out = ["## The issue's minimums (computed from the tables below)", ""]
+    for r in results:
+        task, key = r["task"], r["key"]
+        names = list(VARIANTS)
+        if not all(n in task for n in names):
+            continue
+        rtn, rec, auto = (task[n] for n in names)
+        if key.endswith("_rec"):
+            gain = 100 * (rec["identical"] - rtn["identical"])
+            size = auto["bytes"] / r["model_bytes"]
+            held = auto["identical"] >= 0.9 and size <= 0.35
+            out.append(f"* **{key}**: int8 + recording keeps {gain:+.1f} points of identical lines over "
+                       f"round-to-nearest at the same bytes (minimum +5): **{'met' if gain >= 5 else 'missed'}**. "
+                       f"auto + recording keeps {100 * auto['identical']:.1f}% at {100 * size:.1f}% of the file "
+                       f"(minimum >= 90% at <= 35%): **{'met' if held else 'missed'}**.")
+        else:
+            out.append(f"* **{key}** ({WHAT[key]}): round-to-nearest {100 * rtn['identical']:.2f}%, int8 + recording "
+                       f"{100 * rec['identical']:.2f}%, auto + recording {100 * auto['identical']:.2f}% at "
+                       f"{100 * auto['bytes'] / r['model_bytes']:.1f}% of the file (no minimum set).")
+        n = r["no_inputs"]
+        first = n["stderr"].splitlines()[0] if n["stderr"] else ""
+        written = "an output was written" if n["output_written"] else "no output"
+        out.append(f"  `auto` without inputs: exit code {n['rc']}, "
+                   f"{'one error line' if first.startswith('error:') else 'no error line'} (stderr: {n['lines']} "
+                   f"lines with the CLI's batch summary), {written}.")
+    return out
 
 
 def _samples(summary: str) -> str:

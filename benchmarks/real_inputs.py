@@ -54,6 +54,9 @@ VARIANTS: dict[str, list[str]] = {
     "int8 + recording": ["--method", "int8", "--inputs", "{rec}"],
     "auto + recording": ["--method", "auto", "--inputs", "{rec}"],
 }
+BASELINE = {"int8 asymmetric + recording": ["--method", "int8", "--scheme", "asymmetric", "--inputs", "{rec}"]}
+"""Round-to-nearest verified on the same recording (the asymmetric scheme is the int8 variant that stays
+round-to-nearest with real inputs, and it verifies on every sample): a timing baseline only."""
 NO_INPUTS = ["--method", "auto"]
 WHAT = {"ppocrv6_rec": "lines", "ppocrv4_rec": "lines", "silero_vad": "32 ms decisions", "magika": "labels"}
 
@@ -98,13 +101,14 @@ def shrink_args(model: Path, dest: Path, args: list[str], rec_dir: Path) -> list
 
 def run_variants(key: str, model: Path, rec_dir: Path, work: Path, repeats: int) -> dict[str, Any]:
     """Every variant ``repeats`` times, interleaved (order rotated per round)."""
-    names = list(VARIANTS)
+    commands = {**VARIANTS, **BASELINE}
+    names = list(commands)
     runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     digests: dict[str, set[str]] = {n: set() for n in names}
     for r in range(repeats):
         for n in names[r % len(names):] + names[: r % len(names)]:
-            dest = work / n.split(" ")[0] / ("rec" if "recording" in n else "none")
-            run = timed(shrink_args(model, dest, VARIANTS[n], rec_dir))
+            dest = work / _slug(n)
+            run = timed(shrink_args(model, dest, commands[n], rec_dir))
             out = dest / model.name
             run["output"] = str(out) if out.exists() and run["rc"] == 0 else None
             if run["output"]:
@@ -113,14 +117,17 @@ def run_variants(key: str, model: Path, rec_dir: Path, work: Path, repeats: int)
     result: dict[str, Any] = {}
     for n in names:
         last = runs[n][-1]
-        report = json.loads(Path(f"{work / n.split(' ')[0] / ('rec' if 'recording' in n else 'none')}.json")
-                            .read_text()) if last["rc"] == 0 else []
+        report = json.loads(Path(f"{work / _slug(n)}.json").read_text()) if last["rc"] == 0 else []
         result[n] = {"rc": [x["rc"] for x in runs[n]], "cpu": [x["cpu"] for x in runs[n]],
                      "wall": [x["wall"] for x in runs[n]], "identical_outputs": len(digests[n]) <= 1,
                      "output": last["output"], "report": report[0] if report else None,
                      "stderr": last["stderr"][-3000:], "stdout": last["stdout"][-3000:]}
         log(f"{key} {n}: rc {result[n]['rc']} cpu {statistics.median(result[n]['cpu']):.1f} s")
     return result
+
+
+def _slug(name: str) -> str:
+    return "-".join(w for w in name.replace("+", " ").replace("(", " ").replace(")", " ").split())
 
 
 def log(msg: str) -> None:
@@ -180,7 +187,7 @@ def run_model(key: str, repeats: int, fresh: bool) -> dict[str, Any]:
     work = OUT / "work" / key
     log(f"{key}: recorded {rec['files']} ({rec['bytes']} bytes); shrinking x{repeats}")
     variants = run_variants(key, model, rec_dir, work, repeats)
-    files = {n: v["output"] for n, v in variants.items() if v["output"]}
+    files = {n: v["output"] for n, v in variants.items() if v["output"] and n in VARIANTS}
     if not variants["int8 (no inputs)"]["output"]:
         files["int8 (no inputs)"] = unverified_int8(key, model, work, rec_dir)
     log(f"{key}: evaluating {len(files)} files on the test data")
@@ -198,6 +205,11 @@ def run_model(key: str, repeats: int, fresh: bool) -> dict[str, Any]:
 
 def _med(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
+
+
+def _ratio(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """Median CPU and wall time of ``a`` over ``b``'s."""
+    return f"{_med(a['cpu']) / _med(b['cpu']):.2f}x / {_med(a['wall']) / _med(b['wall']):.2f}x"
 
 
 def _verified(v: dict[str, Any]) -> str:
@@ -249,7 +261,8 @@ def write_report(results: list[dict[str, Any]], argv: list[str]) -> Path:
     timing = ["## Time budget", "", "Target (issue 10, item 4): `int8` with output-aware rounding shrinks and "
               "verifies in <= 3x the time of round-to-nearest; `auto` takes <= 60 s per 20 MB of model.", "",
               "| model | MB | int8 (no inputs) CPU / wall | int8 + recording CPU / wall | ratio (CPU / wall) | "
-              "auto + recording CPU / wall | auto s per 20 MB (CPU / wall) |", "|---|---|---|---|---|---|---|"]
+              "int8 asymmetric + recording CPU / wall | ratio to it (CPU / wall) | auto + recording CPU / wall | "
+              "auto s per 20 MB (CPU / wall) |", "|---|---|---|---|---|---|---|---|---|"]
     refusals = ["## `auto` without real inputs", "", "| model | exit code | stderr | output written |",
                 "|---|---|---|---|"]
     for r in results:
@@ -263,7 +276,7 @@ def write_report(results: list[dict[str, Any]], argv: list[str]) -> Path:
         head.append(f"| {key} | {mb:.2f} MB | {rec_text} | original | 100% | - | {primary} "
                     f"{orig['metrics'].get(primary, float('nan')):.4f} | - | - | - |")
         for name, v in r["variants"].items():
-            t = task.get(name)
+            t = task.get(name) if name in VARIANTS else None
             if t is None:
                 continue
             ident = f"{100 * t['identical']:.1f}% ({t['same']}/{t['n']} {WHAT[key]})"
@@ -271,10 +284,10 @@ def write_report(results: list[dict[str, Any]], argv: list[str]) -> Path:
             head.append(f"| | | | {name} | {100 * t['bytes'] / r['model_bytes']:.1f}% | {ident} | {metric} | "
                         f"{_verified(v)} | {_med(v['cpu']):.1f} | {_med(v['wall']):.1f} |")
         v8, vr, va = (r["variants"][n] for n in VARIANTS)
-        ratio_c = _med(vr["cpu"]) / _med(v8["cpu"])
-        ratio_w = _med(vr["wall"]) / _med(v8["wall"])
+        vb = r["variants"].get(next(iter(BASELINE)), {"cpu": [], "wall": []})
         timing.append(f"| {key} | {mb:.1f} | {_med(v8['cpu']):.1f} / {_med(v8['wall']):.1f} | "
-                      f"{_med(vr['cpu']):.1f} / {_med(vr['wall']):.1f} | {ratio_c:.2f}x / {ratio_w:.2f}x | "
+                      f"{_med(vr['cpu']):.1f} / {_med(vr['wall']):.1f} | {_ratio(vr, v8)} | "
+                      f"{_med(vb['cpu']):.1f} / {_med(vb['wall']):.1f} | {_ratio(vr, vb)} | "
                       f"{_med(va['cpu']):.1f} / {_med(va['wall']):.1f} | "
                       f"{_med(va['cpu']) * 20 / mb:.0f} / {_med(va['wall']) * 20 / mb:.0f} |")
         n = r["no_inputs"]

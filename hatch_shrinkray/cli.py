@@ -1,7 +1,8 @@
 """``hatch-shrinkray`` / ``python -m hatch_shrinkray``: info, shrink, compare.
 
 Every user mistake ends in one line on stderr and a non-zero exit; ``-v`` adds tracebacks.
-In ``shrink`` a bad file is reported and the remaining files are still processed.
+In ``shrink`` a bad file is reported and the remaining files are still processed. Ctrl-C and
+SIGTERM leave nothing behind and end the process the conventional way (130, or by the signal).
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hatch_shrinkray.errors import ShrinkrayError, VerificationError
+from hatch_shrinkray.files import write_atomically
 from hatch_shrinkray.options import DECODES, METHODS, SCHEMES, ShrinkOptions, VerifyOptions, option_errors
+from hatch_shrinkray.signals import Terminated, redeliver, terminate_raises
 
 FLAG_NAMES = {"method": "--method", "min_elements": "--min-elements", "scheme": "--scheme",
               "levels": "--levels", "decode": "--decode", "block_size": "--block-size", "inputs": "--inputs",
@@ -164,15 +167,24 @@ def cmd_shrink(args: argparse.Namespace) -> int:
                      "shrunk": compressed_sizes([dest, *(dest.parent / n for n in result.external_data)])}
         print(shrink_report(result, sizes, tensors=args.verbose))
         reports.append(result_json(result, sizes))
-    if args.json is not None:
-        text = json.dumps(reports, indent=2, sort_keys=True)
-        if str(args.json) == "-":
-            print(text)
-        else:
-            args.json.write_text(text + "\n")
+    written = args.json is None or _write_report(args.json, json.dumps(reports, indent=2, sort_keys=True), args.verbose)
     if failures:
-        print(f"{failures} of {len(files) + len(unmatched)} inputs failed", file=sys.stderr)
-    return 1 if failures else 0
+        print(f"{failures} of {len(files) + len(unmatched)} models failed", file=sys.stderr)
+    return 1 if failures or not written else 0
+
+
+def _write_report(path: Path, text: str, verbose: bool) -> bool:
+    """Print (``-``) or write the JSON report atomically; a failure is one error line."""
+    if str(path) == "-":
+        print(text)
+        return True
+    try:
+        write_atomically(path, (text + "\n").encode())
+    except OSError as exc:
+        _error(ShrinkrayError(f"cannot write the report: {exc.strerror or exc}", path=str(path),
+                              hint="free some space or choose another --json path"), verbose)
+        return False
+    return True
 
 
 def _data_files(model: Path) -> list[Path]:
@@ -225,13 +237,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     commands = {"shrink": cmd_shrink, "info": cmd_info, "compare": cmd_compare}
     try:
-        return commands[args.command](args)
+        with terminate_raises():  # SIGTERM unwinds like Ctrl-C, so staging files are removed
+            return commands[args.command](args)
     except ShrinkrayError as exc:
         _error(exc, args.verbose)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Terminated as exc:
+        print("terminated", file=sys.stderr)
+        redeliver(exc.signum)  # exit by the signal itself (143 in a shell), as callers expect
+        return 128 + exc.signum
 
 
 if __name__ == "__main__":

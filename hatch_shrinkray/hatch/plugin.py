@@ -7,8 +7,9 @@ Importing this module must stay cheap: hatchling constructs a throw-away instanc
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from hatchling.builders.config import BuilderConfig
@@ -17,6 +18,7 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.hatch.build import ENGINE_REQUIREMENTS, engine_needed, ship_models
 from hatch_shrinkray.hatch.config import PLUGIN_NAME, HookConfig, hook_table, load_config
+from hatch_shrinkray.signals import Terminated, deferred, on_sigterm, redeliver
 
 TARGETS = ("wheel", "sdist")
 
@@ -27,6 +29,8 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._workdir: tempfile.TemporaryDirectory[str] | None = None
+        self._initializing = False
+        self._unguard: Callable[[], None] | None = None
 
     def _load(self) -> HookConfig:
         target_hooks = getattr(self.build_config, "target_config", {}).get("hooks", {})
@@ -50,17 +54,35 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
         if self.target_name not in TARGETS or version != "standard":
             self.app.display_debug(f"shrinkray: nothing to do for {self.target_name} ({version}) builds")
             return
+        self._unguard = on_sigterm(self._on_sigterm)
+        self._initializing = True
         try:
-            self._workdir = self._make_workdir()
+            with deferred():  # the directory and our reference to it appear together
+                self._workdir = self._make_workdir()
             shipped = ship_models(self._load(), Path(self.root), build_data, Path(self._workdir.name),
                                   self.app)
             self._drop(path for model in shipped for path in model.obsolete)
         except ShrinkrayError as exc:
             self._cleanup()
             self.app.abort(f"shrinkray: {exc}")
+        except Terminated as exc:
+            self._cleanup()
+            redeliver(exc.signum)
         except BaseException:
             self._cleanup()
             raise
+        finally:
+            self._initializing = False
+
+    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        """From ``initialize`` to ``finalize``, SIGTERM (a CI timeout, a container stop) must not
+        strand the work directory in $TMPDIR. Inside ``initialize`` it unwinds like Ctrl-C, so
+        every cleanup on the way runs (staging files, cache temporaries); while hatchling writes
+        the archive it removes the directory. Either way the process then dies by the signal."""
+        if self._initializing:
+            raise Terminated(signum)
+        self._cleanup()
+        redeliver(signum)
 
     @staticmethod
     def _make_workdir() -> tempfile.TemporaryDirectory[str]:
@@ -87,3 +109,6 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
         if self._workdir is not None:
             self._workdir.cleanup()
             self._workdir = None
+        if self._unguard is not None:
+            self._unguard()
+            self._unguard = None

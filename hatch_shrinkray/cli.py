@@ -134,6 +134,7 @@ def _expand(patterns: Sequence[str]) -> tuple[list[Path], list[str]]:
 
 def cmd_shrink(args: argparse.Namespace) -> int:
     from hatch_shrinkray.engine import shrink
+    from hatch_shrinkray.onnxgraph.modelio import external_data_files
     from hatch_shrinkray.report import compressed_sizes, result_json, shrink_report
 
     options = _shrink_options(args)
@@ -163,7 +164,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
             continue
         sizes = None
         if args.sizes:
-            sizes = {"original": compressed_sizes([src, *_data_files(src)]),
+            sizes = {"original": compressed_sizes([src, *external_data_files(src)]),
                      "shrunk": compressed_sizes([dest, *(dest.parent / n for n in result.external_data)])}
         print(shrink_report(result, sizes, tensors=args.verbose))
         reports.append(result_json(result, sizes))
@@ -187,12 +188,6 @@ def _write_report(path: Path, text: str, verbose: bool) -> bool:
     return True
 
 
-def _data_files(model: Path) -> list[Path]:
-    from hatch_shrinkray.onnxgraph.modelio import load_model
-
-    return list(load_model(model).data_files)
-
-
 def cmd_info(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
@@ -207,12 +202,14 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from hatch_shrinkray.onnxgraph.modelio import external_data_files
     from hatch_shrinkray.report import compressed_sizes, table
     from hatch_shrinkray.verification.runner import verify
 
+    # Checked like `shrink` checks its input first, so a bad file gets the same one-line message.
+    files = {path: [path, *external_data_files(path)] for path in (args.original, args.shrunk)}
     result = verify(args.original, args.shrunk, _verify_options(args))
-    a = compressed_sizes([args.original, *_data_files(args.original)])
-    b = compressed_sizes([args.shrunk, *_data_files(args.shrunk)])
+    a, b = compressed_sizes(files[args.original]), compressed_sizes(files[args.shrunk])
     rows = [["", *a], ["original", *map(str, a.values())], ["shrunk", *map(str, b.values())],
             ["ratio", *(f"{100 * b[k] / a[k]:.1f}%" for k in a)]]
     print(table(rows))

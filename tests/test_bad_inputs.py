@@ -345,6 +345,22 @@ def test_cli(row: str, tmp_path: Path) -> None:
     assert tree_digest(src_dir) == before
 
 
+READ_ROWS = [r for r in FAILING if r not in ("checker-rejects", "custom-op", "already-quantized")]
+"""Rows whose cause shows when the file is read, so `info` and `compare` must say it as `shrink` does."""
+
+
+@pytest.mark.parametrize("command", ["info", "compare"])
+@pytest.mark.parametrize("row", READ_ROWS)
+def test_cli_info_and_compare(row: str, command: str, tmp_path: Path) -> None:
+    _readable_guard(row, tmp_path)
+    path = FAILING[row].make(tmp_path)
+    proc = cli(command, str(path), *([str(path)] if command == "compare" else []), drop_dac=True)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith(f"error: {path}: ") and FAILING[row].cause in proc.stderr, proc.stderr
+
+
 def test_cli_verbose_adds_the_traceback(tmp_path: Path) -> None:
     path = make_corrupted(tmp_path)
     proc = cli("-v", "shrink", str(path), "-o", str(tmp_path / "out"))

@@ -121,8 +121,8 @@ def ship_models(config: HookConfig, root: Path, build_data: dict[str, Any], work
     for model in config.models:
         source = root / model.relpath
         target = workdir / model.relpath
-        size = source.stat().st_size
         sha256 = _read_sha256(root, model)
+        size = source.stat().st_size
         if config.ships_originals:
             force_include[str(source)] = model.relpath
             app.display_success(f"{PREFIX} {model.relpath}: sdist = \"original\"; shipping as-is ({human(size)})")

@@ -117,7 +117,6 @@ def load_model(source: str | os.PathLike[str] | ModelProto) -> Loaded:
     if data_files:
         for data_file in data_files:
             digests[str(data_file)] = _data_sha256(data_file, label)
-        _check_extents(model, path)
         try:
             onnx.load_external_data_for_model(model, str(path.parent))
         except Exception as exc:  # onnx raises OSError, ValueError or its own ValidationError here
@@ -236,6 +235,8 @@ def _resolve_external(model: ModelProto, path: Path) -> list[Path]:
             raise ShrinkrayError(f"external data file {quoted(location)} is missing", path=str(path),
                                  hint="copy the data file next to the model")
         files.append(target)
+    if files:
+        _check_extents(model, path)
     return files
 
 

@@ -1,4 +1,4 @@
-"""``hatch-shrinkray`` / ``python -m hatch_shrinkray``: info, shrink, compare.
+"""``hatch-shrinkray`` / ``python -m hatch_shrinkray``: info, shrink, compare, wheel, record.
 
 Every user mistake ends in one line on stderr and a non-zero exit; ``-v`` adds tracebacks.
 In ``shrink`` a bad file is reported and the remaining files are still processed. Ctrl-C and
@@ -8,16 +8,19 @@ SIGTERM leave nothing behind and end the process the conventional way (130, or b
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import json
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from hatch_shrinkray.errors import ShrinkrayError, VerificationError
 from hatch_shrinkray.files import write_atomically
 from hatch_shrinkray.options import DECODES, METHODS, SCHEMES, ShrinkOptions, VerifyOptions, option_errors
+from hatch_shrinkray.shipping.config import ConfigurationError, HookConfig
+from hatch_shrinkray.shipping.ship import engine_missing
 from hatch_shrinkray.signals import Terminated, redeliver, terminate_raises
 
 FLAG_NAMES = {"method": "--method", "min_elements": "--min-elements", "scheme": "--scheme",
@@ -30,11 +33,16 @@ FLAG_NAMES = {"method": "--method", "min_elements": "--min-elements", "scheme": 
 
 def _verify_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("verification")
-    g.add_argument("--inputs", type=Path, help="a .npz of sample inputs (arrays named after the graph inputs)")
+    g.add_argument("--inputs", type=Path, metavar="PATH",
+                   help="real sample inputs: a recording directory (hatch-shrinkray record), a recording file, or a "
+                        ".npz with one array per graph input; without it, generated inputs (a smoke check only)")
     g.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
-                   help="value for a symbolic dimension (repeatable)")
-    g.add_argument("--default-dim", type=int, default=1, help="value for other symbolic dimensions (default 1)")
-    g.add_argument("--samples", type=int, default=2, help="generated samples (default 2)")
+                   help="generated inputs: value for a symbolic dimension (repeatable)")
+    g.add_argument("--default-dim", type=int, default=None,
+                   help="generated inputs: value for other symbolic dimensions (default: 1 for a leading batch "
+                        "axis, else max(32, the input's largest fixed dimension))")
+    g.add_argument("--samples", type=int, default=VerifyOptions().samples,
+                   help=f"generated samples (default {VerifyOptions().samples})")
     g.add_argument("--int-range", type=int, nargs=2, default=[0, 64], metavar=("LOW", "HIGH"),
                    help="range of generated integer inputs, [LOW, HIGH) (default 0 64)")
     d = VerifyOptions()
@@ -59,6 +67,49 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("shrink", help="shrink models into an output directory")
     s.add_argument("models", nargs="+", help="model files (glob patterns allowed)")
     s.add_argument("-o", "--output", type=Path, required=True, help="output directory")
+    _shrink_args(s)
+    s.add_argument("--force", action="store_true", help="overwrite existing outputs")
+    s.add_argument("--sizes", action="store_true", help="also report gzip/zstd/brotli sizes")
+    s.add_argument("--json", type=Path, metavar="FILE", help="write the full report as JSON ('-' for stdout)")
+    _verify_args(s)
+
+    w = sub.add_parser("wheel", help="shrink the models inside built wheels (any build backend)",
+                       description="Rewrite wheels with their models shrunk and verified as the build hook "
+                                   "would. The configuration is [tool.hatch-shrinkray] (or the hook's table) "
+                                   "of the project's pyproject.toml, or the command line with --models.")
+    w.add_argument("wheels", nargs="+", type=Path, metavar="WHEEL", help="wheel files")
+    where = w.add_mutually_exclusive_group()
+    where.add_argument("-o", "--output", type=Path, default=Path("wheelhouse"),
+                       help="directory for the rewritten wheels (default: wheelhouse)")
+    where.add_argument("--in-place", action="store_true", help="replace each input wheel")
+    w.add_argument("--project", type=Path, default=Path("."),
+                   help="the project whose pyproject.toml configures the models (default: the current directory)")
+    w.add_argument("--models", action="append", metavar="GLOB",
+                   help="configure from the command line: models inside the wheel (repeatable; ** allowed), "
+                        "shrunk with the options below")
+    _shrink_args(w)
+    _verify_args(w)
+
+    c = sub.add_parser("compare", help="verify a shrunk model against its original and compare sizes")
+    c.add_argument("original", type=Path)
+    c.add_argument("shrunk", type=Path)
+    _verify_args(c)
+
+    r = sub.add_parser("record", help="run a command and record the inputs its onnxruntime sessions see",
+                       description="Run COMMAND (tests, a demo, your CLI; Python subprocesses included) with "
+                                   "onnxruntime instrumented, and write a bounded, evenly spread sample of each "
+                                   "model's inputs into DIR, one .npz per model, for `inputs`. The command's exit "
+                                   "code is passed through.",
+                       usage="hatch-shrinkray record --output DIR [options] -- COMMAND [ARGS...]")
+    r.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="recording directory")
+    r.add_argument("--max-samples", type=int, default=32, metavar="N", help="samples kept per model (default 32)")
+    r.add_argument("--max-bytes", type=int, default=8_000_000, metavar="BYTES",
+                   help="bytes of samples kept per model (default 8000000)")
+    r.add_argument("argv", nargs=argparse.REMAINDER, metavar="COMMAND", help="the command to run, after --")
+    return p
+
+
+def _shrink_args(s: argparse.ArgumentParser) -> None:
     s.add_argument("--method", default="int8", help=f"one of {', '.join(METHODS)} (default int8)")
     s.add_argument("--min-elements", type=int, default=16384, help="smallest tensor to encode (default 16384)")
     s.add_argument("--exclude-tensor", action="append", default=[], metavar="GLOB",
@@ -80,16 +131,6 @@ def parser() -> argparse.ArgumentParser:
                    help="auto: smallest share of unchanged argmax / >0.5 decisions "
                         f"(default {b.budget_agreement})")
     s.add_argument("--no-verify", action="store_true", help="skip output verification (not recommended)")
-    s.add_argument("--force", action="store_true", help="overwrite existing outputs")
-    s.add_argument("--sizes", action="store_true", help="also report gzip/zstd/brotli sizes")
-    s.add_argument("--json", type=Path, metavar="FILE", help="write the full report as JSON ('-' for stdout)")
-    _verify_args(s)
-
-    c = sub.add_parser("compare", help="verify a shrunk model against its original and compare sizes")
-    c.add_argument("original", type=Path)
-    c.add_argument("shrunk", type=Path)
-    _verify_args(c)
-    return p
 
 
 def _verify_options(args: argparse.Namespace) -> VerifyOptions:
@@ -188,6 +229,80 @@ def _write_report(path: Path, text: str, verbose: bool) -> bool:
     return True
 
 
+class _Stderr:
+    """The hook's five report calls, for the terminal: the same lines a build prints."""
+
+    def __init__(self, verbose: bool) -> None:
+        self.verbose = verbose
+
+    def display_info(self, message: str = "") -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    display_waiting = display_success = display_warning = display_info
+
+    def display_debug(self, message: str = "", level: int = 1) -> None:
+        if self.verbose:
+            self.display_info(message)
+
+
+def cmd_wheel(args: argparse.Namespace) -> int:
+    from hatch_shrinkray.result import human
+    from hatch_shrinkray.shipping.config import command_line_config, load_config
+    from hatch_shrinkray.shipping.manifest import read_manifest
+    from hatch_shrinkray.shipping.project import project_table
+    from hatch_shrinkray.wheels.rewrite import rewrite_wheel
+
+    options = _shrink_options(args)
+    project = args.project.resolve()
+    configure: Callable[[Path], HookConfig]
+    if args.models:
+        configure = functools.partial(command_line_config, args.models, options)
+    else:
+        raw, table = project_table(project)
+        if options != ShrinkOptions():
+            raise ShrinkrayError(f"shrink options on the command line need --models; without it the models "
+                                 f"and their options come from `{table}`", path=str(project / "pyproject.toml"))
+        configure = functools.partial(load_config, raw, project, "wheel", table)
+    outputs = _wheel_destinations(args)
+    manifest = read_manifest(project)
+    display = _Stderr(args.verbose)
+    for source, destination in outputs:
+        try:
+            done = rewrite_wheel(source, destination, configure, manifest, display)
+        except ShrinkrayError as exc:
+            if exc.path != str(source):
+                exc.path = f"{source}: {exc.path}" if exc.path else str(source)
+            raise
+        before = sum(m.original_size for m in done.shipped)
+        after = sum(m.shipped_size for m in done.shipped)
+        what = "rewrote" if done.changed else "copied unchanged" if destination != source else "left unchanged"
+        count = f"{len(done.shipped)} model" + ("s" if len(done.shipped) != 1 else "")
+        print(f"{destination}: {what} ({count}, {human(before)} -> {human(after)})")
+    return 0
+
+
+def _wheel_destinations(args: argparse.Namespace) -> list[tuple[Path, Path]]:
+    """``(input, output)`` per wheel, refusing clashes before any work is done."""
+    pairs: list[tuple[Path, Path]] = []
+    for source in args.wheels:
+        if not source.is_file():
+            raise ShrinkrayError("no such wheel", path=str(source), hint="pass the .whl files a build wrote")
+        destination = source if args.in_place else args.output / source.name
+        if not args.in_place and destination.exists() and destination.resolve() == source.resolve():
+            raise ShrinkrayError("the output would overwrite the input", path=str(source),
+                                 hint="pass --in-place to replace it, or choose another -o directory")
+        if destination in (d for _, d in pairs):
+            raise ShrinkrayError(f"another input also writes {destination}", path=str(source))
+        pairs.append((source, destination))
+    if not args.in_place:
+        try:
+            args.output.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ShrinkrayError(f"cannot create the output directory: {exc.strerror or exc}",
+                                 path=str(args.output)) from exc
+    return pairs
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
@@ -203,7 +318,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from hatch_shrinkray.onnxgraph.modelio import external_data_files
-    from hatch_shrinkray.report import compressed_sizes, table
+    from hatch_shrinkray.report import compressed_sizes, table, verification_report
     from hatch_shrinkray.verification.runner import verify
 
     # Checked like `shrink` checks its input first, so a bad file gets the same one-line message.
@@ -213,7 +328,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     rows = [["", *a], ["original", *map(str, a.values())], ["shrunk", *map(str, b.values())],
             ["ratio", *(f"{100 * b[k] / a[k]:.1f}%" for k in a)]]
     print(table(rows))
-    print(f"\nverification ({result.input_source}):\n{result.table()}")
+    print("\n" + verification_report(result))
     if not result.passed:
         print(f"error: {args.shrunk}: differs too much from {args.original}", file=sys.stderr)
         return 1
@@ -224,20 +339,39 @@ def _error(exc: ShrinkrayError, verbose: bool) -> None:
     if verbose:
         traceback.print_exception(exc)
     text = str(exc)
-    if isinstance(exc, VerificationError):
+    if isinstance(exc, (VerificationError, ConfigurationError)):
         print(f"error: {text}", file=sys.stderr)
     else:
         print(f"error: {text.splitlines()[0]}", file=sys.stderr)
 
 
+def cmd_record(args: argparse.Namespace) -> int:
+    from hatch_shrinkray.capture.run import record, summary
+
+    command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    for flag, value in (("--max-samples", args.max_samples), ("--max-bytes", args.max_bytes)):
+        if value < 1:
+            raise ShrinkrayError(f"{flag} must be a positive integer; got {value}")
+    code, written = record(command, args.output, args.max_samples, args.max_bytes)
+    print(summary(written, args.output))
+    return code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    commands = {"shrink": cmd_shrink, "info": cmd_info, "compare": cmd_compare}
+    commands = {"shrink": cmd_shrink, "info": cmd_info, "compare": cmd_compare, "wheel": cmd_wheel,
+                "record": cmd_record}
     try:
         with terminate_raises():  # SIGTERM unwinds like Ctrl-C, so staging files are removed
             return commands[args.command](args)
     except ShrinkrayError as exc:
         _error(exc, args.verbose)
+        return 1
+    except ModuleNotFoundError as exc:
+        missing = engine_missing(exc)
+        if missing is None:
+            raise
+        _error(missing, args.verbose)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

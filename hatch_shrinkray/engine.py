@@ -16,14 +16,23 @@ from pathlib import Path
 import onnx
 from onnx import ModelProto
 
-from hatch_shrinkray.errors import AlreadyQuantizedError, ShrinkrayError, VerificationError, one_line, quoted
+from hatch_shrinkray.auto.method import needs_real_inputs
+from hatch_shrinkray.errors import (
+    RECORD_HINT,
+    AlreadyQuantizedError,
+    ShrinkrayError,
+    VerificationError,
+    one_line,
+    quoted,
+)
 from hatch_shrinkray.onnxgraph.graph import FLOAT_TYPES, find_sites, scopes
 from hatch_shrinkray.onnxgraph.modelio import Loaded, Staged, changed_file, fits_one_file, load_model
 from hatch_shrinkray.options import ShrinkOptions, option_errors
 from hatch_shrinkray.registry import METHODS, Dedup
 from hatch_shrinkray.result import KeptFloat, ShrinkResult, TensorRecord, VerifyResult, human, kept_reason
 from hatch_shrinkray.signals import deferred
-from hatch_shrinkray.verification.runner import reference_outputs, verify_against
+from hatch_shrinkray.verification.inputs import Feed
+from hatch_shrinkray.verification.runner import Reference, reference_outputs, verify_against
 
 QUANTIZED_OPS = {"DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
                  "ConvInteger", "QLinearConv", "QLinearMatMul", "MatMulNBits", "GatherBlockQuantized",
@@ -70,7 +79,9 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
     original_ref = _reference_source(loaded, source)
     small, weight_bytes = _census(loaded.model, options)
     work = loaded.model
-    records = _encode(work, options, loaded.label)
+    method = METHODS[options.method]
+    reference, calibration, notes = _reference(original_ref, loaded.label, options, method.calibrates(options))
+    records = _encode(work, options, calibration, loaded.label)
     kept_float = _kept_float(small, records)
     dest = Path(destination) if destination is not None else None
     output: Output | None = None
@@ -88,17 +99,20 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
         del work  # the working copy can be big; onnxruntime reads the staged file from here on
         loaded.model = ModelProto()
         verification: VerifyResult | None = None
-        if options.verify is not None and kept_original is None:
-            reference = reference_outputs(original_ref, loaded.label, options.verify)
+        if options.verify is not None and reference is not None and kept_original is None:
             verification = verify_against(reference, output.ref, loaded.label, options.verify, checker)
+            verification = replace(verification, notes=verification.notes + notes)
             if not verification.passed:
                 v = options.verify
+                hint = "exclude the sensitive tensors (exclude-tensors / exclude-ops), use method fp16, " \
+                       "or loosen the tolerances"
+                if not verification.real:
+                    hint = f"this ran on generated inputs, which prove little either way: {RECORD_HINT}; or {hint}"
                 raise VerificationError(
-                    f"shrunk model ({options.method}) differs too much from the original",
+                    f"shrunk model ({options.method}) differs too much from the original on {verification.basis()}",
                     path=loaded.label, table=verification.table(
-                        {"max rel L2": v.max_rel_l2, "min cosine": v.min_cosine, "min top-1": v.min_top1}),
-                    hint="exclude the sensitive tensors (exclude-tensors / exclude-ops), use method fp16, "
-                         "or loosen the tolerances")
+                        {"max rel L2": v.max_rel_l2, "min cosine": v.min_cosine, "min agreement": v.min_top1}),
+                    hint=hint)
         changed = changed_file(loaded)
         if changed is not None:
             what = "" if changed == loaded.label else f" (its data file {quoted(Path(changed).name)})"
@@ -124,11 +138,12 @@ def _smaller(size: int, original: int, method: str) -> bool:
     return size <= original if method in SIZE_NEUTRAL else size < original
 
 
-def _encode(work: ModelProto, options: ShrinkOptions, label: str) -> list[TensorRecord]:
+def _encode(work: ModelProto, options: ShrinkOptions, calibration: list[Feed] | None,
+            label: str) -> list[TensorRecord]:
     """Run dedup and the method on ``work`` in place; their errors name the model."""
     try:
         records = Dedup().apply(work, options) if options.dedup else []
-        return records + METHODS[options.method].apply(work, options)
+        return records + METHODS[options.method].apply(work, options, calibration)
     except ShrinkrayError as exc:
         if exc.path is None:
             exc.path = label
@@ -192,6 +207,29 @@ def _write(model: ModelProto, dest: Path | None, label: str, checker: str) -> Ou
         raise
     output.ref, output.size = str(output.staged.path), output.staged.size
     return output
+
+
+def _reference(original: str | bytes, label: str, options: ShrinkOptions,
+               calibrates: bool) -> tuple[Reference | None, list[Feed] | None, tuple[str, ...]]:
+    """The original's outputs on the verification inputs, the real samples held out from them for a
+    data-dependent method, and notes on what that method had to do without."""
+    needs_data = options.method == "auto"
+    if options.verify is None:
+        if needs_data:
+            raise needs_real_inputs(options.method)
+        return None, None, ()
+    reference = reference_outputs(original, label, options.verify, split=calibrates)
+    if not calibrates or reference.calibration is not None:
+        return reference, reference.calibration, ()
+    if not reference.samples.real:
+        if needs_data:
+            raise needs_real_inputs(options.method)
+        return reference, None, ()
+    if needs_data:
+        raise ShrinkrayError(f"method {options.method} needs at least 2 real samples (one to fit, one to verify on); "
+                             f"{reference.samples.source} has 1", path=label,
+                             hint="record more: hatch-shrinkray record keeps up to 32 calls per model by default")
+    return reference, None, ("1 real sample: nothing to hold out, so round-to-nearest (no output-aware rounding)",)
 
 
 def _reference_source(loaded: Loaded, source: str | os.PathLike[str] | ModelProto) -> str | bytes:

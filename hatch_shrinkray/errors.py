@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+RECORD_HINT = "record real inputs with `hatch-shrinkray record --output DIR -- COMMAND` and set `inputs = \"DIR\"`"
+"""What to do when verification had only generated inputs: said wherever that happens."""
+
 
 def one_line(exc: BaseException, limit: int = 400) -> str:
     """A library's exception message on one line (onnx and onnxruntime spread theirs over several,
@@ -53,3 +56,4 @@ class VerificationError(ShrinkrayError):
     def __str__(self) -> str:
         base = super().__str__()
         return f"{base}\n{self.table}" if self.table else base
+

@@ -21,14 +21,17 @@ class VerifyOptions:
     """How the shrunk model is checked against the original with onnxruntime."""
 
     inputs: Path | None = None
-    """A ``.npz`` of sample inputs (arrays named after graph inputs, optionally with a leading
-    sample axis when ``samples_axis`` is set); generated from the signature when absent."""
+    """Real sample inputs: a recording directory (``hatch-shrinkray record``; each model finds its own
+    file by sha256), one recording file, or a ``.npz`` with one array per graph input (optionally with
+    a leading sample axis). Generated from the signature when absent (a smoke check only)."""
     dims: tuple[tuple[str, int], ...] = ()
-    """Values for symbolic dimensions, by name; unnamed or unlisted ones get ``default_dim``."""
-    default_dim: int = 1
+    """Generated inputs: values for symbolic dimensions, by name."""
+    default_dim: int | None = None
+    """Generated inputs: the value of other symbolic dimensions; ``None``: 1 for a leading batch axis,
+    else the larger of 32 and the input's largest fixed dimension."""
     int_low: int = 0
     int_high: int = 64
-    samples: int = 2
+    samples: int = 8
     seed: int = 0
     max_rel_l2: float = 0.1
     min_cosine: float = 0.995
@@ -110,12 +113,12 @@ def option_errors(opts: ShrinkOptions, names: Mapping[str, str] | None = None) -
             errors.append(f"{n(key)} must be a number from {lo} to {hi}; got {value!r}")
     v = opts.verify
     if v is not None:
-        if v.inputs is not None and not Path(v.inputs).is_file():
-            errors.append(f"{n('inputs')} names a file that does not exist: {v.inputs}")
+        if v.inputs is not None and not Path(v.inputs).exists():
+            errors.append(f"{n('inputs')} names a file or directory that does not exist: {v.inputs}")
         for dim, value in v.dims:
             if not _is_int(value) or value < 1:
                 errors.append(f"{n('dims')}.{dim} must be a positive integer; got {value!r}")
-        if not _is_int(v.default_dim) or v.default_dim < 1:
+        if v.default_dim is not None and (not _is_int(v.default_dim) or v.default_dim < 1):
             errors.append(f"{n('default_dim')} must be a positive integer; got {v.default_dim!r}")
         if not _is_int(v.samples) or v.samples < 1:
             errors.append(f"{n('samples')} must be a positive integer; got {v.samples!r}")

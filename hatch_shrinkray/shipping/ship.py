@@ -1,11 +1,12 @@
-"""What the build hook does for one build: decide, per model, what ships, and tell hatchling.
+"""Decide, per configured model, what ships in its place, for any archive (the hook's wheel and
+sdist, or a wheel rewritten after the fact).
 
 For each configured model there are five outcomes:
 
 - *pass-through*: the file's sha256 is a manifest's ``shrunk_sha256`` (a wheel built from our own
   sdist) and the file is framed as an ONNX model, or the sdist is configured to carry originals.
-  The file is force-included to its own path, which keeps it in the archive even if a
-  ``.gitignore`` would drop it. Nothing heavy is imported.
+  The file ships as it is (the hook still names it explicitly, which keeps it in the archive even
+  if a ``.gitignore`` would drop it). Nothing heavy is imported.
 - *cached*: the cache holds the shrunk bytes for these exact inputs; they are copied out.
 - *shrunk*: the engine writes the shrunk model into the work directory.
 - *unchanged*: no weight reaches ``min-elements``, or the shrunk model would not be smaller;
@@ -13,14 +14,15 @@ For each configured model there are five outcomes:
 - *already quantized*: the engine refuses it; it is reported and shipped unchanged.
 
 What ships is what was hashed: a manifest match or an unchanged original is copied into the work
-directory while it is hashed (hatchling reads the copy, not a file that may be rewritten
+directory while it is hashed (the archive gets the copy, not a file that may be rewritten
 meanwhile), and a shrink is cached and recorded under the digests of the bytes the engine read,
 never under those hashed before it ran.
 
-Shrunk files live in a work directory outside the project and are force-included file by file at
-their project-relative path: hatchling then drops the original from the archive, so it holds
-exactly one copy. The caller owns the work directory; this module only mutates
-``build_data["force_include"]`` (never reassigns it, which would drop hatchling's own entries).
+Shrunk files are written into a work directory the caller owns; each :class:`Shipped` lists the
+files that go into the archive at which relative path, and the original's external-data files that
+no longer belong there. Putting them into an archive is the caller's job (``hatch.include`` for
+hatchling, ``wheels.rewrite`` for built wheels), so both ship exactly the same bytes with the same
+report lines.
 """
 
 from __future__ import annotations
@@ -35,27 +37,57 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
-from hatch_shrinkray.errors import AlreadyQuantizedError, ShrinkrayError
+from hatch_shrinkray.errors import RECORD_HINT, AlreadyQuantizedError, ShrinkrayError
 from hatch_shrinkray.files import copy_hashed, file_sha256
-from hatch_shrinkray.hatch.cache import CachedShrink, ShrinkCache, cache_key, default_cache_dir
-from hatch_shrinkray.hatch.config import HookConfig, ModelEntry
-from hatch_shrinkray.hatch.manifest import (
-    MANIFEST_NAME,
-    ManifestEntry,
-    pass_through_problem,
-    read_manifest,
-    render,
-    tool_versions,
-)
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import human
+from hatch_shrinkray.shipping.cache import CachedShrink, ShrinkCache, cache_key, default_cache_dir
+from hatch_shrinkray.shipping.config import HookConfig, ModelEntry
+from hatch_shrinkray.shipping.manifest import MANIFEST_NAME, ManifestEntry, pass_through_problem, tool_versions
 
 PREFIX = "shrinkray:"
-ENGINE_REQUIREMENTS = ["onnx>=1.16", "onnxruntime>=1.18", "numpy>=1.24"]
+CORE = "hatch-shrinkray-core"
+"""The distribution that holds all of hatch-shrinkray's code, light enough for build environments;
+``hatch-shrinkray`` is a metapackage that adds the engine (``hatch-shrinkray-core[engine]``)."""
+ENGINE_MODULES = ("onnx", "onnxruntime", "numpy", "onnx_ir", "ml_dtypes")
+"""What the engine imports: hatch-shrinkray-core installs without them."""
+
+
+def engine_requirements() -> list[str]:
+    """What a build that shrinks must install: the engine extra of this very version, and that
+    extra's requirements spelled out (pip deems ``core[engine]==V`` satisfied by the installed core
+    and ignores the extra when it checks build requirements)."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    from hatch_shrinkray import __version__
+
+    try:
+        declared = [Requirement(r) for r in metadata.requires(CORE) or []]
+    except metadata.PackageNotFoundError:
+        declared = []
+    engine = [f"{r.name}{r.specifier}" for r in declared if r.marker is not None
+              and r.marker.evaluate({"extra": "engine"}) and not r.marker.evaluate({"extra": ""})]
+    return [f"{CORE}[engine]=={__version__}", *engine]
+
+
+def engine_missing(exc: ModuleNotFoundError) -> ShrinkrayError | None:
+    """The one-line error for an engine module that is not installed, or ``None`` for any other
+    missing module (a bug, which keeps its traceback)."""
+    name = (exc.name or "").partition(".")[0]
+    if name not in ENGINE_MODULES:
+        return None
+    from hatch_shrinkray import __version__
+
+    return ShrinkrayError(f"the shrinking engine is not installed ({name} is missing)",
+                          hint=f"pip install 'hatch-shrinkray=={__version__}' "
+                               f"(or '{CORE}[engine]=={__version__}')")
 
 
 class Display(Protocol):
-    """The part of hatchling's ``self.app`` the hook talks through (plain text, stderr)."""
+    """The part of hatchling's ``self.app`` that shipping talks through (plain text, stderr); the
+    wheel rewriter provides the same five methods."""
 
     def display_info(self, message: str = "") -> None: ...
     def display_waiting(self, message: str = "") -> None: ...
@@ -73,22 +105,26 @@ class Shipped:
     """``shrunk``, ``cached``, ``pass-through``, ``unchanged`` or ``already-quantized``."""
     original_size: int
     shipped_size: int
+    files: tuple[tuple[str, Path], ...] = ()
+    """``(relative path in the archive, file whose bytes go there)``: the model and, for outputs
+    over 2 GB, its data file."""
     obsolete: tuple[str, ...] = ()
-    """Project-relative external-data files of the original that the shrunk model no longer
-    reads; the hook drops them from the archive."""
+    """Relative external-data files of the original that the shrunk model no longer reads; they
+    leave the archive."""
+    entry: ManifestEntry | None = None
+    """The manifest record (``None`` for an already-quantized model)."""
 
 
-def passes_through(model: ModelEntry, sha256: str, manifest: dict[str, ManifestEntry]) -> bool:
+def passes_through(model: ModelEntry, sha256: str, manifest: Mapping[str, ManifestEntry]) -> bool:
     """Whether these bytes are what a manifest says hatch-shrinkray shipped for this path."""
     entry = manifest.get(model.relpath)
     return entry is not None and entry.shrunk_sha256 == sha256
 
 
-def engine_needed(config: HookConfig, root: Path) -> bool:
+def engine_needed(config: HookConfig, root: Path, manifest: Mapping[str, ManifestEntry]) -> bool:
     """Whether this build will shrink anything (and so needs onnx and onnxruntime installed)."""
     if config.ships_originals:
         return False
-    manifest = read_manifest(root)
     return not all(passes_through(m, _read_sha256(root, m), manifest) for m in config.models)
 
 
@@ -100,23 +136,16 @@ def _read_sha256(root: Path, model: ModelEntry) -> str:
                              hint="check the file's permissions") from exc
 
 
-def check_outside(workdir: Path, root: Path) -> None:
-    """Refuse a work directory inside the project: hatchling would then ship both copies."""
-    work, project = os.path.realpath(workdir), os.path.realpath(root)
-    if os.path.commonpath([work, project]) == project:
-        raise ShrinkrayError(f"the temporary directory {work} is inside the project {project}",
-                             hint="point TMPDIR somewhere outside the project")
+def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
+                manifest_in: Mapping[str, ManifestEntry]) -> list[Shipped]:
+    """Shrink (or pass through) every configured model under ``root``; say what ships instead.
 
-
-def ship_models(config: HookConfig, root: Path, build_data: dict[str, Any], workdir: Path,
-                app: Display) -> list[Shipped]:
-    """Shrink (or pass through) every configured model and register the results with hatchling."""
-    check_outside(workdir, root)
-    force_include: dict[str, str] = build_data["force_include"]
-    manifest_in = read_manifest(root)
-    manifest_out: dict[str, ManifestEntry] = {}
+    ``manifest_in`` maps model paths to what hatch-shrinkray shipped for them before: a model
+    whose bytes are that entry's ``shrunk_sha256`` passes through.
+    """
     cache = _open_cache(config, app)
     shipped: list[Shipped] = []
+    generated: list[str] = []
     start = time.perf_counter()
     for model in config.models:
         source = root / model.relpath
@@ -124,22 +153,21 @@ def ship_models(config: HookConfig, root: Path, build_data: dict[str, Any], work
         sha256 = _read_sha256(root, model)
         size = source.stat().st_size
         if config.ships_originals:
-            force_include[str(source)] = model.relpath
             app.display_success(f"{PREFIX} {model.relpath}: sdist = \"original\"; shipping as-is ({human(size)})")
-            shipped.append(Shipped(model.relpath, "pass-through", size, size))
+            shipped.append(Shipped(model.relpath, "pass-through", size, size, ((model.relpath, source),)))
             continue
         if passes_through(model, sha256, manifest_in):
-            _pass_through(model, manifest_in[model.relpath], source, target, sha256)
-            force_include[str(target)] = model.relpath
-            manifest_out[model.relpath] = manifest_in[model.relpath]
+            entry = manifest_in[model.relpath]
+            _pass_through(model.relpath, entry, source, target, sha256=sha256, workdir=workdir)
             app.display_success(f"{PREFIX} {model.relpath}: already shrunk (manifest match); shipping as-is "
                                 f"({human(size)})")
-            shipped.append(Shipped(model.relpath, "pass-through", size, size))
+            shipped.append(Shipped(model.relpath, "pass-through", size, size, ((model.relpath, target),),
+                                   entry=entry))
             continue
         app.display_waiting(f"{PREFIX} {model.relpath} ({human(size)}): {model.options.method}...")
         try:
             sidecars = _sidecars(source, model.relpath)
-            with _work_files(workdir):
+            with writing_to(workdir):
                 target.parent.mkdir(parents=True, exist_ok=True)
                 record, outcome = _shrink_one(model, _content_sha256(sha256, _hashes(root, sidecars.values())),
                                               root, target, sidecars, cache=cache, app=app)
@@ -148,46 +176,42 @@ def ship_models(config: HookConfig, root: Path, build_data: dict[str, Any], work
                 exc.path = model.relpath  # the path the user wrote, not the build's absolute one
             raise
         if record is None:  # already quantized: reported, shipped as it is, nothing claimed about it
-            force_include[str(source)] = model.relpath
-            shipped.append(Shipped(model.relpath, outcome, size, size))
+            shipped.append(Shipped(model.relpath, outcome, size, size, ((model.relpath, source),)))
             continue
-        force_include[str(target)] = model.relpath
-        manifest_out[model.relpath] = record.entry
         if outcome == "unchanged":
             why = record.kept_original or f"nothing to shrink: {_why_unchanged(model.options)}"
             app.display_warning(f"{PREFIX} {model.relpath}: {why}; shipping the original")
-            shipped.append(Shipped(model.relpath, outcome, size, size))
+            shipped.append(Shipped(model.relpath, outcome, size, size, ((model.relpath, target),), entry=record.entry))
             continue
-        shipped_data = set()
-        for data in _data_files_beside(target):
-            rel = (PurePosixPath(model.relpath).parent / data.name).as_posix()
-            force_include[str(data)] = rel
-            shipped_data.add(rel)
+        files = [(model.relpath, target)]
+        files += [((PurePosixPath(model.relpath).parent / data.name).as_posix(), data)
+                  for data in _data_files_beside(target)]
+        shipped_data = {rel for rel, _ in files}
         app.display_success(_success_line(model.relpath, record, outcome == "cached"))
-        shipped.append(Shipped(model.relpath, outcome, record.original_size, record.shrunk_size,
-                               tuple(s for s in sidecars.values() if s not in shipped_data)))
-    if config.target == "sdist" and manifest_out:
-        manifest = workdir / MANIFEST_NAME
-        with _work_files(workdir):
-            manifest.write_text(render(manifest_out), encoding="utf-8", newline="\n")
-        force_include[str(manifest)] = MANIFEST_NAME
-        app.display_debug(f"{PREFIX} wrote {MANIFEST_NAME} ({len(manifest_out)} entries)")
+        if record.entry.verification is not None and record.entry.verification.get("real_inputs") is False:
+            generated.append(model.relpath)
+        shipped.append(Shipped(model.relpath, outcome, record.original_size, record.shrunk_size, tuple(files),
+                               tuple(s for s in sidecars.values() if s not in shipped_data), record.entry))
+    if generated:
+        app.display_warning(f"{PREFIX} {', '.join(generated)}: verified on generated inputs only, a smoke check; "
+                            f"{RECORD_HINT}")
     app.display_success(_total_line(shipped, time.perf_counter() - start))
     return shipped
 
 
-def _pass_through(model: ModelEntry, entry: ManifestEntry, source: Path, target: Path, sha256: str) -> None:
+def _pass_through(relpath: str, entry: ManifestEntry, source: Path, target: Path, *, sha256: str,
+                  workdir: Path) -> None:
     """Copy a manifest match into the work directory, checking it on the way (see manifest)."""
     problem = pass_through_problem(source, entry)
     if problem:
         raise ShrinkrayError(f"matches its entry in {MANIFEST_NAME} but {problem}; refusing to ship it",
-                             path=model.relpath,
+                             path=relpath,
                              hint=f"rebuild the sdist, or delete {MANIFEST_NAME} to shrink from the original")
-    with _work_files(target.parent.parent):
+    with writing_to(workdir):
         target.parent.mkdir(parents=True, exist_ok=True)
         copied = copy_hashed(source, target)
     if copied != sha256:
-        raise _changed(model.relpath)
+        raise _changed(relpath)
 
 
 def _changed(relpath: str) -> ShrinkrayError:
@@ -196,8 +220,8 @@ def _changed(relpath: str) -> ShrinkrayError:
 
 
 @contextlib.contextmanager
-def _work_files(workdir: Path) -> Iterator[None]:
-    """A full or unwritable TMPDIR is a one-line error, not a traceback."""
+def writing_to(workdir: Path) -> Iterator[None]:
+    """A full or unwritable work directory (TMPDIR) is a one-line error, not a traceback."""
     try:
         yield
     except OSError as exc:
@@ -244,7 +268,10 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
             shutil.copyfile(hit[0], target)
             unchanged = hit[1].entry.shrunk_sha256 == original_sha256 or hit[1].kept_original is not None
             return hit[1], "unchanged" if unchanged else "cached"
-    from hatch_shrinkray.engine import shrink  # heavy: onnx, onnxruntime, numpy
+    try:
+        from hatch_shrinkray.engine import shrink  # heavy: onnx, onnxruntime, numpy
+    except ModuleNotFoundError as exc:
+        raise engine_missing(exc) or exc from exc
 
     try:
         result = shrink(source, target, model.options)

@@ -55,11 +55,14 @@ _KINDS = {
 
 
 class ConfigurationError(ShrinkrayError):
-    """The hook's table has one or more problems; ``errors`` lists every one of them."""
+    """The table has one or more problems; ``errors`` lists every one of them."""
 
-    def __init__(self, errors: list[str]) -> None:
+    def __init__(self, errors: list[str], table: str | None = None) -> None:
         self.errors = list(errors)
-        heading = "Invalid configuration for build hook `shrinkray`:"
+        hook = table is None or table.startswith("tool.hatch.")
+        heading = f"Invalid configuration in `{table}`:"
+        if hook:
+            heading = "Invalid configuration for build hook `shrinkray`:"
         super().__init__("\n".join([heading, *(f"- {e}" for e in self.errors)]))
 
 
@@ -97,11 +100,14 @@ def hook_table(target: str | None = None) -> str:
 
 
 def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
-                table: str | None = None) -> HookConfig:
+                table: str | None = None, models_root: Path | None = None) -> HookConfig:
     """Check ``raw`` (the hook's table) against the project at ``root``.
 
+    ``models`` globs match files under ``models_root`` (a built wheel's unpacked files), or under
+    ``root`` by default; ``inputs`` and ``cache`` paths stay relative to the project ``root``.
     Raises :class:`ConfigurationError` listing every problem found.
     """
+    globs_root = models_root or root
     table = table or hook_table()
     errors: list[str] = []
     allowed = (*_HOOK_KEYS, *ENGINE_KEYS, *RESERVED_KEYS)
@@ -115,15 +121,10 @@ def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
         errors.append(f"{_field(table, 'models')} is required")
     else:
         patterns = _read_strings(raw["models"], f"{table}.models", errors)
-        if patterns is not None and not patterns:
-            errors.append(f"{_field(table, 'models')} must list at least one glob pattern")
-        for pattern in patterns or []:
-            matched = _glob(root, pattern, f"{table}.models", errors)
-            if matched is not None and not matched:
-                errors.append(f"{_field(table, 'models')} pattern `{pattern}` matches no file")
-            models += [m for m in matched or [] if m not in models]
+        if patterns is not None:
+            models = match_models(globs_root, patterns, f"{table}.models", errors)
 
-    overrides = _read_overrides(raw.get("overrides", []), root, table, set(models), errors)
+    overrides = _read_overrides(raw.get("overrides", []), globs_root, table, set(models), errors)
 
     errors += _value_errors(base, base_names, overrides, root)
     entries = []
@@ -141,7 +142,7 @@ def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
     cache, cache_dir = _read_cache(raw.get("cache", True), root, table, errors)
 
     if errors:
-        raise ConfigurationError(errors)
+        raise ConfigurationError(errors, table)
     return HookConfig(table=table, target=target, models=tuple(entries), sdist=str(sdist),
                       cache=cache, cache_dir=cache_dir)
 
@@ -201,9 +202,9 @@ def _check_kind(kind: str, value: Any, path: str, errors: list[str]) -> Any:
             return value
         errors.append(f"{name} must be a string")
     elif kind == "path":
-        if isinstance(value, str) and value.endswith(".npz"):
+        if isinstance(value, str) and value:
             return value
-        errors.append(f"{name} must be the path of a .npz file, relative to the project root")
+        errors.append(f"{name} must be a path relative to the project root (a recording directory or a .npz file)")
     elif kind == "integer":
         if isinstance(value, int) and not isinstance(value, bool):
             if path.endswith(".seed") and value < 0:
@@ -251,6 +252,20 @@ def _read_dims(value: Any, path: str, errors: list[str]) -> tuple[tuple[str, int
         else:
             errors.append(f"Field `{path}.{name}` must be a positive integer; got {size!r}")
     return tuple(dims)
+
+
+def match_models(root: Path, patterns: list[str], path: str, errors: list[str]) -> list[str]:
+    """The files under ``root`` that ``patterns`` select, in pattern order; every pattern must
+    match something (``path`` names the setting in messages)."""
+    if not patterns:
+        errors.append(f"Field `{path}` must list at least one glob pattern")
+    models: list[str] = []
+    for pattern in patterns:
+        matched = _glob(root, pattern, path, errors)
+        if matched is not None and not matched:
+            errors.append(f"Field `{path}` pattern `{pattern}` matches no file")
+        models += [m for m in matched or [] if m not in models]
+    return models
 
 
 def _glob(root: Path, pattern: str, path: str, errors: list[str]) -> list[str] | None:
@@ -322,3 +337,13 @@ def _options(settings: Mapping[str, Any], root: Path) -> ShrinkOptions:
     if "inputs" in settings:
         verify["inputs"] = root / settings["inputs"]
     return ShrinkOptions(**shrink, verify=VerifyOptions(**verify))
+
+
+def command_line_config(patterns: list[str], options: ShrinkOptions, models_root: Path) -> HookConfig:
+    """The configuration ``--models GLOB`` flags give: every selected model with the same options."""
+    errors: list[str] = []
+    models = match_models(models_root, patterns, "--models", errors)
+    if errors:
+        raise ConfigurationError(errors, "--models")
+    return HookConfig(table="--models", target="wheel",
+                      models=tuple(ModelEntry(relpath, options) for relpath in sorted(models)))

@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, ClassVar
 
 from hatchling.builders.config import BuilderConfig
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
@@ -48,8 +48,7 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._workdir: tempfile.TemporaryDirectory[str] | None = None
-        self._initializing = False
-        self._unguard: Callable[[], None] | None = None
+        self.initializing = False
 
     def _load(self) -> HookConfig:
         target_hooks = getattr(self.build_config, "target_config", {}).get("hooks", {})
@@ -73,8 +72,8 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
         if self.target_name not in TARGETS or version != "standard":
             self.app.display_debug(f"shrinkray: nothing to do for {self.target_name} ({version}) builds")
             return
-        self._unguard = on_sigterm(self._on_sigterm)
-        self._initializing = True
+        _Guard.enter(self)
+        self.initializing = True
         try:
             with deferred():  # the directory and our reference to it appear together
                 self._workdir = self._make_workdir()
@@ -93,17 +92,7 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
             self._cleanup()
             raise
         finally:
-            self._initializing = False
-
-    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
-        """From ``initialize`` to ``finalize``, SIGTERM (a CI timeout, a container stop) must not
-        strand the work directory in $TMPDIR. Inside ``initialize`` it unwinds like Ctrl-C, so
-        every cleanup on the way runs (staging files, cache temporaries); while hatchling writes
-        the archive it removes the directory. Either way the process then dies by the signal."""
-        if self._initializing:
-            raise Terminated(signum)
-        self._cleanup()
-        redeliver(signum)
+            self.initializing = False
 
     @staticmethod
     def _make_workdir() -> tempfile.TemporaryDirectory[str]:
@@ -130,6 +119,41 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
         if self._workdir is not None:
             self._workdir.cleanup()
             self._workdir = None
-        if self._unguard is not None:
-            self._unguard()
-            self._unguard = None
+        _Guard.leave(self)
+
+
+class _Guard:
+    """From ``initialize`` to ``finalize``, SIGTERM (a CI timeout, a container stop) must not strand
+    a work directory in $TMPDIR. Inside an ``initialize`` it unwinds like Ctrl-C, so every cleanup
+    on the way runs (staging files, cache temporaries); while hatchling writes an archive it removes
+    the work directories. Either way the process then dies by the signal.
+
+    Handlers belong to the process and hatchling may hold several hooks at once (sdist then wheel
+    in one process; ``--hooks-only`` or a failed archive never reaches ``finalize``), so one handler
+    serves every live hook and is put back when the last one leaves."""
+
+    live: ClassVar[list[ShrinkrayBuildHook]] = []
+    restore: ClassVar[Callable[[], None] | None] = None
+
+    @classmethod
+    def enter(cls, hook: ShrinkrayBuildHook) -> None:
+        if not cls.live:
+            cls.restore = on_sigterm(cls.handle)
+        if hook not in cls.live:
+            cls.live.append(hook)
+
+    @classmethod
+    def leave(cls, hook: ShrinkrayBuildHook) -> None:
+        if hook in cls.live:
+            cls.live.remove(hook)
+        if not cls.live and cls.restore is not None:
+            cls.restore()
+            cls.restore = None
+
+    @classmethod
+    def handle(cls, signum: int, frame: FrameType | None) -> None:
+        if any(hook.initializing for hook in cls.live):
+            raise Terminated(signum)
+        for hook in list(cls.live):
+            hook._cleanup()
+        redeliver(signum)

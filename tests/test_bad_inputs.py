@@ -186,6 +186,19 @@ def make_external_data_too_short(d: Path) -> Path:
     return path
 
 
+def make_sparse_initializer_external(d: Path) -> Path:
+    """A sparse initializer whose values live in a data file: onnx never loads those, so the
+    output would silently lose them."""
+    m = _mlp_plus_sparse(nested=False)
+    values = m.graph.sparse_initializer[0].values
+    (d / "a.onnx.data").write_bytes(values.SerializeToString())
+    values.ClearField("float_data")
+    values.data_location = onnx.TensorProto.EXTERNAL
+    values.external_data.add(key="location", value="a.onnx.data")
+    (d / "a.onnx").write_bytes(m.SerializeToString())
+    return d / "a.onnx"
+
+
 def make_unreadable(d: Path) -> Path:
     (d / "a.onnx").write_bytes(_good_bytes())
     (d / "a.onnx").chmod(0)
@@ -218,6 +231,8 @@ FAILING: dict[str, Row] = {
     "external-location-too-long": Row(make_external_location_too_long, "File name too long"),
     "external-data-too-short": Row(make_external_data_too_short,
                                    "external data file 'a.onnx.data' is too short for tensor 'W1'"),
+    "sparse-initializer-external": Row(make_sparse_initializer_external,
+                                       "sparse initializer 'B' keeps its data in an external file"),
 }
 MAX_MESSAGE = 400
 """No message may echo a hostile input at length (a 5000-character location, a 100 kB name)."""

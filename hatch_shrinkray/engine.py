@@ -8,6 +8,7 @@ refused (verification would have compared against another file).
 
 from __future__ import annotations
 
+import glob
 import os
 import time
 from dataclasses import dataclass, replace
@@ -16,8 +17,11 @@ from pathlib import Path
 import onnx
 from onnx import ModelProto
 
+from hatch_shrinkray.auto.choices import encode_chosen
 from hatch_shrinkray.auto.method import needs_real_inputs
+from hatch_shrinkray.auto.sensitivity import keep_hint, rank
 from hatch_shrinkray.errors import (
+    CHECK_HINT,
     RECORD_HINT,
     AlreadyQuantizedError,
     ShrinkrayError,
@@ -40,6 +44,8 @@ QUANTIZED_OPS = {"DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear", 
 INT_CODES = {onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT16,
              onnx.TensorProto.UINT16, onnx.TensorProto.INT4, onnx.TensorProto.UINT4}
 CODES_MIN = 1024
+HINT_MAX_BYTES = 1 << 30
+"""Above this the failure hint does not measure tensors (it would hold the model twice in memory)."""
 
 
 def quantization_signs(model: ModelProto) -> str | None:
@@ -57,13 +63,15 @@ def quantization_signs(model: ModelProto) -> str | None:
 
 
 def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.PathLike[str] | None = None,
-           options: ShrinkOptions | None = None) -> ShrinkResult:
+           options: ShrinkOptions | None = None, *, keep_failed: bool = False) -> ShrinkResult:
     """Shrink ``source`` with ``options.method``, verify, and write ``destination`` atomically.
 
     Raises ShrinkrayError (or its subclasses AlreadyQuantizedError / VerificationError) for every
     user-facing problem. With ``destination=None`` nothing is written (the result still carries
     sizes and verification). A shrunk model that would not be smaller than the original is not
-    written: the original is, and ``kept_original`` says why.
+    written: the original is, and ``kept_original`` says why. ``keep_failed`` writes a model that
+    fails verification too, with the failed figures in its result: for ``check``, which lets the
+    package's own tests judge it and never ships it.
     """
     options = options or ShrinkOptions()
     problems = option_errors(options)
@@ -102,10 +110,9 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
         if options.verify is not None and reference is not None and kept_original is None:
             verification = verify_against(reference, output.ref, loaded.label, options.verify, checker)
             verification = replace(verification, notes=verification.notes + notes)
-            if not verification.passed:
+            if not verification.passed and not keep_failed:
                 v = options.verify
-                hint = "exclude the sensitive tensors (exclude-tensors / exclude-ops), use method fp16, " \
-                       "or loosen the tolerances"
+                hint = _failure_hint(original_ref, options, reference)
                 if not verification.real:
                     hint = f"this ran on generated inputs, which prove little either way: {RECORD_HINT}; or {hint}"
                 raise VerificationError(
@@ -140,10 +147,20 @@ def _smaller(size: int, original: int, method: str) -> bool:
 
 def _encode(work: ModelProto, options: ShrinkOptions, calibration: list[Feed] | None,
             label: str) -> list[TensorRecord]:
-    """Run dedup and the method on ``work`` in place; their errors name the model."""
+    """Run dedup, the chosen encodings (a plan) and the method on ``work`` in place; their errors
+    name the model."""
+    method = METHODS[options.method]
     try:
         records = Dedup().apply(work, options) if options.dedup else []
-        return records + METHODS[options.method].apply(work, options, calibration)
+        chosen, stored = encode_chosen(work, options)
+        if not stored:
+            return records + method.apply(work, options, calibration) + chosen
+        # what the chosen encodings stored is not the method's to encode again
+        method_options = replace(
+            options, exclude_tensors=(*options.exclude_tensors, *(glob.escape(n) for n in sorted(stored))))
+        mine = {(c.scope, c.name) for c in chosen}
+        return records + [r for r in method.apply(work, method_options, calibration)
+                          if r.name not in stored and (r.scope, r.name) not in mine] + chosen
     except ShrinkrayError as exc:
         if exc.path is None:
             exc.path = label
@@ -207,6 +224,22 @@ def _write(model: ModelProto, dest: Path | None, label: str, checker: str) -> Ou
         raise
     output.ref, output.size = str(output.staged.path), output.staged.size
     return output
+
+
+def _failure_hint(original: str | bytes, options: ShrinkOptions, reference: Reference) -> str:
+    """Which tensors to keep, measured one at a time on the verification inputs; the generic advice
+    where that cannot be measured (no eligible float32 weight, a model too big to probe again)."""
+    generic = "exclude the sensitive tensors (exclude-tensors / exclude-ops) or use method fp16"
+    if isinstance(original, str) and os.path.getsize(original) > HINT_MAX_BYTES:
+        return generic
+    try:
+        model = load_model(original if isinstance(original, str) else onnx.load_from_string(original)).model
+        if options.dedup:
+            Dedup().apply(model, options)
+        found = keep_hint(rank(model, options, [*(reference.calibration or []), *reference.feeds]))
+    except (ShrinkrayError, MemoryError):
+        return generic
+    return f"{found}; or let your tests judge: {CHECK_HINT}" if found else generic
 
 
 def _reference(original: str | bytes, label: str, options: ShrinkOptions,

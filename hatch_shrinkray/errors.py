@@ -6,6 +6,10 @@ RECORD_HINT = "record real inputs with `hatch-shrinkray record --output DIR -- C
 """What to do when verification had only generated inputs: said wherever that happens."""
 
 
+CHECK_HINT = "hatch-shrinkray check --search -- python -m pytest"
+"""The command that finds the smallest model a package's own tests accept."""
+
+
 def one_line(exc: BaseException, limit: int = 400) -> str:
     """A library's exception message on one line (onnx and onnxruntime spread theirs over several,
     with the useful part, e.g. the node, after the first newline)."""

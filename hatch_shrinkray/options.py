@@ -6,12 +6,16 @@ Field names are the Python spelling; the hook and the CLI map their own key name
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 METHODS = ("int8", "float-levels", "fp16", "dedup", "dynamic", "int4", "auto")
+ENCODINGS = ("float32", "fp16", "int16", "int12", "int10", "int8", "int6", "int4")
+"""What ``encodings`` (and a plan) may set one tensor to, largest first: kept, float16, or symmetric
+per-channel integer codes (int8 as method int8 writes them; the other widths round to nearest)."""
 SCHEMES = ("symmetric", "asymmetric")
 DECODES = ("float", "fast")
 
@@ -62,6 +66,12 @@ class ShrinkOptions:
     budget_agreement: float = 0.998
     """``auto``: smallest share of unchanged discrete answers (per-position argmax of class scores,
     ``> 0.5`` decisions of probability outputs)."""
+    encodings: tuple[tuple[str, str], ...] = ()
+    """``(tensor-name glob, encoding)``: these tensors get that encoding whatever the method; a tensor
+    that several patterns match with different encodings is an error."""
+    plan: tuple[tuple[str, str, str], ...] = ()
+    """``(scope, tensor name, encoding)``, exact: the per-tensor plan ``hatch-shrinkray check --search``
+    found for this very model (``shipping.plan``); it takes precedence over ``encodings``."""
 
     def describe(self) -> dict[str, Any]:
         """A JSON-ready dict of the options that affect the output (for manifests and cache keys)."""
@@ -72,6 +82,20 @@ class ShrinkOptions:
                 value = {g.name: _jsonable(getattr(value, g.name)) for g in fields(value)}
             out[f.name] = _jsonable(value)
         return out
+
+
+def chosen_encoding(scope: str, name: str, options: ShrinkOptions) -> str | None:
+    """The encoding ``plan`` or ``encodings`` set for this tensor, or None (the method decides).
+
+    Raises ``ValueError`` naming the patterns when ``encodings`` contradicts itself for the tensor."""
+    for s, n, encoding in options.plan:
+        if s == scope and n == name:
+            return encoding
+    hits = {(p, e) for p, e in options.encodings if fnmatch.fnmatchcase(name, p)}
+    if len({e for _, e in hits}) > 1:
+        listed = ", ".join(f"{p!r} = {e!r}" for p, e in sorted(hits))
+        raise ValueError(f"tensor {name!r} matches encodings with different encodings: {listed}")
+    return next(iter(hits))[1] if hits else None
 
 
 def _jsonable(value: Any) -> Any:
@@ -111,6 +135,13 @@ def option_errors(opts: ShrinkOptions, names: Mapping[str, str] | None = None) -
         value = getattr(opts, key)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not lo <= value <= hi:
             errors.append(f"{n(key)} must be a number from {lo} to {hi}; got {value!r}")
+    for pattern, encoding in opts.encodings:
+        if not isinstance(pattern, str) or not pattern:
+            errors.append(f"{n('encodings')} has an empty tensor pattern")
+        if encoding not in ENCODINGS:
+            errors.append(f"{n('encodings')}.{pattern} must be one of {', '.join(ENCODINGS)}; got {encoding!r}")
+    errors += [f"{n('plan')}: tensor {name!r} has encoding {encoding!r}, not one of {', '.join(ENCODINGS)}"
+               for _, name, encoding in opts.plan if encoding not in ENCODINGS]
     v = opts.verify
     if v is not None:
         if v.inputs is not None and not Path(v.inputs).exists():

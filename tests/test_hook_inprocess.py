@@ -361,9 +361,9 @@ def swap_before_the_engine_reads(monkeypatch: pytest.MonkeyPatch, path: Path, re
     there: the real engine then reads the new bytes (deterministic stand-in for the race)."""
     real = hatch_shrinkray.engine.shrink
 
-    def swapped(source: object, destination: object, options: object) -> object:
+    def swapped(source: object, destination: object, options: object, **kwargs: bool) -> object:
         save(replacement, path)
-        return real(source, destination, options)  # type: ignore[arg-type]
+        return real(source, destination, options, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(hatch_shrinkray.engine, "shrink", swapped)
 

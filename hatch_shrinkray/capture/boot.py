@@ -19,7 +19,7 @@ WATCHED = "onnxruntime"
 
 
 def requested() -> bool:
-    return bool(os.environ.get(env.RECORD))
+    return bool(os.environ.get(env.RECORD) or os.environ.get(env.CHECK))
 
 
 def install() -> None:

@@ -80,6 +80,16 @@ def recording_environment(output: Path, max_samples: int = MAX_SAMPLES,
     except OSError as exc:
         raise ShrinkrayError(f"cannot create the recording directory: {exc.strerror}", path=str(output),
                              hint="choose a writable --output directory") from exc
+    with instrumented_path() as path:
+        yield {env.RECORD: str(parts.resolve()), env.RECORD_SAMPLES: str(max_samples),
+               env.RECORD_BYTES: str(max_bytes), "PYTHONPATH": path}
+
+
+@contextmanager
+def instrumented_path() -> Iterator[str]:
+    """A ``PYTHONPATH`` value whose first entry is a temporary directory with the ``sitecustomize``
+    that instruments onnxruntime (what it does is up to the environment, ``capture.env``); the
+    directory is removed afterwards."""
     site = Path(tempfile.mkdtemp(prefix="hatch-shrinkray-record-"))
     try:
         (site / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
@@ -87,9 +97,7 @@ def recording_environment(output: Path, max_samples: int = MAX_SAMPLES,
         # No symlinks (Windows without the privilege): interpreters of this environment still work.
         with contextlib.suppress(OSError):
             (site / package.name).symlink_to(package, target_is_directory=True)
-        path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
-        yield {env.RECORD: str(parts.resolve()), env.RECORD_SAMPLES: str(max_samples),
-               env.RECORD_BYTES: str(max_bytes), "PYTHONPATH": path}
+        yield os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
     finally:
         shutil.rmtree(site, ignore_errors=True)
 

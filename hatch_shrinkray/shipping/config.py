@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.options import ShrinkOptions, VerifyOptions, option_errors
+from hatch_shrinkray.shipping.plan import PLAN_NAME, PlanEntry, read_plan
 
 PLUGIN_NAME = "shrinkray"
 
@@ -30,7 +31,7 @@ _SHRINK_KEYS = {
     "method": "method", "min-elements": "min_elements", "exclude-tensors": "exclude_tensors",
     "exclude-ops": "exclude_ops", "dedup": "dedup", "scheme": "scheme", "levels": "levels",
     "decode": "decode", "block-size": "block_size", "budget-rel-l2": "budget_rel_l2",
-    "budget-cosine": "budget_cosine", "budget-agreement": "budget_agreement",
+    "budget-cosine": "budget_cosine", "budget-agreement": "budget_agreement", "encodings": "encodings",
 }
 _VERIFY_KEYS = {
     "max-rel-l2": "max_rel_l2", "min-cosine": "min_cosine", "min-top1": "min_top1",
@@ -40,7 +41,7 @@ _VERIFY_KEYS = {
 ENGINE_KEYS: dict[str, str] = {**_SHRINK_KEYS, "verify": "verify", **_VERIFY_KEYS}
 """TOML key -> the field name :func:`option_errors` uses; allowed at top level and in overrides."""
 
-_HOOK_KEYS = ("models", "sdist", "cache", "overrides")
+_HOOK_KEYS = ("models", "sdist", "cache", "overrides", "plan")
 
 _KINDS = {
     "method": "string", "scheme": "string", "decode": "string",
@@ -50,7 +51,7 @@ _KINDS = {
     "max-rel-l2": "number", "min-cosine": "number", "min-top1": "number",
     "budget-rel-l2": "number", "budget-cosine": "number", "budget-agreement": "number",
     "exclude-tensors": "strings", "exclude-ops": "strings",
-    "inputs": "path", "dims": "dims", "int-range": "range",
+    "inputs": "path", "dims": "dims", "int-range": "range", "encodings": "encodings",
 }
 
 
@@ -85,6 +86,10 @@ class HookConfig:
     cache: bool = True
     cache_dir: Path | None = None
     """An explicit cache directory from ``cache = "dir"``; ``None`` means the user cache dir."""
+    plan_file: Path | None = None
+    """The plan file (``plan``, by default ``shrinkray-plan.json`` when the project has one)."""
+    plans: Mapping[str, PlanEntry] = field(default_factory=dict)
+    """Its entries by the sha256 of the original model each was found for."""
 
     @property
     def ships_originals(self) -> bool:
@@ -140,11 +145,12 @@ def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
         errors.append(f"{_field(table, 'sdist')} must be one of {', '.join(map(repr, SDIST_CHOICES))}; "
                       f"got {sdist!r}")
     cache, cache_dir = _read_cache(raw.get("cache", True), root, table, errors)
+    plan_file, plans = _read_plan_key(raw.get("plan"), root, table, errors)
 
     if errors:
         raise ConfigurationError(errors, table)
     return HookConfig(table=table, target=target, models=tuple(entries), sdist=str(sdist),
-                      cache=cache, cache_dir=cache_dir)
+                      cache=cache, cache_dir=cache_dir, plan_file=plan_file, plans=plans)
 
 
 def _value_errors(base: dict[str, Any], base_names: dict[str, str],
@@ -225,6 +231,11 @@ def _check_kind(kind: str, value: Any, path: str, errors: list[str]) -> Any:
         return None if strings is None else tuple(strings)
     elif kind == "dims":
         return _read_dims(value, path, errors)
+    elif kind == "encodings":
+        if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+            return tuple((str(k), v) for k, v in value.items())
+        errors.append(f"{name} must be a table of tensor-name patterns to encodings "
+                      "(`encodings = { \"conv1.weight\" = \"fp16\" }`)")
     elif kind == "range":
         if (isinstance(value, list) and len(value) == 2
                 and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
@@ -323,6 +334,33 @@ def _read_cache(value: Any, root: Path, table: str, errors: list[str]) -> tuple[
         return True, (root / Path(value).expanduser()).resolve()
     errors.append(f"{_field(table, 'cache')} must be a boolean or a directory path")
     return True, None
+
+
+def _read_plan_key(value: Any, root: Path, table: str,
+                   errors: list[str]) -> tuple[Path | None, dict[str, PlanEntry]]:
+    """The plan file and its entries: ``plan = "file.json"``, ``false``, or by default
+    ``shrinkray-plan.json`` at the project root when it exists."""
+    if value is False:
+        return None, {}
+    if value is None or value is True:
+        path = root / PLAN_NAME
+        if not path.is_file():
+            return None, {}
+    elif isinstance(value, str) and value.endswith(".json"):
+        path = root / value
+        if not path.is_file():
+            errors.append(f"{_field(table, 'plan')} names a file that does not exist: {value} "
+                          "(hatch-shrinkray check --search writes it)")
+            return None, {}
+    else:
+        errors.append(f"{_field(table, 'plan')} must be the path of a .json plan file, relative to the project "
+                      "root, or false")
+        return None, {}
+    try:
+        return path, read_plan(path)
+    except ShrinkrayError as exc:
+        errors.append(f"{_field(table, 'plan')}: {exc}")
+        return path, {}
 
 
 def _options(settings: Mapping[str, Any], root: Path) -> ShrinkOptions:

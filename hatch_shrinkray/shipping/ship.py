@@ -33,17 +33,18 @@ import os
 import shutil
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
-from hatch_shrinkray.errors import RECORD_HINT, AlreadyQuantizedError, ShrinkrayError
+from hatch_shrinkray.errors import CHECK_HINT, RECORD_HINT, AlreadyQuantizedError, ShrinkrayError
 from hatch_shrinkray.files import copy_hashed, file_sha256
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import human
 from hatch_shrinkray.shipping.cache import CachedShrink, ShrinkCache, cache_key, default_cache_dir
 from hatch_shrinkray.shipping.config import HookConfig, ModelEntry
 from hatch_shrinkray.shipping.manifest import MANIFEST_NAME, ManifestEntry, pass_through_problem, tool_versions
+from hatch_shrinkray.shipping.plan import PLAN_NAME, PlanEntry
 
 PREFIX = "shrinkray:"
 CORE = "hatch-shrinkray-core"
@@ -114,6 +115,12 @@ class Shipped:
     entry: ManifestEntry | None = None
     """The manifest record (``None`` for an already-quantized model)."""
 
+    @property
+    def new_bytes(self) -> bool:
+        """Whether what ships differs from the model's own bytes (shrunk or cached); otherwise the
+        files are the original, or a copy of it made while it was hashed."""
+        return self.outcome in ("shrunk", "cached")
+
 
 def passes_through(model: ModelEntry, sha256: str, manifest: Mapping[str, ManifestEntry]) -> bool:
     """Whether these bytes are what a manifest says hatch-shrinkray shipped for this path."""
@@ -137,17 +144,20 @@ def _read_sha256(root: Path, model: ModelEntry) -> str:
 
 
 def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
-                manifest_in: Mapping[str, ManifestEntry]) -> list[Shipped]:
+                manifest_in: Mapping[str, ManifestEntry], *, keep_failed: bool = False) -> list[Shipped]:
     """Shrink (or pass through) every configured model under ``root``; say what ships instead.
 
     ``manifest_in`` maps model paths to what hatch-shrinkray shipped for them before: a model
-    whose bytes are that entry's ``shrunk_sha256`` passes through.
+    whose bytes are that entry's ``shrunk_sha256`` passes through. A model with an entry in the
+    plan file gets that plan. ``keep_failed`` (``check`` only, which ships nothing) writes models
+    that fail verification too; they are never cached.
     """
     cache = _open_cache(config, app)
     shipped: list[Shipped] = []
     generated: list[str] = []
     start = time.perf_counter()
-    for model in config.models:
+    for configured in config.models:
+        model = configured
         source = root / model.relpath
         target = workdir / model.relpath
         sha256 = _read_sha256(root, model)
@@ -164,13 +174,14 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
             shipped.append(Shipped(model.relpath, "pass-through", size, size, ((model.relpath, target),),
                                    entry=entry))
             continue
+        model, plan = _planned(config, configured, sha256, app)
         app.display_waiting(f"{PREFIX} {model.relpath} ({human(size)}): {model.options.method}...")
         try:
             sidecars = _sidecars(source, model.relpath)
             with writing_to(workdir):
                 target.parent.mkdir(parents=True, exist_ok=True)
                 record, outcome = _shrink_one(model, _content_sha256(sha256, _hashes(root, sidecars.values())),
-                                              root, target, sidecars, cache=cache, app=app)
+                                              root, target, sidecars, cache=cache, app=app, keep_failed=keep_failed)
         except ShrinkrayError as exc:
             if exc.path and Path(exc.path) == source:
                 exc.path = model.relpath  # the path the user wrote, not the build's absolute one
@@ -188,6 +199,8 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
                   for data in _data_files_beside(target)]
         shipped_data = {rel for rel, _ in files}
         app.display_success(_success_line(model.relpath, record, outcome == "cached"))
+        if plan is not None:
+            _confirm_plan(model.relpath, plan, record.entry.shrunk_sha256, app)
         if record.entry.verification is not None and record.entry.verification.get("real_inputs") is False:
             generated.append(model.relpath)
         shipped.append(Shipped(model.relpath, outcome, record.original_size, record.shrunk_size, tuple(files),
@@ -247,8 +260,37 @@ def _open_cache(config: HookConfig, app: Display) -> ShrinkCache | None:
     return ShrinkCache(directory)
 
 
+def _planned(config: HookConfig, model: ModelEntry, sha256: str, app: Display) -> tuple[ModelEntry, PlanEntry | None]:
+    """``model`` with the plan the plan file holds for these bytes, if any (a plan found for other
+    bytes of the same path means the model changed since: said, and not applied)."""
+    name = config.plan_file.name if config.plan_file is not None else PLAN_NAME
+    plan = config.plans.get(sha256)
+    if plan is None:
+        if any(p.model == model.relpath for p in config.plans.values()):
+            app.display_warning(f"{PREFIX} {model.relpath}: {name} holds a plan for other bytes of this model (it "
+                                f"changed since it was checked); shipping {model.options.method} without it; run "
+                                f"`{CHECK_HINT}` again")
+        return model, None
+    listed = ", ".join(f"{t} {e}" for _, t, e in plan.tensors[:4]) + (" ..." if len(plan.tensors) > 4 else "")
+    what = f"sets {len(plan.tensors)} tensor(s): {listed}" if plan.tensors else "keeps the method as configured"
+    app.display_info(f"{PREFIX} {model.relpath}: the plan in {name} {what}")
+    return replace(model, options=plan.apply(model.options)), plan
+
+
+def _confirm_plan(relpath: str, plan: PlanEntry, shipped_sha256: str, app: Display) -> None:
+    """Say whether these bytes are the very model ``check`` accepted."""
+    accepted = plan.checked.get("shrunk_sha256")
+    if accepted == shipped_sha256:
+        verdict = plan.checked.get("verdict", "")
+        app.display_success(f"{PREFIX} {relpath}: this is the model `check` accepted ({verdict})")
+    elif accepted:
+        app.display_warning(f"{PREFIX} {relpath}: differs from the model `check` accepted (the options, inputs or "
+                            "tool versions changed since): its tests did not judge these bytes; run "
+                            f"`{CHECK_HINT}` again")
+
+
 def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Path, sidecars: Mapping[str, str], *,
-                cache: ShrinkCache | None, app: Display) -> tuple[CachedShrink | None, str]:
+                cache: ShrinkCache | None, app: Display, keep_failed: bool = False) -> tuple[CachedShrink | None, str]:
     """The record for ``model`` and the outcome: ``shrunk``, ``cached`` or ``unchanged`` (bytes at
     ``target``; unchanged = the original's, when no weight qualified or the result was not
     smaller), or ``already-quantized`` (no record; ship the original).
@@ -256,7 +298,8 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
     ``original_sha256`` (hashed before) only looks the cache up; what is stored and recorded is
     keyed by the digests of the bytes the engine actually read. An unchanged model is recorded
     with ``shrunk_sha256 == original_sha256``, in the manifest (so a wheel built from the sdist
-    passes it through) and in the cache (so it is not re-verified).
+    passes it through) and in the cache (so it is not re-verified). ``keep_failed`` (``check``)
+    keeps a model that fails verification; it is never cached.
     """
     source = root / model.relpath
     versions = tool_versions()
@@ -274,7 +317,7 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
         raise engine_missing(exc) or exc from exc
 
     try:
-        result = shrink(source, target, model.options)
+        result = shrink(source, target, model.options, keep_failed=keep_failed)
     except AlreadyQuantizedError as exc:
         app.display_warning(f"{PREFIX} {model.relpath}: {exc.message}; shipping it unchanged")
         return None, "already-quantized"
@@ -301,9 +344,10 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
                             else _portable(verification.to_dict(), root)),
         original_size=result.original_size, shrunk_size=result.original_size if unchanged else result.shrunk_size,
         seconds=result.seconds,
-        summary=None if verification is None else verification.summary(),
+        summary=None if verification is None else
+        verification.summary() + ("" if verification.passed else "; FAILS verification (kept for check only)"),
         kept=result.kept_summary(), kept_original=result.kept_original)
-    if cache is not None:
+    if cache is not None and (verification is None or verification.passed):
         problem = cache.put(cache_key(read, model.options, versions), target, record)
         if problem:
             app.display_debug(f"{PREFIX} could not write the cache entry: {problem}")

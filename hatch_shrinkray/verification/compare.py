@@ -67,15 +67,16 @@ def agreement_fails(flips: float, positions: int, min_agreement: float) -> bool:
     return flip_rate_lower_bound(flips, positions) > 1.0 - min_agreement
 
 
-def agreement(ref: Arrays, got: Arrays) -> Agreement | None:
-    """Agreement of the discrete answers, for outputs that carry any (else None)."""
+def agreement(ref: Arrays, got: Arrays, threshold: float = THRESHOLD) -> Agreement | None:
+    """Agreement of the discrete answers, for outputs that carry any (else None); ``threshold`` is
+    the decision threshold of probability outputs."""
     first = np.asarray(ref[0])
     if first.dtype.kind != "f" or any(not np.isfinite(np.asarray(r)).all() for r in ref):
         return None
     if _class_scores(first):
         return _argmax_agreement(ref, got)
     if _probabilities(ref, first):
-        return _decision_agreement(ref, got)
+        return _decision_agreement(ref, got, threshold)
     return None
 
 
@@ -90,8 +91,9 @@ def _class_scores(first: npt.NDArray[Any]) -> bool:
 
 
 def _probabilities(ref: Arrays, first: npt.NDArray[Any]) -> bool:
-    """Probability outputs with a trailing axis of 1 (or scalars): Silero VAD's speech probability."""
-    if first.ndim and first.shape[-1] != 1:
+    """Probability outputs with a trailing axis of 1, one per position (1-D) or scalars: Silero VAD's
+    speech probability, per chunk or per frame of a sequence."""
+    if first.ndim > 1 and first.shape[-1] != 1:
         return False
     return all(bool(((np.asarray(r) >= 0) & (np.asarray(r) <= 1)).all()) for r in ref)
 
@@ -116,11 +118,11 @@ def _argmax_agreement(ref: Arrays, got: Arrays) -> Agreement | None:
     return Agreement("top-1", positions, flips, ties)
 
 
-def _decision_agreement(ref: Arrays, got: Arrays) -> Agreement:
+def _decision_agreement(ref: Arrays, got: Arrays, threshold: float) -> Agreement:
     a = np.concatenate([np.asarray(x, dtype=np.float64).reshape(-1) for x in ref])
     b = np.concatenate([np.asarray(x, dtype=np.float64).reshape(-1) for x in got])
-    flipped = (a > THRESHOLD) != (b > THRESHOLD)
-    tied = np.abs(a - THRESHOLD) < NEAR_TIE
+    flipped = (a > threshold) != (b > threshold)
+    tied = np.abs(a - threshold) < NEAR_TIE
     return Agreement("decision", int(a.size), int(flipped.sum()), int((flipped & tied).sum()))
 
 
@@ -134,7 +136,8 @@ def _unit_rows(x: npt.NDArray[Any]) -> bool:
     return bool(np.allclose(norms, 1.0, atol=1e-3) and (np.count_nonzero(np.abs(rows) > 1e-6, axis=1) > 1).all())
 
 
-def compare(name: str, ref: Arrays, got: Arrays, options: VerifyOptions) -> OutputComparison:
+def compare(name: str, ref: Arrays, got: Arrays, options: VerifyOptions,
+            threshold: float = THRESHOLD) -> OutputComparison:
     a = np.concatenate([np.asarray(x).reshape(-1) for x in ref])
     b = np.concatenate([np.asarray(x).reshape(-1) for x in got])
     if a.shape != b.shape:
@@ -167,7 +170,7 @@ def compare(name: str, ref: Arrays, got: Arrays, options: VerifyOptions) -> Outp
         failures.append(f"rel L2 {rel:.3g} > {options.max_rel_l2:g}")
     if cos < options.min_cosine:
         failures.append(f"cosine {cos:.6f} < {options.min_cosine:g}")
-    agree = agreement(ref, got)
+    agree = agreement(ref, got, threshold)
     if agree is None:
         return OutputComparison(name, max_abs, rel, cos, None, mismatch, tuple(failures))
     if agreement_fails(agree.counted, agree.positions, options.min_top1):

@@ -24,9 +24,6 @@ from hatch_shrinkray.shipping.manifest import ManifestEntry, file_sha256
 from hatch_shrinkray.shipping.ship import Display, Shipped, ship_models
 from hatch_shrinkray.wheels.archive import extract, open_wheel, write_wheel
 
-REWRITTEN = ("shrunk", "cached")
-"""Outcomes whose bytes differ from the wheel's; every other model ships the bytes it already has."""
-
 
 @dataclass(frozen=True)
 class Rewritten:
@@ -59,7 +56,7 @@ def rewrite_wheel(source: Path, destination: Path, configure: Callable[[Path], H
         extract(wheel, files)
         config = configure(files)
         shipped = tuple(ship_models(config, files, work, app, _by_content(config, files, manifest)))
-        replace = {rel: path for model in shipped if model.outcome in REWRITTEN for rel, path in model.files}
+        replace = {rel: path for model in shipped if model.new_bytes for rel, path in model.files}
         drop = frozenset(rel for model in shipped for rel in model.obsolete)
         changed = bool(replace or drop)
         if changed:

@@ -24,7 +24,6 @@ from hatch_shrinkray.checking.check import Settings, require_evidence, shown, ta
 from hatch_shrinkray.checking.models import Configured, Prepared, prepare
 from hatch_shrinkray.checking.sensitive import ranked
 from hatch_shrinkray.checking.verdict import Verdict, judge, tally
-from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.onnxgraph.graph import find_sites
 from hatch_shrinkray.onnxgraph.modelio import load_model
 from hatch_shrinkray.result import human
@@ -176,7 +175,11 @@ class _Search:
         (p,) = prepare(_one(self.configured, self.prepared), self.workdir / str(self.runs), self.app,
                        plans={self.prepared.sha256: plan})
         if p.shrunk is None:
-            raise ShrinkrayError(f"the plan leaves nothing of {p.relpath} to shrink")
+            # Every tensor kept as it is: the original model, which the original run already judged.
+            # It passes without a run, and it is never the answer (there is nothing to ship smaller).
+            self.runs -= 1
+            seen = self.original.models.get(self.prepared.sha256, ModelSeen())
+            return Trial(dict(tensors), judge(self.original, self.original), seen, p, self.prepared.sha256, True)
         observed = observe(self.settings.command,
                            lambda r: Instructions("shrunk", True, self.settings.threshold, r, (p.target(),)),
                            cwd=self.settings.cwd)

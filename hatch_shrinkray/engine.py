@@ -86,20 +86,9 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
     checker = _check_input(loaded)
     original_ref = _reference_source(loaded, source)
     small, weight_bytes = _census(loaded.model, options)
-    method = METHODS[options.method]
-    if isinstance(original_ref, str) and loaded.size > RELOAD_BYTES:
-        # A big model is not kept in memory while onnxruntime loads the original for the reference
-        # outputs (both at once peaked at 3.6x a 2.5 GB model): read again afterwards, same bytes.
-        loaded.model = ModelProto()
-        reference, calibration, notes = _reference(original_ref, loaded.label, options, method.calibrates(options))
-        again = load_model(source)
-        if again.sha256 != loaded.sha256:
-            raise ShrinkrayError("changed while it was being shrunk; nothing was written", path=loaded.label,
-                                 hint="wait until the model is completely written, then run again")
-        loaded = again
-    else:
-        reference, calibration, notes = _reference(original_ref, loaded.label, options, method.calibrates(options))
     work = loaded.model
+    method = METHODS[options.method]
+    reference, calibration, notes = _reference(original_ref, loaded.label, options, method.calibrates(options))
     records = _encode(work, options, calibration, loaded.label)
     kept_float = _kept_float(small, records)
     dest = Path(destination) if destination is not None else None
@@ -148,8 +137,6 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
         not_weights=max(0, loaded.size - weight_bytes), source_sha256=dict(loaded.sha256))
 
 
-RELOAD_BYTES = 512_000_000
-"""Above this size the model is read a second time rather than held while the reference runs."""
 SIZE_NEUTRAL = {"float-levels"}
 """Methods that keep the raw size by design (they pay off once compressed): judged by growth."""
 

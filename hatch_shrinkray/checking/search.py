@@ -24,13 +24,13 @@ from hatch_shrinkray.checking.check import Settings, require_evidence, shown, ta
 from hatch_shrinkray.checking.models import Configured, Prepared, prepare
 from hatch_shrinkray.checking.sensitive import ranked
 from hatch_shrinkray.checking.verdict import Verdict, judge, tally
-from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.onnxgraph.graph import find_sites
 from hatch_shrinkray.onnxgraph.modelio import load_model
 from hatch_shrinkray.result import human
 from hatch_shrinkray.shipping.manifest import file_sha256
 from hatch_shrinkray.shipping.plan import PlanEntry
 from hatch_shrinkray.shipping.ship import Display
+from hatch_shrinkray.verification.recordings import SHA_DIGITS
 
 Key = tuple[str, str]
 LADDERS = {"int4": ("int6", "int8", "int10", "int12", "fp16", "float32"), "fp16": ("float32",)}
@@ -86,6 +86,10 @@ def run_search(configured: Configured, settings: Settings, app: Display, max_run
         for index, p in enumerate(prepared):
             if not original.models.get(p.sha256, ModelSeen()).sessions:
                 app.display_warning(f"check --search: {p.relpath}: the command never loaded it; nothing to search")
+                continue
+            if not any((tmp / "recorded").glob(f"*-{p.sha256[:SHA_DIGITS]}.npz")):
+                app.display_warning(f"check --search: {p.relpath}: the command loaded it but never ran it; "
+                                    "nothing to search (and no plan: nothing was checked)")
                 continue
             search = _Search(configured, settings, app, original=original, prepared=p, workdir=tmp / f"s{index}",
                              max_runs=max_runs)
@@ -176,7 +180,11 @@ class _Search:
         (p,) = prepare(_one(self.configured, self.prepared), self.workdir / str(self.runs), self.app,
                        plans={self.prepared.sha256: plan})
         if p.shrunk is None:
-            raise ShrinkrayError(f"the plan leaves nothing of {p.relpath} to shrink")
+            # Every tensor kept as it is: the original model, which the original run already judged.
+            # It passes without a run, and it is never the answer (there is nothing to ship smaller).
+            self.runs -= 1
+            seen = self.original.models.get(self.prepared.sha256, ModelSeen())
+            return Trial(dict(tensors), judge(self.original, self.original), seen, p, self.prepared.sha256, True)
         observed = observe(self.settings.command,
                            lambda r: Instructions("shrunk", True, self.settings.threshold, r, (p.target(),)),
                            cwd=self.settings.cwd)

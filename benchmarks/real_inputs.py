@@ -25,6 +25,7 @@ edits made while it runs do not leak in. Results are cached per engine in ``.cac
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -61,15 +62,19 @@ NO_INPUTS = ["--method", "auto"]
 WHAT = {"ppocrv6_rec": "lines", "ppocrv4_rec": "lines", "silero_vad": "32 ms decisions", "magika": "labels"}
 
 
-ENGINE_DIR = engine_dir()
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
-    p for p in (str(ENGINE_DIR or ""), str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
+@functools.cache
+def engine() -> tuple[Path | None, dict[str, str]]:
+    """The engine snapshot (made on first use) and the environment that puts it first on the path."""
+    snapshot = engine_dir()
+    path = os.pathsep.join(p for p in (str(snapshot or ""), str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    return snapshot, {**os.environ, "PYTHONPATH": path}
 
 
 def engine_id() -> str:
     """The snapshot's commit, or for the work tree ``git describe --dirty`` and a hash of its sources."""
-    if ENGINE_DIR is not None:
-        return ENGINE_DIR.name[:12]
+    snapshot = engine()[0]
+    if snapshot is not None:
+        return snapshot.name[:12]
     desc = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, cwd=REPO,
                           check=True).stdout.strip()
     h = hashlib.sha256()
@@ -81,7 +86,7 @@ def engine_id() -> str:
 def timed(cmd: list[str]) -> dict[str, Any]:
     """Run ``cmd``: exit code, wall time, the child's own CPU time (``os.wait4``), its output."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=ENV)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=engine()[1])
     assert proc.stdout is not None and proc.stderr is not None
     out = proc.stdout.read()
     err = proc.stderr.read()
@@ -183,7 +188,7 @@ def run_model(key: str, repeats: int, fresh: bool) -> dict[str, Any]:
         if prev.get("engine") == eng and prev.get("repeats") == repeats:
             return prev
     rec_dir = RECORDINGS / key
-    rec = record(key, model, rec_dir, env=ENV)
+    rec = record(key, model, rec_dir, env=engine()[1])
     work = OUT / "work" / key
     log(f"{key}: recorded {rec['files']} ({rec['bytes']} bytes); shrinking x{repeats}")
     variants = run_variants(key, model, rec_dir, work, repeats)
@@ -232,7 +237,7 @@ NOTES = """## Notes
 See the findings section of `benchmarks/README.md`'s *Real inputs* entry and the profile below."""
 
 
-def write_report(results: list[dict[str, Any]], argv: list[str]) -> Path:
+def write_report(results: list[dict[str, Any]], argv: list[str], path: Path = BENCH_DIR / "REAL_INPUTS.md") -> Path:
     import onnxruntime
 
     lines = [
@@ -293,7 +298,6 @@ def write_report(results: list[dict[str, Any]], argv: list[str]) -> Path:
         n = r["no_inputs"]
         refusals.append(f"| {key} | {n['rc']} | `{n['stderr'][:300]}` ({n['lines']} line) | "
                         f"{'yes' if n['output_written'] else 'no'} |")
-    path = BENCH_DIR / "REAL_INPUTS.md"
     tmp = path.with_suffix(".tmp")
     tmp.write_text("\n".join([*lines, *verdicts(results), "", *head, "", *timing, "", *refusals, "", NOTES, ""]))
     tmp.replace(path)

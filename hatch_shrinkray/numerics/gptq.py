@@ -151,7 +151,7 @@ def _lower_inverse(low: F64) -> F64:
     (which took a second on PP-OCRv4 rec's 2880-feature convolution)."""
     n = low.shape[0]
     if n <= 2 * BLOCK_INVERSE:
-        direct: F64 = np.linalg.inv(low).astype(np.float64, copy=False)
+        direct: F64 = np.tril(np.linalg.inv(low)).astype(np.float64, copy=False)
         return direct
     m = n // 2
     a_inv, c_inv = _lower_inverse(low[:m, :m]), _lower_inverse(low[m:, m:])

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from onnx import ModelProto
 
-from hatch_shrinkray.auto.budget import Deviation, deviation
+from hatch_shrinkray.auto.budget import Baseline, Deviation, deviation
 from hatch_shrinkray.auto.choices import encode_as
 from hatch_shrinkray.auto.probe import Probe, site_key, weights_as_inputs
 from hatch_shrinkray.numerics.quant import NotEncodable
@@ -63,7 +63,7 @@ def rank(model: ModelProto, options: ShrinkOptions, feeds: Sequence[Feed],
     chosen = [feeds[i] for i in spread(len(feeds), MAX_FEEDS)]
     originals = {site_key(s): s.array() for s in sites}
     probe = Probe(weights_as_inputs(model, set(originals)), list(chosen), originals)
-    base = probe.run()
+    base = Baseline(probe.run())  # the original side of every comparison, prepared once
     opset = opset_version(model)
     out = []
     for site in sites:

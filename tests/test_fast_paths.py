@@ -207,7 +207,7 @@ def test_real_inputs_report_states_the_issue_minimums(tmp_path: Path) -> None:
                 "metrics": {"cer": 0.07}, "primary": "cer"}
 
     result = {
-        "key": "ppocrv6_rec", "engine": "abc", "model_bytes": 1000, "load": 1.0,
+        "key": "ppocrv6_rec", "engine": "abc", "model_bytes": 1000, "load": 1.0, "repeats": 3,
         "recording": {"files": ["r.npz"], "bytes": 10, "summary": ""},
         "variants": {"int8 (no inputs)": variant(1.0), "int8 + recording": variant(2.0),
                      "auto + recording": variant(30.0), "int8 asymmetric + recording": variant(1.5)},
@@ -217,7 +217,8 @@ def test_real_inputs_report_states_the_issue_minimums(tmp_path: Path) -> None:
         "no_inputs": {"rc": 1, "stderr": "error: method auto fits its choices to real inputs", "lines": 1,
                       "output_written": False},
     }
-    text = real_inputs.write_report([result], [], tmp_path / "R.md").read_text()
+    text = real_inputs.write_report([result], tmp_path / "R.md").read_text()
     assert "int8 + recording keeps +11.0 points" in text and "(minimum +5): **met**" in text
     assert "keeps 88.0% at 30.0% of the file (minimum >= 90% at <= 35%): **missed**" in text
     assert "| 2.00x / 2.00x |" in text and "| 1.33x / 1.33x |" in text
+    assert "python -m benchmarks.real_inputs ppocrv6_rec --repeats 3" in text

@@ -9,6 +9,7 @@ refused (verification would have compared against another file).
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import time
 from dataclasses import dataclass, replace
@@ -36,8 +37,8 @@ from hatch_shrinkray.options import ShrinkOptions, option_errors
 from hatch_shrinkray.registry import METHODS, Dedup
 from hatch_shrinkray.result import KeptFloat, ShrinkResult, TensorRecord, VerifyResult, human, kept_reason
 from hatch_shrinkray.signals import deferred
-from hatch_shrinkray.verification.inputs import Feed
-from hatch_shrinkray.verification.runner import Reference, reference_outputs, verify_against
+from hatch_shrinkray.verification.inputs import Feed, specs_of_model
+from hatch_shrinkray.verification.runner import Prepared, Reference, prepare_samples, reference_outputs, verify_against
 
 QUANTIZED_OPS = {"DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
                  "ConvInteger", "QLinearConv", "QLinearMatMul", "MatMulNBits", "GatherBlockQuantized",
@@ -89,7 +90,8 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
     small, weight_bytes = _census(loaded.model, options)
     work = loaded.model
     method = METHODS[options.method]
-    reference, calibration, notes = _reference(original_ref, loaded.label, options, method.calibrates(options))
+    prepared, notes = _calibration(loaded, original_ref, options, method.calibrates(options))
+    calibration = prepared.calibration if prepared is not None else None
     with one_blas_thread():
         records = _encode(work, options, calibration, loaded.label)
     kept_float = _kept_float(small, records)
@@ -109,7 +111,10 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
         del work  # the working copy can be big; onnxruntime reads the staged file from here on
         loaded.model = ModelProto()
         verification: VerifyResult | None = None
-        if options.verify is not None and reference is not None and kept_original is None:
+        if options.verify is not None and kept_original is None:
+            # Only now, with the working copy freed: the original's session and the model in memory
+            # together peaked at 3.6x a 2.5 GB model.
+            reference = reference_outputs(original_ref, loaded.label, options.verify, prepared=prepared)
             verification = verify_against(reference, output.ref, loaded.label, options.verify, checker)
             verification = replace(verification, notes=verification.notes + notes)
             if not verification.passed and not keep_failed:
@@ -244,27 +249,28 @@ def _failure_hint(original: str | bytes, options: ShrinkOptions, reference: Refe
     return f"{found}; or let your tests judge: {CHECK_HINT}" if found else generic
 
 
-def _reference(original: str | bytes, label: str, options: ShrinkOptions,
-               calibrates: bool) -> tuple[Reference | None, list[Feed] | None, tuple[str, ...]]:
-    """The original's outputs on the verification inputs, the real samples held out from them for a
-    data-dependent method, and notes on what that method had to do without."""
+def _calibration(loaded: Loaded, original: str | bytes, options: ShrinkOptions,
+                 calibrates: bool) -> tuple[Prepared | None, tuple[str, ...]]:
+    """For a data-dependent method, the real samples (read with the input signature of the proto, so
+    no onnxruntime session is open while the model is in memory), split into a calibration part and
+    the held-out rest; and notes on what the method had to do without."""
     needs_data = options.method == "auto"
-    if options.verify is None:
+    inputs = options.verify.inputs if options.verify is not None else None
+    if not calibrates or inputs is None:
         if needs_data:
             raise needs_real_inputs(options.method)
-        return None, None, ()
-    reference = reference_outputs(original, label, options.verify, split=calibrates)
-    if not calibrates or reference.calibration is not None:
-        return reference, reference.calibration, ()
-    if not reference.samples.real:
-        if needs_data:
-            raise needs_real_inputs(options.method)
-        return reference, None, ()
+        return None, ()
+    sha256 = next(iter(loaded.sha256.values()), None) or hashlib.sha256(
+        original if isinstance(original, bytes) else b"").hexdigest()
+    prepared = prepare_samples(Path(inputs), specs_of_model(loaded.model), sha256=sha256, name=loaded.label,
+                               split=True)
+    if prepared.calibration is not None:
+        return prepared, ()
     if needs_data:
         raise ShrinkrayError(f"method {options.method} needs at least 2 real samples (one to fit, one to verify on); "
-                             f"{reference.samples.source} has 1", path=label,
-                             hint="record more: hatch-shrinkray record keeps up to 32 calls per model by default")
-    return reference, None, ("1 real sample: nothing to hold out, so round-to-nearest (no output-aware rounding)",)
+                             f"{prepared.samples.source} has 1", path=loaded.label,
+                             hint="record more: raise hatch-shrinkray record's --max-samples / --max-bytes")
+    return prepared, ("1 real sample: nothing to hold out, so round-to-nearest (no output-aware rounding)",)
 
 
 def _reference_source(loaded: Loaded, source: str | os.PathLike[str] | ModelProto) -> str | bytes:

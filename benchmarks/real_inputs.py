@@ -86,7 +86,8 @@ def engine_id() -> str:
 def timed(cmd: list[str]) -> dict[str, Any]:
     """Run ``cmd``: exit code, wall time, the child's own CPU time (``os.wait4``), its output."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=engine()[1])
+    OUT.mkdir(parents=True, exist_ok=True)  # not the work tree: `python -m` puts the working directory first
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=OUT, env=engine()[1])
     assert proc.stdout is not None and proc.stderr is not None
     out = proc.stdout.read()
     err = proc.stderr.read()

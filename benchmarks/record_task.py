@@ -52,7 +52,8 @@ def use(key: str, model: Path) -> int:
 
 def record(key: str, model: Path, rec_dir: Path | None = None, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Record ``key``'s workload on ``model`` into ``rec_dir`` (default ``RECORDINGS/key``) with
-    ``python -m hatch_shrinkray record``, once: what it recorded, and where."""
+    ``python -m hatch_shrinkray record``, once: what it recorded, and where. ``env``'s ``PYTHONPATH``
+    decides which engine records (the command runs outside the work tree, whose package would come first)."""
     rec_dir = rec_dir or RECORDINGS / key
     done = rec_dir / "record.json"
     if done.exists():
@@ -65,7 +66,7 @@ def record(key: str, model: Path, rec_dir: Path | None = None, env: dict[str, st
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "hatch_shrinkray", "record", "--output", str(rec_dir), "--",
                            sys.executable, "-m", "benchmarks.record_task", key, "--model", str(model)],
-                          capture_output=True, text=True, cwd=REPO, env=env, check=False)
+                          capture_output=True, text=True, cwd=rec_dir, env=env, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"{key}: recording failed: {proc.stderr[-2000:]}")
     files = sorted(rec_dir.glob("*.npz"))

@@ -269,6 +269,17 @@ Changes, each measured before it stayed (the tables above are the result):
   loaded VM OpenBLAS's and onnxruntime's busy-waiting threads made `int8` + recording take 17-19 s of CPU instead
   of 4.6 s (`OPENBLAS_NUM_THREADS=1` vs 2, same run) and 2x the wall time; the codes no longer depend on the core count.
 
+Before and after, PP-OCRv6 rec with its recording, one run each, old and new engine interleaved on the same VM
+(load 2-3), each engine a `git archive` snapshot first on `PYTHONPATH`, run from outside the work tree:
+`PYTHONPATH=SNAPSHOT python -m hatch_shrinkray shrink ppocrv6_rec.onnx -o OUT --force [--method M --inputs DIR]`
+(old = `d95976f`, main as merged before this work; new = this branch):
+
+| command | old: wall / CPU | new: wall / CPU |
+|---|---|---|
+| `--method int8` (no inputs) | 1.1 s / 1.0 s | 0.8 s / 0.8 s |
+| `--method int8 --inputs DIR` | 17.2 s / 18.2 s | 2.9 s / 2.9 s |
+| `--method auto --inputs DIR` | 125.8 s / 208.1 s | 26.8 s / 40.9 s |
+
 What holds and what does not:
 
 * int8 + recording beats round-to-nearest by far more than the +5 points on both recognisers, at the same bytes.

@@ -1,12 +1,22 @@
-"""Integer codes of 4, 6, 10 or 12 bits packed into bytes, rebuilt by integer ops folded at load.
+"""Integer codes of 4, 6, 10 or 12 bits packed into bytes, rebuilt by a short chain folded at load.
 
 ONNX stores int4 only from opset 21 and has no 6-, 10- or 12-bit type, while the models we meet
-are opset 11-17 (and their opset is never raised). So a code of ``b`` bits is split into chunks
-of 8, 4 or 2 bits; an 8-bit chunk is a plain ``uint8`` array, a narrower chunk packs 8/width
-values per byte as *planes* (value ``i`` of plane ``t`` sits in byte ``i`` at bit ``t*width``).
-Decoding uses only Cast/Div/Mul/Sub/Add/Concat/Slice/Reshape on int32, which every opset >= 7
-runtime has; with constant inputs onnxruntime folds the chain into one float tensor when the
-session is created, so, like ``Cast -> Mul``, it costs nothing per inference.
+are opset 11-17 (and their opset is never raised). So a code of ``b`` bits is split into chunks,
+least significant first; the most significant chunk is signed (two's complement). A chunk of 8
+bits is a plain ``int8`` tensor in the weight's shape; a narrower one packs 8/width values per byte
+as *planes*: value ``i`` of plane ``t`` sits in byte ``i`` at bit ``t*width``, and the planes are
+consecutive runs of the flattened weight, so when the first axis divides evenly the bytes are
+stored as ``(d0/planes, ...)`` and concatenating the planes on axis 0 *is* the weight's shape.
+
+Why this chain (measured, benchmarks/LOAD.md): onnxruntime folds every node on constant inputs
+into a new initializer and keeps all of them until folding ends, so the load cost is the bytes of
+every intermediate, and each float-sized intermediate costs as much as the weight itself. The
+planes are therefore split with ``BitShift`` on ``uint8`` (opset 11; the only integer op older
+onnxruntime has for bytes), moved to the top of the byte so that a wrapping ``Cast`` to ``int8``
+yields ``code * 2^k`` with its sign, and only then widened: int4 costs one ``Cast`` to float and
+one ``Mul`` (by ``scale / 2^k``, exact), like int8; the two-chunk widths add one float ``Add``
+(and a ``Mul`` by a power of two when the top chunk is the ``int8`` one). The old chain (int32
+Div/Mul/Sub/Concat/Slice over whole tensors) cost 5-11x int8's load time and 3x its memory.
 
 The point is the ladder ``auto`` can climb: int4 for any weight (not only MatMul initializers),
 int6, int10 and int12 put rungs between int8 and 16 bits at 0.5, 0.75, 1.25 and 1.5 bytes per
@@ -24,10 +34,10 @@ from onnx import TensorProto
 from hatch_shrinkray.numerics.quant import NotEncodable
 from hatch_shrinkray.onnxgraph.encoding import Decode, DecodeNode
 
-CHUNKS: dict[int, tuple[int, ...]] = {4: (4,), 6: (4, 2), 10: (8, 2), 12: (8, 4)}
-"""Chunk widths per code width, least significant first."""
+CHUNKS: dict[int, tuple[int, ...]] = {4: (4,), 6: (4, 2), 10: (2, 8), 12: (4, 8)}
+"""Chunk widths per code width, least significant first; the last chunk is the signed one."""
 BITS = tuple(CHUNKS)
-SLICE_INPUTS_OPSET = 10
+BITSHIFT_OPSET = 11
 
 
 def stored_bytes(n: int, bits: int) -> int:
@@ -35,17 +45,32 @@ def stored_bytes(n: int, bits: int) -> int:
     return sum(-(-n // (8 // w)) for w in CHUNKS[bits])
 
 
-def pack(codes: npt.NDArray[np.integer], bits: int) -> list[npt.NDArray[np.uint8]]:
-    """Symmetric codes in ``[-(2^(b-1)-1), 2^(b-1)-1]`` -> one ``uint8`` array per chunk."""
+def _plane_shape(shape: tuple[int, ...], n: int, per: int) -> tuple[int, ...]:
+    """Stored shape of a chunk with ``per`` planes: the weight's own shape with axis 0 divided
+    when it divides evenly (the decode needs no Slice or Reshape), else flat and padded."""
+    if per == 1:
+        return shape
+    if shape and shape[0] % per == 0:
+        return (shape[0] // per, *shape[1:])
+    return (-(-n // per),)
+
+
+def pack(codes: npt.NDArray[np.integer], bits: int) -> list[npt.NDArray[Any]]:
+    """Symmetric codes in ``[-(2^(b-1)-1), 2^(b-1)-1]`` -> one array per chunk (``uint8`` planes,
+    or ``int8`` for a full-byte top chunk)."""
     qmax = 2 ** (bits - 1) - 1
     flat = codes.reshape(-1).astype(np.int64)
     if flat.size and (flat.min() < -qmax or flat.max() > qmax):
         raise ValueError(f"codes outside the symmetric {bits}-bit range")
-    u = flat + 2 ** (bits - 1)
-    out: list[npt.NDArray[np.uint8]] = []
+    out: list[npt.NDArray[Any]] = []
     shift = 0
-    for width in CHUNKS[bits]:
-        part = (u >> shift) & ((1 << width) - 1)
+    widths = CHUNKS[bits]
+    for k, width in enumerate(widths):
+        part = flat >> shift  # arithmetic: the top chunk keeps the sign
+        if k == len(widths) - 1 and width == 8:
+            out.append(part.astype(np.int8).reshape(codes.shape))
+            break
+        part &= (1 << width) - 1
         per = 8 // width
         m = -(-part.size // per)
         padded = np.zeros(per * m, dtype=np.int64)
@@ -54,80 +79,107 @@ def pack(codes: npt.NDArray[np.integer], bits: int) -> list[npt.NDArray[np.uint8
         byte = np.zeros(m, dtype=np.int64)
         for t in range(per):
             byte |= planes[t] << (width * t)
-        out.append(byte.astype(np.uint8))
+        out.append(byte.astype(np.uint8).reshape(_plane_shape(codes.shape, flat.size, per)))
         shift += width
     return out
 
 
-def unpack(chunks: list[npt.NDArray[np.uint8]], bits: int, n: int) -> npt.NDArray[np.int64]:
+def unpack(chunks: list[npt.NDArray[Any]], bits: int, n: int) -> npt.NDArray[np.int64]:
     """Inverse of ``pack`` in numpy: the reference the decode graph is tested against."""
     total = np.zeros(n, dtype=np.int64)
     shift = 0
-    for width, byte in zip(CHUNKS[bits], chunks, strict=True):
-        per = 8 // width
-        b = byte.astype(np.int64)
-        planes = np.concatenate([(b >> (width * t)) & ((1 << width) - 1) for t in range(per)])
-        total += planes[:n] << shift
+    widths = CHUNKS[bits]
+    for k, (width, arr) in enumerate(zip(widths, chunks, strict=True)):
+        b = arr.reshape(-1).astype(np.int64)
+        if width == 8:
+            vals = b
+        else:
+            vals = np.concatenate([(b >> (width * t)) & ((1 << width) - 1) for t in range(8 // width)])[:n]
+            if k == len(widths) - 1:
+                vals = vals - ((vals >> (width - 1)) << width)  # sign-extend the top chunk
+        total += vals << shift
         shift += width
-    out: npt.NDArray[np.int64] = total - 2 ** (bits - 1)
-    return out
+    return total
+
+
+class _Chain:
+    """Builds a decode chain: stored tensors by role, nodes referenced as ``@k``."""
+
+    def __init__(self) -> None:
+        self.stored: dict[str, npt.NDArray[Any]] = {}
+        self.nodes: list[DecodeNode] = []
+
+    def add(self, op: str, *inputs: str, **attrs: Any) -> str:
+        self.nodes.append(DecodeNode(op, inputs, attrs))
+        return f"@{len(self.nodes) - 1}"
+
+    def const(self, value: Any, dtype: type) -> str:
+        role = f"k{np.dtype(dtype).name}_{value}"
+        self.stored.setdefault(role, np.array(value, dtype=dtype))
+        return role
+
+    def shift(self, x: str, by: int, direction: str) -> str:
+        return x if by == 0 else self.add("BitShift", x, self.const(by, np.uint8), direction=direction)
 
 
 def packed_decode(codes: npt.NDArray[np.integer], scale: npt.NDArray[np.float32], bits: int, *, opset: int,
                   decoded: npt.NDArray[np.float32], label: str) -> Decode:
-    """Stored chunks + ``scale`` and the integer decode chain rebuilding ``codes * scale``."""
+    """Stored chunks + ``scale`` and the decode chain rebuilding ``codes * scale`` bit for bit."""
     if bits not in CHUNKS:
         raise NotEncodable(f"no packed layout for {bits}-bit codes")
+    if opset < BITSHIFT_OPSET:
+        raise NotEncodable(f"packed codes need BitShift (opset >= {BITSHIFT_OPSET}); the model is opset {opset}")
+    widths = CHUNKS[bits]
+    top_width = widths[-1]
+    top_shift = bits - top_width
+    top_lift = 8 - top_width  # the top chunk decodes to ``top * 2^top_lift`` (at the top of a byte)
+    k = max(top_lift - top_shift, 0)  # the chain computes ``codes * 2^k``, then multiplies by ``scale / 2^k``
+    fine = (scale / np.float32(2**k)).astype(np.float32)
+    if k and not np.array_equal(fine * np.float32(2**k), scale):
+        raise NotEncodable("a scale is too small to divide exactly by a power of two (subnormal)")
     n = int(codes.size)
-    stored: dict[str, npt.NDArray[Any]] = {}
-    nodes: list[DecodeNode] = []
-
-    def add(op: str, *inputs: str, **attrs: Any) -> str:
-        nodes.append(DecodeNode(op, inputs, attrs))
-        return f"@{len(nodes) - 1}"
-
-    def const(value: int) -> str:
-        role = f"k{value}"
-        stored.setdefault(role, np.array(value, dtype=np.int32))
-        return role
-
-    terms: list[str] = []
-    shift = 0
-    for c, (width, byte) in enumerate(zip(CHUNKS[bits], pack(codes, bits), strict=True)):
-        stored[f"c{c}"] = byte
-        p = add("Cast", f"c{c}", to=TensorProto.INT32)
-        value = p if width == 8 else _planes(add, const, p, width=width, m=byte.size, n=n, opset=opset, stored=stored)
-        if shift:
-            value = add("Mul", value, const(1 << shift))
-        terms.append(value)
-        shift += width
-    total = terms[0]
-    for t in terms[1:]:
-        total = add("Add", total, t)
-    total = add("Sub", total, const(2 ** (bits - 1)))
-    as_float = add("Cast", total, to=TensorProto.FLOAT)
-    stored["shape"] = np.array(codes.shape, dtype=np.int64)
-    shaped = add("Reshape", as_float, "shape")
-    stored["scale"] = scale
-    add("Mul", shaped, "scale")
-    return Decode(stored, tuple(nodes), decoded, label)
+    chain = _Chain()
+    arrays = pack(codes, bits)
+    value = ""
+    for c, (width, arr) in enumerate(zip(widths, arrays, strict=True)):
+        chain.stored[f"c{c}"] = arr
+        top = c == len(widths) - 1
+        if width == 8:
+            part = chain.add("Cast", f"c{c}", to=TensorProto.FLOAT)
+        else:
+            align = top_lift if top else k
+            part = _planes(chain, f"c{c}", arr, width=width, align=align, top=top, n=n, shape=codes.shape)
+        if top and top_shift + k > top_lift:
+            part = chain.add("Mul", part, chain.const(2.0 ** (top_shift + k - top_lift), np.float32))
+        value = part if not value else chain.add("Add", value, part)
+    chain.stored["scale"] = fine
+    chain.add("Mul", value, "scale")
+    return Decode(chain.stored, tuple(chain.nodes), decoded, label)
 
 
-def _planes(add: Any, const: Any, p: str, *, width: int, m: int, n: int, opset: int,
-            stored: dict[str, npt.NDArray[Any]]) -> str:
-    """Split packed bytes ``p`` (int32) into their planes, concatenated and cut to ``n`` values."""
+def _planes(chain: _Chain, role: str, arr: npt.NDArray[np.uint8], *, width: int, align: int, top: bool, n: int,
+            shape: tuple[int, ...]) -> str:
+    """Float values of one planar chunk: each plane's bits moved to ``align`` by BitShifts on the
+    bytes, the planes concatenated, and (the top chunk) a wrapping Cast to int8 for the sign."""
     per = 8 // width
-    shifted = [p] + [add("Div", p, const(1 << (width * t))) for t in range(1, per)]
-    planes = [add("Sub", shifted[t], add("Mul", shifted[t + 1], const(1 << width))) for t in range(per - 1)]
-    planes.append(shifted[-1])
-    joined: str = add("Concat", *planes, axis=0)
-    if per * m == n:
-        return joined
-    if opset >= SLICE_INPUTS_OPSET:
-        stored["start"] = np.array([0], dtype=np.int64)
-        stored["end"] = np.array([n], dtype=np.int64)
-        stored["axes"] = np.array([0], dtype=np.int64)
-        out: str = add("Slice", joined, "start", "end", "axes")
-        return out
-    sliced: str = add("Slice", joined, starts=[0], ends=[n], axes=[0])
-    return sliced
+    planes = []
+    for t in range(per):
+        up = 8 - width * (t + 1)
+        x = chain.shift(role, up, "LEFT")  # plane t at the top; the bits below it stay
+        if t == 0 or align == 0:
+            x = chain.shift(x, 8 - width - align, "RIGHT")  # no lower planes left below ``align``
+        else:
+            x = chain.shift(chain.shift(x, 8 - width, "RIGHT"), align, "LEFT")
+        planes.append(x)
+    joined = chain.add("Concat", *planes, axis=0)
+    if not (shape and shape[0] % per == 0):  # stored flat: cut the padding, restore the shape
+        if per * arr.size != n:
+            chain.stored["start"] = np.array([0], dtype=np.int64)
+            chain.stored["end"] = np.array([n], dtype=np.int64)
+            chain.stored["axes"] = np.array([0], dtype=np.int64)
+            joined = chain.add("Slice", joined, "start", "end", "axes")
+        chain.stored["shape"] = np.array(shape, dtype=np.int64)
+        joined = chain.add("Reshape", joined, "shape")
+    if top:
+        joined = chain.add("Cast", joined, to=TensorProto.INT8)
+    return chain.add("Cast", joined, to=TensorProto.FLOAT)

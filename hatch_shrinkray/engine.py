@@ -14,6 +14,7 @@ import onnx
 from onnx import ModelProto
 
 from hatch_shrinkray.errors import AlreadyQuantizedError, ShrinkrayError, VerificationError, one_line
+from hatch_shrinkray.methods import runtimes
 from hatch_shrinkray.onnxgraph.graph import find_sites, scopes
 from hatch_shrinkray.onnxgraph.modelio import Loaded, Staged, fits_one_file, load_model
 from hatch_shrinkray.options import ShrinkOptions, option_errors
@@ -61,6 +62,7 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
     if signs:
         raise AlreadyQuantizedError(f"already quantized: {signs}", path=loaded.label,
                                     hint="shrinking it again would compound the error; ship it as is")
+    runtimes.check(loaded.model, options.method, options.decode, options.runtimes, loaded.label)
     checker = _check_input(loaded)
     original_ref = _reference_source(loaded, source)
     work = loaded.model

@@ -6,6 +6,7 @@ Field names are the Python spelling; the hook and the CLI map their own key name
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -14,6 +15,9 @@ from typing import Any
 METHODS = ("int8", "float-levels", "fp16", "dedup", "dynamic", "int4", "auto")
 SCHEMES = ("symmetric", "asymmetric")
 DECODES = ("float", "fast")
+NAMED_RUNTIMES = ("web", "openvino")
+RUNTIME_FLOOR = re.compile(r"^onnxruntime\s*(?:(>=|==|~=|>)\s*([0-9]+(?:\.[0-9]+)*))?$")
+"""A runtime target: ``onnxruntime`` with an optional lower bound, or one of ``NAMED_RUNTIMES``."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,9 @@ class ShrinkOptions:
     budget_agreement: float = 0.998
     """``auto``: smallest share of unchanged discrete answers (per-position argmax of class scores,
     ``> 0.5`` decisions of probability outputs)."""
+    runtimes: tuple[str, ...] = ()
+    """Where the shrunk model will run (``onnxruntime>=1.18``, ``web``, ``openvino``): methods those
+    runtimes cannot load or would decode per inference are refused. Empty: no target declared."""
 
     def describe(self) -> dict[str, Any]:
         """A JSON-ready dict of the options that affect the output (for manifests and cache keys)."""
@@ -108,6 +115,10 @@ def option_errors(opts: ShrinkOptions, names: Mapping[str, str] | None = None) -
         value = getattr(opts, key)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not lo <= value <= hi:
             errors.append(f"{n(key)} must be a number from {lo} to {hi}; got {value!r}")
+    for entry in opts.runtimes:
+        if not (isinstance(entry, str) and (entry in NAMED_RUNTIMES or RUNTIME_FLOOR.match(entry.strip()))):
+            errors.append(f"{n('runtimes')} entries must be 'web', 'openvino' or an onnxruntime version floor "
+                          f"like 'onnxruntime>=1.18'; got {entry!r}")
     v = opts.verify
     if v is not None:
         if v.inputs is not None and not Path(v.inputs).is_file():

@@ -30,6 +30,7 @@ from hatch_shrinkray.auto.candidates import Candidate, fp32, int4_block, int_can
 from hatch_shrinkray.auto.probe import Probe, site_key, weights_as_inputs
 from hatch_shrinkray.auto.search import Option, refine, search, try_uniform
 from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.methods import runtimes
 from hatch_shrinkray.methods.int8 import Int8Encoder
 from hatch_shrinkray.numerics.quant import NotEncodable
 from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
@@ -160,7 +161,7 @@ class Auto:
             axis, how = lowest_error_axis(w, how)
         ctx = EncodeContext(options, opset, tuple(n for n, _ in site.consumers), axis, how)
         cands: list[Candidate] = []
-        if _int4_ok(site):
+        if _int4_ok(site) and runtimes.matmul_nbits_ok(runtimes.parse(options.runtimes)):
             decoded, nbytes = int4_block(w, options.block_size)
             from hatch_shrinkray.auto.candidates import error_energy
 

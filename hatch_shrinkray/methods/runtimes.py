@@ -1,0 +1,98 @@
+"""Target runtimes: where the users of a shrunk model run it, and what each method needs there.
+
+A model ships to users who run it with the onnxruntime they have pinned, in onnxruntime-web or in
+OpenVINO, not with the build's onnxruntime that verified it. Methods that those runtimes cannot
+load, or would run per inference instead of folding at load, are refused before any work, with
+one line naming the method, the runtime and what to do. The versions are measured, not recalled
+(tests/test_runtime_matrix.py loads every method in each runtime; the README's "Where the shrunk
+model runs" table is generated from it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from onnx import ModelProto
+
+from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.onnxgraph.graph import scopes
+from hatch_shrinkray.options import NAMED_RUNTIMES, RUNTIME_FLOOR
+
+Version = tuple[int, ...]
+
+OLDEST = (1, 16, 3)
+"""The oldest onnxruntime the compatibility matrix tests: an onnxruntime target without a lower
+bound (``onnxruntime``, ``onnxruntime<2``) means this one."""
+CONV_INTEGER = (1, 24, 1)
+"""First onnxruntime that implements ``ConvInteger`` (``dynamic`` on a Conv model); 1.23.2 does not."""
+DQ_MATMUL_FUSED = (1, 25, 0)
+"""First onnxruntime that fuses ``DequantizeLinear -> MatMul`` (``decode = "fast"``) into
+MatMulNBits at load; 1.24.4 and onnxruntime-web 1.30 run the DequantizeLinear on every inference."""
+MATMUL_NBITS = (1, 16, 0)
+"""First onnxruntime with the ``MatMulNBits`` contrib op (``int4``, ``auto``'s 4-bit blocks)."""
+
+
+
+@dataclass(frozen=True)
+class Targets:
+    onnxruntime: Version | None
+    """Lowest onnxruntime release to support; None: no onnxruntime release is targeted."""
+    web: bool = False
+    openvino: bool = False
+
+    def names(self) -> str:
+        parts = [] if self.onnxruntime is None else [f"onnxruntime>={_text(self.onnxruntime)}"]
+        return ", ".join(parts + [n for n in NAMED_RUNTIMES if getattr(self, n)])
+
+
+def _text(v: Version) -> str:
+    return ".".join(map(str, v))
+
+
+def parse(entries: Iterable[str]) -> Targets:
+    """Targets from validated entries (``options.option_errors``); the lowest floor wins."""
+    floors: list[Version] = []
+    for entry in entries:
+        m = RUNTIME_FLOOR.match(entry.strip())
+        if m:
+            floors.append(tuple(int(p) for p in m.group(2).split(".")) if m.group(2) else OLDEST)
+    return Targets(min(floors) if floors else None, "web" in entries, "openvino" in entries)
+
+
+def _below(floor: Version | None, version: Version) -> bool:
+    return floor is not None and floor < version
+
+
+def refusal(model: ModelProto, method: str, decode: str, targets: Targets) -> str | None:
+    """Why the targets cannot use ``method`` on ``model`` (one line), or None."""
+    where = targets.names()
+    if method == "dynamic" and _below(targets.onnxruntime, CONV_INTEGER) and _has(model, "Conv"):
+        return (f"method dynamic turns Conv into ConvInteger, which onnxruntime < {_text(CONV_INTEGER)} does not "
+                f"implement: the model would not load in the target runtimes ({where}); use method int8, or "
+                f"target onnxruntime>={_text(CONV_INTEGER)}")
+    fused = not (_below(targets.onnxruntime, DQ_MATMUL_FUSED) or targets.web)
+    if method == "int8" and decode == "fast" and not fused:
+        return (f"decode = 'fast' is fused only by onnxruntime >= {_text(DQ_MATMUL_FUSED)} (not by onnxruntime-web): "
+                f"in the target runtimes ({where}) its DequantizeLinear would run on every inference; use "
+                f"decode = 'float', or target onnxruntime>={_text(DQ_MATMUL_FUSED)} only")
+    if method == "int4" and _below(targets.onnxruntime, MATMUL_NBITS):
+        return (f"method int4 needs the MatMulNBits op of onnxruntime >= {_text(MATMUL_NBITS)}: the model would not "
+                f"load in the target runtimes ({where}); use method int8 or auto")
+    return None
+
+
+def matmul_nbits_ok(targets: Targets) -> bool:
+    """Whether ``auto`` may use onnxruntime's MatMulNBits 4-bit blocks (else packed int4)."""
+    return not _below(targets.onnxruntime, MATMUL_NBITS)
+
+
+def check(model: ModelProto, method: str, decode: str, entries: Iterable[str], label: str) -> None:
+    """Raise the one-line refusal for ``entries`` (the validated ``runtimes`` option), if any."""
+    reason = refusal(model, method, decode, parse(entries))
+    if reason:
+        raise ShrinkrayError(reason, path=label)
+
+
+def _has(model: ModelProto, op: str) -> bool:
+    return any(n.op_type == op for s in scopes(model) for n in s.graph.node)

@@ -1,0 +1,118 @@
+"""Other runtimes than the project's own onnxruntime, created once and cached beside the real-model
+wheels: onnxruntime releases in their own venvs, onnxruntime-node and onnxruntime-web from npm.
+
+Every helper raises ``Unavailable`` (a ``pytest.skip`` in the tests) only when the registry cannot
+be reached; anything else that goes wrong is an error.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from realmodels import CACHE
+
+ROOT = CACHE / "runtimes"
+NPM_VERSION = "1.30.0"
+RUNNER = Path(__file__).resolve().parent / "runtimes" / "run_model.cjs"
+NUMPY_1 = {"1.16.3", "1.17.0", "1.18.0", "1.18.1"}
+"""Releases built against numpy 1.x."""
+
+
+class Unavailable(Exception):
+    """The runtime cannot be installed here (registry unreachable, no node)."""
+
+
+def _install(target: Path, create: list[list[str]]) -> Path:
+    """Run ``create`` into a temporary sibling of ``target`` and rename it into place (atomic)."""
+    if target.exists():
+        return target
+    ROOT.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=ROOT))
+    try:
+        for cmd in create:
+            proc = subprocess.run([c.replace("{dir}", str(tmp)) for c in cmd], capture_output=True, text=True,
+                                  timeout=900, check=False, cwd=tmp)
+            if proc.returncode != 0:
+                tail = (proc.stderr or proc.stdout).strip()[-300:]
+                if any(s in tail for s in ("ENOTFOUND", "EAI_AGAIN", "No matching distribution",
+                                          "Could not find a version", "connection", "Network")):
+                    raise Unavailable(f"{' '.join(cmd[:4])}: {tail}")
+                raise RuntimeError(f"{' '.join(cmd)} failed: {tail}")
+        if target.exists():  # another process won the race
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.rename(target)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def python_runtime(version: str) -> Path:
+    """The python of a venv with ``onnxruntime==version`` (and numpy), created once."""
+    numpy = "numpy<2" if version in NUMPY_1 else "numpy"
+    venv = ROOT / f"onnxruntime-{version}"
+    # The venv's scripts hard-code its path: create it where it will live (a rename would break them),
+    # behind a marker file written last.
+    marker = venv / ".complete"
+    if not marker.exists():
+        shutil.rmtree(venv, ignore_errors=True)
+        ROOT.mkdir(parents=True, exist_ok=True)
+        for cmd in ([sys.executable, "-m", "venv", str(venv)],
+                    [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", f"onnxruntime=={version}", numpy]):
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
+            if proc.returncode != 0:
+                shutil.rmtree(venv, ignore_errors=True)
+                raise Unavailable(f"cannot install onnxruntime=={version}: {proc.stderr.strip()[-300:]}")
+        marker.touch()
+    return venv / "bin" / "python"
+
+
+def node_modules() -> Path:
+    """``node_modules`` with onnxruntime-node and onnxruntime-web (their install scripts, which
+    fetch GPU binaries from elsewhere, are skipped: the CPU binding ships in the npm package)."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        raise Unavailable("node/npm not installed")
+    target = ROOT / f"npm-{NPM_VERSION}"
+    _install(target, [["npm", "init", "-y"],
+                      ["npm", "install", "--no-audit", "--no-fund", "--ignore-scripts",
+                       f"onnxruntime-node@{NPM_VERSION}", f"onnxruntime-web@{NPM_VERSION}"]])
+    return target / "node_modules"
+
+
+def _encode(a: np.ndarray) -> dict[str, Any]:
+    return {"type": str(a.dtype), "dims": list(a.shape), "data": base64.b64encode(np.ascontiguousarray(a)).decode()}
+
+
+def node_run(backend: str, model: Path, feeds: list[dict[str, np.ndarray]], level: str = "all") -> dict[str, Any]:
+    """Load ``model`` in onnxruntime-node (``node``) or onnxruntime-web (``web``) and run ``feeds``:
+    ``{"outputs": [[arrays...] per feed], "load_cpu", "peak_kb", "version"}`` or ``{"error": ...}``."""
+    modules = node_modules()
+    with tempfile.TemporaryDirectory(prefix="shrinkray-node-") as tmp:
+        feeds_path, out_path = Path(tmp) / "feeds.json", Path(tmp) / "out.json"
+        feeds_path.write_text(json.dumps([{k: _encode(v) for k, v in f.items()} for f in feeds]))
+        env = {**os.environ, "NODE_PATH": str(modules)}
+        proc = subprocess.run(["node", str(RUNNER), backend, str(model), str(feeds_path), str(out_path), level],
+                              capture_output=True, text=True, timeout=900, check=False, env=env)
+        if not out_path.exists():
+            raise RuntimeError(f"node runner failed: {proc.stderr.strip()[-500:]}")
+        got: dict[str, Any] = json.loads(out_path.read_text())
+    if "outputs" in got:
+        got["outputs"] = [[np.frombuffer(base64.b64decode(o["data"]), dtype=o["type"]).reshape(o["dims"])
+                           for o in sample] for sample in got["outputs"]]
+    return got
+
+
+def node_load(backend: str, model: Path) -> dict[str, Any]:
+    """Session creation only (``load_cpu``, ``peak_kb``), for the load-cost benchmark."""
+    return node_run(backend, model, [])

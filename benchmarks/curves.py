@@ -158,8 +158,8 @@ def decision_outputs(src: Path, calib: Path) -> list[str]:
     """Outputs for which the engine's budget measures decisions (``budget.deviation``: top-1 of class
     scores, else ``> 0.5`` of a probability) on the calibration inputs."""
     from hatch_shrinkray.auto.budget import _decisions
-    from hatch_shrinkray.verification.inputs import load_npz, specs_of
     from hatch_shrinkray.verification.compare import _top1
+    from hatch_shrinkray.verification.inputs import load_npz, specs_of
 
     sess, err = try_session(src, threads=2)
     assert sess is not None, err

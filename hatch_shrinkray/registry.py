@@ -11,7 +11,7 @@ from hatch_shrinkray.methods.dynamic import Dynamic
 from hatch_shrinkray.methods.float_levels import FloatLevelsEncoder
 from hatch_shrinkray.methods.fp16 import Fp16Encoder
 from hatch_shrinkray.methods.int4 import Int4
-from hatch_shrinkray.methods.int8 import Int8Encoder
+from hatch_shrinkray.methods.int8 import Int8
 from hatch_shrinkray.onnxgraph.encoding import Method, TensorEncoder
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights
 from hatch_shrinkray.options import ShrinkOptions
@@ -39,7 +39,7 @@ class NoOp:
 
 
 METHODS: dict[str, Method] = {
-    "int8": PerTensor("int8", Int8Encoder()),
+    "int8": Int8(),
     "float-levels": PerTensor("float-levels", FloatLevelsEncoder()),
     "fp16": PerTensor("fp16", Fp16Encoder()),
     "dedup": NoOp(),

@@ -46,5 +46,9 @@ def silero_vad() -> Path:
     return wheel_member("silero-vad==6.2.3", "silero_vad/data/silero_vad.onnx")
 
 
+def magika() -> Path:
+    return wheel_member("magika==1.0.3", "magika/models/standard_v3_3/model.onnx")
+
+
 def ppocr_v4_rec() -> Path:
     return wheel_member("rapidocr-onnxruntime==1.4.4", "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx")

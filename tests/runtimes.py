@@ -23,6 +23,7 @@ from realmodels import CACHE
 
 ROOT = CACHE / "runtimes"
 NPM_VERSION = "1.30.0"
+OPENVINO_VERSION = "2026.4.1"
 RUNNER = Path(__file__).resolve().parent / "runtimes" / "run_model.cjs"
 NUMPY_1 = {"1.16.3", "1.17.0", "1.18.0", "1.18.1"}
 """Releases built against numpy 1.x."""
@@ -37,7 +38,7 @@ def _install(target: Path, create: list[list[str]]) -> Path:
     if target.exists():
         return target
     ROOT.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=ROOT))
+    tmp = Path(tempfile.mkdtemp(prefix=f"tmp-{target.name}-", dir=ROOT))
     try:
         for cmd in create:
             proc = subprocess.run([c.replace("{dir}", str(tmp)) for c in cmd], capture_output=True, text=True,
@@ -94,25 +95,106 @@ def _encode(a: np.ndarray) -> dict[str, Any]:
     return {"type": str(a.dtype), "dims": list(a.shape), "data": base64.b64encode(np.ascontiguousarray(a)).decode()}
 
 
-def node_run(backend: str, model: Path, feeds: list[dict[str, np.ndarray]], level: str = "all") -> dict[str, Any]:
-    """Load ``model`` in onnxruntime-node (``node``) or onnxruntime-web (``web``) and run ``feeds``:
-    ``{"outputs": [[arrays...] per feed], "load_cpu", "peak_kb", "version"}`` or ``{"error": ...}``."""
+def kernels(profile: str, runs: int) -> dict[str, float]:
+    """Op types executed per inference, from onnxruntime's profile (one JSON event per line; its
+    writer does not escape node names, so a line that does not parse is skipped)."""
+    counts: dict[str, float] = {}
+    for line in profile.splitlines():
+        try:
+            e = json.loads(line.strip().rstrip(","))
+        except ValueError:
+            continue
+        if isinstance(e, dict) and e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time"):
+            op = e["args"]["op_name"]
+            counts[op] = counts.get(op, 0.0) + 1 / runs
+    return counts
+
+
+def node_run(backend: str, model: Path, feeds: list[dict[str, np.ndarray]] | None, level: str = "all",
+             warmup: Path | None = None) -> dict[str, Any]:
+    """Load ``model`` in onnxruntime-node (``node``) or onnxruntime-web (``web``) and run ``feeds``
+    (None: load only): ``{"outputs": [[arrays] per feed], "kernels", "load_cpu", "peak_kb", "version"}``
+    or ``{"error": ...}``."""
     modules = node_modules()
     with tempfile.TemporaryDirectory(prefix="shrinkray-node-") as tmp:
-        feeds_path, out_path = Path(tmp) / "feeds.json", Path(tmp) / "out.json"
-        feeds_path.write_text(json.dumps([{k: _encode(v) for k, v in f.items()} for f in feeds]))
+        feeds_arg, out_path = "-", Path(tmp) / "out.json"
+        if feeds is not None:
+            feeds_arg = str(Path(tmp) / "feeds.json")
+            Path(feeds_arg).write_text(json.dumps([{k: _encode(v) for k, v in f.items()} for f in feeds]))
         env = {**os.environ, "NODE_PATH": str(modules)}
-        proc = subprocess.run(["node", str(RUNNER), backend, str(model), str(feeds_path), str(out_path), level],
-                              capture_output=True, text=True, timeout=900, check=False, env=env)
+        cmd = ["node", str(RUNNER), backend, str(model), feeds_arg, str(out_path), level]
+        if warmup is not None:
+            cmd.append(str(warmup))
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False, env=env)
         if not out_path.exists():
             raise RuntimeError(f"node runner failed: {proc.stderr.strip()[-500:]}")
         got: dict[str, Any] = json.loads(out_path.read_text())
     if "outputs" in got:
         got["outputs"] = [[np.frombuffer(base64.b64decode(o["data"]), dtype=o["type"]).reshape(o["dims"])
                            for o in sample] for sample in got["outputs"]]
+        profile = proc.stdout.partition("\nPROFILE\n")[2].partition("\nEND-PROFILE\n")[0]
+        got["kernels"] = kernels(profile, max(len(feeds or []), 1))
     return got
 
 
+def warmup_model() -> Path:
+    """A one-node model whose session starts the wasm runtime before a measured one."""
+    path = ROOT / "warmup.onnx"
+    if not path.exists():
+        import onnx
+        from onnx import helper
+
+        graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "warmup",
+                                  [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
+                                  [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        model.ir_version = 8
+        ROOT.mkdir(parents=True, exist_ok=True)
+        onnx.save(model, str(path))
+    return path
+
+
 def node_load(backend: str, model: Path) -> dict[str, Any]:
-    """Session creation only (``load_cpu``, ``peak_kb``), for the load-cost benchmark."""
-    return node_run(backend, model, [])
+    """Session creation only (``load_cpu``, ``peak_kb``), after a warm-up session, for the benchmark."""
+    return node_run(backend, model, None, warmup=warmup_model())
+
+
+PY_RUNNER = Path(__file__).resolve().parent / "runtimes" / "run_model.py"
+
+
+def python_run(python: Path | str, kind: str, model: Path, feeds: list[dict[str, np.ndarray]]) -> dict[str, Any]:
+    """Run ``model`` on ``feeds`` with ``python``'s onnxruntime (``kind="ort"``) or OpenVINO
+    (``"openvino"``): ``{"outputs", "kernels", "version"}`` or ``{"error": ...}``."""
+    with tempfile.TemporaryDirectory(prefix="shrinkray-run-") as tmp:
+        feeds_path, out_path = Path(tmp) / "feeds.npz", Path(tmp) / "out.npz"
+        np.savez(feeds_path, **{f"{i}/{k}": v for i, f in enumerate(feeds) for k, v in f.items()})
+        proc = subprocess.run([str(python), str(PY_RUNNER), kind, str(model), str(feeds_path), str(out_path)],
+                              capture_output=True, text=True, timeout=900, check=False)
+        if not out_path.exists():
+            raise RuntimeError(f"{python} runner failed: {proc.stderr.strip()[-500:]}")
+        with np.load(out_path) as z:
+            got: dict[str, Any] = json.loads(str(z["meta"]))
+            if "profile" in got:
+                got["kernels"] = kernels(got.pop("profile"), len(feeds))
+            if "error" not in got:
+                count = 1 + max(int(k.split("/")[1]) for k in z.files if k != "meta")
+                got["outputs"] = [[z[f"{i}/{k}"] for k in range(count)] for i in range(len(feeds))]
+    return got
+
+
+def openvino_python() -> Path:
+    """The python of a venv with OpenVINO, created once."""
+    venv = ROOT / "openvino"
+    marker = venv / ".complete"
+    if not marker.exists():
+        shutil.rmtree(venv, ignore_errors=True)
+        ROOT.mkdir(parents=True, exist_ok=True)
+        for cmd in ([sys.executable, "-m", "venv", str(venv)],
+                    [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", f"openvino=={OPENVINO_VERSION}",
+                     "numpy"]):
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
+            if proc.returncode != 0:
+                shutil.rmtree(venv, ignore_errors=True)
+                raise Unavailable(f"cannot install openvino: {proc.stderr.strip()[-300:]}")
+        marker.touch()
+    return venv / "bin" / "python"

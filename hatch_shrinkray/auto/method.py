@@ -161,14 +161,16 @@ class Auto:
             axis, how = lowest_error_axis(w, how)
         ctx = EncodeContext(options, opset, tuple(n for n, _ in site.consumers), axis, how)
         cands: list[Candidate] = []
-        if _int4_ok(site) and runtimes.matmul_nbits_ok(runtimes.parse(options.runtimes)):
+        targets = runtimes.parse(options.runtimes)
+        if _int4_ok(site) and runtimes.matmul_nbits_ok(targets):
             decoded, nbytes = int4_block(w, options.block_size)
             from hatch_shrinkray.auto.candidates import error_energy
 
             cands.append(Candidate(NBITS, f"int4 block {options.block_size} (MatMulNBits)", nbytes, decoded,
                                    None, error_energy(w, decoded, moments, lay)))
         # Packed int4 only where MatMulNBits' 4-bit blocks (finer scales) are not available.
-        for bits in (PACKED_LOW if not cands else PACKED_LOW[1:]) + (8, *PACKED_HIGH):
+        packed = runtimes.packed_ok(targets)
+        for bits in ((PACKED_LOW if not cands else PACKED_LOW[1:]) + (8, *PACKED_HIGH) if packed else (8,)):
             with contextlib.suppress(NotEncodable):
                 cands.append(int_candidate(w, ctx, moments, lay, rows_seen=rows_seen, bits=bits))
         sixteen = sixteen_bit(w, ctx, moments, lay)

@@ -14,6 +14,7 @@ from onnx import ModelProto
 
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.onnxgraph.graph import FLOAT_TYPES, find_sites
+from hatch_shrinkray.onnxgraph.modelio import fits_one_file
 from hatch_shrinkray.onnxgraph.rewrite import record, skip_reason
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import TensorRecord
@@ -30,8 +31,12 @@ class Dynamic:
         exclude_nodes = sorted({n.name for s in excluded for n, _ in s.consumers if n.name})
         with tempfile.TemporaryDirectory(prefix="shrinkray-dynamic-") as tmp:
             out = Path(tmp) / "dynamic.onnx"
+            source: ModelProto | Path = model
+            if fits_one_file(model):  # onnxruntime < 1.17's quantize_dynamic takes paths only
+                source = Path(tmp) / "source.onnx"
+                onnx.save(model, str(source))
             try:
-                quantize_dynamic(model, out, weight_type=QuantType.QInt8, per_channel=True,
+                quantize_dynamic(source, out, weight_type=QuantType.QInt8, per_channel=True,
                                  nodes_to_exclude=exclude_nodes)
                 result = onnx.load(str(out))
             except Exception as exc:  # onnxruntime raises bare Exceptions for unsupported graphs

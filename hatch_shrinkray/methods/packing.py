@@ -2,20 +2,21 @@
 
 ONNX stores int4 only from opset 21 and has no 6-, 10- or 12-bit type, while the models we meet
 are opset 11-17 (and their opset is never raised). So a code of ``b`` bits is split into chunks,
-least significant first; the most significant chunk is signed (two's complement). A chunk of 8
-bits is a plain ``int8`` tensor in the weight's shape; a narrower one packs 8/width values per byte
-as *planes*: value ``i`` of plane ``t`` sits in byte ``i`` at bit ``t*width``, and the planes are
+least significant first. A chunk of 8 bits is a plain ``int8`` tensor in the weight's shape (it is
+always the top one and carries the sign); a narrower chunk packs 8/width values per byte as
+*planes*: value ``i`` of plane ``t`` sits in byte ``i`` at bit ``t*width``, and the planes are
 consecutive runs of the flattened weight, so when the first axis divides evenly the bytes are
-stored as ``(d0/planes, ...)`` and concatenating the planes on axis 0 *is* the weight's shape.
+stored as ``(d0/planes, ...)`` and concatenating the planes on axis 0 *is* the weight's shape. A
+planar top chunk is stored offset-binary (``top + 2^(width-1)``), its offset subtracted in float.
 
 Why this chain (measured, benchmarks/LOAD.md): onnxruntime folds every node on constant inputs
 into a new initializer and keeps all of them until folding ends, so the load cost is the bytes of
-every intermediate, and each float-sized intermediate costs as much as the weight itself. The
-planes are therefore split with ``BitShift`` on ``uint8`` (opset 11; the only integer op older
-onnxruntime has for bytes), moved to the top of the byte so that a wrapping ``Cast`` to ``int8``
-yields ``code * 2^k`` with its sign, and only then widened: int4 costs one ``Cast`` to float and
-one ``Mul`` (by ``scale / 2^k``, exact), like int8; the two-chunk widths add one float ``Add``
-(and a ``Mul`` by a power of two when the top chunk is the ``int8`` one). The old chain (int32
+every intermediate, and each float-sized one costs about as much as the weight itself. The planes
+are therefore split with ``BitShift`` and ``Mod`` on ``uint8`` (opset 11; the only integer ops
+older onnxruntime has for bytes) straight to their place value, and only then widened to float, where
+the chunks and the offset meet in one ``Sum`` (exact: small integers) before the one ``Mul`` by the
+scale: int4 costs Cast/Sum/Mul, two chunks Cast/Cast/Sum/Mul. Nothing relies on integer overflow
+(a ``uint8 -> int8`` Cast or a left shift past bit 7): onnxruntime wraps, OpenVINO does not. The old chain (int32
 Div/Mul/Sub/Concat/Slice over whole tensors) cost 5-11x int8's load time and 3x its memory.
 
 The point is the ladder ``auto`` can climb: int4 for any weight (not only MatMul initializers),
@@ -67,9 +68,11 @@ def pack(codes: npt.NDArray[np.integer], bits: int) -> list[npt.NDArray[Any]]:
     widths = CHUNKS[bits]
     for k, width in enumerate(widths):
         part = flat >> shift  # arithmetic: the top chunk keeps the sign
-        if k == len(widths) - 1 and width == 8:
-            out.append(part.astype(np.int8).reshape(codes.shape))
-            break
+        if k == len(widths) - 1:
+            if width == 8:
+                out.append(part.astype(np.int8).reshape(codes.shape))
+                break
+            part = part + (1 << (width - 1))  # offset-binary
         part &= (1 << width) - 1
         per = 8 // width
         m = -(-part.size // per)
@@ -96,7 +99,7 @@ def unpack(chunks: list[npt.NDArray[Any]], bits: int, n: int) -> npt.NDArray[np.
         else:
             vals = np.concatenate([(b >> (width * t)) & ((1 << width) - 1) for t in range(8 // width)])[:n]
             if k == len(widths) - 1:
-                vals = vals - ((vals >> (width - 1)) << width)  # sign-extend the top chunk
+                vals = vals - (1 << (width - 1))
         total += vals << shift
         shift += width
     return total
@@ -122,6 +125,11 @@ class _Chain:
         return x if by == 0 else self.add("BitShift", x, self.const(by, np.uint8), direction=direction)
 
 
+MAX_SUM_COPIES = 4
+"""A full-byte top chunk at place value 2^j joins the sum as 2^j copies up to this many (one node),
+else through a Mul by 2^j (one more float-sized intermediate)."""
+
+
 def packed_decode(codes: npt.NDArray[np.integer], scale: npt.NDArray[np.float32], bits: int, *, opset: int,
                   decoded: npt.NDArray[np.float32], label: str) -> Decode:
     """Stored chunks + ``scale`` and the decode chain rebuilding ``codes * scale`` bit for bit."""
@@ -130,47 +138,42 @@ def packed_decode(codes: npt.NDArray[np.integer], scale: npt.NDArray[np.float32]
     if opset < BITSHIFT_OPSET:
         raise NotEncodable(f"packed codes need BitShift (opset >= {BITSHIFT_OPSET}); the model is opset {opset}")
     widths = CHUNKS[bits]
-    top_width = widths[-1]
-    top_shift = bits - top_width
-    top_lift = 8 - top_width  # the top chunk decodes to ``top * 2^top_lift`` (at the top of a byte)
-    k = max(top_lift - top_shift, 0)  # the chain computes ``codes * 2^k``, then multiplies by ``scale / 2^k``
-    fine = (scale / np.float32(2**k)).astype(np.float32)
-    if k and not np.array_equal(fine * np.float32(2**k), scale):
-        raise NotEncodable("a scale is too small to divide exactly by a power of two (subnormal)")
-    n = int(codes.size)
     chain = _Chain()
-    arrays = pack(codes, bits)
-    value = ""
-    for c, (width, arr) in enumerate(zip(widths, arrays, strict=True)):
+    terms: list[str] = []
+    shift = 0
+    for c, (width, arr) in enumerate(zip(widths, pack(codes, bits), strict=True)):
         chain.stored[f"c{c}"] = arr
         top = c == len(widths) - 1
         if width == 8:
-            part = chain.add("Cast", f"c{c}", to=TensorProto.FLOAT)
+            value = chain.add("Cast", f"c{c}", to=TensorProto.FLOAT)
+            copies = 1 << shift
+            if copies > MAX_SUM_COPIES:
+                value, copies = chain.add("Mul", value, chain.const(float(copies), np.float32)), 1
+            terms += [value] * copies
         else:
-            align = top_lift if top else k
-            part = _planes(chain, f"c{c}", arr, width=width, align=align, top=top, n=n, shape=codes.shape)
-        if top and top_shift + k > top_lift:
-            part = chain.add("Mul", part, chain.const(2.0 ** (top_shift + k - top_lift), np.float32))
-        value = part if not value else chain.add("Add", value, part)
-    chain.stored["scale"] = fine
-    chain.add("Mul", value, "scale")
+            terms.append(_planes(chain, f"c{c}", arr, width=width, align=shift, n=int(codes.size),
+                                 shape=codes.shape))
+            if top:
+                terms.append(chain.const(-float(1 << (width - 1 + shift)), np.float32))
+        shift += width
+    total = terms[0] if len(terms) == 1 else chain.add("Sum", *terms)
+    chain.stored["scale"] = scale
+    chain.add("Mul", total, "scale")
     return Decode(chain.stored, tuple(chain.nodes), decoded, label)
 
 
-def _planes(chain: _Chain, role: str, arr: npt.NDArray[np.uint8], *, width: int, align: int, top: bool, n: int,
+def _planes(chain: _Chain, role: str, arr: npt.NDArray[np.uint8], *, width: int, align: int, n: int,
             shape: tuple[int, ...]) -> str:
-    """Float values of one planar chunk: each plane's bits moved to ``align`` by BitShifts on the
-    bytes, the planes concatenated, and (the top chunk) a wrapping Cast to int8 for the sign."""
+    """Float values of one planar chunk at place value ``2^align``: each plane's bits moved there by
+    BitShift and Mod on the bytes, the planes concatenated (cut and reshaped when stored flat),
+    widened. No shift ever carries a bit past bit 7 (onnxruntime truncates to the byte, OpenVINO
+    does not)."""
     per = 8 // width
     planes = []
     for t in range(per):
-        up = 8 - width * (t + 1)
-        x = chain.shift(role, up, "LEFT")  # plane t at the top; the bits below it stay
-        if t == 0 or align == 0:
-            x = chain.shift(x, 8 - width - align, "RIGHT")  # no lower planes left below ``align``
-        else:
-            x = chain.shift(chain.shift(x, 8 - width, "RIGHT"), align, "LEFT")
-        planes.append(x)
+        x = chain.shift(role, width * t, "RIGHT")  # plane t at the bottom, the planes below it gone
+        x = chain.add("Mod", x, chain.const(1 << width, np.uint8))  # the planes above it gone (always:
+        planes.append(chain.shift(x, align, "LEFT"))  # OpenVINO may shift bytes as signed); never past bit 7
     joined = chain.add("Concat", *planes, axis=0)
     if not (shape and shape[0] % per == 0):  # stored flat: cut the padding, restore the shape
         if per * arr.size != n:
@@ -180,6 +183,4 @@ def _planes(chain: _Chain, role: str, arr: npt.NDArray[np.uint8], *, width: int,
             joined = chain.add("Slice", joined, "start", "end", "axes")
         chain.stored["shape"] = np.array(shape, dtype=np.int64)
         joined = chain.add("Reshape", joined, "shape")
-    if top:
-        joined = chain.add("Cast", joined, to=TensorProto.INT8)
     return chain.add("Cast", joined, to=TensorProto.FLOAT)

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from onnx import ModelProto
 
 from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.onnxgraph.graph import scopes
+from hatch_shrinkray.methods.int8 import PER_AXIS_DQ_OPSET
+from hatch_shrinkray.onnxgraph.graph import opset_version, scopes
 from hatch_shrinkray.options import NAMED_RUNTIMES, RUNTIME_FLOOR
 
 Version = tuple[int, ...]
@@ -28,9 +29,10 @@ CONV_INTEGER = (1, 24, 1)
 """First onnxruntime that implements ``ConvInteger`` (``dynamic`` on a Conv model); 1.23.2 does not."""
 DQ_MATMUL_FUSED = (1, 25, 0)
 """First onnxruntime that fuses ``DequantizeLinear -> MatMul`` (``decode = "fast"``) into
-MatMulNBits at load; 1.24.4 and onnxruntime-web 1.30 run the DequantizeLinear on every inference."""
-MATMUL_NBITS = (1, 16, 0)
-"""First onnxruntime with the ``MatMulNBits`` contrib op (``int4``, ``auto``'s 4-bit blocks)."""
+MatMulNBits at load; 1.24.4 runs the DequantizeLinear on every inference. (Where even the build's
+onnxruntime does not fuse a weight, ``methods.int8`` decodes it in float.)"""
+MATMUL_NBITS = (1, 16, 2)
+"""First onnxruntime with the ``MatMulNBits`` contrib op (``int4``, ``auto``'s 4-bit blocks); 1.16.1 lacks it."""
 
 
 
@@ -56,8 +58,14 @@ def parse(entries: Iterable[str]) -> Targets:
     for entry in entries:
         m = RUNTIME_FLOOR.match(entry.strip())
         if m:
-            floors.append(tuple(int(p) for p in m.group(2).split(".")) if m.group(2) else OLDEST)
+            floors.append(_version(m.group(2)) if m.group(2) else OLDEST)
     return Targets(min(floors) if floors else None, "web" in entries, "openvino" in entries)
+
+
+def _version(text: str) -> Version:
+    """``1.25`` -> ``(1, 25, 0)``: compares with three-part releases as the release it names."""
+    parts = tuple(int(p) for p in text.split("."))
+    return parts + (0,) * (3 - len(parts))
 
 
 def _below(floor: Version | None, version: Version) -> bool:
@@ -71,11 +79,11 @@ def refusal(model: ModelProto, method: str, decode: str, targets: Targets) -> st
         return (f"method dynamic turns Conv into ConvInteger, which onnxruntime < {_text(CONV_INTEGER)} does not "
                 f"implement: the model would not load in the target runtimes ({where}); use method int8, or "
                 f"target onnxruntime>={_text(CONV_INTEGER)}")
-    fused = not (_below(targets.onnxruntime, DQ_MATMUL_FUSED) or targets.web)
-    if method == "int8" and decode == "fast" and not fused:
-        return (f"decode = 'fast' is fused only by onnxruntime >= {_text(DQ_MATMUL_FUSED)} (not by onnxruntime-web): "
-                f"in the target runtimes ({where}) its DequantizeLinear would run on every inference; use "
-                f"decode = 'float', or target onnxruntime>={_text(DQ_MATMUL_FUSED)} only")
+    fused = not _below(targets.onnxruntime, DQ_MATMUL_FUSED)
+    if method == "int8" and decode == "fast" and not fused and _emits_dequantize_linear(model):
+        return (f"decode = 'fast' is fused only by onnxruntime >= {_text(DQ_MATMUL_FUSED)}: in the target "
+                f"runtimes ({where}) its DequantizeLinear would run on every inference; use decode = 'float', "
+                f"or target onnxruntime>={_text(DQ_MATMUL_FUSED)}")
     if method == "int4" and _below(targets.onnxruntime, MATMUL_NBITS):
         return (f"method int4 needs the MatMulNBits op of onnxruntime >= {_text(MATMUL_NBITS)}: the model would not "
                 f"load in the target runtimes ({where}); use method int8 or auto")
@@ -87,11 +95,23 @@ def matmul_nbits_ok(targets: Targets) -> bool:
     return not _below(targets.onnxruntime, MATMUL_NBITS)
 
 
+def packed_ok(targets: Targets) -> bool:
+    """Whether ``auto`` may use packed 4/6/10/12-bit codes: their decode shifts bytes with
+    ``BitShift``, which OpenVINO 2026.4 computes wrongly on ``uint8`` (its right shifts round,
+    its left shifts saturate), so an OpenVINO target gets int8/int16/fp16 rungs only."""
+    return not targets.openvino
+
+
 def check(model: ModelProto, method: str, decode: str, entries: Iterable[str], label: str) -> None:
     """Raise the one-line refusal for ``entries`` (the validated ``runtimes`` option), if any."""
     reason = refusal(model, method, decode, parse(entries))
     if reason:
         raise ShrinkrayError(reason, path=label)
+
+
+def _emits_dequantize_linear(model: ModelProto) -> bool:
+    """Whether ``decode = "fast"`` puts a DequantizeLinear in ``model`` (MatMul weights, opset 13+)."""
+    return opset_version(model) >= PER_AXIS_DQ_OPSET and _has(model, "MatMul")
 
 
 def _has(model: ModelProto, op: str) -> bool:

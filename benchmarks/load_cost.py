@@ -3,6 +3,7 @@ loading, beside size, for the 4 models of issue 14.
 
     python -m benchmarks.load_cost shrink [--models ...] [--methods ...]   # -> benchmarks/.cache/load/
     python -m benchmarks.load_cost measure [--reps 5] [--runtimes ...]     # -> benchmarks/LOAD.md
+    python -m benchmarks.load_cost latency                                 # -> benchmarks/LOAD-LATENCY.md
 
 Shrinking verifies every model on real inputs (the calibration ``.npz`` of ``curve_calib``; MiniLM-L3
 gets the same sentences without ``token_type_ids``), and ``auto`` searches on them. Measuring runs
@@ -158,9 +159,39 @@ def report(data: dict[str, Any], command: str) -> str:
     return "\n".join(lines)
 
 
+def latency(models: list[str], methods: list[str], budget: float) -> str:
+    """Per-inference CPU time of each method / the original (interleaved, one process), at the default
+    optimization level and at ORT_DISABLE_ALL, where nothing is folded and every decode runs per call."""
+    from benchmarks.common import interleaved_latency, make_session
+
+    lines = ["# Per-inference cost: default level vs ORT_DISABLE_ALL", "",
+             "Command: `python -m benchmarks.load_cost latency`", "",
+             "Median per-inference CPU time of each shrunk model / the original, runs interleaved in one "
+             "process (onnxruntime " + __import__("onnxruntime").__version__ + ", 1 thread, first calibration "
+             "sample as the input).", "", "| model | level | " + " | ".join(methods) + " |",
+             "|---" * (2 + len(methods)) + "|"]
+    for key in models:
+        with np.load(calibration(key)) as z:
+            feed = {k: z[k][0] for k in z.files}
+        for level in ("all", "disable"):
+            base = make_session(corpus.model_path(key), level=level)
+            cells = []
+            for method in methods:
+                path = OUT / f"{key}.{method}.onnx"
+                if not path.exists():
+                    cells.append("-")
+                    continue
+                res = interleaved_latency(base, make_session(path, level=level), feed, budget_s=budget)
+                cells.append(f"x{res.ratio:.2f}")
+            lines.append(f"| {key} | {'ORT_DISABLE_ALL' if level == 'disable' else 'default'} | "
+                         + " | ".join(cells) + " |")
+            print(lines[-1], flush=True)
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("phase", choices=["shrink", "measure"])
+    ap.add_argument("phase", choices=["shrink", "measure", "latency"])
     ap.add_argument("--models", nargs="*", default=MODELS)
     ap.add_argument("--methods", nargs="*", default=METHODS)
     ap.add_argument("--runtimes", nargs="*", default=RUNTIMES)
@@ -168,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.phase == "shrink":
         shrink_all(args.models, args.methods)
+        return 0
+    if args.phase == "latency":
+        (BENCH / "LOAD-LATENCY.md").write_text(latency(args.models, args.methods, 2.0))
         return 0
     data = measure(args.models, args.methods, args.runtimes, args.reps)
     (OUT / "measured.json").write_text(json.dumps(data, indent=1))

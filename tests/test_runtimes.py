@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 from hardening import cli
 from hatchling.builders.wheel import WheelBuilder
@@ -110,12 +111,14 @@ def test_fast_keeps_only_the_dequantize_linear_onnxruntime_fuses(tmp_path: Path)
     weight is decoded in float, and its record says why."""
     result = shrink(magika(), tmp_path / "m.onnx", ShrinkOptions(decode="fast"))
     assert result.verification is not None and result.verification.passed
+    fuses = tuple(int(p) for p in ort.__version__.split(".")[:3]) >= DQ_MATMUL_FUSED
     ops = [n.op_type for n in onnx.load(str(tmp_path / "m.onnx")).graph.node]
-    assert ops.count("DequantizeLinear") == 1
+    assert ops.count("DequantizeLinear") == (1 if fuses else 0)
     notes = {r.name: (r.encoding, r.note) for r in result.encoded}
-    unfused = [name for name, (_, note) in notes.items() if "not fused by onnxruntime" in note]
-    assert unfused == ["jax2tf_get_logits_/Const_24:0"], notes
-    assert "DequantizeLinear" not in notes[unfused[0]][0]
+    unfused = sorted(name for name, (_, note) in notes.items() if "not fused by onnxruntime" in note)
+    gemm = "jax2tf_get_logits_/Const_24:0"
+    assert unfused == ([gemm] if fuses else sorted([gemm, "jax2tf_get_logits_/Const:0"])), notes
+    assert all("DequantizeLinear" not in notes[name][0] for name in unfused)
 
 
 def test_packed_codes_need_bitshift() -> None:
@@ -125,4 +128,4 @@ def test_packed_codes_need_bitshift() -> None:
         packing.packed_decode(q.codes, q.scale, 4, opset=10, decoded=q.decoded, label="int4")
     dec = packing.packed_decode(q.codes, q.scale, 4, opset=11, decoded=q.decoded, label="int4")
     assert {n.op for n in dec.nodes} == {"BitShift", "Mod", "Concat", "Cast", "Sum", "Mul"}
-    assert np.array_equal(packing.unpack([dec.stored["c0"]], 4, w.size), q.codes.reshape(-1))
+    assert np.array_equal(packing.unpack([dec.stored["c0"]], 4, w.shape), q.codes)

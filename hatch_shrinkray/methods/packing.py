@@ -4,10 +4,12 @@ ONNX stores int4 only from opset 21 and has no 6-, 10- or 12-bit type, while the
 are opset 11-17 (and their opset is never raised). So a code of ``b`` bits is split into chunks,
 least significant first. A chunk of 8 bits is a plain ``int8`` tensor in the weight's shape (it is
 always the top one and carries the sign); a narrower chunk packs 8/width values per byte as
-*planes*: value ``i`` of plane ``t`` sits in byte ``i`` at bit ``t*width``, and the planes are
-consecutive runs of the flattened weight, so when the first axis divides evenly the bytes are
-stored as ``(d0/planes, ...)`` and concatenating the planes on axis 0 *is* the weight's shape. A
-planar top chunk is stored offset-binary (``top + 2^(width-1)``), its offset subtracted in float.
+*planes*: value ``i`` of plane ``t`` sits in byte ``i`` at bit ``t*width``. When the last axis
+divides evenly, plane ``t`` holds columns ``[t*c, (t+1)*c)`` of every row (stored ``(..., d/planes)``):
+concatenating the planes on the last axis *is* the weight, and every row decodes on its own, so an
+embedding table can be decoded per gathered row (``onnxgraph.rewrite``). Otherwise the planes are
+consecutive runs of the flattened weight, cut and reshaped after joining. A planar top chunk is
+stored offset-binary (``top + 2^(width-1)``), its offset subtracted in float.
 
 Why this chain (measured, benchmarks/LOAD.md): onnxruntime folds every node on constant inputs
 into a new initializer and keeps all of them until folding ends, so the load cost is the bytes of
@@ -46,14 +48,9 @@ def stored_bytes(n: int, bits: int) -> int:
     return sum(-(-n // (8 // w)) for w in CHUNKS[bits])
 
 
-def _plane_shape(shape: tuple[int, ...], n: int, per: int) -> tuple[int, ...]:
-    """Stored shape of a chunk with ``per`` planes: the weight's own shape with axis 0 divided
-    when it divides evenly (the decode needs no Slice or Reshape), else flat and padded."""
-    if per == 1:
-        return shape
-    if shape and shape[0] % per == 0:
-        return (shape[0] // per, *shape[1:])
-    return (-(-n // per),)
+def _by_rows(shape: tuple[int, ...], per: int) -> bool:
+    """Planes along the last axis (each row holds its own values), or flat runs of the weight."""
+    return bool(shape) and shape[-1] % per == 0
 
 
 def pack(codes: npt.NDArray[np.integer], bits: int) -> list[npt.NDArray[Any]]:
@@ -63,6 +60,7 @@ def pack(codes: npt.NDArray[np.integer], bits: int) -> list[npt.NDArray[Any]]:
     flat = codes.reshape(-1).astype(np.int64)
     if flat.size and (flat.min() < -qmax or flat.max() > qmax):
         raise ValueError(f"codes outside the symmetric {bits}-bit range")
+    shape = codes.shape
     out: list[npt.NDArray[Any]] = []
     shift = 0
     widths = CHUNKS[bits]
@@ -70,39 +68,49 @@ def pack(codes: npt.NDArray[np.integer], bits: int) -> list[npt.NDArray[Any]]:
         part = flat >> shift  # arithmetic: the top chunk keeps the sign
         if k == len(widths) - 1:
             if width == 8:
-                out.append(part.astype(np.int8).reshape(codes.shape))
+                out.append(part.astype(np.int8).reshape(shape))
                 break
             part = part + (1 << (width - 1))  # offset-binary
         part &= (1 << width) - 1
         per = 8 // width
-        m = -(-part.size // per)
-        padded = np.zeros(per * m, dtype=np.int64)
-        padded[: part.size] = part
-        planes = padded.reshape(per, m)
-        byte = np.zeros(m, dtype=np.int64)
+        planes: npt.NDArray[np.int64]
+        if _by_rows(shape, per):
+            planes = np.moveaxis(part.reshape(-1, per, shape[-1] // per), 1, 0)
+            target: tuple[int, ...] = (*shape[:-1], shape[-1] // per)
+        else:
+            m = -(-part.size // per)
+            padded = np.zeros(per * m, dtype=np.int64)
+            padded[: part.size] = part
+            planes = padded.reshape(per, m)
+            target = (m,)
+        byte = np.zeros(planes.shape[1:], dtype=np.int64)
         for t in range(per):
             byte |= planes[t] << (width * t)
-        out.append(byte.astype(np.uint8).reshape(_plane_shape(codes.shape, flat.size, per)))
+        out.append(byte.astype(np.uint8).reshape(target))
         shift += width
     return out
 
 
-def unpack(chunks: list[npt.NDArray[Any]], bits: int, n: int) -> npt.NDArray[np.int64]:
+def unpack(chunks: list[npt.NDArray[Any]], bits: int, shape: tuple[int, ...]) -> npt.NDArray[np.int64]:
     """Inverse of ``pack`` in numpy: the reference the decode graph is tested against."""
+    n = int(np.prod(shape, dtype=np.int64))
     total = np.zeros(n, dtype=np.int64)
     shift = 0
     widths = CHUNKS[bits]
     for k, (width, arr) in enumerate(zip(widths, chunks, strict=True)):
-        b = arr.reshape(-1).astype(np.int64)
         if width == 8:
-            vals = b
+            vals = arr.reshape(-1).astype(np.int64)
         else:
-            vals = np.concatenate([(b >> (width * t)) & ((1 << width) - 1) for t in range(8 // width)])[:n]
+            per = 8 // width
+            rows = arr.astype(np.int64).reshape(-1, shape[-1] // per) if _by_rows(shape, per) else (
+                arr.astype(np.int64).reshape(1, -1))
+            vals = np.concatenate([(rows >> (width * t)) & ((1 << width) - 1) for t in range(per)],
+                                  axis=1).reshape(-1)[:n]
             if k == len(widths) - 1:
                 vals = vals - (1 << (width - 1))
         total += vals << shift
         shift += width
-    return total
+    return total.reshape(shape)
 
 
 class _Chain:
@@ -174,8 +182,10 @@ def _planes(chain: _Chain, role: str, arr: npt.NDArray[np.uint8], *, width: int,
         x = chain.shift(role, width * t, "RIGHT")  # plane t at the bottom, the planes below it gone
         x = chain.add("Mod", x, chain.const(1 << width, np.uint8))  # the planes above it gone (always:
         planes.append(chain.shift(x, align, "LEFT"))  # OpenVINO may shift bytes as signed); never past bit 7
-    joined = chain.add("Concat", *planes, axis=0)
-    if not (shape and shape[0] % per == 0):  # stored flat: cut the padding, restore the shape
+    if _by_rows(shape, per):
+        joined = chain.add("Concat", *planes, axis=-1)
+    else:  # stored flat: join, cut the padding, restore the shape
+        joined = chain.add("Concat", *planes, axis=0)
         if per * arr.size != n:
             chain.stored["start"] = np.array([0], dtype=np.int64)
             chain.stored["end"] = np.array([n], dtype=np.int64)

@@ -59,18 +59,22 @@ def _install(target: Path, create: list[list[str]]) -> Path:
     return target
 
 
-def python_runtime(version: str) -> Path:
-    """The python of a venv with ``onnxruntime==version`` (and numpy), created once."""
+def python_runtime(version: str, engine: Path | None = None) -> Path:
+    """The python of a venv with ``onnxruntime==version`` (and numpy), created once; with ``engine``
+    (this repository) also onnx, onnx-ir, hatchling and the engine itself, editable, without
+    letting pip pick another onnxruntime for it."""
     numpy = "numpy<2" if version in NUMPY_1 else "numpy"
-    venv = ROOT / f"onnxruntime-{version}"
+    venv = ROOT / (f"engine-onnxruntime-{version}" if engine else f"onnxruntime-{version}")
+    extra = [["onnx", "onnx-ir", "hatchling"], ["--no-deps", "-e", str(engine)]] if engine else []
     # The venv's scripts hard-code its path: create it where it will live (a rename would break them),
     # behind a marker file written last.
     marker = venv / ".complete"
     if not marker.exists():
         shutil.rmtree(venv, ignore_errors=True)
         ROOT.mkdir(parents=True, exist_ok=True)
-        for cmd in ([sys.executable, "-m", "venv", str(venv)],
-                    [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", f"onnxruntime=={version}", numpy]):
+        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
+        for cmd in ([sys.executable, "-m", "venv", str(venv)], [*pip, f"onnxruntime=={version}", numpy],
+                    *([*pip, *args] for args in extra)):
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
             if proc.returncode != 0:
                 shutil.rmtree(venv, ignore_errors=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +28,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-import runtimes
+from packaging.version import Version
 
 from hatch_shrinkray import ShrinkOptions, shrink
 from hatch_shrinkray.methods import packing
@@ -37,6 +38,7 @@ from hatch_shrinkray.numerics.quant import quantize_symmetric
 from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights
 
+import runtimes
 from realmodels import magika
 
 pytestmark = pytest.mark.compat
@@ -230,3 +232,30 @@ def test_readme_table_is_the_matrix() -> None:
         start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
     assert text[start:end].strip() == table, (
         "README's runtime table is stale; rerun with SHRINKRAY_WRITE_README=1 python -m pytest -m compat")
+
+
+def test_the_engine_works_with_its_own_onnxruntime_floor(tmp_path: Path) -> None:
+    """Every method shrinks and verifies a real model with the lowest onnxruntime pyproject.toml
+    allows (1.21 lacks onnxruntime.quantization.matmul_nbits_quantizer: int4 and auto fail there),
+    except ``dynamic`` on Conv before 1.24.1, refused in one line (the build could not verify it)."""
+    pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    floor = re.search(r'"onnxruntime>=([0-9.]+)"', pyproject)
+    assert floor, "pyproject.toml must declare an onnxruntime floor"
+    try:
+        python = runtimes.python_runtime(floor.group(1), engine=README.parent)
+    except runtimes.Unavailable as exc:
+        pytest.skip(f"onnxruntime {floor.group(1)} cannot be installed here: {exc}")
+    np.savez(tmp_path / "x.npz", bytes=np.random.default_rng(0).integers(0, 257, (4, 2, 2048)).astype(np.int32))
+    failures = []
+    for method in (*METHODS.values(), {"method": "auto"}):
+        args = ["--method", method["method"], "--decode", method.get("decode", "float"), "--inputs",
+                str(tmp_path / "x.npz"), "--budget-agreement", "0.9", "--force"]
+        proc = subprocess.run([str(python), "-m", "hatch_shrinkray", "shrink", str(magika()), "-o",
+                               str(tmp_path / "out"), *args], capture_output=True, text=True, timeout=900, check=False)
+        refused = method["method"] == "dynamic" and Version(floor.group(1)) < Version("1.24.1")
+        if (proc.returncode != 0) != refused or (refused and "ConvInteger" not in proc.stderr):
+            failures.append(f"{method}: {proc.stderr.strip()[-300:]}")
+    version = subprocess.run([str(python), "-c", "import onnxruntime; print(onnxruntime.__version__)"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    assert Version(version) == Version(floor.group(1))
+    assert not failures, "\n".join(failures)

@@ -42,7 +42,7 @@ from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import human
 
 PREFIX = "shrinkray:"
-ENGINE_REQUIREMENTS = ["onnx>=1.16", "onnxruntime>=1.18", "numpy>=1.24"]
+ENGINE_REQUIREMENTS = ["onnx>=1.16", "onnxruntime>=1.22", "numpy>=1.24"]
 
 
 class Display(Protocol):

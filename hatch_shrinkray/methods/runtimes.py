@@ -103,10 +103,18 @@ def packed_ok(targets: Targets) -> bool:
 
 
 def check(model: ModelProto, method: str, decode: str, entries: Iterable[str], label: str) -> None:
-    """Raise the one-line refusal for ``entries`` (the validated ``runtimes`` option), if any."""
+    """Raise the one-line refusal for ``entries`` (the validated ``runtimes`` option), if any; the
+    build's own onnxruntime must load the result too, or verification could not run it."""
+    import onnxruntime as ort
+
     reason = refusal(model, method, decode, parse(entries))
     if reason:
         raise ShrinkrayError(reason, path=label)
+    build = Targets(_version(".".join(ort.__version__.split(".")[:3])))
+    reason = refusal(model, method, "float", build)  # decode fast falls back by itself (methods.int8)
+    if reason:
+        raise ShrinkrayError(f"this build's onnxruntime {ort.__version__} could not verify the result: {reason}",
+                             path=label, hint="upgrade onnxruntime where you build")
 
 
 def _emits_dequantize_linear(model: ModelProto) -> bool:

@@ -33,6 +33,19 @@ class Unavailable(Exception):
     """The runtime cannot be installed here (registry unreachable, no node)."""
 
 
+UNREACHABLE = ("ENOTFOUND", "EAI_AGAIN", "ETIMEDOUT", "No matching distribution", "Could not find a version",
+               "Failed to establish a new connection", "Temporary failure in name resolution")
+
+
+def _failed(cmd: list[str], proc: subprocess.CompletedProcess[str]) -> None:
+    """``Unavailable`` when the registry could not be reached, else an error: only an unreachable
+    registry may skip the tier."""
+    tail = (proc.stderr or proc.stdout).strip()[-300:]
+    if any(s in tail for s in UNREACHABLE):
+        raise Unavailable(f"{' '.join(cmd[:6])}: {tail}")
+    raise RuntimeError(f"{' '.join(cmd)} failed: {tail}")
+
+
 def _install(target: Path, create: list[list[str]]) -> Path:
     """Run ``create`` into a temporary sibling of ``target`` and rename it into place (atomic)."""
     if target.exists():
@@ -44,11 +57,7 @@ def _install(target: Path, create: list[list[str]]) -> Path:
             proc = subprocess.run([c.replace("{dir}", str(tmp)) for c in cmd], capture_output=True, text=True,
                                   timeout=900, check=False, cwd=tmp)
             if proc.returncode != 0:
-                tail = (proc.stderr or proc.stdout).strip()[-300:]
-                if any(s in tail for s in ("ENOTFOUND", "EAI_AGAIN", "No matching distribution",
-                                          "Could not find a version", "connection", "Network")):
-                    raise Unavailable(f"{' '.join(cmd[:4])}: {tail}")
-                raise RuntimeError(f"{' '.join(cmd)} failed: {tail}")
+                _failed(cmd, proc)
         if target.exists():  # another process won the race
             shutil.rmtree(tmp, ignore_errors=True)
         else:
@@ -59,28 +68,33 @@ def _install(target: Path, create: list[list[str]]) -> Path:
     return target
 
 
-def python_runtime(version: str, engine: Path | None = None) -> Path:
-    """The python of a venv with ``onnxruntime==version`` (and numpy), created once; with ``engine``
-    (this repository) also onnx, onnx-ir, hatchling and the engine itself, editable, without
-    letting pip pick another onnxruntime for it."""
-    numpy = "numpy<2" if version in NUMPY_1 else "numpy"
-    venv = ROOT / (f"engine-onnxruntime-{version}" if engine else f"onnxruntime-{version}")
-    extra = [["onnx", "onnx-ir", "hatchling"], ["--no-deps", "-e", str(engine)]] if engine else []
-    # The venv's scripts hard-code its path: create it where it will live (a rename would break them),
-    # behind a marker file written last.
+def _venv(name: str, installs: list[list[str]]) -> Path:
+    """The python of venv ``name`` after ``pip install`` of each argument list, created once. Its
+    scripts hard-code its path, so it is built where it lives, behind a marker file written last."""
+    venv = ROOT / name
     marker = venv / ".complete"
     if not marker.exists():
         shutil.rmtree(venv, ignore_errors=True)
         ROOT.mkdir(parents=True, exist_ok=True)
         pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
-        for cmd in ([sys.executable, "-m", "venv", str(venv)], [*pip, f"onnxruntime=={version}", numpy],
-                    *([*pip, *args] for args in extra)):
+        for cmd in ([sys.executable, "-m", "venv", str(venv)], *([*pip, *args] for args in installs)):
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
             if proc.returncode != 0:
                 shutil.rmtree(venv, ignore_errors=True)
-                raise Unavailable(f"cannot install onnxruntime=={version}: {proc.stderr.strip()[-300:]}")
+                _failed(cmd, proc)
         marker.touch()
     return venv / "bin" / "python"
+
+
+def python_runtime(version: str, engine: Path | None = None) -> Path:
+    """The python of a venv with ``onnxruntime==version`` (and numpy); with ``engine`` (this
+    repository) also onnx, onnx-ir, hatchling and the engine itself, editable, without letting pip
+    pick another onnxruntime for it."""
+    installs = [[f"onnxruntime=={version}", "numpy<2" if version in NUMPY_1 else "numpy"]]
+    if engine is None:
+        return _venv(f"onnxruntime-{version}", installs)
+    return _venv(f"engine-onnxruntime-{version}",
+                 [*installs, ["onnx", "onnx-ir", "hatchling"], ["--no-deps", "-e", str(engine)]])
 
 
 def node_modules() -> Path:
@@ -188,17 +202,4 @@ def python_run(python: Path | str, kind: str, model: Path, feeds: list[dict[str,
 
 def openvino_python() -> Path:
     """The python of a venv with OpenVINO, created once."""
-    venv = ROOT / "openvino"
-    marker = venv / ".complete"
-    if not marker.exists():
-        shutil.rmtree(venv, ignore_errors=True)
-        ROOT.mkdir(parents=True, exist_ok=True)
-        for cmd in ([sys.executable, "-m", "venv", str(venv)],
-                    [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", f"openvino=={OPENVINO_VERSION}",
-                     "numpy"]):
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
-            if proc.returncode != 0:
-                shutil.rmtree(venv, ignore_errors=True)
-                raise Unavailable(f"cannot install openvino: {proc.stderr.strip()[-300:]}")
-        marker.touch()
-    return venv / "bin" / "python"
+    return _venv("openvino", [[f"openvino=={OPENVINO_VERSION}", "numpy"]])

@@ -4,11 +4,12 @@ ONNX stores int4 only from opset 21 and has no 6-, 10- or 12-bit type, while the
 are opset 11-17 (and their opset is never raised). So a code of ``b`` bits is split into chunks,
 least significant first. A chunk of 8 bits is a plain ``int8`` tensor in the weight's shape (it is
 always the top one and carries the sign); a narrower chunk packs 8/width values per byte as
-*planes*: value ``i`` of plane ``t`` sits in byte ``i`` at bit ``t*width``. When the last axis
-divides evenly, plane ``t`` holds columns ``[t*c, (t+1)*c)`` of every row (stored ``(..., d/planes)``):
-concatenating the planes on the last axis *is* the weight, and every row decodes on its own, so an
-embedding table can be decoded per gathered row (``onnxgraph.rewrite``). Otherwise the planes are
-consecutive runs of the flattened weight, cut and reshaped after joining. A planar top chunk is
+*planes*: value ``i`` of plane ``t`` sits in byte ``i`` at bit ``t*width``. The planes split one
+axis of the weight (the last that divides evenly, never the rows of a table): plane ``t`` holds
+indices ``[t*c, (t+1)*c)`` of it, concatenating the planes on that axis *is* the weight, and every
+row decodes on its own, so an embedding table can be decoded per gathered row
+(``onnxgraph.rewrite``). Where no axis divides, the planes are consecutive runs of the flattened
+weight, cut and reshaped after joining. A planar top chunk is
 stored offset-binary (``top + 2^(width-1)``), its offset subtracted in float.
 
 Why this chain (measured, benchmarks/LOAD.md): onnxruntime folds every node on constant inputs
@@ -17,8 +18,10 @@ every intermediate, and each float-sized one costs about as much as the weight i
 are therefore split with ``BitShift`` and ``Mod`` on ``uint8`` (opset 11; the only integer ops
 older onnxruntime has for bytes) straight to their place value, and only then widened to float, where
 the chunks and the offset meet in one ``Sum`` (exact: small integers) before the one ``Mul`` by the
-scale: int4 costs Cast/Sum/Mul, two chunks Cast/Cast/Sum/Mul. Nothing relies on integer overflow
-(a ``uint8 -> int8`` Cast or a left shift past bit 7): onnxruntime wraps, OpenVINO does not. The old chain (int32
+scale: int4 costs Cast/Sum/Mul, two chunks Cast/Cast/Sum/Mul, and every node costs a fixed
+overhead too, so there are as few as possible. Nothing relies on integer overflow (a ``uint8 ->
+int8`` Cast or a left shift past bit 7): onnxruntime wraps, OpenVINO does not (OpenVINO 2026.4's
+``BitShift`` on bytes is wrong anyway: an OpenVINO target gets no packed codes, ``runtimes``). The old chain (int32
 Div/Mul/Sub/Concat/Slice over whole tensors) cost 5-11x int8's load time and 3x its memory.
 
 The point is the ladder ``auto`` can climb: int4 for any weight (not only MatMul initializers),
@@ -48,9 +51,13 @@ def stored_bytes(n: int, bits: int) -> int:
     return sum(-(-n // (8 // w)) for w in CHUNKS[bits])
 
 
-def _by_rows(shape: tuple[int, ...], per: int) -> bool:
-    """Planes along the last axis (each row holds its own values), or flat runs of the weight."""
-    return bool(shape) and shape[-1] % per == 0
+def _plane_axis(shape: tuple[int, ...], per: int) -> int | None:
+    """The axis the planes split (the last one that divides evenly, not the rows of a table), or
+    None: planes are then flat runs of the weight, cut and reshaped after joining."""
+    for axis in reversed(range(len(shape))):
+        if shape[axis] > 1 and shape[axis] % per == 0 and (axis > 0 or len(shape) == 1):
+            return axis
+    return None
 
 
 def pack(codes: npt.NDArray[np.integer], bits: int) -> list[npt.NDArray[Any]]:
@@ -74,9 +81,10 @@ def pack(codes: npt.NDArray[np.integer], bits: int) -> list[npt.NDArray[Any]]:
         part &= (1 << width) - 1
         per = 8 // width
         planes: npt.NDArray[np.int64]
-        if _by_rows(shape, per):
-            planes = np.moveaxis(part.reshape(-1, per, shape[-1] // per), 1, 0)
-            target: tuple[int, ...] = (*shape[:-1], shape[-1] // per)
+        axis = _plane_axis(shape, per)
+        if axis is not None:
+            planes = np.stack(np.split(part.reshape(shape), per, axis=axis))
+            target: tuple[int, ...] = planes.shape[1:]
         else:
             m = -(-part.size // per)
             padded = np.zeros(per * m, dtype=np.int64)
@@ -102,10 +110,10 @@ def unpack(chunks: list[npt.NDArray[Any]], bits: int, shape: tuple[int, ...]) ->
             vals = arr.reshape(-1).astype(np.int64)
         else:
             per = 8 // width
-            rows = arr.astype(np.int64).reshape(-1, shape[-1] // per) if _by_rows(shape, per) else (
-                arr.astype(np.int64).reshape(1, -1))
-            vals = np.concatenate([(rows >> (width * t)) & ((1 << width) - 1) for t in range(per)],
-                                  axis=1).reshape(-1)[:n]
+            axis = _plane_axis(shape, per)
+            b = arr.astype(np.int64) if axis is not None else arr.astype(np.int64).reshape(1, -1)
+            vals = np.concatenate([(b >> (width * t)) & ((1 << width) - 1) for t in range(per)],
+                                  axis=1 if axis is None else axis).reshape(-1)[:n]
             if k == len(widths) - 1:
                 vals = vals - (1 << (width - 1))
         total += vals << shift
@@ -180,10 +188,12 @@ def _planes(chain: _Chain, role: str, arr: npt.NDArray[np.uint8], *, width: int,
     planes = []
     for t in range(per):
         x = chain.shift(role, width * t, "RIGHT")  # plane t at the bottom, the planes below it gone
-        x = chain.add("Mod", x, chain.const(1 << width, np.uint8))  # the planes above it gone (always:
-        planes.append(chain.shift(x, align, "LEFT"))  # OpenVINO may shift bytes as signed); never past bit 7
-    if _by_rows(shape, per):
-        joined = chain.add("Concat", *planes, axis=-1)
+        if t < per - 1:
+            x = chain.add("Mod", x, chain.const(1 << width, np.uint8))  # the planes above it gone
+        planes.append(chain.shift(x, align, "LEFT"))  # to its place value, never past bit 7
+    axis = _plane_axis(shape, per)
+    if axis is not None:  # counted from the end: the same axis of a gathered row (onnxgraph.rewrite)
+        joined = chain.add("Concat", *planes, axis=axis - len(shape))
     else:  # stored flat: join, cut the padding, restore the shape
         joined = chain.add("Concat", *planes, axis=0)
         if per * arr.size != n:

@@ -178,7 +178,7 @@ def _rows_decodable(site: Site, dec: Decode) -> bool:
     ndim = len(site.shape)
     for spec in dec.nodes:
         if spec.op == "Concat":
-            if spec.attrs.get("axis") not in (-1, ndim - 1) or ndim < 2:
+            if not -ndim < spec.attrs.get("axis", 0) < 0:  # counted from the end, never the rows
                 return False
         elif spec.op not in ROW_OPS:
             return False

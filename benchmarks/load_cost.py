@@ -39,7 +39,7 @@ OUT = CACHE_DIR / "load"
 MODELS = ["minilm_l3", "ppocrv6_rec", "magika", "silero_vad"]
 METHODS = ["int8", "fp16", "float-levels", "int4", "auto", "dynamic", "fast"]
 """``fast`` = int8 with ``decode = "fast"`` (DequantizeLinear before MatMul)."""
-RUNTIMES = ["1.16.3", "1.18.0", "newest", "node", "web"]
+RUNTIMES = ["1.16.3", "1.18.0", "newest", "web", "node"]
 
 
 def calibration(key: str) -> Path:
@@ -159,13 +159,13 @@ def report(data: dict[str, Any], command: str) -> str:
     return "\n".join(lines)
 
 
-def latency(models: list[str], methods: list[str], budget: float) -> str:
+def latency(models: list[str], methods: list[str], budget: float, command: str) -> str:
     """Per-inference CPU time of each method / the original (interleaved, one process), at the default
     optimization level and at ORT_DISABLE_ALL, where nothing is folded and every decode runs per call."""
     from benchmarks.common import interleaved_latency, make_session
 
     lines = ["# Per-inference cost: default level vs ORT_DISABLE_ALL", "",
-             "Command: `python -m benchmarks.load_cost latency`", "",
+             f"Command: `{command}`", "",
              "Median per-inference CPU time of each shrunk model / the original, runs interleaved in one "
              "process (onnxruntime " + __import__("onnxruntime").__version__ + ", 1 thread, first calibration "
              "sample as the input).", "", "| model | level | " + " | ".join(methods) + " |",
@@ -201,10 +201,15 @@ def main(argv: list[str] | None = None) -> int:
         shrink_all(args.models, args.methods)
         return 0
     if args.phase == "latency":
-        (BENCH / "LOAD-LATENCY.md").write_text(latency(args.models, args.methods, 2.0))
+        command = "python -m benchmarks.load_cost " + " ".join(argv if argv is not None else sys.argv[1:])
+        (BENCH / "LOAD-LATENCY.md").write_text(latency(args.models, args.methods, 2.0, command))
         return 0
     data = measure(args.models, args.methods, args.runtimes, args.reps)
-    (OUT / "measured.json").write_text(json.dumps(data, indent=1))
+    saved = OUT / "measured.json"  # earlier runs' models stay (one model at a time as they are shrunk)
+    if saved.exists():
+        old = json.loads(saved.read_text())
+        data = {**old, **data, "_sizes": {**old.get("_sizes", {}), **data["_sizes"]}}
+    saved.write_text(json.dumps(data, indent=1))
     command = "python -m benchmarks.load_cost measure " + " ".join((argv if argv is not None else sys.argv[1:])[1:])
     (BENCH / "LOAD.md").write_text(report(data, command.strip()))
     print(f"wrote {BENCH / 'LOAD.md'}")

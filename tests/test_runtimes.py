@@ -15,10 +15,10 @@ from hatchling.builders.wheel import WheelBuilder
 from onnx import helper
 
 from hatch_shrinkray import ShrinkOptions, shrink
-from hatch_shrinkray.hatch.config import ConfigurationError, default_runtimes, load_config
 from hatch_shrinkray.methods import packing
 from hatch_shrinkray.methods.runtimes import CONV_INTEGER, DQ_MATMUL_FUSED, MATMUL_NBITS, Targets, parse
 from hatch_shrinkray.numerics.quant import NotEncodable, quantize_symmetric
+from hatch_shrinkray.shipping.config import ConfigurationError, default_runtimes, load_config
 
 from onnx_builders import init, mlp, model, save, vi, weight
 from realmodels import magika

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -24,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 from onnx import ModelProto
 
-from hatch_shrinkray.auto.budget import ZERO, Deviation, deviation
+from hatch_shrinkray.auto.budget import BROKEN, ZERO, Deviation, deviation
 from hatch_shrinkray.auto.calib import Layout, Moments, layout, patches
 from hatch_shrinkray.auto.candidates import Candidate, fp32, int4_block, int_candidate, sixteen_bit
 from hatch_shrinkray.auto.probe import Probe, site_key, weights_as_inputs
@@ -34,10 +35,10 @@ from hatch_shrinkray.methods import runtimes
 from hatch_shrinkray.methods.int8 import Int8Encoder
 from hatch_shrinkray.numerics.quant import NotEncodable
 from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
-from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext
+from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext, Feed
 from hatch_shrinkray.onnxgraph.graph import Names, Site, find_sites, opset_version
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights, record, skip_reason
-from hatch_shrinkray.options import ShrinkOptions, VerifyOptions
+from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import TensorRecord
 
 FLOAT32 = 1
@@ -82,40 +83,78 @@ class Analysis:
     base: list[list[npt.NDArray[Any]]]
 
 
+@dataclass
+class Calibrated:
+    """Calibration runs of one model: the eligible float32 weights, how each reads its activations,
+    and the activations' second moments (what output-aware rounding minimises against)."""
+
+    sites: list[Site]
+    lays: dict[Key, Layout | None]
+    probe: Probe
+    base: list[list[npt.NDArray[Any]]]
+    """The model's outputs on each calibration feed, with the original weights."""
+    moments: dict[Key, tuple[npt.NDArray[np.float64], int]]
+
+
+def calibrate(model: ModelProto, options: ShrinkOptions, feeds: Sequence[Feed], *,
+              weights_as_feeds: bool) -> Calibrated | None:
+    """Run ``feeds`` through a probe copy of ``model`` that exposes the activations feeding every
+    MatMul/Gemm/Conv weight (and, with ``weights_as_feeds``, takes the weights as inputs so that any
+    mix of encodings can be evaluated without a new session). None: no float32 weight qualifies."""
+    sites = [s for s in find_sites(model) if s.dtype == FLOAT32 and skip_reason(s, options) is None]
+    if not sites:
+        return None
+    main_names = _main_names(model)
+    lays = {site_key(s): _layout(s, main_names) for s in sites}
+    # Every consumer's activation: a weight shared by several MatMuls (dedup) sums their moments.
+    capture = sorted({la.activation for s in sites if lays[site_key(s)] is not None for n, i in s.consumers
+                      if (la := layout(n, i, s.shape)) is not None})
+    originals = {site_key(s): s.array() for s in sites} if weights_as_feeds else {}
+    probe = Probe(weights_as_inputs(model, set(originals), capture), list(feeds), originals)
+    base: list[list[npt.NDArray[Any]]] = []
+    moments = _moments(sites, lays, probe, base)
+    return Calibrated(sites, lays, probe, base, moments)
+
+
+def needs_real_inputs(method: str) -> ShrinkrayError:
+    return ShrinkrayError(
+        f"method {method} fits its choices to real inputs, and there are none: set `inputs` to a recording "
+        "(record one with `hatch-shrinkray record --output DIR -- COMMAND`) or a .npz of real samples",
+        hint="generated noise calibrates to noise: on it `auto` once shipped a text recogniser that misread 99.5% "
+             "of real lines")
+
+
 class Auto:
     name = "auto"
 
-    def apply(self, model: ModelProto, options: ShrinkOptions) -> list[TensorRecord]:
-        analysis = self.analyse(model, options)
+    def calibrates(self, options: ShrinkOptions) -> bool:
+        return True
+
+    def apply(self, model: ModelProto, options: ShrinkOptions,
+              calibration: Sequence[Feed] | None) -> list[TensorRecord]:
+        analysis = self.analyse(model, options, calibration)
         if analysis is None:
             return encode_weights(model, Int8Encoder(), options)
         return self.finish(model, analysis, options)
 
-    def analyse(self, model: ModelProto, options: ShrinkOptions) -> Analysis | None:
+    def analyse(self, model: ModelProto, options: ShrinkOptions,
+                calibration: Sequence[Feed] | None) -> Analysis | None:
         """Candidates and their measured sensitivities; independent of the budget, so a budget
         sweep (the benchmark's curves) can reuse one analysis. None: no float32 weight to choose for."""
-        sites = [s for s in find_sites(model)
-                 if s.dtype == FLOAT32 and skip_reason(s, options) is None]
-        if not sites:
-            return None
-        vopts = options.verify or VerifyOptions()
+        if not calibration:
+            raise needs_real_inputs("auto")
         start = time.perf_counter()
-        feeds = _feeds(model, vopts)
-        main_names = _main_names(model)
-        lays = {site_key(s): _layout(s, main_names) for s in sites}
-        capture = sorted({lay.activation for lay in lays.values() if lay is not None})
-        originals = {site_key(s): s.array() for s in sites}
-        probe = Probe(weights_as_inputs(model, set(originals), capture), feeds, originals)
-        base: list[list[npt.NDArray[Any]]] = []
-        moments = _moments(sites, lays, probe, base)
+        cal = calibrate(model, options, calibration, weights_as_feeds=True)
+        if cal is None:
+            return None
         opset = opset_version(model)
-        weights = [self._weight(s, options, opset, lays[site_key(s)], moments.get(site_key(s)))
-                   for s in sites]
-        LOG.info("auto: %d weights, %d feeds, candidates ready after %.1f s", len(weights), len(feeds),
+        weights = [self._weight(s, options, opset, cal.lays[site_key(s)], cal.moments.get(site_key(s)))
+                   for s in cal.sites]
+        LOG.info("auto: %d weights, %d feeds, candidates ready after %.1f s", len(weights), len(calibration),
                  time.perf_counter() - start)
-        _sensitivity(weights, probe, base)
-        LOG.info("auto: sensitivity measured after %.1f s (%d runs)", time.perf_counter() - start, probe.runs)
-        return Analysis(weights, probe, base)
+        _sensitivity(weights, cal.probe, cal.base)
+        LOG.info("auto: sensitivity measured after %.1f s (%d runs)", time.perf_counter() - start, cal.probe.runs)
+        return Analysis(weights, cal.probe, cal.base)
 
     def finish(self, model: ModelProto, analysis: Analysis, options: ShrinkOptions) -> list[TensorRecord]:
         """Search the budget's assignment and write it into ``model`` (the analysed model or a copy)."""
@@ -187,13 +226,6 @@ def _uniform(weights: list[Weight]) -> list[tuple[int, ...]]:
     rungs = sorted({c.bits for w in weights for c in w.candidates})
     return [tuple(next((j for j, c in enumerate(w.candidates) if c.bits >= b), len(w.candidates) - 1)
                   for w in weights) for b in rungs]
-
-
-def _feeds(model: ModelProto, vopts: VerifyOptions) -> list[dict[str, npt.NDArray[Any]]]:
-    from hatch_shrinkray.verification.runner import reference_outputs
-
-    feeds, _, _, _ = reference_outputs(model.SerializeToString(), "<auto>", vopts)
-    return feeds
 
 
 def _main_names(model: ModelProto) -> set[str]:
@@ -293,7 +325,7 @@ def _proxy(w: Weight) -> None:
         if ref is not None and w.candidates[ref].weight_error > 0:
             w.deviations[j] = w.deviations[ref].scaled(c.weight_error / w.candidates[ref].weight_error)
         else:
-            w.deviations[j] = Deviation(float("inf"), -1.0, 0.0, float("inf"), float("inf"), 0.0)
+            w.deviations[j] = BROKEN
 
 
 def _unexercised(w: Weight) -> bool:
@@ -314,17 +346,19 @@ def _why(w: Weight, chosen: Candidate) -> str:
     return text
 
 
-class _Planned:
+class Planned:
     """An encoder that returns the decode planned for the site ``select`` just announced.
 
     ``encode_weights`` calls ``select(site)`` and then ``encode`` for that same site, so the
     selection hook tells the encoder which weight it is about to see (the encoder interface only
-    passes the array).
+    passes the array). Weights outside the plan get ``fallback``; float32 ones only with
+    ``fallback_float32`` (``auto`` plans every float32 weight it keeps, so the rest stay float32).
     """
 
-    def __init__(self, plan: dict[Key, Decode], fallback: Int8Encoder) -> None:
+    def __init__(self, plan: dict[Key, Decode], fallback: Int8Encoder, *, fallback_float32: bool) -> None:
         self.plan = plan
         self.fallback = fallback
+        self.fallback_float32 = fallback_float32
         self.current: Key | None = None
 
     def select(self, site: Site) -> bool:
@@ -333,7 +367,7 @@ class _Planned:
             self.current = key
             return True
         self.current = None
-        return site.dtype != FLOAT32  # other float types: plain int8, like method int8
+        return self.fallback_float32 or site.dtype != FLOAT32  # other float types: plain int8
 
     def encode(self, w: npt.NDArray[np.floating], ctx: EncodeContext) -> Decode:
         if self.current is None:
@@ -344,7 +378,7 @@ class _Planned:
 def _write(model: ModelProto, options: ShrinkOptions, chosen: dict[Key, tuple[Weight, Candidate]],
            summary: str) -> list[TensorRecord]:
     plan = {k: c.decode for k, (_, c) in chosen.items() if c.decode is not None}
-    enc = _Planned(plan, Int8Encoder())
+    enc = Planned(plan, Int8Encoder(), fallback_float32=False)
     records = encode_weights(model, enc, options, select=enc.select)
     out: list[TensorRecord] = []
     for r in records:

@@ -7,6 +7,7 @@ tensors to store plus the nodes that rebuild the weight under its original name.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -58,9 +59,28 @@ class TensorEncoder(Protocol):
     def encode(self, w: npt.NDArray[np.floating], ctx: EncodeContext) -> Decode: ...
 
 
+Feed = dict[str, npt.NDArray[Any]]
+"""One set of model inputs, by input name."""
+
+
 class Method(Protocol):
-    """A whole-model transformation chosen by name."""
+    """A whole-model transformation chosen by name.
+
+    ``calibration`` holds real sample inputs for methods whose choices depend on data (``auto``,
+    output-aware ``int8``), disjoint from the samples the verification judges on; None without
+    real inputs. ``calibrates`` says whether the method would use them (so the engine holds samples
+    out only when it must)."""
 
     name: str
 
-    def apply(self, model: ModelProto, options: ShrinkOptions) -> list[TensorRecord]: ...
+    def calibrates(self, options: ShrinkOptions) -> bool: ...
+
+    def apply(self, model: ModelProto, options: ShrinkOptions,
+              calibration: Sequence[Feed] | None) -> list[TensorRecord]: ...
+
+
+class DataFree:
+    """Base of the methods whose output does not depend on sample inputs."""
+
+    def calibrates(self, options: ShrinkOptions) -> bool:
+        return False

@@ -23,11 +23,12 @@ import numpy as np
 import numpy.typing as npt
 from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
+from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.numerics.quant import NotEncodable, error_stats
 from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
 from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext, TensorEncoder
 from hatch_shrinkray.onnxgraph.graph import FLOAT_TYPES, Names, Site, find_sites, opset_version
-from hatch_shrinkray.options import ShrinkOptions
+from hatch_shrinkray.options import ShrinkOptions, chosen_encoding
 from hatch_shrinkray.result import TensorRecord
 
 SUPPORTED = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE}
@@ -67,7 +68,20 @@ def skip_reason(site: Site, options: ShrinkOptions) -> str | None:
         return f"excluded by exclude-ops ({', '.join(hit)})"
     if not site.consumers and not _is_output(site):
         return "unused"
+    chosen = planned_encoding(site, options)
+    if chosen is not None:
+        return "kept float32 (encodings)" if chosen == "float32" else f"set to {chosen} by the plan or `encodings`"
     return None
+
+
+def planned_encoding(site: Site, options: ShrinkOptions) -> str | None:
+    """The encoding the plan or ``encodings`` gives this site, or None (the method decides)."""
+    if not options.plan and not options.encodings:
+        return None
+    try:
+        return chosen_encoding(site.scope.path, site.name, options)
+    except ValueError as exc:
+        raise ShrinkrayError(str(exc), hint="make the `encodings` patterns agree, or name the tensor exactly") from exc
 
 
 def _is_output(site: Site) -> bool:

@@ -111,7 +111,7 @@ def hook_table(target: str | None = None) -> str:
 
 
 def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
-                table: str | None = None, *, models_root: Path | None = None,
+                table: str | None = None, models_root: Path | None = None, *,
                 dependencies: Sequence[str] = ()) -> HookConfig:
     """Check ``raw`` (the hook's table) against the project at ``root``; ``dependencies`` (the
     project's ``[project].dependencies``) give the default ``runtimes``.

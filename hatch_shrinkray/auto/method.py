@@ -29,7 +29,7 @@ from hatch_shrinkray.auto.budget import BROKEN, ZERO, Deviation, deviation
 from hatch_shrinkray.auto.calib import Layout, Moments, layout, patches
 from hatch_shrinkray.auto.candidates import Candidate, fp32, int4_block, int_candidate, sixteen_bit
 from hatch_shrinkray.auto.probe import Probe, site_key, weights_as_inputs
-from hatch_shrinkray.auto.search import Option, refine, search, try_uniform
+from hatch_shrinkray.auto.search import Option, refine, search, try_uniform, within_load
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.methods import runtimes
 from hatch_shrinkray.methods.int8 import Int8Encoder
@@ -37,7 +37,7 @@ from hatch_shrinkray.numerics.quant import NotEncodable
 from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
 from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext, Feed
 from hatch_shrinkray.onnxgraph.graph import Names, Site, find_sites, opset_version
-from hatch_shrinkray.onnxgraph.rewrite import encode_weights, record, skip_reason
+from hatch_shrinkray.onnxgraph.rewrite import encode_weights, record, rows_decodable, skip_reason
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import TensorRecord
 
@@ -52,6 +52,10 @@ SENSITIVITY_FEEDS = 8
 """Single-tensor runs use this many feeds, evenly spread over the inputs (samples are often
 grouped: all clean lines, then all degraded ones): energies need less data than the budget check."""
 MAX_REFINE = 24
+LOAD_FACTOR = 1.75
+"""Largest folded-bytes load of an assignment, as a multiple of every weight at int8. Packed int4
+folds 1.75x int8's bytes and loads at 1.1-1.25x int8's time and memory (benchmarks/LOAD.md);
+two-chunk rungs fold 2.3x and load at up to 2x, so only a few tensors may take them."""
 """Full-model runs for the greedy clean-up after the bisection (largest savings first)."""
 
 NBITS = "int4-block"
@@ -165,11 +169,13 @@ class Auto:
             repl = {site_key(w.site): w.candidates[c].decoded for w, c in zip(weights, choice, strict=True)}
             return deviation(base, probe.run(repl))
 
-        table = [[Option(c.stored_bytes, d.load(options)) for c, d in zip(w.candidates, w.deviations, strict=True)]
-                 for w in weights]
+        table = [[Option(c.stored_bytes, d.load(options), _load(w, c))
+                  for c, d in zip(w.candidates, w.deviations, strict=True)] for w in weights]
         found = search(table, evaluate, lambda d: d.within(options))
         found = try_uniform(table, found, _uniform(weights), evaluate, lambda d: d.within(options))
         found = refine(table, found, evaluate, lambda d: d.within(options), MAX_REFINE)
+        cap = LOAD_FACTOR * sum(next((_load(w, c) for c in w.candidates if c.kind == "int8"), 0) for w in weights)
+        found = within_load(table, found, cap, evaluate, lambda d: d.within(options))
         LOG.info("auto: search done (%d runs): %s", probe.runs - runs, found.deviation.text())
         if not found.deviation.within(options):
             raise ShrinkrayError(
@@ -218,6 +224,13 @@ class Auto:
         cands = [c for c in cands if c.stored_bytes < w.nbytes]
         cands.append(fp32(w))
         return Weight(site, ctx, lay, cands, [ZERO] * len(cands), [False] * len(cands))
+
+
+def _load(w: Weight, c: Candidate) -> int:
+    """Load cost of candidate ``c``: nothing for MatMulNBits, float32 or a table decoded per gathered row."""
+    if c.decode is None or rows_decodable(w.site, c.decode):
+        return 0
+    return c.decode.folded_bytes
 
 
 def _uniform(weights: list[Weight]) -> list[tuple[int, ...]]:

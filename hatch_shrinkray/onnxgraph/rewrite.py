@@ -119,7 +119,7 @@ def encode_weights(model: ModelProto, encoder: TensorEncoder, options: ShrinkOpt
             records.append(record(site, "kept", f"{dec.label} would not be smaller"))
             continue
         note = how if ("axis" in dec.label or "tensor" in dec.label) else ""
-        if _rows_decodable(site, dec):
+        if rows_decodable(site, dec):
             note = f"{note}; {ROWS_NOTE}".lstrip("; ")
         records.append(record(site, dec.label, note, dec.stored_bytes, error_stats(w, dec.decoded)))
         # Keep only what gets stored: the float reconstruction of every weight at once would
@@ -162,7 +162,7 @@ def _apply(items: list[tuple[Site, Decode]], names: Names) -> None:
         drop.add(site.name)
         for role, arr in dec.stored.items():
             graph.initializer.append(_tensor(arr, stored[role]))
-        if _rows_decodable(site, dec):
+        if rows_decodable(site, dec):
             _decode_gathered_rows(site, dec, stored, names)
             continue
         prologue += _decode_nodes(site.name, dec, stored, names)
@@ -179,7 +179,7 @@ ROW_OPS = {"Cast", "Mul", "Sum", "Add", "Sub", "BitShift", "Mod", "Equal", "Wher
 """Decode ops that work element by element (with broadcasting), so they commute with Gather."""
 
 
-def _rows_decodable(site: Site, dec: Decode) -> bool:
+def rows_decodable(site: Site, dec: Decode) -> bool:
     """Every consumer gathers rows (axis 0) of this initializer, directly and in its own graph, and
     every decode node works row by row on stored tensors that are per row or broadcast."""
     if site.location != "initializer" or not dec.nodes or not site.consumers or _is_output(site):

@@ -2,6 +2,10 @@
 
 The public names are imported lazily: hatchling imports this package to load the build hook
 (and to ask it for its dependencies), which must not pull in onnx, onnxruntime or numpy.
+
+PYTEST_DONT_REWRITE: the package is imported at interpreter start when a command runs under
+``hatch-shrinkray record``, before pytest could rewrite its pytest plugin's asserts (it has none);
+this marker keeps pytest from warning about it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``hatch-shrinkray`` / ``python -m hatch_shrinkray``: info, shrink, compare.
+"""``hatch-shrinkray`` / ``python -m hatch_shrinkray``: info, shrink, compare, wheel, record, check.
 
 Every user mistake ends in one line on stderr and a non-zero exit; ``-v`` adds tracebacks.
 In ``shrink`` a bad file is reported and the remaining files are still processed.
@@ -7,31 +7,49 @@ In ``shrink`` a bad file is reported and the remaining files are still processed
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import json
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from hatch_shrinkray.errors import ShrinkrayError, VerificationError
-from hatch_shrinkray.options import DECODES, METHODS, SCHEMES, ShrinkOptions, VerifyOptions, option_errors
+from hatch_shrinkray.options import (
+    DECODES,
+    ENCODINGS,
+    METHODS,
+    SCHEMES,
+    ShrinkOptions,
+    VerifyOptions,
+    option_errors,
+)
+from hatch_shrinkray.shipping.config import ConfigurationError, HookConfig
+from hatch_shrinkray.shipping.ship import engine_missing
 
 FLAG_NAMES = {"method": "--method", "min_elements": "--min-elements", "scheme": "--scheme",
               "levels": "--levels", "decode": "--decode", "block_size": "--block-size", "inputs": "--inputs",
               "dims": "--dim", "default_dim": "--default-dim", "samples": "--samples",
               "int_range": "--int-range", "max_rel_l2": "--max-rel-l2", "min_cosine": "--min-cosine",
               "min_top1": "--min-top1", "budget_rel_l2": "--budget-rel-l2", "budget_cosine": "--budget-cosine",
-              "budget_agreement": "--budget-agreement", "runtimes": "--runtime"}
+              "budget_agreement": "--budget-agreement", "encodings": "--encoding", "plan": "--plan",
+              "runtimes": "--runtime"}
 
 
 def _verify_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("verification")
-    g.add_argument("--inputs", type=Path, help="a .npz of sample inputs (arrays named after the graph inputs)")
+    g.add_argument("--inputs", type=Path, metavar="PATH",
+                   help="real sample inputs: a recording directory (hatch-shrinkray record), a recording file, or a "
+                        ".npz with one array per graph input; without it, generated inputs (a smoke check only)")
     g.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
-                   help="value for a symbolic dimension (repeatable)")
-    g.add_argument("--default-dim", type=int, default=1, help="value for other symbolic dimensions (default 1)")
-    g.add_argument("--samples", type=int, default=2, help="generated samples (default 2)")
+                   help="generated inputs: value for a symbolic dimension (repeatable)")
+    g.add_argument("--default-dim", type=int, default=None,
+                   help="generated inputs: value for other symbolic dimensions (default: 1 for a leading batch "
+                        "axis, else max(32, the input's largest fixed dimension))")
+    g.add_argument("--samples", type=int, default=VerifyOptions().samples,
+                   help=f"generated samples (default {VerifyOptions().samples})")
     g.add_argument("--int-range", type=int, nargs=2, default=[0, 64], metavar=("LOW", "HIGH"),
                    help="range of generated integer inputs, [LOW, HIGH) (default 0 64)")
     d = VerifyOptions()
@@ -56,6 +74,84 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("shrink", help="shrink models into an output directory")
     s.add_argument("models", nargs="+", help="model files (glob patterns allowed)")
     s.add_argument("-o", "--output", type=Path, required=True, help="output directory")
+    _shrink_args(s)
+    s.add_argument("--force", action="store_true", help="overwrite existing outputs")
+    s.add_argument("--sizes", action="store_true", help="also report gzip/zstd/brotli sizes")
+    s.add_argument("--json", type=Path, metavar="FILE", help="write the full report as JSON ('-' for stdout)")
+    s.add_argument("--plan", type=Path, metavar="FILE",
+                   help="apply the per-tensor plan this plan file holds for each model's bytes (check --search)")
+    _verify_args(s)
+
+    w = sub.add_parser("wheel", help="shrink the models inside built wheels (any build backend)",
+                       description="Rewrite wheels with their models shrunk and verified as the build hook "
+                                   "would. The configuration is [tool.hatch-shrinkray] (or the hook's table) "
+                                   "of the project's pyproject.toml, or the command line with --models.")
+    w.add_argument("wheels", nargs="+", type=Path, metavar="WHEEL", help="wheel files")
+    where = w.add_mutually_exclusive_group()
+    where.add_argument("-o", "--output", type=Path, default=Path("wheelhouse"),
+                       help="directory for the rewritten wheels (default: wheelhouse)")
+    where.add_argument("--in-place", action="store_true", help="replace each input wheel")
+    w.add_argument("--project", type=Path, default=Path("."),
+                   help="the project whose pyproject.toml configures the models (default: the current directory)")
+    w.add_argument("--models", action="append", metavar="GLOB",
+                   help="configure from the command line: models inside the wheel (repeatable; ** allowed), "
+                        "shrunk with the options below")
+    _shrink_args(w)
+    _verify_args(w)
+
+    c = sub.add_parser("compare", help="verify a shrunk model against its original and compare sizes")
+    c.add_argument("original", type=Path)
+    c.add_argument("shrunk", type=Path)
+    _verify_args(c)
+
+    r = sub.add_parser("record", help="run a command and record the inputs its onnxruntime sessions see",
+                       description="Run COMMAND (tests, a demo, your CLI; Python subprocesses included) with "
+                                   "onnxruntime instrumented, and write a bounded, evenly spread sample of each "
+                                   "model's inputs into DIR, one .npz per model, for `inputs`. The command's exit "
+                                   "code is passed through.",
+                       usage="hatch-shrinkray record --output DIR [options] -- COMMAND [ARGS...]")
+    r.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="recording directory")
+    r.add_argument("--max-samples", type=int, default=32, metavar="N", help="samples kept per model (default 32)")
+    r.add_argument("--max-bytes", type=int, default=8_000_000, metavar="BYTES",
+                   help="bytes of samples kept per model (default 8000000)")
+    r.add_argument("argv", nargs=argparse.REMAINDER, metavar="COMMAND", help="the command to run, after --")
+
+    k = sub.add_parser(
+        "check", help="let the package's own tests (or any command) judge the shrunk models",
+        description="Shrink the models as configured (through the cache), run COMMAND with the original models "
+                    "and again with every onnxruntime session of a configured model loading the shrunk one, and "
+                    "report every test that regressed (exit 1). --shadow: one run in which every call also runs "
+                    "the shrunk model and the differences are counted. --search: the smallest per-tensor plan the "
+                    "tests accept, written into the plan file the hook reads.",
+        usage="hatch-shrinkray check [MODEL... | --project DIR] [options] -- COMMAND [ARGS...]")
+    k.add_argument("models", nargs="*", metavar="MODEL",
+                   help="model files to check, shrunk with the options below (default: the project's configuration)")
+    k.add_argument("--project", type=Path, default=None,
+                   help="the project whose pyproject.toml configures the models (default: the current directory)")
+    mode = k.add_mutually_exclusive_group()
+    mode.add_argument("--shadow", action="store_true",
+                      help="one run: the program gets the original outputs, the shrunk models run beside them")
+    mode.add_argument("--search", action="store_true",
+                      help="find the smallest per-tensor plan the tests accept and write it into the plan file")
+    k.add_argument("--pytest", action="store_true",
+                   help="require per-test outcomes (automatic when COMMAND is pytest or python -m pytest)")
+    k.add_argument("--threshold", type=float, default=0.5,
+                   help="decision threshold of probability outputs for shadow flips (default 0.5)")
+    k.add_argument("--max-flip-rate", type=float, default=0.0, metavar="RATE",
+                   help="--search/--shadow: share of shadow decisions allowed to flip (default 0)")
+    k.add_argument("--max-runs", type=int, default=16, metavar="N",
+                   help="--search: runs of COMMAND per model at most (default 16)")
+    k.add_argument("--plan", type=Path, metavar="FILE",
+                   help="plan file to read and (--search) write (default: the configuration's, or "
+                        "shrinkray-plan.json)")
+    k.add_argument("--json", type=Path, metavar="FILE", help="write the report as JSON ('-' for stdout)")
+    _shrink_args(k)
+    _verify_args(k)
+    k.set_defaults(argv=[])  # everything after `--`, split off before parsing (see main)
+    return p
+
+
+def _shrink_args(s: argparse.ArgumentParser) -> None:
     s.add_argument("--method", default="int8", help=f"one of {', '.join(METHODS)} (default int8)")
     s.add_argument("--min-elements", type=int, default=16384, help="smallest tensor to encode (default 16384)")
     s.add_argument("--exclude-tensor", action="append", default=[], metavar="GLOB",
@@ -79,17 +175,10 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--budget-agreement", type=float, default=b.budget_agreement,
                    help="auto: smallest share of unchanged argmax / >0.5 decisions "
                         f"(default {b.budget_agreement})")
+    s.add_argument("--encoding", action="append", default=[], metavar="GLOB=ENCODING",
+                   help="give tensors whose name matches this encoding whatever the method (repeatable; "
+                        f"{', '.join(ENCODINGS)})")
     s.add_argument("--no-verify", action="store_true", help="skip output verification (not recommended)")
-    s.add_argument("--force", action="store_true", help="overwrite existing outputs")
-    s.add_argument("--sizes", action="store_true", help="also report gzip/zstd/brotli sizes")
-    s.add_argument("--json", type=Path, metavar="FILE", help="write the full report as JSON ('-' for stdout)")
-    _verify_args(s)
-
-    c = sub.add_parser("compare", help="verify a shrunk model against its original and compare sizes")
-    c.add_argument("original", type=Path)
-    c.add_argument("shrunk", type=Path)
-    _verify_args(c)
-    return p
 
 
 def _verify_options(args: argparse.Namespace) -> VerifyOptions:
@@ -111,11 +200,22 @@ def _shrink_options(args: argparse.Namespace) -> ShrinkOptions:
                          dedup=not args.no_dedup, scheme=args.scheme, levels=args.levels, decode=args.decode,
                          block_size=args.block_size, verify=None if args.no_verify else _verify_options(args),
                          budget_rel_l2=args.budget_rel_l2, budget_cosine=args.budget_cosine,
-                         budget_agreement=args.budget_agreement, runtimes=tuple(args.runtime))
+                         budget_agreement=args.budget_agreement, encodings=_encodings(args.encoding),
+                         runtimes=tuple(args.runtime))
     errors = option_errors(opts, FLAG_NAMES)
     if errors:
         raise ShrinkrayError("; ".join(errors))
     return opts
+
+
+def _encodings(items: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    pairs = []
+    for item in items:
+        pattern, sep, encoding = item.rpartition("=")
+        if not sep or not pattern:
+            raise ShrinkrayError(f"--encoding {item!r} must look like GLOB=ENCODING (e.g. 'conv1.*=fp16')")
+        pairs.append((pattern, encoding))
+    return tuple(pairs)
 
 
 def _expand(patterns: Sequence[str]) -> tuple[list[Path], list[str]]:
@@ -135,8 +235,11 @@ def _expand(patterns: Sequence[str]) -> tuple[list[Path], list[str]]:
 def cmd_shrink(args: argparse.Namespace) -> int:
     from hatch_shrinkray.engine import shrink
     from hatch_shrinkray.report import compressed_sizes, result_json, shrink_report
+    from hatch_shrinkray.shipping.manifest import file_sha256
+    from hatch_shrinkray.shipping.plan import read_plan
 
     options = _shrink_options(args)
+    plans = read_plan(args.plan) if args.plan is not None else {}
     files, unmatched = _expand(args.models)
     failures = 0
     for pattern in unmatched:
@@ -156,7 +259,8 @@ def cmd_shrink(args: argparse.Namespace) -> int:
                                      hint="choose another output directory")
             if dest.exists() and not args.force:
                 raise ShrinkrayError(f"output {dest} exists", path=str(src), hint="use --force to overwrite")
-            result = shrink(src, dest, options)
+            plan = plans.get(file_sha256(src)) if plans and src.is_file() else None
+            result = shrink(src, dest, plan.apply(options) if plan is not None else options)
         except ShrinkrayError as exc:
             failures += 1
             _error(exc, args.verbose)
@@ -176,6 +280,80 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     if failures:
         print(f"{failures} of {len(files) + len(unmatched)} inputs failed", file=sys.stderr)
     return 1 if failures else 0
+
+
+class _Stderr:
+    """The hook's five report calls, for the terminal: the same lines a build prints."""
+
+    def __init__(self, verbose: bool) -> None:
+        self.verbose = verbose
+
+    def display_info(self, message: str = "") -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    display_waiting = display_success = display_warning = display_info
+
+    def display_debug(self, message: str = "", level: int = 1) -> None:
+        if self.verbose:
+            self.display_info(message)
+
+
+def cmd_wheel(args: argparse.Namespace) -> int:
+    from hatch_shrinkray.result import human
+    from hatch_shrinkray.shipping.config import command_line_config, load_config
+    from hatch_shrinkray.shipping.manifest import read_manifest
+    from hatch_shrinkray.shipping.project import project_table
+    from hatch_shrinkray.wheels.rewrite import rewrite_wheel
+
+    options = _shrink_options(args)
+    project = args.project.resolve()
+    configure: Callable[[Path], HookConfig]
+    if args.models:
+        configure = functools.partial(command_line_config, args.models, options)
+    else:
+        raw, table = project_table(project)
+        if options != ShrinkOptions():
+            raise ShrinkrayError(f"shrink options on the command line need --models; without it the models "
+                                 f"and their options come from `{table}`", path=str(project / "pyproject.toml"))
+        configure = functools.partial(load_config, raw, project, "wheel", table)
+    outputs = _wheel_destinations(args)
+    manifest = read_manifest(project)
+    display = _Stderr(args.verbose)
+    for source, destination in outputs:
+        try:
+            done = rewrite_wheel(source, destination, configure, manifest, display)
+        except ShrinkrayError as exc:
+            if exc.path != str(source):
+                exc.path = f"{source}: {exc.path}" if exc.path else str(source)
+            raise
+        before = sum(m.original_size for m in done.shipped)
+        after = sum(m.shipped_size for m in done.shipped)
+        what = "rewrote" if done.changed else "copied unchanged" if destination != source else "left unchanged"
+        count = f"{len(done.shipped)} model" + ("s" if len(done.shipped) != 1 else "")
+        print(f"{destination}: {what} ({count}, {human(before)} -> {human(after)})")
+    return 0
+
+
+def _wheel_destinations(args: argparse.Namespace) -> list[tuple[Path, Path]]:
+    """``(input, output)`` per wheel, refusing clashes before any work is done."""
+    pairs: list[tuple[Path, Path]] = []
+    for source in args.wheels:
+        if not source.is_file():
+            raise ShrinkrayError("no such wheel", path=str(source), hint="pass the .whl files a build wrote")
+        destination = source if args.in_place else args.output / source.name
+        if not args.in_place and destination.exists() and destination.resolve() == source.resolve():
+            raise ShrinkrayError("the output would overwrite the input", path=str(source),
+                                 hint="pass --in-place to replace it, or choose another -o directory")
+        if destination in (d for _, d in pairs):
+            raise ShrinkrayError(f"another input also writes {destination}", path=str(source))
+        pairs.append((source, destination))
+    if not args.in_place:
+        try:
+            args.output.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ShrinkrayError(f"cannot create the output directory: {exc.strerror or exc}",
+                                 path=str(args.output)) from exc
+    return pairs
 
 
 def _data_files(model: Path) -> list[Path]:
@@ -198,7 +376,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from hatch_shrinkray.report import compressed_sizes, table
+    from hatch_shrinkray.report import compressed_sizes, table, verification_report
     from hatch_shrinkray.verification.runner import verify
 
     result = verify(args.original, args.shrunk, _verify_options(args))
@@ -207,7 +385,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     rows = [["", *a], ["original", *map(str, a.values())], ["shrunk", *map(str, b.values())],
             ["ratio", *(f"{100 * b[k] / a[k]:.1f}%" for k in a)]]
     print(table(rows))
-    print(f"\nverification ({result.input_source}):\n{result.table()}")
+    print("\n" + verification_report(result))
     if not result.passed:
         print(f"error: {args.shrunk}: differs too much from {args.original}", file=sys.stderr)
         return 1
@@ -218,19 +396,146 @@ def _error(exc: ShrinkrayError, verbose: bool) -> None:
     if verbose:
         traceback.print_exception(exc)
     text = str(exc)
-    if isinstance(exc, VerificationError):
+    if isinstance(exc, (VerificationError, ConfigurationError)):
         print(f"error: {text}", file=sys.stderr)
     else:
         print(f"error: {text.splitlines()[0]}", file=sys.stderr)
 
 
+def cmd_record(args: argparse.Namespace) -> int:
+    from hatch_shrinkray.capture.run import record, summary
+
+    command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    for flag, value in (("--max-samples", args.max_samples), ("--max-bytes", args.max_bytes)):
+        if value < 1:
+            raise ShrinkrayError(f"{flag} must be a positive integer; got {value}")
+    code, written = record(command, args.output, args.max_samples, args.max_bytes)
+    print(summary(written, args.output))
+    return code
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from hatch_shrinkray.checking import report
+    from hatch_shrinkray.checking.check import Settings, looks_like_pytest, run_check, run_shadow
+    from hatch_shrinkray.checking.search import plan_entries, run_search
+
+    command = tuple(args.argv)
+    if not command:
+        raise ShrinkrayError("no command to check with", hint="hatch-shrinkray check [MODEL...] -- python -m pytest")
+    for flag, value, low in (("--max-flip-rate", args.max_flip_rate, 0.0), ("--max-runs", args.max_runs, 1)):
+        if value < low or (flag == "--max-flip-rate" and value > 1):
+            raise ShrinkrayError(f"{flag} must be {'a share from 0 to 1' if low == 0.0 else 'a positive integer'}; "
+                                 f"got {value}")
+    configured, plan_file = _check_config(args)
+    settings = Settings(command, args.pytest or looks_like_pytest(command), args.threshold, args.max_flip_rate)
+    display = _Stderr(args.verbose)
+    data: dict[str, Any]
+    if args.shadow:
+        shadowed = run_shadow(configured, settings, display)
+        print(report.render_shadow(shadowed))
+        data = report.shadow_json(shadowed)
+        flips = [s.stats for s in shadowed.run.models.values() if s.stats is not None]
+        too_many = any(s.errors or s.flips > args.max_flip_rate * s.positions for s in flips)
+        code = 1 if too_many else shadowed.run.exit_code
+    elif args.search:
+        searched = run_search(configured, settings, display, args.max_runs)
+        entries = plan_entries(searched, command, args.max_flip_rate)
+        written = _write_plan(plan_file, entries, not args.models) if entries else None
+        print(report.render_search(searched, written))
+        data = report.search_json(searched)
+        joint_failed = searched.joint is not None and not searched.joint.passed
+        code = 1 if joint_failed or not searched.found or any(f.best is None for f in searched.found) else 0
+    else:
+        checked = run_check(configured, settings, display)
+        print(report.render_check(checked))
+        data = report.check_json(checked)
+        code = 0 if checked.verdict.passed else 1
+    if args.json is not None:
+        text = json.dumps(data, indent=2, sort_keys=True)
+        if str(args.json) == "-":
+            print(text)
+        else:
+            args.json.write_text(text + "\n", encoding="utf-8")
+    return code
+
+
+def _check_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
+    """The models to check (MODEL files with the command-line options, or the project's table) and
+    the plan file that ``--search`` writes (None: ``plan = false`` in the project)."""
+    from hatch_shrinkray.checking.models import Configured
+    from hatch_shrinkray.shipping.config import ModelEntry, load_config
+    from hatch_shrinkray.shipping.plan import PLAN_NAME, read_plan
+    from hatch_shrinkray.shipping.project import project_table
+
+    options = _shrink_options(args)
+    if args.models:
+        if args.project is not None:
+            raise ShrinkrayError("name MODEL files or --project, not both")
+        files, unmatched = _expand(args.models)
+        missing = [*unmatched, *(str(f) for f in files if not f.is_file())]
+        if missing:
+            raise ShrinkrayError("no such model file", path=missing[0])
+        plan_file = args.plan or Path(PLAN_NAME)
+        plans = read_plan(plan_file) if plan_file.is_file() else {}
+        config = HookConfig(table="the command line", target="wheel",
+                            models=tuple(ModelEntry(f.name, options) for f in files), plan_file=plan_file, plans=plans)
+        return Configured(config, tuple(f.resolve().parent for f in files)), plan_file
+    project = (args.project or Path(".")).resolve()
+    raw, table = project_table(project)
+    if options != ShrinkOptions() or args.plan is not None:
+        raise ShrinkrayError(f"shrink options and --plan on the command line need MODEL files; without them the "
+                             f"models, their options and the plan file come from `{table}`",
+                             path=str(project / "pyproject.toml"))
+    config = load_config(raw, project, "wheel", table)
+    plan_file = None if raw.get("plan") is False else (config.plan_file or project / PLAN_NAME)
+    return Configured(config, tuple(project for _ in config.models)), plan_file
+
+
+def _write_plan(path: Path | None, entries: dict[str, Any], project: bool) -> str:
+    """Merge ``entries`` into the plan file: other models' plans stay, plans for other bytes of the
+    searched models go."""
+    from hatch_shrinkray.shipping.plan import read_plan, write_plan
+
+    if path is None:
+        return "not written: the configuration says `plan = false` (set `plan` to a file name to keep it)"
+    old = read_plan(path) if path.is_file() else {}
+    searched = {e.model for e in entries.values()}
+    kept = {sha: e for sha, e in old.items() if e.model not in searched}
+    try:
+        write_plan(path, {**kept, **entries})
+    except OSError as exc:
+        raise ShrinkrayError(f"cannot write the plan: {exc.strerror or exc}", path=str(path)) from exc
+    ships = ("every build of this project (the hook, `hatch-shrinkray wheel`) ships it" if project
+             else f"`hatch-shrinkray shrink MODEL --plan {path}` ships it")
+    return f"wrote the plan for {len(entries)} model(s) into {path}: {ships}; commit it"
+
+
+def _split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """``check``'s own arguments and the COMMAND after its ``--`` (argparse would let MODEL... swallow it)."""
+    head = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
+    if head is None or argv[head] != "check" or "--" not in argv[head:]:
+        return argv, None
+    cut = argv.index("--", head)
+    return argv[:cut], argv[cut + 1:]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    commands = {"shrink": cmd_shrink, "info": cmd_info, "compare": cmd_compare}
+    own, command = _split_command(list(sys.argv[1:] if argv is None else argv))
+    args = parser().parse_args(own)
+    if command is not None:
+        args.argv = command
+    commands = {"shrink": cmd_shrink, "info": cmd_info, "compare": cmd_compare, "wheel": cmd_wheel,
+                "record": cmd_record, "check": cmd_check}
     try:
         return commands[args.command](args)
     except ShrinkrayError as exc:
         _error(exc, args.verbose)
+        return 1
+    except ModuleNotFoundError as exc:
+        missing = engine_missing(exc)
+        if missing is None:
+            raise
+        _error(missing, args.verbose)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

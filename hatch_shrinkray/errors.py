@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+RECORD_HINT = "record real inputs with `hatch-shrinkray record --output DIR -- COMMAND` and set `inputs = \"DIR\"`"
+"""What to do when verification had only generated inputs: said wherever that happens."""
+
+
+CHECK_HINT = "hatch-shrinkray check --search -- python -m pytest"
+"""The command that finds the smallest model a package's own tests accept."""
+
 
 def one_line(exc: BaseException, limit: int = 400) -> str:
     """A library's exception message on one line (onnx and onnxruntime spread theirs over several,
@@ -46,3 +53,4 @@ class VerificationError(ShrinkrayError):
     def __str__(self) -> str:
         base = super().__str__()
         return f"{base}\n{self.table}" if self.table else base
+

@@ -6,6 +6,7 @@ Field names are the Python spelling; the hook and the CLI map their own key name
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -13,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 METHODS = ("int8", "float-levels", "fp16", "dedup", "dynamic", "int4", "auto")
+ENCODINGS = ("float32", "fp16", "int16", "int12", "int10", "int8", "int6", "int4")
+"""What ``encodings`` (and a plan) may set one tensor to, largest first: kept, float16, or symmetric
+per-channel integer codes (int8 as method int8 writes them; the other widths round to nearest)."""
 SCHEMES = ("symmetric", "asymmetric")
 DECODES = ("float", "fast")
 NAMED_RUNTIMES = ("web", "openvino")
@@ -25,14 +29,17 @@ class VerifyOptions:
     """How the shrunk model is checked against the original with onnxruntime."""
 
     inputs: Path | None = None
-    """A ``.npz`` of sample inputs (arrays named after graph inputs, optionally with a leading
-    sample axis when ``samples_axis`` is set); generated from the signature when absent."""
+    """Real sample inputs: a recording directory (``hatch-shrinkray record``; each model finds its own
+    file by sha256), one recording file, or a ``.npz`` with one array per graph input (optionally with
+    a leading sample axis). Generated from the signature when absent (a smoke check only)."""
     dims: tuple[tuple[str, int], ...] = ()
-    """Values for symbolic dimensions, by name; unnamed or unlisted ones get ``default_dim``."""
-    default_dim: int = 1
+    """Generated inputs: values for symbolic dimensions, by name."""
+    default_dim: int | None = None
+    """Generated inputs: the value of other symbolic dimensions; ``None``: 1 for a leading batch axis,
+    else the larger of 32 and the input's largest fixed dimension."""
     int_low: int = 0
     int_high: int = 64
-    samples: int = 2
+    samples: int = 8
     seed: int = 0
     max_rel_l2: float = 0.1
     min_cosine: float = 0.995
@@ -66,6 +73,12 @@ class ShrinkOptions:
     runtimes: tuple[str, ...] = ()
     """Where the shrunk model will run (``onnxruntime>=1.18``, ``web``, ``openvino``): methods those
     runtimes cannot load or would decode per inference are refused. Empty: no target declared."""
+    encodings: tuple[tuple[str, str], ...] = ()
+    """``(tensor-name glob, encoding)``: these tensors get that encoding whatever the method; a tensor
+    that several patterns match with different encodings is an error."""
+    plan: tuple[tuple[str, str, str], ...] = ()
+    """``(scope, tensor name, encoding)``, exact: the per-tensor plan ``hatch-shrinkray check --search``
+    found for this very model (``shipping.plan``); it takes precedence over ``encodings``."""
 
     def describe(self) -> dict[str, Any]:
         """A JSON-ready dict of the options that affect the output (for manifests and cache keys)."""
@@ -76,6 +89,20 @@ class ShrinkOptions:
                 value = {g.name: _jsonable(getattr(value, g.name)) for g in fields(value)}
             out[f.name] = _jsonable(value)
         return out
+
+
+def chosen_encoding(scope: str, name: str, options: ShrinkOptions) -> str | None:
+    """The encoding ``plan`` or ``encodings`` set for this tensor, or None (the method decides).
+
+    Raises ``ValueError`` naming the patterns when ``encodings`` contradicts itself for the tensor."""
+    for s, n, encoding in options.plan:
+        if s == scope and n == name:
+            return encoding
+    hits = {(p, e) for p, e in options.encodings if fnmatch.fnmatchcase(name, p)}
+    if len({e for _, e in hits}) > 1:
+        listed = ", ".join(f"{p!r} = {e!r}" for p, e in sorted(hits))
+        raise ValueError(f"tensor {name!r} matches encodings with different encodings: {listed}")
+    return next(iter(hits))[1] if hits else None
 
 
 def _jsonable(value: Any) -> Any:
@@ -119,14 +146,21 @@ def option_errors(opts: ShrinkOptions, names: Mapping[str, str] | None = None) -
         if not (isinstance(entry, str) and (entry in NAMED_RUNTIMES or RUNTIME_FLOOR.match(entry.strip()))):
             errors.append(f"{n('runtimes')} entries must be 'web', 'openvino' or an onnxruntime version floor "
                           f"like 'onnxruntime>=1.18'; got {entry!r}")
+    for pattern, encoding in opts.encodings:
+        if not isinstance(pattern, str) or not pattern:
+            errors.append(f"{n('encodings')} has an empty tensor pattern")
+        if encoding not in ENCODINGS:
+            errors.append(f"{n('encodings')}.{pattern} must be one of {', '.join(ENCODINGS)}; got {encoding!r}")
+    errors += [f"{n('plan')}: tensor {name!r} has encoding {encoding!r}, not one of {', '.join(ENCODINGS)}"
+               for _, name, encoding in opts.plan if encoding not in ENCODINGS]
     v = opts.verify
     if v is not None:
-        if v.inputs is not None and not Path(v.inputs).is_file():
-            errors.append(f"{n('inputs')} names a file that does not exist: {v.inputs}")
+        if v.inputs is not None and not Path(v.inputs).exists():
+            errors.append(f"{n('inputs')} names a file or directory that does not exist: {v.inputs}")
         for dim, value in v.dims:
             if not _is_int(value) or value < 1:
                 errors.append(f"{n('dims')}.{dim} must be a positive integer; got {value!r}")
-        if not _is_int(v.default_dim) or v.default_dim < 1:
+        if v.default_dim is not None and (not _is_int(v.default_dim) or v.default_dim < 1):
             errors.append(f"{n('default_dim')} must be a positive integer; got {v.default_dim!r}")
         if not _is_int(v.samples) or v.samples < 1:
             errors.append(f"{n('samples')} must be a positive integer; got {v.samples!r}")

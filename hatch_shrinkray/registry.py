@@ -3,38 +3,42 @@ and one line here). Nothing below it imports it, so it closes no import cycle.""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from onnx import ModelProto
 
 from hatch_shrinkray.auto.method import Auto
+from hatch_shrinkray.auto.rounding import Int8
 from hatch_shrinkray.methods.dedup import Dedup
 from hatch_shrinkray.methods.dynamic import Dynamic
 from hatch_shrinkray.methods.float_levels import FloatLevelsEncoder
 from hatch_shrinkray.methods.fp16 import Fp16Encoder
 from hatch_shrinkray.methods.int4 import Int4
-from hatch_shrinkray.methods.int8 import Int8
-from hatch_shrinkray.onnxgraph.encoding import Method, TensorEncoder
+from hatch_shrinkray.onnxgraph.encoding import DataFree, Feed, Method, TensorEncoder
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import TensorRecord
 
 
-class PerTensor:
+class PerTensor(DataFree):
     """A method made of one per-tensor encoder applied to every eligible weight."""
 
     def __init__(self, name: str, encoder: TensorEncoder) -> None:
         self.name = name
         self.encoder = encoder
 
-    def apply(self, model: ModelProto, options: ShrinkOptions) -> list[TensorRecord]:
+    def apply(self, model: ModelProto, options: ShrinkOptions,
+              calibration: Sequence[Feed] | None = None) -> list[TensorRecord]:
         return encode_weights(model, self.encoder, options)
 
 
-class NoOp:
+class NoOp(DataFree):
     """``dedup`` alone: the dedup pre-pass does all the work."""
 
     name = "dedup"
 
-    def apply(self, model: ModelProto, options: ShrinkOptions) -> list[TensorRecord]:
+    def apply(self, model: ModelProto, options: ShrinkOptions,
+              calibration: Sequence[Feed] | None = None) -> list[TensorRecord]:
         return []
 
 

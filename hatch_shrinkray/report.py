@@ -7,7 +7,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from hatch_shrinkray.result import ShrinkResult, human, render_table
+from hatch_shrinkray.errors import RECORD_HINT
+from hatch_shrinkray.result import ShrinkResult, VerifyResult, human, render_table
 
 BROTLI_QUALITY = 9  # q11 is 20-45x slower for < 1% on weight data (see the encodings note)
 ZSTD_LEVEL = 19
@@ -77,8 +78,18 @@ def shrink_report(result: ShrinkResult, sizes: dict[str, dict[str, int]] | None 
         parts.append("nothing to shrink: no float tensor reached min-elements "
                      f"({result.options.get('min_elements')}); the output equals the input")
     if result.verification is not None:
-        parts.append("verification (" + result.verification.input_source + "):\n" + result.verification.table())
+        parts.append(verification_report(result.verification))
     return "\n\n".join(parts)
+
+
+def verification_report(verification: VerifyResult) -> str:
+    """The comparison table under a heading that says what it rests on, with any notes, and the
+    suggestion to record real inputs when they were generated."""
+    lines = [f"verification on {verification.basis()}, {verification.input_source}:", verification.table()]
+    lines += [f"note: {n}" for n in verification.notes]
+    if not verification.real:
+        lines.append(f"note: generated inputs are a smoke check, not evidence; {RECORD_HINT}")
+    return "\n".join(lines)
 
 
 def result_json(result: ShrinkResult, sizes: dict[str, dict[str, int]] | None = None) -> dict[str, Any]:

@@ -34,12 +34,29 @@ class OutputComparison:
     rel_l2: float
     cosine: float
     top1: float | None
+    """Share of unchanged discrete answers (``agreement_kind``), or None for outputs without any."""
     nonfinite_mismatch: int
     failures: tuple[str, ...] = ()
+    agreement_kind: str = ""
+    """``top-1`` (argmax of class scores), ``decision`` (``> 0.5`` of a probability), ``equal``
+    (integer outputs) or empty."""
+    positions: int = 0
+    flips: int = 0
+    near_ties: int = 0
+    """Flips where the original was nearly tied; reported, not counted against the model."""
+    unchecked: str = ""
+    """Why this output of the original cannot show a difference on these inputs (constant, NaN)."""
 
     @property
     def ok(self) -> bool:
         return not self.failures
+
+    def agreement_text(self) -> str:
+        """``99.0% (198/200)``, with the near-tie flips when there are any."""
+        if self.top1 is None:
+            return "-"
+        text = f"{100 * self.top1:.1f}% ({self.positions - self.flips}/{self.positions})"
+        return text[:-1] + (f"; {self.near_ties} at near-ties)" if self.near_ties else ")")
 
 
 @dataclass(frozen=True)
@@ -47,8 +64,14 @@ class VerifyResult:
     outputs: tuple[OutputComparison, ...]
     samples: int
     input_source: str
-    """``file.npz`` or ``generated (seed 0)``."""
+    """``recording tests/inputs/x-1234.npz (32 of 310 calls)``, ``data.npz`` or ``generated (...)``."""
     checker: str = "full"
+    real: bool = True
+    """False when the inputs were generated from the signature: a smoke check, not evidence."""
+    calibration: int = 0
+    """Real samples that fitted data-dependent choices (auto, output-aware rounding); the figures are
+    on the other, held-out ``samples``."""
+    notes: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -62,23 +85,31 @@ class VerifyResult:
     def worst_rel_l2(self) -> float:
         return max((o.rel_l2 for o in self.outputs), default=0.0)
 
+    def basis(self) -> str:
+        """What the figures rest on: ``8 held-out recorded samples (24 calibrated)``."""
+        kind = "recorded" if self.real else "generated"
+        plural = "s" if self.samples != 1 else ""
+        text = f"{self.samples} {'held-out ' if self.calibration else ''}{kind} sample{plural}"
+        return text + (f" ({self.calibration} others calibrated)" if self.calibration else "")
+
     def summary(self) -> str:
-        """One figure for one-line reports: the worst output."""
+        """One line for reports: the worst output, and what it rests on."""
         text = f"cos {self.worst_cosine:.6f}, rel-L2 {self.worst_rel_l2:.2e}"
-        top1 = [o.top1 for o in self.outputs if o.top1 is not None]
-        if top1:
-            text += f", top-1 {100 * min(top1):.1f}%"
-        return text
+        agreeing = [o for o in self.outputs if o.top1 is not None and o.agreement_kind != "equal"]
+        if agreeing:
+            worst = min(agreeing, key=lambda o: o.top1 if o.top1 is not None else 1.0)
+            text += f", {worst.agreement_kind} {worst.agreement_text()}"
+        return f"{text} on {self.basis()}"
 
     def table(self, limits: dict[str, float] | None = None) -> str:
-        head = ["output", "max abs", "rel L2", "cosine", "top-1", "status"]
+        head = ["output", "max abs", "rel L2", "cosine", "agreement", "status"]
         rows = [head]
         for o in self.outputs:
-            rows.append([
-                o.name, _fmt(o.max_abs), _fmt(o.rel_l2), f"{o.cosine:.6f}",
-                "-" if o.top1 is None else f"{100 * o.top1:.1f}%",
-                "ok" if o.ok else "FAIL: " + "; ".join(o.failures),
-            ])
+            status = "ok" if o.ok else "FAIL: " + "; ".join(o.failures)
+            if o.unchecked and o.ok:
+                status = f"not checked: the original is {o.unchecked}"
+            rows.append([o.name, _fmt(o.max_abs), _fmt(o.rel_l2), f"{o.cosine:.6f}",
+                         (f"{o.agreement_kind} " if o.agreement_kind else "") + o.agreement_text(), status])
         text = render_table(rows)
         if limits:
             text += "\nlimits: " + ", ".join(f"{k} {v:g}" for k, v in limits.items())
@@ -86,8 +117,8 @@ class VerifyResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"passed": self.passed, "samples": self.samples, "inputs": self.input_source,
-                "checker": self.checker,
-                "outputs": [_clean(asdict(o)) for o in self.outputs]}
+                "real_inputs": self.real, "calibration_samples": self.calibration, "notes": list(self.notes),
+                "checker": self.checker, "outputs": [_clean(asdict(o)) for o in self.outputs]}
 
 
 @dataclass(frozen=True)

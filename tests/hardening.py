@@ -20,7 +20,7 @@ from pathlib import Path
 from hatchling.builders.sdist import SdistBuilder
 from hatchling.builders.wheel import WheelBuilder
 
-from hatch_shrinkray.hatch.manifest import file_sha256
+from hatch_shrinkray.shipping.manifest import file_sha256
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL = "src/toymodel/models/a.onnx"
@@ -96,7 +96,7 @@ def write_project(root: Path, hook_table: str = "", *, models_glob: str = "src/t
     (root / MODELS_DIR).mkdir(parents=True, exist_ok=True)
     (root / "src/toymodel/__init__.py").write_text("")
     (root / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["hatchling", "hatch-shrinkray"]\nbuild-backend = "hatchling.build"\n\n'
+        '[build-system]\nrequires = ["hatchling", "hatch-shrinkray-core"]\nbuild-backend = "hatchling.build"\n\n'
         '[project]\nname = "toymodel"\nversion = "0.1.0"\n\n'
         '[tool.hatch.build.targets.wheel]\npackages = ["src/toymodel"]\n\n'
         f'[tool.hatch.build.hooks.shrinkray]\nmodels = ["{models_glob}"]\n' + hook_table)

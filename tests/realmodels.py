@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -31,11 +32,7 @@ def wheel_member(requirement: str, member: str) -> Path:
             pytest.skip(f"PyPI unreachable, cannot fetch {requirement}: {proc.stderr.strip()[-200:]}")
     with zipfile.ZipFile(wheels[0]) as zf:
         data = zf.read(member)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".part")
-    tmp.write_bytes(data)
-    tmp.replace(target)
-    return target
+    return _store(target, data)
 
 
 def ppocr_v6_rec() -> Path:
@@ -52,3 +49,39 @@ def magika() -> Path:
 
 def ppocr_v4_rec() -> Path:
     return wheel_member("rapidocr-onnxruntime==1.4.4", "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx")
+
+
+def sdist_member(requirement: str, member: str) -> Path:
+    """Extract ``member`` from the sdist of ``requirement`` (cached); skip when PyPI is unreachable."""
+    name, _, version = requirement.partition("==")
+    target = CACHE / f"{name}-{version}-sdist" / member
+    if target.is_file():
+        return target
+    download = CACHE / "sdists"
+    download.mkdir(parents=True, exist_ok=True)
+    archive = download / f"{name}-{version}.tar.gz"
+    if not archive.is_file():
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary=:all:",
+               "-d", str(download), requirement]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+        if proc.returncode != 0 or not archive.is_file():
+            pytest.skip(f"PyPI unreachable, cannot fetch {requirement}: {proc.stderr.strip()[-200:]}")
+    with tarfile.open(archive) as tar:
+        extracted = tar.extractfile(f"{name}-{version}/{member}")
+        assert extracted is not None, f"{member} is not a file in {archive}"
+        data = extracted.read()
+    return _store(target, data)
+
+
+def nudenet_320n() -> Path:
+    """NudeNet's detector (YOLOv8n, 12 MB), as its setuptools sdist ships it beside the package code."""
+    return sdist_member("nudenet==3.4.2", "nudenet/320n.onnx")
+
+
+def _store(target: Path, data: bytes) -> Path:
+    """Write ``data`` to ``target`` so that a concurrent reader never sees half a file."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".part")
+    tmp.write_bytes(data)
+    tmp.replace(target)
+    return target

@@ -59,9 +59,12 @@ def test_sensitive_tensor_kept_precise_others_compact(tmp_path: Path) -> None:
     result = shrink(src, tmp_path / "out.onnx", opts)
     enc = encodings(result)
     assert enc["S"].startswith(("int16", "fp16", "kept")), enc
-    assert enc["A"].startswith(("int4", "int8")) and enc["B"].startswith(("int4", "int8")), enc
+    compact = ("int4", "int6", "int8", "int10")
+    assert enc["A"].startswith(compact) and enc["B"].startswith(compact), enc
     assert all(t.note for t in result.tensors)
-    assert result.verification is not None and result.verification.worst_rel_l2 <= 0.01
+    # The budget is met on the 6 calibration samples; the 2 held-out ones show how well that carries over.
+    assert result.verification is not None and result.verification.calibration == 6
+    assert result.verification.samples == 2 and result.verification.worst_rel_l2 <= 0.02
     plain = shrink(src, None, ShrinkOptions(method="int8", verify=None))
     assert result.shrunk_size < 0.75 * result.original_size
     del plain
@@ -92,7 +95,8 @@ def test_looser_budget_never_larger(tmp_path: Path) -> None:
     opts = ShrinkOptions(method="auto", verify=VerifyOptions(inputs=calib(tmp_path)), budget_cosine=0.0,
                          budget_agreement=0.0)
     auto = Auto()
-    analysis = auto.analyse(m, opts)
+    feeds = [{"x": x} for x in np.load(tmp_path / "calib.npz")["x"]]
+    analysis = auto.analyse(m, opts, feeds)
     assert analysis is not None
     sizes = []
     for b in (0.001, 0.01, 0.1):

@@ -26,7 +26,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from hatch_shrinkray.hatch.manifest import file_sha256
+from hatch_shrinkray.shipping.manifest import file_sha256
 
 pytestmark = pytest.mark.slow
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.hatch.cache import CachedShrink, ShrinkCache, cache_key, default_cache_dir
-from hatch_shrinkray.hatch.manifest import MANIFEST_NAME, ManifestEntry, file_sha256, read_manifest, render
 from hatch_shrinkray.options import ShrinkOptions, VerifyOptions
+from hatch_shrinkray.shipping.cache import CachedShrink, ShrinkCache, cache_key, default_cache_dir
+from hatch_shrinkray.shipping.manifest import MANIFEST_NAME, ManifestEntry, file_sha256, read_manifest, render
 
 VERSIONS = {"hatch-shrinkray": "0.1.0", "onnx": "1.0", "onnxruntime": "1.0"}
 

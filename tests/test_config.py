@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.hatch.config import (
+from hatch_shrinkray.options import METHODS, ShrinkOptions, VerifyOptions
+from hatch_shrinkray.shipping.config import (
     ENGINE_KEYS,
     ConfigurationError,
     HookConfig,
@@ -17,7 +18,6 @@ from hatch_shrinkray.hatch.config import (
     hook_table,
     load_config,
 )
-from hatch_shrinkray.options import METHODS, ShrinkOptions, VerifyOptions
 
 T = "tool.hatch.build.hooks.shrinkray"
 ONE_OF = f"must be one of {', '.join(METHODS)}"
@@ -80,8 +80,9 @@ def test_every_option_is_mapped(root: Path) -> None:
 
 
 def test_every_engine_option_has_a_key() -> None:
-    """A new ShrinkOptions/VerifyOptions field must get a TOML key here too."""
-    mapped = set(ENGINE_KEYS.values()) - {"int_range"} | {"int_low", "int_high"}
+    """A new ShrinkOptions/VerifyOptions field must get a TOML key here too (``plan`` comes from the
+    plan file the ``plan`` key names)."""
+    mapped = set(ENGINE_KEYS.values()) - {"int_range"} | {"int_low", "int_high", "plan"}
     assert mapped == {f.name for f in (*fields(ShrinkOptions), *fields(VerifyOptions))}
 
 
@@ -150,16 +151,17 @@ def test_all_type_and_value_errors_at_once(root: Path) -> None:
         f"Field `{T}.method` {ONE_OF}; got 'int9'",
         f"Field `{T}.levels` must be an integer from 2 to 65536; got 1",
         f"Field `{T}.block-size` must be a power of two >= 16; got 24",
-        f"Field `{T}.inputs` names a file that does not exist: {root / 'data/missing.npz'}",
+        f"Field `{T}.inputs` names a file or directory that does not exist: {root / 'data/missing.npz'}",
         f"Field `{T}.min-cosine` must be a number from -1.0 to 1.0; got 2.0",
         f"Field `{T}.sdist` must be one of 'shrunk', 'original'; got 'tiny'",
         f"Field `{T}.cache` must be a boolean or a directory path",
     ]
 
 
-def test_inputs_must_be_npz(root: Path) -> None:
-    assert errors_of({"models": ["src/pkg/models/a.onnx"], "inputs": "README.md"}, root) == [
-        f"Field `{T}.inputs` must be the path of a .npz file, relative to the project root"]
+@pytest.mark.parametrize("value", ["", 42, ["a.npz"]])
+def test_inputs_must_be_a_path(root: Path, value: object) -> None:
+    assert errors_of({"models": ["src/pkg/models/a.onnx"], "inputs": value}, root) == [
+        f"Field `{T}.inputs` must be a path relative to the project root (a recording directory or a .npz file)"]
 
 
 def test_override_errors_name_the_override(root: Path) -> None:

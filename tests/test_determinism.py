@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 from onnx import helper
@@ -23,22 +24,30 @@ from onnx_builders import const, init, model, vi, weight
 
 EVERY_METHOD = ("int8", "fp16", "float-levels", "dedup", "dynamic", "int4", "auto")
 EXTRA_OPTIONS: dict[str, dict[str, object]] = {"int8-asymmetric": {"method": "int8", "scheme": "asymmetric"},
-                                               "int8-fast": {"method": "int8", "decode": "fast"}}
+                                               "int8-fast": {"method": "int8", "decode": "fast"},
+                                               "int8-generated-inputs": {"method": "int8"}}
+"""Every variant runs on real sample inputs (so int8 uses output-aware rounding) except the last."""
 
-LOOSE = VerifyOptions(max_rel_l2=0.5, min_cosine=0.9)
+LOOSE = {"max_rel_l2": 0.5, "min_cosine": 0.9, "min_top1": 0.5}
 """int4 on four stacked random layers is far from the original; determinism is what is tested here."""
 
 CHILD = r"""
 import hashlib, json, sys
 from hatch_shrinkray import ShrinkOptions, VerifyOptions, shrink
-src, out_dir, variants = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+src, out_dir, variants, inputs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
+loose = json.loads(sys.argv[5])
 digests = {}
 for name, kw in variants.items():
     dest = f"{out_dir}/{name}.onnx"
-    shrink(src, dest, ShrinkOptions(**kw, verify=VerifyOptions(max_rel_l2=0.5, min_cosine=0.9)))
+    samples = None if name.endswith("generated-inputs") else inputs
+    shrink(src, dest, ShrinkOptions(**kw, verify=VerifyOptions(inputs=samples, **loose)))
     digests[name] = hashlib.sha256(open(dest, "rb").read()).hexdigest()
 print(json.dumps(digests))
 """
+
+
+def verify_options(name: str, inputs: Path) -> VerifyOptions:
+    return VerifyOptions(inputs=None if name.endswith("generated-inputs") else inputs, **LOOSE)  # type: ignore[arg-type]
 
 
 def variants() -> dict[str, dict[str, object]]:
@@ -72,6 +81,9 @@ def sha(path: Path) -> str:
 def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("src") / "m.onnx"
     onnx.save(mixed_model(), str(path))
+    rng = np.random.default_rng(7)
+    np.savez(path.with_name("samples.npz"), x=rng.standard_normal((8, 128, 256)).astype(np.float32),
+             img=rng.standard_normal((8, 2, 8, 16, 16)).astype(np.float32))
     return path
 
 
@@ -83,7 +95,8 @@ def in_process(source: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
         directory = tmp_path_factory.mktemp(run)
         for name, kw in variants().items():
             dest = directory / f"{name}.onnx"
-            result = shrink(source, dest, ShrinkOptions(**kw, verify=LOOSE))  # type: ignore[arg-type]
+            opts = ShrinkOptions(**kw, verify=verify_options(name, source.with_name("samples.npz")))  # type: ignore[arg-type]
+            result = shrink(source, dest, opts)
             assert result.verification is not None and result.verification.passed, name
             out.setdefault(name, []).append(sha(dest))
     return out
@@ -93,7 +106,8 @@ def in_process(source: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
 def other_process(source: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     out_dir = tmp_path_factory.mktemp("child")
     env = {**os.environ, "PYTHONHASHSEED": "4242", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(source), str(out_dir), json.dumps(variants())],
+    args = [str(source), str(out_dir), json.dumps(variants()), str(source.with_name("samples.npz")), json.dumps(LOOSE)]
+    proc = subprocess.run([sys.executable, "-c", CHILD, *args],
                           capture_output=True, text=True, check=False, timeout=300, env=env,
                           cwd=tmp_path_factory.mktemp("cwd"))
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -115,7 +129,8 @@ def test_same_bytes_in_another_process(name: str, in_process: dict[str, list[str
 
 def test_methods_really_differ(in_process: dict[str, list[str]]) -> None:
     """Guard against a vacuous pass (e.g. every method writing the input unchanged). ``auto``
-    picks among the other encodings per tensor, so it may equal one of them."""
+    picks among the other encodings per tensor, so it may equal one of them. int8 with real inputs
+    (output-aware rounding) and without (round-to-nearest) differ too."""
     fixed = {k: v for k, v in in_process.items() if k != "auto"}
     assert len({v[0] for v in fixed.values()}) == len(fixed)
 

@@ -33,12 +33,19 @@ IN_SDIST = f"digits_classifier-1.0.0/{MODEL}"
 MANIFEST = "digits_classifier-1.0.0/.shrinkray-manifest.json"
 PY = sys.executable
 
-FRONTENDS: dict[str, list[str]] = {
-    "build": [PY, "-m", "build", "--outdir", "dist"],
-    "pip-wheel": [PY, "-m", "pip", "wheel", "--no-deps", "-w", "dist", "."],
-    "uv": [PY, "-m", "uv", "build", "--out-dir", "dist"],
-    "hatch": [PY, "-m", "hatch", "build"],
-}
+
+
+def readme_frontends() -> dict[str, str]:
+    """frontend -> the README's command line for it ("Installing hatch-shrinkray before it is on the
+    index"), run verbatim by ``sh -c`` with ``$WHEELHOUSE`` set and this venv's tools first on PATH."""
+    text = (REPO / "README.md").read_text()
+    block = text.split("<!-- frontends -->", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    lines = [line for line in block.strip().splitlines() if "pip wheel --no-deps -w \"$WHEELHOUSE\"" not in line]
+    names = {"python -m build": "build", "python -m pip wheel": "pip-wheel", "uv build": "uv", "hatch build": "hatch"}
+    return {next(n for k, n in names.items() if k in line): line for line in lines}
+
+
+FRONTENDS = readme_frontends()
 
 
 def selected(name: str) -> bool:
@@ -53,8 +60,10 @@ def has_module(name: str) -> bool:
 @pytest.fixture(scope="session")
 def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheelhouse")
-    subprocess.run([PY, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(REPO)],
-                   check=True, capture_output=True)
+    for source in (REPO, REPO / "metapackage"):
+        subprocess.run([PY, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(source)],
+                       check=True, capture_output=True)
+    assert len(list(out.glob("hatch_shrinkray_core-*.whl"))) == 1
     assert len(list(out.glob("hatch_shrinkray-*.whl"))) == 1
     return out
 
@@ -63,6 +72,7 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def build_env(wheelhouse: Path, tmp_path: Path) -> dict[str, str]:
     env = os.environ.copy()
     env.update(PIP_FIND_LINKS=str(wheelhouse), UV_FIND_LINKS=str(wheelhouse),
+               WHEELHOUSE=str(wheelhouse), PATH=f"{Path(PY).parent}{os.pathsep}{env.get('PATH', '')}",
                HATCH_DATA_DIR=str(tmp_path / "hatch-data"),
                HATCH_SHRINKRAY_CACHE_DIR=str(tmp_path / "shrinkray-cache"))
     for name in ("HATCH_BUILD_NO_HOOKS", "HATCH_BUILD_HOOKS_ONLY", "HATCH_BUILD_CLEAN", "HATCH_QUIET",
@@ -133,7 +143,8 @@ def test_frontend_builds_a_shrunk_verified_package(frontend: str, project: Path,
         pytest.skip(f"{tool} is not installed")
     original = (project / MODEL).read_bytes()
     before = tree(project)
-    done = run(FRONTENDS[frontend], project, build_env)
+    readme_env = {k: v for k, v in build_env.items() if k not in ("PIP_FIND_LINKS", "UV_FIND_LINKS")}
+    done = run(["sh", "-c", FRONTENDS[frontend]], project, readme_env)
     log = done.stdout + done.stderr
     (tmp_path / "build.log").write_text(log)
     assert done.returncode == 0, log
@@ -156,6 +167,10 @@ def test_frontend_builds_a_shrunk_verified_package(frontend: str, project: Path,
         assert manifest[MODEL]["original_sha256"] == hashlib.sha256(original).hexdigest()
     if frontend in ("build", "uv"):
         assert "already shrunk (manifest match); shipping as-is" in log, log
+    if frontend == "build":  # the wheel built from the sdist installs no engine
+        sdist_step, _, wheel_step = log.partition("Building wheel from sdist")
+        assert "hatch-shrinkray-core[engine]==" in sdist_step, log
+        assert "[engine]" not in wheel_step and "onnxruntime" not in wheel_step, log
     if frontend != "pip-wheel":
         assert f"shrinkray: {MODEL}: 6.59 MB -> " in log, log
         assert "shrinkray: total 1 model" in log, log
@@ -165,6 +180,19 @@ def test_frontend_builds_a_shrunk_verified_package(frontend: str, project: Path,
     assert report["model_bytes"] == len(shipped)
     baseline = json.loads((EXAMPLE / "training_report.json").read_text())["test_accuracy"]
     assert float(report["accuracy"]) >= baseline - 0.005  # type: ignore[arg-type]
+
+
+def test_light_install_says_what_to_install(wheelhouse: Path, build_env: dict[str, str], tmp_path: Path) -> None:
+    """hatch-shrinkray-core alone (what a build environment gets): the engine's commands stop with one line."""
+    (core,) = wheelhouse.glob("hatch_shrinkray_core-*.whl")
+    python = venv_with([str(core)], tmp_path, build_env)
+    script = Path(python).parent / "hatch-shrinkray"
+    done = subprocess.run([str(script), "info", str(EXAMPLE / "src/digits_classifier/models/digits_mlp.onnx")],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "error: the shrinking engine is not installed (numpy is missing) "
+        "(pip install 'hatch-shrinkray==0.1.0' (or 'hatch-shrinkray-core[engine]==0.1.0'))"], done.stderr
 
 
 def test_second_build_is_served_from_the_cache(project: Path, build_env: dict[str, str]) -> None:

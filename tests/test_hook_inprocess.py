@@ -23,8 +23,8 @@ from hatchling.builders.wheel import WheelBuilder
 from onnx import helper
 
 import hatch_shrinkray.engine
-from hatch_shrinkray.hatch.manifest import MANIFEST_NAME
 from hatch_shrinkray.hatch.plugin import ShrinkrayBuildHook
+from hatch_shrinkray.shipping.manifest import MANIFEST_NAME
 
 from onnx_builders import init, mlp, model, save, vi, weight
 
@@ -38,7 +38,7 @@ def write_project(root: Path, hook_table: str = "", *, onnx_model: onnx.ModelPro
     (root / "src/toymodel/__init__.py").write_text("")
     save(onnx_model or mlp(), root / MODEL)
     (root / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["hatchling", "hatch-shrinkray"]\nbuild-backend = "hatchling.build"\n\n'
+        '[build-system]\nrequires = ["hatchling", "hatch-shrinkray-core"]\nbuild-backend = "hatchling.build"\n\n'
         '[project]\nname = "toymodel"\nversion = "0.1.0"\n\n'
         '[tool.hatch.build.targets.wheel]\npackages = ["src/toymodel"]\n\n'
         '[tool.hatch.build.hooks.shrinkray]\nmodels = ["src/toymodel/models/*.onnx"]\n' + hook_table)
@@ -106,7 +106,10 @@ def test_wheel_ships_exactly_one_shrunk_copy(project: Path, isolated: Path,
     err = capsys.readouterr().err.splitlines()
     assert f"shrinkray: {MODEL} (" in err[0] and err[0].endswith("int8...")
     assert err[1].startswith(f"shrinkray: {MODEL}: ") and "cos " in err[1] and "cached" not in err[1]
-    assert err[2].startswith("shrinkray: total 1 model (1 shrunk): ")
+    assert "on 8 generated samples" in err[1]
+    assert err[2] == (f"shrinkray: {MODEL}: verified on generated inputs only, a smoke check; record real inputs "
+                      "with `hatch-shrinkray record --output DIR -- COMMAND` and set `inputs = \"DIR\"`")
+    assert err[3].startswith("shrinkray: total 1 model (1 shrunk): ")
     assert not any("\r" in line or "\x1b" in line for line in err)
     assert tree_digest(project) == before
     assert list(isolated.iterdir()) == []

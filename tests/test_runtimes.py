@@ -15,10 +15,10 @@ from hatchling.builders.wheel import WheelBuilder
 from onnx import helper
 
 from hatch_shrinkray import ShrinkOptions, shrink
-from hatch_shrinkray.hatch.config import ConfigurationError, default_runtimes, load_config
 from hatch_shrinkray.methods import packing
 from hatch_shrinkray.methods.runtimes import CONV_INTEGER, DQ_MATMUL_FUSED, MATMUL_NBITS, Targets, parse
 from hatch_shrinkray.numerics.quant import NotEncodable, quantize_symmetric
+from hatch_shrinkray.shipping.config import ConfigurationError, default_runtimes, load_config
 
 from onnx_builders import init, mlp, model, save, vi, weight
 from realmodels import magika
@@ -129,3 +129,29 @@ def test_packed_codes_need_bitshift() -> None:
     dec = packing.packed_decode(q.codes, q.scale, 4, opset=11, decoded=q.decoded, label="int4")
     assert {n.op for n in dec.nodes} == {"BitShift", "Mod", "Concat", "Cast", "Sum", "Mul"}
     assert np.array_equal(packing.unpack([dec.stored["c0"]], 4, w.shape), q.codes)
+
+
+def test_folded_bytes_is_what_folding_allocates() -> None:
+    w = weight((256, 128), 3)
+    q = quantize_symmetric(w, 0, 8)
+    from hatch_shrinkray.methods._decode import float_decode
+
+    assert float_decode(q, w.dtype, 13, "int8").folded_bytes == 2 * 4 * w.size  # Cast + Mul, float32
+    q4 = quantize_symmetric(w, 0, 4)
+    dec = packing.packed_decode(q4.codes, q4.scale, 4, opset=13, decoded=q4.decoded, label="int4")
+    # Mod and BitShift on the half-size planes, Concat, then Cast, Sum and Mul in float32
+    assert dec.folded_bytes == w.size // 2 * 2 + w.size + 3 * 4 * w.size
+
+
+def test_auto_keeps_its_load_within_the_cap() -> None:
+    from hatch_shrinkray.auto.budget import Deviation
+    from hatch_shrinkray.auto.search import Found, Option, within_load
+
+    table = [[Option(10, 1.0, 80), Option(20, 0.5, 40), Option(40, 0.0, 0)],
+             [Option(10, 1.0, 30), Option(20, 0.5, 20), Option(40, 0.0, 0)]]
+    ok = Deviation(0.0, 1.0, 0.0, 0.0, 0.0, 0.0)
+    found = Found((0, 0), ok, 0.0, 1)
+    got = within_load(table, found, 70, lambda c: ok, lambda d: True)
+    assert got.choice == (1, 0)  # 80 -> 40 saved for 10 bytes beats 30 -> 20 for 10 bytes
+    assert within_load(table, found, 200, lambda c: ok, lambda d: True) is found
+    assert within_load(table, found, 70, lambda c: ok, lambda d: False) is found

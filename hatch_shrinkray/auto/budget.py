@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hatch_shrinkray.options import ShrinkOptions, VerifyOptions
-from hatch_shrinkray.verification.compare import compare
+from hatch_shrinkray.verification.compare import agreement_fails, compare
 
 Outputs = list[list[npt.NDArray[Any]]]
 
@@ -34,14 +34,17 @@ class Deviation:
     """Mean over decision positions of ``(shift of the top-1 vs top-2 gap / the gap)^2``, unclipped:
     additive across independent weight errors, so the search can rank tensors by it."""
     top1: float = 1.0
-    """Hard top-1 agreement as verification computes it (worst output; 1 without class outputs)."""
+    """Hard agreement of the discrete answers (worst output; 1 without any)."""
+    flips: tuple[tuple[int, float], ...] = ()
+    """Per output with discrete answers: (positions, flips verification counts, near-ties excluded),
+    so the search applies verification's own agreement gate."""
 
     def within(self, options: ShrinkOptions) -> bool:
         """Within the budget, and within verification's limits: the search must never pick a
         model that the verification after it rejects on the same inputs."""
         v = options.verify
         if v is not None and not (self.rel_l2 <= v.max_rel_l2 and self.cosine >= v.min_cosine
-                                  and self.top1 >= v.min_top1):
+                                  and not any(agreement_fails(f, n, v.min_top1) for n, f in self.flips)):
             return False
         return (self.rel_l2 <= options.budget_rel_l2 and self.cosine >= options.budget_cosine
                 and self.agreement >= options.budget_agreement)
@@ -58,13 +61,14 @@ class Deviation:
         """The deviation of an error ``ratio`` times as large in energy (proxy for unmeasured levels)."""
         return Deviation(self.rel_l2 * ratio**0.5, 1.0 - (1.0 - self.cosine) * ratio,
                          1.0 - (1.0 - self.agreement) * ratio, self.energy * ratio, self.risk * ratio,
-                         1.0 - (1.0 - self.top1) * ratio)
+                         1.0 - (1.0 - self.top1) * ratio, tuple((n, f * ratio) for n, f in self.flips))
 
     def text(self) -> str:
         return f"rel-L2 {self.rel_l2:.2e}, cos {self.cosine:.7f}, agreement {100 * self.agreement:.2f}%"
 
 
 ZERO = Deviation(0.0, 1.0, 1.0, 0.0, 0.0)
+BROKEN = Deviation(float("inf"), -1.0, 0.0, float("inf"), float("inf"), 0.0)
 
 
 def deviation(ref: Outputs, got: Outputs) -> Deviation:
@@ -73,29 +77,30 @@ def deviation(ref: Outputs, got: Outputs) -> Deviation:
         return ZERO
     rel = energy = risk = 0.0
     cos = agree = top1 = 1.0
+    flips: list[tuple[int, float]] = []
     loose = VerifyOptions(max_rel_l2=float("inf"), min_cosine=-1.0, min_top1=0.0)
     for i in range(len(ref[0])):
         a = [r[i] for r in ref]
         b = [g[i] for g in got]
         c = compare(str(i), a, b, loose)
         if c.nonfinite_mismatch:
-            return Deviation(float("inf"), -1.0, 0.0, float("inf"), float("inf"), 0.0)
+            return BROKEN
         r = c.rel_l2 if np.isfinite(c.rel_l2) else float("inf")
         rel = max(rel, r)
         energy += r * r
         cos = min(cos, c.cosine)
-        shifts: npt.NDArray[np.float64] | None
-        if c.top1 is not None:
-            top1 = min(top1, c.top1)
-            hard: float | None = c.top1
-            shifts = _gap_shifts(a, b)
-        else:
-            hard = _decisions(a, b)
-            shifts = _threshold_shifts(a, b) if hard is not None else None
-        if hard is not None and shifts is not None:
-            risk = max(risk, float(np.mean(shifts)))
-            agree = min(agree, hard, 1.0 - float(np.mean(np.minimum(shifts, 1.0))))
-    return Deviation(rel, cos, agree, energy, risk, top1)
+        if c.top1 is None:
+            continue
+        top1 = min(top1, c.top1)
+        flips.append((c.positions, float(c.flips - c.near_ties)))
+        shifts = {"top-1": _gap_shifts, "decision": _threshold_shifts}.get(c.agreement_kind)
+        soft = c.top1
+        if shifts is not None:
+            moved = shifts(a, b)
+            risk = max(risk, float(np.mean(moved)))
+            soft = min(soft, 1.0 - float(np.mean(np.minimum(moved, 1.0))))
+        agree = min(agree, soft)
+    return Deviation(rel, cos, agree, energy, risk, top1, tuple(flips))
 
 
 def _gap_shifts(ref: list[npt.NDArray[Any]], got: list[npt.NDArray[Any]]) -> npt.NDArray[np.float64]:
@@ -128,15 +133,3 @@ def _ratio(moved: npt.NDArray[np.float64], gap: npt.NDArray[np.float64]) -> npt.
     floor = max(1e-2 * float(np.median(gap)) if gap.size else 0.0, 1e-12)
     out: npt.NDArray[np.float64] = np.square(moved / np.maximum(gap, floor))
     return out
-
-
-def _decisions(ref: list[npt.NDArray[Any]], got: list[npt.NDArray[Any]]) -> float | None:
-    """Agreement of ``> 0.5`` decisions for probability outputs with a trailing axis of 1 (or scalars)."""
-    a = np.concatenate([np.asarray(x, dtype=np.float64).reshape(-1) for x in ref])
-    b = np.concatenate([np.asarray(x, dtype=np.float64).reshape(-1) for x in got])
-    first = np.asarray(ref[0])
-    if first.dtype.kind != "f" or (first.ndim and first.shape[-1] != 1) or a.size == 0:
-        return None
-    if not (np.isfinite(a).all() and (a >= 0).all() and (a <= 1).all()):
-        return None
-    return float(np.mean((a > 0.5) == (b > 0.5)))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -24,20 +25,20 @@ import numpy as np
 import numpy.typing as npt
 from onnx import ModelProto
 
-from hatch_shrinkray.auto.budget import ZERO, Deviation, deviation
+from hatch_shrinkray.auto.budget import BROKEN, ZERO, Deviation, deviation
 from hatch_shrinkray.auto.calib import Layout, Moments, layout, patches
 from hatch_shrinkray.auto.candidates import Candidate, fp32, int4_block, int_candidate, sixteen_bit
 from hatch_shrinkray.auto.probe import Probe, site_key, weights_as_inputs
-from hatch_shrinkray.auto.search import Option, refine, search, try_uniform
+from hatch_shrinkray.auto.search import Option, refine, search, try_uniform, within_load
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.methods import runtimes
 from hatch_shrinkray.methods.int8 import Int8Encoder
 from hatch_shrinkray.numerics.quant import NotEncodable
 from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
-from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext
+from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext, Feed
 from hatch_shrinkray.onnxgraph.graph import Names, Site, find_sites, opset_version
-from hatch_shrinkray.onnxgraph.rewrite import encode_weights, record, skip_reason
-from hatch_shrinkray.options import ShrinkOptions, VerifyOptions
+from hatch_shrinkray.onnxgraph.rewrite import encode_weights, record, rows_decodable, skip_reason
+from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import TensorRecord
 
 FLOAT32 = 1
@@ -51,6 +52,10 @@ SENSITIVITY_FEEDS = 8
 """Single-tensor runs use this many feeds, evenly spread over the inputs (samples are often
 grouped: all clean lines, then all degraded ones): energies need less data than the budget check."""
 MAX_REFINE = 24
+LOAD_FACTOR = 1.75
+"""Largest folded-bytes load of an assignment, as a multiple of every weight at int8. Packed int4
+folds 1.75x int8's bytes and loads at 1.1-1.25x int8's time and memory (benchmarks/LOAD.md);
+two-chunk rungs fold 2.3x and load at up to 2x, so only a few tensors may take them."""
 """Full-model runs for the greedy clean-up after the bisection (largest savings first)."""
 
 NBITS = "int4-block"
@@ -82,40 +87,78 @@ class Analysis:
     base: list[list[npt.NDArray[Any]]]
 
 
+@dataclass
+class Calibrated:
+    """Calibration runs of one model: the eligible float32 weights, how each reads its activations,
+    and the activations' second moments (what output-aware rounding minimises against)."""
+
+    sites: list[Site]
+    lays: dict[Key, Layout | None]
+    probe: Probe
+    base: list[list[npt.NDArray[Any]]]
+    """The model's outputs on each calibration feed, with the original weights."""
+    moments: dict[Key, tuple[npt.NDArray[np.float64], int]]
+
+
+def calibrate(model: ModelProto, options: ShrinkOptions, feeds: Sequence[Feed], *,
+              weights_as_feeds: bool) -> Calibrated | None:
+    """Run ``feeds`` through a probe copy of ``model`` that exposes the activations feeding every
+    MatMul/Gemm/Conv weight (and, with ``weights_as_feeds``, takes the weights as inputs so that any
+    mix of encodings can be evaluated without a new session). None: no float32 weight qualifies."""
+    sites = [s for s in find_sites(model) if s.dtype == FLOAT32 and skip_reason(s, options) is None]
+    if not sites:
+        return None
+    main_names = _main_names(model)
+    lays = {site_key(s): _layout(s, main_names) for s in sites}
+    # Every consumer's activation: a weight shared by several MatMuls (dedup) sums their moments.
+    capture = sorted({la.activation for s in sites if lays[site_key(s)] is not None for n, i in s.consumers
+                      if (la := layout(n, i, s.shape)) is not None})
+    originals = {site_key(s): s.array() for s in sites} if weights_as_feeds else {}
+    probe = Probe(weights_as_inputs(model, set(originals), capture), list(feeds), originals)
+    base: list[list[npt.NDArray[Any]]] = []
+    moments = _moments(sites, lays, probe, base)
+    return Calibrated(sites, lays, probe, base, moments)
+
+
+def needs_real_inputs(method: str) -> ShrinkrayError:
+    return ShrinkrayError(
+        f"method {method} fits its choices to real inputs, and there are none: set `inputs` to a recording "
+        "(record one with `hatch-shrinkray record --output DIR -- COMMAND`) or a .npz of real samples",
+        hint="generated noise calibrates to noise: on it `auto` once shipped a text recogniser that misread 99.5% "
+             "of real lines")
+
+
 class Auto:
     name = "auto"
 
-    def apply(self, model: ModelProto, options: ShrinkOptions) -> list[TensorRecord]:
-        analysis = self.analyse(model, options)
+    def calibrates(self, options: ShrinkOptions) -> bool:
+        return True
+
+    def apply(self, model: ModelProto, options: ShrinkOptions,
+              calibration: Sequence[Feed] | None) -> list[TensorRecord]:
+        analysis = self.analyse(model, options, calibration)
         if analysis is None:
             return encode_weights(model, Int8Encoder(), options)
         return self.finish(model, analysis, options)
 
-    def analyse(self, model: ModelProto, options: ShrinkOptions) -> Analysis | None:
+    def analyse(self, model: ModelProto, options: ShrinkOptions,
+                calibration: Sequence[Feed] | None) -> Analysis | None:
         """Candidates and their measured sensitivities; independent of the budget, so a budget
         sweep (the benchmark's curves) can reuse one analysis. None: no float32 weight to choose for."""
-        sites = [s for s in find_sites(model)
-                 if s.dtype == FLOAT32 and skip_reason(s, options) is None]
-        if not sites:
-            return None
-        vopts = options.verify or VerifyOptions()
+        if not calibration:
+            raise needs_real_inputs("auto")
         start = time.perf_counter()
-        feeds = _feeds(model, vopts)
-        main_names = _main_names(model)
-        lays = {site_key(s): _layout(s, main_names) for s in sites}
-        capture = sorted({lay.activation for lay in lays.values() if lay is not None})
-        originals = {site_key(s): s.array() for s in sites}
-        probe = Probe(weights_as_inputs(model, set(originals), capture), feeds, originals)
-        base: list[list[npt.NDArray[Any]]] = []
-        moments = _moments(sites, lays, probe, base)
+        cal = calibrate(model, options, calibration, weights_as_feeds=True)
+        if cal is None:
+            return None
         opset = opset_version(model)
-        weights = [self._weight(s, options, opset, lays[site_key(s)], moments.get(site_key(s)))
-                   for s in sites]
-        LOG.info("auto: %d weights, %d feeds, candidates ready after %.1f s", len(weights), len(feeds),
+        weights = [self._weight(s, options, opset, cal.lays[site_key(s)], cal.moments.get(site_key(s)))
+                   for s in cal.sites]
+        LOG.info("auto: %d weights, %d feeds, candidates ready after %.1f s", len(weights), len(calibration),
                  time.perf_counter() - start)
-        _sensitivity(weights, probe, base)
-        LOG.info("auto: sensitivity measured after %.1f s (%d runs)", time.perf_counter() - start, probe.runs)
-        return Analysis(weights, probe, base)
+        _sensitivity(weights, cal.probe, cal.base)
+        LOG.info("auto: sensitivity measured after %.1f s (%d runs)", time.perf_counter() - start, cal.probe.runs)
+        return Analysis(weights, cal.probe, cal.base)
 
     def finish(self, model: ModelProto, analysis: Analysis, options: ShrinkOptions) -> list[TensorRecord]:
         """Search the budget's assignment and write it into ``model`` (the analysed model or a copy)."""
@@ -126,11 +169,13 @@ class Auto:
             repl = {site_key(w.site): w.candidates[c].decoded for w, c in zip(weights, choice, strict=True)}
             return deviation(base, probe.run(repl))
 
-        table = [[Option(c.stored_bytes, d.load(options)) for c, d in zip(w.candidates, w.deviations, strict=True)]
-                 for w in weights]
+        table = [[Option(c.stored_bytes, d.load(options), _load(w, c))
+                  for c, d in zip(w.candidates, w.deviations, strict=True)] for w in weights]
         found = search(table, evaluate, lambda d: d.within(options))
         found = try_uniform(table, found, _uniform(weights), evaluate, lambda d: d.within(options))
         found = refine(table, found, evaluate, lambda d: d.within(options), MAX_REFINE)
+        cap = LOAD_FACTOR * sum(next((_load(w, c) for c in w.candidates if c.kind == "int8"), 0) for w in weights)
+        found = within_load(table, found, cap, evaluate, lambda d: d.within(options))
         LOG.info("auto: search done (%d runs): %s", probe.runs - runs, found.deviation.text())
         if not found.deviation.within(options):
             raise ShrinkrayError(
@@ -181,19 +226,19 @@ class Auto:
         return Weight(site, ctx, lay, cands, [ZERO] * len(cands), [False] * len(cands))
 
 
+def _load(w: Weight, c: Candidate) -> int:
+    """Load cost of candidate ``c``: nothing for MatMulNBits, float32 or a table decoded per gathered row."""
+    if c.decode is None or rows_decodable(w.site, c.decode):
+        return 0
+    return c.decode.folded_bytes
+
+
 def _uniform(weights: list[Weight]) -> list[tuple[int, ...]]:
     """Per rung of the ladder (4, 6, 8, ... bits): every weight at its smallest candidate of at
     least that many bits (its last, float32, where none)."""
     rungs = sorted({c.bits for w in weights for c in w.candidates})
     return [tuple(next((j for j, c in enumerate(w.candidates) if c.bits >= b), len(w.candidates) - 1)
                   for w in weights) for b in rungs]
-
-
-def _feeds(model: ModelProto, vopts: VerifyOptions) -> list[dict[str, npt.NDArray[Any]]]:
-    from hatch_shrinkray.verification.runner import reference_outputs
-
-    feeds, _, _, _ = reference_outputs(model.SerializeToString(), "<auto>", vopts)
-    return feeds
 
 
 def _main_names(model: ModelProto) -> set[str]:
@@ -293,7 +338,7 @@ def _proxy(w: Weight) -> None:
         if ref is not None and w.candidates[ref].weight_error > 0:
             w.deviations[j] = w.deviations[ref].scaled(c.weight_error / w.candidates[ref].weight_error)
         else:
-            w.deviations[j] = Deviation(float("inf"), -1.0, 0.0, float("inf"), float("inf"), 0.0)
+            w.deviations[j] = BROKEN
 
 
 def _unexercised(w: Weight) -> bool:
@@ -314,17 +359,19 @@ def _why(w: Weight, chosen: Candidate) -> str:
     return text
 
 
-class _Planned:
+class Planned:
     """An encoder that returns the decode planned for the site ``select`` just announced.
 
     ``encode_weights`` calls ``select(site)`` and then ``encode`` for that same site, so the
     selection hook tells the encoder which weight it is about to see (the encoder interface only
-    passes the array).
+    passes the array). Weights outside the plan get ``fallback``; float32 ones only with
+    ``fallback_float32`` (``auto`` plans every float32 weight it keeps, so the rest stay float32).
     """
 
-    def __init__(self, plan: dict[Key, Decode], fallback: Int8Encoder) -> None:
+    def __init__(self, plan: dict[Key, Decode], fallback: Int8Encoder, *, fallback_float32: bool) -> None:
         self.plan = plan
         self.fallback = fallback
+        self.fallback_float32 = fallback_float32
         self.current: Key | None = None
 
     def select(self, site: Site) -> bool:
@@ -333,7 +380,7 @@ class _Planned:
             self.current = key
             return True
         self.current = None
-        return site.dtype != FLOAT32  # other float types: plain int8, like method int8
+        return self.fallback_float32 or site.dtype != FLOAT32  # other float types: plain int8
 
     def encode(self, w: npt.NDArray[np.floating], ctx: EncodeContext) -> Decode:
         if self.current is None:
@@ -344,7 +391,7 @@ class _Planned:
 def _write(model: ModelProto, options: ShrinkOptions, chosen: dict[Key, tuple[Weight, Candidate]],
            summary: str) -> list[TensorRecord]:
     plan = {k: c.decode for k, (_, c) in chosen.items() if c.decode is not None}
-    enc = _Planned(plan, Int8Encoder())
+    enc = Planned(plan, Int8Encoder(), fallback_float32=False)
     records = encode_weights(model, enc, options, select=enc.select)
     out: list[TensorRecord] = []
     for r in records:

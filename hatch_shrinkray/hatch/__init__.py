@@ -1,2 +1,2 @@
-"""The Hatch build hook: the hook class, its TOML table, the manifest and the cache. Imports nothing heavy:
-hatchling imports the hook just to ask for its dependencies."""
+"""The Hatch build hook: the hook class and how its results reach hatchling's archive. Imports nothing
+heavy: hatchling imports the hook just to ask for its dependencies."""

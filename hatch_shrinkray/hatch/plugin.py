@@ -6,6 +6,7 @@ Importing this module must stay cheap: hatchling constructs a throw-away instanc
 
 from __future__ import annotations
 
+import sys
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -15,10 +16,28 @@ from hatchling.builders.config import BuilderConfig
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.hatch.build import ENGINE_REQUIREMENTS, engine_needed, ship_models
-from hatch_shrinkray.hatch.config import PLUGIN_NAME, HookConfig, hook_table, load_config
+from hatch_shrinkray.hatch.include import check_outside, include
+from hatch_shrinkray.shipping.config import PLUGIN_NAME, HookConfig, hook_table, load_config
+from hatch_shrinkray.shipping.manifest import read_manifest
+from hatch_shrinkray.shipping.ship import engine_needed, engine_requirements, ship_models
 
 TARGETS = ("wheel", "sdist")
+
+
+def _editable_build() -> bool:
+    """Whether hatchling is answering a frontend's ``get_requires_for_build_editable``.
+
+    Hatchling asks hooks for their dependencies without saying which build version is coming
+    (pypa/hatch#1348), but an editable build ships no model, so it must not pull in the engine;
+    the PEP 660 entry point on the call stack is the one reliable sign.
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "get_requires_for_build_editable" and \
+                frame.f_globals.get("__name__") == "hatchling.build":
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
 
 
 class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
@@ -39,13 +58,13 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
 
         A bad table also asks for them: ``initialize`` then reports every problem at once.
         """
-        if self.target_name not in TARGETS:
+        if self.target_name not in TARGETS or _editable_build():
             return []
         try:
-            needed = engine_needed(self._load(), Path(self.root))
+            needed = engine_needed(self._load(), Path(self.root), read_manifest(Path(self.root)))
         except ShrinkrayError:
             needed = True
-        return list(ENGINE_REQUIREMENTS) if needed else []
+        return engine_requirements() if needed else []
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         if self.target_name not in TARGETS or version != "standard":
@@ -53,8 +72,10 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
             return
         try:
             self._workdir = self._make_workdir()
-            shipped = ship_models(self._load(), Path(self.root), build_data, Path(self._workdir.name),
-                                  self.app)
+            config, root, workdir = self._load(), Path(self.root), Path(self._workdir.name)
+            check_outside(workdir, root)
+            shipped = ship_models(config, root, workdir, self.app, read_manifest(root))
+            include(shipped, config, build_data, workdir, self.app)
             self._drop(path for model in shipped for path in model.obsolete)
         except ShrinkrayError as exc:
             self._cleanup()
@@ -65,7 +86,7 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
 
     @staticmethod
     def _make_workdir() -> tempfile.TemporaryDirectory[str]:
-        """Outside the project (checked by ``ship_models``); its finaliser also covers
+        """Outside the project (checked by ``check_outside``); its finaliser also covers
         ``--hooks-only`` builds, where ``finalize`` is never called."""
         try:
             return tempfile.TemporaryDirectory(prefix="hatch-shrinkray-")

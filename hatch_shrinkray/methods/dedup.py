@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
+from collections.abc import Sequence
 
 from onnx import ModelProto, NodeProto, TensorProto, helper
 
+from hatch_shrinkray.onnxgraph.encoding import DataFree, Feed
 from hatch_shrinkray.onnxgraph.graph import Names, Scope, Site, find_sites
 from hatch_shrinkray.onnxgraph.rewrite import record
 from hatch_shrinkray.options import ShrinkOptions
@@ -45,10 +47,11 @@ def _common_scope(sites: list[Site]) -> Scope:
     return common
 
 
-class Dedup:
+class Dedup(DataFree):
     name = "dedup"
 
-    def apply(self, model: ModelProto, options: ShrinkOptions) -> list[TensorRecord]:
+    def apply(self, model: ModelProto, options: ShrinkOptions,
+              calibration: Sequence[Feed] | None = None) -> list[TensorRecord]:
         groups: dict[tuple[int, tuple[int, ...], str], list[Site]] = defaultdict(list)
         for site in find_sites(model):
             key = _key(site)

@@ -7,12 +7,14 @@ Faster on MatMul-heavy models but the computation is no longer float, so accurac
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import onnx
 from onnx import ModelProto
 
 from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.onnxgraph.encoding import DataFree, Feed
 from hatch_shrinkray.onnxgraph.graph import FLOAT_TYPES, find_sites
 from hatch_shrinkray.onnxgraph.modelio import fits_one_file
 from hatch_shrinkray.onnxgraph.rewrite import record, skip_reason
@@ -20,10 +22,11 @@ from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import TensorRecord
 
 
-class Dynamic:
+class Dynamic(DataFree):
     name = "dynamic"
 
-    def apply(self, model: ModelProto, options: ShrinkOptions) -> list[TensorRecord]:
+    def apply(self, model: ModelProto, options: ShrinkOptions,
+              calibration: Sequence[Feed] | None = None) -> list[TensorRecord]:
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
         sites = [s for s in find_sites(model) if s.dtype in FLOAT_TYPES and s.size >= options.min_elements]

@@ -9,11 +9,13 @@ the other ops, which made real opset-11/12 models invalid.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from onnx import ModelProto
 
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.methods.int8 import Int8Encoder
+from hatch_shrinkray.onnxgraph.encoding import DataFree, Feed
 from hatch_shrinkray.onnxgraph.graph import Names, Site, find_sites
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights, record, skip_reason
 from hatch_shrinkray.options import ShrinkOptions
@@ -27,10 +29,11 @@ def _matmul_weight(site: Site) -> bool:
             and bool(site.consumers) and all(n.op_type == "MatMul" and i == 1 for n, i in site.consumers))
 
 
-class Int4:
+class Int4(DataFree):
     name = "int4"
 
-    def apply(self, model: ModelProto, options: ShrinkOptions) -> list[TensorRecord]:
+    def apply(self, model: ModelProto, options: ShrinkOptions,
+              calibration: Sequence[Feed] | None = None) -> list[TensorRecord]:
         targets = [s for s in find_sites(model) if _matmul_weight(s) and skip_reason(s, options) is None]
         names = Names(model)
         include: list[str] = []

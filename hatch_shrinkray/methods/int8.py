@@ -26,8 +26,6 @@ from hatch_shrinkray.numerics.quant import quantize_affine, quantize_symmetric
 from hatch_shrinkray.onnxgraph.encoding import Decode, DecodeNode, EncodeContext
 from hatch_shrinkray.onnxgraph.graph import Names, scopes
 from hatch_shrinkray.onnxgraph.modelio import fits_one_file
-from hatch_shrinkray.onnxgraph.rewrite import encode_weights
-from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import TensorRecord
 
 PER_AXIS_DQ_OPSET = 13
@@ -60,25 +58,17 @@ def _dequantize_linear(q: Any, axis: int | None, where: str) -> Decode:
                   f"int8 {where} DequantizeLinear")
 
 
-class Int8:
-    """Method ``int8``: every eligible weight through :class:`Int8Encoder`, and with
-    ``decode = "fast"`` only the DequantizeLinear nodes the build's onnxruntime fuses."""
-
-    name = "int8"
-
-    def apply(self, model: ModelProto, options: ShrinkOptions) -> list[TensorRecord]:
-        records = encode_weights(model, Int8Encoder(), options)
-        if options.decode != "fast":
-            return records
-        unfused = unfused_dequantize(model)
-        if not unfused:
-            return records
-        version = _float_decode(model, unfused)
-        note = (f"DequantizeLinear not fused by onnxruntime {version} (it would run on every inference): "
-                "decoded in float")
-        return [dataclasses.replace(r, encoding=r.encoding.replace(" DequantizeLinear", ""),
-                                    note=f"{r.note}; {note}".lstrip("; ")) if r.name in unfused else r
-                for r in records]
+def keep_fused(model: ModelProto, records: list[TensorRecord]) -> list[TensorRecord]:
+    """``decode = "fast"``: decode in float, in place, the weights whose DequantizeLinear the build's
+    onnxruntime does not fuse (it would run on every inference); their records say so."""
+    unfused = unfused_dequantize(model)
+    if not unfused:
+        return records
+    version = _float_decode(model, unfused)
+    note = f"DequantizeLinear not fused by onnxruntime {version} (it would run on every inference): decoded in float"
+    return [dataclasses.replace(r, encoding=r.encoding.replace(" DequantizeLinear", ""),
+                                note=f"{r.note}; {note}".lstrip("; ")) if r.name in unfused else r
+            for r in records]
 
 
 def unfused_dequantize(model: ModelProto) -> set[str]:

@@ -23,11 +23,12 @@ import numpy as np
 import numpy.typing as npt
 from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
+from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.numerics.quant import NotEncodable, error_stats
 from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
 from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext, TensorEncoder
 from hatch_shrinkray.onnxgraph.graph import FLOAT_TYPES, Names, Site, find_sites, opset_version
-from hatch_shrinkray.options import ShrinkOptions
+from hatch_shrinkray.options import ShrinkOptions, chosen_encoding
 from hatch_shrinkray.result import TensorRecord
 
 SUPPORTED = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE}
@@ -67,7 +68,20 @@ def skip_reason(site: Site, options: ShrinkOptions) -> str | None:
         return f"excluded by exclude-ops ({', '.join(hit)})"
     if not site.consumers and not _is_output(site):
         return "unused"
+    chosen = planned_encoding(site, options)
+    if chosen is not None:
+        return "kept float32 (encodings)" if chosen == "float32" else f"set to {chosen} by the plan or `encodings`"
     return None
+
+
+def planned_encoding(site: Site, options: ShrinkOptions) -> str | None:
+    """The encoding the plan or ``encodings`` gives this site, or None (the method decides)."""
+    if not options.plan and not options.encodings:
+        return None
+    try:
+        return chosen_encoding(site.scope.path, site.name, options)
+    except ValueError as exc:
+        raise ShrinkrayError(str(exc), hint="make the `encodings` patterns agree, or name the tensor exactly") from exc
 
 
 def _is_output(site: Site) -> bool:
@@ -105,7 +119,7 @@ def encode_weights(model: ModelProto, encoder: TensorEncoder, options: ShrinkOpt
             records.append(record(site, "kept", f"{dec.label} would not be smaller"))
             continue
         note = how if ("axis" in dec.label or "tensor" in dec.label) else ""
-        if _rows_decodable(site, dec):
+        if rows_decodable(site, dec):
             note = f"{note}; {ROWS_NOTE}".lstrip("; ")
         records.append(record(site, dec.label, note, dec.stored_bytes, error_stats(w, dec.decoded)))
         # Keep only what gets stored: the float reconstruction of every weight at once would
@@ -148,7 +162,7 @@ def _apply(items: list[tuple[Site, Decode]], names: Names) -> None:
         drop.add(site.name)
         for role, arr in dec.stored.items():
             graph.initializer.append(_tensor(arr, stored[role]))
-        if _rows_decodable(site, dec):
+        if rows_decodable(site, dec):
             _decode_gathered_rows(site, dec, stored, names)
             continue
         prologue += _decode_nodes(site.name, dec, stored, names)
@@ -165,7 +179,7 @@ ROW_OPS = {"Cast", "Mul", "Sum", "Add", "Sub", "BitShift", "Mod", "Equal", "Wher
 """Decode ops that work element by element (with broadcasting), so they commute with Gather."""
 
 
-def _rows_decodable(site: Site, dec: Decode) -> bool:
+def rows_decodable(site: Site, dec: Decode) -> bool:
     """Every consumer gathers rows (axis 0) of this initializer, directly and in its own graph, and
     every decode node works row by row on stored tensors that are per row or broadcast."""
     if site.location != "initializer" or not dec.nodes or not site.consumers or _is_output(site):

@@ -1,17 +1,27 @@
-"""Verification inputs: the user's ``.npz`` samples, or seeded arrays generated from the signature."""
+"""Verification inputs: real samples (a recording, or the user's ``.npz``) or seeded generated ones.
+
+Real samples are what the verdict rests on; generated ones are only a smoke check (noise is not
+what a model sees: a text recogniser fed 1-pixel-wide noise "agreed" while the shrunk model misread
+real lines), so every source says which kind it is. Generated inputs are made less degenerate:
+symbolic dimensions get a plausible size (1 for a leading batch axis, otherwise at least
+``TYPICAL_DIM`` and at least the input's largest fixed dimension) instead of 1.
+"""
 
 from __future__ import annotations
 
-import zipfile
-from dataclasses import dataclass
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.errors import RECORD_HINT, ShrinkrayError
 from hatch_shrinkray.options import VerifyOptions
+from hatch_shrinkray.verification.npz import HINT, read_arrays
+from hatch_shrinkray.verification.recordings import find_recording, is_recording, read_recording
 
 Feed = dict[str, npt.NDArray[Any]]
 
@@ -22,6 +32,7 @@ ORT_TYPES: dict[str, Any] = {
     "tensor(uint32)": np.uint32, "tensor(uint64)": np.uint64, "tensor(bool)": np.bool_,
     "tensor(string)": np.str_,
 }
+TYPICAL_DIM = 32
 
 
 @dataclass(frozen=True)
@@ -31,18 +42,55 @@ class InputSpec:
     shape: tuple[int | str | None, ...]
 
 
+@dataclass(frozen=True)
+class Samples:
+    """Inputs for the verification (and, when real, for calibration) and where they came from."""
+
+    feeds: list[Feed]
+    source: str
+    """For reports: ``recording tests/inputs/x-1234.npz`` or ``generated (seed 0; ...)``."""
+    real: bool
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def split(self) -> tuple[list[Feed], list[Feed]]:
+        """(calibration, held out): every 4th sample held out (every 2nd below 8 samples), so grouped
+        samples (all clean lines, then all degraded ones) land on both sides."""
+        step = 4 if len(self.feeds) >= 8 else 2
+        held = [f for i, f in enumerate(self.feeds) if i % step == step - 1]
+        calib = [f for i, f in enumerate(self.feeds) if i % step != step - 1]
+        return calib, held
+
+
 def specs_of(session: Any) -> list[InputSpec]:
     return [InputSpec(i.name, i.type, tuple(i.shape)) for i in session.get_inputs()]
 
 
-def load_npz(path: Path, specs: list[InputSpec]) -> list[Feed]:
-    """Samples from a ``.npz``: one array per input, optionally with a leading sample axis."""
+def load_samples(path: Path, specs: list[InputSpec], *, model_sha256: str, model_name: str) -> Samples:
+    """Real samples from ``path``: a recording directory, a recording file, or a ``.npz`` with one
+    array per input (optionally with a leading sample axis)."""
+    notes: tuple[str, ...] = ()
+    if path.is_dir():
+        path, note = find_recording(path, model_sha256, model_name)
+        notes = (note,) if note else ()
+    if is_recording(path):
+        rec = read_recording(path)
+        feeds = _validated([dict(s) for s in rec.samples], specs, path)
+        source = f"recording {_shown(path)} ({len(feeds)} of {rec.calls} calls)"
+        return Samples(feeds, source, True, notes)
+    arrays = read_arrays(path)
+    feeds = _validated(_npz_feeds(arrays, specs, path), specs, path)
+    return Samples(feeds, _shown(path), True, notes)
+
+
+def _shown(path: Path) -> str:
+    """The path as the user knows it: relative to the working directory when it is under it."""
     try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise ShrinkrayError(f"cannot read sample inputs: {exc}", path=str(path),
-                             hint="write it with numpy.savez(path, input_name=array, ...)") from exc
+        return os.path.relpath(path) if not os.path.relpath(path).startswith("..") else str(path)
+    except ValueError:  # another drive on Windows
+        return str(path)
+
+
+def _npz_feeds(arrays: dict[str, Any], specs: list[InputSpec], path: Path) -> list[Feed]:
     wanted = {s.name for s in specs}
     missing = sorted(wanted - arrays.keys())
     extra = sorted(arrays.keys() - wanted)
@@ -54,26 +102,51 @@ def load_npz(path: Path, specs: list[InputSpec]) -> list[Feed]:
             parts.append(f"arrays {', '.join(extra)} match no model input")
         raise ShrinkrayError("; ".join(parts), path=str(path),
                              hint=f"the model's inputs are: {', '.join(s.name for s in specs)}")
-    counts = set()
-    for spec in specs:
-        arr = arrays[spec.name]
-        counts.add(arr.shape[0] if arr.ndim == len(spec.shape) + 1 else None)
+    counts = {arrays[s.name].shape[0] if arrays[s.name].ndim == len(s.shape) + 1 else None for s in specs}
     if len(counts) == 1 and None not in counts:
         (n,) = counts
-        return [{s.name: _cast(arrays[s.name][i], s) for s in specs} for i in range(int(n or 0))]
-    return [{s.name: _cast(arrays[s.name], s) for s in specs}]
+        return [{s.name: arrays[s.name][i] for s in specs} for i in range(int(n or 0))]
+    return [{s.name: arrays[s.name] for s in specs}]
 
 
-def _cast(arr: npt.NDArray[Any], spec: InputSpec) -> npt.NDArray[Any]:
+def _validated(feeds: list[Feed], specs: list[InputSpec], path: Path) -> list[Feed]:
+    """The feeds cast to the inputs' types, or a ShrinkrayError naming the array that cannot be used."""
+    label = str(path)
+    if not feeds:
+        raise ShrinkrayError("holds 0 samples: there is nothing to verify on", path=label, hint=HINT)
+    names = {s.name for s in specs}
+    out: list[Feed] = []
+    for i, feed in enumerate(feeds):
+        if set(feed) != names:
+            missing = sorted(names - set(feed))
+            raise ShrinkrayError(f"sample {i} lacks inputs {', '.join(missing)}" if missing else
+                                 f"sample {i} has arrays {', '.join(sorted(set(feed) - names))} that match no "
+                                 "model input", path=label, hint=f"the model's inputs are: {', '.join(sorted(names))}")
+        out.append({s.name: _cast(feed[s.name], s, label, i, len(feeds)) for s in specs})
+    return out
+
+
+def _cast(arr: npt.NDArray[Any], spec: InputSpec, label: str, index: int, count: int) -> npt.NDArray[Any]:
+    where = f"array {spec.name!r}" + (f" (sample {index})" if count > 1 else "")
     dtype = ORT_TYPES.get(spec.type)
-    return np.ascontiguousarray(arr.astype(dtype) if dtype is not None else arr)
+    if dtype is None or dtype is np.str_:
+        raise ShrinkrayError(f"input {spec.name!r} has type {spec.type}, which sample files cannot feed",
+                             path=label, hint="hatch-shrinkray verifies models with numeric inputs")
+    target = np.dtype(dtype)
+    if arr.dtype != target and not np.can_cast(arr.dtype, target, casting="same_kind") \
+            and not (arr.dtype.kind in "biu" and target.kind == "f"):
+        raise ShrinkrayError(f"{where} is {arr.dtype} but the input takes {target}", path=label,
+                             hint="save the array with the input's dtype")
+    if arr.dtype.kind == "f" and arr.size and not np.isfinite(arr).any():
+        raise ShrinkrayError(f"{where} is entirely NaN/inf: outputs computed from it check nothing", path=label,
+                             hint="use real inputs")
+    return np.ascontiguousarray(arr.astype(target, copy=False))
 
 
-def generate(specs: list[InputSpec], options: VerifyOptions, default_dim: int | None = None) -> list[Feed]:
-    """Seeded random samples; symbolic dimensions from ``options.dims`` or the default."""
+def generate(specs: list[InputSpec], options: VerifyOptions, fallback: int | None = None) -> list[Feed]:
+    """Seeded random samples; symbolic dimensions from ``options.dims``, else ``fallback`` (a retry),
+    else ``options.default_dim``, else a plausible size (see the module docstring)."""
     rng = np.random.default_rng(options.seed)
-    dims = options.dim_map()
-    fallback = default_dim or options.default_dim
     samples: list[Feed] = []
     for _ in range(options.samples):
         feed: Feed = {}
@@ -81,18 +154,43 @@ def generate(specs: list[InputSpec], options: VerifyOptions, default_dim: int | 
             dtype = ORT_TYPES.get(spec.type)
             if dtype is None or dtype is np.str_:
                 raise ShrinkrayError(f"cannot generate values for input {spec.name!r} of type {spec.type}",
-                                     hint="provide sample inputs with `inputs` (a .npz)")
-            shape = tuple(d if isinstance(d, int) and d >= 0 else dims.get(str(d), fallback)
-                          for d in spec.shape)
-            feed[spec.name] = np.asarray(_random(rng, np.dtype(dtype), shape, options))
+                                     hint="provide real inputs: " + RECORD_HINT)
+            feed[spec.name] = np.asarray(_random(rng, np.dtype(dtype), generated_shape(spec, options, fallback),
+                                                 options))
         samples.append(feed)
     return samples
 
 
-def symbolic(specs: list[InputSpec], options: VerifyOptions) -> bool:
-    """Whether some dimension was filled with the default (so a retry with another may help)."""
+def generated_shape(spec: InputSpec, options: VerifyOptions, fallback: int | None = None) -> tuple[int, ...]:
     dims = options.dim_map()
-    return any(not (isinstance(d, int) and d >= 0) and str(d) not in dims for s in specs for d in s.shape)
+    fixed = [d for d in spec.shape if isinstance(d, int) and d > 0]
+    shape = []
+    for axis, d in enumerate(spec.shape):
+        if isinstance(d, int) and d > 0:
+            shape.append(d)
+        elif str(d) in dims:
+            shape.append(dims[str(d)])
+        elif fallback is not None:
+            shape.append(fallback)
+        elif options.default_dim is not None:
+            shape.append(options.default_dim)
+        elif axis == 0 and len(spec.shape) >= 2:
+            shape.append(1)
+        else:
+            shape.append(max([TYPICAL_DIM, *fixed]))
+    return tuple(shape)
+
+
+def symbolic(specs: Sequence[InputSpec], options: VerifyOptions) -> bool:
+    """Whether some dimension was left to the defaults (so a retry with another size may help)."""
+    dims = options.dim_map()
+    return any(not (isinstance(d, int) and d > 0) and str(d) not in dims for s in specs for d in s.shape)
+
+
+def describe_generated(specs: Sequence[InputSpec], options: VerifyOptions, fallback: int | None) -> str:
+    shapes = "; ".join(f"{s.name} {'x'.join(map(str, generated_shape(s, options, fallback))) or 'scalar'}"
+                       for s in specs)
+    return f"generated (seed {options.seed}; {shapes})"
 
 
 def _random(rng: np.random.Generator, dtype: np.dtype[Any], shape: tuple[int, ...],

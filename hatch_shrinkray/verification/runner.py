@@ -4,22 +4,50 @@ on the same inputs with default session options (what users get); ``compare`` ju
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy.typing as npt
 from onnx import ModelProto
 
-from hatch_shrinkray.errors import ShrinkrayError, one_line
+from hatch_shrinkray.errors import RECORD_HINT, ShrinkrayError, one_line
 from hatch_shrinkray.options import VerifyOptions
 from hatch_shrinkray.result import VerifyResult
-from hatch_shrinkray.verification.compare import compare
-from hatch_shrinkray.verification.inputs import Feed, generate, load_npz, specs_of, symbolic
+from hatch_shrinkray.verification.compare import compare, unchecked
+from hatch_shrinkray.verification.inputs import (
+    Feed,
+    Samples,
+    describe_generated,
+    generate,
+    load_samples,
+    specs_of,
+    symbolic,
+)
 
-RETRY_DIMS = (32, 224)
+RETRY_DIMS = (224, 16, 1)
+"""Sizes for symbolic dimensions tried in turn when the model does not run on the plausible ones."""
 
 ModelRef = str | os.PathLike[str] | bytes
+Outputs = list[list[npt.NDArray[Any]]]
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The original's side of a verification: the inputs and its outputs on them."""
+
+    samples: Samples
+    feeds: list[Feed]
+    """What the verification runs on: every sample, or the held-out part when ``calibration`` is set."""
+    outputs: Outputs
+    names: list[str]
+    calibration: list[Feed] | None
+    """Real samples for data-dependent choices (auto, output-aware rounding), disjoint from ``feeds``;
+    None without real inputs, or when there is only one real sample (nothing to hold out)."""
+    unchecked: dict[str, str]
 
 
 def session(model: ModelRef, label: str) -> Any:
@@ -35,14 +63,26 @@ def session(model: ModelRef, label: str) -> Any:
                              hint="the model needs ops or types onnxruntime's CPU provider lacks") from exc
 
 
-def run_all(sess: Any, feeds: list[Feed]) -> list[list[npt.NDArray[Any]]]:
+def run_all(sess: Any, feeds: list[Feed]) -> Outputs:
     return [list(sess.run(None, feed)) for feed in feeds]
 
 
-def reference_outputs(original: ModelRef, label: str, options: VerifyOptions
-                      ) -> tuple[list[Feed], list[list[npt.NDArray[Any]]], list[str], str]:
+def model_sha256(model: ModelRef) -> str:
+    """The sha256 recordings are filed under: of the bytes a session is given (the model file)."""
+    if isinstance(model, bytes):
+        return hashlib.sha256(model).hexdigest()
+    digest = hashlib.sha256()
+    with open(model, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *, split: bool = False,
+                      sha256: str | None = None, name: str | None = None) -> Reference:
     """Inputs and the original's outputs; the original session is released before returning
-    so two big models are never resident at once."""
+    so two big models are never resident at once. ``split``: hold out part of real samples for the
+    verification and return the rest as calibration data."""
     sess = session(original, label)
     try:
         specs = specs_of(sess)
@@ -51,13 +91,15 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions
         raise ShrinkrayError(f"onnxruntime cannot read its inputs and outputs: {one_line(exc)}", path=label,
                              hint="re-export the model") from exc
     if options.inputs is not None:
-        feeds = load_npz(Path(options.inputs), specs)
-        source = str(options.inputs)
+        samples = load_samples(Path(options.inputs), specs, model_sha256=sha256 or model_sha256(original),
+                               model_name=name or label)
+        calibration, feeds = samples.split() if split and len(samples.feeds) > 1 else (None, samples.feeds)
         try:
-            return feeds, run_all(sess, feeds), names, source
+            outputs = run_all(sess, feeds)
         except Exception as exc:
             raise ShrinkrayError(f"the original model fails on the sample inputs: {one_line(exc)}",
-                                 path=label, hint=f"check the arrays in {options.inputs}") from exc
+                                 path=label, hint=f"check the arrays in {samples.source}") from exc
+        return _checked(Reference(samples, feeds, outputs, names, calibration, {}), label)
     tried: list[str] = []
     candidates: list[int | None] = [None]
     if symbolic(specs, options):
@@ -67,28 +109,40 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions
         try:
             outputs = run_all(sess, feeds)
         except Exception as exc:
-            tried.append(f"{dim or options.default_dim}: {one_line(exc)}")
+            tried.append(one_line(exc))
             continue
-        named = "".join(f"{k}={v}, " for k, v in options.dims)
-        source = f"generated (seed {options.seed}; symbolic dims {named}others={dim or options.default_dim})"
-        return feeds, outputs, names, source
+        samples = Samples(feeds, describe_generated(specs, options, dim), False)
+        return _checked(Reference(samples, feeds, outputs, names, None, {}), label)
     raise ShrinkrayError("the original model does not run on generated inputs (" + tried[0] + ")",
-                         path=label, hint="provide real sample inputs with `inputs` (a .npz) or set "
-                         "`dims` for the symbolic dimensions")
+                         path=label, hint=f"{RECORD_HINT}, or set `dims` for the symbolic dimensions")
 
 
-def verify_against(reference: tuple[list[Feed], list[list[npt.NDArray[Any]]], list[str], str],
-                   shrunk: ModelRef, label: str, options: VerifyOptions, checker: str = "full") -> VerifyResult:
-    feeds, ref_out, names, source = reference
+def _checked(ref: Reference, label: str) -> Reference:
+    """``ref`` with the outputs that cannot show a difference noted; refused when none can."""
+    why = {n: w for i, n in enumerate(ref.names) if (w := unchecked([o[i] for o in ref.outputs]))}
+    if why and len(why) == len(ref.names):
+        listed = "; ".join(f"{n} is {w}" for n, w in why.items())
+        raise ShrinkrayError(f"on {ref.samples.source} the original's outputs check nothing ({listed})",
+                             path=label, hint="verify on inputs that make the model compute something: "
+                             + RECORD_HINT)
+    return Reference(ref.samples, ref.feeds, ref.outputs, ref.names, ref.calibration, why)
+
+
+def verify_against(reference: Reference, shrunk: ModelRef, label: str, options: VerifyOptions,
+                   checker: str = "full") -> VerifyResult:
     sess = session(shrunk, label)
     try:
-        got = run_all(sess, feeds)
+        got = run_all(sess, reference.feeds)
     except Exception as exc:
         raise ShrinkrayError(f"the shrunk model fails to run: {one_line(exc)}", path=label,
                              hint="please report this as a bug; use method fp16 meanwhile") from exc
-    comparisons = tuple(compare(n, [o[i] for o in ref_out], [o[i] for o in got], options)
-                        for i, n in enumerate(names))
-    return VerifyResult(comparisons, len(feeds), source, checker)
+    comparisons = tuple(
+        dataclasses.replace(compare(n, [o[i] for o in reference.outputs], [o[i] for o in got], options),
+                            unchecked=reference.unchecked.get(n, ""))
+        for i, n in enumerate(reference.names))
+    calibrated = len(reference.calibration) if reference.calibration is not None else 0
+    return VerifyResult(comparisons, len(reference.feeds), reference.samples.source, checker,
+                        reference.samples.real, calibrated, reference.samples.notes)
 
 
 def verify(original: ModelRef | ModelProto, shrunk: ModelRef | ModelProto,

@@ -1,20 +1,22 @@
-"""What the build hook does for one build: decide, per model, what ships, and tell hatchling.
+"""Decide, per configured model, what ships in its place, for any archive (the hook's wheel and
+sdist, or a wheel rewritten after the fact).
 
 For each configured model there are five outcomes:
 
 - *pass-through*: the file's sha256 is a manifest's ``shrunk_sha256`` (a wheel built from our own
-  sdist) or the sdist is configured to carry originals. The in-root file is force-included to its
-  own path, which keeps it in the archive even if a ``.gitignore`` would drop it. Nothing heavy is
-  imported.
+  sdist) or the sdist is configured to carry originals. The file itself ships (the hook still
+  names it explicitly, which keeps it in the archive even if a ``.gitignore`` would drop it).
+  Nothing heavy is imported.
 - *cached*: the cache holds the shrunk bytes for these exact inputs; they are copied out.
 - *shrunk*: the engine writes the shrunk model into the work directory.
 - *unchanged*: no weight reaches ``min-elements``; reported, and the original ships.
 - *already quantized*: the engine refuses it; it is reported and shipped unchanged.
 
-Shrunk files live in a work directory outside the project and are force-included file by file at
-their project-relative path: hatchling then drops the original from the archive, so it holds
-exactly one copy. The caller owns the work directory; this module only mutates
-``build_data["force_include"]`` (never reassigns it, which would drop hatchling's own entries).
+Shrunk files are written into a work directory the caller owns; each :class:`Shipped` lists the
+files that go into the archive at which relative path, and the original's external-data files that
+no longer belong there. Putting them into an archive is the caller's job (``hatch.include`` for
+hatchling, ``wheels.rewrite`` for built wheels), so both ship exactly the same bytes with the same
+report lines.
 """
 
 from __future__ import annotations
@@ -23,30 +25,62 @@ import hashlib
 import os
 import shutil
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
-from hatch_shrinkray.errors import AlreadyQuantizedError, ShrinkrayError
-from hatch_shrinkray.hatch.cache import CachedShrink, ShrinkCache, cache_key, default_cache_dir
-from hatch_shrinkray.hatch.config import HookConfig, ModelEntry
-from hatch_shrinkray.hatch.manifest import (
-    MANIFEST_NAME,
-    ManifestEntry,
-    file_sha256,
-    read_manifest,
-    render,
-    tool_versions,
-)
+from hatch_shrinkray.errors import CHECK_HINT, RECORD_HINT, AlreadyQuantizedError, ShrinkrayError
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import human
+from hatch_shrinkray.shipping.cache import CachedShrink, ShrinkCache, cache_key, default_cache_dir
+from hatch_shrinkray.shipping.config import HookConfig, ModelEntry
+from hatch_shrinkray.shipping.manifest import ManifestEntry, file_sha256, tool_versions
+from hatch_shrinkray.shipping.plan import PLAN_NAME, PlanEntry
 
 PREFIX = "shrinkray:"
-ENGINE_REQUIREMENTS = ["onnx>=1.16", "onnxruntime>=1.22", "numpy>=1.24"]
+CORE = "hatch-shrinkray-core"
+"""The distribution that holds all of hatch-shrinkray's code, light enough for build environments;
+``hatch-shrinkray`` is a metapackage that adds the engine (``hatch-shrinkray-core[engine]``)."""
+ENGINE_MODULES = ("onnx", "onnxruntime", "numpy", "onnx_ir", "ml_dtypes")
+"""What the engine imports: hatch-shrinkray-core installs without them."""
+
+
+def engine_requirements() -> list[str]:
+    """What a build that shrinks must install: the engine extra of this very version, and that
+    extra's requirements spelled out (pip deems ``core[engine]==V`` satisfied by the installed core
+    and ignores the extra when it checks build requirements)."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    from hatch_shrinkray import __version__
+
+    try:
+        declared = [Requirement(r) for r in metadata.requires(CORE) or []]
+    except metadata.PackageNotFoundError:
+        declared = []
+    engine = [f"{r.name}{r.specifier}" for r in declared if r.marker is not None
+              and r.marker.evaluate({"extra": "engine"}) and not r.marker.evaluate({"extra": ""})]
+    return [f"{CORE}[engine]=={__version__}", *engine]
+
+
+def engine_missing(exc: ModuleNotFoundError) -> ShrinkrayError | None:
+    """The one-line error for an engine module that is not installed, or ``None`` for any other
+    missing module (a bug, which keeps its traceback)."""
+    name = (exc.name or "").partition(".")[0]
+    if name not in ENGINE_MODULES:
+        return None
+    from hatch_shrinkray import __version__
+
+    return ShrinkrayError(f"the shrinking engine is not installed ({name} is missing)",
+                          hint=f"pip install 'hatch-shrinkray=={__version__}' "
+                               f"(or '{CORE}[engine]=={__version__}')")
 
 
 class Display(Protocol):
-    """The part of hatchling's ``self.app`` the hook talks through (plain text, stderr)."""
+    """The part of hatchling's ``self.app`` that shipping talks through (plain text, stderr); the
+    wheel rewriter provides the same five methods."""
 
     def display_info(self, message: str = "") -> None: ...
     def display_waiting(self, message: str = "") -> None: ...
@@ -64,22 +98,26 @@ class Shipped:
     """``shrunk``, ``cached``, ``pass-through``, ``unchanged`` or ``already-quantized``."""
     original_size: int
     shipped_size: int
+    files: tuple[tuple[str, Path], ...] = ()
+    """``(relative path in the archive, file whose bytes go there)``: the model and, for outputs
+    over 2 GB, its data file."""
     obsolete: tuple[str, ...] = ()
-    """Project-relative external-data files of the original that the shrunk model no longer
-    reads; the hook drops them from the archive."""
+    """Relative external-data files of the original that the shrunk model no longer reads; they
+    leave the archive."""
+    entry: ManifestEntry | None = None
+    """The manifest record (``None`` for an already-quantized model)."""
 
 
-def passes_through(model: ModelEntry, sha256: str, manifest: dict[str, ManifestEntry]) -> bool:
+def passes_through(model: ModelEntry, sha256: str, manifest: Mapping[str, ManifestEntry]) -> bool:
     """Whether these bytes are what a manifest says hatch-shrinkray shipped for this path."""
     entry = manifest.get(model.relpath)
     return entry is not None and entry.shrunk_sha256 == sha256
 
 
-def engine_needed(config: HookConfig, root: Path) -> bool:
+def engine_needed(config: HookConfig, root: Path, manifest: Mapping[str, ManifestEntry]) -> bool:
     """Whether this build will shrink anything (and so needs onnx and onnxruntime installed)."""
     if config.ships_originals:
         return False
-    manifest = read_manifest(root)
     return not all(passes_through(m, _read_sha256(root, m), manifest) for m in config.models)
 
 
@@ -91,70 +129,63 @@ def _read_sha256(root: Path, model: ModelEntry) -> str:
                              hint="check the file's permissions") from exc
 
 
-def check_outside(workdir: Path, root: Path) -> None:
-    """Refuse a work directory inside the project: hatchling would then ship both copies."""
-    work, project = os.path.realpath(workdir), os.path.realpath(root)
-    if os.path.commonpath([work, project]) == project:
-        raise ShrinkrayError(f"the temporary directory {work} is inside the project {project}",
-                             hint="point TMPDIR somewhere outside the project")
+def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
+                manifest_in: Mapping[str, ManifestEntry], *, keep_failed: bool = False) -> list[Shipped]:
+    """Shrink (or pass through) every configured model under ``root``; say what ships instead.
 
-
-def ship_models(config: HookConfig, root: Path, build_data: dict[str, Any], workdir: Path,
-                app: Display) -> list[Shipped]:
-    """Shrink (or pass through) every configured model and register the results with hatchling."""
-    check_outside(workdir, root)
-    force_include: dict[str, str] = build_data["force_include"]
-    manifest_in = read_manifest(root)
-    manifest_out: dict[str, ManifestEntry] = {}
+    ``manifest_in`` maps model paths to what hatch-shrinkray shipped for them before: a model
+    whose bytes are that entry's ``shrunk_sha256`` passes through. A model with an entry in the
+    plan file gets that plan. ``keep_failed`` (``check`` only, which ships nothing) writes models
+    that fail verification too; they are never cached.
+    """
     cache = _open_cache(config, app)
     shipped: list[Shipped] = []
+    generated: list[str] = []
     start = time.perf_counter()
-    for model in config.models:
+    for configured in config.models:
+        model = configured
         source = root / model.relpath
         size = source.stat().st_size
         sha256 = _read_sha256(root, model)
         if config.ships_originals or passes_through(model, sha256, manifest_in):
-            force_include[str(source)] = model.relpath
-            if model.relpath in manifest_in:
-                manifest_out[model.relpath] = manifest_in[model.relpath]
             why = "sdist = \"original\"" if config.ships_originals else "already shrunk (manifest match)"
             app.display_success(f"{PREFIX} {model.relpath}: {why}; shipping as-is ({human(size)})")
-            shipped.append(Shipped(model.relpath, "pass-through", size, size))
+            shipped.append(Shipped(model.relpath, "pass-through", size, size, ((model.relpath, source),),
+                                   entry=manifest_in.get(model.relpath)))
             continue
+        model, plan = _planned(config, configured, sha256, app)
         app.display_waiting(f"{PREFIX} {model.relpath} ({human(size)}): {model.options.method}...")
         target = workdir / model.relpath
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
             sidecars = _sidecars(source, model.relpath)
             record, outcome = _shrink_one(model, _content_sha256(root, sha256, sidecars), root, target,
-                                          cache=cache, app=app)
+                                          cache=cache, app=app, keep_failed=keep_failed)
         except ShrinkrayError as exc:
             if exc.path and Path(exc.path) == source:
                 exc.path = model.relpath  # the path the user wrote, not the build's absolute one
             raise
         if record is None or outcome == "unchanged":
-            force_include[str(source)] = model.relpath
             if record is not None:
-                manifest_out[model.relpath] = record.entry
                 app.display_warning(f"{PREFIX} {model.relpath}: nothing to shrink: "
                                     f"{_why_unchanged(model.options)}; shipping it unchanged")
-            shipped.append(Shipped(model.relpath, outcome, size, size))
+            shipped.append(Shipped(model.relpath, outcome, size, size, ((model.relpath, source),),
+                                   entry=None if record is None else record.entry))
             continue
-        force_include[str(target)] = model.relpath
-        shipped_data = set()
-        for data in _data_files_beside(target):
-            rel = (PurePosixPath(model.relpath).parent / data.name).as_posix()
-            force_include[str(data)] = rel
-            shipped_data.add(rel)
-        manifest_out[model.relpath] = record.entry
+        files = [(model.relpath, target)]
+        files += [((PurePosixPath(model.relpath).parent / data.name).as_posix(), data)
+                  for data in _data_files_beside(target)]
+        shipped_data = {rel for rel, _ in files}
         app.display_success(_success_line(model.relpath, record, outcome == "cached"))
-        shipped.append(Shipped(model.relpath, outcome, record.original_size, record.shrunk_size,
-                               tuple(s for s in sidecars if s not in shipped_data)))
-    if config.target == "sdist" and manifest_out:
-        manifest = workdir / MANIFEST_NAME
-        manifest.write_text(render(manifest_out), encoding="utf-8", newline="\n")
-        force_include[str(manifest)] = MANIFEST_NAME
-        app.display_debug(f"{PREFIX} wrote {MANIFEST_NAME} ({len(manifest_out)} entries)")
+        if plan is not None:
+            _confirm_plan(model.relpath, plan, record.entry.shrunk_sha256, app)
+        if record.entry.verification is not None and record.entry.verification.get("real_inputs") is False:
+            generated.append(model.relpath)
+        shipped.append(Shipped(model.relpath, outcome, record.original_size, record.shrunk_size, tuple(files),
+                               tuple(s for s in sidecars if s not in shipped_data), record.entry))
+    if generated:
+        app.display_warning(f"{PREFIX} {', '.join(generated)}: verified on generated inputs only, a smoke check; "
+                            f"{RECORD_HINT}")
     app.display_success(_total_line(shipped, time.perf_counter() - start))
     return shipped
 
@@ -177,8 +208,37 @@ def _open_cache(config: HookConfig, app: Display) -> ShrinkCache | None:
     return ShrinkCache(directory)
 
 
+def _planned(config: HookConfig, model: ModelEntry, sha256: str, app: Display) -> tuple[ModelEntry, PlanEntry | None]:
+    """``model`` with the plan the plan file holds for these bytes, if any (a plan found for other
+    bytes of the same path means the model changed since: said, and not applied)."""
+    name = config.plan_file.name if config.plan_file is not None else PLAN_NAME
+    plan = config.plans.get(sha256)
+    if plan is None:
+        if any(p.model == model.relpath for p in config.plans.values()):
+            app.display_warning(f"{PREFIX} {model.relpath}: {name} holds a plan for other bytes of this model (it "
+                                f"changed since it was checked); shipping {model.options.method} without it; run "
+                                f"`{CHECK_HINT}` again")
+        return model, None
+    listed = ", ".join(f"{t} {e}" for _, t, e in plan.tensors[:4]) + (" ..." if len(plan.tensors) > 4 else "")
+    what = f"sets {len(plan.tensors)} tensor(s): {listed}" if plan.tensors else "keeps the method as configured"
+    app.display_info(f"{PREFIX} {model.relpath}: the plan in {name} {what}")
+    return replace(model, options=plan.apply(model.options)), plan
+
+
+def _confirm_plan(relpath: str, plan: PlanEntry, shipped_sha256: str, app: Display) -> None:
+    """Say whether these bytes are the very model ``check`` accepted."""
+    accepted = plan.checked.get("shrunk_sha256")
+    if accepted == shipped_sha256:
+        verdict = plan.checked.get("verdict", "")
+        app.display_success(f"{PREFIX} {relpath}: this is the model `check` accepted ({verdict})")
+    elif accepted:
+        app.display_warning(f"{PREFIX} {relpath}: differs from the model `check` accepted (the options, inputs or "
+                            "tool versions changed since): its tests did not judge these bytes; run "
+                            f"`{CHECK_HINT}` again")
+
+
 def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Path, *,
-                cache: ShrinkCache | None, app: Display) -> tuple[CachedShrink | None, str]:
+                cache: ShrinkCache | None, app: Display, keep_failed: bool = False) -> tuple[CachedShrink | None, str]:
     """The record for ``model`` and the outcome: ``shrunk`` or ``cached`` (bytes at ``target``),
     ``unchanged`` (no weight qualified; ship the original) or ``already-quantized`` (no record).
 
@@ -195,10 +255,13 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
             shutil.copyfile(hit[0], target)
             unchanged = hit[1].entry.shrunk_sha256 == original_sha256
             return hit[1], "unchanged" if unchanged else "cached"
-    from hatch_shrinkray.engine import shrink  # heavy: onnx, onnxruntime, numpy
+    try:
+        from hatch_shrinkray.engine import shrink  # heavy: onnx, onnxruntime, numpy
+    except ModuleNotFoundError as exc:
+        raise engine_missing(exc) or exc from exc
 
     try:
-        result = shrink(source, target, model.options)
+        result = shrink(source, target, model.options, keep_failed=keep_failed)
     except AlreadyQuantizedError as exc:
         app.display_warning(f"{PREFIX} {model.relpath}: {exc.message}; shipping it unchanged")
         return None, "already-quantized"
@@ -218,8 +281,9 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
                             else _portable(verification.to_dict(), root)),
         original_size=result.original_size, shrunk_size=result.original_size if unchanged else result.shrunk_size,
         seconds=result.seconds,
-        summary=None if verification is None else verification.summary())
-    if cache is not None and key is not None:
+        summary=None if verification is None else
+        verification.summary() + ("" if verification.passed else "; FAILS verification (kept for check only)"))
+    if cache is not None and key is not None and (verification is None or verification.passed):
         problem = cache.put(key, kept, record)
         if problem:
             app.display_debug(f"{PREFIX} could not write the cache entry: {problem}")

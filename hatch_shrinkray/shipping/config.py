@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -21,6 +21,7 @@ from packaging.version import Version
 
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.options import ShrinkOptions, VerifyOptions, option_errors
+from hatch_shrinkray.shipping.plan import PLAN_NAME, PlanEntry, read_plan
 
 PLUGIN_NAME = "shrinkray"
 
@@ -35,7 +36,8 @@ _SHRINK_KEYS = {
     "method": "method", "min-elements": "min_elements", "exclude-tensors": "exclude_tensors",
     "exclude-ops": "exclude_ops", "dedup": "dedup", "scheme": "scheme", "levels": "levels",
     "decode": "decode", "block-size": "block_size", "budget-rel-l2": "budget_rel_l2",
-    "budget-cosine": "budget_cosine", "budget-agreement": "budget_agreement", "runtimes": "runtimes",
+    "budget-cosine": "budget_cosine", "budget-agreement": "budget_agreement", "encodings": "encodings",
+    "runtimes": "runtimes",
 }
 _VERIFY_KEYS = {
     "max-rel-l2": "max_rel_l2", "min-cosine": "min_cosine", "min-top1": "min_top1",
@@ -45,7 +47,7 @@ _VERIFY_KEYS = {
 ENGINE_KEYS: dict[str, str] = {**_SHRINK_KEYS, "verify": "verify", **_VERIFY_KEYS}
 """TOML key -> the field name :func:`option_errors` uses; allowed at top level and in overrides."""
 
-_HOOK_KEYS = ("models", "sdist", "cache", "overrides")
+_HOOK_KEYS = ("models", "sdist", "cache", "overrides", "plan")
 
 _KINDS = {
     "method": "string", "scheme": "string", "decode": "string",
@@ -55,16 +57,19 @@ _KINDS = {
     "max-rel-l2": "number", "min-cosine": "number", "min-top1": "number",
     "budget-rel-l2": "number", "budget-cosine": "number", "budget-agreement": "number",
     "exclude-tensors": "strings", "exclude-ops": "strings", "runtimes": "strings",
-    "inputs": "path", "dims": "dims", "int-range": "range",
+    "inputs": "path", "dims": "dims", "int-range": "range", "encodings": "encodings",
 }
 
 
 class ConfigurationError(ShrinkrayError):
-    """The hook's table has one or more problems; ``errors`` lists every one of them."""
+    """The table has one or more problems; ``errors`` lists every one of them."""
 
-    def __init__(self, errors: list[str]) -> None:
+    def __init__(self, errors: list[str], table: str | None = None) -> None:
         self.errors = list(errors)
-        heading = "Invalid configuration for build hook `shrinkray`:"
+        hook = table is None or table.startswith("tool.hatch.")
+        heading = f"Invalid configuration in `{table}`:"
+        if hook:
+            heading = "Invalid configuration for build hook `shrinkray`:"
         super().__init__("\n".join([heading, *(f"- {e}" for e in self.errors)]))
 
 
@@ -87,6 +92,10 @@ class HookConfig:
     cache: bool = True
     cache_dir: Path | None = None
     """An explicit cache directory from ``cache = "dir"``; ``None`` means the user cache dir."""
+    plan_file: Path | None = None
+    """The plan file (``plan``, by default ``shrinkray-plan.json`` when the project has one)."""
+    plans: Mapping[str, PlanEntry] = field(default_factory=dict)
+    """Its entries by the sha256 of the original model each was found for."""
 
     @property
     def ships_originals(self) -> bool:
@@ -102,12 +111,16 @@ def hook_table(target: str | None = None) -> str:
 
 
 def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
-                table: str | None = None, dependencies: Sequence[str] = ()) -> HookConfig:
+                table: str | None = None, models_root: Path | None = None, *,
+                dependencies: Sequence[str] = ()) -> HookConfig:
     """Check ``raw`` (the hook's table) against the project at ``root``; ``dependencies`` (the
     project's ``[project].dependencies``) give the default ``runtimes``.
 
+    ``models`` globs match files under ``models_root`` (a built wheel's unpacked files), or under
+    ``root`` by default; ``inputs`` and ``cache`` paths stay relative to the project ``root``.
     Raises :class:`ConfigurationError` listing every problem found.
     """
+    globs_root = models_root or root
     table = table or hook_table()
     errors: list[str] = []
     allowed = (*_HOOK_KEYS, *ENGINE_KEYS, *RESERVED_KEYS)
@@ -123,15 +136,10 @@ def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
         errors.append(f"{_field(table, 'models')} is required")
     else:
         patterns = _read_strings(raw["models"], f"{table}.models", errors)
-        if patterns is not None and not patterns:
-            errors.append(f"{_field(table, 'models')} must list at least one glob pattern")
-        for pattern in patterns or []:
-            matched = _glob(root, pattern, f"{table}.models", errors)
-            if matched is not None and not matched:
-                errors.append(f"{_field(table, 'models')} pattern `{pattern}` matches no file")
-            models += [m for m in matched or [] if m not in models]
+        if patterns is not None:
+            models = match_models(globs_root, patterns, f"{table}.models", errors)
 
-    overrides = _read_overrides(raw.get("overrides", []), root, table, set(models), errors)
+    overrides = _read_overrides(raw.get("overrides", []), globs_root, table, set(models), errors)
 
     errors += _value_errors(base, base_names, overrides, root)
     entries = []
@@ -147,11 +155,12 @@ def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
         errors.append(f"{_field(table, 'sdist')} must be one of {', '.join(map(repr, SDIST_CHOICES))}; "
                       f"got {sdist!r}")
     cache, cache_dir = _read_cache(raw.get("cache", True), root, table, errors)
+    plan_file, plans = _read_plan_key(raw.get("plan"), root, table, errors)
 
     if errors:
-        raise ConfigurationError(errors)
+        raise ConfigurationError(errors, table)
     return HookConfig(table=table, target=target, models=tuple(entries), sdist=str(sdist),
-                      cache=cache, cache_dir=cache_dir)
+                      cache=cache, cache_dir=cache_dir, plan_file=plan_file, plans=plans)
 
 
 def _value_errors(base: dict[str, Any], base_names: dict[str, str],
@@ -228,9 +237,9 @@ def _check_kind(kind: str, value: Any, path: str, errors: list[str]) -> Any:
             return value
         errors.append(f"{name} must be a string")
     elif kind == "path":
-        if isinstance(value, str) and value.endswith(".npz"):
+        if isinstance(value, str) and value:
             return value
-        errors.append(f"{name} must be the path of a .npz file, relative to the project root")
+        errors.append(f"{name} must be a path relative to the project root (a recording directory or a .npz file)")
     elif kind == "integer":
         if isinstance(value, int) and not isinstance(value, bool):
             if path.endswith(".seed") and value < 0:
@@ -251,6 +260,11 @@ def _check_kind(kind: str, value: Any, path: str, errors: list[str]) -> Any:
         return None if strings is None else tuple(strings)
     elif kind == "dims":
         return _read_dims(value, path, errors)
+    elif kind == "encodings":
+        if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+            return tuple((str(k), v) for k, v in value.items())
+        errors.append(f"{name} must be a table of tensor-name patterns to encodings "
+                      "(`encodings = { \"conv1.weight\" = \"fp16\" }`)")
     elif kind == "range":
         if (isinstance(value, list) and len(value) == 2
                 and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
@@ -278,6 +292,20 @@ def _read_dims(value: Any, path: str, errors: list[str]) -> tuple[tuple[str, int
         else:
             errors.append(f"Field `{path}.{name}` must be a positive integer; got {size!r}")
     return tuple(dims)
+
+
+def match_models(root: Path, patterns: list[str], path: str, errors: list[str]) -> list[str]:
+    """The files under ``root`` that ``patterns`` select, in pattern order; every pattern must
+    match something (``path`` names the setting in messages)."""
+    if not patterns:
+        errors.append(f"Field `{path}` must list at least one glob pattern")
+    models: list[str] = []
+    for pattern in patterns:
+        matched = _glob(root, pattern, path, errors)
+        if matched is not None and not matched:
+            errors.append(f"Field `{path}` pattern `{pattern}` matches no file")
+        models += [m for m in matched or [] if m not in models]
+    return models
 
 
 def _glob(root: Path, pattern: str, path: str, errors: list[str]) -> list[str] | None:
@@ -337,6 +365,33 @@ def _read_cache(value: Any, root: Path, table: str, errors: list[str]) -> tuple[
     return True, None
 
 
+def _read_plan_key(value: Any, root: Path, table: str,
+                   errors: list[str]) -> tuple[Path | None, dict[str, PlanEntry]]:
+    """The plan file and its entries: ``plan = "file.json"``, ``false``, or by default
+    ``shrinkray-plan.json`` at the project root when it exists."""
+    if value is False:
+        return None, {}
+    if value is None or value is True:
+        path = root / PLAN_NAME
+        if not path.is_file():
+            return None, {}
+    elif isinstance(value, str) and value.endswith(".json"):
+        path = root / value
+        if not path.is_file():
+            errors.append(f"{_field(table, 'plan')} names a file that does not exist: {value} "
+                          "(hatch-shrinkray check --search writes it)")
+            return None, {}
+    else:
+        errors.append(f"{_field(table, 'plan')} must be the path of a .json plan file, relative to the project "
+                      "root, or false")
+        return None, {}
+    try:
+        return path, read_plan(path)
+    except ShrinkrayError as exc:
+        errors.append(f"{_field(table, 'plan')}: {exc}")
+        return path, {}
+
+
 def _options(settings: Mapping[str, Any], root: Path) -> ShrinkOptions:
     """Engine options from type-checked TOML settings; unset keys keep the engine defaults."""
     shrink = {f: settings[k] for k, f in _SHRINK_KEYS.items() if k in settings}
@@ -349,3 +404,13 @@ def _options(settings: Mapping[str, Any], root: Path) -> ShrinkOptions:
     if "inputs" in settings:
         verify["inputs"] = root / settings["inputs"]
     return ShrinkOptions(**shrink, verify=VerifyOptions(**verify))
+
+
+def command_line_config(patterns: list[str], options: ShrinkOptions, models_root: Path) -> HookConfig:
+    """The configuration ``--models GLOB`` flags give: every selected model with the same options."""
+    errors: list[str] = []
+    models = match_models(models_root, patterns, "--models", errors)
+    if errors:
+        raise ConfigurationError(errors, "--models")
+    return HookConfig(table="--models", target="wheel",
+                      models=tuple(ModelEntry(relpath, options) for relpath in sorted(models)))

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hatch_shrinkray.hatch.manifest import ManifestEntry, file_sha256
 from hatch_shrinkray.options import ShrinkOptions
+from hatch_shrinkray.shipping.manifest import ManifestEntry, file_sha256
 
 CACHE_ENV = "HATCH_SHRINKRAY_CACHE_DIR"
 KEY_VERSION = 1
@@ -74,11 +74,21 @@ def cache_key(model_sha256: str, options: ShrinkOptions, versions: dict[str, str
     described = options.describe()
     inputs_sha256 = None
     if options.verify is not None and options.verify.inputs is not None:
-        inputs_sha256 = file_sha256(Path(options.verify.inputs))
+        inputs_sha256 = inputs_digest(Path(options.verify.inputs))
         described["verify"] = {**described["verify"], "inputs": None}
     payload = {"key_version": KEY_VERSION, "model": model_sha256, "options": described,
                "inputs": inputs_sha256, "versions": versions, "code": code_fingerprint()}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def inputs_digest(path: Path) -> str:
+    """The sha256 of a sample file, or of a recording directory's ``.npz`` files (names and contents)."""
+    if not path.is_dir():
+        return file_sha256(path)
+    digest = hashlib.sha256()
+    for member in sorted(path.glob("*.npz")):
+        digest.update(member.name.encode() + b"\0" + file_sha256(member).encode() + b"\0")
+    return digest.hexdigest()
 
 
 @functools.cache

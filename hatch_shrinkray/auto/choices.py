@@ -1,0 +1,103 @@
+"""Tensors whose encoding is chosen by name (``encodings``) or by a plan ``hatch-shrinkray check
+--search`` found: each gets exactly that encoding, whatever the method does with the others.
+
+The chosen tensors are encoded first; every tensor this pass stores is then out of the method's
+reach (``fresh_names``), so nothing is encoded twice. Integer widths other than int8 round to
+nearest (like ``auto``'s rungs without calibration), so a plan's result depends only on the model
+and the plan, never on the verification inputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import numpy.typing as npt
+from onnx import ModelProto
+
+from hatch_shrinkray.auto.candidates import int_candidate
+from hatch_shrinkray.auto.probe import site_key
+from hatch_shrinkray.methods._decode import float_decode
+from hatch_shrinkray.methods.fp16 import Fp16Encoder
+from hatch_shrinkray.methods.int8 import Int8Encoder
+from hatch_shrinkray.numerics.quant import quantize_symmetric
+from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext
+from hatch_shrinkray.onnxgraph.graph import Site, find_sites
+from hatch_shrinkray.onnxgraph.rewrite import encode_weights, planned_encoding, skip_reason
+from hatch_shrinkray.options import ShrinkOptions
+from hatch_shrinkray.result import TensorRecord
+
+Key = tuple[str, str]
+
+
+def encode_as(encoding: str, w: npt.NDArray[np.floating], ctx: EncodeContext) -> Decode:
+    """One tensor in one of ``options.ENCODINGS`` (not ``float32``: that one is simply kept)."""
+    if encoding == "fp16":
+        return Fp16Encoder().encode(w, ctx)
+    if encoding == "int8":
+        return Int8Encoder().encode(w, ctx)
+    bits = int(encoding.removeprefix("int"))
+    if bits == 16:
+        q = quantize_symmetric(w, ctx.axis, 16)
+        return float_decode(q, w.dtype, ctx.opset, f"int16 {_where(ctx)}")
+    cand = int_candidate(w.astype(np.float32), ctx, None, None, bits=bits)
+    assert cand.decode is not None  # without moments it is the round-to-nearest decode
+    return cand.decode
+
+
+def _where(ctx: EncodeContext) -> str:
+    return "per-tensor" if ctx.axis is None else f"axis {ctx.axis}"
+
+
+class _Chosen:
+    """``encode_weights``' encoder for the chosen sites: ``select`` says which one comes next."""
+
+    def __init__(self, chosen: dict[Key, str]) -> None:
+        self.chosen = chosen
+        self.current = ""
+
+    def select(self, site: Site) -> bool:
+        self.current = self.chosen.get(site_key(site), "")
+        return bool(self.current)
+
+    def encode(self, w: npt.NDArray[np.floating], ctx: EncodeContext) -> Decode:
+        return encode_as(self.current, w, ctx)
+
+
+def chosen_sites(model: ModelProto, options: ShrinkOptions) -> dict[Key, str]:
+    """Eligible tensors with an encoding of their own (``float32`` ones excluded: they are kept)."""
+    out = {}
+    free = _unchosen(options)
+    for site in find_sites(model):
+        if skip_reason(site, free) is not None:
+            continue
+        encoding = planned_encoding(site, options)
+        if encoding is not None and encoding != "float32":
+            out[site_key(site)] = encoding
+    return out
+
+
+def encode_chosen(model: ModelProto, options: ShrinkOptions) -> tuple[list[TensorRecord], frozenset[str]]:
+    """Encode the chosen tensors in place: their records, and the names of every tensor this pass
+    stored (the method must leave those alone)."""
+    chosen = chosen_sites(model, options)
+    if not chosen:
+        return [], frozenset()
+    before = _tensor_names(model)
+    enc = _Chosen(chosen)
+    records = encode_weights(model, enc, _unchosen(options), select=enc.select)
+    mine = [r for r in records if (r.scope, r.name) in chosen]
+    noted = [r if r.encoding == "kept" else _note(r, "chosen by the plan or `encodings`") for r in mine]
+    return noted, frozenset(_tensor_names(model) - before)
+
+
+def _unchosen(options: ShrinkOptions) -> ShrinkOptions:
+    return replace(options, encodings=(), plan=())
+
+
+def _note(record: TensorRecord, note: str) -> TensorRecord:
+    return replace(record, note=f"{record.note}; {note}" if record.note else note)
+
+
+def _tensor_names(model: ModelProto) -> set[str]:
+    return {s.name for s in find_sites(model)}

@@ -1,0 +1,96 @@
+"""Which weights matter most: each one alone in a given encoding (every other weight original),
+and the model's output deviation on real feeds, most harmful first.
+
+This is the single-tensor measure ``auto`` searches with, asked for one encoding only: it names the
+tensors to keep when a shrunk model fails (the hint of a failed verification or ``check``) and
+orders the escalation of ``check --search``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from onnx import ModelProto
+
+from hatch_shrinkray.auto.budget import Deviation, deviation
+from hatch_shrinkray.auto.choices import encode_as
+from hatch_shrinkray.auto.probe import Probe, site_key, weights_as_inputs
+from hatch_shrinkray.numerics.quant import NotEncodable
+from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
+from hatch_shrinkray.onnxgraph.encoding import EncodeContext, Feed
+from hatch_shrinkray.onnxgraph.graph import Site, find_sites, opset_version
+from hatch_shrinkray.onnxgraph.rewrite import skip_reason
+from hatch_shrinkray.options import ShrinkOptions
+from hatch_shrinkray.verification.recordings import spread
+
+FLOAT32 = 1
+MAX_FEEDS = 8
+SHARE_OF_WORST = 0.1
+"""The hint names tensors that do at least this share of the worst one's harm."""
+MAX_WEIGHTS = 200
+"""Single-tensor runs, largest weights first: bounds the cost on models with very many weights."""
+
+
+@dataclass(frozen=True)
+class Sensitive:
+    """One weight and what encoding it alone does to the outputs."""
+
+    scope: str
+    name: str
+    shape: tuple[int, ...]
+    nbytes: int
+    encoding: str
+    deviation: Deviation
+    load: float
+    """The deviation in units of the accuracy budget (``Deviation.load``): the ranking key."""
+
+
+def method_encoding(method: str) -> str:
+    """The per-tensor encoding that stands for ``method`` when ranking its weights."""
+    return {"fp16": "fp16", "int4": "int4"}.get(method, "int8")
+
+
+def rank(model: ModelProto, options: ShrinkOptions, feeds: Sequence[Feed],
+         encoding: str | None = None) -> list[Sensitive]:
+    """Every eligible float32 weight (up to ``MAX_WEIGHTS``, largest first), most harmful first."""
+    encoding = encoding or method_encoding(options.method)
+    sites = [s for s in find_sites(model) if s.dtype == FLOAT32 and skip_reason(s, options) is None]
+    sites = sorted(sites, key=lambda s: (-s.size, s.scope.path, s.name))[:MAX_WEIGHTS]
+    if not sites or not feeds:
+        return []
+    chosen = [feeds[i] for i in spread(len(feeds), MAX_FEEDS)]
+    originals = {site_key(s): s.array() for s in sites}
+    probe = Probe(weights_as_inputs(model, set(originals)), list(chosen), originals)
+    base = probe.run()
+    opset = opset_version(model)
+    out = []
+    for site in sites:
+        try:
+            decoded = encode_as(encoding, originals[site_key(site)], _context(site, options, opset)).decoded  # type: ignore[arg-type]
+        except NotEncodable:
+            continue
+        dev = deviation(base, probe.run({site_key(site): decoded}))
+        out.append(Sensitive(site.scope.path, site.name, site.shape, site.size * 4, encoding, dev, dev.load(options)))
+    return sorted(out, key=lambda s: (-s.load, -s.nbytes, s.scope, s.name))
+
+
+def _context(site: Site, options: ShrinkOptions, opset: int) -> EncodeContext:
+    axis, how = choose_axis(site.consumers, site.shape)
+    if axis is None:
+        axis, how = lowest_error_axis(site.array(), how)  # type: ignore[arg-type]  # float32 site
+    return EncodeContext(options, opset, tuple(n for n, _ in site.consumers), axis, how)
+
+
+def keep_hint(ranked: Sequence[Sensitive], limit: int = 3) -> str:
+    """The most harmful tensors and the config lines that would keep them ('' when none harms)."""
+    top = [s for s in ranked if s.load > 0 and s.load >= SHARE_OF_WORST * ranked[0].load][:limit]
+    if not top:
+        return ""
+    shown = ", ".join(f"{s.name} (rel-L2 {s.deviation.rel_l2:.1e}, agreement {100 * s.deviation.top1:.2f}%)"
+                      for s in top)
+    quoted = [json.dumps(s.name) for s in top]
+    fp16 = ", ".join(f"{q} = {json.dumps('fp16')}" for q in quoted)
+    return (f"alone as {top[0].encoding}, these change the outputs most: {shown}; keep them with "
+            f"`exclude-tensors = [{', '.join(quoted)}]` (float32) or `encodings = {{ {fp16} }}`")

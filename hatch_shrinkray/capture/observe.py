@@ -1,0 +1,123 @@
+"""Running a command the way ``hatch-shrinkray check`` needs it, and reading what its processes
+reported: the command's exit code, every pytest test's outcome (``capture.outcomes``), and per
+configured model the sessions created, swapped and shadowed with the shadow statistics
+(``capture.swap``). Optionally the same run records the models' feeds, as ``record`` does.
+
+The command's own output goes to the terminal as usual; everything the processes report goes into
+a temporary directory that is removed afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hatch_shrinkray.capture import env
+from hatch_shrinkray.capture.outcomes import OUTCOMES
+from hatch_shrinkray.capture.recorder import MAX_BYTES, MAX_SAMPLES
+from hatch_shrinkray.capture.run import finish, instrumented_path, recording_environment
+from hatch_shrinkray.capture.session import PARTS
+from hatch_shrinkray.capture.shadow import ModelStats
+from hatch_shrinkray.capture.swap import Instructions
+from hatch_shrinkray.errors import ShrinkrayError
+
+PLUGIN = "hatch_shrinkray.capture.outcomes"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    outcome: str
+    text: str
+
+
+@dataclass
+class ModelSeen:
+    """One configured model over the whole command: every process's sessions and shadow runs."""
+
+    sessions: int = 0
+    swapped: int = 0
+    shadowed: int = 0
+    shadow_errors: list[str] = field(default_factory=list)
+    stats: ModelStats | None = None
+
+
+@dataclass(frozen=True)
+class Observed:
+    exit_code: int
+    tests: dict[str, Outcome]
+    """By pytest node id; empty when no pytest session ran (or none reported)."""
+    pytest_sessions: int
+    models: dict[str, ModelSeen]
+    """By the model's sha256: only models some session was created from."""
+    seconds: float
+
+
+def observe(command: Sequence[str], instructions: Callable[[str], Instructions], *,
+            record: Path | None = None, cwd: Path | None = None) -> Observed:
+    """Run ``command`` once under the instructions ``instructions(reports_dir)`` builds (and, with
+    ``record``, recording the feeds into that directory)."""
+    if not command:
+        raise ShrinkrayError("no command to run", hint="hatch-shrinkray check [MODEL...] -- COMMAND [ARGS...]")
+    with ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hatch-shrinkray-check-")))
+        reports, outcomes = tmp / "reports", tmp / "outcomes"
+        plan = tmp / "instructions.json"
+        plan.write_text(instructions(str(reports)).to_json(), encoding="utf-8")
+        variables = {env.CHECK: str(plan), OUTCOMES: str(outcomes),
+                     "PYTEST_PLUGINS": ",".join(p for p in (os.environ.get("PYTEST_PLUGINS", ""), PLUGIN) if p)}
+        if record is not None:
+            variables.update(stack.enter_context(recording_environment(record, MAX_SAMPLES, MAX_BYTES)))
+        else:
+            variables["PYTHONPATH"] = stack.enter_context(instrumented_path())
+        start = time.perf_counter()
+        try:
+            proc = subprocess.run(list(command), env={**os.environ, **variables}, cwd=cwd, check=False)
+        except BaseException as exc:  # Ctrl-C included: leave no recording parts behind
+            if record is not None:
+                shutil.rmtree(record / PARTS, ignore_errors=True)
+            if isinstance(exc, OSError):
+                raise ShrinkrayError(f"cannot run {command[0]}: {exc.strerror or exc}",
+                                     hint="check the command after --") from exc
+            raise
+        seconds = time.perf_counter() - start
+        if record is not None:
+            finish(record, MAX_SAMPLES, MAX_BYTES)
+        tests, sessions = _outcomes(outcomes)
+        return Observed(proc.returncode, tests, sessions, _models(reports), seconds)
+
+
+def _outcomes(directory: Path) -> tuple[dict[str, Outcome], int]:
+    tests: dict[str, Outcome] = {}
+    files = sorted(directory.glob("*.json")) if directory.is_dir() else []
+    for path in files:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        for node, entry in data.get("tests", {}).items():
+            tests[str(node)] = Outcome(str(entry["outcome"]), str(entry.get("text", "")))
+    return dict(sorted(tests.items())), len(files)
+
+
+def _models(directory: Path) -> dict[str, ModelSeen]:
+    models: dict[str, ModelSeen] = {}
+    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        for sha, part in sorted(data.get("models", {}).items()):
+            seen = models.setdefault(sha, ModelSeen())
+            seen.sessions += int(part["sessions"])
+            seen.swapped += int(part["swapped"])
+            seen.shadowed += int(part["shadowed"])
+            seen.shadow_errors += [str(e) for e in part.get("shadow_errors", [])]
+            if part.get("stats") is not None:
+                stats = ModelStats.from_dict(part["stats"])
+                if seen.stats is None:
+                    seen.stats = stats
+                else:
+                    seen.stats.merge(stats)
+    return models

@@ -1,0 +1,66 @@
+"""A pytest plugin that ``hatch-shrinkray check`` loads into every pytest session of the command
+(through ``PYTEST_PLUGINS``): each test's outcome and failure text, written when the session ends
+as ``<dir>/<pid>.<n>.json`` into the directory ``HATCH_SHRINKRAY_OUTCOMES`` names.
+
+Outcomes: ``passed``, ``failed``, ``error`` (setup or teardown failed), ``skipped``, ``xfailed``,
+``xpassed``. Under pytest-xdist the controller sees every worker's reports and writes them; the
+workers write nothing. It is not the ``pytest11`` plugin: that one is loaded in every pytest run of
+an environment with hatch-shrinkray installed, this one only when ``check`` asks.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+OUTCOMES = "HATCH_SHRINKRAY_OUTCOMES"
+TEXT_LIMIT = 6000
+_serial = itertools.count()
+_tests: dict[str, dict[str, str]] = {}
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    if report.failed:
+        _tests[report.nodeid or "<collection>"] = {"outcome": "error", "text": _text(report)}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    entry = _tests.setdefault(report.nodeid, {"outcome": "", "text": ""})
+    xfail = hasattr(report, "wasxfail")
+    if report.when == "call":
+        if xfail:
+            entry["outcome"] = "xfailed" if report.skipped else "xpassed"
+        else:
+            entry["outcome"] = report.outcome
+        if report.failed:
+            entry["text"] = _text(report)
+    elif report.failed:  # setup or teardown
+        entry["outcome"], entry["text"] = "error", _text(report)
+    elif report.skipped and report.when == "setup":
+        entry["outcome"] = "xfailed" if xfail else "skipped"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    target = os.environ.get(OUTCOMES)
+    if not target or hasattr(session.config, "workerinput"):
+        return
+    directory = Path(target)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{os.getpid()}.{next(_serial)}.json"
+    data = {"rootdir": str(session.config.rootpath), "exitstatus": int(exitstatus),
+            "tests": {k: v for k, v in sorted(_tests.items()) if v["outcome"]}}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, sort_keys=True), encoding="utf-8")
+    tmp.replace(path)
+    _tests.clear()
+
+
+def _text(report: Any) -> str:
+    text = str(getattr(report, "longreprtext", "") or "")
+    return text if len(text) <= TEXT_LIMIT else "...\n" + text[-TEXT_LIMIT:]

@@ -1,0 +1,105 @@
+"""``pytest --shrinkray-record DIR``: record the feeds of every onnxruntime session the test run
+creates, in the pytest process and its Python subprocesses (pytest-xdist workers included).
+
+Registered through the ``pytest11`` entry point, so it is imported by every pytest run in an
+environment where hatch-shrinkray is installed: until the option is given it only adds options.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ENV_KEYS = ("HATCH_SHRINKRAY_RECORD", "HATCH_SHRINKRAY_RECORD_SAMPLES", "HATCH_SHRINKRAY_RECORD_BYTES", "PYTHONPATH")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("hatch-shrinkray", "record onnxruntime inputs (hatch-shrinkray)")
+    group.addoption("--shrinkray-record", metavar="DIR", default=None,
+                    help="record a bounded sample of the feeds of every ONNX model the tests run into DIR "
+                         "(one .npz per model; use DIR as hatch-shrinkray's `inputs`)")
+    group.addoption("--shrinkray-record-samples", metavar="N", type=int, default=32,
+                    help="samples kept per model (default 32)")
+    group.addoption("--shrinkray-record-bytes", metavar="BYTES", type=int, default=8_000_000,
+                    help="bytes of samples kept per model (default 8000000)")
+
+
+class Recording:
+    """The controlling pytest process: records in-process, makes subprocesses record, merges at the end."""
+
+    def __init__(self, config: pytest.Config, output: Path) -> None:
+        from hatch_shrinkray.capture import boot
+        from hatch_shrinkray.capture.run import recording_environment
+
+        self.output = output
+        self.samples = int(config.getoption("shrinkray_record_samples"))
+        self.max_bytes = int(config.getoption("shrinkray_record_bytes"))
+        self.saved = {k: os.environ.get(k) for k in ENV_KEYS}
+        self.stack = contextlib.ExitStack()
+        os.environ.update(self.stack.enter_context(recording_environment(output, self.samples, self.max_bytes)))
+        self.stack.callback(self._restore)
+        boot.install()
+        self.summary = ""
+
+    def _restore(self) -> None:
+        for key, value in self.saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+    def finish(self) -> None:
+        from hatch_shrinkray.capture.run import finish, summary
+        from hatch_shrinkray.capture.session import flush
+
+        with self.stack:
+            flush()
+            self.summary = summary(finish(self.output, self.samples, self.max_bytes), self.output)
+
+
+KEY = pytest.StashKey[Recording]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    target = config.getoption("shrinkray_record")
+    if not target:
+        return
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller's environment already records here
+        from hatch_shrinkray.capture import boot
+
+        boot.install()
+        return
+    config.stash[KEY] = Recording(config, Path(target))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    if not config.getoption("shrinkray_record"):
+        return
+    if hasattr(config, "workerinput"):
+        from hatch_shrinkray.capture.session import flush
+
+        flush()  # workers may end without running atexit handlers
+        return
+    state = config.stash.get(KEY, None)
+    if state is not None:
+        state.finish()
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    state = config.stash.get(KEY, None)
+    if state is not None and state.summary:
+        terminalreporter.section("hatch-shrinkray recording")
+        terminalreporter.write_line(state.summary)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(KEY, None)
+    if state is not None:
+        state.stack.close()  # a run that ended before sessionfinish: leave no temporary files
+        del config.stash[KEY]

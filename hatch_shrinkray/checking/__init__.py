@@ -1,0 +1,8 @@
+"""``hatch-shrinkray check``: the package's own tests and workloads judge the shrunk models.
+
+``models`` shrinks what the configuration says (through the cache, keeping models that fail the
+tolerance verification, which is reported but does not decide here); ``verdict`` compares a run
+with the original models to a run with the shrunk ones, test by test; ``search`` escalates the
+most sensitive tensors until the tests pass and the shadow decisions hold, and writes the plan
+file the hook ships from; ``report`` says all of it for people and as JSON.
+"""

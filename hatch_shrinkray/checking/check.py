@@ -1,0 +1,130 @@
+"""``check`` and ``check --shadow``: shrink, run the command, judge.
+
+``check`` runs the command twice: with the original models (recording a bounded sample of their
+feeds on the way, for the hints) and with every session of a configured model loading the shrunk
+one. ``check --shadow`` runs it once: every call of a configured model also runs the shrunk model
+on the same feeds, the program gets the original's outputs, and the differences are counted over
+every call.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shlex
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from hatch_shrinkray.auto.sensitivity import keep_hint
+from hatch_shrinkray.capture.observe import ModelSeen, Observed, observe
+from hatch_shrinkray.capture.swap import Instructions
+from hatch_shrinkray.checking.models import Configured, Prepared, prepare
+from hatch_shrinkray.checking.sensitive import ranked
+from hatch_shrinkray.checking.verdict import Verdict, judge
+from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.shipping.ship import Display
+
+
+@dataclass(frozen=True)
+class Settings:
+    command: tuple[str, ...]
+    pytest: bool
+    """Per-test outcomes are required (``--pytest``, or the command is pytest)."""
+    threshold: float = 0.5
+    """Decision threshold of probability outputs, for the shadow flips."""
+    max_flip_rate: float = 0.0
+    """Share of shadow decisions that may flip (``--search`` and ``--shadow``)."""
+    cwd: Path | None = None
+
+
+@dataclass(frozen=True)
+class Checked:
+    command: tuple[str, ...]
+    prepared: tuple[Prepared, ...]
+    verdict: Verdict
+    hints: dict[str, str]
+    """By model path: which tensors to keep (for models whose regression the hint can address)."""
+
+
+@dataclass(frozen=True)
+class Shadowed:
+    prepared: tuple[Prepared, ...]
+    run: Observed
+
+
+def looks_like_pytest(command: Sequence[str]) -> bool:
+    """``pytest ...``, ``py.test ...``, ``python -m pytest ...``."""
+    if command and os.path.basename(command[0]) in ("pytest", "py.test", "pytest.exe"):
+        return True
+    return any(a == "-m" and b == "pytest" for a, b in itertools.pairwise(command))
+
+
+def targets_of(prepared: Sequence[Prepared]) -> list[Prepared]:
+    found = [p for p in prepared if p.shrunk is not None]
+    if not found:
+        raise ShrinkrayError("nothing to check: no configured model has anything to shrink",
+                             hint="check the `models` globs and min-elements")
+    return found
+
+
+def run_check(configured: Configured, settings: Settings, app: Display) -> Checked:
+    with tempfile.TemporaryDirectory(prefix="hatch-shrinkray-check-") as name:
+        tmp = Path(name)
+        prepared = prepare(configured, tmp / "models", app)
+        targets = tuple(p.target() for p in targets_of(prepared))
+        app.display_info(f"check: run 1 of 2, with the original models: {shown(settings.command)}")
+        original = observe(settings.command, lambda r: Instructions("original", False, settings.threshold, r, targets),
+                           record=tmp / "recorded", cwd=settings.cwd)
+        require_evidence(original, prepared, settings)
+        app.display_info(f"check: run 2 of 2, with the shrunk models: {shown(settings.command)}")
+        shrunk = observe(settings.command, lambda r: Instructions("shrunk", False, settings.threshold, r, targets),
+                         cwd=settings.cwd)
+        verdict = judge(original, shrunk)
+        hints = {} if verdict.passed else sensitive_hints(prepared, original, tmp / "recorded")
+        return Checked(settings.command, tuple(prepared), verdict, hints)
+
+
+def run_shadow(configured: Configured, settings: Settings, app: Display) -> Shadowed:
+    with tempfile.TemporaryDirectory(prefix="hatch-shrinkray-check-") as name:
+        prepared = prepare(configured, Path(name) / "models", app)
+        targets = tuple(p.target() for p in targets_of(prepared))
+        app.display_info(f"check --shadow: the original models answer, the shrunk ones run beside them: "
+                         f"{shown(settings.command)}")
+        run = observe(settings.command, lambda r: Instructions("original", True, settings.threshold, r, targets),
+                      cwd=settings.cwd)
+        require_evidence(run, prepared, settings)
+        return Shadowed(tuple(prepared), run)
+
+
+def require_evidence(run: Observed, prepared: Sequence[Prepared], settings: Settings) -> None:
+    """Refuse a run that can judge nothing: no configured model loaded, or no tests seen when asked for."""
+    if not any(run.models.get(p.sha256, ModelSeen()).sessions for p in prepared if p.shrunk is not None):
+        raise ShrinkrayError(
+            f"`{shown(settings.command)}` created no onnxruntime session of a configured model "
+            f"({', '.join(p.relpath for p in prepared)}), so it checked nothing",
+            hint="run the command that uses the models (sessions are matched by path or by the sha256 of the "
+                 "model bytes; a model re-serialized before loading has other bytes)")
+    if settings.pytest and not run.pytest_sessions:
+        raise ShrinkrayError(
+            f"`{shown(settings.command)}` ran no pytest session that reported its tests",
+            hint="pytest must run in a process that inherits the environment (tox and nox clear it by default); "
+                 "without --pytest only the exit status is compared")
+
+
+def sensitive_hints(prepared: Sequence[Prepared], original: Observed, recorded: Path) -> dict[str, str]:
+    """Per loaded model, the tensors that change its outputs most alone, measured on the feeds the
+    original run recorded."""
+    hints = {}
+    for p in prepared:
+        if p.shrunk is None or not original.models.get(p.sha256, ModelSeen()).sessions:
+            continue
+        text = keep_hint(ranked(p, recorded))
+        if text:
+            hints[p.relpath] = text
+    return hints
+
+
+def shown(command: Sequence[str]) -> str:
+    return shlex.join(command)

@@ -1,0 +1,87 @@
+"""The models ``check`` swaps in: each configured model shrunk as the configuration (and the plan
+file) says, through the cache, written into a work directory whether or not it passed the
+tolerance verification (the package's tests are the judge here; a failing model is never cached
+and never ships).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from hatch_shrinkray.capture.swap import Target
+from hatch_shrinkray.options import ShrinkOptions
+from hatch_shrinkray.shipping.config import HookConfig, ModelEntry
+from hatch_shrinkray.shipping.manifest import file_sha256
+from hatch_shrinkray.shipping.ship import Display, ship_models
+
+
+@dataclass(frozen=True)
+class Prepared:
+    relpath: str
+    source: Path
+    sha256: str
+    options: ShrinkOptions
+    """The options it was shrunk with: the configuration's, with the plan file's plan for these bytes."""
+    shrunk: Path | None
+    """None when nothing was shrunk (no weight qualified, or already quantized): nothing to swap."""
+    original_size: int
+    shrunk_size: int
+    verification: str
+    """The tolerance verification's summary (with ``FAILS verification`` when it failed), or why none ran."""
+    passed: bool
+
+    def target(self) -> Target:
+        assert self.shrunk is not None
+        return Target(self.sha256, self.relpath, os.path.realpath(self.source), str(self.shrunk))
+
+
+@dataclass(frozen=True)
+class Configured:
+    """The models to check: one project (``--project``) or model files named on the command line."""
+
+    config: HookConfig
+    roots: tuple[Path, ...]
+    """Per model, the directory its ``relpath`` is relative to."""
+
+    def entries(self) -> list[tuple[Path, ModelEntry]]:
+        return list(zip(self.roots, self.config.models, strict=True))
+
+
+def prepare(configured: Configured, workdir: Path, app: Display,
+            plans: dict[str, tuple[tuple[str, str, str], ...]] | None = None) -> list[Prepared]:
+    """Shrink every configured model into ``workdir``; ``plans`` (by sha256) replaces the plan file's."""
+    out = []
+    for index, (root, entry) in enumerate(configured.entries()):
+        sha = file_sha256(root / entry.relpath)
+        options = entry.options
+        config = replace(configured.config, models=(entry,))
+        if plans is not None and sha in plans:
+            options = replace(options, plan=plans[sha])
+            config = replace(config, models=(replace(entry, options=options),), plans={})
+        elif sha in configured.config.plans:
+            options = configured.config.plans[sha].apply(options)
+        (shipped,) = ship_models(config, root, workdir / str(index), app, {}, keep_failed=True)
+        entry_record = shipped.entry
+        changed = [path for rel, path in shipped.files if rel == entry.relpath and path != root / entry.relpath]
+        verification = entry_record.verification if entry_record is not None else None
+        passed = verification is None or bool(verification.get("passed"))
+        summary = _summary(verification, shipped.outcome)
+        out.append(Prepared(entry.relpath, root / entry.relpath, sha, options, changed[0] if changed else None,
+                            shipped.original_size, shipped.shipped_size, summary, passed))
+    return out
+
+
+def _summary(verification: dict[str, object] | None, outcome: str) -> str:
+    if outcome in ("unchanged", "already-quantized"):
+        return f"nothing to check ({outcome})"
+    if verification is None:
+        return "not verified (verify = false)"
+    basis = f"{verification.get('samples')} {'recorded' if verification.get('real_inputs') else 'generated'} samples"
+    return ("passes" if verification.get("passed") else "FAILS") + f" the tolerance verification on {basis}"
+
+
+def by_sha(prepared: Sequence[Prepared]) -> dict[str, Prepared]:
+    return {p.sha256: p for p in prepared}

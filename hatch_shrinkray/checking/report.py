@@ -1,0 +1,179 @@
+"""What ``check`` says: for people (plain text, like the build's lines) and as JSON for CI."""
+
+from __future__ import annotations
+
+import math
+import shlex
+from typing import Any
+
+from hatch_shrinkray.capture.observe import ModelSeen, Observed
+from hatch_shrinkray.capture.shadow import OutputStats
+from hatch_shrinkray.checking.check import Checked, Shadowed
+from hatch_shrinkray.checking.models import Prepared
+from hatch_shrinkray.checking.search import Found, Searched
+from hatch_shrinkray.checking.verdict import Verdict, tally
+from hatch_shrinkray.result import human, render_table
+
+TEXT_LINES = 15
+
+
+def _model_line(p: Prepared, original: Observed, other: Observed | None) -> str:
+    ratio = f"{100 * p.shrunk_size / p.original_size:.1f}%" if p.original_size else "-"
+    planned = f" + plan ({len(p.options.plan)} tensors)" if p.options.plan else ""
+    sessions = original.models.get(p.sha256, ModelSeen()).sessions
+    loads = f"{sessions} session(s) with the original"
+    if other is not None:
+        seen = other.models.get(p.sha256, ModelSeen())
+        loads += f", {seen.swapped or seen.shadowed} with the shrunk model"
+    return (f"  {p.relpath}: {human(p.original_size)} -> {human(p.shrunk_size)} ({ratio}), {p.options.method}"
+            f"{planned}; {p.verification}; {loads}")
+
+
+def _run_line(label: str, run: Observed) -> str:
+    return f"  {label}: exit {run.exit_code}, {tally(run)} ({run.seconds:.1f} s)"
+
+
+def render_check(checked: Checked) -> str:
+    v = checked.verdict
+    lines = ["models:", *(_model_line(p, v.original, v.shrunk) for p in checked.prepared if p.shrunk),
+             "runs:", _run_line("original models", v.original), _run_line("shrunk models", v.shrunk)]
+    lines += _regressions(v)
+    for relpath, hint in checked.hints.items():
+        lines.append(f"hint: {relpath}: {hint}")
+    if not v.passed:
+        lines.append("hint: or let the tests find the smallest model that passes them: "
+                     f"hatch-shrinkray check --search -- {shlex.join(checked.command)}")
+    return "\n".join(lines)
+
+
+def _regressions(v: Verdict) -> list[str]:
+    if v.passed:
+        seen = f"{len(v.original.tests)} tests" if v.original.tests else "the exit status"
+        return [f"verdict: nothing regressed with the shrunk models ({seen} as with the originals)"]
+    lines = [f"verdict: {len(v.regressions)} regressed with the shrunk models:"]
+    for r in v.regressions:
+        lines.append(f"  REGRESSED {r.test}: {r.before} with the originals, {r.after} with the shrunk models")
+        text = [t for t in r.text.splitlines() if t.strip()][-TEXT_LINES:]
+        lines += [f"      {t}" for t in text]
+    if v.fixed:
+        lines.append(f"  ({len(v.fixed)} test(s) failed with the originals and pass with the shrunk models)")
+    return lines
+
+
+def check_json(checked: Checked) -> dict[str, Any]:
+    v = checked.verdict
+    return {"passed": v.passed, "models": [_model_json(p) for p in checked.prepared],
+            "runs": {"original": _run_json(v.original), "shrunk": _run_json(v.shrunk)},
+            "regressions": [{"test": r.test, "before": r.before, "after": r.after, "text": r.text}
+                            for r in v.regressions],
+            "fixed": list(v.fixed), "hints": checked.hints}
+
+
+def _model_json(p: Prepared) -> dict[str, Any]:
+    return {"model": p.relpath, "sha256": p.sha256, "method": p.options.method,
+            "plan": [list(t) for t in p.options.plan], "original_size": p.original_size,
+            "shrunk_size": p.shrunk_size, "verification": p.verification, "verification_passed": p.passed}
+
+
+def _run_json(run: Observed) -> dict[str, Any]:
+    return {"exit_code": run.exit_code, "seconds": round(run.seconds, 3), "pytest_sessions": run.pytest_sessions,
+            "tests": {k: o.outcome for k, o in run.tests.items()},
+            "models": {sha: {"sessions": s.sessions, "swapped": s.swapped, "shadowed": s.shadowed}
+                       for sha, s in run.models.items()}}
+
+
+def render_shadow(shadowed: Shadowed) -> str:
+    run = shadowed.run
+    rows = [["model", "output", "calls", "worst rel-L2", "mean rel-L2", "worst cos", "mean cos", "decisions",
+             "flipped"]]
+    notes = []
+    for p in shadowed.prepared:
+        seen = run.models.get(p.sha256)
+        if p.shrunk is None or seen is None:
+            continue
+        if seen.stats is None or not seen.stats.calls:
+            notes.append(f"{p.relpath}: {seen.sessions} session(s), no run() call to compare")
+            continue
+        for name, o in sorted(seen.stats.outputs.items()):
+            rows.append([p.relpath, name, str(o.calls), _f(o.worst_rel_l2), _f(o.mean_rel_l2),
+                         f"{o.worst_cosine:.6f}", f"{o.mean_cosine:.6f}", _decisions(o), _flips(o)])
+        if seen.stats.errors:
+            notes.append(f"{p.relpath}: the shrunk model failed on {seen.stats.errors} call(s): "
+                         f"{seen.stats.first_error}")
+        notes += [f"{p.relpath}: no shadow session: {e}" for e in seen.shadow_errors]
+    lines = [render_table(rows), *notes,
+             f"the command exited {run.exit_code} with the original models' answers ({run.seconds:.1f} s); every "
+             "call of the models above also ran the shrunk model on the same feeds"]
+    return "\n".join(lines)
+
+
+def _decisions(o: OutputStats) -> str:
+    return f"{o.positions} ({o.kind})" if o.kind else "-"
+
+
+def _flips(o: OutputStats) -> str:
+    if not o.kind:
+        return "-"
+    share = f" ({100 * o.flips / o.positions:.3f}%)" if o.positions else ""
+    ties = f", {o.near_ties} at near-ties" if o.near_ties else ""
+    return f"{o.flips}{share} in {o.flipped_calls} call(s){ties}"
+
+
+def _f(x: float) -> str:
+    return f"{x:.2e}" if math.isfinite(x) else str(x)
+
+
+def shadow_json(shadowed: Shadowed) -> dict[str, Any]:
+    out = []
+    for p in shadowed.prepared:
+        seen = shadowed.run.models.get(p.sha256, ModelSeen())
+        stats = seen.stats
+        out.append({**_model_json(p), "sessions": seen.sessions, "shadowed": seen.shadowed,
+                    "calls": 0 if stats is None else stats.calls, "errors": 0 if stats is None else stats.errors,
+                    "first_error": "" if stats is None else stats.first_error,
+                    "outputs": {} if stats is None else {n: {**_clean(o.__dict__), "mean_rel_l2": o.mean_rel_l2,
+                                                            "mean_cosine": o.mean_cosine}
+                                                        for n, o in sorted(stats.outputs.items())}})
+    return {"exit_code": shadowed.run.exit_code, "seconds": round(shadowed.run.seconds, 3), "models": out}
+
+
+def _clean(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: (str(v) if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
+
+
+def render_search(searched: Searched, written: str | None) -> str:
+    lines = []
+    for f in searched.found:
+        p = f.prepared
+        if f.best is None:
+            lines.append(f"{p.relpath}: no plan passed within {f.runs} run(s) (see the lines above)")
+            continue
+        b = f.best.prepared
+        flips, positions = f.best.flips
+        tensors = ", ".join(f"{t} {e}" for (_, t), e in sorted(f.best.tensors.items())) or "none"
+        lines.append(f"{p.relpath}: {human(b.original_size)} -> {human(b.shrunk_size)} "
+                     f"({100 * b.shrunk_size / b.original_size:.1f}%) with {p.options.method} and {tensors}; "
+                     f"{tally(f.best.verdict.shrunk)}, nothing regressed, {flips} of {positions} shadow decisions "
+                     f"flipped ({f.runs} runs; configured as is: {human(p.shrunk_size)})")
+    if searched.joint is not None:
+        j = searched.joint
+        lines.append("every plan at once: " + ("nothing regressed" if j.passed else
+                                               f"{len(j.regressions)} regressed: "
+                                               + ", ".join(r.test for r in j.regressions[:5])))
+    if written:
+        lines.append(written)
+    return "\n".join(lines)
+
+
+def search_json(searched: Searched) -> dict[str, Any]:
+    return {"models": [_found_json(f) for f in searched.found],
+            "joint_passed": None if searched.joint is None else searched.joint.passed}
+
+
+def _found_json(f: Found) -> dict[str, Any]:
+    best = f.best
+    return {"model": f.prepared.relpath, "runs": f.runs, "ranked": list(f.ranked[:20]),
+            "passed": best is not None,
+            "tensors": [] if best is None else [[s, t, e] for (s, t), e in sorted(best.tensors.items())],
+            "shrunk_size": None if best is None else best.prepared.shrunk_size,
+            "shrunk_sha256": None if best is None else best.shrunk_sha256}

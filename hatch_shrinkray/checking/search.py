@@ -1,0 +1,238 @@
+"""``check --search``: the smallest model the package's own tests accept, written as a plan.
+
+Per model, starting from the configured method: the tensors are ordered by their single-tensor
+sensitivity on the feeds the command itself gave the model (``sensitive``); the top ``k`` are kept
+float32 for k = 0, 1, 2, 4, ... until a run passes, then k is bisected down to the fewest that
+pass; then each kept tensor, largest first, is bisected down the ladder of cheaper encodings
+(int10, int12, fp16 above int8). A run *passes* when no test regresses against the run with the
+original models and the shadow decisions (the original model runs beside the candidate on every
+call) flip at most ``max_flip_rate`` of the time. Every run is one run of the command; ``max_runs``
+bounds them. The result goes into the plan file, keyed by the model's sha256, with what accepted it.
+"""
+
+from __future__ import annotations
+
+import shlex
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from hatch_shrinkray.capture.observe import ModelSeen, Observed, observe
+from hatch_shrinkray.capture.swap import Instructions
+from hatch_shrinkray.checking.check import Settings, require_evidence, shown, targets_of
+from hatch_shrinkray.checking.models import Configured, Prepared, prepare
+from hatch_shrinkray.checking.sensitive import ranked
+from hatch_shrinkray.checking.verdict import Verdict, judge, tally
+from hatch_shrinkray.onnxgraph.graph import find_sites
+from hatch_shrinkray.onnxgraph.modelio import load_model
+from hatch_shrinkray.result import human
+from hatch_shrinkray.shipping.manifest import file_sha256
+from hatch_shrinkray.shipping.plan import PlanEntry
+from hatch_shrinkray.shipping.ship import Display
+
+Key = tuple[str, str]
+LADDERS = {"int4": ("int6", "int8", "int10", "int12", "fp16", "float32"), "fp16": ("float32",)}
+DEFAULT_LADDER = ("int10", "int12", "fp16", "float32")
+"""Cheaper than float32, above the configured method, cheapest first."""
+
+
+@dataclass(frozen=True)
+class Trial:
+    tensors: dict[Key, str]
+    verdict: Verdict
+    seen: ModelSeen
+    prepared: Prepared
+    shrunk_sha256: str
+    passed: bool
+
+    @property
+    def flips(self) -> tuple[int, int]:
+        stats = self.seen.stats
+        return (0, 0) if stats is None else (stats.flips, stats.positions)
+
+
+@dataclass(frozen=True)
+class Found:
+    prepared: Prepared
+    """The model as configured (before the search)."""
+    best: Trial | None
+    """The smallest passing trial, or None when nothing passed within the runs."""
+    runs: int
+    ranked: tuple[str, ...]
+    """The tensors in the order they were escalated, for the report."""
+
+
+@dataclass(frozen=True)
+class Searched:
+    found: tuple[Found, ...]
+    original: Observed
+    joint: Verdict | None
+    """With several models: all plans at once (each model was searched with the others original)."""
+
+
+def run_search(configured: Configured, settings: Settings, app: Display, max_runs: int) -> Searched:
+    with tempfile.TemporaryDirectory(prefix="hatch-shrinkray-search-") as name:
+        tmp = Path(name)
+        prepared = targets_of(prepare(configured, tmp / "models", app))
+        targets = tuple(p.target() for p in prepared)
+        app.display_info(f"check --search: run with the original models (recording their feeds): "
+                         f"{shown(settings.command)}")
+        original = observe(settings.command, lambda r: Instructions("original", False, settings.threshold, r, targets),
+                           record=tmp / "recorded", cwd=settings.cwd)
+        require_evidence(original, prepared, settings)
+        found = []
+        for index, p in enumerate(prepared):
+            if not original.models.get(p.sha256, ModelSeen()).sessions:
+                app.display_warning(f"check --search: {p.relpath}: the command never loaded it; nothing to search")
+                continue
+            search = _Search(configured, settings, app, original=original, prepared=p, workdir=tmp / f"s{index}",
+                             max_runs=max_runs)
+            found.append(search.run(tmp / "recorded"))
+        joint = None
+        if sum(f.best is not None for f in found) > 1:
+            joint = _joint(configured, settings, app, original=original, found=found, workdir=tmp / "joint")
+        return Searched(tuple(found), original, joint)
+
+
+class _Search:
+    def __init__(self, configured: Configured, settings: Settings, app: Display, *, original: Observed,
+                 prepared: Prepared, workdir: Path, max_runs: int) -> None:
+        self.configured = configured
+        self.settings = settings
+        self.app = app
+        self.original = original
+        self.prepared = prepared
+        self.workdir = workdir
+        self.max_runs = max_runs
+        self.runs = 0
+        self.best: Trial | None = None
+        self.ladder = LADDERS.get(prepared.options.method, DEFAULT_LADDER)
+
+    def run(self, recorded: Path) -> Found:
+        order = [(s.scope, s.name) for s in ranked(replace(self.prepared, options=replace(
+            self.prepared.options, plan=())), recorded)]
+        names = tuple(n for _, n in order)
+        if not order:
+            self.app.display_warning(f"check --search: {self.prepared.relpath}: no tensor to escalate")
+        k = self._fewest(order)
+        if k is None:
+            return Found(self.prepared, None, self.runs, names)
+        chosen = dict.fromkeys(order[:k], "float32")
+        sizes = dict(zip(order, self._sizes(order), strict=True))
+        for key in sorted(chosen, key=lambda key: (-sizes[key], key)):
+            self._cheapen(chosen, key)
+        return Found(self.prepared, self.best, self.runs, names)
+
+    def _sizes(self, order: Sequence[Key]) -> list[int]:
+        model = load_model(self.prepared.source).model
+        size = {(s.scope.path, s.name): s.size for s in find_sites(model)}
+        return [size.get(key, 0) for key in order]
+
+    def _fewest(self, order: Sequence[Key]) -> int | None:
+        """The fewest top tensors kept float32 with which the run passes (None: none within the runs)."""
+        steps = [0] + [min(2**i, len(order)) for i in range(len(order).bit_length() + 1) if 2**i <= 2 * len(order)]
+        lo, hi = -1, -1
+        for k in dict.fromkeys(steps):
+            trial = self._try(dict.fromkeys(order[:k], "float32"))
+            if trial is None:
+                return None
+            if trial.passed:
+                hi = k
+                break
+            lo = k
+        if hi < 0:
+            self.app.display_warning(
+                f"check --search: {self.prepared.relpath}: the tests fail even with every searched tensor kept "
+                "float32: what fails is not this model's weights (a flaky test, or another model)")
+            return None
+        return self._bisect(lo, hi, lambda k: dict.fromkeys(order[:k], "float32"))
+
+    def _cheapen(self, chosen: dict[Key, str], key: Key) -> None:
+        """Bisect ``key`` down the ladder (the rung below the method fails, float32 passes)."""
+        hi = self._bisect(-1, len(self.ladder) - 1, lambda i: {**chosen, key: self.ladder[i]})
+        chosen[key] = self.ladder[hi]
+
+    def _bisect(self, lo: int, hi: int, plan: Callable[[int], dict[Key, str]]) -> int:
+        """The smallest index in (lo, hi] whose plan passes, given that ``lo`` fails and ``hi`` passes
+        (``hi`` itself when the runs are spent)."""
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            trial = self._try(plan(mid))
+            if trial is None:
+                break
+            if trial.passed:
+                hi = mid
+            else:
+                lo = mid
+        return hi
+
+    def _try(self, tensors: dict[Key, str]) -> Trial | None:
+        if self.runs >= self.max_runs:
+            return None
+        self.runs += 1
+        plan = tuple(sorted((s, t, e) for (s, t), e in tensors.items()))
+        (p,) = prepare(_one(self.configured, self.prepared), self.workdir / str(self.runs), self.app,
+                       plans={self.prepared.sha256: plan})
+        if p.shrunk is None:
+            # Every tensor kept as it is: the original model, which the original run already judged.
+            # It passes without a run, and it is never the answer (there is nothing to ship smaller).
+            self.runs -= 1
+            seen = self.original.models.get(self.prepared.sha256, ModelSeen())
+            return Trial(dict(tensors), judge(self.original, self.original), seen, p, self.prepared.sha256, True)
+        observed = observe(self.settings.command,
+                           lambda r: Instructions("shrunk", True, self.settings.threshold, r, (p.target(),)),
+                           cwd=self.settings.cwd)
+        verdict = judge(self.original, observed)
+        seen = observed.models.get(p.sha256, ModelSeen())
+        trial = Trial(dict(tensors), verdict, seen, p, file_sha256(p.shrunk), False)
+        flips, positions = trial.flips
+        errors = seen.stats.errors if seen.stats is not None else 0
+        ok = verdict.passed and not errors and flips <= self.settings.max_flip_rate * positions
+        trial = replace(trial, passed=ok)
+        if ok and (self.best is None or p.shrunk_size <= self.best.prepared.shrunk_size):
+            self.best = trial
+        kept = ", ".join(f"{t} {e}" for (_, t), e in sorted(tensors.items())) or f"{p.options.method} as configured"
+        self.app.display_info(
+            f"check --search: {p.relpath} run {self.runs}: {kept}: {human(p.shrunk_size)}; tests "
+            f"{tally(observed)}, {len(verdict.regressions)} regressed; {flips} of {positions} shadow decisions "
+            f"flipped -> {'passes' if ok else 'fails'}")
+        return trial
+
+
+def _one(configured: Configured, prepared: Prepared) -> Configured:
+    index = next(i for i, m in enumerate(configured.config.models) if m.relpath == prepared.relpath
+                 and configured.roots[i] / m.relpath == prepared.source)
+    return Configured(replace(configured.config, models=(configured.config.models[index],)),
+                      (configured.roots[index],))
+
+
+def _joint(configured: Configured, settings: Settings, app: Display, *, original: Observed,
+           found: Sequence[Found], workdir: Path) -> Verdict:
+    plans = {f.prepared.sha256: tuple(sorted((s, t, e) for (s, t), e in f.best.tensors.items()))
+             for f in found if f.best is not None}
+    prepared = [p for p in prepare(configured, workdir, app, plans=plans) if p.sha256 in plans and p.shrunk]
+    targets = tuple(p.target() for p in prepared)
+    app.display_info("check --search: every plan at once")
+    observed = observe(settings.command, lambda r: Instructions("shrunk", False, settings.threshold, r, targets),
+                       cwd=settings.cwd)
+    return judge(original, observed)
+
+
+def plan_entries(searched: Searched, command: Sequence[str], max_flip_rate: float) -> dict[str, PlanEntry]:
+    """What goes into the plan file: per model that passed, its tensors and what accepted them."""
+    out = {}
+    for f in searched.found:
+        if f.best is None:
+            continue
+        flips, positions = f.best.flips
+        p = f.best.prepared
+        verdict = (f"{tally(f.best.verdict.shrunk)} as with the original models; {flips} of {positions} shadow "
+                   f"decisions flipped")
+        checked = {"command": shlex.join(command), "verdict": verdict, "shadow_flips": flips,
+                   "shadow_decisions": positions, "max_flip_rate": max_flip_rate, "runs": f.runs,
+                   "original_size": p.original_size, "shrunk_size": p.shrunk_size,
+                   "shrunk_sha256": f.best.shrunk_sha256}
+        tensors = tuple(sorted((s, t, e) for (s, t), e in f.best.tensors.items()))
+        out[p.sha256] = PlanEntry(p.relpath, p.options.method, tensors, checked)
+    return out

@@ -1,0 +1,102 @@
+"""``shrinkray-plan.json``: the per-tensor plans ``hatch-shrinkray check --search`` found, which the
+hook, ``shrink`` and ``wheel`` then ship without running any test again.
+
+Like the manifest, the file is content-addressed and meant for version control: each entry is keyed
+by the sha256 of the original model it was found for (a changed model simply has no plan), lists
+the tensors it sets (scope, name, encoding; every other tensor gets the configured method) and
+records what the check that accepted it ran and saw, including the sha256 of the shrunk model it
+tested, so a build can tell whether it ships exactly that model. Deterministic: sorted keys, fixed
+formatting, no timestamps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.options import ENCODINGS, ShrinkOptions
+
+PLAN_NAME = "shrinkray-plan.json"
+FORMAT = "hatch-shrinkray-plan"
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class PlanEntry:
+    model: str
+    """The model's path in the project, for people (the sha256 key is what matches)."""
+    method: str
+    """The configured method the plan was searched from; the tensors not listed get it."""
+    tensors: tuple[tuple[str, str, str], ...]
+    """``(scope, tensor name, encoding)``, sorted."""
+    checked: dict[str, Any] = field(default_factory=dict)
+    """What accepted the plan: the command, its tests and shadow flips, sizes, ``shrunk_sha256``."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "method": self.method, "checked": self.checked,
+                "tensors": [{"scope": s, "tensor": t, "encoding": e} for s, t, e in self.tensors]}
+
+    def apply(self, options: ShrinkOptions) -> ShrinkOptions:
+        return replace(options, plan=self.tensors)
+
+
+def render(entries: Mapping[str, PlanEntry]) -> str:
+    body = {"format": FORMAT, "version": VERSION,
+            "models": {sha: entry.to_dict() for sha, entry in sorted(entries.items())}}
+    return json.dumps(body, sort_keys=True, indent=2, ensure_ascii=True, allow_nan=False) + "\n"
+
+
+def read_plan(path: Path) -> dict[str, PlanEntry]:
+    """The plans in ``path`` by original sha256; ShrinkrayError naming the file and the entry."""
+    label = str(path)
+    hint = "hatch-shrinkray check --search writes it; fix the entry or delete the file and search again"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ShrinkrayError(f"cannot read the plan: {exc.strerror or exc}", path=label) from exc
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ShrinkrayError(f"the plan is not valid JSON: {exc}", path=label, hint=hint) from exc
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ShrinkrayError(f"not a hatch-shrinkray plan (format is not {FORMAT!r})", path=label, hint=hint)
+    if data.get("version") != VERSION:
+        raise ShrinkrayError(f"plan version {data.get('version')!r}; this hatch-shrinkray reads version {VERSION}",
+                             path=label, hint=hint)
+    models = data.get("models")
+    if not isinstance(models, dict):
+        raise ShrinkrayError("`models` must be an object keyed by sha256", path=label, hint=hint)
+    return {str(sha): _entry(sha, item, label, hint) for sha, item in models.items()}
+
+
+def _entry(sha: str, item: Any, label: str, hint: str) -> PlanEntry:
+    where = f"models.{sha[:16]}"
+    if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
+        raise ShrinkrayError(f"`models` key {sha!r} is not a sha256", path=label, hint=hint)
+    try:
+        tensors = tuple(sorted((str(t["scope"]), str(t["tensor"]), str(t["encoding"])) for t in item["tensors"]))
+        entry = PlanEntry(str(item["model"]), str(item["method"]), tensors, dict(item.get("checked") or {}))
+    except (KeyError, TypeError) as exc:
+        raise ShrinkrayError(f"`{where}` lacks {exc} or is not shaped like a plan entry", path=label,
+                             hint=hint) from exc
+    bad = [f"{t} = {e!r}" for _, t, e in tensors if e not in ENCODINGS]
+    if bad:
+        raise ShrinkrayError(f"`{where}.tensors` has unknown encodings ({', '.join(bad[:3])}); "
+                             f"one of {', '.join(ENCODINGS)}", path=label, hint=hint)
+    return entry
+
+
+def write_plan(path: Path, entries: Mapping[str, PlanEntry]) -> None:
+    """Write the plan file atomically (a reader sees the old file or the complete new one)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(render(entries))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,169 @@
+"""``hatch-shrinkray check``: the package's own tests judge the shrunk model, run as a user runs it
+(the console script, a real project, a real pytest run in a subprocess).
+
+The project's model has one weight column with an outlier (like Silero VAD's 54.9 among values
+around 0.04): round-to-nearest int8 zeroes the rest of that column, and the project's exact-label
+test catches it, while the tolerance verification on generated inputs does not."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hardening import build, cli
+from onnx import helper
+
+from hatch_shrinkray.shipping.manifest import file_sha256
+from hatch_shrinkray.shipping.plan import PLAN_NAME, read_plan
+
+from onnx_builders import init, model, run, save, vi
+
+MODEL = "src/pkg/models/net.onnx"
+PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+
+TESTS = textwrap.dedent('''
+    from pathlib import Path
+
+    import numpy as np
+    import onnxruntime as ort
+
+    ROOT = Path(__file__).resolve().parents[1]
+    GOLDEN = np.load(ROOT / "tests/golden.npz")
+
+
+    def session():
+        return ort.InferenceSession(str(ROOT / "src/pkg/models/net.onnx"), providers=["CPUExecutionProvider"])
+
+
+    def test_shape():
+        assert session().run(None, {"x": GOLDEN["x"][:3]})[0].shape == (3, 6)
+
+
+    def test_labels_exactly():
+        labels = session().run(None, {"x": GOLDEN["x"]})[0].argmax(axis=1)
+        np.testing.assert_array_equal(labels, GOLDEN["labels"])
+
+
+    def test_one_row_at_a_time():
+        for row in GOLDEN["x"][:4]:
+            assert session().run(None, {"x": row[None]})[0].shape == (1, 6)
+''')
+
+
+def _net() -> object:
+    r = np.random.default_rng(7)
+    w1 = (r.standard_normal((128, 256)) * 0.04).astype(np.float32)
+    w1[5, 17] = 50.0  # the outlier: int8's step for column 17 becomes 0.4
+    w1[:, 17] *= 3.0
+    w2 = (r.standard_normal((256, 256)) * 0.06).astype(np.float32)
+    w2[17, :] *= 10.0  # and column 17 matters
+    w3 = (r.standard_normal((256, 6)) * 0.1).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "W1"], ["h1"]), helper.make_node("Relu", ["h1"], ["r1"]),
+             helper.make_node("MatMul", ["r1", "W2"], ["h2"]), helper.make_node("Relu", ["h2"], ["r2"]),
+             helper.make_node("MatMul", ["r2", "W3"], ["y"])]
+    return model(nodes, [vi("x", ["batch", 128])], [vi("y", ["batch", 6])],
+                 [init("W1", w1), init("W2", w2), init("W3", w3)])
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "proj"
+    (root / "src/pkg/models").mkdir(parents=True)
+    (root / "tests").mkdir()
+    (root / "src/pkg/__init__.py").write_text("")
+    path = save(_net(), root / MODEL)  # type: ignore[arg-type]
+    x = np.random.default_rng(1).standard_normal((400, 128)).astype(np.float32)
+    x[:, 5] = np.abs(x[:, 5]) * 0.02
+    y = run(path, {"x": x})[0]
+    top2 = np.sort(y, axis=1)[:, -2:]
+    clear = (top2[:, 1] - top2[:, 0]) > 0.05 * (y.max(1) - y.min(1))  # no near-ties in the golden labels
+    np.savez(root / "tests/golden.npz", x=x[clear], labels=y[clear].argmax(1))
+    (root / "tests/test_model.py").write_text(TESTS)
+    (root / "pyproject.toml").write_text(textwrap.dedent('''
+        [build-system]
+        requires = ["hatchling", "hatch-shrinkray-core"]
+        build-backend = "hatchling.build"
+
+        [project]
+        name = "pkg"
+        version = "0.1.0"
+
+        [tool.hatch.build.targets.wheel]
+        packages = ["src/pkg"]
+
+        [tool.hatch.build.hooks.shrinkray]
+        models = ["src/pkg/models/*.onnx"]
+
+        [tool.pytest.ini_options]
+        testpaths = ["tests"]
+    '''))
+    monkeypatch.setenv("HATCH_SHRINKRAY_CACHE_DIR", str(tmp_path / "cache"))
+    return root
+
+
+def test_check_names_the_regression_then_the_plan_fixes_it(project: Path) -> None:
+    before = cli("check", "--json", "-", "--", *PYTEST, cwd=project)
+    assert before.returncode == 1, before.stdout + before.stderr
+    assert "REGRESSED tests/test_model.py::test_labels_exactly: passed with the originals, failed" in before.stdout
+    assert "Mismatched elements" in before.stdout  # the failure text, as pytest wrote it
+    assert "passes the tolerance verification on 8 generated samples" in before.stdout  # what it did not catch
+    hint = next(line for line in before.stdout.splitlines() if line.startswith("hint: src/pkg/models/net.onnx"))
+    assert "W1 (rel-L2" in hint and '`exclude-tensors = ["W1"]`' in hint and '"W1" = "fp16"' in hint
+    report = json.loads(before.stdout[before.stdout.index("\n{") + 1:])
+    assert [r["test"] for r in report["regressions"]] == ["tests/test_model.py::test_labels_exactly"]
+    assert report["runs"]["original"]["tests"] == {f"tests/test_model.py::test_{n}": "passed"
+                                                   for n in ("labels_exactly", "one_row_at_a_time", "shape")}
+    sha = file_sha256(project / MODEL)
+    assert report["runs"]["shrunk"]["models"][sha]["swapped"] == 6  # every session of the model, swapped
+
+    search = cli("check", "--search", "--", *PYTEST, cwd=project)
+    assert search.returncode == 0, search.stdout + search.stderr
+    assert "with int8 and W1 fp16" in search.stdout
+    plan = read_plan(project / PLAN_NAME)
+    entry = plan[sha]
+    assert entry.model == MODEL and entry.method == "int8" and entry.tensors == (("main", "W1", "fp16"),)
+    assert entry.checked["shadow_flips"] == 0 and entry.checked["shadow_decisions"] > 300
+    assert "run 1: int8 as configured" in search.stderr and "-> fails" in search.stderr
+
+    after = cli("check", "--", *PYTEST, cwd=project)
+    assert after.returncode == 0, after.stdout + after.stderr
+    assert "REGRESSED" not in after.stdout and "nothing regressed" in after.stdout
+    assert "int8 + plan (1 tensors)" in after.stdout
+
+    # Every later build ships that plan without running any test: the very bytes check accepted.
+    with zipfile.ZipFile(build(project)) as zf:
+        shipped = zf.read("pkg/models/net.onnx")
+    assert hashlib.sha256(shipped).hexdigest() == entry.checked["shrunk_sha256"]
+
+
+def test_shadow_counts_flips_over_every_call(project: Path) -> None:
+    proc = cli("check", "--shadow", "--json", "-", "--", *PYTEST, cwd=project)
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # flips beyond --max-flip-rate 0
+    assert "3 passed" in proc.stdout  # the program got the original's answers: its tests pass
+    data = json.loads(proc.stdout[proc.stdout.index("\n{") + 1:])
+    (m,) = data["models"]
+    out = m["outputs"]["y"]
+    rows = len(np.load(project / "tests/golden.npz")["labels"])
+    assert m["calls"] == out["calls"] == 6 and m["errors"] == 0 and m["sessions"] == m["shadowed"] == 6
+    assert out["kind"] == "top-1" and out["positions"] == 3 + rows + 4
+    assert out["flips"] > 20 and out["worst_rel_l2"] > out["mean_rel_l2"] > 0
+    assert "flipped" in proc.stdout and "(top-1)" in proc.stdout
+    loose = cli("check", "--shadow", "--max-flip-rate", "0.5", "--", *PYTEST, cwd=project)
+    assert loose.returncode == 0, loose.stdout + loose.stderr
+
+
+def test_check_without_the_model_or_the_command_is_one_line(project: Path) -> None:
+    none = cli("check", "--", sys.executable, "-c", "print('no model here')", cwd=project)
+    assert none.returncode == 1
+    assert "created no onnxruntime session of a configured model" in none.stderr
+    assert "Traceback" not in none.stderr
+    empty = cli("check", cwd=project)
+    assert empty.returncode == 1 and empty.stderr.startswith("error: no command to check with")
+    missing = cli("check", str(project / "nope.onnx"), "--", *PYTEST, cwd=project)
+    assert missing.returncode == 1 and "no such model file" in missing.stderr

@@ -1,0 +1,248 @@
+"""``hatch-shrinkray wheel``: rewriting wheels after the build, through the installed console script.
+
+The input wheels are real hatchling builds of a small project without the hook (a backend that
+knows nothing of us); the e2e tests (tests/test_e2e_wheel.py) do the same with setuptools and flit.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import os
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import onnx
+import pytest
+from hardening import cli
+from hatchling.builders.wheel import WheelBuilder
+
+from hatch_shrinkray.shipping.manifest import MANIFEST_NAME, ManifestEntry, render
+
+from onnx_builders import mlp, save
+
+MODEL = "toymodel/models/a.onnx"
+TABLE = '[tool.hatch-shrinkray]\nmodels = ["toymodel/models/*.onnx"]\n'
+
+
+def write_project(root: Path, table: str = TABLE) -> Path:
+    (root / "src/toymodel/models").mkdir(parents=True)
+    (root / "src/toymodel/__init__.py").write_text("")
+    script = root / "src/toymodel/run.sh"
+    script.write_text("#!/bin/sh\necho hi\n")
+    script.chmod(0o755)
+    save(mlp(), root / "src" / MODEL)
+    (root / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n\n'
+        '[project]\nname = "toymodel"\nversion = "0.1.0"\n\n'
+        '[tool.hatch.build.targets.wheel]\npackages = ["src/toymodel"]\n\n' + table)
+    return root
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    out = {**os.environ, "HATCH_SHRINKRAY_CACHE_DIR": str(tmp_path / "cache"), "TMPDIR": str(temp)}
+    out.pop("SOURCE_DATE_EPOCH", None)
+    return out
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return write_project(tmp_path / "toymodel")
+
+
+@pytest.fixture
+def wheel(project: Path) -> Path:
+    return Path(next(WheelBuilder(str(project)).build(directory=str(project / "dist"), versions=["standard"])))
+
+
+def record_problems(path: Path) -> list[str]:
+    """Every way ``path``'s RECORD disagrees with its entries (computed here with the stdlib alone)."""
+    problems = []
+    with zipfile.ZipFile(path) as zf:
+        names = [i.filename for i in zf.infolist() if not i.is_dir()]
+        (record,) = [n for n in names if n.endswith(".dist-info/RECORD")]
+        rows = {r[0]: r for r in csv.reader(io.StringIO(zf.read(record).decode())) if r}
+        if rows.get(record) != [record, "", ""]:
+            problems.append(f"RECORD's own line is {rows.get(record)}")
+        for name in names:
+            if name == record:
+                continue
+            data = zf.read(name)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            if rows.get(name) != [name, f"sha256={digest}", str(len(data))]:
+                problems.append(f"{name}: {rows.get(name)}")
+        problems += [f"{n} listed but absent" for n in rows if n not in names]
+    return problems
+
+
+def check_wheel_contents(path: Path) -> subprocess.CompletedProcess[str]:
+    tool = Path(sys.executable).parent / "check-wheel-contents"
+    return subprocess.run([str(tool), "--no-config", str(path)], capture_output=True, text=True, check=False)
+
+
+def test_wheel_is_rewritten_with_a_correct_record(wheel: Path, project: Path, env: dict[str, str],
+                                                  tmp_path: Path) -> None:
+    original = wheel.read_bytes()
+    done = cli("wheel", str(wheel), "-o", str(tmp_path / "out"), cwd=project, env=env)
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "out" / wheel.name
+    assert f"shrinkray: {MODEL}: 272.54 KB -> " in done.stderr, done.stderr
+    assert "shrinkray: total 1 model (1 shrunk)" in done.stderr
+    assert f"{out}: rewrote (1 model," in done.stdout
+    assert wheel.read_bytes() == original, "the input wheel changed"
+    assert record_problems(out) == []
+    checked = check_wheel_contents(out)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    with zipfile.ZipFile(wheel) as before, zipfile.ZipFile(out) as after:
+        assert len(after.read(MODEL)) < 0.3 * len(before.read(MODEL))
+        onnx.checker.check_model(onnx.load_from_string(after.read(MODEL)))
+        names = after.namelist()
+        assert sorted(names) == sorted(before.namelist())
+        assert names[-1].endswith(".dist-info/RECORD")
+        assert all(n.startswith("toymodel/") for n in names[: names.index(MODEL) + 1])
+        for name in names:
+            old, new = before.getinfo(name), after.getinfo(name)
+            assert new.external_attr == old.external_attr, name
+            assert new.date_time == old.date_time, name
+            if ".dist-info/" in name and not name.endswith("RECORD"):
+                assert after.read(name) == before.read(name), name
+        assert (after.getinfo("toymodel/run.sh").external_attr >> 16) & 0o111
+
+
+def test_output_is_deterministic_and_honours_source_date_epoch(wheel: Path, project: Path, env: dict[str, str],
+                                                               tmp_path: Path) -> None:
+    outputs = []
+    for name in ("one", "two"):
+        done = cli("wheel", str(wheel), "-o", str(tmp_path / name), cwd=project,
+                   env={**env, "SOURCE_DATE_EPOCH": "1700000000"})
+        assert done.returncode == 0, done.stderr
+        outputs.append((tmp_path / name / wheel.name).read_bytes())
+    assert outputs[0] == outputs[1]
+    with zipfile.ZipFile(io.BytesIO(outputs[0])) as zf:
+        assert {i.date_time for i in zf.infolist()} == {time.gmtime(1700000000)[:6]}
+
+
+def test_in_place_replaces_only_when_asked(wheel: Path, project: Path, env: dict[str, str]) -> None:
+    refused = cli("wheel", str(wheel), "-o", str(wheel.parent), cwd=project, env=env)
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines() == [
+        f"error: {wheel.parent / wheel.name}: the output would overwrite the input "
+        "(pass --in-place to replace it, or choose another -o directory)"]
+    before = wheel.read_bytes()
+    done = cli("wheel", str(wheel), "--in-place", cwd=project, env=env)
+    assert done.returncode == 0, done.stderr
+    assert len(wheel.read_bytes()) < len(before)
+    assert record_problems(wheel) == []
+    assert sorted(p.name for p in wheel.parent.iterdir()) == [wheel.name]
+
+
+def test_shrunk_wheel_passes_through(wheel: Path, project: Path, env: dict[str, str], tmp_path: Path) -> None:
+    assert cli("wheel", str(wheel), "-o", str(tmp_path / "one"), cwd=project, env=env).returncode == 0
+    shrunk = tmp_path / "one" / wheel.name
+    again = cli("wheel", str(shrunk), "-o", str(tmp_path / "two"), cwd=project, env=env)
+    assert again.returncode == 0, again.stderr
+    assert "already quantized" in again.stderr and "shipping it unchanged" in again.stderr
+    assert "copied unchanged" in again.stdout
+    assert (tmp_path / "two" / wheel.name).read_bytes() == shrunk.read_bytes()
+
+    # With the project's manifest listing those bytes, the engine is not even imported.
+    with zipfile.ZipFile(shrunk) as zf:
+        digest = hashlib.sha256(zf.read(MODEL)).hexdigest()
+    entry = ManifestEntry(original_sha256="0" * 64, shrunk_sha256=digest, method="int8")
+    (project / MANIFEST_NAME).write_text(render({"src/toymodel/models/a.onnx": entry}))
+    code = ("import sys, runpy; sys.argv = ['hatch-shrinkray', 'wheel', sys.argv[1], '-o', sys.argv[2]]\n"
+            "try:\n    runpy.run_module('hatch_shrinkray', run_name='__main__')\n"
+            "finally:\n    print('ENGINE' if 'onnxruntime' in sys.modules else 'LIGHT')")
+    light = subprocess.run([sys.executable, "-c", code, str(shrunk), str(tmp_path / "three")], cwd=project,
+                           env=env, capture_output=True, text=True, check=False)
+    assert f"shrinkray: {MODEL}: already shrunk (manifest match); shipping as-is" in light.stderr, light.stderr
+    assert light.stdout.strip().endswith("LIGHT"), light.stdout
+
+
+def test_command_line_configuration(wheel: Path, tmp_path: Path, env: dict[str, str]) -> None:
+    done = cli("wheel", str(wheel), "-o", str(tmp_path / "out"), "--models", "toymodel/**/*.onnx",
+               "--method", "fp16", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert ", fp16, " in done.stderr
+    unmatched = cli("wheel", str(wheel), "-o", str(tmp_path / "out2"), "--models", "src/toymodel/*.onnx",
+                    cwd=tmp_path, env=env)
+    assert unmatched.returncode == 1
+    assert "- Field `--models` pattern `src/toymodel/*.onnx` matches no file" in unmatched.stderr
+    assert not (tmp_path / "out2" / wheel.name).exists()
+
+
+def test_configuration_errors_are_listed_with_the_table(wheel: Path, project: Path, env: dict[str, str],
+                                                        tmp_path: Path) -> None:
+    (project / "pyproject.toml").write_text((project / "pyproject.toml").read_text().replace(
+        TABLE, TABLE + 'method = "int9"\nlevles = 3\n'))
+    done = cli("wheel", str(wheel), "-o", str(tmp_path / "out"), cwd=project, env=env)
+    assert done.returncode == 1
+    assert "Invalid configuration in `tool.hatch-shrinkray`:" in done.stderr
+    assert "- Unknown field `tool.hatch-shrinkray.levles`; did you mean `levels`?" in done.stderr
+    assert "- Field `tool.hatch-shrinkray.method` must be one of" in done.stderr
+    assert "Traceback" not in done.stderr
+
+    flags = cli("wheel", str(wheel), "-o", str(tmp_path / "out"), "--method", "fp16", cwd=project, env=env)
+    assert flags.returncode == 1
+    assert "shrink options on the command line need --models" in flags.stderr
+
+    bare = cli("wheel", str(wheel), "-o", str(tmp_path / "out"), cwd=tmp_path, env=env)
+    assert bare.returncode == 1
+    assert bare.stderr.strip().splitlines() == [
+        f"error: {tmp_path / 'pyproject.toml'}: no pyproject.toml here (run in the project's directory, "
+        "pass --project DIR, or select models with --models)"]
+
+
+def test_hook_table_configures_when_no_tool_table(wheel: Path, project: Path, env: dict[str, str],
+                                                  tmp_path: Path) -> None:
+    (project / "pyproject.toml").write_text((project / "pyproject.toml").read_text().replace(
+        "[tool.hatch-shrinkray]", "[tool.hatch.build.hooks.shrinkray]"))
+    done = cli("wheel", str(wheel), "-o", str(tmp_path / "out"), "--project", str(project), cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "(1 shrunk)" in done.stderr
+
+
+def test_verification_failure_writes_nothing(wheel: Path, project: Path, env: dict[str, str],
+                                             tmp_path: Path) -> None:
+    (project / "pyproject.toml").write_text((project / "pyproject.toml").read_text() + "max-rel-l2 = 0.0\n")
+    done = cli("wheel", str(wheel), "-o", str(tmp_path / "out"), cwd=project, env=env)
+    assert done.returncode == 1
+    assert "differs too much from the original" in done.stderr and "FAIL" in done.stderr
+    assert list((tmp_path / "out").iterdir()) == []
+    assert [p.name for p in Path(env["TMPDIR"]).iterdir() if p.name != ".ses"] == []  # .ses: onnxruntime's own
+
+
+@pytest.mark.parametrize("damage", ["name", "zip", "record", "unsafe"])
+def test_damaged_wheels_get_one_line(damage: str, wheel: Path, project: Path, env: dict[str, str],
+                                     tmp_path: Path) -> None:
+    bad = tmp_path / "bad" / wheel.name
+    bad.parent.mkdir()
+    if damage == "name":
+        bad = bad.with_name("toymodel.whl")
+        bad.write_bytes(wheel.read_bytes())
+        expected = "not a wheel file name"
+    elif damage == "zip":
+        bad.write_bytes(wheel.read_bytes()[:1000])
+        expected = "cannot read the wheel"
+    else:
+        with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(bad, "w") as out:
+            for info in src.infolist():
+                data = src.read(info)
+                out.writestr(info, data + b"x" if damage == "record" and info.filename == MODEL else data)
+            if damage == "unsafe":
+                out.writestr("../evil.py", b"")
+        expected = "does not match its RECORD hash" if damage == "record" else "unsafe entry name"
+    done = cli("wheel", str(bad), "-o", str(tmp_path / "out"), cwd=project, env=env)
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {bad}: ") and expected in lines[0], done.stderr
+    assert not (tmp_path / "out" / bad.name).exists()
+

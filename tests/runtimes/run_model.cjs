@@ -34,8 +34,15 @@ async function profile(session, backend) {
     await session.release();
     const path = require("path");
     const base = path.basename(outPath) + ".profile";
-    const file = fs.readdirSync(path.dirname(outPath)).find((f) => f.startsWith(base));
-    process.stdout.write(file ? fs.readFileSync(path.join(path.dirname(outPath), file), "utf8") : "[]");
+    let text = "";
+    for (let i = 0; i < 100 && !text.trim().endsWith("]"); i++) {  // written in the background: wait for all of it
+      const file = fs.readdirSync(path.dirname(outPath)).find((f) => f.startsWith(base));
+      text = file ? fs.readFileSync(path.join(path.dirname(outPath), file), "utf8") : "";
+      if (!text.trim().endsWith("]")) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    }
+    process.stdout.write(text || "[]");
   }
   process.stdout.write("\nEND-PROFILE\n");
 }

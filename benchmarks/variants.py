@@ -85,12 +85,12 @@ def ensure_peer_venv() -> Path:
 ENGINE_REV = os.environ.get("HSR_BENCH_ENGINE", "HEAD")  # a git revision, or "worktree"
 
 
-def engine_dir() -> Path | None:
-    """A snapshot of hatch_shrinkray/ at ENGINE_REV (git archive), so results name one commit and do not
+def engine_dir(rev: str = ENGINE_REV) -> Path | None:
+    """A snapshot of hatch_shrinkray/ at ``rev`` (git archive), so results name one commit and do not
     change while the engine is being edited; None = use the work tree as imported."""
-    if ENGINE_REV == "worktree":
+    if rev == "worktree":
         return None
-    sha = subprocess.run(["git", "rev-parse", ENGINE_REV], capture_output=True, text=True, cwd=REPO_DIR,
+    sha = subprocess.run(["git", "rev-parse", rev], capture_output=True, text=True, cwd=REPO_DIR,
                          check=True).stdout.strip()
     dest = CACHE_DIR / "engine" / sha
     if not (dest / "hatch_shrinkray" / "__init__.py").exists():

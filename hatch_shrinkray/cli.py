@@ -1,7 +1,8 @@
 """``hatch-shrinkray`` / ``python -m hatch_shrinkray``: info, shrink, compare, wheel, record, check.
 
 Every user mistake ends in one line on stderr and a non-zero exit; ``-v`` adds tracebacks.
-In ``shrink`` a bad file is reported and the remaining files are still processed.
+In ``shrink`` a bad file is reported and the remaining files are still processed. Ctrl-C and
+SIGTERM leave nothing behind and end the process the conventional way (130, or by the signal).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hatch_shrinkray.errors import ShrinkrayError, VerificationError
+from hatch_shrinkray.files import write_atomically
 from hatch_shrinkray.options import (
     DECODES,
     ENCODINGS,
@@ -28,6 +30,7 @@ from hatch_shrinkray.options import (
 )
 from hatch_shrinkray.shipping.config import ConfigurationError, HookConfig
 from hatch_shrinkray.shipping.ship import engine_missing
+from hatch_shrinkray.signals import Terminated, redeliver, terminate_raises
 
 FLAG_NAMES = {"method": "--method", "min_elements": "--min-elements", "scheme": "--scheme",
               "levels": "--levels", "decode": "--decode", "block_size": "--block-size", "inputs": "--inputs",
@@ -234,6 +237,7 @@ def _expand(patterns: Sequence[str]) -> tuple[list[Path], list[str]]:
 
 def cmd_shrink(args: argparse.Namespace) -> int:
     from hatch_shrinkray.engine import shrink
+    from hatch_shrinkray.onnxgraph.modelio import external_data_files
     from hatch_shrinkray.report import compressed_sizes, result_json, shrink_report
     from hatch_shrinkray.shipping.manifest import file_sha256
     from hatch_shrinkray.shipping.plan import read_plan
@@ -267,19 +271,28 @@ def cmd_shrink(args: argparse.Namespace) -> int:
             continue
         sizes = None
         if args.sizes:
-            sizes = {"original": compressed_sizes([src, *_data_files(src)]),
+            sizes = {"original": compressed_sizes([src, *external_data_files(src)]),
                      "shrunk": compressed_sizes([dest, *(dest.parent / n for n in result.external_data)])}
         print(shrink_report(result, sizes, tensors=args.verbose))
         reports.append(result_json(result, sizes))
-    if args.json is not None:
-        text = json.dumps(reports, indent=2, sort_keys=True)
-        if str(args.json) == "-":
-            print(text)
-        else:
-            args.json.write_text(text + "\n")
+    written = args.json is None or _write_report(args.json, json.dumps(reports, indent=2, sort_keys=True), args.verbose)
     if failures:
-        print(f"{failures} of {len(files) + len(unmatched)} inputs failed", file=sys.stderr)
-    return 1 if failures else 0
+        print(f"{failures} of {len(files) + len(unmatched)} models failed", file=sys.stderr)
+    return 1 if failures or not written else 0
+
+
+def _write_report(path: Path, text: str, verbose: bool) -> bool:
+    """Print (``-``) or write the JSON report atomically; a failure is one error line."""
+    if str(path) == "-":
+        print(text)
+        return True
+    try:
+        write_atomically(path, (text + "\n").encode())
+    except OSError as exc:
+        _error(ShrinkrayError(f"cannot write the report: {exc.strerror or exc}", path=str(path),
+                              hint="free some space or choose another --json path"), verbose)
+        return False
+    return True
 
 
 class _Stderr:
@@ -356,12 +369,6 @@ def _wheel_destinations(args: argparse.Namespace) -> list[tuple[Path, Path]]:
     return pairs
 
 
-def _data_files(model: Path) -> list[Path]:
-    from hatch_shrinkray.onnxgraph.modelio import load_model
-
-    return list(load_model(model).data_files)
-
-
 def cmd_info(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
@@ -376,12 +383,14 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from hatch_shrinkray.onnxgraph.modelio import external_data_files
     from hatch_shrinkray.report import compressed_sizes, table, verification_report
     from hatch_shrinkray.verification.runner import verify
 
+    # Checked like `shrink` checks its input first, so a bad file gets the same one-line message.
+    files = {path: [path, *external_data_files(path)] for path in (args.original, args.shrunk)}
     result = verify(args.original, args.shrunk, _verify_options(args))
-    a = compressed_sizes([args.original, *_data_files(args.original)])
-    b = compressed_sizes([args.shrunk, *_data_files(args.shrunk)])
+    a, b = compressed_sizes(files[args.original]), compressed_sizes(files[args.shrunk])
     rows = [["", *a], ["original", *map(str, a.values())], ["shrunk", *map(str, b.values())],
             ["ratio", *(f"{100 * b[k] / a[k]:.1f}%" for k in a)]]
     print(table(rows))
@@ -527,7 +536,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = {"shrink": cmd_shrink, "info": cmd_info, "compare": cmd_compare, "wheel": cmd_wheel,
                 "record": cmd_record, "check": cmd_check}
     try:
-        return commands[args.command](args)
+        with terminate_raises():  # SIGTERM unwinds like Ctrl-C, so staging files are removed
+            return commands[args.command](args)
     except ShrinkrayError as exc:
         _error(exc, args.verbose)
         return 1
@@ -540,6 +550,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Terminated as exc:
+        print("terminated", file=sys.stderr)
+        redeliver(exc.signum)  # exit by the signal itself (143 in a shell), as callers expect
+        return 128 + exc.signum
 
 
 if __name__ == "__main__":

@@ -1,15 +1,18 @@
 """``shrink``: load -> refuse re-quantization -> dedup -> encode -> check -> write -> verify -> rename.
 
 The destination only appears once the shrunk model passed onnx.checker and the output comparison,
-so nothing that failed verification ever lands where a build would pick it up.
+so nothing that failed verification ever lands where a build would pick it up; a result that is not
+smaller is never written (the original is), and a source rewritten while it was being shrunk is
+refused (verification would have compared against another file).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import glob
+import hashlib
 import os
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import onnx
@@ -25,15 +28,17 @@ from hatch_shrinkray.errors import (
     ShrinkrayError,
     VerificationError,
     one_line,
+    quoted,
 )
 from hatch_shrinkray.methods import runtimes
-from hatch_shrinkray.onnxgraph.graph import find_sites, scopes
-from hatch_shrinkray.onnxgraph.modelio import Loaded, Staged, fits_one_file, load_model
+from hatch_shrinkray.onnxgraph.graph import FLOAT_TYPES, find_sites, scopes
+from hatch_shrinkray.onnxgraph.modelio import Loaded, Staged, changed_file, fits_one_file, load_model
 from hatch_shrinkray.options import ShrinkOptions, option_errors
 from hatch_shrinkray.registry import METHODS, Dedup
-from hatch_shrinkray.result import ShrinkResult, TensorRecord, VerifyResult
-from hatch_shrinkray.verification.inputs import Feed
-from hatch_shrinkray.verification.runner import Reference, reference_outputs, verify_against
+from hatch_shrinkray.result import KeptFloat, ShrinkResult, TensorRecord, VerifyResult, human, kept_reason
+from hatch_shrinkray.signals import deferred
+from hatch_shrinkray.verification.inputs import Feed, specs_of_model
+from hatch_shrinkray.verification.runner import Prepared, Reference, prepare_samples, reference_outputs, verify_against
 
 QUANTIZED_OPS = {"DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
                  "ConvInteger", "QLinearConv", "QLinearMatMul", "MatMulNBits", "GatherBlockQuantized",
@@ -65,9 +70,10 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
 
     Raises ShrinkrayError (or its subclasses AlreadyQuantizedError / VerificationError) for every
     user-facing problem. With ``destination=None`` nothing is written (the result still carries
-    sizes and verification). ``keep_failed`` writes a model that fails verification too, with the
-    failed figures in its result: for ``check``, which lets the package's own tests judge it and
-    never ships it.
+    sizes and verification). A shrunk model that would not be smaller than the original is not
+    written: the original is, and ``kept_original`` says why. ``keep_failed`` writes a model that
+    fails verification too, with the failed figures in its result: for ``check``, which lets the
+    package's own tests judge it and never ships it.
     """
     options = options or ShrinkOptions()
     problems = option_errors(options)
@@ -82,45 +88,35 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
     runtimes.check(loaded.model, options.method, options.decode, options.runtimes, loaded.label)
     checker = _check_input(loaded)
     original_ref = _reference_source(loaded, source)
+    small, weight_bytes = _census(loaded.model, options)
     work = loaded.model
     method = METHODS[options.method]
-    reference, calibration, notes = _reference(original_ref, loaded.label, options, method.calibrates(options))
-    records: list[TensorRecord] = []
-    if options.dedup:
-        records += Dedup().apply(work, options)
-    chosen, stored = encode_chosen(work, options)
-    if stored:  # what the chosen encodings stored is not the method's to encode again
-        method_options = dataclasses.replace(
-            options, exclude_tensors=(*options.exclude_tensors, *(glob.escape(n) for n in sorted(stored))))
-        mine = {(c.scope, c.name) for c in chosen}
-        records += [r for r in method.apply(work, method_options, calibration)
-                    if r.name not in stored and (r.scope, r.name) not in mine]
-    else:
-        records += method.apply(work, options, calibration)
-    records += chosen
+    prepared, notes = _calibration(loaded, original_ref, options, method.calibrates(options))
+    calibration = prepared.calibration if prepared is not None else None
+    records = _encode(work, options, calibration, loaded.label)
+    kept_float = _kept_float(small, records)
     dest = Path(destination) if destination is not None else None
-    staged: Staged | None = None
-    extra: tuple[Path, ...] = ()
+    output: Output | None = None
+    kept_original: str | None = None
     try:
-        if dest is not None:
-            staged = Staged(work, dest)
-            shrunk_ref: str | bytes = str(staged.path)
-            size = staged.size
-            # Protos over 2 GB cannot be serialized for the checker: check the staged files instead.
-            _check_output(str(staged.path) if staged.data_files else work, loaded.label, checker)
-        else:
-            if not fits_one_file(work):
-                raise ShrinkrayError("the shrunk model is over 2 GB and can only be written to a file",
-                                     path=loaded.label, hint="pass a destination path")
-            _check_output(work, loaded.label, checker)
-            shrunk_ref = work.SerializeToString()
-            size = len(shrunk_ref)
+        output = _write(work, dest, loaded.label, checker)
+        if any(r.encoding != "kept" for r in records) and not _smaller(output.size, loaded.size, options.method):
+            kept_original = (f"{options.method} would not make it smaller ({human(output.size)}, "
+                             f"{100 * output.size / loaded.size:.1f}% of the input)")
+            output.discard()
+            records = [replace(r, encoding="kept", stored_bytes=r.original_bytes, note=f"original kept; {r.encoding}")
+                       if r.encoding != "kept" else r for r in records]
+            work = load_model(source).model
+            output = _write(work, dest, loaded.label, checker)
         del work  # the working copy can be big; onnxruntime reads the staged file from here on
         loaded.model = ModelProto()
         verification: VerifyResult | None = None
-        if options.verify is not None and reference is not None:
-            verification = verify_against(reference, shrunk_ref, loaded.label, options.verify, checker)
-            verification = dataclasses.replace(verification, notes=verification.notes + notes)
+        if options.verify is not None and kept_original is None:
+            # Only now, with the working copy freed: the original's session and the model in memory
+            # together peaked at 3.6x a 2.5 GB model.
+            reference = reference_outputs(original_ref, loaded.label, options.verify, prepared=prepared)
+            verification = verify_against(reference, output.ref, loaded.label, options.verify, checker)
+            verification = replace(verification, notes=verification.notes + notes)
             if not verification.passed and not keep_failed:
                 v = options.verify
                 hint = _failure_hint(original_ref, options, reference)
@@ -131,16 +127,110 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
                     path=loaded.label, table=verification.table(
                         {"max rel L2": v.max_rel_l2, "min cosine": v.min_cosine, "min agreement": v.min_top1}),
                     hint=hint)
-        if staged is not None:
-            extra = staged.commit()
+        changed = changed_file(loaded)
+        if changed is not None:
+            what = "" if changed == loaded.label else f" (its data file {quoted(Path(changed).name)})"
+            raise ShrinkrayError(f"changed while it was being shrunk{what}; nothing was written", path=loaded.label,
+                                 hint="wait until the model is completely written, then run again")
+        extra = output.commit()
     finally:
-        if staged is not None:
-            staged.discard()
+        if output is not None:
+            output.discard()
     return ShrinkResult(
         source=loaded.label, destination=None if dest is None else str(dest), method=options.method,
-        original_size=loaded.size, shrunk_size=size, tensors=tuple(records),
+        original_size=loaded.size, shrunk_size=output.size, tensors=tuple(records),
         seconds=time.perf_counter() - start, verification=verification, options=options.describe(),
-        external_data=tuple(p.name for p in extra))
+        external_data=tuple(p.name for p in extra), kept_original=kept_original, kept_float=kept_float,
+        not_weights=max(0, loaded.size - weight_bytes), source_sha256=dict(loaded.sha256))
+
+
+SIZE_NEUTRAL = {"float-levels"}
+"""Methods that keep the raw size by design (they pay off once compressed): judged by growth."""
+
+
+def _smaller(size: int, original: int, method: str) -> bool:
+    return size <= original if method in SIZE_NEUTRAL else size < original
+
+
+def _encode(work: ModelProto, options: ShrinkOptions, calibration: list[Feed] | None,
+            label: str) -> list[TensorRecord]:
+    """Run dedup, the chosen encodings (a plan) and the method on ``work`` in place; their errors
+    name the model."""
+    method = METHODS[options.method]
+    try:
+        records = Dedup().apply(work, options) if options.dedup else []
+        chosen, stored = encode_chosen(work, options)
+        if not stored:
+            return records + method.apply(work, options, calibration) + chosen
+        # what the chosen encodings stored is not the method's to encode again
+        method_options = replace(
+            options, exclude_tensors=(*options.exclude_tensors, *(glob.escape(n) for n in sorted(stored))))
+        mine = {(c.scope, c.name) for c in chosen}
+        return records + [r for r in method.apply(work, method_options, calibration)
+                          if r.name not in stored and (r.scope, r.name) not in mine] + chosen
+    except ShrinkrayError as exc:
+        if exc.path is None:
+            exc.path = label
+        raise
+
+
+def _census(model: ModelProto, options: ShrinkOptions) -> tuple[KeptFloat | None, int]:
+    """The float weights below ``min-elements`` (never recorded per tensor: there can be
+    thousands) and the bytes of all float weights."""
+    weights = [s for s in find_sites(model) if s.dtype in FLOAT_TYPES]
+    small = [s for s in weights if s.size < options.min_elements]
+    group = KeptFloat("below min-elements", len(small), sum(s.nbytes for s in small)) if small else None
+    return group, sum(s.nbytes for s in weights)
+
+
+def _kept_float(small: KeptFloat | None, records: list[TensorRecord]) -> tuple[KeptFloat, ...]:
+    groups: dict[str, list[int]] = {}
+    for r in records:
+        if r.encoding == "kept":
+            count_bytes = groups.setdefault(kept_reason(r.note), [0, 0])
+            count_bytes[0] += 1
+            count_bytes[1] += r.original_bytes
+    kept = tuple(KeptFloat(reason, n, b) for reason, (n, b) in groups.items())
+    return ((small,) if small else ()) + kept
+
+
+@dataclass
+class Output:
+    """The shrunk model where verification can read it: staged beside the destination, or
+    serialized in memory when there is no destination."""
+
+    ref: str | bytes
+    size: int
+    staged: Staged | None = None
+
+    def commit(self) -> tuple[Path, ...]:
+        return self.staged.commit() if self.staged is not None else ()
+
+    def discard(self) -> None:
+        if self.staged is not None:
+            self.staged.discard()
+
+
+def _write(model: ModelProto, dest: Path | None, label: str, checker: str) -> Output:
+    if dest is None:
+        if not fits_one_file(model):
+            raise ShrinkrayError("the shrunk model is over 2 GB and can only be written to a file",
+                                 path=label, hint="pass a destination path")
+        _check_output(model, label, checker)
+        data = model.SerializeToString()
+        return Output(data, len(data))
+    with deferred():  # the staging directory and the reference to it appear together
+        output = Output("", 0, Staged(dest))
+    assert output.staged is not None
+    try:
+        output.staged.write(model)
+        # Protos over 2 GB cannot be serialized for the checker: check the staged files instead.
+        _check_output(str(output.staged.path) if output.staged.data_files else model, label, checker)
+    except BaseException:
+        output.discard()
+        raise
+    output.ref, output.size = str(output.staged.path), output.staged.size
+    return output
 
 
 def _failure_hint(original: str | bytes, options: ShrinkOptions, reference: Reference) -> str:
@@ -159,27 +249,28 @@ def _failure_hint(original: str | bytes, options: ShrinkOptions, reference: Refe
     return f"{found}; or let your tests judge: {CHECK_HINT}" if found else generic
 
 
-def _reference(original: str | bytes, label: str, options: ShrinkOptions,
-               calibrates: bool) -> tuple[Reference | None, list[Feed] | None, tuple[str, ...]]:
-    """The original's outputs on the verification inputs, the real samples held out from them for a
-    data-dependent method, and notes on what that method had to do without."""
+def _calibration(loaded: Loaded, original: str | bytes, options: ShrinkOptions,
+                 calibrates: bool) -> tuple[Prepared | None, tuple[str, ...]]:
+    """For a data-dependent method, the real samples (read with the input signature of the proto, so
+    no onnxruntime session is open while the model is in memory), split into a calibration part and
+    the held-out rest; and notes on what the method had to do without."""
     needs_data = options.method == "auto"
-    if options.verify is None:
+    inputs = options.verify.inputs if options.verify is not None else None
+    if not calibrates or inputs is None:
         if needs_data:
             raise needs_real_inputs(options.method)
-        return None, None, ()
-    reference = reference_outputs(original, label, options.verify, split=calibrates)
-    if not calibrates or reference.calibration is not None:
-        return reference, reference.calibration, ()
-    if not reference.samples.real:
-        if needs_data:
-            raise needs_real_inputs(options.method)
-        return reference, None, ()
+        return None, ()
+    sha256 = next(iter(loaded.sha256.values()), None) or hashlib.sha256(
+        original if isinstance(original, bytes) else b"").hexdigest()
+    prepared = prepare_samples(Path(inputs), specs_of_model(loaded.model), sha256=sha256, name=loaded.label,
+                               split=True)
+    if prepared.calibration is not None:
+        return prepared, ()
     if needs_data:
         raise ShrinkrayError(f"method {options.method} needs at least 2 real samples (one to fit, one to verify on); "
-                             f"{reference.samples.source} has 1", path=label,
+                             f"{prepared.samples.source} has 1", path=loaded.label,
                              hint="record more: hatch-shrinkray record keeps up to 32 calls per model by default")
-    return reference, None, ("1 real sample: nothing to hold out, so round-to-nearest (no output-aware rounding)",)
+    return prepared, ("1 real sample: nothing to hold out, so round-to-nearest (no output-aware rounding)",)
 
 
 def _reference_source(loaded: Loaded, source: str | os.PathLike[str] | ModelProto) -> str | bytes:

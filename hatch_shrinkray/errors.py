@@ -19,6 +19,13 @@ def one_line(exc: BaseException, limit: int = 400) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def quoted(text: str | bytes, limit: int = 60) -> str:
+    """``text`` quoted for a message, cut short: a hostile name or path can be megabytes long."""
+    if len(text) <= limit:
+        return repr(text)
+    return repr(text[: limit - 3]) + f"... ({len(text)} characters)"
+
+
 class ShrinkrayError(Exception):
     """A problem with the user's input, configuration or environment, worded for the user.
 

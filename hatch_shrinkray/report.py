@@ -44,15 +44,18 @@ table = render_table
 
 
 def one_line(result: ShrinkResult) -> str:
-    """``model.onnx: 21.23 MB -> 5.98 MB (28.2%), 39 tensors int8, cos 0.999, 1.2 s``."""
-    encoded = len(result.encoded)
+    """``model.onnx: 21.23 MB -> 5.98 MB (28.2%), 39 tensors int8, cos 0.999, 1.2 s; kept float: ...``."""
     text = (f"{result.source}: {human(result.original_size)} -> {human(result.shrunk_size)} "
-            f"({100 * result.ratio:.1f}%), {encoded} tensor{'s' if encoded != 1 else ''} {result.method}")
-    if result.verification is not None:
-        text += f", {result.verification.summary()}"
+            f"({100 * result.ratio:.1f}%)")
+    if result.kept_original is not None:
+        text += f", original kept: {result.kept_original}"
     else:
-        text += ", not verified"
-    return text + f", {result.seconds:.1f} s"
+        encoded = len(result.encoded)
+        text += f", {encoded} tensor{'s' if encoded != 1 else ''} {result.method}"
+        text += f", {result.verification.summary()}" if result.verification is not None else ", not verified"
+    text += f", {result.seconds:.1f} s"
+    kept = result.kept_summary()
+    return f"{text}; {kept}" if kept else text
 
 
 def shrink_report(result: ShrinkResult, sizes: dict[str, dict[str, int]] | None = None,
@@ -74,7 +77,7 @@ def shrink_report(result: ShrinkResult, sizes: dict[str, dict[str, int]] | None 
                          human(t.stored_bytes), t.encoding,
                          f"{t.rel_rms_error:.2e}" if t.encoding != "kept" else "-", t.note])
         parts.append(table(rows))
-    if not result.encoded:
+    if not result.encoded and result.kept_original is None:
         parts.append("nothing to shrink: no float tensor reached min-elements "
                      f"({result.options.get('min_elements')}); the output equals the input")
     if result.verification is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -122,6 +123,27 @@ class VerifyResult:
 
 
 @dataclass(frozen=True)
+class KeptFloat:
+    """Float weights that stayed as they were, for one reason."""
+
+    reason: str
+    """``below min-elements``, ``excluded by exclude-ops``, ``would not be smaller``, ..."""
+    count: int
+    bytes: int
+
+
+def kept_reason(note: str) -> str:
+    """A kept tensor's note without its particulars (sizes, patterns, op names), for grouping."""
+    reason = re.split(r" \(| pattern |[;:]", note, maxsplit=1)[0]
+    return "would not be smaller" if reason.endswith("would not be smaller") else reason
+
+
+NOT_WEIGHTS_SHOWN = 0.1
+"""Name the bytes that are not weights once they are this share of the input: then they, not the
+encoding, bound the ratio (Silero VAD's op18 export carries 0.67 MB of node metadata)."""
+
+
+@dataclass(frozen=True)
 class ShrinkResult:
     source: str
     destination: str | None
@@ -134,6 +156,14 @@ class ShrinkResult:
     options: dict[str, Any] = field(default_factory=dict)
     external_data: tuple[str, ...] = ()
     """Names of data files written beside ``destination`` (only for outputs over 2 GB)."""
+    kept_original: str | None = None
+    """Why the original was written instead of the shrunk model (it would not have been smaller)."""
+    kept_float: tuple[KeptFloat, ...] = ()
+    not_weights: int = 0
+    """Bytes of the input that are not float weights: graph, names, metadata, integer tensors."""
+    source_sha256: dict[str, str] = field(default_factory=dict)
+    """sha256 of every file that was read and shrunk, the model file first (the digests a cache
+    or a manifest must use: a file rewritten meanwhile is refused, never mixed in)."""
 
     @property
     def ratio(self) -> float:
@@ -143,12 +173,27 @@ class ShrinkResult:
     def encoded(self) -> tuple[TensorRecord, ...]:
         return tuple(t for t in self.tensors if t.encoding != "kept")
 
+    def kept_summary(self) -> str:
+        """``kept float: 21 tensors below min-elements (113.96 KB), 2 excluded by exclude-ops (...)``,
+        plus the bytes that are not weights when they matter; empty when there is nothing to say."""
+        parts = []
+        if self.kept_float:
+            groups = [f"{k.count} {k.reason} ({human(k.bytes)})" for k in self.kept_float]
+            first = self.kept_float[0]
+            groups[0] = f"{first.count} tensor{'s' if first.count != 1 else ''} {groups[0].split(' ', 1)[1]}"
+            parts.append("kept float: " + ", ".join(groups))
+        if self.original_size and self.not_weights >= NOT_WEIGHTS_SHOWN * self.original_size:
+            parts.append(f"{human(self.not_weights)} of the input is not weights (graph, names, metadata)")
+        return "; ".join(parts)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "source": self.source, "destination": self.destination, "method": self.method,
             "original_size": self.original_size, "shrunk_size": self.shrunk_size,
             "ratio": round(self.ratio, 6), "seconds": round(self.seconds, 3),
             "external_data": list(self.external_data), "options": self.options,
+            "kept_original": self.kept_original, "kept_float": [asdict(k) for k in self.kept_float],
+            "not_weights": self.not_weights, "source_sha256": self.source_sha256,
             "tensors": [_clean(asdict(t)) for t in self.tensors],
             "verification": None if self.verification is None else self.verification.to_dict(),
         }

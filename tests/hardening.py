@@ -135,6 +135,16 @@ def files_under(directory: Path) -> list[str]:
     return sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*") if not p.is_dir())
 
 
+ONNXRUNTIME_FILES = {".ses"}
+"""What onnxruntime itself leaves in $TMPDIR (1.32's telemetry SDK keeps its session id in
+``.ses`` from the moment it is imported): not ours, and not a leftover of one run."""
+
+
+def leftovers(tmp: Path) -> list[str]:
+    """Entries of a private $TMPDIR after a run, ignoring onnxruntime's own files."""
+    return sorted(p.name for p in tmp.iterdir() if p.name not in ONNXRUNTIME_FILES)
+
+
 CONSOLE_SCRIPT = Path(sys.executable).parent / ("hatch-shrinkray.exe" if os.name == "nt" else "hatch-shrinkray")
 """The installed console script, beside the interpreter running the tests (the venv's ``bin``)."""
 

@@ -9,6 +9,7 @@ input, nothing above the threshold) must say so.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,6 +22,7 @@ import numpy as np
 import onnx
 import pytest
 from hardening import (
+    CONSOLE_SCRIPT,
     MODEL,
     MODELS_DIR,
     blocks_reads,
@@ -165,6 +167,38 @@ def make_nothing_to_shrink(d: Path) -> Path:
     return d / "a.onnx"
 
 
+def make_name_not_utf8(d: Path) -> Path:
+    """A weight name that is not UTF-8 (protobuf strings must be): ``W1`` becomes ``W\\xff``."""
+    (d / "a.onnx").write_bytes(_good_bytes().replace(b"W1", b"W\xff"))
+    return d / "a.onnx"
+
+
+def make_external_location_too_long(d: Path) -> Path:
+    """A 5000-character location: longer than any file name the OS accepts."""
+    return _external(d, "a" * 5000)
+
+
+def make_external_data_too_short(d: Path) -> Path:
+    """The data file was cut off (an interrupted copy): it ends inside the first tensor."""
+    path = _external(d, "a.onnx.data")
+    data = (d / "a.onnx.data").read_bytes()
+    (d / "a.onnx.data").write_bytes(data[:1000])
+    return path
+
+
+def make_sparse_initializer_external(d: Path) -> Path:
+    """A sparse initializer whose values live in a data file: onnx never loads those, so the
+    output would silently lose them."""
+    m = _mlp_plus_sparse(nested=False)
+    values = m.graph.sparse_initializer[0].values
+    (d / "a.onnx.data").write_bytes(values.SerializeToString())
+    values.ClearField("float_data")
+    values.data_location = onnx.TensorProto.EXTERNAL
+    values.external_data.add(key="location", value="a.onnx.data")
+    (d / "a.onnx").write_bytes(m.SerializeToString())
+    return d / "a.onnx"
+
+
 def make_unreadable(d: Path) -> Path:
     (d / "a.onnx").write_bytes(_good_bytes())
     (d / "a.onnx").chmod(0)
@@ -193,7 +227,15 @@ FAILING: dict[str, Row] = {
     "external-symlink": Row(make_external_symlink, "escapes the model's directory; refused"),
     "already-quantized": Row(make_already_quantized, "already quantized"),
     "unreadable": Row(make_unreadable, "cannot read: Permission denied"),
+    "name-not-utf8": Row(make_name_not_utf8, "is not UTF-8 text"),
+    "external-location-too-long": Row(make_external_location_too_long, "File name too long"),
+    "external-data-too-short": Row(make_external_data_too_short,
+                                   "external data file 'a.onnx.data' is too short for tensor 'W1'"),
+    "sparse-initializer-external": Row(make_sparse_initializer_external,
+                                       "sparse initializer 'B' keeps its data in an external file"),
 }
+MAX_MESSAGE = 400
+"""No message may echo a hostile input at length (a 5000-character location, a 100 kB name)."""
 
 
 def _readable_guard(row: str, tmp_path: Path) -> None:
@@ -223,6 +265,7 @@ def test_api(row: str, tmp_path: Path) -> None:
     _one_line(message)
     assert message.startswith(f"{path}: ")
     assert FAILING[row].cause in message
+    assert len(message) < len(str(path)) + MAX_MESSAGE, message
     assert info.value.path == str(path)
     assert files_under(out) == []
     assert tree_digest(src_dir) == before
@@ -292,7 +335,7 @@ def _cli_error_line(stderr: str, path: Path, cause: str) -> str:
     lines = stderr.strip().splitlines()
     errors = [ln for ln in lines if ln.startswith("error: ")]
     assert len(errors) == 1, stderr
-    assert [ln for ln in lines if ln not in errors] == ["1 of 1 inputs failed"], stderr
+    assert [ln for ln in lines if ln not in errors] == ["1 of 1 models failed"], stderr
     line = errors[0]
     assert line.startswith(f"error: {path}: "), line
     assert cause in line
@@ -312,8 +355,25 @@ def test_cli(row: str, tmp_path: Path) -> None:
     line = _cli_error_line(proc.stderr, path, FAILING[row].cause)
     if row != "directory":  # see test_api_message_says_what_to_do
         assert line.endswith(")"), line
+    assert len(line) < len(str(path)) + MAX_MESSAGE, line
     assert files_under(out) == []
     assert tree_digest(src_dir) == before
+
+
+READ_ROWS = [r for r in FAILING if r not in ("checker-rejects", "custom-op", "already-quantized")]
+"""Rows whose cause shows when the file is read, so `info` and `compare` must say it as `shrink` does."""
+
+
+@pytest.mark.parametrize("command", ["info", "compare"])
+@pytest.mark.parametrize("row", READ_ROWS)
+def test_cli_info_and_compare(row: str, command: str, tmp_path: Path) -> None:
+    _readable_guard(row, tmp_path)
+    path = FAILING[row].make(tmp_path)
+    proc = cli(command, str(path), *([str(path)] if command == "compare" else []), drop_dac=True)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith(f"error: {path}: ") and FAILING[row].cause in proc.stderr, proc.stderr
 
 
 def test_cli_verbose_adds_the_traceback(tmp_path: Path) -> None:
@@ -493,3 +553,318 @@ def test_hook_in_a_real_hatchling_build(row: str, tmp_path: Path) -> None:
     assert len(errors) == 1 and errors[0].startswith("shrinkray: ") and errors[0].endswith(")"), proc.stderr
     assert files_under(dist) == []
     assert tree_digest(root) == before
+
+
+# ---------------------------------------------------------------------------------------------
+# Hostile but valid models: each must shrink, verify and come out smaller, through all three doors.
+
+
+def _mlp_plus_sparse(nested: bool) -> onnx.ModelProto:
+    """mlp() whose logits get a sparse bias added: in the main graph, or inside an If branch."""
+    m = mlp()
+    m.graph.node[-1].output[0] = "logits"
+    values = helper.make_tensor("B.values", onnx.TensorProto.FLOAT, [2], [1.0, 2.0])
+    indices = helper.make_tensor("B.indices", onnx.TensorProto.INT64, [2], [0, 5])
+    values.name = "B"
+    sparse = helper.make_sparse_tensor(values, indices, [10])
+    if not nested:
+        m.graph.sparse_initializer.append(sparse)
+        m.graph.node.append(helper.make_node("Add", ["logits", "B"], ["y"]))
+        return m
+    then = helper.make_graph([helper.make_node("Add", ["logits", "B"], ["t"])], "then", [],
+                             [vi("t", ["batch", 10])], sparse_initializer=[sparse])
+    other = helper.make_graph([helper.make_node("Identity", ["logits"], ["e"])], "else", [],
+                              [vi("e", ["batch", 10])])
+    m.graph.node.append(helper.make_node("If", ["use_bias"], ["y"], then_branch=then, else_branch=other))
+    m.graph.input.append(vi("use_bias", [], onnx.TensorProto.BOOL))
+    return m
+
+
+def make_sparse_initializer(d: Path) -> Path:
+    onnx.save(_mlp_plus_sparse(nested=False), str(d / "a.onnx"))
+    return d / "a.onnx"
+
+
+def make_sparse_initializer_in_subgraph(d: Path) -> Path:
+    onnx.save(_mlp_plus_sparse(nested=True), str(d / "a.onnx"))
+    return d / "a.onnx"
+
+
+def make_long_weight_name(d: Path) -> Path:
+    """A 100 kB weight name: every name derived from it used to repeat it (228% of the input)."""
+    m = mlp()
+    long = "W" * 100_000
+    m.graph.initializer[0].name = long
+    m.graph.node[0].input[1] = long
+    onnx.save(m, str(d / "a.onnx"))
+    return d / "a.onnx"
+
+
+def _named_like_onnxruntime(names: list[str]) -> onnx.ModelProto:
+    m = mlp()
+    for node, name in zip(m.graph.node, names, strict=True):
+        node.name = name
+    return m
+
+
+def make_node_named_like_a_quantizer_node(d: Path) -> Path:
+    """The Relu is called what quantize_dynamic names the DynamicQuantizeLinear of input ``x``;
+    onnxruntime's quantizer then mistakes it for its own node."""
+    onnx.save(_named_like_onnxruntime(["fc1", "x_QuantizeLinear", "fc2"]), str(d / "a.onnx"))
+    return d / "a.onnx"
+
+
+def make_node_named_like_a_generated_node(d: Path) -> Path:
+    """The Relu is called what quantize_dynamic names the scale product it adds for ``fc2``: the
+    output had two nodes of that name, which onnxruntime refuses."""
+    onnx.save(_named_like_onnxruntime(["fc1", "fc2_quant_scales_mul", "fc2"]), str(d / "a.onnx"))
+    return d / "a.onnx"
+
+
+def make_tensor_named_like_a_generated_tensor(d: Path) -> Path:
+    """The hidden activation is called what quantize_dynamic names the quantized input ``x``: the
+    output defined that tensor twice (not SSA)."""
+    m = mlp()
+    m.graph.node[0].output[0] = m.graph.node[1].input[0] = "x_quantized"
+    onnx.save(m, str(d / "a.onnx"))
+    return d / "a.onnx"
+
+
+@dataclass(frozen=True)
+class Valid:
+    make: Callable[[Path], Path]
+    method: str = "int8"
+
+
+SUCCEEDING: dict[str, Valid] = {
+    "sparse-initializer": Valid(make_sparse_initializer),
+    "sparse-initializer-in-subgraph": Valid(make_sparse_initializer_in_subgraph),
+    "long-weight-name": Valid(make_long_weight_name),
+    "node-named-like-a-quantizer-node": Valid(make_node_named_like_a_quantizer_node, "dynamic"),
+    "node-named-like-a-generated-node": Valid(make_node_named_like_a_generated_node, "dynamic"),
+    "tensor-named-like-a-generated-tensor": Valid(make_tensor_named_like_a_generated_tensor, "dynamic"),
+}
+
+
+@pytest.mark.parametrize("row", SUCCEEDING)
+def test_api_valid(row: str, tmp_path: Path) -> None:
+    path = SUCCEEDING[row].make(tmp_path)
+    result = shrink(path, tmp_path / "out" / "a.onnx", ShrinkOptions(method=SUCCEEDING[row].method))
+    assert result.verification is not None and result.verification.passed
+    assert result.encoded and result.shrunk_size < 0.7 * result.original_size, result.ratio
+    assert (tmp_path / "out" / "a.onnx").stat().st_size == result.shrunk_size
+
+
+@pytest.mark.parametrize("row", SUCCEEDING)
+def test_cli_valid(row: str, tmp_path: Path) -> None:
+    path = SUCCEEDING[row].make(tmp_path)
+    proc = cli("shrink", str(path), "-o", str(tmp_path / "out"), "--method", SUCCEEDING[row].method)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert proc.stdout.startswith(f"{path}: ") and "cos " in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("row", SUCCEEDING)
+def test_hook_valid(row: str, tmp_path: Path, isolated: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = write_project(tmp_path / "toymodel", f'method = "{SUCCEEDING[row].method}"\n')
+    path = SUCCEEDING[row].make(root / MODELS_DIR)
+    wheel = build(root, out=tmp_path / "dist")
+    with zipfile.ZipFile(wheel) as zf:
+        assert len(zf.read("toymodel/models/a.onnx")) < 0.7 * path.stat().st_size
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "(1 shrunk)" in err, err
+
+
+# ---------------------------------------------------------------------------------------------
+# Names that are not UTF-8, wherever they sit: one line naming the field, from every door.
+
+
+def _not_utf8(model_proto: onnx.ModelProto, marker: str) -> bytes:
+    data = model_proto.SerializeToString()
+    assert data.count(marker.encode()) >= 1, marker
+    return data.replace(marker.encode(), marker[:-1].encode() + b"\xff")
+
+
+def _with_subgraph() -> onnx.ModelProto:
+    """mlp() whose second weight is a Constant inside an If branch, with a value_info and metadata."""
+    m = mlp()
+    then = helper.make_graph([helper.make_node("Constant", [], ["Wsub"], name="constSUB",
+                                               value=helper.make_tensor("valueTNSR", onnx.TensorProto.FLOAT,
+                                                                        [256, 10], weight((256, 10), 3).ravel())),
+                              helper.make_node("MatMul", ["r", "Wsub"], ["t"])],
+                             "then", [], [vi("t", ["batch", 10])])
+    other = helper.make_graph([helper.make_node("MatMul", ["r", "W2"], ["e"])], "else", [], [vi("e", ["batch", 10])])
+    m.graph.node[-1].CopyFrom(helper.make_node("If", ["flag"], ["y"], name="branchNODE", then_branch=then,
+                                               else_branch=other))
+    m.graph.input.append(vi("flag", [], onnx.TensorProto.BOOL))
+    m.graph.value_info.append(vi("rVALUE", ["batch", 256]))
+    m.graph.doc_string = "docSTRING"
+    helper.set_model_props(m, {"metaKEY": "value"})
+    return m
+
+
+def _with_spare_initializer() -> onnx.ModelProto:
+    m = mlp()
+    m.graph.initializer.append(init("spareINIT", weight((4, 4))))
+    return m
+
+
+NOT_UTF8 = {
+    # marker in the serialized model -> the field path the message must name
+    "weight-name": (mlp, "W1", "graph.node[0].input[1]"),
+    "initializer-name": (_with_spare_initializer, "spareINIT", "graph.initializer[2].name"),
+    "node-input": (mlp, "x", "graph.node[0].input[0]"),
+    "constant-value-name-in-subgraph": (_with_subgraph, "valueTNSR", "graph.node[2].then_branch.node[0].value.name"),
+    "node-name": (_with_subgraph, "branchNODE", "graph.node[2].name"),
+    "node-name-in-subgraph": (_with_subgraph, "constSUB", "graph.node[2].then_branch.node[0].name"),
+    "value-info": (_with_subgraph, "rVALUE", "graph.value_info[0].name"),
+    "doc-string": (_with_subgraph, "docSTRING", "graph.doc_string"),
+    "metadata": (_with_subgraph, "metaKEY", "metadata_props[0].key"),
+}
+
+
+@pytest.mark.parametrize("field", NOT_UTF8)
+def test_api_names_not_utf8(field: str, tmp_path: Path) -> None:
+    build_model, marker, where = NOT_UTF8[field]
+    path = tmp_path / "a.onnx"
+    path.write_bytes(_not_utf8(build_model(), marker))
+    with pytest.raises(ShrinkrayError) as info:
+        shrink(path, tmp_path / "out" / "a.onnx")
+    message = str(info.value)
+    _one_line(message)
+    assert message.startswith(f"{path}: is not a valid ONNX model: ") and "is not UTF-8 text" in message, message
+    assert f": {where} is not UTF-8 text (" in message, message
+    assert files_under(tmp_path / "out") == []
+
+
+# ---------------------------------------------------------------------------------------------
+# The JSON report: atomic, and a full disk is one line, not a traceback and an empty file.
+
+
+def test_cli_json_onto_dev_full_is_one_line(tmp_path: Path) -> None:
+    if not Path("/dev/full").exists():
+        pytest.skip("/dev/full is Linux-only")
+    path = tmp_path / "a.onnx"
+    path.write_bytes(_good_bytes())
+    proc = cli("shrink", str(path), "-o", str(tmp_path / "out"), "--json", "/dev/full")
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "error: /dev/full: cannot write the report: No space left on device (free some space or choose "
+        "another --json path)"], proc.stderr
+    assert (tmp_path / "out" / "a.onnx").is_file()  # the models themselves were written
+
+
+def _can_mount_tmpfs(directory: Path) -> bool:
+    probe = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
+                            f"mount -t tmpfs -o size=64k tmpfs '{directory}'"], capture_output=True, check=False)
+    return probe.returncode == 0
+
+
+def test_cli_json_onto_a_full_filesystem_keeps_the_old_report(tmp_path: Path) -> None:
+    """A real ENOSPC: a 64 kB tmpfs (in a private user + mount namespace) holding last run's report
+    and filler that takes the rest; the new report (four models, ~9 kB) does not fit even in the
+    space the old one frees."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if shutil.which("unshare") is None or not _can_mount_tmpfs(disk):
+        pytest.skip("cannot mount a tmpfs in a user namespace here (unshare -rm)")
+    models = []
+    (tmp_path / "in").mkdir()
+    for name in "abcd":
+        models.append(tmp_path / "in" / f"{name}.onnx")
+        models[-1].write_bytes(_good_bytes())
+    outs = " ".join(f"'{m}'" for m in models)
+    script = (f"mount -t tmpfs -o size=64k tmpfs '{disk}' && "
+              f"printf 'last run\\n' > '{disk}/report.json' && "
+              f"(head -c 61440 /dev/zero > '{disk}/filler' || true) && "
+              f"'{CONSOLE_SCRIPT}' shrink {outs} -o '{tmp_path}/out' --json '{disk}/report.json' "
+              f"> '{tmp_path}/stdout' 2> '{tmp_path}/stderr'; echo $? > '{tmp_path}/rc'; "
+              f"ls -A '{disk}' > '{tmp_path}/listing'; cp '{disk}/report.json' '{tmp_path}/report.json'")
+    subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script], check=True, timeout=300)
+    stderr = (tmp_path / "stderr").read_text()
+    assert "Traceback" not in stderr, stderr
+    assert stderr.splitlines() == [f"error: {disk}/report.json: cannot write the report: No space left on device "
+                                   "(free some space or choose another --json path)"], stderr
+    assert (tmp_path / "rc").read_text().strip() == "1", stderr
+    assert (tmp_path / "report.json").read_text() == "last run\n"
+    assert (tmp_path / "listing").read_text().split() == ["filler", "report.json"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Never ship a result that is not smaller; say what stayed float and why.
+
+
+def make_grows_under_dynamic(d: Path) -> Path:
+    """An 8 x 8 MLP: onnxruntime's quantize_dynamic adds more graph than it saves (188%)."""
+    (d / "a.onnx").write_bytes(mlp(8, 8).SerializeToString())
+    return d / "a.onnx"
+
+
+GROWS = ShrinkOptions(method="dynamic", min_elements=1)
+
+
+def test_api_keeps_the_original_when_the_result_is_not_smaller(tmp_path: Path) -> None:
+    path = make_grows_under_dynamic(tmp_path)
+    out = tmp_path / "out" / "a.onnx"
+    result = shrink(path, out, GROWS)
+    assert result.kept_original is not None and "would not make it smaller" in result.kept_original
+    assert result.encoded == ()
+    assert result.shrunk_size == result.original_size
+    assert onnx.load(str(out)) == onnx.load(str(path))
+    from hatch_shrinkray.report import shrink_report
+
+    first = shrink_report(result).splitlines()[0]
+    assert first.startswith(f"{path}: ") and "original kept: dynamic would not make it smaller" in first, first
+
+
+def test_cli_keeps_the_original_when_the_result_is_not_smaller(tmp_path: Path) -> None:
+    path = make_grows_under_dynamic(tmp_path)
+    proc = cli("shrink", str(path), "-o", str(tmp_path / "out"), "--method", "dynamic", "--min-elements", "1")
+    assert proc.returncode == 0, proc.stderr
+    line = proc.stdout.splitlines()[0]
+    assert "(100.0%)" in line and "original kept: dynamic would not make it smaller (" in line, line
+    assert onnx.load(str(tmp_path / "out" / "a.onnx")) == onnx.load(str(path))
+
+
+def test_hook_keeps_the_original_when_the_result_is_not_smaller(tmp_path: Path, isolated: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    root = write_project(tmp_path / "toymodel", 'method = "dynamic"\nmin-elements = 1\n')
+    path = make_grows_under_dynamic(root / MODELS_DIR)
+    for out in ("dist", "again"):  # the second build is served from the cache and says the same
+        with zipfile.ZipFile(build(root, out=tmp_path / out)) as zf:
+            assert zf.read("toymodel/models/a.onnx") == path.read_bytes()
+        err = capsys.readouterr().err
+        assert (f"shrinkray: {MODEL}: dynamic would not make it smaller (" in err
+                and "shipping the original" in err), err
+        assert "(1 unchanged)" in err
+
+
+def _mlp_with_bias() -> onnx.ModelProto:
+    m = mlp(256, 256, 10)
+    m.graph.node[-1].output[0] = "logits"
+    m.graph.initializer.append(init("b", np.zeros(10, np.float32)))
+    m.graph.node.append(helper.make_node("Add", ["logits", "b"], ["y"]))
+    return m
+
+
+KEPT_FLOAT = "kept float: 1 tensor below min-elements (40 B), 1 excluded by exclude-tensors (10.24 KB)"
+
+
+def test_report_line_says_what_stayed_float(tmp_path: Path) -> None:
+    """W1 is encoded, W2 (2560 elements) is excluded by name, the bias is below min-elements."""
+    path = tmp_path / "a.onnx"
+    onnx.save(_mlp_with_bias(), str(path))
+    proc = cli("shrink", str(path), "-o", str(tmp_path / "out"), "--exclude-tensor", "W2", "--min-elements", "1000")
+    assert proc.returncode == 0, proc.stderr
+    line = proc.stdout.splitlines()[0]
+    assert line.endswith(f"; {KEPT_FLOAT}"), line
+
+
+def test_build_line_says_what_stayed_float(tmp_path: Path, isolated: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = write_project(tmp_path / "toymodel", 'exclude-tensors = ["W2"]\nmin-elements = 1000\n')
+    onnx.save(_mlp_with_bias(), str(root / MODEL))
+    for out in ("dist", "again"):  # from the cache too
+        build(root, out=tmp_path / out)
+        lines = capsys.readouterr().err.splitlines()
+        line = next(ln for ln in lines if ln.startswith(f"shrinkray: {MODEL}: ") and "%)" in ln)
+        assert line.endswith(f"; {KEPT_FLOAT}"), line

@@ -351,3 +351,105 @@ def test_loading_the_hook_does_not_start_onnxruntime() -> None:
     code = "import sys, hatch_shrinkray.hatch.hooks; print('onnxruntime' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     assert done.stdout.strip() == "False"
+
+
+# --- the model changes while the build reads it (a re-export or a git checkout mid-build) --------
+
+
+def swap_before_the_engine_reads(monkeypatch: pytest.MonkeyPatch, path: Path, replacement: onnx.ModelProto) -> None:
+    """Between the hook hashing ``path`` and the engine reading it, ``replacement`` is written
+    there: the real engine then reads the new bytes (deterministic stand-in for the race)."""
+    real = hatch_shrinkray.engine.shrink
+
+    def swapped(source: object, destination: object, options: object, **kwargs: bool) -> object:
+        save(replacement, path)
+        return real(source, destination, options, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(hatch_shrinkray.engine, "shrink", swapped)
+
+
+def test_a_model_swapped_mid_build_never_poisons_the_cache(project: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    original = (project / MODEL).read_bytes()
+    other = mlp(256, 128)
+    swap_before_the_engine_reads(monkeypatch, project / MODEL, other)
+    sdist = sdist_members(build(project, "sdist", tmp_path / "racy"))
+    monkeypatch.undo()
+    # What was shipped is described truthfully: the shrink of the bytes that were read.
+    entry = json.loads(sdist[f"toymodel-0.1.0/{MANIFEST_NAME}"])[MODEL]
+    assert entry["original_sha256"] == sha(other.SerializeToString())
+    assert entry["shrunk_sha256"] == sha(sdist[IN_SDIST])
+    # The old bytes come back (git checkout again): their build must not be served the other
+    # model from the cache; it must ship what a cold cache ships.
+    (project / MODEL).write_bytes(original)
+    with zipfile.ZipFile(build(project, out=tmp_path / "warm")) as zf:
+        warm = zf.read(IN_WHEEL)
+    monkeypatch.setenv("HATCH_SHRINKRAY_CACHE_DIR", str(tmp_path / "cold-cache"))
+    with zipfile.ZipFile(build(project, out=tmp_path / "cold")) as zf:
+        assert warm == zf.read(IN_WHEEL)
+
+
+# --- what a manifest match is trusted with -------------------------------------------------------
+
+
+def unpacked_sdist(project: Path, tmp_path: Path) -> Path:
+    with tarfile.open(build(project, "sdist")) as tar:
+        tar.extractall(tmp_path / "unpacked", filter="data")
+    return tmp_path / "unpacked/toymodel-0.1.0"
+
+
+def point_manifest_at(root: Path, data: bytes) -> None:
+    """Replace the model with ``data`` and make the manifest entry name exactly those bytes."""
+    (root / MODEL).write_bytes(data)
+    manifest = json.loads((root / MANIFEST_NAME).read_text())
+    manifest[MODEL]["shrunk_sha256"] = sha(data)
+    (root / MANIFEST_NAME).write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("data", [b"#!/bin/sh\necho not a model\n", b"\x08\x07" + b"\x00" * 64],
+                         ids=["shell-script", "protobuf-garbage"])
+def test_a_manifest_match_that_is_not_an_onnx_model_is_refused(project: Path, tmp_path: Path, data: bytes,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    root = unpacked_sdist(project, tmp_path)
+    point_manifest_at(root, data)
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        build(root, out=tmp_path / "wheel-dist")
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    line = next(ln for ln in err.splitlines() if ln.startswith("shrinkray: ") and "manifest" in ln)
+    assert line.startswith(f"shrinkray: {MODEL}: matches its entry in {MANIFEST_NAME} but is not an ONNX model"), line
+    assert line.endswith(")"), line
+    assert not (tmp_path / "wheel-dist").exists() or list((tmp_path / "wheel-dist").iterdir()) == []
+
+
+def test_a_manifest_entry_whose_verification_failed_is_refused(project: Path, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    root = unpacked_sdist(project, tmp_path)
+    manifest = json.loads((root / MANIFEST_NAME).read_text())
+    manifest[MODEL]["verification"]["passed"] = False
+    (root / MANIFEST_NAME).write_text(json.dumps(manifest))
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        build(root, out=tmp_path / "wheel-dist")
+    assert "records a failed verification" in capsys.readouterr().err
+
+
+PASS_THROUGH = """
+import sys
+from hatchling.builders.wheel import WheelBuilder
+wheel = next(WheelBuilder(sys.argv[1]).build(directory=sys.argv[2], versions=["standard"]))
+print(wheel)
+print(sorted(m for m in ("onnx", "onnxruntime", "numpy") if m in sys.modules))
+"""
+
+
+def test_pass_through_checks_stay_light(project: Path, tmp_path: Path) -> None:
+    """hatchling runs the wheel build of an sdist without onnx installed: the pass-through
+    checks (sha256, ONNX framing, manifest sanity) must not import onnx, onnxruntime or numpy."""
+    root = unpacked_sdist(project, tmp_path)
+    proc = subprocess.run([sys.executable, "-c", PASS_THROUGH, str(root), str(tmp_path / "wheel-dist")],
+                          capture_output=True, text=True, check=False, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "[]", proc.stdout
+    assert "already shrunk (manifest match); shipping as-is" in proc.stderr

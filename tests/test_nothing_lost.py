@@ -19,7 +19,16 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from hardening import MODEL, MODELS_DIR, build, files_under, tree_digest, write_project
+from hardening import (
+    CONSOLE_SCRIPT,
+    MODEL,
+    MODELS_DIR,
+    build,
+    files_under,
+    leftovers,
+    tree_digest,
+    write_project,
+)
 from onnx import helper
 
 import hatch_shrinkray.engine
@@ -194,8 +203,13 @@ def slow_model(path: Path) -> None:
     onnx.save(model(nodes, [vi("x", ["b", n])], [vi("y", ["b", n])], inits), str(path))
 
 
-@pytest.mark.parametrize(("sig", "delay"), [(signal.SIGINT, 0.5), (signal.SIGTERM, 0.5)], ids=["SIGINT", "SIGTERM"])
-def test_signal_mid_build_changes_nothing(sig: signal.Signals, delay: float, tmp_path: Path) -> None:
+EXIT = {signal.SIGINT: -signal.SIGINT, signal.SIGTERM: -signal.SIGTERM}
+"""How a build dies: by the signal it got, after cleaning up (Python re-raises an unhandled
+KeyboardInterrupt as SIGINT; the hook re-raises SIGTERM), so a shell shows 130 or 143."""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_signal_mid_build_changes_nothing(sig: signal.Signals, tmp_path: Path) -> None:
     root = rich_project(tmp_path / "toymodel")
     slow_model(root / MODEL)
     before = tree_digest(root)
@@ -215,43 +229,100 @@ def test_signal_mid_build_changes_nothing(sig: signal.Signals, delay: float, tmp
         if f"shrinkray: {MODEL} (" in line or not line:
             break
     assert any(f"shrinkray: {MODEL} (" in ln for ln in seen), "".join(seen)
-    time.sleep(delay)  # inside the multi-second encode / staging / verification
+    time.sleep(0.5)  # inside the multi-second encode / staging / verification
     proc.send_signal(sig)
     try:
         _, rest = proc.communicate(timeout=120)
     finally:
         proc.kill()
-    assert proc.returncode != 0, "".join(seen) + rest
+    assert proc.returncode == EXIT[sig], "".join(seen) + rest
     assert "total" not in rest, "the build finished before the signal; make the model slower"
     assert tree_digest(root) == before
     assert files_under(dirs["dist"]) == []
     assert_no_partial_cache(dirs["cache"])
-    if sig == signal.SIGINT:
-        # Python unwinds on SIGINT, so the hook's work directory is removed. (SIGTERM kills the
-        # process without unwinding: the work directory under TMPDIR may remain, like any tool's.)
-        assert list(dirs["tmp"].iterdir()) == [], files_under(dirs["tmp"])
+    assert leftovers(dirs["tmp"]) == [], files_under(dirs["tmp"])
 
 
-def test_cli_interrupted_mid_shrink_writes_nothing(tmp_path: Path) -> None:
-    """Ctrl-C during `hatch-shrinkray shrink`: "interrupted", exit 130, no file in the output
-    directory (not even a staging file), the input untouched."""
+AFTER_INITIALIZE = """
+import os, signal, sys
+from hatchling.builders.sdist import SdistBuilder
+from hatchling.builders.wheel import WheelBuilder
+from hatch_shrinkray.hatch.plugin import ShrinkrayBuildHook
+
+for Builder in (SdistBuilder, WheelBuilder):  # like --hooks-only: initialize, never finalize
+    builder = Builder(sys.argv[1])
+    hook = ShrinkrayBuildHook(sys.argv[1], builder.config.hook_config["shrinkray"], builder.config,
+                              builder.metadata, "", builder.PLUGIN_NAME)
+    build_data = builder.get_default_build_data()
+    builder.set_build_data_defaults(build_data)
+    hook.initialize("standard", build_data)
+    print(sorted(build_data["force_include"]), flush=True)
+os.kill(os.getpid(), signal.SIGTERM)  # while hatchling would be writing the archives
+print("still alive", flush=True)
+"""
+
+
+def test_sigterm_between_initialize_and_finalize_removes_the_work_directory(tmp_path: Path) -> None:
+    """The shrunk files live in $TMPDIR/hatch-shrinkray-*/ until ``finalize``; SIGTERM while
+    hatchling writes the archive must not leave them behind, for every hook alive in the process
+    (an sdist and a wheel hook here, neither finalized)."""
+    root = rich_project(tmp_path / "toymodel")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "HATCH_SHRINKRAY_CACHE_DIR": str(tmp_path / "cache"), "TMPDIR": str(tmp)}
+    proc = subprocess.run([sys.executable, "-c", AFTER_INITIALIZE, str(root)], env=env, capture_output=True,
+                          text=True, check=False, timeout=300)
+    assert proc.stdout.count(str(tmp)) >= 2, proc.stdout + proc.stderr  # both hooks staged models there
+    assert "still alive" not in proc.stdout
+    assert proc.returncode == -signal.SIGTERM, proc.stderr
+    assert leftovers(tmp) == [], files_under(tmp)
+
+
+CLI_EXIT = {signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (-signal.SIGTERM, "terminated")}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_cli_interrupted_mid_shrink_writes_nothing(sig: signal.Signals, tmp_path: Path) -> None:
+    """Ctrl-C or SIGTERM during `hatch-shrinkray shrink`: one line, the conventional exit (130, or
+    death by SIGTERM: 143 in a shell), no file in the output directory (not even a staging
+    directory), the input untouched."""
     src_dir = tmp_path / "in"
     src_dir.mkdir()
     slow_model(src_dir / "m.onnx")
     before = tree_digest(src_dir)
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "hatch_shrinkray", "shrink", str(src_dir / "m.onnx"), "-o", str(out)]
+    command = [str(CONSOLE_SCRIPT), "shrink", str(src_dir / "m.onnx"), "-o", str(out)]
     proc = _popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not out.exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.02)  # the output directory appears when the shrunk model is being staged
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     try:
         stdout, stderr = proc.communicate(timeout=120)
     finally:
         proc.kill()
-    assert proc.returncode == 130, (stdout, stderr)
-    assert stderr.strip().splitlines()[-1] == "interrupted"
+    code, last = CLI_EXIT[sig]
+    assert proc.returncode == code, (stdout, stderr)
+    assert stderr.strip().splitlines()[-1] == last
     assert "Traceback" not in stderr
     assert files_under(out) == [] and (not out.exists() or list(out.iterdir()) == [])
     assert tree_digest(src_dir) == before
+
+
+def test_api_source_changed_while_shrinking_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model is rewritten (a re-export, a git checkout) after it was read but before the
+    result is written: verification would compare against another file, so nothing is written."""
+    src = tmp_path / "m.onnx"
+    onnx.save(mlp(), str(src))
+    out = tmp_path / "out"
+    real_verify = hatch_shrinkray.engine.verify_against
+
+    def rewrite_then_verify(*args: object, **kwargs: object) -> object:
+        onnx.save(mlp(256, 128), str(src))
+        return real_verify(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(hatch_shrinkray.engine, "verify_against", rewrite_then_verify)
+    with pytest.raises(ShrinkrayError) as info:
+        shrink(src, out / "m.onnx")
+    assert str(info.value).startswith(f"{src}: changed while it was being shrunk"), str(info.value)
+    assert files_under(out) == [] and (not out.exists() or list(out.iterdir()) == [])

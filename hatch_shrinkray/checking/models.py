@@ -65,7 +65,7 @@ def prepare(configured: Configured, workdir: Path, app: Display,
             options = configured.config.plans[sha].apply(options)
         (shipped,) = ship_models(config, root, workdir / str(index), app, {}, keep_failed=True)
         entry_record = shipped.entry
-        changed = [path for rel, path in shipped.files if rel == entry.relpath and path != root / entry.relpath]
+        changed = [path for rel, path in shipped.files if rel == entry.relpath and shipped.new_bytes]
         verification = entry_record.verification if entry_record is not None else None
         passed = verification is None or bool(verification.get("passed"))
         summary = _summary(verification, shipped.outcome)

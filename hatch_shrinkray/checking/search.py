@@ -30,6 +30,7 @@ from hatch_shrinkray.result import human
 from hatch_shrinkray.shipping.manifest import file_sha256
 from hatch_shrinkray.shipping.plan import PlanEntry
 from hatch_shrinkray.shipping.ship import Display
+from hatch_shrinkray.verification.recordings import SHA_DIGITS
 
 Key = tuple[str, str]
 LADDERS = {"int4": ("int6", "int8", "int10", "int12", "fp16", "float32"), "fp16": ("float32",)}
@@ -85,6 +86,10 @@ def run_search(configured: Configured, settings: Settings, app: Display, max_run
         for index, p in enumerate(prepared):
             if not original.models.get(p.sha256, ModelSeen()).sessions:
                 app.display_warning(f"check --search: {p.relpath}: the command never loaded it; nothing to search")
+                continue
+            if not any((tmp / "recorded").glob(f"*-{p.sha256[:SHA_DIGITS]}.npz")):
+                app.display_warning(f"check --search: {p.relpath}: the command loaded it but never ran it; "
+                                    "nothing to search (and no plan: nothing was checked)")
                 continue
             search = _Search(configured, settings, app, original=original, prepared=p, workdir=tmp / f"s{index}",
                              max_runs=max_runs)

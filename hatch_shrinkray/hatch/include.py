@@ -15,7 +15,7 @@ from typing import Any
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.shipping.config import HookConfig
 from hatch_shrinkray.shipping.manifest import MANIFEST_NAME, ManifestEntry, render
-from hatch_shrinkray.shipping.ship import PREFIX, Display, Shipped
+from hatch_shrinkray.shipping.ship import PREFIX, Display, Shipped, writing_to
 
 
 def check_outside(workdir: Path, root: Path) -> None:
@@ -36,6 +36,7 @@ def include(shipped: list[Shipped], config: HookConfig, build_data: dict[str, An
     entries: dict[str, ManifestEntry] = {m.relpath: m.entry for m in shipped if m.entry is not None}
     if config.target == "sdist" and entries:
         manifest = workdir / MANIFEST_NAME
-        manifest.write_text(render(entries), encoding="utf-8", newline="\n")
+        with writing_to(workdir):
+            manifest.write_text(render(entries), encoding="utf-8", newline="\n")
         force_include[str(manifest)] = MANIFEST_NAME
         app.display_debug(f"{PREFIX} wrote {MANIFEST_NAME} ({len(entries)} entries)")

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import Any, ClassVar
 
 from hatchling.builders.config import BuilderConfig
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
@@ -20,6 +21,7 @@ from hatch_shrinkray.hatch.include import check_outside, include
 from hatch_shrinkray.shipping.config import PLUGIN_NAME, HookConfig, hook_table, load_config
 from hatch_shrinkray.shipping.manifest import read_manifest
 from hatch_shrinkray.shipping.ship import engine_needed, engine_requirements, ship_models
+from hatch_shrinkray.signals import Terminated, deferred, on_sigterm, redeliver
 
 TARGETS = ("wheel", "sdist")
 
@@ -46,6 +48,7 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._workdir: tempfile.TemporaryDirectory[str] | None = None
+        self.initializing = False
 
     def _load(self) -> HookConfig:
         target_hooks = getattr(self.build_config, "target_config", {}).get("hooks", {})
@@ -70,8 +73,11 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
         if self.target_name not in TARGETS or version != "standard":
             self.app.display_debug(f"shrinkray: nothing to do for {self.target_name} ({version}) builds")
             return
+        _Guard.enter(self)
+        self.initializing = True
         try:
-            self._workdir = self._make_workdir()
+            with deferred():  # the directory and our reference to it appear together
+                self._workdir = self._make_workdir()
             config, root, workdir = self._load(), Path(self.root), Path(self._workdir.name)
             check_outside(workdir, root)
             shipped = ship_models(config, root, workdir, self.app, read_manifest(root))
@@ -80,9 +86,14 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
         except ShrinkrayError as exc:
             self._cleanup()
             self.app.abort(f"shrinkray: {exc}")
+        except Terminated as exc:
+            self._cleanup()
+            redeliver(exc.signum)
         except BaseException:
             self._cleanup()
             raise
+        finally:
+            self.initializing = False
 
     @staticmethod
     def _make_workdir() -> tempfile.TemporaryDirectory[str]:
@@ -109,3 +120,41 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
         if self._workdir is not None:
             self._workdir.cleanup()
             self._workdir = None
+        _Guard.leave(self)
+
+
+class _Guard:
+    """From ``initialize`` to ``finalize``, SIGTERM (a CI timeout, a container stop) must not strand
+    a work directory in $TMPDIR. Inside an ``initialize`` it unwinds like Ctrl-C, so every cleanup
+    on the way runs (staging files, cache temporaries); while hatchling writes an archive it removes
+    the work directories. Either way the process then dies by the signal.
+
+    Handlers belong to the process and hatchling may hold several hooks at once (sdist then wheel
+    in one process; ``--hooks-only`` or a failed archive never reaches ``finalize``), so one handler
+    serves every live hook and is put back when the last one leaves."""
+
+    live: ClassVar[list[ShrinkrayBuildHook]] = []
+    restore: ClassVar[Callable[[], None] | None] = None
+
+    @classmethod
+    def enter(cls, hook: ShrinkrayBuildHook) -> None:
+        if not cls.live:
+            cls.restore = on_sigterm(cls.handle)
+        if hook not in cls.live:
+            cls.live.append(hook)
+
+    @classmethod
+    def leave(cls, hook: ShrinkrayBuildHook) -> None:
+        if hook in cls.live:
+            cls.live.remove(hook)
+        if not cls.live and cls.restore is not None:
+            cls.restore()
+            cls.restore = None
+
+    @classmethod
+    def handle(cls, signum: int, frame: FrameType | None) -> None:
+        if any(hook.initializing for hook in cls.live):
+            raise Terminated(signum)
+        for hook in list(cls.live):
+            hook._cleanup()
+        redeliver(signum)

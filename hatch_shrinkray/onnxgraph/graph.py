@@ -7,13 +7,14 @@ define a tensor called ``W`` and those are different tensors, never merged.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
-from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, numpy_helper
+from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
 FLOAT_TYPES: dict[int, str] = {TensorProto.FLOAT: "float32", TensorProto.FLOAT16: "float16",
                                TensorProto.DOUBLE: "float64", TensorProto.BFLOAT16: "bfloat16"}
@@ -45,7 +46,7 @@ class Scope:
     def defines(self) -> set[str]:
         """Names this graph itself defines (which shadow outer-scope names)."""
         names = {i.name for i in self.graph.initializer} | {i.name for i in self.graph.input}
-        names |= {i.name for i in self.graph.sparse_initializer if i.values.name}
+        names |= {i.values.name for i in self.graph.sparse_initializer if i.values.name}
         for node in self.graph.node:
             names.update(o for o in node.output if o)
         return names
@@ -73,6 +74,14 @@ class Site:
     @property
     def size(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the decoded values (0 for a type numpy has no item size for)."""
+        try:
+            return self.size * int(np.dtype(helper.tensor_dtype_to_np_dtype(self.dtype)).itemsize)
+        except (KeyError, TypeError, ValueError):
+            return 0
 
     def array(self) -> npt.NDArray[np.generic]:
         try:
@@ -182,6 +191,9 @@ def graph_outputs(scope: Scope) -> set[str]:
     return {o.name for o in scope.graph.output}
 
 
+MAX_BASE = 96
+
+
 class Names:
     """Fresh names unique across the whole model, subgraphs included."""
 
@@ -190,6 +202,7 @@ class Names:
         for scope in scopes(model):
             g = scope.graph
             self.used.update(i.name for i in g.initializer)
+            self.used.update(i.values.name for i in g.sparse_initializer)
             self.used.update(i.name for i in g.input)
             self.used.update(o.name for o in g.output)
             self.used.update(v.name for v in g.value_info)
@@ -200,6 +213,11 @@ class Names:
                     self.used.add(node.name)
 
     def fresh(self, base: str) -> str:
+        """``base``, or ``base_1``, ``base_2``, ... A long base (derived from a long weight name)
+        is cut to its first ``MAX_BASE`` characters plus a digest of the rest, so derived names
+        never repeat a name of any length."""
+        if len(base) > MAX_BASE:
+            base = base[:MAX_BASE - 17] + "~" + hashlib.sha256(base.encode()).hexdigest()[:16]
         candidate = base
         n = 1
         while candidate in self.used:

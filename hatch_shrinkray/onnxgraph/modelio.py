@@ -3,22 +3,31 @@
 Every read problem becomes one ShrinkrayError naming the file and what to do; external-data
 locations may not escape the model's directory; writes go to a temp file beside the destination
 and are renamed into place, so a failure never leaves a half-written model.
+
+The model file is read once and hashed from the same bytes that are parsed, and every data file
+is hashed before it is read, so ``Loaded.sha256`` says exactly what was shrunk; ``changed_file``
+tells a caller whether any of them has been rewritten since (a re-export or a checkout racing
+a build).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import onnx
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 from onnx import ModelProto, TensorProto
 
-from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.errors import ShrinkrayError, quoted
+from hatch_shrinkray.files import file_sha256
 from hatch_shrinkray.onnxgraph.graph import scopes
+from hatch_shrinkray.signals import deferred
 
 TWO_GB = 2**31
 SINGLE_FILE_LIMIT = TWO_GB - 64 * 2**20  # protobuf's hard limit, with room for the graph itself
@@ -32,15 +41,38 @@ class Loaded:
     """Bytes on disk (model file plus external data files), or the serialized size."""
     path: Path | None
     data_files: tuple[Path, ...] = ()
+    sha256: dict[str, str] = field(default_factory=dict)
+    """sha256 of every file read, the model file first (empty for a ModelProto source)."""
+
+
+def changed_file(loaded: Loaded) -> str | None:
+    """The first file of ``loaded`` whose bytes are no longer what was read, if any."""
+    for name, digest in loaded.sha256.items():
+        try:
+            if file_sha256(Path(name)) != digest:
+                return name
+        except OSError:
+            return name
+    return None
 
 
 def _tensors(model: ModelProto) -> Iterator[TensorProto]:
+    """Every dense tensor that can hold weights: initializers and tensor attributes, in every
+    graph and in model-local functions (onnx loads external data for all of these)."""
     for scope in scopes(model):
         yield from scope.graph.initializer
-        for node in scope.graph.node:
-            for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.TENSOR:
-                    yield attr.t
+        yield from _attribute_tensors(scope.graph.node)
+    for function in model.functions:
+        yield from _attribute_tensors(function.node)
+
+
+def _attribute_tensors(nodes: Iterable[onnx.NodeProto]) -> Iterator[TensorProto]:
+    for node in nodes:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.TENSOR:
+                yield attr.t
+            elif attr.type == onnx.AttributeProto.TENSORS:
+                yield from attr.tensors
 
 
 def external_locations(model: ModelProto, label: str = "<model>") -> list[str]:
@@ -52,10 +84,16 @@ def external_locations(model: ModelProto, label: str = "<model>") -> list[str]:
         entries = {e.key: e.value for e in t.external_data}
         location = entries.get("location")
         if not isinstance(location, str) or not location or "\0" in location:
-            raise ShrinkrayError(f"tensor {t.name!r} has external data without a valid location", path=label,
+            raise ShrinkrayError(f"tensor {quoted(t.name)} has external data without a valid location", path=label,
                                  hint="re-export the model with onnx.save_model(..., save_as_external_data=True)")
         if location not in out:
             out.append(location)
+    for scope in scopes(model):
+        for sparse in scope.graph.sparse_initializer:
+            if TensorProto.EXTERNAL in (sparse.values.data_location, sparse.indices.data_location):
+                raise ShrinkrayError(f"sparse initializer {quoted(sparse.values.name)} keeps its data in an "
+                                     "external file, which onnx cannot load", path=label,
+                                     hint="save the model with its sparse initializers inline")
     return out
 
 
@@ -70,21 +108,26 @@ def load_model(source: str | os.PathLike[str] | ModelProto) -> Loaded:
         raise ShrinkrayError(f"expected a path or an onnx.ModelProto, got {type(source).__name__}")
     path = Path(source)
     label = str(path)
-    size = _readable_size(path)
-    model = _parse(path)
+    data = _read(path)
+    digests = {label: hashlib.sha256(data).hexdigest()}
+    model = _parse(data, label)
+    size = len(data)
+    del data
     data_files = _resolve_external(model, path)
     if data_files:
+        for data_file in data_files:
+            digests[str(data_file)] = _data_sha256(data_file, label)
         try:
             onnx.load_external_data_for_model(model, str(path.parent))
         except Exception as exc:  # onnx raises OSError, ValueError or its own ValidationError here
             raise ShrinkrayError(f"cannot read its external data: {str(exc).splitlines()[0][:300]}", path=label,
                                  hint="re-export the model with its data file") from exc
         size += sum(p.stat().st_size for p in data_files)
-    return Loaded(model, label, size, path, tuple(data_files))
+    return Loaded(model, label, size, path, tuple(data_files), digests)
 
 
-def _readable_size(path: Path) -> int:
-    """The size of a readable, non-empty regular file, or a ShrinkrayError saying what is wrong."""
+def _read(path: Path) -> bytes:
+    """The bytes of a readable, non-empty regular file, or a ShrinkrayError saying what is wrong."""
     label = str(path)
     if not path.exists():
         raise ShrinkrayError("no such file", path=label, hint="check the path")
@@ -92,32 +135,37 @@ def _readable_size(path: Path) -> int:
         raise ShrinkrayError("is a directory, not an .onnx file", path=label,
                              hint="pass the .onnx file inside it (globs like dir/*.onnx work)")
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as fh:
-            head = fh.read(1)
+        data = path.read_bytes()
     except OSError as exc:
         raise ShrinkrayError(f"cannot read: {exc.strerror}", path=label, hint="check file permissions") from exc
-    if not head:
+    if not data:
         raise ShrinkrayError("is empty (0 bytes)", path=label, hint="re-export or re-download the model")
-    return size
+    return data
 
 
-def _parse(path: Path) -> ModelProto:
+def _data_sha256(data_file: Path, label: str) -> str:
+    try:
+        return file_sha256(data_file)
+    except OSError as exc:
+        raise ShrinkrayError(f"cannot read external data file {quoted(data_file.name)}: {exc.strerror}",
+                             path=label, hint="check file permissions") from exc
+
+
+def _parse(data: bytes, label: str) -> ModelProto:
     """The model proto without its external data, or a ShrinkrayError saying what is wrong."""
     try:
-        model = onnx.load(str(path), load_external_data=False)
+        model = onnx.load_model_from_string(data)
     except (DecodeError, RuntimeWarning, ValueError, OSError) as exc:
         raise ShrinkrayError("is not a valid ONNX model (the protobuf cannot be parsed; truncated or "
-                             "corrupted?)", path=str(path), hint="re-export or re-download the model") from exc
-    _check_structure(model, str(path))
+                             "corrupted?)", path=label, hint="re-export or re-download the model") from exc
+    _check_structure(model, label)
     return model
 
 
 def external_data_files(path: str | os.PathLike[str]) -> tuple[Path, ...]:
     """The external-data files a model file reads (validated like ``load_model`` does), without
     loading them."""
-    _readable_size(Path(path))
-    return tuple(_resolve_external(_parse(Path(path)), Path(path)))
+    return tuple(_resolve_external(_parse(_read(Path(path)), str(path)), Path(path)))
 
 
 def _check_structure(model: ModelProto, label: str) -> None:
@@ -126,6 +174,44 @@ def _check_structure(model: ModelProto, label: str) -> None:
                              hint="is this really an .onnx file?")
     if not model.opset_import:
         raise ShrinkrayError("is not an ONNX model (no opset import)", path=label)
+    problem = _not_utf8(model, "")
+    if problem:
+        raise ShrinkrayError(f"is not a valid ONNX model: {problem}", path=label,
+                             hint="protobuf strings must be UTF-8; re-export the model")
+
+
+TENSOR_TEXT = ("name", "doc_string", "external_data", "metadata_props")
+"""The text-bearing fields of a TensorProto; its data fields are never touched (no copies)."""
+
+
+def _not_utf8(message: Message, where: str) -> str | None:
+    """Where ``message`` holds a string that is not UTF-8 (protobuf hands those back as bytes,
+    and onnx, onnxruntime and our own code then fail far from the cause), as a readable path:
+    ``graph.node[2].then_branch.node[0].value.name``."""
+    if isinstance(message, TensorProto):
+        fields: Iterable[tuple[Any, Any]] = ((message.DESCRIPTOR.fields_by_name[name], getattr(message, name))
+                                             for name in TENSOR_TEXT if name in message.DESCRIPTOR.fields_by_name)
+    else:
+        fields = message.ListFields()
+    for descriptor, value in fields:
+        if descriptor.type not in (descriptor.TYPE_STRING, descriptor.TYPE_MESSAGE):
+            continue
+        if isinstance(message, onnx.AttributeProto) and descriptor.name in ("g", "t"):
+            path = where  # the attribute's own name already says which graph or tensor
+        else:
+            path = f"{where}.{descriptor.name}" if where else descriptor.name
+        single = isinstance(value, (str, bytes, Message))
+        for index, item in enumerate([value] if single else value):
+            at = path if single else f"{path}[{index}]"
+            if isinstance(item, onnx.AttributeProto) and isinstance(item.name, str):
+                at = f"{where}.{item.name}"
+            if isinstance(item, bytes):
+                return f"{at} is not UTF-8 text ({quoted(item, 40)})"
+            if isinstance(item, Message):
+                problem = _not_utf8(item, at)
+                if problem:
+                    return problem
+    return None
 
 
 def _resolve_external(model: ModelProto, path: Path) -> list[Path]:
@@ -133,17 +219,45 @@ def _resolve_external(model: ModelProto, path: Path) -> list[Path]:
     files: list[Path] = []
     for location in external_locations(model, str(path)):
         if os.path.isabs(location) or Path(location).drive:
-            raise ShrinkrayError(f"external data location {location!r} is an absolute path; refused",
+            raise ShrinkrayError(f"external data location {quoted(location)} is an absolute path; refused",
                                  path=str(path), hint="keep data files beside the model")
-        target = (base / location).resolve()
-        if base not in target.parents and target != base:
-            raise ShrinkrayError(f"external data location {location!r} escapes the model's directory; "
+        try:
+            target = (base / location).resolve()
+            escapes = base not in target.parents and target != base
+            present = target.is_file()
+        except OSError as exc:  # ENAMETOOLONG, ELOOP, ...
+            raise ShrinkrayError(f"cannot open external data file {quoted(location)}: {exc.strerror}",
+                                 path=str(path), hint="re-export the model with its data file beside it") from exc
+        if escapes:
+            raise ShrinkrayError(f"external data location {quoted(location)} escapes the model's directory; "
                                  "refused", path=str(path), hint="keep data files beside the model")
-        if not target.is_file():
-            raise ShrinkrayError(f"external data file {location!r} is missing", path=str(path),
+        if not present:
+            raise ShrinkrayError(f"external data file {quoted(location)} is missing", path=str(path),
                                  hint="copy the data file next to the model")
         files.append(target)
+    if files:
+        _check_extents(model, path)
     return files
+
+
+def _check_extents(model: ModelProto, path: Path) -> None:
+    """Every external tensor lies inside its data file (a cut-off copy is the usual cause)."""
+    sizes: dict[str, int] = {}
+    for t in _tensors(model):
+        if t.data_location != TensorProto.EXTERNAL:
+            continue
+        entries = {e.key: e.value for e in t.external_data}
+        location = entries["location"]
+        if location not in sizes:
+            sizes[location] = (path.parent / location).stat().st_size
+        try:
+            offset, length = int(entries.get("offset") or 0), int(entries.get("length") or 0)
+        except ValueError:
+            continue  # onnx's own loader reports malformed numbers
+        if offset + length > sizes[location]:
+            raise ShrinkrayError(f"external data file {quoted(location)} is too short for tensor {quoted(t.name)} "
+                                 f"(needs {length} bytes from offset {offset}, the file has {sizes[location]})",
+                                 path=str(path), hint="the data file is truncated; copy or export it again")
 
 
 def fits_one_file(model: ModelProto) -> bool:
@@ -155,11 +269,16 @@ def fits_one_file(model: ModelProto) -> bool:
 
 
 class Staged:
-    """A model written into a private directory beside its destination, under its final file
+    """A private directory beside the destination where a model is written under its final file
     names, so onnxruntime can load it (data file included) before anything is put in place.
-    ``commit`` renames the files into place (data file first); ``discard`` removes them."""
+    ``commit`` renames the files into place (data file first); ``discard`` removes them.
 
-    def __init__(self, model: ModelProto, destination: Path) -> None:
+    Create it with ``with deferred(): staged = Staged(destination)`` and clean up in a
+    ``finally``: a signal can then never strike between the directory appearing and its owner
+    knowing about it.
+    """
+
+    def __init__(self, destination: Path) -> None:
         self.destination = Path(destination)
         parent = self.destination.parent
         try:
@@ -170,6 +289,8 @@ class Staged:
                                  hint="choose a writable output directory") from exc
         self.path = self.directory / self.destination.name
         self.data_files: tuple[Path, ...] = ()
+
+    def write(self, model: ModelProto) -> None:
         try:
             if fits_one_file(model):
                 with open(self.path, "wb") as fh:
@@ -180,12 +301,8 @@ class Staged:
                                 location=location, size_threshold=1024)
                 self.data_files = (self.directory / location,)
         except OSError as exc:
-            self.discard()
             raise ShrinkrayError(f"cannot write: {exc.strerror}", path=str(self.destination),
                                  hint="check free space and permissions") from exc
-        except BaseException:  # Ctrl-C while writing: the caller holds no handle to clean up yet
-            self.discard()
-            raise
 
     @property
     def size(self) -> int:
@@ -195,9 +312,10 @@ class Staged:
         """Put the files in place; returns the data files' final paths."""
         final = tuple(self.destination.parent / p.name for p in self.data_files)
         try:
-            for staged, target in zip(self.data_files, final, strict=True):
-                os.replace(staged, target)
-            os.replace(self.path, self.destination)
+            with deferred():  # the model and its data file land together or not at all
+                for staged, target in zip(self.data_files, final, strict=True):
+                    os.replace(staged, target)
+                os.replace(self.path, self.destination)
         except OSError as exc:
             raise ShrinkrayError(f"cannot write: {exc.strerror}", path=str(self.destination),
                                  hint="check free space and permissions") from exc

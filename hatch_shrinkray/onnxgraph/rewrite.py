@@ -36,19 +36,12 @@ SUPPORTED = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE}
 
 def record(site: Site, encoding: str, note: str = "", stored: int | None = None,
            errors: tuple[float, float] = (0.0, 0.0)) -> TensorRecord:
-    nbytes = site.size * _itemsize(site.dtype)
+    nbytes = site.nbytes
     return TensorRecord(
         name=site.name, scope=site.scope.path, location=site.location, shape=site.shape,
         dtype=FLOAT_TYPES.get(site.dtype, str(site.dtype)), original_bytes=nbytes,
         stored_bytes=nbytes if stored is None else stored, encoding=encoding, note=note,
         max_abs_error=errors[0], rel_rms_error=errors[1])
-
-
-def _itemsize(dtype: int) -> int:
-    try:
-        return int(np.dtype(helper.tensor_dtype_to_np_dtype(dtype)).itemsize)
-    except (KeyError, TypeError, ValueError):
-        return 0
 
 
 def skip_reason(site: Site, options: ShrinkOptions) -> str | None:

@@ -19,16 +19,16 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hatch_shrinkray.files import file_sha256, write_atomically
 from hatch_shrinkray.options import ShrinkOptions
-from hatch_shrinkray.shipping.manifest import ManifestEntry, file_sha256
+from hatch_shrinkray.shipping.manifest import ManifestEntry
 
 CACHE_ENV = "HATCH_SHRINKRAY_CACHE_DIR"
-KEY_VERSION = 1
+KEY_VERSION = 2
 """Bump when the key or record layout changes, so old entries are simply never found."""
 
 
@@ -43,16 +43,22 @@ class CachedShrink:
     """How long the original shrink took (reported as time saved)."""
     summary: str | None
     """The verification figure (``VerifyResult.summary()``), or ``None`` without verification."""
+    kept: str = ""
+    """What stayed float and why (``ShrinkResult.kept_summary()``)."""
+    kept_original: str | None = None
+    """Why the original ships instead (``ShrinkResult.kept_original``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"entry": self.entry.to_dict(), "original_size": self.original_size,
-                "shrunk_size": self.shrunk_size, "seconds": self.seconds, "summary": self.summary}
+                "shrunk_size": self.shrunk_size, "seconds": self.seconds, "summary": self.summary,
+                "kept": self.kept, "kept_original": self.kept_original}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CachedShrink:
         return cls(entry=ManifestEntry.from_dict(data["entry"]), original_size=int(data["original_size"]),
                    shrunk_size=int(data["shrunk_size"]), seconds=float(data["seconds"]),
-                   summary=data.get("summary"))
+                   summary=data.get("summary"), kept=str(data.get("kept") or ""),
+                   kept_original=data.get("kept_original"))
 
 
 def default_cache_dir() -> Path:
@@ -131,23 +137,10 @@ class ShrinkCache:
         model, record_path = self._paths(key)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            _replace_atomically(model, shrunk_model.read_bytes())
+            write_atomically(model, shrunk_model.read_bytes())
             text = json.dumps(record.to_dict(), sort_keys=True, indent=2).encode()
-            _replace_atomically(record_path, text)
+            write_atomically(record_path, text)
         except OSError as exc:
             return f"{type(exc).__name__}: {exc}"
         return None
 
-
-def _replace_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see either the old file or the complete new one."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

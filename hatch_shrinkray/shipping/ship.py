@@ -4,13 +4,19 @@ sdist, or a wheel rewritten after the fact).
 For each configured model there are five outcomes:
 
 - *pass-through*: the file's sha256 is a manifest's ``shrunk_sha256`` (a wheel built from our own
-  sdist) or the sdist is configured to carry originals. The file itself ships (the hook still
-  names it explicitly, which keeps it in the archive even if a ``.gitignore`` would drop it).
-  Nothing heavy is imported.
+  sdist) and the file is framed as an ONNX model, or the sdist is configured to carry originals.
+  The file ships as it is (the hook still names it explicitly, which keeps it in the archive even
+  if a ``.gitignore`` would drop it). Nothing heavy is imported.
 - *cached*: the cache holds the shrunk bytes for these exact inputs; they are copied out.
 - *shrunk*: the engine writes the shrunk model into the work directory.
-- *unchanged*: no weight reaches ``min-elements``; reported, and the original ships.
+- *unchanged*: no weight reaches ``min-elements``, or the shrunk model would not be smaller;
+  reported, and the original ships.
 - *already quantized*: the engine refuses it; it is reported and shipped unchanged.
+
+What ships is what was hashed: a manifest match or an unchanged original is copied into the work
+directory while it is hashed (the archive gets the copy, not a file that may be rewritten
+meanwhile), and a shrink is cached and recorded under the digests of the bytes the engine read,
+never under those hashed before it ran.
 
 Shrunk files are written into a work directory the caller owns; each :class:`Shipped` lists the
 files that go into the archive at which relative path, and the original's external-data files that
@@ -21,21 +27,23 @@ report lines.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 from hatch_shrinkray.errors import CHECK_HINT, RECORD_HINT, AlreadyQuantizedError, ShrinkrayError
+from hatch_shrinkray.files import copy_hashed, file_sha256
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import human
 from hatch_shrinkray.shipping.cache import CachedShrink, ShrinkCache, cache_key, default_cache_dir
 from hatch_shrinkray.shipping.config import HookConfig, ModelEntry
-from hatch_shrinkray.shipping.manifest import ManifestEntry, file_sha256, tool_versions
+from hatch_shrinkray.shipping.manifest import MANIFEST_NAME, ManifestEntry, pass_through_problem, tool_versions
 from hatch_shrinkray.shipping.plan import PLAN_NAME, PlanEntry
 
 PREFIX = "shrinkray:"
@@ -107,6 +115,12 @@ class Shipped:
     entry: ManifestEntry | None = None
     """The manifest record (``None`` for an already-quantized model)."""
 
+    @property
+    def new_bytes(self) -> bool:
+        """Whether what ships differs from the model's own bytes (shrunk or cached); otherwise the
+        files are the original, or a copy of it made while it was hashed."""
+        return self.outcome in ("shrunk", "cached")
+
 
 def passes_through(model: ModelEntry, sha256: str, manifest: Mapping[str, ManifestEntry]) -> bool:
     """Whether these bytes are what a manifest says hatch-shrinkray shipped for this path."""
@@ -145,32 +159,40 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
     for configured in config.models:
         model = configured
         source = root / model.relpath
-        size = source.stat().st_size
+        target = workdir / model.relpath
         sha256 = _read_sha256(root, model)
-        if config.ships_originals or passes_through(model, sha256, manifest_in):
-            why = "sdist = \"original\"" if config.ships_originals else "already shrunk (manifest match)"
-            app.display_success(f"{PREFIX} {model.relpath}: {why}; shipping as-is ({human(size)})")
-            shipped.append(Shipped(model.relpath, "pass-through", size, size, ((model.relpath, source),),
-                                   entry=manifest_in.get(model.relpath)))
+        size = source.stat().st_size
+        if config.ships_originals:
+            app.display_success(f"{PREFIX} {model.relpath}: sdist = \"original\"; shipping as-is ({human(size)})")
+            shipped.append(Shipped(model.relpath, "pass-through", size, size, ((model.relpath, source),)))
+            continue
+        if passes_through(model, sha256, manifest_in):
+            entry = manifest_in[model.relpath]
+            _pass_through(model.relpath, entry, source, target, sha256=sha256, workdir=workdir)
+            app.display_success(f"{PREFIX} {model.relpath}: already shrunk (manifest match); shipping as-is "
+                                f"({human(size)})")
+            shipped.append(Shipped(model.relpath, "pass-through", size, size, ((model.relpath, target),),
+                                   entry=entry))
             continue
         model, plan = _planned(config, configured, sha256, app)
         app.display_waiting(f"{PREFIX} {model.relpath} ({human(size)}): {model.options.method}...")
-        target = workdir / model.relpath
-        target.parent.mkdir(parents=True, exist_ok=True)
         try:
             sidecars = _sidecars(source, model.relpath)
-            record, outcome = _shrink_one(model, _content_sha256(root, sha256, sidecars), root, target,
-                                          cache=cache, app=app, keep_failed=keep_failed)
+            with writing_to(workdir):
+                target.parent.mkdir(parents=True, exist_ok=True)
+                record, outcome = _shrink_one(model, _content_sha256(sha256, _hashes(root, sidecars.values())),
+                                              root, target, sidecars, cache=cache, app=app, keep_failed=keep_failed)
         except ShrinkrayError as exc:
             if exc.path and Path(exc.path) == source:
                 exc.path = model.relpath  # the path the user wrote, not the build's absolute one
             raise
-        if record is None or outcome == "unchanged":
-            if record is not None:
-                app.display_warning(f"{PREFIX} {model.relpath}: nothing to shrink: "
-                                    f"{_why_unchanged(model.options)}; shipping it unchanged")
-            shipped.append(Shipped(model.relpath, outcome, size, size, ((model.relpath, source),),
-                                   entry=None if record is None else record.entry))
+        if record is None:  # already quantized: reported, shipped as it is, nothing claimed about it
+            shipped.append(Shipped(model.relpath, outcome, size, size, ((model.relpath, source),)))
+            continue
+        if outcome == "unchanged":
+            why = record.kept_original or f"nothing to shrink: {_why_unchanged(model.options)}"
+            app.display_warning(f"{PREFIX} {model.relpath}: {why}; shipping the original")
+            shipped.append(Shipped(model.relpath, outcome, size, size, ((model.relpath, target),), entry=record.entry))
             continue
         files = [(model.relpath, target)]
         files += [((PurePosixPath(model.relpath).parent / data.name).as_posix(), data)
@@ -182,12 +204,42 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
         if record.entry.verification is not None and record.entry.verification.get("real_inputs") is False:
             generated.append(model.relpath)
         shipped.append(Shipped(model.relpath, outcome, record.original_size, record.shrunk_size, tuple(files),
-                               tuple(s for s in sidecars if s not in shipped_data), record.entry))
+                               tuple(s for s in sidecars.values() if s not in shipped_data), record.entry))
     if generated:
         app.display_warning(f"{PREFIX} {', '.join(generated)}: verified on generated inputs only, a smoke check; "
                             f"{RECORD_HINT}")
     app.display_success(_total_line(shipped, time.perf_counter() - start))
     return shipped
+
+
+def _pass_through(relpath: str, entry: ManifestEntry, source: Path, target: Path, *, sha256: str,
+                  workdir: Path) -> None:
+    """Copy a manifest match into the work directory, checking it on the way (see manifest)."""
+    problem = pass_through_problem(source, entry)
+    if problem:
+        raise ShrinkrayError(f"matches its entry in {MANIFEST_NAME} but {problem}; refusing to ship it",
+                             path=relpath,
+                             hint=f"rebuild the sdist, or delete {MANIFEST_NAME} to shrink from the original")
+    with writing_to(workdir):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        copied = copy_hashed(source, target)
+    if copied != sha256:
+        raise _changed(relpath)
+
+
+def _changed(relpath: str) -> ShrinkrayError:
+    return ShrinkrayError("changed while the build was reading it; nothing was shipped or cached", path=relpath,
+                          hint="wait until the model is completely written, then build again")
+
+
+@contextlib.contextmanager
+def writing_to(workdir: Path) -> Iterator[None]:
+    """A full or unwritable work directory (TMPDIR) is a one-line error, not a traceback."""
+    try:
+        yield
+    except OSError as exc:
+        raise ShrinkrayError(f"cannot write to the temporary directory {workdir}: {exc.strerror or exc}",
+                             hint="free some space there or point TMPDIR elsewhere") from exc
 
 
 def _why_unchanged(options: ShrinkOptions) -> str:
@@ -237,23 +289,27 @@ def _confirm_plan(relpath: str, plan: PlanEntry, shipped_sha256: str, app: Displ
                             f"`{CHECK_HINT}` again")
 
 
-def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Path, *,
+def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Path, sidecars: Mapping[str, str], *,
                 cache: ShrinkCache | None, app: Display, keep_failed: bool = False) -> tuple[CachedShrink | None, str]:
-    """The record for ``model`` and the outcome: ``shrunk`` or ``cached`` (bytes at ``target``),
-    ``unchanged`` (no weight qualified; ship the original) or ``already-quantized`` (no record).
+    """The record for ``model`` and the outcome: ``shrunk``, ``cached`` or ``unchanged`` (bytes at
+    ``target``; unchanged = the original's, when no weight qualified or the result was not
+    smaller), or ``already-quantized`` (no record; ship the original).
 
-    An unchanged model is recorded with ``shrunk_sha256 == original_sha256``, in the manifest
-    (so a wheel built from the sdist passes it through) and in the cache (so it is not re-verified).
+    ``original_sha256`` (hashed before) only looks the cache up; what is stored and recorded is
+    keyed by the digests of the bytes the engine actually read. An unchanged model is recorded
+    with ``shrunk_sha256 == original_sha256``, in the manifest (so a wheel built from the sdist
+    passes it through) and in the cache (so it is not re-verified). ``keep_failed`` (``check``)
+    keeps a model that fails verification; it is never cached.
     """
     source = root / model.relpath
     versions = tool_versions()
-    key = cache_key(original_sha256, model.options, versions) if cache else None
-    if cache is not None and key is not None:
+    if cache is not None:
+        key = cache_key(original_sha256, model.options, versions)
         hit = cache.get(key)
         if hit is not None:
             app.display_debug(f"{PREFIX} cache hit {key[:16]} for {model.relpath}")
             shutil.copyfile(hit[0], target)
-            unchanged = hit[1].entry.shrunk_sha256 == original_sha256
+            unchanged = hit[1].entry.shrunk_sha256 == original_sha256 or hit[1].kept_original is not None
             return hit[1], "unchanged" if unchanged else "cached"
     try:
         from hatch_shrinkray.engine import shrink  # heavy: onnx, onnxruntime, numpy
@@ -265,16 +321,23 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
     except AlreadyQuantizedError as exc:
         app.display_warning(f"{PREFIX} {model.relpath}: {exc.message}; shipping it unchanged")
         return None, "already-quantized"
+    (_, model_sha256), *data = result.source_sha256.items()
+    read = _content_sha256(model_sha256, {sidecars.get(path, path): digest for path, digest in data})
     if result.external_data:
         cache = None  # an entry is one file; outputs over 2 GB (model + data file) are not cached
     for tensor in result.tensors:
         app.display_debug(f"{PREFIX}   {tensor.name} {list(tensor.shape)} {tensor.encoding} "
                           f"{human(tensor.original_bytes)} -> {human(tensor.stored_bytes)}")
     unchanged = not result.encoded
-    kept = source if unchanged else target
+    if unchanged:  # ship the original's exact bytes, as hashed now (the engine re-serialized them)
+        shrunk_sha256 = copy_hashed(source, target)
+        if shrunk_sha256 != model_sha256:
+            raise _changed(model.relpath)
+    else:
+        shrunk_sha256 = file_sha256(target)
     verification = None if unchanged else result.verification
     record = CachedShrink(
-        entry=ManifestEntry(original_sha256=original_sha256, shrunk_sha256=file_sha256(kept),
+        entry=ManifestEntry(original_sha256=read, shrunk_sha256=shrunk_sha256,
                             method=model.options.method, options=portable_options(model.options, root),
                             versions=versions,
                             verification=None if verification is None
@@ -282,23 +345,29 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
         original_size=result.original_size, shrunk_size=result.original_size if unchanged else result.shrunk_size,
         seconds=result.seconds,
         summary=None if verification is None else
-        verification.summary() + ("" if verification.passed else "; FAILS verification (kept for check only)"))
-    if cache is not None and key is not None and (verification is None or verification.passed):
-        problem = cache.put(key, kept, record)
+        verification.summary() + ("" if verification.passed else "; FAILS verification (kept for check only)"),
+        kept=result.kept_summary(), kept_original=result.kept_original)
+    if cache is not None and (verification is None or verification.passed):
+        problem = cache.put(cache_key(read, model.options, versions), target, record)
         if problem:
             app.display_debug(f"{PREFIX} could not write the cache entry: {problem}")
     return record, "unchanged" if unchanged else "shrunk"
 
 
-def _content_sha256(root: Path, model_sha256: str, sidecars: tuple[str, ...]) -> str:
-    """The model file's sha256, extended with its external-data files' so that retrained
-    weights in ``a.onnx.data`` (same ``a.onnx``) never hit a stale cache entry."""
+def _content_sha256(model_sha256: str, sidecars: Mapping[str, str]) -> str:
+    """The model file's sha256, extended with its external-data files' (project-relative path ->
+    sha256) so that retrained weights in ``a.onnx.data`` (same ``a.onnx``) never hit a stale
+    cache entry."""
     if not sidecars:
         return model_sha256
     digest = hashlib.sha256(model_sha256.encode())
-    for rel in sidecars:
-        digest.update(b"\0" + rel.encode() + b"\0" + file_sha256(root / rel).encode())
+    for rel in sorted(sidecars):
+        digest.update(b"\0" + rel.encode() + b"\0" + sidecars[rel].encode())
     return digest.hexdigest()
+
+
+def _hashes(root: Path, relpaths: Iterable[str]) -> dict[str, str]:
+    return {rel: file_sha256(root / rel) for rel in relpaths}
 
 
 def _data_files_beside(target: Path) -> list[Path]:
@@ -309,15 +378,16 @@ def _data_files_beside(target: Path) -> list[Path]:
     return [data] if data.is_file() else []
 
 
-def _sidecars(source: Path, relpath: str) -> tuple[str, ...]:
-    """The original's external-data files, as project-relative paths (ShrinkrayError for a
-    corrupt model or a missing/escaping data file)."""
+def _sidecars(source: Path, relpath: str) -> dict[str, str]:
+    """The original's external-data files: absolute path (as the engine names them) ->
+    project-relative path (ShrinkrayError for a corrupt model or a missing/escaping data file)."""
     from hatch_shrinkray.onnxgraph.modelio import external_data_files
 
     parent = PurePosixPath(relpath).parent
-    return tuple(sorted((parent / p.name).as_posix() if p.parent == source.parent.resolve()
-                        else (parent / os.path.relpath(p, source.parent.resolve())).as_posix()
-                        for p in external_data_files(source)))
+    here = source.parent.resolve()
+    return {str(p): (parent / p.name).as_posix() if p.parent == here
+            else (parent / os.path.relpath(p, here)).as_posix()
+            for p in sorted(external_data_files(source))}
 
 
 def portable_options(options: ShrinkOptions, root: Path) -> dict[str, Any]:
@@ -342,8 +412,9 @@ def _success_line(relpath: str, record: CachedShrink, cached: bool) -> str:
     ratio = record.shrunk_size / record.original_size if record.original_size else 1.0
     figure = record.summary or "not verified (verify = false)"
     timing = f"cached, {record.seconds:.1f} s saved" if cached else f"{record.seconds:.1f} s"
-    return (f"{PREFIX} {relpath}: {human(record.original_size)} -> {human(record.shrunk_size)} "
+    line = (f"{PREFIX} {relpath}: {human(record.original_size)} -> {human(record.shrunk_size)} "
             f"({100 * ratio:.1f}%), {record.entry.method}, {figure}, {timing}")
+    return f"{line}; {record.kept}" if record.kept else line
 
 
 def _total_line(shipped: list[Shipped], seconds: float) -> str:

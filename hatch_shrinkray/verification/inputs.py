@@ -9,6 +9,7 @@ symbolic dimensions get a plausible size (1 for a leading batch axis, otherwise 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from onnx import ModelProto
 
 from hatch_shrinkray.errors import RECORD_HINT, ShrinkrayError
 from hatch_shrinkray.options import VerifyOptions
@@ -63,6 +65,30 @@ class Samples:
 
 def specs_of(session: Any) -> list[InputSpec]:
     return [InputSpec(i.name, i.type, tuple(i.shape)) for i in session.get_inputs()]
+
+
+def specs_of_model(model: ModelProto) -> list[InputSpec]:
+    """The inputs a session of ``model`` would list (graph inputs that are not initializers), as
+    onnxruntime spells them, read from the proto: no session needed while the model is in memory."""
+    from onnx import helper
+
+    initializers = {t.name for t in model.graph.initializer}
+    names = {np.dtype(v): k for k, v in ORT_TYPES.items() if v is not np.str_}
+    specs = []
+    for value in model.graph.input:
+        if value.name in initializers:
+            continue
+        kind = value.type.WhichOneof("value")
+        if kind != "tensor_type":
+            specs.append(InputSpec(value.name, str(kind), ()))
+            continue
+        tensor = value.type.tensor_type
+        dtype = f"tensor({tensor.elem_type})"
+        with contextlib.suppress(KeyError, TypeError, ValueError):
+            dtype = names.get(np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type)), dtype)
+        shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor.shape.dim)
+        specs.append(InputSpec(value.name, dtype, shape))
+    return specs
 
 
 def load_samples(path: Path, specs: list[InputSpec], *, model_sha256: str, model_name: str) -> Samples:

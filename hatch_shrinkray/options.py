@@ -7,6 +7,7 @@ Field names are the Python spelling; the hook and the CLI map their own key name
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -18,6 +19,9 @@ ENCODINGS = ("float32", "fp16", "int16", "int12", "int10", "int8", "int6", "int4
 per-channel integer codes (int8 as method int8 writes them; the other widths round to nearest)."""
 SCHEMES = ("symmetric", "asymmetric")
 DECODES = ("float", "fast")
+NAMED_RUNTIMES = ("web", "openvino")
+RUNTIME_FLOOR = re.compile(r"^onnxruntime\s*(?:(>=|==|~=|>)\s*([0-9]+(?:\.[0-9]+)*))?$")
+"""A runtime target: ``onnxruntime`` with an optional lower bound, or one of ``NAMED_RUNTIMES``."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,9 @@ class ShrinkOptions:
     budget_agreement: float = 0.998
     """``auto``: smallest share of unchanged discrete answers (per-position argmax of class scores,
     ``> 0.5`` decisions of probability outputs)."""
+    runtimes: tuple[str, ...] = ()
+    """Where the shrunk model will run (``onnxruntime>=1.18``, ``web``, ``openvino``): methods those
+    runtimes cannot load or would decode per inference are refused. Empty: no target declared."""
     encodings: tuple[tuple[str, str], ...] = ()
     """``(tensor-name glob, encoding)``: these tensors get that encoding whatever the method; a tensor
     that several patterns match with different encodings is an error."""
@@ -135,6 +142,10 @@ def option_errors(opts: ShrinkOptions, names: Mapping[str, str] | None = None) -
         value = getattr(opts, key)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not lo <= value <= hi:
             errors.append(f"{n(key)} must be a number from {lo} to {hi}; got {value!r}")
+    for entry in opts.runtimes:
+        if not (isinstance(entry, str) and (entry in NAMED_RUNTIMES or RUNTIME_FLOOR.match(entry.strip()))):
+            errors.append(f"{n('runtimes')} entries must be 'web', 'openvino' or an onnxruntime version floor "
+                          f"like 'onnxruntime>=1.18'; got {entry!r}")
     for pattern, encoding in opts.encodings:
         if not isinstance(pattern, str) or not pattern:
             errors.append(f"{n('encodings')} has an empty tensor pattern")

@@ -43,6 +43,10 @@ def silero_vad() -> Path:
     return wheel_member("silero-vad==6.2.3", "silero_vad/data/silero_vad.onnx")
 
 
+def magika() -> Path:
+    return wheel_member("magika==1.0.3", "magika/models/standard_v3_3/model.onnx")
+
+
 def silero_vad_op18() -> Path:
     """The same wheel's If-less opset-18 export: a quarter of its bytes is node metadata."""
     return wheel_member("silero-vad==6.2.3", "silero_vad/data/silero_vad_op18_ifless.onnx")

@@ -147,6 +147,15 @@ def test_one_blas_thread_inside_restored_after() -> None:
     assert blas_threads() == before
 
 
+def test_without_threadpoolctl_blas_is_left_as_configured(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An engine installed with --no-deps (the compatibility tier's venvs) still shrinks."""
+    monkeypatch.setitem(sys.modules, "threadpoolctl", None)
+    before = [1]
+    with one_blas_thread():
+        before.append(2)
+    assert before == [1, 2]
+
+
 def test_engine_sessions_sleep_between_operators(tmp_path: Path) -> None:
     src = save(model([helper.make_node("MatMul", ["x", "W"], ["y"])], [vi("x", [1, 8])], [vi("y", [1, 4])],
                      [init("W", weight((8, 4), 0))]), tmp_path / "m.onnx")

@@ -331,7 +331,7 @@ def hook_for(root: Path, target: str = "wheel") -> ShrinkrayBuildHook:
 
 
 def test_dependencies_only_when_work_is_pending(project: Path, tmp_path: Path) -> None:
-    assert "onnxruntime>=1.18" in hook_for(project).dependencies()
+    assert "onnxruntime>=1.22" in hook_for(project).dependencies()
     with tarfile.open(build(project, "sdist")) as tar:
         tar.extractall(tmp_path / "unpacked", filter="data")
     assert hook_for(tmp_path / "unpacked/toymodel-0.1.0").dependencies() == []

@@ -6,10 +6,13 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 from onnx import helper
 
 from hatch_shrinkray import ShrinkOptions, ShrinkrayError, VerificationError, VerifyOptions, shrink
+from hatch_shrinkray.methods.int8 import unfused_dequantize
+from hatch_shrinkray.methods.runtimes import DQ_MATMUL_FUSED
 from hatch_shrinkray.options import option_errors
 
 from onnx_builders import init, mlp, model, run, save, vi, weight
@@ -51,10 +54,17 @@ def test_float_levels_snaps_each_channel_to_n_levels(tmp_path: Path) -> None:
 
 
 def test_fast_decode_emits_dequantize_linear_only_for_matmul_at_opset_13(tmp_path: Path) -> None:
-    m = mlp(512, 512)
+    """Only where the build's onnxruntime fuses it (MatMulNBits); elsewhere, e.g. a MatMul followed
+    by Relu, it would run on every inference, so that weight is decoded in float."""
+    m = model([helper.make_node("MatMul", ["x", "W"], ["y"])], [vi("x", ["batch", 512])], [vi("y", ["batch", 512])],
+              [init("W", weight((512, 512), 2))])
     out = tmp_path / "o.onnx"
     shrink(save(m, tmp_path / "m.onnx"), out, ShrinkOptions(decode="fast"))
-    assert "DequantizeLinear" in ops(onnx.load(str(out)))
+    fused = tuple(int(p) for p in ort.__version__.split(".")[:3]) >= DQ_MATMUL_FUSED
+    assert ("DequantizeLinear" in ops(onnx.load(str(out)))) == fused
+    result = shrink(save(mlp(512, 512), tmp_path / "mlp.onnx"), out, ShrinkOptions(decode="fast"))
+    assert not unfused_dequantize(onnx.load(str(out)))
+    assert "not fused by onnxruntime" in result.encoded[0].note
     old = mlp(512, 512)
     old.opset_import[0].version = 12
     shrink(save(old, tmp_path / "old.onnx"), out, ShrinkOptions(decode="fast"))

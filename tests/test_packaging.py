@@ -25,7 +25,7 @@ else:  # pragma: no cover
 
 REPO = Path(__file__).resolve().parents[1]
 ENGINE = f"hatch-shrinkray-core[engine]=={hatch_shrinkray.__version__}"
-ENGINE_REQUIREMENTS = [ENGINE, "numpy>=1.24", "onnx-ir>=0.1.10", "onnx>=1.16", "onnxruntime>=1.18",
+ENGINE_REQUIREMENTS = [ENGINE, "numpy>=1.24", "onnx-ir>=0.1.10", "onnx>=1.16", "onnxruntime>=1.22",
                        "threadpoolctl>=3.1"]
 
 

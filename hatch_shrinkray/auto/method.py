@@ -30,14 +30,15 @@ from hatch_shrinkray.auto.budget import BROKEN, ZERO, Baseline, Deviation, devia
 from hatch_shrinkray.auto.calib import Layout, Moments, layout, patches, rows_per_sample
 from hatch_shrinkray.auto.candidates import Candidate, fp32, int4_block, int_candidate, sixteen_bit
 from hatch_shrinkray.auto.probe import Probe, site_key, weights_as_inputs
-from hatch_shrinkray.auto.search import Option, refine, search, try_uniform
+from hatch_shrinkray.auto.search import Option, refine, search, try_uniform, within_load
 from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.methods import runtimes
 from hatch_shrinkray.methods.int8 import Int8Encoder
 from hatch_shrinkray.numerics.quant import NotEncodable
 from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
 from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext, Feed
 from hatch_shrinkray.onnxgraph.graph import Names, Site, find_sites, opset_version
-from hatch_shrinkray.onnxgraph.rewrite import encode_weights, record, skip_reason
+from hatch_shrinkray.onnxgraph.rewrite import encode_weights, record, rows_decodable, skip_reason
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import TensorRecord
 
@@ -59,6 +60,11 @@ SENSITIVITY_FEEDS = 8
 """Single-tensor runs use this many feeds, evenly spread over the inputs (samples are often
 grouped: all clean lines, then all degraded ones): energies need less data than the budget check."""
 MAX_REFINE = 24
+LOAD_FACTOR = 1.25
+"""Largest folded-bytes load of an assignment, as a multiple of every weight at int8 (the bar for
+older runtimes: no method loads at more than 1.3x int8). On PP-OCRv6 rec an assignment folding up
+to 1.75x int8's bytes loaded at 1.7x int8's time (many small Conv weights: every node costs a
+fixed overhead), so the cap is the bar itself (benchmarks/LOAD.md)."""
 """Full-model runs for the greedy clean-up after the bisection (largest savings first)."""
 
 NBITS = "int4-block"
@@ -190,11 +196,13 @@ class Auto:
             first = deviation(quick, probe.run(replaced(choice), subset=analysis.subset))
             return evaluate(choice) if first.within(options) else first
 
-        table = [[Option(c.stored_bytes, d.load(options)) for c, d in zip(w.candidates, w.deviations, strict=True)]
-                 for w in weights]
+        table = [[Option(c.stored_bytes, d.load(options), _load(w, c))
+                  for c, d in zip(w.candidates, w.deviations, strict=True)] for w in weights]
         found = search(table, screened, lambda d: d.within(options))
         found = try_uniform(table, found, _uniform(weights), screened, lambda d: d.within(options))
         found = refine(table, found, screened, lambda d: d.within(options), MAX_REFINE)
+        cap = LOAD_FACTOR * sum(next((_load(w, c) for c in w.candidates if c.kind == "int8"), 0) for w in weights)
+        found = within_load(table, found, cap, screened, lambda d: d.within(options))
         LOG.info("auto: search done (%d runs): %s", probe.runs - runs, found.deviation.text())
         if not found.deviation.within(options):
             raise ShrinkrayError(
@@ -225,14 +233,16 @@ class Auto:
             axis, how = lowest_error_axis(w, how)
         ctx = EncodeContext(options, opset, tuple(n for n, _ in site.consumers), axis, how)
         cands: list[Candidate] = []
-        if _int4_ok(site):
+        targets = runtimes.parse(options.runtimes)
+        if _int4_ok(site) and runtimes.matmul_nbits_ok(targets):
             decoded, nbytes = int4_block(w, options.block_size)
             from hatch_shrinkray.auto.candidates import error_energy
 
             cands.append(Candidate(NBITS, f"int4 block {options.block_size} (MatMulNBits)", nbytes, decoded,
                                    None, error_energy(w, decoded, moments, lay)))
         # Packed int4 only where MatMulNBits' 4-bit blocks (finer scales) are not available.
-        for bits in (PACKED_LOW if not cands else PACKED_LOW[1:]) + (8, *PACKED_HIGH):
+        packed = runtimes.packed_ok(targets)
+        for bits in ((PACKED_LOW if not cands else PACKED_LOW[1:]) + (8, *PACKED_HIGH) if packed else (8,)):
             with contextlib.suppress(NotEncodable):
                 cands.append(int_candidate(w, ctx, moments, lay, rows_seen=rows_seen, bits=bits))
         sixteen = sixteen_bit(w, ctx, moments, lay)
@@ -241,6 +251,13 @@ class Auto:
         cands = [c for c in cands if c.stored_bytes < w.nbytes]
         cands.append(fp32(w))
         return Weight(site, ctx, lay, cands, [ZERO] * len(cands), [False] * len(cands))
+
+
+def _load(w: Weight, c: Candidate) -> int:
+    """Load cost of candidate ``c``: nothing for MatMulNBits, float32 or a table decoded per gathered row."""
+    if c.decode is None or rows_decodable(w.site, c.decode):
+        return 0
+    return c.decode.folded_bytes
 
 
 def _uniform(weights: list[Weight]) -> list[tuple[int, ...]]:

@@ -19,7 +19,7 @@ from onnx import ModelProto
 from hatch_shrinkray.auto.candidates import int_candidate
 from hatch_shrinkray.auto.method import Key, Planned, calibrate
 from hatch_shrinkray.auto.probe import site_key
-from hatch_shrinkray.methods.int8 import Int8Encoder
+from hatch_shrinkray.methods.int8 import Int8Encoder, keep_fused
 from hatch_shrinkray.numerics.quant import NotEncodable
 from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
 from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext, Feed
@@ -40,7 +40,8 @@ class Int8:
     def apply(self, model: ModelProto, options: ShrinkOptions,
               calibration: Sequence[Feed] | None) -> list[TensorRecord]:
         if not calibration or not self.calibrates(options):
-            return encode_weights(model, Int8Encoder(), options)
+            records = encode_weights(model, Int8Encoder(), options)
+            return keep_fused(model, records) if options.decode == "fast" else records
         cal = calibrate(model, options, calibration, weights_as_feeds=False)
         if cal is None:
             return encode_weights(model, Int8Encoder(), options)

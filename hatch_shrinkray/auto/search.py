@@ -29,6 +29,8 @@ class Option:
 
     stored_bytes: int
     energy: float
+    load: int = 0
+    """What folding its decode at load costs (``Decode.folded_bytes``; 0 when nothing is folded)."""
 
 
 def pick(options: Sequence[Option], lam: float) -> int:
@@ -142,3 +144,22 @@ def refine(table: Sequence[Sequence[Option]], found: Found, evaluate: Callable[[
         if within(dev):
             choice, best = trial, dev
     return Found(tuple(choice), best, found.lam, found.evaluations + evals)
+
+
+def within_load(table: Sequence[Sequence[Option]], found: Found, cap: float,
+                evaluate: Callable[[tuple[int, ...]], Deviation], within: Callable[[Deviation], bool]) -> Found:
+    """Move weights to later, more precise rungs that cost less to load (fewest bytes added per
+    load saved first) until the assignment's load fits ``cap``; one real run checks the result,
+    which is kept only within the budget (else ``found`` stays, over the cap)."""
+    choice = list(found.choice)
+    while sum(table[i][c].load for i, c in enumerate(choice)) > cap:
+        moves = [((o.stored_bytes - table[i][c].stored_bytes) / (table[i][c].load - o.load), i, j)
+                 for i, c in enumerate(choice) for j, o in enumerate(table[i]) if j > c and o.load < table[i][c].load]
+        if not moves:
+            break
+        _, i, j = min(moves)
+        choice[i] = j
+    if tuple(choice) == found.choice:
+        return found
+    dev = evaluate(tuple(choice))
+    return Found(tuple(choice), dev, found.lam, found.evaluations + 1) if within(dev) else found

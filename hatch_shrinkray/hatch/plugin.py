@@ -53,7 +53,8 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
     def _load(self) -> HookConfig:
         target_hooks = getattr(self.build_config, "target_config", {}).get("hooks", {})
         table = hook_table(self.target_name if PLUGIN_NAME in target_hooks else None)
-        return load_config(self.config, Path(self.root), self.target_name, table)
+        return load_config(self.config, Path(self.root), self.target_name, table,
+                           dependencies=self.metadata.core.dependencies)
 
     def dependencies(self) -> list[str]:
         """The engine's requirements, only when this build has models to shrink.

@@ -69,7 +69,7 @@ def quantize_matmuls(model: ModelProto, include: list[str], block_size: int) -> 
     level = quiet.level
     quiet.setLevel(logging.WARNING)
     try:
-        quant = MatMulNBitsQuantizer(model, bits=4, block_size=block_size, is_symmetric=True,
+        quant = MatMulNBitsQuantizer(model, block_size=block_size, is_symmetric=True,  # 4 bits by default
                                      nodes_to_include=include)
         quant.process()
     except Exception as exc:  # the quantizer raises bare Exceptions for unsupported graphs

@@ -11,6 +11,7 @@ sessions run hundreds of short calls, so they sleep instead (``NO_SPINNING``; nu
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 NO_SPINNING = ("session.intra_op.allow_spinning", "0")
@@ -18,7 +19,11 @@ NO_SPINNING = ("session.intra_op.allow_spinning", "0")
 
 
 def one_blas_thread() -> Any:
-    """A context manager limiting BLAS (numpy's matrix products) to one thread in this process."""
-    from threadpoolctl import threadpool_limits
-
+    """A context manager limiting BLAS (numpy's matrix products) to one thread in this process;
+    BLAS as configured where threadpoolctl is missing (an engine installed without its extra's
+    dependencies, e.g. ``pip install --no-deps``): slower on a loaded machine, not wrong."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ModuleNotFoundError:
+        return contextlib.nullcontext()
     return threadpool_limits(limits=1, user_api="blas")

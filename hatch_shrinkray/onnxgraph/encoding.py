@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
-from onnx import ModelProto, NodeProto
+from onnx import ModelProto, NodeProto, helper
 
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import TensorRecord
@@ -40,6 +40,43 @@ class Decode:
     @property
     def stored_bytes(self) -> int:
         return sum(int(a.nbytes) for a in self.stored.values())
+
+    @property
+    def folded_bytes(self) -> int:
+        """Bytes of every intermediate onnxruntime allocates when it folds the chain at load; it
+        keeps them all until folding ends, so this is the chain's load cost (time and memory).
+        A DequantizeLinear is never folded (fused or run per inference): it costs nothing here."""
+        shapes: list[tuple[tuple[int, ...], int]] = []
+
+        def info(ref: str) -> tuple[tuple[int, ...], int]:
+            if ref.startswith("@"):
+                return shapes[int(ref[1:])]
+            a = self.stored[ref]
+            return tuple(a.shape), int(a.itemsize)
+
+        total = 0
+        for node in self.nodes:
+            ins = [info(i) for i in node.inputs]
+            size = ins[0][1]
+            if node.op == "Concat":
+                axis = int(node.attrs.get("axis", 0)) % len(ins[0][0])
+                shape = (*ins[0][0][:axis], sum(s[axis] for s, _ in ins), *ins[0][0][axis + 1:])
+            elif node.op == "Reshape":
+                shape = tuple(int(v) for v in self.stored[node.inputs[1]])
+            elif node.op == "Slice":  # the only Slice of a chain cuts the flat padding: ends - starts
+                shape = (int(self.stored[node.inputs[2]][0]) - int(self.stored[node.inputs[1]][0]),)
+            else:
+                shape = np.broadcast_shapes(*(s for s, _ in ins))
+            if node.op == "Cast":
+                size = int(np.dtype(helper.tensor_dtype_to_np_dtype(node.attrs["to"])).itemsize)
+            elif node.op == "Where":
+                size = ins[1][1]
+            elif node.op == "Equal":
+                size = 1
+            shapes.append((shape, size))
+            if node.op != "DequantizeLinear":
+                total += int(np.prod(shape, dtype=np.int64)) * size
+        return total
 
 
 @dataclass(frozen=True)

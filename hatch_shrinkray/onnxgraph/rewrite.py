@@ -4,6 +4,12 @@ The decode chain's last node outputs the original tensor name, so consumers, gra
 outer-scope references are untouched. Stored tensors live where the weight lived: initializers
 stay initializers of the same graph; a ``Constant`` node becomes ``Constant`` nodes plus decode
 nodes at the same position, which keeps the graph topologically sorted.
+
+One exception: a table read only by ``Gather`` (embeddings) whose chain works row by row is not
+rebuilt at all: each Gather takes the rows of the stored tensors and the chain decodes just those
+rows on every inference (a few hundred values). The values are the same, and loading costs nothing
+(folding a 30522x384 table is most of a sentence encoder's session creation; measured in
+``benchmarks/LOAD.md``).
 """
 
 from __future__ import annotations
@@ -105,9 +111,10 @@ def encode_weights(model: ModelProto, encoder: TensorEncoder, options: ShrinkOpt
         if dec.stored_bytes >= w.nbytes and dec.nodes:
             records.append(record(site, "kept", f"{dec.label} would not be smaller"))
             continue
-        records.append(record(site, dec.label, how if ("axis" in dec.label or "tensor" in dec.label) else "",
-                              dec.stored_bytes,
-                              error_stats(w, dec.decoded)))
+        note = how if ("axis" in dec.label or "tensor" in dec.label) else ""
+        if rows_decodable(site, dec):
+            note = f"{note}; {ROWS_NOTE}".lstrip("; ")
+        records.append(record(site, dec.label, note, dec.stored_bytes, error_stats(w, dec.decoded)))
         # Keep only what gets stored: the float reconstruction of every weight at once would
         # cost as much memory as the model itself.
         plans[id(site.scope)].append((site, dataclasses.replace(dec, decoded=np.empty(0, dec.decoded.dtype))))
@@ -148,6 +155,9 @@ def _apply(items: list[tuple[Site, Decode]], names: Names) -> None:
         drop.add(site.name)
         for role, arr in dec.stored.items():
             graph.initializer.append(_tensor(arr, stored[role]))
+        if rows_decodable(site, dec):
+            _decode_gathered_rows(site, dec, stored, names)
+            continue
         prologue += _decode_nodes(site.name, dec, stored, names)
     if drop:
         keep = [i for i, t in enumerate(graph.initializer) if t.name not in drop]
@@ -155,6 +165,50 @@ def _apply(items: list[tuple[Site, Decode]], names: Names) -> None:
             del graph.initializer[i]
     for offset, node in enumerate(prologue):
         graph.node.insert(offset, node)
+
+
+ROWS_NOTE = "decoded per inference on the gathered rows (nothing folded at load)"
+ROW_OPS = {"Cast", "Mul", "Sum", "Add", "Sub", "BitShift", "Mod", "Equal", "Where"}
+"""Decode ops that work element by element (with broadcasting), so they commute with Gather."""
+
+
+def rows_decodable(site: Site, dec: Decode) -> bool:
+    """Every consumer gathers rows (axis 0) of this initializer, directly and in its own graph, and
+    every decode node works row by row on stored tensors that are per row or broadcast."""
+    if site.location != "initializer" or not dec.nodes or not site.consumers or _is_output(site):
+        return False
+    own = {id(n) for n in site.scope.graph.node}
+    for node, index in site.consumers:
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        if node.op_type != "Gather" or index != 0 or axis != 0 or id(node) not in own or node.input[0] != site.name:
+            return False
+    ndim = len(site.shape)
+    for spec in dec.nodes:
+        if spec.op == "Concat":
+            if not -ndim < spec.attrs.get("axis", 0) < 0:  # counted from the end, never the rows
+                return False
+        elif spec.op not in ROW_OPS:
+            return False
+    return all(a.ndim == 0 or (a.ndim == ndim and a.shape[0] in (site.shape[0], 1)) for a in dec.stored.values())
+
+
+def _decode_gathered_rows(site: Site, dec: Decode, stored: dict[str, str], names: Names) -> None:
+    """Replace each ``Gather(weight, idx)`` by Gathers of the per-row stored tensors and the chain."""
+    graph = site.scope.graph
+    per_row = {role for role, a in dec.stored.items() if a.ndim and a.shape[0] == site.shape[0] != 1}
+    for node, _ in site.consumers:
+        idx = next(i for i, n in enumerate(graph.node) if n is node)
+        target, indices = node.output[0], node.input[1]
+        new: list[NodeProto] = []
+        rows = dict(stored)
+        for role in sorted(per_row):
+            rows[role] = names.fresh(f"{stored[role]}_rows")
+            new.append(helper.make_node("Gather", [stored[role], indices], [rows[role]], axis=0,
+                                        name=names.fresh(f"{target}_Gather_{role}")))
+        new += _decode_nodes(target, dec, rows, names)
+        graph.node[idx].CopyFrom(new[-1])
+        for offset, n in enumerate(new[:-1]):
+            graph.node.insert(idx + offset, n)
 
 
 def _only(dec: Decode) -> np.ndarray:

@@ -10,10 +10,14 @@ checks TOML types, keys, globs and the hook's own settings.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.options import ShrinkOptions, VerifyOptions, option_errors
@@ -26,12 +30,14 @@ RESERVED_KEYS = ("dependencies", "require-runtime-dependencies", "require-runtim
 """Keys hatchling itself reads from every hook table; they are accepted and left to hatchling."""
 
 SDIST_CHOICES = ("shrunk", "original")
+ONNXRUNTIME_DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-directml", "onnxruntime-openvino")
 
 _SHRINK_KEYS = {
     "method": "method", "min-elements": "min_elements", "exclude-tensors": "exclude_tensors",
     "exclude-ops": "exclude_ops", "dedup": "dedup", "scheme": "scheme", "levels": "levels",
     "decode": "decode", "block-size": "block_size", "budget-rel-l2": "budget_rel_l2",
     "budget-cosine": "budget_cosine", "budget-agreement": "budget_agreement", "encodings": "encodings",
+    "runtimes": "runtimes",
 }
 _VERIFY_KEYS = {
     "max-rel-l2": "max_rel_l2", "min-cosine": "min_cosine", "min-top1": "min_top1",
@@ -50,7 +56,7 @@ _KINDS = {
     "dedup": "boolean", "verify": "boolean",
     "max-rel-l2": "number", "min-cosine": "number", "min-top1": "number",
     "budget-rel-l2": "number", "budget-cosine": "number", "budget-agreement": "number",
-    "exclude-tensors": "strings", "exclude-ops": "strings",
+    "exclude-tensors": "strings", "exclude-ops": "strings", "runtimes": "strings",
     "inputs": "path", "dims": "dims", "int-range": "range", "encodings": "encodings",
 }
 
@@ -105,8 +111,10 @@ def hook_table(target: str | None = None) -> str:
 
 
 def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
-                table: str | None = None, models_root: Path | None = None) -> HookConfig:
-    """Check ``raw`` (the hook's table) against the project at ``root``.
+                table: str | None = None, models_root: Path | None = None, *,
+                dependencies: Sequence[str] = ()) -> HookConfig:
+    """Check ``raw`` (the hook's table) against the project at ``root``; ``dependencies`` (the
+    project's ``[project].dependencies``) give the default ``runtimes``.
 
     ``models`` globs match files under ``models_root`` (a built wheel's unpacked files), or under
     ``root`` by default; ``inputs`` and ``cache`` paths stay relative to the project ``root``.
@@ -119,6 +127,8 @@ def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
     errors += _unknown_key_errors(raw, allowed, table)
 
     base = _read_engine_settings(raw, table, errors)
+    if "runtimes" not in raw:
+        base["runtimes"] = default_runtimes(dependencies)
     base_names = {f: _field(table, key) for key, f in ENGINE_KEYS.items()}
 
     models: list[str] = []
@@ -166,6 +176,25 @@ def _value_errors(base: dict[str, Any], base_names: dict[str, str],
         errors += [e for e in option_errors(_options({**base, **override}, root), names)
                    if e not in errors]
     return errors
+
+
+def default_runtimes(dependencies: Sequence[str]) -> tuple[str, ...]:
+    """What the project's own requirements say its users run: the lowest lower bound of its
+    onnxruntime requirements (``onnxruntime`` when none has one); nothing without onnxruntime."""
+    floors: list[Version] = []
+    targeted = False
+    for text in dependencies:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(req.name) not in ONNXRUNTIME_DISTRIBUTIONS:
+            continue
+        targeted = True
+        floors += [Version(s.version) for s in req.specifier if s.operator in (">=", "==", "~=", ">")]
+    if not targeted:
+        return ()
+    return (f"onnxruntime>={min(floors).base_version}",) if floors else ("onnxruntime",)
 
 
 def _field(table: str, key: str) -> str:

@@ -50,7 +50,7 @@ PREFIX = "shrinkray:"
 CORE = "hatch-shrinkray-core"
 """The distribution that holds all of hatch-shrinkray's code, light enough for build environments;
 ``hatch-shrinkray`` is a metapackage that adds the engine (``hatch-shrinkray-core[engine]``)."""
-ENGINE_MODULES = ("onnx", "onnxruntime", "numpy", "onnx_ir", "ml_dtypes", "threadpoolctl")
+ENGINE_MODULES = ("onnx", "onnxruntime", "numpy", "onnx_ir", "ml_dtypes")
 """What the engine imports: hatch-shrinkray-core installs without them."""
 
 

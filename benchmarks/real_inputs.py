@@ -272,7 +272,7 @@ Changes, each measured before it stayed (the tables above are the result):
 Before and after, PP-OCRv6 rec with its recording, one run each, old and new engine interleaved on the same VM
 (load 2-3), each engine a `git archive` snapshot first on `PYTHONPATH`, run from outside the work tree:
 `PYTHONPATH=SNAPSHOT python -m hatch_shrinkray shrink ppocrv6_rec.onnx -o OUT --force [--method M --inputs DIR]`
-(old = `d95976f`, main as merged before this work; new = this branch):
+(old = `d95976f`, main as merged before this work; new = this branch at `4b66d78`, before the issue-14 merge):
 
 | command | old: wall / CPU | new: wall / CPU |
 |---|---|---|

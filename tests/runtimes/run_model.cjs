@@ -34,13 +34,18 @@ async function profile(session, backend) {
     await session.release();
     const path = require("path");
     const base = path.basename(outPath) + ".profile";
+    // Written in the background: wait (up to a minute on a loaded machine) until it ends with "]"
+    // and has stopped growing; a "]" can also end a chunk in the middle of the file.
     let text = "";
-    for (let i = 0; i < 100 && !text.trim().endsWith("]"); i++) {  // written in the background: wait for all of it
+    let previous = -1;
+    for (let i = 0; i < 300; i++) {
       const file = fs.readdirSync(path.dirname(outPath)).find((f) => f.startsWith(base));
       text = file ? fs.readFileSync(path.join(path.dirname(outPath), file), "utf8") : "";
-      if (!text.trim().endsWith("]")) {
-        await new Promise((resolve) => setTimeout(resolve, 50));
+      if (text.trim().endsWith("]") && text.length === previous) {
+        break;
       }
+      previous = text.length;
+      await new Promise((resolve) => setTimeout(resolve, 200));
     }
     process.stdout.write(text || "[]");
   }

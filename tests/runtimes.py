@@ -117,15 +117,19 @@ def kernels(profile: str, runs: int) -> dict[str, float]:
     """Op types executed per inference, from onnxruntime's profile (one JSON event per line; its
     writer does not escape node names, so a line that does not parse is skipped)."""
     counts: dict[str, float] = {}
+    seen_runs = 0
     for line in profile.splitlines():
         try:
             e = json.loads(line.strip().rstrip(","))
         except ValueError:
             continue
+        if isinstance(e, dict) and e.get("name") == "model_run":
+            seen_runs += 1
         if isinstance(e, dict) and e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time"):
             op = e["args"]["op_name"]
-            counts[op] = counts.get(op, 0.0) + 1 / runs
-    return counts
+            counts[op] = counts.get(op, 0.0) + 1
+    # Per run of those the profile holds (onnxruntime-node sometimes profiles fewer runs than it made).
+    return {op: n / (seen_runs or runs) for op, n in counts.items()}
 
 
 def node_run(backend: str, model: Path, feeds: list[dict[str, np.ndarray]] | None, level: str = "all",

@@ -27,25 +27,23 @@ function decode(spec) {
 
 // onnxruntime's profile, printed to stdout for the caller to read (web prints it itself, through
 // the wasm module's own stdout; node writes a file).
-async function profile(session, backend) {
+async function profile(session, backend, runs) {
   process.stdout.write("\nPROFILE\n");
   await session.endProfiling();
   if (backend === "node") {
     await session.release();
     const path = require("path");
     const base = path.basename(outPath) + ".profile";
-    // Written in the background: wait (up to a minute on a loaded machine) until it ends with "]"
-    // and has stopped growing; a "]" can also end a chunk in the middle of the file.
+    // Written in the background, in chunks: wait (up to a minute on a loaded machine) until it holds
+    // one "model_run" event per run and ends with "]".
     let text = "";
-    let previous = -1;
-    for (let i = 0; i < 300; i++) {
+    for (let i = 0; i < 600; i++) {
       const file = fs.readdirSync(path.dirname(outPath)).find((f) => f.startsWith(base));
       text = file ? fs.readFileSync(path.join(path.dirname(outPath), file), "utf8") : "";
-      if (text.trim().endsWith("]") && text.length === previous) {
+      if (text.trim().endsWith("]") && (text.match(/"model_run"/g) || []).length >= runs) {
         break;
       }
-      previous = text.length;
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      await new Promise((resolve) => setTimeout(resolve, 100));
     }
     process.stdout.write(text || "[]");
   }
@@ -85,14 +83,20 @@ async function main() {
     })));
   }
   if (profiling && samples.length) {
-    await profile(session, backend);
+    await profile(session, backend, samples.length);
   }
   const version = ort.env.versions ? (ort.env.versions.web || ort.env.versions.node || ort.env.versions.common) : "";
   fs.writeFileSync(outPath, JSON.stringify({version, load_cpu: (cpu.user + cpu.system) / 1e6, load_wall: wall,
                                             peak_kb: peak, outputs}));
 }
 
-main().then(() => process.exit(0), (err) => {
+// Exit only once stdout is flushed: process.exit() drops what is still queued for a pipe (the
+// profile was cut at 64 KB), and onnxruntime's threads would keep the process alive otherwise.
+function exitFlushed() {
+  process.stdout.write("", () => process.exit(0));
+}
+
+main().then(exitFlushed, (err) => {
   fs.writeFileSync(outPath, JSON.stringify({error: String(err && err.message ? err.message : err).split("\n")[0]}));
-  process.exit(0);
+  exitFlushed();
 });

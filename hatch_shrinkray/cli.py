@@ -38,8 +38,8 @@ FLAG_NAMES = {"method": "--method", "min_elements": "--min-elements", "scheme": 
               "dims": "--dim", "default_dim": "--default-dim", "samples": "--samples",
               "int_range": "--int-range", "max_rel_l2": "--max-rel-l2", "min_cosine": "--min-cosine",
               "min_top1": "--min-top1", "budget_rel_l2": "--budget-rel-l2", "budget_cosine": "--budget-cosine",
-              "budget_agreement": "--budget-agreement", "encodings": "--encoding", "plan": "--plan",
-              "runtimes": "--runtime"}
+              "budget_agreement": "--budget-agreement", "budget_load": "--budget-load", "encodings": "--encoding",
+              "plan": "--plan", "runtimes": "--runtime"}
 
 
 def _verify_args(p: argparse.ArgumentParser) -> None:
@@ -180,6 +180,9 @@ def _shrink_args(s: argparse.ArgumentParser) -> None:
     s.add_argument("--budget-agreement", type=float, default=b.budget_agreement,
                    help="auto: smallest share of unchanged argmax / >0.5 decisions "
                         f"(default {b.budget_agreement})")
+    s.add_argument("--budget-load", type=float, default=b.budget_load,
+                   help="auto: the most its decodes may cost to fold at load, as a multiple of int8 of every "
+                        f"weight (default {b.budget_load}; inf: size first)")
     s.add_argument("--encoding", action="append", default=[], metavar="GLOB=ENCODING",
                    help="give tensors whose name matches this encoding whatever the method (repeatable; "
                         f"{', '.join(ENCODINGS)})")
@@ -205,8 +208,8 @@ def _shrink_options(args: argparse.Namespace) -> ShrinkOptions:
                          dedup=not args.no_dedup, scheme=args.scheme, levels=args.levels, decode=args.decode,
                          block_size=args.block_size, verify=None if args.no_verify else _verify_options(args),
                          budget_rel_l2=args.budget_rel_l2, budget_cosine=args.budget_cosine,
-                         budget_agreement=args.budget_agreement, encodings=_encodings(args.encoding),
-                         runtimes=tuple(args.runtime))
+                         budget_agreement=args.budget_agreement, budget_load=args.budget_load,
+                         encodings=_encodings(args.encoding), runtimes=tuple(args.runtime))
     errors = option_errors(opts, FLAG_NAMES)
     if errors:
         raise ShrinkrayError("; ".join(errors))

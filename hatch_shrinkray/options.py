@@ -70,6 +70,10 @@ class ShrinkOptions:
     budget_agreement: float = 0.998
     """``auto``: smallest share of unchanged discrete answers (per-position argmax of class scores,
     ``> 0.5`` decisions of probability outputs)."""
+    budget_load: float = 1.25
+    """``auto``: the most its decodes may cost onnxruntime to fold when a session is created, as a
+    multiple of every weight at int8 (bytes the folding writes). Packed 4/6/10/12-bit codes cost
+    about twice int8's; ``inf`` trades load time for size freely."""
     runtimes: tuple[str, ...] = ()
     """Where the shrunk model will run (``onnxruntime>=1.18``, ``web``, ``openvino``): methods those
     runtimes cannot load or would decode per inference are refused. Empty: no target declared."""
@@ -138,7 +142,7 @@ def option_errors(opts: ShrinkOptions, names: Mapping[str, str] | None = None) -
     if not _is_int(opts.block_size) or opts.block_size < 16 or opts.block_size & (opts.block_size - 1):
         errors.append(f"{n('block_size')} must be a power of two >= 16; got {opts.block_size!r}")
     for key, lo, hi in (("budget_rel_l2", 0.0, float("inf")), ("budget_cosine", -1.0, 1.0),
-                        ("budget_agreement", 0.0, 1.0)):
+                        ("budget_agreement", 0.0, 1.0), ("budget_load", 1.0, float("inf"))):
         value = getattr(opts, key)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not lo <= value <= hi:
             errors.append(f"{n(key)} must be a number from {lo} to {hi}; got {value!r}")

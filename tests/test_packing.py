@@ -93,20 +93,16 @@ def test_decode_is_exact_and_folded_at_load(tmp_path: Path, opset: int, as_const
 
 
 @pytest.mark.parametrize("load_factor", [3.0, None])
-def test_auto_uses_packed_levels_for_conv_weights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                  load_factor: float | None) -> None:
+def test_auto_uses_packed_levels_for_conv_weights(tmp_path: Path, load_factor: float | None) -> None:
     """A loose budget sends a Conv weight (no MatMulNBits there) below 8 bits where the load cap
-    allows; under the default cap (1.25x int8's folded bytes) a lone packed weight is too costly to
-    load, and the weight stays int8. Either result verifies."""
-    import hatch_shrinkray.auto.method
-
-    if load_factor is not None:
-        monkeypatch.setattr(hatch_shrinkray.auto.method, "LOAD_FACTOR", load_factor)
+    (``budget-load``) allows; under the default cap (1.25x int8's folded bytes) a lone packed weight
+    is too costly to load, and the weight stays int8. Either result verifies."""
     m = conv_model(13, False, (64, 64, 3, 3))
     src = save(m, tmp_path / "conv.onnx")
     x = np.random.default_rng(2).standard_normal((8, 1, 64, 8, 8)).astype(np.float32)
     np.savez(tmp_path / "x.npz", x=x)
     opts = ShrinkOptions(method="auto", budget_rel_l2=0.2, budget_cosine=0.97, budget_agreement=0.0,
+                         budget_load=load_factor or ShrinkOptions().budget_load,
                          verify=VerifyOptions(inputs=tmp_path / "x.npz", max_rel_l2=0.2, min_cosine=0.97))
     result = shrink(src, tmp_path / "out.onnx", opts)
     (rec,) = result.encoded

@@ -60,11 +60,6 @@ SENSITIVITY_FEEDS = 8
 """Single-tensor runs use this many feeds, evenly spread over the inputs (samples are often
 grouped: all clean lines, then all degraded ones): energies need less data than the budget check."""
 MAX_REFINE = 24
-LOAD_FACTOR = 1.25
-"""Largest folded-bytes load of an assignment, as a multiple of every weight at int8 (the bar for
-older runtimes: no method loads at more than 1.3x int8). On PP-OCRv6 rec an assignment folding up
-to 1.75x int8's bytes loaded at 1.7x int8's time (many small Conv weights: every node costs a
-fixed overhead), so the cap is the bar itself (benchmarks/LOAD.md)."""
 """Full-model runs for the greedy clean-up after the bisection (largest savings first)."""
 
 NBITS = "int4-block"
@@ -201,7 +196,11 @@ class Auto:
         found = search(table, screened, lambda d: d.within(options))
         found = try_uniform(table, found, _uniform(weights), screened, lambda d: d.within(options))
         found = refine(table, found, screened, lambda d: d.within(options), MAX_REFINE)
-        cap = LOAD_FACTOR * sum(next((_load(w, c) for c in w.candidates if c.kind == "int8"), 0) for w in weights)
+        # The default 1.25 is issue 14's bar for older runtimes (no method loads at more than 1.3x int8):
+        # on PP-OCRv6 rec an assignment folding 1.75x int8's bytes loaded at 1.7x int8's time
+        # (benchmarks/LOAD.md).
+        int8_load = sum(next((_load(w, c) for c in w.candidates if c.kind == "int8"), 0) for w in weights)
+        cap = options.budget_load * int8_load
         found = within_load(table, found, cap, screened, lambda d: d.within(options))
         LOG.info("auto: search done (%d runs): %s", probe.runs - runs, found.deviation.text())
         if not found.deviation.within(options):

@@ -36,7 +36,8 @@ _SHRINK_KEYS = {
     "method": "method", "min-elements": "min_elements", "exclude-tensors": "exclude_tensors",
     "exclude-ops": "exclude_ops", "dedup": "dedup", "scheme": "scheme", "levels": "levels",
     "decode": "decode", "block-size": "block_size", "budget-rel-l2": "budget_rel_l2",
-    "budget-cosine": "budget_cosine", "budget-agreement": "budget_agreement", "encodings": "encodings",
+    "budget-cosine": "budget_cosine", "budget-agreement": "budget_agreement", "budget-load": "budget_load",
+    "encodings": "encodings",
     "runtimes": "runtimes",
 }
 _VERIFY_KEYS = {
@@ -55,7 +56,7 @@ _KINDS = {
     "default-dim": "integer", "samples": "integer", "seed": "integer",
     "dedup": "boolean", "verify": "boolean",
     "max-rel-l2": "number", "min-cosine": "number", "min-top1": "number",
-    "budget-rel-l2": "number", "budget-cosine": "number", "budget-agreement": "number",
+    "budget-rel-l2": "number", "budget-cosine": "number", "budget-agreement": "number", "budget-load": "number",
     "exclude-tensors": "strings", "exclude-ops": "strings", "runtimes": "strings",
     "inputs": "path", "dims": "dims", "int-range": "range", "encodings": "encodings",
 }

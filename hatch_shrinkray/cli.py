@@ -11,6 +11,7 @@ import argparse
 import functools
 import glob
 import json
+import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -555,6 +556,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`hatch-shrinkray info m.onnx | head`): no traceback, and nothing more
+        # to stdout, whose pending writes would fail again at exit (the recipe in Python's signal docs).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except Terminated as exc:
         print("terminated", file=sys.stderr)
         redeliver(exc.signum)  # exit by the signal itself (143 in a shell), as callers expect

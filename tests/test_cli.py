@@ -96,3 +96,16 @@ def test_python_dash_m_is_the_same_tool() -> None:
                           check=False, timeout=60)
     assert proc.returncode == 0
     assert all(command in proc.stdout for command in ("info", "shrink", "compare"))
+
+
+def test_a_reader_that_goes_away_gets_no_traceback(tmp_path: Path) -> None:
+    """``hatch-shrinkray info m.onnx | head -1``: the pipe closes before the table is written."""
+    from hardening import CONSOLE_SCRIPT
+
+    a = save(mlp(512, 512), tmp_path / "a.onnx")
+    proc = subprocess.Popen([str(CONSOLE_SCRIPT), "info", str(a)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # no reader left: the first write fails with EPIPE
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 1
+    assert "Traceback" not in err and "BrokenPipe" not in err, err

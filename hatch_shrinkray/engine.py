@@ -114,26 +114,13 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
         loaded.model = ModelProto()
         verification: VerifyResult | None = None
         if options.verify is not None and kept_original is None:
-            # Only now, with the working copy freed: the original's session and the model in memory
-            # together peaked at 3.6x a 2.5 GB model.
-            reference = reference_outputs(original_ref, loaded.label, options.verify, prepared=prepared)
-            verification = verify_against(reference, output.ref, loaded.label, options.verify, checker)
-            verification = replace(verification, notes=verification.notes + notes)
-            if not verification.passed and not keep_failed:
-                v = options.verify
-                hint = _failure_hint(original_ref, options, reference)
-                if not verification.real:
-                    hint = f"this ran on generated inputs, which prove little either way: {RECORD_HINT}; or {hint}"
-                raise VerificationError(
-                    f"shrunk model ({options.method}) differs too much from the original on {verification.basis()}",
-                    path=loaded.label, table=verification.table(
-                        {"max rel L2": v.max_rel_l2, "min cosine": v.min_cosine, "min agreement": v.min_top1}),
-                    hint=hint)
-        changed = changed_file(loaded)
-        if changed is not None:
-            what = "" if changed == loaded.label else f" (its data file {quoted(Path(changed).name)})"
-            raise ShrinkrayError(f"changed while it was being shrunk{what}; nothing was written", path=loaded.label,
-                                 hint="wait until the model is completely written, then run again")
+            try:
+                verification = _verify(loaded, original_ref, output, options, prepared=prepared,
+                                       checker=checker, notes=notes, keep_failed=keep_failed)
+            except ShrinkrayError as exc:
+                _refuse_if_changed(loaded, exc)  # a file swapped mid-run explains any failure; say so
+                raise
+        _refuse_if_changed(loaded)
         extra = output.commit()
     finally:
         if output is not None:
@@ -144,6 +131,39 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
         seconds=time.perf_counter() - start, verification=verification, options=options.describe(),
         external_data=tuple(p.name for p in extra), kept_original=kept_original, kept_float=kept_float,
         not_weights=max(0, loaded.size - weight_bytes), source_sha256=dict(loaded.sha256))
+
+
+def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: ShrinkOptions,
+            *, prepared: Prepared | None, checker: str, notes: tuple[str, ...],
+            keep_failed: bool) -> VerifyResult:
+    """Run both models on the samples; a failure raises VerificationError with the hint that fits."""
+    assert options.verify is not None
+    # Only now, with the working copy freed: the original's session and the model in memory
+    # together peaked at 3.6x a 2.5 GB model.
+    reference = reference_outputs(original_ref, loaded.label, options.verify, prepared=prepared)
+    verification = verify_against(reference, output.ref, loaded.label, options.verify, checker)
+    verification = replace(verification, notes=verification.notes + notes)
+    if not verification.passed and not keep_failed:
+        v = options.verify
+        hint = _failure_hint(original_ref, options, reference)
+        if not verification.real:
+            hint = f"this ran on generated inputs, which prove little either way: {RECORD_HINT}; or {hint}"
+        raise VerificationError(
+            f"shrunk model ({options.method}) differs too much from the original on {verification.basis()}",
+            path=loaded.label, table=verification.table(
+                {"max rel L2": v.max_rel_l2, "min cosine": v.min_cosine, "min agreement": v.min_top1}),
+            hint=hint)
+    return verification
+
+
+def _refuse_if_changed(loaded: Loaded, cause: BaseException | None = None) -> None:
+    """Refuse to write anything when the source (or a data file) changed since it was read: what
+    was shrunk, verified and compared would then not be the file named."""
+    changed = changed_file(loaded)
+    if changed is not None:
+        what = "" if changed == loaded.label else f" (its data file {quoted(Path(changed).name)})"
+        raise ShrinkrayError(f"changed while it was being shrunk{what}; nothing was written", path=loaded.label,
+                             hint="wait until the model is completely written, then run again") from cause
 
 
 SIZE_NEUTRAL = {"float-levels"}

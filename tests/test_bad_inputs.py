@@ -868,3 +868,21 @@ def test_build_line_says_what_stayed_float(tmp_path: Path, isolated: Path, capsy
         lines = capsys.readouterr().err.splitlines()
         line = next(ln for ln in lines if ln.startswith(f"shrinkray: {MODEL}: ") and "%)" in ln)
         assert line.endswith(f"; {KEPT_FLOAT}"), line
+
+
+def test_cli_closing_line_counts_models(tmp_path: Path) -> None:
+    """Several models, some broken: each broken one gets its line, the good ones are written, and
+    the closing line counts models (not the ``inputs`` samples)."""
+    good = [tmp_path / "in" / f"good{i}.onnx" for i in range(2)]
+    bad = [tmp_path / "in" / f"bad{i}.onnx" for i in range(3)]
+    good[0].parent.mkdir()
+    for path in good:
+        onnx.save(mlp(), str(path))
+    for path in bad:
+        path.write_bytes(b"")
+    proc = cli("shrink", *map(str, good + bad), "-o", str(tmp_path / "out"), "--no-verify")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[-1] == "3 of 5 models failed", proc.stderr
+    assert sorted(ln.split(":")[1].strip() for ln in lines if ln.startswith("error:")) == sorted(map(str, bad))
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["good0.onnx", "good1.onnx"]

@@ -309,6 +309,28 @@ def test_cli_interrupted_mid_shrink_writes_nothing(sig: signal.Signals, tmp_path
     assert tree_digest(src_dir) == before
 
 
+@pytest.mark.parametrize("replacement", ["same shapes", "other input width"])
+def test_source_changed_before_the_reference_ran_is_named_as_such(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  replacement: str) -> None:
+    """Swapped before verification reads the original again: the run fails on the new file (its
+    outputs differ, or its inputs no longer fit the shrunk model), and the message must say why,
+    not "differs too much" or "please report this as a bug"."""
+    src = tmp_path / "m.onnx"
+    onnx.save(mlp(), str(src))
+    out = tmp_path / "out"
+    real_reference = hatch_shrinkray.engine.reference_outputs
+
+    def rewrite_then_reference(*args: object, **kwargs: object) -> object:
+        onnx.save(mlp(256, 128) if replacement == "same shapes" else mlp(128, 256), str(src))
+        return real_reference(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(hatch_shrinkray.engine, "reference_outputs", rewrite_then_reference)
+    with pytest.raises(ShrinkrayError) as info:
+        shrink(src, out / "m.onnx")
+    assert str(info.value).startswith(f"{src}: changed while it was being shrunk"), str(info.value)
+    assert files_under(out) == [] and (not out.exists() or list(out.iterdir()) == [])
+
+
 def test_api_source_changed_while_shrinking_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The model is rewritten (a re-export, a git checkout) after it was read but before the
     result is written: verification would compare against another file, so nothing is written."""

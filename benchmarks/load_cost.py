@@ -4,6 +4,7 @@ loading, beside size, for the 4 models of issue 14.
     python -m benchmarks.load_cost shrink [--models ...] [--methods ...]   # -> benchmarks/.cache/load/
     python -m benchmarks.load_cost measure [--reps 5] [--runtimes ...]     # -> benchmarks/LOAD.md
     python -m benchmarks.load_cost latency                                 # -> benchmarks/LOAD-LATENCY.md
+    python -m benchmarks.load_cost readme                                  # the README's table (stdout)
 
 Shrinking verifies every model on real inputs (the calibration ``.npz`` of ``curve_calib``; MiniLM-L3
 gets the same sentences without ``token_type_ids``), and ``auto`` searches on them. Measuring runs
@@ -12,6 +13,13 @@ that the shared machine's drift hits every variant alike; figures are medians. P
 use ``benchmarks/load_probe.py`` in their own venvs (``tests/runtimes.py`` creates and caches them),
 onnxruntime-node and onnxruntime-web (wasm under Node) use ``tests/runtimes/run_model.cjs``, which
 first creates a session on a tiny model so that the wasm start-up is not counted as the model's.
+
+Two more views of onnxruntime-web, where V8 compiles each wasm function on its first call, so the
+first session that folds a decode also compiles the kernels folding runs (``Cast`` above all: a
+one-time cost per page or process): ``web-warm`` first loads *another* corpus model shrunk with
+int8 (a page that already loaded one shrunk model), and ``web-first`` measures session
+creation plus the first inference on the model's first real input, cold (time to the first result,
+where the original pays that compile too when its graph has a ``Cast``).
 """
 
 from __future__ import annotations
@@ -37,9 +45,10 @@ import runtimes  # noqa: E402  (tests/runtimes.py: cached runtime venvs and npm 
 
 OUT = CACHE_DIR / "load"
 MODELS = ["minilm_l3", "ppocrv6_rec", "magika", "silero_vad"]
-METHODS = ["int8", "fp16", "float-levels", "int4", "auto", "dynamic", "fast"]
-"""``fast`` = int8 with ``decode = "fast"`` (DequantizeLinear before MatMul)."""
-RUNTIMES = ["1.16.3", "1.18.0", "newest", "web", "node"]
+METHODS = ["int8", "fp16", "float-levels", "int4", "auto", "auto-web", "dynamic", "fast"]
+"""``fast`` = int8 with ``decode = "fast"`` (DequantizeLinear before MatMul); ``auto-web`` = auto with
+``runtimes = ["web"]`` (no packed rungs)."""
+RUNTIMES = ["1.16.3", "1.18.0", "newest", "web", "web-warm", "web-first", "node"]
 
 
 def calibration(key: str) -> Path:
@@ -71,17 +80,44 @@ def shrink_all(models: list[str], methods: list[str]) -> None:
                 extra["budget_agreement"] = 0.0
             if method == "fast":
                 extra["decode"] = "fast"
-            cmd = [sys.executable, "-m", "benchmarks.shrink_one", "ours", "int8" if method == "fast" else method,
-                   str(src), str(dst), json.dumps(extra)]
+            if method == "auto-web":
+                extra["runtimes"] = ["web"]
+            base = {"fast": "int8", "auto-web": "auto"}.get(method, method)
+            cmd = [sys.executable, "-m", "benchmarks.shrink_one", "ours", base, str(src), str(dst), json.dumps(extra)]
             t0 = time.perf_counter()
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=BENCH.parent)
             status = "ok" if proc.returncode == 0 else proc.stderr.strip().splitlines()[-1][:200]
             print(f"{key} {method}: {status} ({time.perf_counter() - t0:.0f} s)", flush=True)
 
 
-def _probe(runtime: str, model: Path) -> dict[str, Any]:
+def warm_page(key: str) -> Path:
+    """For ``web-warm``: another corpus model shrunk with int8, loaded first in the same page."""
+    other = MODELS[(MODELS.index(key) + 1) % len(MODELS)]
+    return OUT / f"{other}.int8.onnx"
+
+
+_FEEDS: dict[str, dict[str, np.ndarray]] = {}
+
+
+def first_feed(key: str) -> dict[str, np.ndarray]:
+    """The model's first real input (the verification's), for ``web-first``."""
+    if key not in _FEEDS:
+        from benchmarks.curve_calib import feeds
+
+        _FEEDS[key] = feeds(calibration(key), corpus.model_path(key))[0][0]
+    return _FEEDS[key]
+
+
+def _probe(runtime: str, model: Path, key: str) -> dict[str, Any]:
     if runtime in ("node", "web"):
         return runtimes.node_load(runtime, model)
+    if runtime == "web-warm":
+        return runtimes.node_run("web", model, None, warmup=warm_page(key))
+    if runtime == "web-first":
+        got = runtimes.node_run("web", model, [first_feed(key)], warmup=runtimes.warmup_model(), profile=False)
+        if "error" not in got:
+            got["load_cpu"] += got["first_cpu"]
+        return got
     py = sys.executable if runtime == "newest" else str(runtimes.python_runtime(runtime))
     proc = subprocess.run([py, str(BENCH / "load_probe.py"), str(model)], capture_output=True, text=True,
                           check=False)
@@ -100,7 +136,7 @@ def measure(models: list[str], methods: list[str], rts: list[str], reps: int) ->
             if not path.exists():
                 continue
             for rt in rts:
-                got = _probe(rt, path)
+                got = _probe(rt, path, key)
                 rows.setdefault(f"{rt}|{key}|{method}", []).append(got)
         print(f"repetition {rep + 1}/{reps} done", flush=True)
     out: dict[str, Any] = {}
@@ -110,7 +146,9 @@ def measure(models: list[str], methods: list[str], rts: list[str], reps: int) ->
             out[name] = {"error": got[0]["error"]}
             continue
         cpu = "cpu" if "cpu" in ok[0] else "load_cpu"
+        wall = "wall" if "wall" in ok[0] else "load_wall"
         out[name] = {"cpu": statistics.median(g[cpu] for g in ok),
+                     "wall": statistics.median(g[wall] + g.get("first_wall", 0.0) for g in ok),
                      "peak_mib": statistics.median(g["peak_kb"] for g in ok) / 1024,
                      "version": ok[0].get("ort") or ok[0].get("version")}
     out["_sizes"] = {f"{k}|{m}": p.stat().st_size for (k, m), p in files.items() if p.exists()}
@@ -125,7 +163,9 @@ def report(data: dict[str, Any], command: str) -> str:
              "Ratios to the original model in the same runtime (CPU seconds of session creation / peak RSS "
              "of the loading process, medians of interleaved fresh processes); `int8 x` = the method's "
              "ratio to int8 in the same runtime (the bar for older runtimes: <= 1.3). `-` = does not load "
-             "(first line of the error below the table).", ""]
+             "(first line of the error below the table). `web-warm`: after another model shrunk with "
+             "int8 was loaded in the same page; `web-first`: session creation + the first inference, cold (the time "
+             "to the first result; memory: the peak after that inference).", ""]
     errors: dict[str, str] = {}
     for key in MODELS:
         if f"{key}|original" not in sizes:
@@ -154,9 +194,52 @@ def report(data: dict[str, Any], command: str) -> str:
             ratio = sizes[f"{key}|{method}"] / sizes[f"{key}|original"]
             lines.append(f"| {method} | {ratio:.1%} | " + " | ".join(cells) + " |")
         lines.append("")
+    webs = [rt for rt in rts if rt.startswith("web")]
+    if webs:
+        lines += ["## onnxruntime-web: wall time", "",
+                  "Session creation (`web-first`: + first inference) in wall seconds, ratio to the original: V8 "
+                  "compiles wasm on background threads, so CPU time exceeds wall time there.", "",
+                  "| model | method | " + " | ".join(webs) + " |", "|---" * (2 + len(webs)) + "|"]
+        for key in MODELS:
+            for method in ["original", *METHODS]:
+                cells = []
+                for rt in webs:
+                    row, base = data.get(f"{rt}|{key}|{method}", {}), data.get(f"{rt}|{key}|original", {})
+                    if "wall" not in row or "wall" not in base:
+                        cells.append("-")
+                    elif method == "original":
+                        cells.append(f"{row['wall']:.3f} s")
+                    else:
+                        cells.append(f"x{row['wall'] / base['wall']:.2f}")
+                if any(c != "-" for c in cells):
+                    lines.append(f"| {key} | {method} | " + " | ".join(cells) + " |")
+        lines.append("")
     if errors:
         lines += ["## Errors", ""] + [f"* {k}: {v}" for k, v in errors.items()] + [""]
     return "\n".join(lines)
+
+
+def readme_table(data: dict[str, Any], methods: tuple[str, ...] = ("int8", "auto", "auto-web")) -> str:
+    """The README's table: per model and method, load CPU / peak memory as multiples of the
+    original's in each runtime (and of int8's for the other methods)."""
+    rts = [rt for rt in RUNTIMES if any(k.startswith(f"{rt}|") for k in data)]
+    names = {"newest": "onnxruntime " + str(data.get(f"newest|{MODELS[0]}|original", {}).get("version", "newest"))}
+    lines = ["| model | method | " + " | ".join(names.get(rt, rt) for rt in rts) + " |", "|---" * (2 + len(rts)) + "|"]
+    for key in MODELS:
+        for method in methods:
+            cells = []
+            for rt in rts:
+                row, base = data.get(f"{rt}|{key}|{method}", {}), data.get(f"{rt}|{key}|original", {})
+                i8 = data.get(f"{rt}|{key}|int8", {})
+                if "cpu" not in row or "cpu" not in base:
+                    cells.append("- (original does not load)" if "error" in base else "-")
+                    continue
+                cell = f"x{row['cpu'] / base['cpu']:.2f} / x{row['peak_mib'] / base['peak_mib']:.2f}"
+                if method != "int8" and "cpu" in i8:
+                    cell += f" (int8 x{row['cpu'] / i8['cpu']:.2f} / x{row['peak_mib'] / i8['peak_mib']:.2f})"
+                cells.append(cell)
+            lines.append(f"| {key} | {method} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def latency(models: list[str], methods: list[str], budget: float, command: str) -> str:
@@ -191,7 +274,7 @@ def latency(models: list[str], methods: list[str], budget: float, command: str) 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("phase", choices=["shrink", "measure", "latency"])
+    ap.add_argument("phase", choices=["shrink", "measure", "latency", "readme"])
     ap.add_argument("--models", nargs="*", default=MODELS)
     ap.add_argument("--methods", nargs="*", default=METHODS)
     ap.add_argument("--runtimes", nargs="*", default=RUNTIMES)
@@ -199,6 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.phase == "shrink":
         shrink_all(args.models, args.methods)
+        return 0
+    if args.phase == "readme":  # the README's load table, from the saved measurements
+        print(readme_table(json.loads((OUT / "measured.json").read_text())), end="")
         return 0
     if args.phase == "latency":
         command = "python -m benchmarks.load_cost " + " ".join(argv if argv is not None else sys.argv[1:])

@@ -141,17 +141,18 @@ def _events(profile: str) -> list[str]:
 
 
 def node_run(backend: str, model: Path, feeds: list[dict[str, np.ndarray]] | None, level: str = "all",
-             warmup: Path | None = None) -> dict[str, Any]:
+             warmup: Path | None = None, *, profile: bool = True) -> dict[str, Any]:
     """Load ``model`` in onnxruntime-node (``node``) or onnxruntime-web (``web``) and run ``feeds``
-    (None: load only): ``{"outputs": [[arrays] per feed], "kernels", "load_cpu", "peak_kb", "version"}``
-    or ``{"error": ...}``."""
+    (None: load only): ``{"outputs": [[arrays] per feed], "kernels", "load_cpu", "first_cpu", "peak_kb",
+    "version"}`` or ``{"error": ...}``. ``profile=False`` runs without onnxruntime's profiler (no
+    ``kernels``), for timing."""
     modules = node_modules()
     with tempfile.TemporaryDirectory(prefix="shrinkray-node-") as tmp:
         feeds_arg, out_path = "-", Path(tmp) / "out.json"
         if feeds is not None:
             feeds_arg = str(Path(tmp) / "feeds.json")
             Path(feeds_arg).write_text(json.dumps([{k: _encode(v) for k, v in f.items()} for f in feeds]))
-        env = {**os.environ, "NODE_PATH": str(modules)}
+        env = {**os.environ, "NODE_PATH": str(modules), "SHRINKRAY_NO_PROFILE": "0" if profile else "1"}
         cmd = ["node", str(RUNNER), backend, str(model), feeds_arg, str(out_path), level]
         if warmup is not None:
             cmd.append(str(warmup))
@@ -159,16 +160,17 @@ def node_run(backend: str, model: Path, feeds: list[dict[str, np.ndarray]] | Non
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False, env=env)
             if not out_path.exists():
                 raise RuntimeError(f"node runner failed: {proc.stderr.strip()[-500:]}")
-            profile = proc.stdout.partition("\nPROFILE\n")[2].partition("\nEND-PROFILE\n")[0]
-            if not feeds or profiled_runs(profile) == len(feeds):
+            events = proc.stdout.partition("\nPROFILE\n")[2].partition("\nEND-PROFILE\n")[0]
+            if not feeds or not profile or profiled_runs(events) == len(feeds):
                 break
         else:
-            raise RuntimeError(f"{backend}: the profile covered {profiled_runs(profile)} of {len(feeds)} runs 3 times")
+            raise RuntimeError(f"{backend}: the profile covered {profiled_runs(events)} of {len(feeds)} runs 3 times")
         got: dict[str, Any] = json.loads(out_path.read_text())
     if "outputs" in got:
         got["outputs"] = [[np.frombuffer(base64.b64decode(o["data"]), dtype=o["type"]).reshape(o["dims"])
                            for o in sample] for sample in got["outputs"]]
-        got["kernels"] = kernels(profile, max(len(feeds or []), 1))
+        if profile:
+            got["kernels"] = kernels(events, max(len(feeds or []), 1))
     return got
 
 

@@ -278,3 +278,22 @@ def test_unit_length_embeddings_are_not_class_scores() -> None:
     assert dev.top1 == 1.0 and dev.agreement == 1.0 and dev.risk == 0.0
     logits = emb * 3
     assert deviation([[logits]], [[moved * 3]]).risk > 0
+
+
+@pytest.mark.parametrize("target", ["web", "openvino"])
+def test_web_and_openvino_targets_get_no_packed_rungs(tmp_path: Path, target: str) -> None:
+    """Packed codes decode with BitShift/Mod/Sum: OpenVINO computes BitShift on bytes wrongly, and
+    onnxruntime-web compiles each of those kernels on first use at session creation. Without a
+    target, this budget takes int10 for A; with one, A climbs to the next unpacked rung."""
+    src = save(sensitive_mlp(), tmp_path / "m.onnx")
+    ops: dict[tuple[str, ...], set[str]] = {}
+    for runtimes in ((), (target,)):
+        opts = ShrinkOptions(method="auto", verify=VerifyOptions(inputs=calib(tmp_path)), budget_rel_l2=0.01,
+                             budget_agreement=0.0, runtimes=runtimes)
+        result = shrink(src, tmp_path / "out.onnx", opts)
+        assert result.verification is not None and result.verification.passed
+        ops[runtimes] = {n.op_type for n in onnx.load(str(tmp_path / "out.onnx")).graph.node}
+        if runtimes:
+            assert not any(e.startswith(("int4 axis", "int6", "int10", "int12")) for e in encodings(result).values())
+    assert "BitShift" in ops[()]
+    assert not {"BitShift", "Mod", "Sum"} & ops[(target,)]

@@ -2,8 +2,10 @@
 //   node run_model.cjs node|web MODEL.onnx FEEDS.json|- OUT.json [all|basic|disabled [WARMUP.onnx]]
 // FEEDS.json: [{name: {type, dims, data: base64}}, ...] (one object per sample); "-": load only.
 // WARMUP.onnx: a session created (and released) first, so that the wasm start-up is not measured.
-// OUT.json: {version, load_cpu, load_wall, peak_kb, outputs: [[{name, type, dims, data}], ...]} or {error};
-// stdout: onnxruntime's profile (JSON events) of the runs.
+// OUT.json: {version, load_cpu, load_wall, first_cpu, first_wall, peak_kb, load_peak_kb, outputs: [[{name, type, dims, data}], ...]}
+// or {error}; first_cpu: CPU seconds of the first run (0 without feeds); peak_kb: the process's peak RSS at the end,
+// load_peak_kb: right after the session was created.
+// stdout: onnxruntime's profile (JSON events) of the runs, unless SHRINKRAY_NO_PROFILE=1.
 // One process per call: peak memory (VmHWM) is a high-water mark.
 "use strict";
 const fs = require("fs");
@@ -55,7 +57,7 @@ async function main() {
   if (backend === "web") {
     ort.env.wasm.numThreads = 1;
   }
-  const profiling = feedsPath !== "-";
+  const profiling = feedsPath !== "-" && process.env.SHRINKRAY_NO_PROFILE !== "1";
   const options = {executionProviders: [backend === "web" ? "wasm" : "cpu"], graphOptimizationLevel: level,
                    intraOpNumThreads: 1, interOpNumThreads: 1, enableProfiling: profiling,
                    profileFilePrefix: outPath + ".profile"};
@@ -69,14 +71,23 @@ async function main() {
   const cpu = process.cpuUsage(cpu0);
   const wall = Number(process.hrtime.bigint() - wall0) / 1e9;
   const peak = vm("VmHWM");
-  const samples = profiling ? JSON.parse(fs.readFileSync(feedsPath, "utf8")) : [];
+  const samples = feedsPath !== "-" ? JSON.parse(fs.readFileSync(feedsPath, "utf8")) : [];
   const outputs = [];
+  let first = 0;
+  let firstWall = 0;
   for (const sample of samples) {
     const feeds = {};
     for (const [name, spec] of Object.entries(sample)) {
       feeds[name] = new ort.Tensor(spec.type, decode(spec), spec.dims);
     }
+    const run0 = process.cpuUsage();
+    const wall1 = process.hrtime.bigint();
     const got = await session.run(feeds);
+    if (outputs.length === 0) {
+      const used = process.cpuUsage(run0);
+      first = (used.user + used.system) / 1e6;
+      firstWall = Number(process.hrtime.bigint() - wall1) / 1e9;
+    }
     outputs.push(session.outputNames.map((name) => ({
       name, type: got[name].type, dims: got[name].dims,
       data: Buffer.from(got[name].data.buffer, got[name].data.byteOffset, got[name].data.byteLength).toString("base64"),
@@ -87,7 +98,8 @@ async function main() {
   }
   const version = ort.env.versions ? (ort.env.versions.web || ort.env.versions.node || ort.env.versions.common) : "";
   fs.writeFileSync(outPath, JSON.stringify({version, load_cpu: (cpu.user + cpu.system) / 1e6, load_wall: wall,
-                                            peak_kb: peak, outputs}));
+                                            first_cpu: first, first_wall: firstWall, peak_kb: vm("VmHWM"), load_peak_kb: peak,
+                                            outputs}));
 }
 
 // Exit only once stdout is flushed: process.exit() drops what is still queued for a pipe (the

@@ -47,7 +47,7 @@ OUT = CACHE_DIR / "load"
 MODELS = ["minilm_l3", "ppocrv6_rec", "magika", "silero_vad"]
 METHODS = ["int8", "fp16", "float-levels", "int4", "auto", "auto-web", "dynamic", "fast"]
 """``fast`` = int8 with ``decode = "fast"`` (DequantizeLinear before MatMul); ``auto-web`` = auto with
-``runtimes = ["web"]`` (no packed rungs)."""
+``runtimes = ["web"]`` (its load budget: 1.0x int8 instead of 1.25x)."""
 RUNTIMES = ["1.16.3", "1.18.0", "newest", "web", "web-warm", "web-first", "node"]
 
 

@@ -24,8 +24,10 @@ from hatch_shrinkray.files import write_atomically
 from hatch_shrinkray.options import (
     DECODES,
     ENCODINGS,
+    LOAD_BUDGET,
     METHODS,
     SCHEMES,
+    WEB_LOAD_BUDGET,
     ShrinkOptions,
     VerifyOptions,
     option_errors,
@@ -181,9 +183,9 @@ def _shrink_args(s: argparse.ArgumentParser) -> None:
     s.add_argument("--budget-agreement", type=float, default=b.budget_agreement,
                    help="auto: smallest share of unchanged argmax / >0.5 decisions "
                         f"(default {b.budget_agreement})")
-    s.add_argument("--budget-load", type=float, default=b.budget_load,
+    s.add_argument("--budget-load", type=float, default=None,
                    help="auto: the most its decodes may cost to fold at load, as a multiple of int8 of every "
-                        f"weight (default {b.budget_load}; inf: size first)")
+                        f"weight (default {LOAD_BUDGET}, {WEB_LOAD_BUDGET} with a web target; inf: size first)")
     s.add_argument("--encoding", action="append", default=[], metavar="GLOB=ENCODING",
                    help="give tensors whose name matches this encoding whatever the method (repeatable; "
                         f"{', '.join(ENCODINGS)})")

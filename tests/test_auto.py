@@ -280,20 +280,33 @@ def test_unit_length_embeddings_are_not_class_scores() -> None:
     assert deviation([[logits]], [[moved * 3]]).risk > 0
 
 
-@pytest.mark.parametrize("target", ["web", "openvino"])
-def test_web_and_openvino_targets_get_no_packed_rungs(tmp_path: Path, target: str) -> None:
-    """Packed codes decode with BitShift/Mod/Sum: OpenVINO computes BitShift on bytes wrongly, and
-    onnxruntime-web compiles each of those kernels on first use at session creation. Without a
-    target, this budget takes int10 for A; with one, A climbs to the next unpacked rung."""
+def test_openvino_target_gets_no_packed_rungs(tmp_path: Path) -> None:
+    """Packed codes decode with BitShift, which OpenVINO computes wrongly on bytes. Without a target
+    this budget takes int10 for A; for OpenVINO, A climbs to the next unpacked rung. A web target
+    keeps the packed rungs (under its tighter load budget)."""
     src = save(sensitive_mlp(), tmp_path / "m.onnx")
     ops: dict[tuple[str, ...], set[str]] = {}
-    for runtimes in ((), (target,)):
+    for runtimes in ((), ("openvino",), ("web",)):
         opts = ShrinkOptions(method="auto", verify=VerifyOptions(inputs=calib(tmp_path)), budget_rel_l2=0.01,
                              budget_agreement=0.0, runtimes=runtimes)
         result = shrink(src, tmp_path / "out.onnx", opts)
         assert result.verification is not None and result.verification.passed
         ops[runtimes] = {n.op_type for n in onnx.load(str(tmp_path / "out.onnx")).graph.node}
-        if runtimes:
+        if runtimes == ("openvino",):
             assert not any(e.startswith(("int4 axis", "int6", "int10", "int12")) for e in encodings(result).values())
-    assert "BitShift" in ops[()]
-    assert not {"BitShift", "Mod", "Sum"} & ops[(target,)]
+    assert "BitShift" in ops[()] and "BitShift" in ops[("web",)]
+    assert not {"BitShift", "Mod", "Sum"} & ops[("openvino",)]
+
+
+def test_load_budget_is_tighter_for_the_web_unless_set() -> None:
+    """onnxruntime-web folds in wasm: the default load budget there is int8's own (1.0x), else 1.25x;
+    a value the user sets wins either way."""
+    from hatch_shrinkray.auto.method import load_budget
+
+    assert load_budget(ShrinkOptions()) == 1.25
+    assert load_budget(ShrinkOptions(runtimes=("onnxruntime>=1.18",))) == 1.25
+    assert load_budget(ShrinkOptions(runtimes=("onnxruntime>=1.18", "web"))) == 1.0
+    assert load_budget(ShrinkOptions(runtimes=("web",), budget_load=float("inf"))) == float("inf")
+    assert load_budget(ShrinkOptions(budget_load=2.0)) == 2.0
+    assert option_errors(ShrinkOptions(budget_load=0.5)) == [
+        "budget_load must be a number from 1.0 to inf; got 0.5"]

@@ -39,7 +39,7 @@ from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
 from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext, Feed
 from hatch_shrinkray.onnxgraph.graph import Names, Site, find_sites, opset_version
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights, record, rows_decodable, skip_reason
-from hatch_shrinkray.options import ShrinkOptions
+from hatch_shrinkray.options import LOAD_BUDGET, WEB_LOAD_BUDGET, ShrinkOptions
 from hatch_shrinkray.result import TensorRecord
 
 FLOAT32 = 1
@@ -196,11 +196,8 @@ class Auto:
         found = search(table, screened, lambda d: d.within(options))
         found = try_uniform(table, found, _uniform(weights), screened, lambda d: d.within(options))
         found = refine(table, found, screened, lambda d: d.within(options), MAX_REFINE)
-        # The default 1.25 is issue 14's bar for older runtimes (no method loads at more than 1.3x int8):
-        # on PP-OCRv6 rec an assignment folding 1.75x int8's bytes loaded at 1.7x int8's time
-        # (benchmarks/LOAD.md).
         int8_load = sum(next((_load(w, c) for c in w.candidates if c.kind == "int8"), 0) for w in weights)
-        cap = options.budget_load * int8_load
+        cap = load_budget(options) * int8_load
         found = within_load(table, found, cap, screened, lambda d: d.within(options))
         LOG.info("auto: search done (%d runs): %s", probe.runs - runs, found.deviation.text())
         if not found.deviation.within(options):
@@ -250,6 +247,13 @@ class Auto:
         cands = [c for c in cands if c.stored_bytes < w.nbytes]
         cands.append(fp32(w))
         return Weight(site, ctx, lay, cands, [ZERO] * len(cands), [False] * len(cands))
+
+
+def load_budget(options: ShrinkOptions) -> float:
+    """``budget-load`` as set, else the default for the declared runtimes."""
+    if options.budget_load is not None:
+        return options.budget_load
+    return WEB_LOAD_BUDGET if runtimes.parse(options.runtimes).web else LOAD_BUDGET
 
 
 def _load(w: Weight, c: Candidate) -> int:

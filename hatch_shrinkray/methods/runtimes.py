@@ -98,12 +98,9 @@ def matmul_nbits_ok(targets: Targets) -> bool:
 def packed_ok(targets: Targets) -> bool:
     """Whether ``auto`` may use packed 4/6/10/12-bit codes: their decode shifts bytes with
     ``BitShift``, which OpenVINO 2026.4 computes wrongly on ``uint8`` (its right shifts round,
-    its left shifts saturate), so an OpenVINO target gets int8/int16/fp16 rungs only. A ``web``
-    target gets none either: onnxruntime-web's kernels are compiled by V8 on first use, so each op
-    a decode folds with for the first time in a page (``BitShift``, ``Mod``, ``Sum``) adds its
-    compile to session creation (PP-OCRv6 rec: auto with packed rungs x3.47 the original's cold
-    load CPU vs int8 x2.76, benchmarks/LOAD.md)."""
-    return not (targets.openvino or targets.web)
+    its left shifts saturate), so an OpenVINO target gets int8/int16/fp16 rungs only. (A ``web``
+    target keeps them, under a tighter load budget: without them Magika's auto doubles in size.)"""
+    return not targets.openvino
 
 
 def check(model: ModelProto, method: str, decode: str, entries: Iterable[str], label: str) -> None:

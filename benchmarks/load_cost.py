@@ -151,8 +151,26 @@ def measure(models: list[str], methods: list[str], rts: list[str], reps: int) ->
                      "wall": statistics.median(g[wall] + g.get("first_wall", 0.0) for g in ok),
                      "peak_mib": statistics.median(g["peak_kb"] for g in ok) / 1024,
                      "version": ok[0].get("ort") or ok[0].get("version")}
+    for name, row in out.items():  # each ratio against the original (and int8) of the same run
+        rt, key, method = name.split("|")
+        for ref in ("original", "int8"):
+            got = out.get(f"{rt}|{key}|{ref}", {})
+            if method not in ("original", ref) and "cpu" in got:
+                row[ref] = {k: got[k] for k in ("cpu", "wall", "peak_mib")}
     out["_sizes"] = {f"{k}|{m}": p.stat().st_size for (k, m), p in files.items() if p.exists()}
     return out
+
+
+Row = dict[str, Any]
+
+
+def _refs(data: dict[str, Any], rt: str, key: str, method: str) -> tuple[Row, Row, Row]:
+    """The row and the original's and int8's figures it is compared with: those of its own run when
+    it has them (runs on a shared machine drift), else the latest."""
+    row = data.get(f"{rt}|{key}|{method}", {})
+    base = row.get("original") or data.get(f"{rt}|{key}|original", {})
+    i8 = row.get("int8") or data.get(f"{rt}|{key}|int8", {})
+    return row, base, i8
 
 
 def report(data: dict[str, Any], command: str) -> str:
@@ -178,9 +196,7 @@ def report(data: dict[str, Any], command: str) -> str:
                 continue
             cells = []
             for rt in rts:
-                row = data.get(f"{rt}|{key}|{method}", {})
-                base = data.get(f"{rt}|{key}|original", {})
-                i8 = data.get(f"{rt}|{key}|int8", {})
+                row, base, i8 = _refs(data, rt, key, method)
                 if "error" in row or "cpu" not in row or "cpu" not in base:
                     cells.append("-")
                     errors.setdefault(f"{key} {method} in {rt}", str(row.get("error", "not measured")))
@@ -204,7 +220,7 @@ def report(data: dict[str, Any], command: str) -> str:
             for method in ["original", *METHODS]:
                 cells = []
                 for rt in webs:
-                    row, base = data.get(f"{rt}|{key}|{method}", {}), data.get(f"{rt}|{key}|original", {})
+                    row, base, _ = _refs(data, rt, key, method)
                     if "wall" not in row or "wall" not in base:
                         cells.append("-")
                     elif method == "original":
@@ -222,15 +238,14 @@ def report(data: dict[str, Any], command: str) -> str:
 def readme_table(data: dict[str, Any], methods: tuple[str, ...] = ("int8", "auto", "auto-web")) -> str:
     """The README's table: per model and method, load CPU / peak memory as multiples of the
     original's in each runtime (and of int8's for the other methods)."""
-    rts = [rt for rt in RUNTIMES if any(k.startswith(f"{rt}|") for k in data)]
+    rts = [rt for rt in RUNTIMES if any(f"{rt}|{key}|int8" in data for key in MODELS)]
     names = {"newest": "onnxruntime " + str(data.get(f"newest|{MODELS[0]}|original", {}).get("version", "newest"))}
     lines = ["| model | method | " + " | ".join(names.get(rt, rt) for rt in rts) + " |", "|---" * (2 + len(rts)) + "|"]
     for key in MODELS:
         for method in methods:
             cells = []
             for rt in rts:
-                row, base = data.get(f"{rt}|{key}|{method}", {}), data.get(f"{rt}|{key}|original", {})
-                i8 = data.get(f"{rt}|{key}|int8", {})
+                row, base, i8 = _refs(data, rt, key, method)
                 if "cpu" not in row or "cpu" not in base:
                     cells.append("- (original does not load)" if "error" in base else "-")
                     continue

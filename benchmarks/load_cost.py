@@ -3,6 +3,7 @@ loading, beside size, for the 4 models of issue 14.
 
     python -m benchmarks.load_cost shrink [--models ...] [--methods ...]   # -> benchmarks/.cache/load/
     python -m benchmarks.load_cost measure [--reps 5] [--runtimes ...]     # -> benchmarks/LOAD.md
+    python -m benchmarks.load_cost report                                  # LOAD.md again from the figures
     python -m benchmarks.load_cost latency                                 # -> benchmarks/LOAD-LATENCY.md
     python -m benchmarks.load_cost readme                                  # the README's table (stdout)
 
@@ -173,11 +174,13 @@ def _refs(data: dict[str, Any], rt: str, key: str, method: str) -> tuple[Row, Ro
     return row, base, i8
 
 
-def report(data: dict[str, Any], command: str) -> str:
+def report(data: dict[str, Any], commands: list[str]) -> str:
     sizes = data["_sizes"]
     rts = sorted({k.split("|")[0] for k in data if not k.startswith("_")}, key=RUNTIMES.index)
     lines = ["# Load cost: session creation and peak memory while loading, per runtime and method", "",
-             f"Command: `{command}`", "",
+             "Commands, in order (a later one replaces the figures it measures again; every ratio is "
+             "against the original measured by the same command):", "", "```",
+             "python -m benchmarks.load_cost shrink", *commands, "```", "",
              "Ratios to the original model in the same runtime (CPU seconds of session creation / peak RSS "
              "of the loading process, medians of interleaved fresh processes); `int8 x` = the method's "
              "ratio to int8 in the same runtime (the bar for older runtimes: <= 1.3). `-` = does not load "
@@ -289,7 +292,7 @@ def latency(models: list[str], methods: list[str], budget: float, command: str) 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("phase", choices=["shrink", "measure", "latency", "readme"])
+    ap.add_argument("phase", choices=["shrink", "measure", "report", "latency", "readme"])
     ap.add_argument("--models", nargs="*", default=MODELS)
     ap.add_argument("--methods", nargs="*", default=METHODS)
     ap.add_argument("--runtimes", nargs="*", default=RUNTIMES)
@@ -297,6 +300,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.phase == "shrink":
         shrink_all(args.models, args.methods)
+        return 0
+    if args.phase == "report":  # LOAD.md again from the saved measurements
+        data = json.loads((OUT / "measured.json").read_text())
+        (BENCH / "LOAD.md").write_text(report(data, data.get("_commands", [])))
         return 0
     if args.phase == "readme":  # the README's load table, from the saved measurements
         print(readme_table(json.loads((OUT / "measured.json").read_text())), end="")
@@ -306,13 +313,14 @@ def main(argv: list[str] | None = None) -> int:
         (BENCH / "LOAD-LATENCY.md").write_text(latency(args.models, args.methods, 2.0, command))
         return 0
     data = measure(args.models, args.methods, args.runtimes, args.reps)
-    saved = OUT / "measured.json"  # earlier runs' models stay (one model at a time as they are shrunk)
+    command = "python -m benchmarks.load_cost measure " + " ".join((argv if argv is not None else sys.argv[1:])[1:])
+    saved = OUT / "measured.json"  # earlier runs' figures stay, with the commands that measured them
     if saved.exists():
         old = json.loads(saved.read_text())
         data = {**old, **data, "_sizes": {**old.get("_sizes", {}), **data["_sizes"]}}
+    data["_commands"] = [*data.get("_commands", []), command.strip()]
     saved.write_text(json.dumps(data, indent=1))
-    command = "python -m benchmarks.load_cost measure " + " ".join((argv if argv is not None else sys.argv[1:])[1:])
-    (BENCH / "LOAD.md").write_text(report(data, command.strip()))
+    (BENCH / "LOAD.md").write_text(report(data, data["_commands"]))
     print(f"wrote {BENCH / 'LOAD.md'}")
     return 0
 

@@ -246,3 +246,34 @@ def test_damaged_wheels_get_one_line(damage: str, wheel: Path, project: Path, en
     assert len(lines) == 1 and lines[0].startswith(f"error: {bad}: ") and expected in lines[0], done.stderr
     assert not (tmp_path / "out" / bad.name).exists()
 
+
+
+def test_sigterm_mid_rewrite_leaves_nothing(project: Path, env: dict[str, str], tmp_path: Path) -> None:
+    """SIGTERM while a wheel's model is being shrunk: death by the signal, one line, no output wheel,
+    no staging directory left in TMPDIR, the input wheel untouched."""
+    from test_nothing_lost import slow_model
+
+    slow_model(project / "src" / MODEL)  # a few seconds of shrinking and verifying
+    built = Path(next(WheelBuilder(str(project)).build(directory=str(project / "dist"), versions=["standard"])))
+    before = built.read_bytes()
+    temp, out = Path(env["TMPDIR"]), tmp_path / "out"
+    from hardening import CONSOLE_SCRIPT
+
+    proc = subprocess.Popen([str(CONSOLE_SCRIPT), "wheel", str(built), "-o", str(out)], cwd=project, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None and not any(
+            p.suffix == ".onnx" for p in temp.glob("hatch-shrinkray-wheel-*/**/*")):
+        time.sleep(0.02)  # the wheel is unpacked: the model is about to be shrunk
+    time.sleep(0.5)
+    assert proc.poll() is None, proc.communicate()
+    proc.terminate()
+    try:
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == -15, stderr
+    assert stderr.strip().splitlines()[-1] == "terminated" and "Traceback" not in stderr
+    assert list(temp.iterdir()) == [] or all(p.name == ".ses" for p in temp.iterdir()), list(temp.iterdir())
+    assert not out.exists() or list(out.iterdir()) == []
+    assert built.read_bytes() == before

@@ -886,3 +886,25 @@ def test_cli_closing_line_counts_models(tmp_path: Path) -> None:
     assert lines[-1] == "3 of 5 models failed", proc.stderr
     assert sorted(ln.split(":")[1].strip() for ln in lines if ln.startswith("error:")) == sorted(map(str, bad))
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["good0.onnx", "good1.onnx"]
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["top-level", "in-subgraph"])
+def test_compare_accepts_a_sparse_model_at_its_originals_check(tmp_path: Path, nested: bool) -> None:
+    """A model with a sparse initializer fails onnx's full check (shape inference does not see
+    sparse initializers), as its original does: ``compare`` holds the shrunk model to the check
+    the original passes, as ``shrink`` does, and says which one ran."""
+    src = (make_sparse_initializer_in_subgraph if nested else make_sparse_initializer)(tmp_path)
+    assert cli("shrink", str(src), "-o", str(tmp_path / "out")).returncode == 0
+    proc = cli("compare", str(src), str(tmp_path / "out" / "a.onnx"))
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "ok" in proc.stdout, proc.stdout
+    from hatch_shrinkray.verification.runner import verify
+
+    result = verify(src, tmp_path / "out" / "a.onnx")
+    assert result.passed and result.checker.startswith("basic (the original fails the full check"), result.checker
+    broken = tmp_path / "broken.onnx"
+    m = onnx.load(str(tmp_path / "out" / "a.onnx"))
+    m.graph.node[0].input[0] = "nowhere"
+    onnx.save(m, str(broken))
+    bad = cli("compare", str(src), str(broken))
+    assert bad.returncode == 1 and "onnx.checker rejects it" in bad.stderr and "Traceback" not in bad.stderr

@@ -241,10 +241,12 @@ def _write(model: ModelProto, dest: Path | None, label: str, checker: str) -> Ou
         _check_output(model, label, checker)
         data = model.SerializeToString()
         return Output(data, len(data))
-    with deferred():  # the staging directory and the reference to it appear together
-        output = Output("", 0, Staged(dest))
-    assert output.staged is not None
+    output = Output("", 0)
     try:
+        # The staging directory and the reference to it appear together, and a signal held back
+        # meanwhile is delivered inside this try, whose handler removes the directory.
+        with deferred():
+            output.staged = Staged(dest)
         output.staged.write(model)
         # Protos over 2 GB cannot be serialized for the checker: check the staged files instead.
         _check_output(str(output.staged.path) if output.staged.data_files else model, label, checker)

@@ -348,3 +348,61 @@ def test_api_source_changed_while_shrinking_is_refused(tmp_path: Path, monkeypat
         shrink(src, out / "m.onnx")
     assert str(info.value).startswith(f"{src}: changed while it was being shrunk"), str(info.value)
     assert files_under(out) == [] and (not out.exists() or list(out.iterdir()) == [])
+
+
+def _signalled_right_after(monkeypatch: pytest.MonkeyPatch, name: str) -> list[str]:
+    """Make ``tempfile.<name>`` deliver SIGTERM right after it created its file or directory: the
+    narrowest window there is between a temporary path appearing and its owner knowing of it."""
+    real = getattr(tempfile, name)
+    made: list[str] = []
+
+    def create_then_signal(*args: Any, **kwargs: Any) -> Any:
+        got = real(*args, **kwargs)
+        made.append(got if isinstance(got, str) else got[1])
+        signal.raise_signal(signal.SIGTERM)
+        return got
+
+    monkeypatch.setattr(tempfile, name, create_then_signal)
+    return made
+
+
+def test_sigterm_right_after_a_temporary_path_appears_leaves_nothing(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The staging directory of ``shrink``, the sitecustomize directory of ``record`` and the
+    work directory of ``wheel``: a SIGTERM right after each appears is delivered where the code that
+    removes it runs."""
+    from hatch_shrinkray.capture.run import instrumented_path
+    from hatch_shrinkray.signals import Terminated, terminate_raises
+
+    src = tmp_path / "m.onnx"
+    onnx.save(mlp(), str(src))
+    made = _signalled_right_after(monkeypatch, "mkdtemp")
+    with terminate_raises(), pytest.raises(Terminated):
+        shrink(src, tmp_path / "out" / "m.onnx")
+    with terminate_raises(), pytest.raises(Terminated), instrumented_path():
+        pass
+    assert len(made) == 2 and not any(Path(p).exists() for p in made), made
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_sigterm_right_after_the_wheel_work_directory_appears(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hatchling.builders.wheel import WheelBuilder
+
+    from hatch_shrinkray.signals import Terminated, terminate_raises
+    from hatch_shrinkray.wheels.rewrite import rewrite_wheel
+
+    root = tmp_path / "proj"
+    (root / "src/proj").mkdir(parents=True)
+    (root / "src/proj/__init__.py").write_text("")
+    (root / "pyproject.toml").write_text('[project]\nname = "proj"\nversion = "0.1"\n\n'
+                                         '[tool.hatch.build.targets.wheel]\npackages = ["src/proj"]\n')
+    wheel = Path(next(WheelBuilder(str(root)).build(directory=str(tmp_path / "dist"), versions=["standard"])))
+    made = _signalled_right_after(monkeypatch, "mkdtemp")
+
+    def never(_: Path) -> Any:
+        raise AssertionError("configured after the signal")
+
+    with terminate_raises(), pytest.raises(Terminated):
+        rewrite_wheel(wheel, tmp_path / "out.whl", never, {}, print)  # type: ignore[arg-type]
+    assert len(made) == 1 and not Path(made[0]).exists()
+    assert not (tmp_path / "out.whl").exists()

@@ -25,6 +25,7 @@ from hatch_shrinkray.capture.env import MAX_BYTES, MAX_SAMPLES
 from hatch_shrinkray.capture.session import PARTS
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.result import human, render_table
+from hatch_shrinkray.signals import deferred
 from hatch_shrinkray.verification.recordings import Recording, merge, read_recording, write_recording
 
 SITECUSTOMIZE = '''\
@@ -90,8 +91,10 @@ def instrumented_path() -> Iterator[str]:
     """A ``PYTHONPATH`` value whose first entry is a temporary directory with the ``sitecustomize``
     that instruments onnxruntime (what it does is up to the environment, ``capture.env``); the
     directory is removed afterwards."""
-    site = Path(tempfile.mkdtemp(prefix="hatch-shrinkray-record-"))
+    site: Path | None = None
     try:
+        with deferred():  # a signal right after mkdtemp is delivered inside the try, which cleans up
+            site = Path(tempfile.mkdtemp(prefix="hatch-shrinkray-record-"))
         (site / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
         package = Path(__file__).resolve().parents[1]
         # No symlinks (Windows without the privilege): interpreters of this environment still work.
@@ -99,7 +102,8 @@ def instrumented_path() -> Iterator[str]:
             (site / package.name).symlink_to(package, target_is_directory=True)
         yield os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
     finally:
-        shutil.rmtree(site, ignore_errors=True)
+        if site is not None:
+            shutil.rmtree(site, ignore_errors=True)
 
 
 def record(command: Sequence[str], output: Path, max_samples: int = MAX_SAMPLES,

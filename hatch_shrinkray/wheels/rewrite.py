@@ -22,6 +22,7 @@ from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.shipping.config import HookConfig
 from hatch_shrinkray.shipping.manifest import ManifestEntry, file_sha256
 from hatch_shrinkray.shipping.ship import Display, Shipped, ship_models
+from hatch_shrinkray.signals import deferred
 from hatch_shrinkray.wheels.archive import extract, open_wheel, write_wheel
 
 
@@ -46,13 +47,11 @@ def rewrite_wheel(source: Path, destination: Path, configure: Callable[[Path], H
     path: a model with one of those ``shrunk_sha256`` passes through.
     """
     wheel = open_wheel(source)
+    root: Path | None = None
     try:
-        tmp = tempfile.TemporaryDirectory(prefix="hatch-shrinkray-wheel-")
-    except OSError as exc:
-        raise ShrinkrayError(f"cannot create a temporary directory: {exc}",
-                             hint="point TMPDIR at a writable directory") from exc
-    with tmp:
-        files, work = Path(tmp.name) / "files", Path(tmp.name) / "work"
+        with deferred():  # a signal right after mkdtemp is delivered inside the try, which cleans up
+            root = _work_directory()
+        files, work = root / "files", root / "work"
         extract(wheel, files)
         config = configure(files)
         shipped = tuple(ship_models(config, files, work, app, _by_content(config, files, manifest)))
@@ -63,7 +62,18 @@ def rewrite_wheel(source: Path, destination: Path, configure: Callable[[Path], H
             write_wheel(wheel, destination, replace, drop)
         elif destination.resolve() != source.resolve():
             _copy_atomically(source, destination)
+    finally:
+        if root is not None:
+            shutil.rmtree(root, ignore_errors=True)
     return Rewritten(source, destination, shipped, changed)
+
+
+def _work_directory() -> Path:
+    try:
+        return Path(tempfile.mkdtemp(prefix="hatch-shrinkray-wheel-"))
+    except OSError as exc:
+        raise ShrinkrayError(f"cannot create a temporary directory: {exc}",
+                             hint="point TMPDIR at a writable directory") from exc
 
 
 def _by_content(config: HookConfig, files: Path, manifest: Mapping[str, ManifestEntry]) -> dict[str, ManifestEntry]:
@@ -81,11 +91,14 @@ def _by_content(config: HookConfig, files: Path, manifest: Mapping[str, Manifest
 
 
 def _copy_atomically(source: Path, destination: Path) -> None:
-    fd, tmp = tempfile.mkstemp(dir=destination.parent, prefix=f".{destination.name}.", suffix=".tmp")
-    os.close(fd)
+    tmp: str | None = None
     try:
+        with deferred():  # a signal right after mkstemp is delivered inside the try, which cleans up
+            fd, tmp = tempfile.mkstemp(dir=destination.parent, prefix=f".{destination.name}.", suffix=".tmp")
+        os.close(fd)
         shutil.copyfile(source, tmp)
         os.replace(tmp, destination)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
         raise

@@ -39,7 +39,14 @@ from hatch_shrinkray.registry import METHODS, Dedup
 from hatch_shrinkray.result import KeptFloat, ShrinkResult, TensorRecord, VerifyResult, human, kept_reason
 from hatch_shrinkray.signals import deferred
 from hatch_shrinkray.verification.inputs import Feed, specs_of_model
-from hatch_shrinkray.verification.runner import Prepared, Reference, prepare_samples, reference_outputs, verify_against
+from hatch_shrinkray.verification.runner import (
+    Prepared,
+    Reference,
+    checker_level,
+    prepare_samples,
+    reference_outputs,
+    verify_against,
+)
 
 QUANTIZED_OPS = {"DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
                  "ConvInteger", "QLinearConv", "QLinearMatMul", "MatMulNBits", "GatherBlockQuantized",
@@ -316,11 +323,7 @@ def _check_input(loaded: Loaded) -> str:
     except Exception as exc:
         raise ShrinkrayError(f"onnx.checker rejects the model: {one_line(exc)}", path=loaded.label,
                              hint="fix or re-export the model") from exc
-    try:
-        onnx.checker.check_model(model, full_check=True)
-    except Exception as exc:
-        return f"basic (the original fails the full check: {one_line(exc)})"
-    return "full"
+    return checker_level(model)
 
 
 def _check_output(model: ModelProto | str, label: str, checker: str) -> None:

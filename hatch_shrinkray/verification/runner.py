@@ -183,10 +183,7 @@ def verify(original: ModelRef | ModelProto, shrunk: ModelRef | ModelProto,
     except Exception as exc:
         # As when shrinking: a model that only passes the basic check (sparse initializers fail
         # the full one) is held to the check its original passes.
-        try:
-            _check(original, full=True)
-        except Exception as original_exc:
-            checker = f"basic (the original fails the full check: {one_line(original_exc)})"
+        checker = checker_level(original)
         if checker == "full":
             raise ShrinkrayError(f"onnx.checker rejects it: {one_line(exc)}", path=label) from exc
         try:
@@ -197,8 +194,19 @@ def verify(original: ModelRef | ModelProto, shrunk: ModelRef | ModelProto,
     return verify_against(ref, shrunk, label, options, checker)
 
 
-def _check(model: ModelRef, *, full: bool) -> None:
+def checker_level(original: ModelProto | ModelRef) -> str:
+    """The onnx.checker level a shrunk model is held to: ``full`` when ``original`` passes the full
+    check, else ``basic (...)`` with the reason (sparse initializers, for one, fail it)."""
+    try:
+        _check(original, full=True)
+    except Exception as exc:
+        return f"basic (the original fails the full check: {one_line(exc)})"
+    return "full"
+
+
+def _check(model: ModelProto | ModelRef, *, full: bool) -> None:
     import onnx
 
-    onnx.checker.check_model(onnx.load_from_string(model) if isinstance(model, bytes) else str(model),
-                             full_check=full)
+    if isinstance(model, bytes):
+        model = onnx.load_from_string(model)
+    onnx.checker.check_model(model if isinstance(model, ModelProto) else str(model), full_check=full)

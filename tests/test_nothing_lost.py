@@ -309,41 +309,26 @@ def test_cli_interrupted_mid_shrink_writes_nothing(sig: signal.Signals, tmp_path
     assert tree_digest(src_dir) == before
 
 
-@pytest.mark.parametrize("replacement", ["same shapes", "other input width"])
-def test_source_changed_before_the_reference_ran_is_named_as_such(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                  replacement: str) -> None:
-    """Swapped before verification reads the original again: the run fails on the new file (its
-    outputs differ, or its inputs no longer fit the shrunk model), and the message must say why,
-    not "differs too much" or "please report this as a bug"."""
-    src = tmp_path / "m.onnx"
-    onnx.save(mlp(), str(src))
-    out = tmp_path / "out"
-    real_reference = hatch_shrinkray.engine.reference_outputs
-
-    def rewrite_then_reference(*args: object, **kwargs: object) -> object:
-        onnx.save(mlp(256, 128) if replacement == "same shapes" else mlp(128, 256), str(src))
-        return real_reference(*args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(hatch_shrinkray.engine, "reference_outputs", rewrite_then_reference)
-    with pytest.raises(ShrinkrayError) as info:
-        shrink(src, out / "m.onnx")
-    assert str(info.value).startswith(f"{src}: changed while it was being shrunk"), str(info.value)
-    assert files_under(out) == [] and (not out.exists() or list(out.iterdir()) == [])
-
-
-def test_api_source_changed_while_shrinking_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("step", "replacement"), [
+    ("verify_against", "same shapes"), ("reference_outputs", "same shapes"), ("reference_outputs", "other input width"),
+])
+def test_source_changed_while_shrinking_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str,
+                                                   replacement: str) -> None:
     """The model is rewritten (a re-export, a git checkout) after it was read but before the
-    result is written: verification would compare against another file, so nothing is written."""
+    result is written: verification would compare against another file, so nothing is written.
+    Swapped before verification reads the original again (``reference_outputs``), the run fails on
+    the new file (its outputs differ, or its inputs no longer fit the shrunk model), and the message
+    must still say why, not "differs too much" or "please report this as a bug"."""
     src = tmp_path / "m.onnx"
     onnx.save(mlp(), str(src))
     out = tmp_path / "out"
-    real_verify = hatch_shrinkray.engine.verify_against
+    real = getattr(hatch_shrinkray.engine, step)
 
-    def rewrite_then_verify(*args: object, **kwargs: object) -> object:
-        onnx.save(mlp(256, 128), str(src))
-        return real_verify(*args, **kwargs)  # type: ignore[arg-type]
+    def rewrite_then_run(*args: object, **kwargs: object) -> object:
+        onnx.save(mlp(256, 128) if replacement == "same shapes" else mlp(128, 256), str(src))
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(hatch_shrinkray.engine, "verify_against", rewrite_then_verify)
+    monkeypatch.setattr(hatch_shrinkray.engine, step, rewrite_then_run)
     with pytest.raises(ShrinkrayError) as info:
         shrink(src, out / "m.onnx")
     assert str(info.value).startswith(f"{src}: changed while it was being shrunk"), str(info.value)
@@ -386,17 +371,15 @@ def test_sigterm_right_after_a_temporary_path_appears_leaves_nothing(tmp_path: P
 
 
 def test_sigterm_right_after_the_wheel_work_directory_appears(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hatchling.builders.wheel import WheelBuilder
-
     from hatch_shrinkray.signals import Terminated, terminate_raises
     from hatch_shrinkray.wheels.rewrite import rewrite_wheel
 
-    root = tmp_path / "proj"
+    root = tmp_path / "proj"  # a plain wheel: no hook
     (root / "src/proj").mkdir(parents=True)
     (root / "src/proj/__init__.py").write_text("")
     (root / "pyproject.toml").write_text('[project]\nname = "proj"\nversion = "0.1"\n\n'
                                          '[tool.hatch.build.targets.wheel]\npackages = ["src/proj"]\n')
-    wheel = Path(next(WheelBuilder(str(root)).build(directory=str(tmp_path / "dist"), versions=["standard"])))
+    wheel = build(root)
     made = _signalled_right_after(monkeypatch, "mkdtemp")
 
     def never(_: Path) -> Any:

@@ -10,6 +10,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from hardening import MODELS_DIR, write_project
 from hatchling import build as backend
 from hatchling.builders.wheel import WheelBuilder
 from packaging.requirements import Requirement
@@ -54,15 +55,8 @@ def test_metapackage_wheel_has_no_code(tmp_path: Path) -> None:
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "toymodel"
-    (root / "src/toymodel/models").mkdir(parents=True)
-    (root / "src/toymodel/__init__.py").write_text("")
-    save(mlp(), root / "src/toymodel/models/a.onnx")
-    (root / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["hatchling", "hatch-shrinkray-core"]\nbuild-backend = "hatchling.build"\n\n'
-        '[project]\nname = "toymodel"\nversion = "0.1.0"\n\n'
-        '[tool.hatch.build.targets.wheel]\npackages = ["src/toymodel"]\n\n'
-        '[tool.hatch.build.hooks.shrinkray]\nmodels = ["src/toymodel/models/*.onnx"]\n')
+    root = write_project(tmp_path / "toymodel", models_glob="src/toymodel/models/*.onnx")
+    save(mlp(), root / MODELS_DIR / "a.onnx")
     monkeypatch.setenv("HATCH_SHRINKRAY_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.chdir(root)
     return root

@@ -34,7 +34,7 @@ from hatch_shrinkray.options import (
 )
 from hatch_shrinkray.shipping.config import ConfigurationError, HookConfig
 from hatch_shrinkray.shipping.ship import engine_missing
-from hatch_shrinkray.signals import Terminated, redeliver, terminate_raises
+from hatch_shrinkray.signals import Terminated, redeliver, stop_request, terminate_raises
 
 FLAG_NAMES = {"method": "--method", "min_elements": "--min-elements", "scheme": "--scheme",
               "levels": "--levels", "decode": "--decode", "block_size": "--block-size", "inputs": "--inputs",
@@ -546,27 +546,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with terminate_raises():  # SIGTERM unwinds like Ctrl-C, so staging files are removed
             return commands[args.command](args)
-    except ShrinkrayError as exc:
-        _error(exc, args.verbose)
-        return 1
-    except ModuleNotFoundError as exc:
-        missing = engine_missing(exc)
-        if missing is None:
-            raise
-        _error(missing, args.verbose)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
     except BrokenPipeError:
         # The reader went away (`hatch-shrinkray info m.onnx | head`): no traceback, and nothing more
         # to stdout, whose pending writes would fail again at exit (the recipe in Python's signal docs).
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    except Terminated as exc:
+    except BaseException as exc:
+        stop = stop_request(exc)  # Ctrl-C, SIGTERM, or either surfacing as another error (during `import onnxruntime`)
+        if stop is not None:
+            return _stopped(stop)
+        if isinstance(exc, ShrinkrayError):
+            _error(exc, args.verbose)
+            return 1
+        missing = engine_missing(exc) if isinstance(exc, ModuleNotFoundError) else None
+        if missing is None:
+            raise
+        _error(missing, args.verbose)
+        return 1
+
+
+def _stopped(stop: BaseException) -> int:
+    """Ctrl-C: one line and 130. SIGTERM: one line, then death by the signal itself (143 in a shell),
+    as callers expect."""
+    if isinstance(stop, Terminated):
         print("terminated", file=sys.stderr)
-        redeliver(exc.signum)  # exit by the signal itself (143 in a shell), as callers expect
-        return 128 + exc.signum
+        redeliver(stop.signum)
+        return 128 + stop.signum
+    print("interrupted", file=sys.stderr)
+    return 130
 
 
 if __name__ == "__main__":

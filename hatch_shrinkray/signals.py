@@ -66,6 +66,21 @@ def terminate_raises() -> Iterator[None]:
             restore()
 
 
+def stop_request(exc: BaseException) -> BaseException | None:
+    """The ``Terminated`` or ``KeyboardInterrupt`` behind ``exc``, if any. A signal that lands while
+    a C extension initialises (the first ``import onnxruntime`` takes a while) raises inside the
+    initialisation, which reports it as ``ImportError: initialization failed`` caused by it: that is
+    still a request to stop, not an error."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, (Terminated, KeyboardInterrupt)):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def redeliver(signum: int) -> None:
     """Die by ``signum`` with the default action, as if it had never been caught (after flushing
     what was printed: death by a signal skips Python's own flush)."""

@@ -389,3 +389,46 @@ def test_sigterm_right_after_the_wheel_work_directory_appears(tmp_path: Path, mo
         rewrite_wheel(wheel, tmp_path / "out.whl", never, {}, print)  # type: ignore[arg-type]
     assert len(made) == 1 and not Path(made[0]).exists()
     assert not (tmp_path / "out.whl").exists()
+
+
+SIGNAL_DURING_IMPORT = """
+import signal, sys
+import hatch_shrinkray.methods.runtimes as runtimes
+
+def check(*args, **kwargs):
+    # What a SIGTERM during the first `import onnxruntime` looks like: the handler's exception is
+    # raised inside the extension's initialisation, which reports it as an ImportError.
+    try:
+        signal.raise_signal(signal.SIGTERM)
+    except BaseException as exc:
+        raise ImportError("initialization failed") from exc
+
+runtimes.check = check
+"""
+
+
+def test_sigterm_surfacing_as_an_import_error_still_stops_the_cli(tmp_path: Path) -> None:
+    src = tmp_path / "m.onnx"
+    onnx.save(mlp(), str(src))
+    out = tmp_path / "out"
+    script = (SIGNAL_DURING_IMPORT + "from hatch_shrinkray.cli import main\n"
+              f"sys.exit(main(['shrink', {str(src)!r}, '-o', {str(out)!r}]))\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == -signal.SIGTERM, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "terminated" and "Traceback" not in proc.stderr, proc.stderr
+    assert not out.exists() or list(out.iterdir()) == []
+
+
+def test_sigterm_surfacing_as_an_import_error_still_stops_the_build(tmp_path: Path) -> None:
+    root = rich_project(tmp_path / "toymodel")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    script = (SIGNAL_DURING_IMPORT + "from hatchling.cli import hatchling\n"
+              "sys.argv = ['hatchling', 'build', '-t', 'wheel', '-d', 'dist']\nhatchling()\n")
+    env = {**os.environ, "HATCH_SHRINKRAY_CACHE_DIR": str(tmp_path / "cache"), "TMPDIR": str(temp)}
+    proc = subprocess.run([sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == -signal.SIGTERM, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert not (root / "dist").exists() or list((root / "dist").iterdir()) == []
+    assert [p.name for p in temp.iterdir() if p.name.startswith("hatch-shrinkray-")] == []

@@ -21,7 +21,7 @@ from hatch_shrinkray.hatch.include import check_outside, include
 from hatch_shrinkray.shipping.config import PLUGIN_NAME, HookConfig, hook_table, load_config
 from hatch_shrinkray.shipping.manifest import read_manifest
 from hatch_shrinkray.shipping.ship import engine_needed, engine_requirements, ship_models
-from hatch_shrinkray.signals import Terminated, deferred, on_sigterm, redeliver
+from hatch_shrinkray.signals import Terminated, deferred, on_sigterm, redeliver, stop_request
 
 TARGETS = ("wheel", "sdist")
 
@@ -83,14 +83,13 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
             shipped = ship_models(config, root, workdir, self.app, read_manifest(root))
             include(shipped, config, build_data, workdir, self.app)
             self._drop(path for model in shipped for path in model.obsolete)
-        except ShrinkrayError as exc:
+        except BaseException as exc:
             self._cleanup()
-            self.app.abort(f"shrinkray: {exc}")
-        except Terminated as exc:
-            self._cleanup()
-            redeliver(exc.signum)
-        except BaseException:
-            self._cleanup()
+            stop = stop_request(exc)  # also SIGTERM during `import onnxruntime` (an ImportError caused by it)
+            if isinstance(stop, Terminated):
+                redeliver(stop.signum)
+            if isinstance(exc, ShrinkrayError):
+                self.app.abort(f"shrinkray: {exc}")
             raise
         finally:
             self.initializing = False

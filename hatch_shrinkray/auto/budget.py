@@ -142,7 +142,7 @@ def _quick(e: Expected, square: float | None, got: npt.NDArray[Any]) -> OutputCo
 
 def _margins(e: Expected, ref: list[npt.NDArray[Any]]) -> Margins | None:
     if e.kind == "decision":
-        return None, None, _floored(np.abs(e.flat - 0.5))
+        return None, None, _floored(np.abs(e.flat - e.threshold))
     if e.kind != "top-1":
         return None
     firsts, seconds, gaps = [], [], []

@@ -24,6 +24,7 @@ from hatch_shrinkray.files import write_atomically
 from hatch_shrinkray.options import (
     DECODES,
     ENCODINGS,
+    JUDGES,
     LOAD_BUDGET,
     METHODS,
     SCHEMES,
@@ -42,7 +43,7 @@ FLAG_NAMES = {"method": "--method", "min_elements": "--min-elements", "scheme": 
               "int_range": "--int-range", "max_rel_l2": "--max-rel-l2", "min_cosine": "--min-cosine",
               "min_top1": "--min-top1", "budget_rel_l2": "--budget-rel-l2", "budget_cosine": "--budget-cosine",
               "budget_agreement": "--budget-agreement", "budget_load": "--budget-load", "encodings": "--encoding",
-              "plan": "--plan", "runtimes": "--runtime"}
+              "plan": "--plan", "runtimes": "--runtime", "judges": "--judge"}
 
 
 def _verify_args(p: argparse.ArgumentParser) -> None:
@@ -64,6 +65,9 @@ def _verify_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--min-cosine", type=float, default=d.min_cosine, help=f"default {d.min_cosine}")
     g.add_argument("--min-top1", type=float, default=d.min_top1,
                    help=f"minimum top-1 agreement for class-score outputs (default {d.min_top1})")
+    g.add_argument("--judge", action="append", default=[], metavar="OUTPUT=JUDGE",
+                   help="how an output's answers are compared, instead of the judge its shape implies "
+                        f"(repeatable; {', '.join(JUDGES)}; off: not judged)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -199,10 +203,16 @@ def _verify_options(args: argparse.Namespace) -> VerifyOptions:
         if not sep or not value.strip().lstrip("-").isdigit():
             raise ShrinkrayError(f"--dim {item!r} must look like NAME=VALUE with an integer value")
         dims.append((name, int(value)))
+    judges = []
+    for item in args.judge:
+        output, sep, judge = item.rpartition("=")
+        if not sep or not output:
+            raise ShrinkrayError(f"--judge {item!r} must look like OUTPUT=JUDGE (e.g. 'probability_map=map')")
+        judges.append((output, judge))
     low, high = args.int_range
     return VerifyOptions(inputs=args.inputs, dims=tuple(dims), default_dim=args.default_dim, samples=args.samples,
                          int_low=low, int_high=high, max_rel_l2=args.max_rel_l2, min_cosine=args.min_cosine,
-                         min_top1=args.min_top1)
+                         min_top1=args.min_top1, judges=tuple(judges))
 
 
 def _shrink_options(args: argparse.Namespace) -> ShrinkOptions:

@@ -324,11 +324,10 @@ def _calibration(loaded: Loaded, original: str | bytes, options: ShrinkOptions,
     if units >= MIN_UNITS:
         return prepared, ""
     every = tuple(range(len(prepared.samples.feeds)))
-    kind = unit_kind(prepared.seq.units)
     what = "auto fell back to int8 round-to-nearest" if needs_data else "round-to-nearest"
     return Prepared(prepared.samples, None, every), (
-        f"{what}: {units} independent {kind}, fewer than the {MIN_UNITS} it takes to tell a fitted choice from "
-        f"chance (record more: {RECORD_HINT})")
+        f"{what}: {units} independent {unit_kind(prepared.seq.units)}, fewer than the {MIN_UNITS} it takes to "
+        "tell a fitted choice from chance")
 
 
 def _reference_source(loaded: Loaded, source: str | os.PathLike[str] | ModelProto) -> str | bytes:

@@ -110,5 +110,5 @@ class Evidence:
         if not self.real:
             return f"{text}: generated inputs, no evidence"
         if self.weak:
-            return f"{text}: weak evidence (fewer than {MIN_UNITS} independent units)"
+            return f"{text}: weak evidence"
         return text

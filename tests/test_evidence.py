@@ -28,7 +28,7 @@ def ppocr_v6_det() -> Path:
     return wheel_member("rapidocr==3.10.0", "rapidocr/models/PP-OCRv6_det_small.onnx")
 
 
-def _strokes(img: np.ndarray, rng: np.random.Generator, x0: int, x1: int, y: int, h: int) -> None:  # type: ignore[type-arg]
+def _strokes(img: np.ndarray, rng: np.random.Generator, x0: int, x1: int, *, y: int, h: int) -> None:  # type: ignore[type-arg]
     """Dark pen strokes in glyph-sized cells: what a text detector and recogniser respond to."""
     x = x0
     while x < x1 - 12:
@@ -48,7 +48,7 @@ def pages(n: int, size: int = 256) -> np.ndarray:  # type: ignore[type-arg]
         img = np.full((size, size, 3), 255, np.uint8)
         for _ in range(int(rng.integers(3, 6))):
             y = int(rng.integers(8, size - 24))
-            _strokes(img, rng, int(rng.integers(4, size // 2)), size - 8, y, int(rng.integers(10, 16)))
+            _strokes(img, rng, int(rng.integers(4, size // 2)), size - 8, y=y, h=int(rng.integers(10, 16)))
         out.append(((img / 255.0 - MEAN) / STD).transpose(2, 0, 1)[None].astype(np.float32))
     return np.stack(out)
 
@@ -58,7 +58,7 @@ def lines(n: int, width: int = 160) -> np.ndarray:  # type: ignore[type-arg]
     for seed in range(n):
         rng = np.random.default_rng(1000 + seed)
         img = np.full((48, width, 3), 255, np.uint8)
-        _strokes(img, rng, 4, width, int(rng.integers(10, 16)), int(rng.integers(18, 26)))
+        _strokes(img, rng, 4, width, y=int(rng.integers(10, 16)), h=int(rng.integers(18, 26)))
         out.append(((img / 255.0 - 0.5) / 0.5).transpose(2, 0, 1)[None].astype(np.float32))
     return np.stack(out)
 

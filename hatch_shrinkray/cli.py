@@ -459,11 +459,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     data: dict[str, Any]
     if args.shadow:
         shadowed = run_shadow(configured, settings, display)
-        print(report.render_shadow(shadowed))
+        print(report.render_shadow(shadowed, args.max_flip_rate))
         data = report.shadow_json(shadowed)
-        flips = [s.stats for s in shadowed.run.models.values() if s.stats is not None]
-        too_many = any(s.errors or s.flips > args.max_flip_rate * s.positions for s in flips)
-        code = 1 if too_many else shadowed.run.exit_code
+        code = 1 if report.shadow_failures(shadowed, args.max_flip_rate) else shadowed.run.exit_code
     elif args.search:
         searched = run_search(configured, settings, display, args.max_runs)
         entries = plan_entries(searched, command, args.max_flip_rate)

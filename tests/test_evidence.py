@@ -8,6 +8,7 @@ rounding error into directions the fitted units do not use, and the other units 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -131,3 +132,64 @@ def test_output_aware_rounding_that_generalises_is_kept(tmp_path: Path) -> None:
     assert v is not None and v.fitting.startswith("output-aware rounding kept: on 16 held-out units"), v
     assert any("gptq" in t.encoding for t in result.tensors)
     assert onnx.load(str(tmp_path / "out.onnx")).graph.node[0].op_type == "Cast"  # int8's decode, same bytes
+
+
+def recurrent_model(decay: float = 0.995) -> onnx.ModelProto:
+    """A leaky recurrent unit: stateN = decay * state + x W, p = sigmoid(stateN v). Its state carries
+    every step's weight error forward, as Silero VAD's LSTM state does."""
+    rng = np.random.default_rng(0)
+    d, h = 64, 256
+    w = (rng.standard_normal((d, h)) * 0.3).astype(np.float32)
+    v = (rng.standard_normal((h, 1)) / 16).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["u"]), helper.make_node("Mul", ["state", "decay"], ["s1"]),
+             helper.make_node("Add", ["s1", "u"], ["stateN"]), helper.make_node("MatMul", ["stateN", "v"], ["z"]),
+             helper.make_node("Sigmoid", ["z"], ["p"])]
+    return model(nodes, [vi("x", [1, d]), vi("state", [1, h])], [vi("p", [1, 1]), vi("stateN", [1, h])],
+                 [init("W", w), init("v", v), init("decay", np.full((1,), decay, np.float32))])
+
+
+STREAMING = """
+import sys
+import numpy as np, onnxruntime as ort
+sess = ort.InferenceSession(sys.argv[1])
+rng = np.random.default_rng(0)
+for stream in range(8):
+    state = np.zeros((1, 256), np.float32)
+    for x in rng.standard_normal((300, 64)).astype(np.float32) * 0.2:
+        p, state = sess.run(None, {"x": x[None], "state": state})
+"""
+
+
+def test_closed_loop_catches_the_drift_that_per_call_comparison_misses(tmp_path: Path) -> None:
+    """Judged call by call on the original's states, int8 flips no decision of this recurrent model;
+    run as the program runs it, the shrunk model on its own state, its error accumulates and moves
+    decisions in several of the 8 streams. `check --shadow` runs it that way and says so."""
+    src = save(recurrent_model(), tmp_path / "rnn.onnx")
+    script = tmp_path / "stream.py"
+    script.write_text(STREAMING)
+    proc = cli("check", "--shadow", str(src), "--", sys.executable, str(script), str(src))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    evidence = next(ln for ln in proc.stdout.splitlines() if ln.startswith("rnn.onnx: "))
+    flipped = int(evidence.split(" of 2400 decisions flipped")[0].rsplit(" ", 1)[-1])
+    changed = int(evidence.split(" over 8 streams (")[1].split(" changed")[0])
+    assert flipped > 0 and changed > 0, evidence
+    assert evidence.endswith(": weak evidence"), evidence  # 8 streams are fewer than MIN_UNITS
+    assert "verdict: FAILS" in proc.stdout
+
+    # The same calls judged one by one, each on the original's own state: nothing flips.
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(str(src))
+    rng = np.random.default_rng(0)
+    xs, states = [], []
+    for _ in range(8):
+        state = np.zeros((1, 256), np.float32)
+        for x in rng.standard_normal((300, 64)).astype(np.float32) * 0.2:
+            xs.append(x[None])
+            states.append(state)
+            _, state = sess.run(None, {"x": x[None], "state": state})
+    np.savez(tmp_path / "calls.npz", x=np.stack(xs), state=np.stack(states))
+    per_call = shrink(src, None, ShrinkOptions(method="int8", verify=VerifyOptions(
+        inputs=tmp_path / "calls.npz", judges=(("stateN", "values"),))))  # a .npz does not say what is state
+    assert per_call.verification is not None and per_call.verification.evidence is not None
+    assert per_call.verification.evidence.flips == 0

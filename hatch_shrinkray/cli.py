@@ -469,7 +469,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(report.render_search(searched, written))
         data = report.search_json(searched)
         joint_failed = searched.joint is not None and not searched.joint.passed
-        code = 1 if joint_failed or not searched.found or any(f.best is None for f in searched.found) else 0
+        refused = any(f.best is None or not f.accepted for f in searched.found)
+        code = 1 if joint_failed or not searched.found or refused else 0
     else:
         checked = run_check(configured, settings, display)
         print(report.render_check(checked))

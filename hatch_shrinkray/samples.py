@@ -76,6 +76,14 @@ class Sequencing:
     def unit_count(self) -> int:
         return len(set(self.units))
 
+    def spread(self, wanted: int) -> list[int]:
+        """The feeds of ``wanted`` judged samples (single feeds, or whole streams) evenly spread
+        over all of them, in feed order."""
+        groups = self.groups()
+        n, m = len(groups), min(len(groups), wanted)
+        picked = sorted({round(k * (n - 1) / max(m - 1, 1)) for k in range(m)}) if m else []
+        return sorted(i for g in picked for i in groups[g])
+
 
 @dataclass(frozen=True)
 class Calibration:

@@ -42,7 +42,7 @@ from hatch_shrinkray.onnxgraph.graph import Names, Site, find_sites, opset_versi
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights, record, rows_decodable, skip_reason
 from hatch_shrinkray.options import LOAD_BUDGET, WEB_LOAD_BUDGET, ShrinkOptions
 from hatch_shrinkray.result import TensorRecord
-from hatch_shrinkray.samples import Feed, Sequencing, as_calibration
+from hatch_shrinkray.samples import Feed, as_calibration
 
 FLOAT32 = 1
 LOG = logging.getLogger("hatch_shrinkray.auto")
@@ -193,7 +193,7 @@ class Auto:
                    for s in cal.sites]
         LOG.info("auto: %d weights, %d feeds, candidates ready after %.1f s", len(weights), len(calibration),
                  time.perf_counter() - start)
-        subset = spread_groups(calibration.seq, SENSITIVITY_FEEDS)
+        subset = calibration.seq.spread(SENSITIVITY_FEEDS)
         _sensitivity(weights, cal.probe, cal.base, subset)
         LOG.info("auto: sensitivity measured after %.1f s (%d runs)", time.perf_counter() - start, cal.probe.runs)
         return Analysis(weights, cal.probe, cal.base, subset)
@@ -325,14 +325,6 @@ def _judge_plan(model: ModelProto, analysis: Analysis, chosen: dict[Key, tuple[W
     fitted = score(names, base, probe.run(plan), probe.seq, options.verify)
     rtn = score(names, base, probe.run(plain), probe.seq, options.verify)
     return decide("auto's plan", fitted, rtn, held.seq.unit_count(), "the held-out half")
-
-
-def spread_groups(seq: Sequencing, wanted: int) -> list[int]:
-    """The feeds of ``wanted`` judged samples (single feeds, or whole streams) evenly spread over all."""
-    groups = seq.groups()
-    n, m = len(groups), min(len(groups), wanted)
-    picked = sorted({round(k * (n - 1) / max(m - 1, 1)) for k in range(m)})
-    return sorted(i for g in picked for i in groups[g])
 
 
 def load_budget(options: ShrinkOptions) -> float:

@@ -185,6 +185,8 @@ def render_search(searched: Searched, written: str | None) -> str:
                      f"({100 * b.shrunk_size / b.original_size:.1f}%) with {p.options.method} and {tensors}; "
                      f"{tally(f.best.verdict.shrunk)}, nothing regressed, {flips} of {positions} shadow decisions "
                      f"flipped ({f.runs} runs; configured as is: {human(p.shrunk_size)})")
+        if f.guard:
+            lines.append(f"{p.relpath}: {f.guard}")
     if searched.joint is not None:
         j = searched.joint
         lines.append("every plan at once: " + ("nothing regressed" if j.passed else
@@ -203,7 +205,7 @@ def search_json(searched: Searched) -> dict[str, Any]:
 def _found_json(f: Found) -> dict[str, Any]:
     best = f.best
     return {"model": f.prepared.relpath, "runs": f.runs, "ranked": list(f.ranked[:20]),
-            "passed": best is not None,
+            "passed": best is not None, "accepted": best is not None and f.accepted, "guard": f.guard,
             "tensors": [] if best is None else [[s, t, e] for (s, t), e in sorted(best.tensors.items())],
             "shrunk_size": None if best is None else best.prepared.shrunk_size,
             "shrunk_sha256": None if best is None else best.shrunk_sha256}

@@ -87,6 +87,8 @@ class Evidence:
     """Fine-grained decisions compared (argmax per row or frame, thresholded steps or pixels)."""
     flips: int = 0
     real: bool = True
+    describes: str = "answers"
+    """What one answer is (``lines``, ``maps``, ``streams``, ``labels``), for people."""
 
     @property
     def bound(self) -> float:
@@ -102,8 +104,8 @@ class Evidence:
         parts = []
         if self.decisions:
             parts.append(f"{self.flips} of {self.decisions} decisions flipped")
-        if self.answers and self.answers != self.decisions:
-            parts.append(f"{self.changed_answers} of {self.answers} answers changed")
+        if self.answers and (self.answers != self.decisions or self.changed_answers != self.flips):
+            parts.append(f"{self.changed_answers} of {self.answers} {self.describes} changed")
         head = ", ".join(parts) or "no discrete answers"
         text = (f"{head} over {self.units} {self.unit_kind} ({self.changed_units} changed; "
                 f"<= {100 * self.bound:.0f}% at 95%)")

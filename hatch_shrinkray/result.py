@@ -130,7 +130,7 @@ class VerifyResult:
         """One line for reports: the worst output, what it rests on and how sure it is."""
         text = f"cos {self.worst_cosine:.6f}, rel-L2 {self.worst_rel_l2:.2e}"
         agreeing = [o for o in self.outputs if o.top1 is not None and o.agreement_kind != "equal"]
-        if agreeing:
+        if agreeing and (self.evidence is None or not self.real):
             worst = min(agreeing, key=lambda o: o.top1 if o.top1 is not None else 1.0)
             text += f", {worst.agreement_kind} {worst.agreement_text()}"
         text += f" on {self.basis()}"

@@ -8,7 +8,9 @@ held-out clips kept their speech segments under ``auto``, 19 under round-to-near
 judged against round-to-nearest on units it never saw (cross-fitted folds for ``int8``, the
 held-out half for ``auto``), with the package's judges: *decisions first* (fewer changed answers,
 then fewer flipped decisions), *then error* (the sum over outputs of squared relative L2). A tie on
-decisions goes to the smaller error. Losing means falling back, and the report line says so.
+decisions goes to the smaller error, except for ``auto``, whose plans trade error for bytes within
+its accuracy budget: it must keep as many answers and decisions as round-to-nearest, and may
+spend error to do it in fewer bytes. Losing means falling back, and the report line says so.
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ class Score:
     """Sum over outputs of squared relative L2."""
     describes: str = "answers"
 
-    def key(self) -> tuple[int, int, float]:
-        return self.changed, self.flips, self.error
+    def key(self, with_error: bool = True) -> tuple[int, int, float]:
+        return self.changed, self.flips, self.error if with_error else 0.0
 
     def text(self) -> str:
         return (f"{self.changed} {self.describes} changed, {self.flips} decisions flipped, "
@@ -83,5 +85,7 @@ def score(names: Sequence[str], reference: Outputs, got: Outputs, seq: Sequencin
                  describes.pop() if len(describes) == 1 else "answers")
 
 
-def decide(what: str, fitted: Score, plain: Score, units: int, how: str) -> Outcome:
-    return Outcome(what, fitted.key() <= plain.key(), fitted, plain, units, how)
+def decide(what: str, fitted: Score, plain: Score, units: int, how: str, *, by_error: bool = True) -> Outcome:
+    """Kept when ``fitted`` is at least as good as ``plain``: decisions first, then (``by_error``)
+    error."""
+    return Outcome(what, fitted.key(by_error) <= plain.key(by_error), fitted, plain, units, how)

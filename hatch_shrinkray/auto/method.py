@@ -324,7 +324,7 @@ def _judge_plan(model: ModelProto, analysis: Analysis, chosen: dict[Key, tuple[W
     names = probe.names[: probe.n_outputs]
     fitted = score(names, base, probe.run(plan), probe.seq, options.verify)
     rtn = score(names, base, probe.run(plain), probe.seq, options.verify)
-    return decide("auto's plan", fitted, rtn, held.seq.unit_count(), "the held-out half")
+    return decide("auto's plan", fitted, rtn, held.seq.unit_count(), "the held-out half", by_error=False)
 
 
 def load_budget(options: ShrinkOptions) -> float:

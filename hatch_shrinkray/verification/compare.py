@@ -107,8 +107,8 @@ def expect(ref: Arrays, threshold: float = THRESHOLD, judge: Judge | None = None
     """The original's values of one output, prepared; ``judge`` as chosen (detected when None)."""
     flat = _flat(ref)
     judge = judge or detect(ref, recurrent=recurrent)
-    if flat.dtype.kind not in "fc":
-        return Expected(ref, flat, np.ones(flat.shape, dtype=bool), "equal" if judge.decision else "", judge)
+    if flat.dtype.kind not in "fc":  # no numbers to measure: the exact values are all there is to compare
+        return Expected(ref, flat, np.ones(flat.shape, dtype=bool), "equal", judge)
     a64 = flat.astype(np.float64)
     finite = np.isfinite(a64)
     first = np.asarray(ref[0])

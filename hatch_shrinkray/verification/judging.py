@@ -75,6 +75,8 @@ def evidence_of(comparisons: Sequence[OutputComparison], seq: Sequencing, real: 
             if changed:
                 changed_units.add(unit)
     counted = [c for c in comparisons if c.judge not in ("off", "")]
+    describes = {c.describes for c in counted if c.answers}
     return Evidence(len(set(units)), len(changed_units), unit_kind(units),
                     answers=sum(c.answers for c in counted), changed_answers=sum(c.changed_answers for c in counted),
-                    decisions=sum(c.positions for c in counted), flips=sum(c.flips for c in counted), real=real)
+                    decisions=sum(c.positions for c in counted), flips=sum(c.flips for c in counted), real=real,
+                    describes=describes.pop() if len(describes) == 1 else "answers")

@@ -58,9 +58,9 @@ def detect(ref: Arrays, *, recurrent: bool = False, fed_back: bool = False) -> J
     first = np.asarray(ref[0])
     if fed_back:
         return Values()  # a recurrent state: its error shows in the outputs it feeds
-    if first.dtype.kind in "biu":
-        return Equal()
-    if first.dtype.kind != "f" or not all(np.isfinite(np.asarray(r)).all() for r in ref):
+    if first.dtype.kind != "f":
+        return Equal()  # integers, booleans, strings: the exact values are the answer
+    if not all(np.isfinite(np.asarray(r)).all() for r in ref):
         return Values()
     if _map(ref, first):
         return Maps()

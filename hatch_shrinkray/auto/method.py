@@ -194,7 +194,7 @@ class Auto:
         LOG.info("auto: %d weights, %d feeds, candidates ready after %.1f s", len(weights), len(calibration),
                  time.perf_counter() - start)
         subset = calibration.seq.spread(SENSITIVITY_FEEDS)
-        _sensitivity(weights, cal.probe, cal.base, subset)
+        _sensitivity(weights, cal.probe, cal.base, subset, _judges(cal.probe, options))
         LOG.info("auto: sensitivity measured after %.1f s (%d runs)", time.perf_counter() - start, cal.probe.runs)
         return Analysis(weights, cal.probe, cal.base, subset)
 
@@ -207,8 +207,9 @@ class Auto:
         """The budget's assignment (each weight's candidate) and a line saying how it was found."""
         weights, probe, base = analysis.weights, analysis.probe, analysis.base
         runs = probe.runs
-        baseline = Baseline(base)
-        quick = Baseline([base[k] for k in analysis.subset])
+        judges = _judges(probe, options)
+        baseline = Baseline(base, judges)
+        quick = Baseline([base[k] for k in analysis.subset], judges)
 
         def replaced(choice: tuple[int, ...]) -> dict[Key, npt.NDArray[Any]]:
             return {site_key(w.site): w.candidates[c].decoded for w, c in zip(weights, choice, strict=True)}
@@ -327,6 +328,12 @@ def _judge_plan(model: ModelProto, analysis: Analysis, chosen: dict[Key, tuple[W
     return decide("auto's plan", fitted, rtn, held.seq.unit_count(), "the held-out half", by_error=False)
 
 
+def _judges(probe: Probe, options: ShrinkOptions) -> list[str]:
+    """Per model output, the judge the ``judges`` option names for it (``auto`` if none)."""
+    v = options.verify
+    return [v.judge_of(n) if v is not None else "auto" for n in probe.names[: probe.n_outputs]]
+
+
 def load_budget(options: ShrinkOptions) -> float:
     """``budget-load`` as set, else the default for the declared runtimes."""
     if options.budget_load is not None:
@@ -403,12 +410,13 @@ def _int4_ok(site: Site) -> bool:
             and bool(site.consumers) and all(n.op_type == "MatMul" and i == 1 for n, i in site.consumers))
 
 
-def _sensitivity(weights: list[Weight], probe: Probe, base: list[list[npt.NDArray[Any]]], subset: list[int]) -> None:
+def _sensitivity(weights: list[Weight], probe: Probe, base: list[list[npt.NDArray[Any]]], subset: list[int],
+                 judges: list[str]) -> None:
     """Measure each weight alone, largest weights first, within ``MAX_EVALS`` runs: its int8, and its
     lower rungs while the weights so far hold less than ``LOW_RUNGS_SHARE`` of the bytes."""
     order = sorted(range(len(weights)), key=lambda i: (-weights[i].site.size, i))
     budget = MAX_EVALS
-    baseline = Baseline([base[k] for k in subset])
+    baseline = Baseline([base[k] for k in subset], judges)
     total = sum(w.site.size for w in weights)
     covered = 0
     for i in order:

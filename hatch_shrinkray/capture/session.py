@@ -1,51 +1,59 @@
 """Instrumenting ``onnxruntime.InferenceSession`` (the class itself, so every reference to it, old
 or new, is covered): each session learns which model it runs (sha256 of the bytes it was given) and
-each ``run()`` is shown to that model's log. What happens at process exit: this process's logs are
-written into the record directory, one part per model, for ``run.finish`` to merge.
+each ``run()`` that succeeded is shown to that model's log, with the stream step ``StreamTracker``
+sees and the unit (test) it ran in; a ``run()`` that raised is only counted. At process exit this
+process's logs are written into the run directory, one part per model, for ``run.finish`` to merge,
+then the process's report (``capture.process``). Nothing here may break the program: a failure to
+observe or to write is counted or reported in one line, never raised.
 """
 
 from __future__ import annotations
 
-import atexit
+import contextlib
 import functools
 import hashlib
 import itertools
 import os
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from hatch_shrinkray.capture import env, swap
+from hatch_shrinkray.capture import env, process, swap, units
 from hatch_shrinkray.capture.env import MAX_BYTES, MAX_SAMPLES
-from hatch_shrinkray.capture.recorder import ModelLog
-from hatch_shrinkray.verification.recordings import SHA_DIGITS, write_recording
+from hatch_shrinkray.capture.recorder import ModelLog, part_of
+from hatch_shrinkray.capture.streams import StreamTracker
+from hatch_shrinkray.errors import one_line
+from hatch_shrinkray.verification.recordings import BYTES_MODEL, SHA_DIGITS, write_stored
 
 if TYPE_CHECKING:
     from hatch_shrinkray.capture.shadow import ModelStats
 
 PARTS = ".parts"
 _ATTR = "_hatch_shrinkray_model"
+_OUTPUTS = "_hatch_shrinkray_outputs"
 _TWIN = "_hatch_shrinkray_twin"
 _logs: dict[str, ModelLog] = {}
 _lock = threading.Lock()
 _serial = itertools.count()
 _instrumented: set[int] = set()
+_tracker = StreamTracker()
 
 
 def model_identity(path_or_bytes: Any) -> tuple[str, str] | None:
     """(sha256, label) of what a session is created from: a path (read here) or serialized bytes."""
     try:
         if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
-            return hashlib.sha256(path_or_bytes).hexdigest(), "<bytes>"
+            return hashlib.sha256(path_or_bytes).hexdigest(), BYTES_MODEL
         path = os.fspath(path_or_bytes)
         digest = hashlib.sha256()
         with open(path, "rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(chunk)
-        return digest.hexdigest(), str(path)
-    except (OSError, TypeError):
+        return digest.hexdigest(), os.path.abspath(path)  # made project-relative when the parts are merged
+    except (OSError, TypeError, ValueError):
         return None
 
 
@@ -54,6 +62,7 @@ def instrument(module: ModuleType) -> None:
     if id(cls) in _instrumented:
         return
     _instrumented.add(id(cls))
+    process.stats["onnxruntime"] = True
     init, run = cls.__init__, cls.run
 
     @functools.wraps(init)
@@ -78,15 +87,21 @@ def instrument(module: ModuleType) -> None:
                 return twin
 
             _watch(self, target, check, path_or_bytes if given is not path_or_bytes else target.shrunk, make_twin)
-        if os.environ.get(env.RECORD) and identity() is not None:
-            setattr(self, _ATTR, _log_for(identity(), tuple(i.name for i in self.get_inputs())))  # type: ignore[arg-type]
+        if os.environ.get(env.RECORD):
+            _record_session(self, identity)
 
     @functools.wraps(run)
     def run_(self: Any, output_names: Any, input_feed: Any, *args: Any, **kwargs: Any) -> Any:
         log = getattr(self, _ATTR, None)
-        if log is not None:
-            log.observe(input_feed)
-        out = run(self, output_names, input_feed, *args, **kwargs)
+        if log is None:
+            out = run(self, output_names, input_feed, *args, **kwargs)
+        else:
+            try:
+                out = run(self, output_names, input_feed, *args, **kwargs)
+            except Exception:
+                log.rejected()
+                raise
+            _observe(self, log, output_names, input_feed, out)
         twin = getattr(self, _TWIN, None)
         if twin is not None:
             twin.compare(self, output_names, out, lambda other: run(other, output_names, input_feed, *args, **kwargs))
@@ -142,16 +157,40 @@ def _watch(session: Any, target: swap.Target, check: swap.Instructions, other: A
     setattr(session, _TWIN, _Twin(twin, seen.stats, check.load == "original", check.threshold))
 
 
+def _record_session(session: Any, identity: Callable[[], tuple[str, str] | None]) -> None:
+    try:
+        known = identity()
+        if known is None:
+            return
+        inputs = tuple(i.name for i in session.get_inputs())
+        outputs = tuple(o.name for o in session.get_outputs())
+    except Exception:
+        return
+    process.stats["sessions"] += 1
+    setattr(session, _ATTR, _log_for(known, inputs))
+    setattr(session, _OUTPUTS, outputs)
+
+
+def _observe(session: Any, log: ModelLog, output_names: Any, feed: Any, outputs: Any) -> None:
+    """Show a successful call to its model's log; a failure here is counted, never raised."""
+    try:
+        process.stats["calls"] += 1
+        names = list(output_names) if output_names else list(getattr(session, _OUTPUTS, ()))
+        step = _tracker.before(session, feed)
+        candidate = _tracker.after(session, names, list(outputs))
+        log.observe(feed, step, units.current(), candidate)
+    except Exception as exc:
+        log.failed(exc)
+
+
 def _log_for(identity: tuple[str, str], inputs: tuple[str, ...]) -> ModelLog:
     sha, label = identity
     with _lock:
         log = _logs.get(sha)
         if log is None:
-            if not _logs:
-                atexit.register(flush)
             log = _logs[sha] = ModelLog(sha, label, inputs, _bound(env.RECORD_SAMPLES, MAX_SAMPLES),
                                         _bound(env.RECORD_BYTES, MAX_BYTES))
-        elif log.model == "<bytes>" and label != "<bytes>":
+        elif log.model == BYTES_MODEL and label != BYTES_MODEL:
             log.model = label  # a path is more use to people than "<bytes>"
         return log
 
@@ -164,21 +203,31 @@ def _bound(variable: str, default: int) -> int:
 
 
 def flush() -> list[Path]:
-    """Write this process's logs into the record directory (one part per model) and forget them."""
-    target = os.environ.get(env.RECORD)
+    """Write this process's logs into the run directory (one part per model), forget them, and
+    report. Never raises: a failed write (a full disk) is one line on stderr and in the report."""
+    directory = process.directory()
     with _lock:
         logs = list(_logs.values())
         _logs.clear()
-    if not target or not logs:
+    if directory is None:
         return []
-    directory = Path(target)
-    directory.mkdir(parents=True, exist_ok=True)
-    written = []
+    written: list[Path] = []
+    errors: list[str] = []
     for log in logs:
-        rec = log.recording()
-        if rec.samples:
-            name = f"{log.sha256[:SHA_DIGITS]}.{os.getpid()}.{next(_serial)}.npz"
-            written.append(write_recording(directory, rec, name=name))
+        try:
+            meta, samples = part_of(log)
+            if not meta["calls"] and not meta["skipped"]:
+                continue
+            path = directory / f"{log.sha256[:SHA_DIGITS]}.{os.getpid()}.{next(_serial)}.npz"
+            write_stored(path, meta, samples)
+            written.append(path)
+        except Exception as exc:
+            why = one_line(exc) if not isinstance(exc, OSError) else (exc.strerror or one_line(exc))
+            errors.append(f"{Path(log.model).name}: {why}")
+            with contextlib.suppress(Exception):
+                sys.stderr.write(f"hatch-shrinkray: could not write the recording of {Path(log.model).name}: "
+                                 f"{why}\n")
+    process.report([p.name for p in written], errors)
     return written
 
 

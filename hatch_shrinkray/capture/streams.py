@@ -1,0 +1,154 @@
+"""Telling recurrent (streaming) models apart at run time: an input of a call that is bitwise equal to
+an output of an earlier call of the same session object is *fed back* (Silero VAD's ``stateN``
+returns as ``state``). Calls chained that way form a *stream*; the first call of a stream holds every
+input, the later ones are computed from the previous step's outputs.
+
+Per session object the tracker keeps the outputs of the last calls whose shape and dtype equal one of
+that call's inputs (the only ones that can come back), by reference and with a CRC32 of their bytes
+taken when they were returned (so an output the program changed in place is not mistaken for the
+one the model computed). Several streams may run interleaved on one session (a server with one
+session for many audio streams): each open stream end is remembered, the most recent
+``OPEN_ENDS`` of them and at most ``OPEN_BYTES`` of outputs. A call continues the stream whose end it
+matches; once a stream has fed something back, a call continues it only if it feeds back the same
+inputs from the same outputs. Anything else starts a new stream (step 0).
+
+Standard library and numpy only; thread-safe. Used by the recorder (``capture.recorder``) and, for
+closed-loop comparisons, by the shadow twin.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import weakref
+import zlib
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+OPEN_ENDS = 64
+OPEN_BYTES = 64_000_000
+
+Pairs = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Step:
+    stream: int
+    """Number of the stream in this tracker, in the order streams started."""
+    step: int
+    """0 for the call that started the stream."""
+    feedback: Pairs
+    """(input, output) pairs this call was fed back through; empty at step 0."""
+
+
+@dataclass
+class _End:
+    """The last call of one stream: its outputs that may come back."""
+
+    stream: int
+    step: int
+    feedback: Pairs
+    outputs: dict[str, tuple[Any, int]]
+    """Output name -> (the array as returned, CRC32 of its bytes then)."""
+    nbytes: int
+
+
+class _Session:
+    def __init__(self) -> None:
+        self.ends: OrderedDict[int, _End] = OrderedDict()
+        self.pending: tuple[Step, set[tuple[str, tuple[int, ...]]]] | None = None
+
+
+class StreamTracker:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._streams = itertools.count()
+        self._sessions: weakref.WeakKeyDictionary[Any, _Session] = weakref.WeakKeyDictionary()
+        self._by_id: dict[int, _Session] = {}
+        self._local = threading.local()
+
+    def _state(self, session: Any) -> _Session:
+        try:
+            state = self._sessions.get(session)
+            if state is None:
+                state = self._sessions[session] = _Session()
+        except TypeError:  # not weakly referenceable
+            state = self._by_id.setdefault(id(session), _Session())
+        return state
+
+    def before(self, session: Any, feed: Mapping[str, Any]) -> Step:
+        """The step this call (about to run, or just run, with ``feed``) is of."""
+        arrays = {name: value for name, value in feed.items() if isinstance(value, np.ndarray)}
+        with self._lock:
+            state = self._state(session)
+            found = self._continued(state, arrays)
+            if found is None:
+                step = Step(next(self._streams), 0, ())
+            else:
+                end, pairs = found
+                del state.ends[end.stream]
+                step = Step(end.stream, end.step + 1, pairs)
+            self._local.last = (id(session), step, {(a.dtype.str, a.shape) for a in arrays.values()})
+            return step
+
+    def after(self, session: Any, output_names: Sequence[str], outputs: Sequence[Any]) -> bool:
+        """Remember the outputs of the call ``before`` was last told of in this thread; whether any
+        of them could be fed back (it has the shape and dtype of one of the call's inputs)."""
+        last = getattr(self._local, "last", None)
+        if last is None or last[0] != id(session):
+            return False
+        self._local.last = None
+        _, step, signatures = last
+        kept: dict[str, tuple[Any, int]] = {}
+        nbytes = 0
+        for name, value in zip(output_names, outputs, strict=False):
+            if isinstance(value, np.ndarray) and (value.dtype.str, value.shape) in signatures \
+                    and value.flags.c_contiguous:
+                kept[name] = (value, _crc(value))
+                nbytes += int(value.nbytes)
+        if not kept:
+            return False
+        with self._lock:
+            state = self._state(session)
+            state.ends[step.stream] = _End(step.stream, step.step, step.feedback, kept, nbytes)
+            total = sum(e.nbytes for e in state.ends.values())
+            while len(state.ends) > 1 and (len(state.ends) > OPEN_ENDS or total > OPEN_BYTES):
+                _, dropped = state.ends.popitem(last=False)
+                total -= dropped.nbytes
+        return True
+
+    @staticmethod
+    def _continued(state: _Session, arrays: Mapping[str, Any]) -> tuple[_End, Pairs] | None:
+        """The open stream end this feed continues (most recent first), with the pairs it feeds back."""
+        crcs: dict[str, int] = {}
+        for end in reversed(state.ends.values()):
+            pairs: list[tuple[str, str]] = []
+            for name, value in arrays.items():
+                for out, (array, crc) in end.outputs.items():
+                    if value.dtype == array.dtype and value.shape == array.shape and value.flags.c_contiguous:
+                        if name not in crcs:
+                            crcs[name] = _crc(value)
+                        if crcs[name] == crc and (value is array or _equal(value, array)):
+                            pairs.append((name, out))
+                            break
+            if not pairs:
+                continue
+            if end.feedback:
+                if set(end.feedback) <= set(pairs):
+                    return end, end.feedback
+                continue
+            return end, tuple(sorted(pairs))
+        return None
+
+
+def _crc(array: Any) -> int:
+    return zlib.crc32(memoryview(array).cast("B")) if array.size else 0
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """Bitwise equality (NaN payloads and -0.0 included)."""
+    return a.size == 0 or memoryview(a).cast("B") == memoryview(b).cast("B")

@@ -24,11 +24,13 @@ from hatch_shrinkray.verification.inputs import (
     InputSpec,
     Samples,
     describe_generated,
+    expand_streams,
     generate,
     load_samples,
     specs_of,
     symbolic,
 )
+from hatch_shrinkray.verification.recordings import NoRecording, read_recording
 
 RETRY_DIMS = (224, 16, 1)
 """Sizes for symbolic dimensions tried in turn when the model does not run on the plausible ones."""
@@ -90,11 +92,45 @@ class Prepared:
     feeds: list[Feed]
 
 
-def prepare_samples(path: Path, specs: list[InputSpec], *, sha256: str, name: str, split: bool) -> Prepared:
-    """Load real samples and, with ``split``, hold part out (None as calibration when only one sample)."""
+def prepare_samples(path: Path, specs: list[InputSpec], *, sha256: str, name: str, split: bool,
+                    original: ModelRef | None = None, opened: Any = None) -> Prepared:
+    """Load real samples and, with ``split``, hold part out (None as calibration when only one sample).
+
+    Streams of a recurrent model are recorded without their fed-back inputs; they are filled in by
+    running the original (``opened``, else a session of ``original``) step by step on its own state,
+    so every feed downstream is complete. Raises ``NoRecording`` when a recording directory holds
+    nothing for this model."""
     samples = load_samples(path, specs, model_sha256=sha256, model_name=name)
+    if samples.partial:
+        samples = complete(samples, original, name, opened)
     calibration, feeds = samples.split() if split and len(samples.feeds) > 1 else (None, samples.feeds)
     return Prepared(samples, calibration, feeds)
+
+
+def complete(samples: Samples, original: ModelRef | None, label: str, opened: Any = None) -> Samples:
+    """``samples`` with the fed-back inputs of every stream computed by the original (open loop)."""
+    if opened is None and original is None:
+        raise ShrinkrayError("the recording holds streams of a recurrent model, and the original model is needed to "
+                             "compute their fed-back inputs", path=label)
+    sess = opened if opened is not None else session(original, label)  # type: ignore[arg-type]
+    names = [o.name for o in sess.get_outputs()]
+    try:
+        return expand_streams(samples, lambda feed: dict(zip(names, sess.run(None, feed), strict=True)))
+    except Exception as exc:
+        raise ShrinkrayError(f"the original model fails on the recorded streams: {one_line(exc)}", path=label,
+                             hint=f"check the arrays in {samples.source}") from exc
+
+
+def recorded_feeds(path: Path, model: ModelRef, label: str) -> list[Feed]:
+    """Every feed of the recording at ``path`` complete (streams filled in by ``model``)."""
+    rec = read_recording(path)
+    samples = Samples([dict(s) for s in rec.samples], str(path), True, (), rec.units, rec.feedback, rec.streams)
+    return complete(samples, model, label).feeds if samples.partial else samples.feeds
+
+
+def _missing_note(exc: NoRecording) -> str:
+    return (f"{exc.path} holds no recording of this model: verified on generated inputs instead, a smoke check "
+            f"(record it: run the code that uses it under `hatch-shrinkray record --output {exc.path} -- COMMAND`)")
 
 
 def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *, split: bool = False,
@@ -110,10 +146,14 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
     except Exception as exc:  # e.g. UnicodeDecodeError for a name that is not UTF-8
         raise ShrinkrayError(f"onnxruntime cannot read its inputs and outputs: {one_line(exc)}", path=label,
                              hint="re-export the model") from exc
-    if options.inputs is not None:
-        if prepared is None:
+    notes: tuple[str, ...] = ()
+    if options.inputs is not None and prepared is None:
+        try:
             prepared = prepare_samples(Path(options.inputs), specs, sha256=sha256 or model_sha256(original),
-                                       name=name or label, split=split)
+                                       name=name or label, split=split, opened=sess)
+        except NoRecording as exc:  # data-free: generated inputs, and a warning that says so
+            notes = (_missing_note(exc),)
+    if prepared is not None:
         samples, calibration, feeds = prepared.samples, prepared.calibration, prepared.feeds
         try:
             outputs = run_all(sess, feeds)
@@ -132,7 +172,7 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
         except Exception as exc:
             tried.append(one_line(exc))
             continue
-        samples = Samples(feeds, describe_generated(specs, options, dim), False)
+        samples = Samples(feeds, describe_generated(specs, options, dim), False, notes)
         return _checked(Reference(samples, feeds, outputs, names, None, {}), label)
     raise ShrinkrayError("the original model does not run on generated inputs (" + tried[0] + ")",
                          path=label, hint=f"{RECORD_HINT}, or set `dims` for the symbolic dimensions")

@@ -98,7 +98,8 @@ TESTS = textwrap.dedent("""
         run(1, 2)
 
     def test_in_a_subprocess():
-        code = f"import sys; sys.path.insert(0, {{str(__file__.rsplit('/', 1)[0])!r}}); import test_units; test_units.run(3, 3)"
+        here = __file__.rsplit("/", 1)[0]
+        code = f"import sys; sys.path.insert(0, {{here!r}}); import test_units; test_units.run(3, 3)"
         subprocess.run([sys.executable, "-c", code], check=True)
 """)
 

@@ -74,6 +74,19 @@ def forked() -> None:
         return
     started()
     util = sys.modules.get("multiprocessing.util")
+    if util is not None:  # a worker clears finalizers when it starts, then runs its after-fork hooks
+        util.register_after_fork(_ANCHOR, _finalize_in_worker)
+
+
+class _Anchor:
+    """What ``multiprocessing``'s after-fork registry holds on to (it keeps weak references)."""
+
+
+_ANCHOR = _Anchor()
+
+
+def _finalize_in_worker(_: object) -> None:
+    util = sys.modules.get("multiprocessing.util")
     if util is not None:
         util.Finalize(None, _at_exit, exitpriority=0)
 

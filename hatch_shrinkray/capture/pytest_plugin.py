@@ -117,5 +117,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(KEY, None)
     if state is not None:
+        from hatch_shrinkray.capture.run import discard
+
         state.stack.close()  # a run that ended before sessionfinish: leave no temporary files
+        discard(state.run_dir)
         del config.stash[KEY]

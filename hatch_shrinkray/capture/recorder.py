@@ -255,21 +255,19 @@ class ModelLog:
 
     def _sample(self, feed: Mapping[str, Any], call: int, expected: Collection[str] = ()) -> Sample | None:
         """The feed encoded, or None (counted in ``skipped``) when it cannot or may not be kept."""
-        if set(feed) | set(expected) != set(self.inputs):
+        if len(feed) + len(expected) != len(self.inputs) or not all(
+                name in feed or name in expected for name in self.inputs):
             self.skipped[OTHER_NAMES] += 1
             return None
         arrays = {}
-        for name, value in feed.items():
-            array = value.numpy() if hasattr(value, "numpy") and not isinstance(value, np.ndarray) else value
-            try:
-                array = np.asarray(array)
-            except (TypeError, ValueError):
-                array = np.asarray(None)
-            if array.dtype.kind not in "biuf":
+        decoded = 0
+        for name, given in feed.items():
+            value = given if isinstance(given, np.ndarray) else _as_array(given)
+            if value.dtype.kind not in "biuf":
                 self.skipped[NOT_NUMERIC] += 1
                 return None
-            arrays[name] = array
-        decoded = sum(int(a.nbytes) for a in arrays.values())
+            arrays[name] = value
+            decoded += value.nbytes
         if decoded > MAX_DECODED:
             self.skipped[TOO_LARGE] += 1
             return None
@@ -281,11 +279,19 @@ class ModelLog:
         return Sample(call, stored, digest(stored), nbytes, decoded)
 
 
+def _as_array(value: Any) -> np.ndarray[Any, Any]:
+    """A feed value that is not an array (a list, an OrtValue) as one; a 0-d object array if not numeric."""
+    try:
+        return np.asarray(value.numpy() if hasattr(value, "numpy") else value)
+    except (TypeError, ValueError):
+        return np.asarray(None)
+
+
 def digest(stored: Stored) -> str:
     """Identity of a stored sample: equal feeds give equal members (encoding is deterministic)."""
-    h = hashlib.sha256()
+    h = hashlib.blake2b(digest_size=20)
     for j, suffix, blob in stored:
-        h.update(f"{j}{suffix}:{blob.size}:{len(blob.data)}:".encode())
+        h.update(b"%d%s:%d:%d:" % (j, suffix.encode(), blob.size, len(blob.data)))
         h.update(blob.data)
     return h.hexdigest()
 

@@ -175,9 +175,8 @@ def _observe(session: Any, log: ModelLog, output_names: Any, feed: Any, outputs:
     """Show a successful call to its model's log; a failure here is counted, never raised."""
     try:
         process.stats["calls"] += 1
-        names = list(output_names) if output_names else list(getattr(session, _OUTPUTS, ()))
         step = _tracker.before(session, feed)
-        candidate = _tracker.after(session, names, list(outputs))
+        candidate = _tracker.after(session, output_names or getattr(session, _OUTPUTS, ()), outputs)
         log.observe(feed, step, units.current(), candidate)
     except Exception as exc:
         log.failed(exc)
@@ -219,7 +218,7 @@ def flush() -> list[Path]:
             if not meta["calls"] and not meta["skipped"]:
                 continue
             path = directory / f"{log.sha256[:SHA_DIGITS]}.{os.getpid()}.{next(_serial)}.npz"
-            write_stored(path, meta, samples)
+            write_stored(path, meta, samples, durable=False)
             written.append(path)
         except Exception as exc:
             why = one_line(exc) if not isinstance(exc, OSError) else (exc.strerror or one_line(exc))

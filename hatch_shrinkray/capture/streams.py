@@ -20,12 +20,10 @@ from __future__ import annotations
 
 import itertools
 import threading
-import weakref
 import zlib
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -35,8 +33,7 @@ OPEN_BYTES = 64_000_000
 Pairs = tuple[tuple[str, str], ...]
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(NamedTuple):
     stream: int
     """Number of the stream in this tracker, in the order streams started."""
     step: int
@@ -45,89 +42,96 @@ class Step:
     """(input, output) pairs this call was fed back through; empty at step 0."""
 
 
-@dataclass
 class _End:
     """The last call of one stream: its outputs that may come back."""
 
-    stream: int
-    step: int
-    feedback: Pairs
-    outputs: dict[str, tuple[Any, int]]
-    """Output name -> (the array as returned, CRC32 of its bytes then)."""
-    nbytes: int
+    __slots__ = ("feedback", "nbytes", "outputs", "step", "stream")
+
+    def __init__(self, step: Step, outputs: dict[str, tuple[Any, int]], nbytes: int) -> None:
+        self.stream, self.step, self.feedback = step
+        self.outputs = outputs
+        """Output name -> (the array as returned, CRC32 of its bytes then)."""
+        self.nbytes = nbytes
 
 
 class _Session:
+    __slots__ = ("ends", "nbytes")
+
     def __init__(self) -> None:
         self.ends: OrderedDict[int, _End] = OrderedDict()
-        self.pending: tuple[Step, set[tuple[str, tuple[int, ...]]]] | None = None
+        self.nbytes = 0
 
 
 class StreamTracker:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._streams = itertools.count()
-        self._sessions: weakref.WeakKeyDictionary[Any, _Session] = weakref.WeakKeyDictionary()
         self._by_id: dict[int, _Session] = {}
         self._local = threading.local()
+        self._attribute = f"_hatch_shrinkray_streams_{id(self)}"
+        """Each session keeps its open stream ends on itself (one attribute per tracker)."""
 
     def _state(self, session: Any) -> _Session:
-        try:
-            state = self._sessions.get(session)
-            if state is None:
-                state = self._sessions[session] = _Session()
-        except TypeError:  # not weakly referenceable
-            state = self._by_id.setdefault(id(session), _Session())
+        state: _Session | None = getattr(session, self._attribute, None)
+        if state is None:
+            state = _Session()
+            try:
+                setattr(session, self._attribute, state)
+            except (AttributeError, TypeError):  # no attributes: by id (kept for the process's life)
+                state = self._by_id.setdefault(id(session), state)
         return state
 
     def before(self, session: Any, feed: Mapping[str, Any]) -> Step:
         """The step this call (about to run, or just run, with ``feed``) is of."""
-        arrays = {name: value for name, value in feed.items() if isinstance(value, np.ndarray)}
         with self._lock:
             state = self._state(session)
-            found = self._continued(state, arrays)
+            found = self._continued(state, feed) if state.ends else None
             if found is None:
                 step = Step(next(self._streams), 0, ())
             else:
                 end, pairs = found
                 del state.ends[end.stream]
+                state.nbytes -= end.nbytes
                 step = Step(end.stream, end.step + 1, pairs)
-            self._local.last = (id(session), step, {(a.dtype.str, a.shape) for a in arrays.values()})
-            return step
+        self._local.last = (session, step, feed)
+        return step
 
     def after(self, session: Any, output_names: Sequence[str], outputs: Sequence[Any]) -> bool:
         """Remember the outputs of the call ``before`` was last told of in this thread; whether any
         of them could be fed back (it has the shape and dtype of one of the call's inputs)."""
         last = getattr(self._local, "last", None)
-        if last is None or last[0] != id(session):
-            return False
         self._local.last = None
-        _, step, signatures = last
+        if last is None or last[0] is not session:
+            return False
+        _, step, feed = last
+        signatures = {(v.dtype, v.shape) for v in feed.values() if isinstance(v, np.ndarray)}
         kept: dict[str, tuple[Any, int]] = {}
         nbytes = 0
         for name, value in zip(output_names, outputs, strict=False):
-            if isinstance(value, np.ndarray) and (value.dtype.str, value.shape) in signatures \
+            if isinstance(value, np.ndarray) and (value.dtype, value.shape) in signatures \
                     and value.flags.c_contiguous:
                 kept[name] = (value, _crc(value))
-                nbytes += int(value.nbytes)
+                nbytes += value.nbytes
         if not kept:
             return False
         with self._lock:
             state = self._state(session)
-            state.ends[step.stream] = _End(step.stream, step.step, step.feedback, kept, nbytes)
-            total = sum(e.nbytes for e in state.ends.values())
-            while len(state.ends) > 1 and (len(state.ends) > OPEN_ENDS or total > OPEN_BYTES):
+            state.ends[step.stream] = _End(step, kept, nbytes)
+            state.nbytes += nbytes
+            while len(state.ends) > 1 and (len(state.ends) > OPEN_ENDS or state.nbytes > OPEN_BYTES):
                 _, dropped = state.ends.popitem(last=False)
-                total -= dropped.nbytes
+                state.nbytes -= dropped.nbytes
         return True
 
     @staticmethod
-    def _continued(state: _Session, arrays: Mapping[str, Any]) -> tuple[_End, Pairs] | None:
+    def _continued(state: _Session, feed: Mapping[str, Any]) -> tuple[_End, Pairs] | None:
         """The open stream end this feed continues (most recent first), with the pairs it feeds back."""
         crcs: dict[str, int] = {}
         for end in reversed(state.ends.values()):
             pairs: list[tuple[str, str]] = []
-            for name, value in arrays.items():
+            for name, value in feed.items():
+                if not isinstance(value, np.ndarray):
+                    continue
                 for out, (array, crc) in end.outputs.items():
                     if value.dtype == array.dtype and value.shape == array.shape and value.flags.c_contiguous:
                         if name not in crcs:

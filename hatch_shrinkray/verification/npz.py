@@ -20,9 +20,8 @@ import tokenize
 import zipfile
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -99,28 +98,34 @@ def write_arrays(path: Path, arrays: Mapping[str, npt.NDArray[Any]]) -> None:
     write_blobs(path, [(name, pack(array)) for name, array in arrays.items()])
 
 
-@dataclass(frozen=True)
-class Blob:
-    """One ``.npy`` member, deflated: what it takes in a zip file is known before it is written."""
+class Blob(NamedTuple):
+    """One ``.npy`` member as a zip file stores it (deflated, or as it is): what it takes in the file
+    is known before it is written."""
 
     crc: int
     size: int
     """Bytes of the ``.npy`` (header and data) before compression."""
     data: bytes
-    """Raw deflate stream."""
+    """Raw deflate stream, or the ``.npy`` itself (``method`` stored)."""
+    method: int = zipfile.ZIP_DEFLATED
 
     def stored(self, name: str) -> int:
         """Bytes this member takes in the file under ``name`` (without ``.npy``): its local header,
         its compressed data and its central-directory entry."""
-        return _LOCAL.size + _CENTRAL.size + 2 * len(f"{name}.npy".encode()) + len(self.data)
+        return member_overhead(name) + len(self.data)
+
+
+def member_overhead(name: str) -> int:
+    """Bytes of the zip headers of a member called ``name`` (without ``.npy``)."""
+    return _LOCAL.size + _CENTRAL.size + 2 * len(f"{name}.npy".encode())
 
 
 _headers: dict[tuple[str, tuple[int, ...]], bytes] = {}
 
 
-def pack(array: npt.NDArray[Any]) -> Blob:
-    """``array`` as a deflated ``.npy`` member (level 6, as ``zipfile`` writes): the same array
-    always gives the same bytes."""
+def pack(array: npt.NDArray[Any], *, deflate: bool = True) -> Blob:
+    """``array`` as a ``.npy`` member, deflated (level 6, as ``zipfile`` writes) or stored as it is:
+    the same array always gives the same bytes."""
     a = c_order(array)
     key = (a.dtype.str, a.shape)
     header = _headers.get(key)
@@ -135,9 +140,12 @@ def pack(array: npt.NDArray[Any]) -> Blob:
         header = buffer.getvalue()
         if len(_headers) < 4096:
             _headers[key] = header
-    deflate = zlib.compressobj(6, zlib.DEFLATED, -15)
+    if not deflate:
+        raw = header + a.tobytes()
+        return Blob(zlib.crc32(raw), len(raw), raw, zipfile.ZIP_STORED)
     data = memoryview(a).cast("B") if a.size else b""  # type: ignore[arg-type]
-    blob = deflate.compress(header) + deflate.compress(data) + deflate.flush()
+    compressor = zlib.compressobj(6, zlib.DEFLATED, -15)
+    blob = compressor.compress(header) + compressor.compress(data) + compressor.flush()
     return Blob(zlib.crc32(data, zlib.crc32(header)), len(header) + a.nbytes, blob)
 
 
@@ -154,10 +162,11 @@ _DOS_DATE = (0 << 9) | (1 << 5) | 1  # 1980-01-01: no time stamp, so the same ar
 _ZIP32 = 0xFFFFFFFF
 
 
-def write_blobs(path: Path, members: Sequence[tuple[str, Blob]]) -> None:
+def write_blobs(path: Path, members: Sequence[tuple[str, Blob]], *, durable: bool = True) -> None:
     """A zip file of ``members`` (``name`` -> ``name.npy``), as ``numpy.savez_compressed`` readers
     expect, written atomically: readers see the old file or the new one. The file gets the mode new
-    files get (the user's umask), like any file the user writes."""
+    files get (the user's umask), like any file the user writes. ``durable``: on disk before it
+    replaces ``path`` (fsync); temporary files need not wait for that."""
     tmp = _create_beside(path)
     try:
         with open(tmp, "wb") as fh:
@@ -166,11 +175,11 @@ def write_blobs(path: Path, members: Sequence[tuple[str, Blob]]) -> None:
                 encoded = f"{name}.npy".encode()
                 if offset + len(blob.data) >= _ZIP32 or blob.size >= _ZIP32:
                     raise OSError(errno.EFBIG, "over 4 GB; record with a smaller --max-bytes")
-                fh.write(_LOCAL.pack(b"PK\x03\x04", 20, 0, zipfile.ZIP_DEFLATED, 0, _DOS_DATE, blob.crc,
+                fh.write(_LOCAL.pack(b"PK\x03\x04", 20, 0, blob.method, 0, _DOS_DATE, blob.crc,
                                      len(blob.data), blob.size, len(encoded), 0))
                 fh.write(encoded)
                 fh.write(blob.data)
-                central.append(_CENTRAL.pack(b"PK\x01\x02", (3 << 8) | 20, 20, 0, zipfile.ZIP_DEFLATED, 0,
+                central.append(_CENTRAL.pack(b"PK\x01\x02", (3 << 8) | 20, 20, 0, blob.method, 0,
                                              _DOS_DATE, blob.crc, len(blob.data), blob.size, len(encoded), 0, 0,
                                              0, 0, 0o100644 << 16, offset) + encoded)
                 offset += _LOCAL.size + len(encoded) + len(blob.data)
@@ -180,7 +189,8 @@ def write_blobs(path: Path, members: Sequence[tuple[str, Blob]]) -> None:
             fh.write(directory)
             fh.write(_END.pack(b"PK\x05\x06", 0, 0, len(central), len(central), len(directory), offset, 0))
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -203,20 +213,21 @@ def _create_beside(path: Path) -> Path:
 def read_blobs(path: Path) -> dict[str, Blob]:
     """Every member of the zip file ``path`` (written by :func:`write_blobs`), each checked against its
     CRC, as it is stored: so a part can be copied into another file without compressing it again."""
+    data = memoryview(path.read_bytes())
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        infos = archive.infolist()
     blobs: dict[str, Blob] = {}
-    with zipfile.ZipFile(path) as archive, open(path, "rb") as raw:
-        for info in archive.infolist():
-            if info.compress_type != zipfile.ZIP_DEFLATED or not info.filename.endswith(".npy"):
-                raise zipfile.BadZipFile(f"member {info.filename!r} is not a deflated .npy")
-            with archive.open(info) as fh:  # reading it through checks its CRC
-                while fh.read(1 << 20):
-                    pass
-            raw.seek(info.header_offset)
-            local = raw.read(_LOCAL.size)
-            if len(local) != _LOCAL.size or local[:4] != b"PK\x03\x04":
-                raise zipfile.BadZipFile(f"member {info.filename!r} has no local header")
-            *_, name_length, extra_length = _LOCAL.unpack(local)
-            raw.seek(info.header_offset + _LOCAL.size + name_length + extra_length)
-            data = raw.read(info.compress_size)
-            blobs[info.filename.removesuffix(".npy")] = Blob(info.CRC, info.file_size, data)
+    for info in infos:
+        if info.compress_type not in (zipfile.ZIP_DEFLATED, zipfile.ZIP_STORED) or not info.filename.endswith(".npy"):
+            raise zipfile.BadZipFile(f"member {info.filename!r} is not a deflated or stored .npy")
+        local = bytes(data[info.header_offset:info.header_offset + _LOCAL.size])
+        if len(local) != _LOCAL.size or local[:4] != b"PK\x03\x04":
+            raise zipfile.BadZipFile(f"member {info.filename!r} has no local header")
+        *_, name_length, extra_length = _LOCAL.unpack(local)
+        start = info.header_offset + _LOCAL.size + name_length + extra_length
+        stored = bytes(data[start:start + info.compress_size])
+        content = stored if info.compress_type == zipfile.ZIP_STORED else zlib.decompress(stored, -15)
+        if len(stored) != info.compress_size or len(content) != info.file_size or zlib.crc32(content) != info.CRC:
+            raise zipfile.BadZipFile(f"member {info.filename!r} is truncated or corrupt")
+        blobs[info.filename.removesuffix(".npy")] = Blob(info.CRC, info.file_size, stored, info.compress_type)
     return blobs

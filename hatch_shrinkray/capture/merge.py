@@ -9,6 +9,7 @@ are committed and shared, and name no directory of the machine that made them.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -18,9 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from hatch_shrinkray.capture.recorder import digest
 from hatch_shrinkray.capture.select import Sample, Stream, choose_samples, choose_streams
-from hatch_shrinkray.verification.recordings import BYTES_MODEL, Stored, stored_bytes
+from hatch_shrinkray.verification.recordings import BYTES_MODEL, Stored
 
 OTHER_FEEDBACK = "later steps of streams that fed back other outputs"
 
@@ -28,13 +28,14 @@ OTHER_FEEDBACK = "later steps of streams that fed back other outputs"
 @dataclass(frozen=True)
 class Part:
     meta: dict[str, Any]
-    samples: list[Stored]
+    samples: list[Sample]
+    """Calls numbered within the part."""
 
     @property
     def content(self) -> str:
         h = hashlib.sha256(json.dumps({k: v for k, v in self.meta.items() if k != "model"}, sort_keys=True).encode())
         for sample in self.samples:
-            h.update(digest(sample).encode())
+            h.update(sample.digest.encode())
         return h.hexdigest()
 
 
@@ -108,9 +109,7 @@ def _first(parts: Sequence[Part], feedback: tuple[tuple[str, ...], ...]) -> int:
 
 
 def _samples(part: Part, offset: int) -> list[Sample]:
-    decoded = part.meta.get("decoded") or [0] * len(part.samples)
-    return [Sample(offset + call, stored, digest(stored), stored_bytes(stored), int(size))
-            for call, stored, size in zip(part.meta["picked"], part.samples, decoded, strict=True)]
+    return [dataclasses.replace(s, call=offset + s.call) for s in part.samples]
 
 
 def _streams(parts: Sequence[Part], offsets: Sequence[int], feedback: tuple[tuple[str, ...], ...],

@@ -317,7 +317,7 @@ def _level(streams: list[list[Sample]], budget: int) -> int:
     return low
 
 
-def part_of(log: ModelLog) -> tuple[dict[str, Any], list[Stored]]:
+def part_of(log: ModelLog) -> tuple[dict[str, Any], list[Sample]]:
     """What this process keeps of ``log``, as the metadata and samples of a recording (a *part*, merged
     by ``run.finish``): stateless samples labelled by test (``call:<n>`` outside tests), or streams."""
     with log.lock:
@@ -340,6 +340,5 @@ def part_of(log: ModelLog) -> tuple[dict[str, Any], list[Stored]]:
         meta = {**extra, "model_sha256": log.sha256, "model": log.model, "inputs": list(log.inputs),
                 "samples": len(samples), "calls": log.calls, "picked": [s.call for s in samples], "units": units,
                 "feedback": [list(p) for p in (log.feedback or ())], "streams": streams,
-                "decoded": [s.decoded for s in samples],
                 "skipped": sorted([k, v] for k, v in log.skipped.items())}
-        return meta, [s.stored for s in samples]
+        return meta, samples

@@ -30,6 +30,7 @@ from typing import Any
 from hatch_shrinkray.capture import env
 from hatch_shrinkray.capture.env import MAX_BYTES, MAX_SAMPLES
 from hatch_shrinkray.capture.merge import Merged, Part, merge
+from hatch_shrinkray.capture.parts import read_part
 from hatch_shrinkray.errors import ShrinkrayError, quoted
 from hatch_shrinkray.result import human, render_table
 from hatch_shrinkray.signals import deferred
@@ -37,7 +38,6 @@ from hatch_shrinkray.verification.recordings import (
     SHA_DIGITS,
     file_name,
     read_meta,
-    read_stored,
     write_stored,
 )
 
@@ -214,9 +214,9 @@ def finish(run_dir: Path, output: Path, max_samples: int = MAX_SAMPLES, max_byte
         done.booted = len(boots) + len(done.reports)
         done.lost = len(boots)
         by_model: dict[str, list[Part]] = defaultdict(list)
-        for path in (p for p in files if p.suffix == ".npz"):
+        for path in (p for p in files if p.suffix == ".part"):
             try:
-                meta, samples = read_stored(path)
+                meta, samples = read_part(path)
             except ShrinkrayError as exc:
                 done.errors.append(f"a part could not be read ({exc.message})")
                 continue

@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from hatch_shrinkray.capture import env, process, swap, units
 from hatch_shrinkray.capture.env import MAX_BYTES, MAX_SAMPLES
+from hatch_shrinkray.capture.parts import write_part
 from hatch_shrinkray.capture.recorder import ModelLog, part_of
-from hatch_shrinkray.capture.streams import StreamTracker
+from hatch_shrinkray.capture.streams import Step, StreamTracker
 from hatch_shrinkray.errors import one_line
-from hatch_shrinkray.verification.recordings import BYTES_MODEL, SHA_DIGITS, write_stored
+from hatch_shrinkray.verification.recordings import BYTES_MODEL, SHA_DIGITS
 
 if TYPE_CHECKING:
     from hatch_shrinkray.capture.shadow import ModelStats
@@ -162,21 +163,40 @@ def _record_session(session: Any, identity: Callable[[], tuple[str, str] | None]
         known = identity()
         if known is None:
             return
-        inputs = tuple(i.name for i in session.get_inputs())
-        outputs = tuple(o.name for o in session.get_outputs())
+        inputs = session.get_inputs()
+        outputs = session.get_outputs()
+        recurrent = any(_may_feed(o, i) for o in outputs for i in inputs)
     except Exception:
         return
     process.stats["sessions"] += 1
-    setattr(session, _ATTR, _log_for(known, inputs))
-    setattr(session, _OUTPUTS, outputs)
+    setattr(session, _ATTR, _log_for(known, tuple(i.name for i in inputs)))
+    setattr(session, _OUTPUTS, tuple(o.name for o in outputs) if recurrent else None)
+
+
+def _may_feed(output: Any, given: Any) -> bool:
+    """Whether ``output`` could come back as ``given`` by its declared type and shape (symbolic
+    dimensions match anything): a classifier's ``[batch, 10]`` scores never become its ``[batch, 256]``
+    input, so its calls skip stream detection."""
+    if output.type != given.type or len(output.shape) != len(given.shape):
+        return False
+    return all(not isinstance(a, int) or not isinstance(b, int) or a == b for a, b in zip(output.shape, given.shape,
+                                                                                          strict=True))
+
+
+_ALONE = Step(-1, 0, ())
+"""The step of every call of a model whose outputs can never be fed back."""
 
 
 def _observe(session: Any, log: ModelLog, output_names: Any, feed: Any, outputs: Any) -> None:
     """Show a successful call to its model's log; a failure here is counted, never raised."""
     try:
         process.stats["calls"] += 1
+        names = getattr(session, _OUTPUTS, None)
+        if names is None:
+            log.observe(feed, _ALONE, units.current(), False)
+            return
         step = _tracker.before(session, feed)
-        candidate = _tracker.after(session, output_names or getattr(session, _OUTPUTS, ()), outputs)
+        candidate = _tracker.after(session, output_names or names, outputs)
         log.observe(feed, step, units.current(), candidate)
     except Exception as exc:
         log.failed(exc)
@@ -217,8 +237,8 @@ def flush() -> list[Path]:
             meta, samples = part_of(log)
             if not meta["calls"] and not meta["skipped"]:
                 continue
-            path = directory / f"{log.sha256[:SHA_DIGITS]}.{os.getpid()}.{next(_serial)}.npz"
-            write_stored(path, meta, samples, durable=False)
+            path = directory / f"{log.sha256[:SHA_DIGITS]}.{os.getpid()}.{next(_serial)}.part"
+            write_part(path, meta, samples)
             written.append(path)
         except Exception as exc:
             why = one_line(exc) if not isinstance(exc, OSError) else (exc.strerror or one_line(exc))

@@ -162,11 +162,10 @@ _DOS_DATE = (0 << 9) | (1 << 5) | 1  # 1980-01-01: no time stamp, so the same ar
 _ZIP32 = 0xFFFFFFFF
 
 
-def write_blobs(path: Path, members: Sequence[tuple[str, Blob]], *, durable: bool = True) -> None:
+def write_blobs(path: Path, members: Sequence[tuple[str, Blob]]) -> None:
     """A zip file of ``members`` (``name`` -> ``name.npy``), as ``numpy.savez_compressed`` readers
     expect, written atomically: readers see the old file or the new one. The file gets the mode new
-    files get (the user's umask), like any file the user writes. ``durable``: on disk before it
-    replaces ``path`` (fsync); temporary files need not wait for that."""
+    files get (the user's umask), like any file the user writes."""
     tmp = _create_beside(path)
     try:
         with open(tmp, "wb") as fh:
@@ -189,8 +188,7 @@ def write_blobs(path: Path, members: Sequence[tuple[str, Blob]], *, durable: boo
             fh.write(directory)
             fh.write(_END.pack(b"PK\x05\x06", 0, 0, len(central), len(central), len(directory), offset, 0))
             fh.flush()
-            if durable:
-                os.fsync(fh.fileno())
+            os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -208,26 +206,3 @@ def _create_beside(path: Path) -> Path:
                 continue
             return tmp
     raise FileExistsError(errno.EEXIST, "cannot create a temporary file", str(path.parent))
-
-
-def read_blobs(path: Path) -> dict[str, Blob]:
-    """Every member of the zip file ``path`` (written by :func:`write_blobs`), each checked against its
-    CRC, as it is stored: so a part can be copied into another file without compressing it again."""
-    data = memoryview(path.read_bytes())
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        infos = archive.infolist()
-    blobs: dict[str, Blob] = {}
-    for info in infos:
-        if info.compress_type not in (zipfile.ZIP_DEFLATED, zipfile.ZIP_STORED) or not info.filename.endswith(".npy"):
-            raise zipfile.BadZipFile(f"member {info.filename!r} is not a deflated or stored .npy")
-        local = bytes(data[info.header_offset:info.header_offset + _LOCAL.size])
-        if len(local) != _LOCAL.size or local[:4] != b"PK\x03\x04":
-            raise zipfile.BadZipFile(f"member {info.filename!r} has no local header")
-        *_, name_length, extra_length = _LOCAL.unpack(local)
-        start = info.header_offset + _LOCAL.size + name_length + extra_length
-        stored = bytes(data[start:start + info.compress_size])
-        content = stored if info.compress_type == zipfile.ZIP_STORED else zlib.decompress(stored, -15)
-        if len(stored) != info.compress_size or len(content) != info.file_size or zlib.crc32(content) != info.CRC:
-            raise zipfile.BadZipFile(f"member {info.filename!r} is truncated or corrupt")
-        blobs[info.filename.removesuffix(".npy")] = Blob(info.CRC, info.file_size, stored, info.compress_type)
-    return blobs

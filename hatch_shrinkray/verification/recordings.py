@@ -26,7 +26,6 @@ Format, version 2 (``hatch-shrinkray record`` writes it; numpy alone reads it wi
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import zipfile
@@ -47,7 +46,6 @@ from hatch_shrinkray.verification.npz import (
     member_overhead,
     pack,
     read_arrays,
-    read_blobs,
     write_blobs,
 )
 
@@ -166,13 +164,12 @@ def meta_of(rec: Recording) -> dict[str, Any]:
             "streams": [list(s) for s in rec.streams], "skipped": [list(s) for s in rec.skipped]}
 
 
-def write_stored(path: Path, meta: Mapping[str, Any], samples: Sequence[Stored], *, durable: bool = True) -> None:
-    """Write a recording whose samples are already encoded, atomically and reproducibly (``durable``:
-    fsync'ed first; a process's part, merged moments later, need not be)."""
+def write_stored(path: Path, meta: Mapping[str, Any], samples: Sequence[Stored]) -> None:
+    """Write a recording whose samples are already encoded, atomically and reproducibly."""
     meta = {**meta, "format": FORMAT, "version": VERSION}
     members = [(META, pack(np.array(json.dumps(meta, sort_keys=True))))]
     members += [(member(i, j) + suffix, blob) for i, sample in enumerate(samples) for j, suffix, blob in sample]
-    write_blobs(path, members, durable=durable)
+    write_blobs(path, members)
 
 
 def write_recording(directory: Path, rec: Recording, *, name: str | None = None) -> Path:
@@ -180,38 +177,6 @@ def write_recording(directory: Path, rec: Recording, *, name: str | None = None)
     path = directory / (name or file_name(rec.model_sha256, rec.model))
     write_stored(path, meta_of(rec), [encode_feed(s, rec.inputs) for s in rec.samples])
     return path
-
-
-def read_stored(path: Path) -> tuple[dict[str, Any], list[Stored]]:
-    """A recording's checked metadata and its samples as stored (not decoded): what merging needs to
-    copy samples into another file. Raises ShrinkrayError when it cannot be read."""
-    label = str(path)
-    try:
-        blobs = read_blobs(path)
-    except (OSError, zipfile.BadZipFile, ValueError, EOFError, zlib.error) as exc:
-        raise ShrinkrayError(f"not a readable recording: {exc}", path=label, hint=AGAIN) from exc
-    raw = blobs.pop(META, None)
-    text = None
-    if raw is not None:
-        try:
-            text = np.lib.format.read_array(io.BytesIO(zlib.decompress(raw.data, -15)), allow_pickle=False)
-        except (ValueError, OSError, EOFError, SyntaxError, zlib.error) as exc:
-            raise ShrinkrayError(f"not a readable recording: its __meta__ is corrupt: {exc}", path=label,
-                                 hint=AGAIN) from exc
-    meta = _checked_meta(text, label)
-    samples: list[Stored] = []
-    for i in range(meta["samples"]):
-        stored = []
-        for j in range(len(meta["inputs"])):
-            for suffix in ("", TABLE, INDEX):
-                blob = blobs.pop(member(i, j) + suffix, None)
-                if blob is not None:
-                    stored.append((j, suffix, blob))
-        samples.append(tuple(stored))
-    if blobs:
-        raise ShrinkrayError(f"not a readable recording: unexpected arrays {', '.join(sorted(blobs)[:5])}",
-                             path=label, hint=AGAIN)
-    return meta, samples
 
 
 def is_recording(path: Path) -> bool:
@@ -287,15 +252,20 @@ def _decoded(value: Any, name: str, index: int, label: str) -> npt.NDArray[Any]:
 
 def _checked_meta(raw: Any, label: str) -> dict[str, Any]:
     """The metadata with every field of the right type, or one ShrinkrayError saying which is not."""
-    def bad(why: str) -> ShrinkrayError:
-        return ShrinkrayError(f"not a readable recording: {why}", path=label, hint=AGAIN)
-
     if raw is None:
-        raise bad("it has no __meta__ array")
+        raise ShrinkrayError("not a readable recording: it has no __meta__ array", path=label, hint=AGAIN)
     try:
         meta = json.loads(str(raw[()]))
     except (ValueError, RecursionError, IndexError, TypeError) as exc:
-        raise bad("its __meta__ is not JSON") from exc
+        raise ShrinkrayError("not a readable recording: its __meta__ is not JSON", path=label, hint=AGAIN) from exc
+    return check_meta(meta, label)
+
+
+def check_meta(meta: Any, label: str) -> dict[str, Any]:
+    """A recording's decoded metadata with every field of the right type, or one ShrinkrayError."""
+    def bad(why: str) -> ShrinkrayError:
+        return ShrinkrayError(f"not a readable recording: {why}", path=label, hint=AGAIN)
+
     if not isinstance(meta, dict):
         raise bad("its __meta__ is not a JSON object")
     if meta.get("format") != FORMAT:

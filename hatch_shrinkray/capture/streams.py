@@ -43,14 +43,14 @@ class Step(NamedTuple):
 
 
 class _End:
-    """The last call of one stream: its outputs that may come back."""
+    """The last call of one stream: its outputs that may come back, by their (dtype, shape)."""
 
     __slots__ = ("feedback", "nbytes", "outputs", "step", "stream")
 
-    def __init__(self, step: Step, outputs: dict[str, tuple[Any, int]], nbytes: int) -> None:
+    def __init__(self, step: Step, outputs: dict[tuple[Any, Any], list[tuple[str, Any, int]]], nbytes: int) -> None:
         self.stream, self.step, self.feedback = step
         self.outputs = outputs
-        """Output name -> (the array as returned, CRC32 of its bytes then)."""
+        """(dtype, shape) -> [(output name, the array as returned, CRC32 of its bytes then)]."""
         self.nbytes = nbytes
 
 
@@ -105,13 +105,14 @@ class StreamTracker:
             return False
         _, step, feed = last
         signatures = {(v.dtype, v.shape) for v in feed.values() if isinstance(v, np.ndarray)}
-        kept: dict[str, tuple[Any, int]] = {}
+        kept: dict[tuple[Any, Any], list[tuple[str, Any, int]]] = {}
         nbytes = 0
         for name, value in zip(output_names, outputs, strict=False):
-            if isinstance(value, np.ndarray) and (value.dtype, value.shape) in signatures \
-                    and value.flags.c_contiguous:
-                kept[name] = (value, _crc(value))
-                nbytes += value.nbytes
+            if isinstance(value, np.ndarray):
+                signature = (value.dtype, value.shape)
+                if signature in signatures and value.flags.c_contiguous:
+                    kept.setdefault(signature, []).append((name, value, _crc(value)))
+                    nbytes += value.nbytes
         if not kept:
             return False
         with self._lock:
@@ -130,15 +131,16 @@ class StreamTracker:
         for end in reversed(state.ends.values()):
             pairs: list[tuple[str, str]] = []
             for name, value in feed.items():
-                if not isinstance(value, np.ndarray):
+                candidates = end.outputs.get((value.dtype, value.shape)) if isinstance(value, np.ndarray) else None
+                if not candidates or not value.flags.c_contiguous:
                     continue
-                for out, (array, crc) in end.outputs.items():
-                    if value.dtype == array.dtype and value.shape == array.shape and value.flags.c_contiguous:
-                        if name not in crcs:
-                            crcs[name] = _crc(value)
-                        if crcs[name] == crc and (value is array or _equal(value, array)):
-                            pairs.append((name, out))
-                            break
+                crc = crcs.get(name)
+                if crc is None:
+                    crc = crcs[name] = _crc(value)
+                for out, array, remembered in candidates:
+                    if crc == remembered and (value is array or _equal(value, array)):
+                        pairs.append((name, out))
+                        break
             if not pairs:
                 continue
             if end.feedback:

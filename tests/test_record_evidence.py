@@ -272,3 +272,28 @@ def _sample_bytes(path: Path) -> int:
         return sum(30 + 46 + 2 * len(i.filename) + i.compress_size for i in zf.infolist()
                    if i.filename != "__meta__.npy")
 
+
+
+def test_streams_interleaved_on_one_session_are_told_apart(tmp_path: Path) -> None:
+    """A server stepping two audio streams with one session: each call continues the stream whose
+    state it is fed, so the recording holds two whole streams, not one stream of mixed steps."""
+    script = tmp_path / "server.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import numpy as np, onnxruntime as ort
+        sess = ort.InferenceSession(sys.argv[1])
+        sr = np.array(16000, np.int64)
+        rng = np.random.default_rng(0)
+        states = {"a": np.zeros((2, 1, 128), np.float32), "b": np.zeros((2, 1, 128), np.float32)}
+        for k in range(10):
+            for who in ("a", "b") if k % 3 else ("b", "a"):
+                chunk = rng.integers(-3000, 3000, 576).astype(np.float32)[None] / 32768
+                _, states[who] = sess.run(None, {"input": chunk, "state": states[who], "sr": sr})
+    """))
+    out = tmp_path / "rec"
+    proc = cli("record", "-o", str(out), "--", sys.executable, str(script), str(silero_vad()))
+    assert proc.returncode == 0, proc.stderr
+    rec = read_recording(next(out.glob("*.npz")))
+    assert [len(s) for s in rec.streams] == [10, 10] and rec.feedback == (("state", "stateN"),)
+    calls = [[rec.picked[i] for i in s] for s in rec.streams]
+    assert calls[0][:4] == [0, 3, 5, 6] and calls[1][:4] == [1, 2, 4, 7]  # b, then a, as each ran

@@ -113,15 +113,18 @@ def parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("record", help="run a command and record the inputs its onnxruntime sessions see",
                        description="Run COMMAND (tests, a demo, your CLI; Python subprocesses included) with "
-                                   "onnxruntime instrumented, and write a bounded, evenly spread sample of each "
-                                   "model's inputs into DIR, one .npz per model, for `inputs`. The command's exit "
-                                   "code is passed through.",
+                                   "onnxruntime instrumented, and write a bounded sample of each model's inputs into "
+                                   "DIR, one .npz per model, for `inputs`: spread over the pytest tests that ran it "
+                                   "(else over its calls), whole streams for a recurrent model. Ends with a coverage "
+                                   "table, including the project's configured models that never ran. The command's "
+                                   "exit code is passed through.",
                        usage="hatch-shrinkray record --output DIR [options] -- COMMAND [ARGS...]")
     r.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="recording directory")
     r.add_argument("--max-samples", type=int, default=env.MAX_SAMPLES, metavar="N",
-                   help=f"samples kept per model (default {env.MAX_SAMPLES})")
+                   help=f"samples kept per model; a stream counts as one (default {env.MAX_SAMPLES})")
     r.add_argument("--max-bytes", type=int, default=env.MAX_BYTES, metavar="BYTES",
-                   help=f"bytes of samples kept per model (default {env.MAX_BYTES})")
+                   help=f"hard bound on the bytes each model's samples take in its file, compressed, headers "
+                        f"included; a feed over it alone is left out and counted (default {env.MAX_BYTES})")
     r.add_argument("argv", nargs=argparse.REMAINDER, metavar="COMMAND", help="the command to run, after --")
 
     k = sub.add_parser(

@@ -27,9 +27,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="record a bounded sample of the feeds of every ONNX model the tests run into DIR "
                          "(one .npz per model; use DIR as hatch-shrinkray's `inputs`)")
     group.addoption("--shrinkray-record-samples", metavar="N", type=int, default=env.MAX_SAMPLES,
-                    help=f"samples kept per model (default {env.MAX_SAMPLES})")
+                    help=f"samples kept per model; a stream counts as one (default {env.MAX_SAMPLES})")
     group.addoption("--shrinkray-record-bytes", metavar="BYTES", type=int, default=env.MAX_BYTES,
-                    help=f"bytes of samples kept per model (default {env.MAX_BYTES})")
+                    help=f"hard bound on the bytes each model's samples take in its file, compressed "
+                         f"(default {env.MAX_BYTES})")
 
 
 class Recording:

@@ -127,6 +127,8 @@ def test_a_process_that_ends_without_writing_is_told_apart_from_nothing_ran(two_
 
     plain = cli("record", "-o", str(tmp_path / "r3"), "--", sys.executable, "-c", "print('no model')")
     assert "1 Python process(es) ran, and none imported onnxruntime" in plain.stdout, plain.stdout
+    exits = cli("record", "-o", str(tmp_path / "r4"), "--", sys.executable, "-c", "import os; os._exit(0)")
+    assert "none imported onnxruntime" in exits.stdout and "warning" not in exits.stdout  # nothing to lose
 
 
 def test_multiprocessing_fork_workers_are_recorded(two_models: tuple[Path, Path, Path], tmp_path: Path) -> None:

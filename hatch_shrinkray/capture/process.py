@@ -2,10 +2,12 @@
 letting us write" are told apart. Standard library only: this runs at interpreter start.
 
 Every Python process that starts with recording on leaves ``<pid>-<token>.boot`` in the run
-directory; at exit it writes ``<pid>-<token>.done``, a JSON report (whether it imported onnxruntime,
-the sessions it created, the calls it saw, the parts it wrote, and any error while writing them). A
-boot marker without its report is a process that ended through ``os._exit``, a signal or a crash,
-or could not write. A forked child gets its own token.
+directory, and ``<pid>-<token>.ort`` once it imports onnxruntime; at exit it writes
+``<pid>-<token>.done``, a JSON report (whether it imported onnxruntime, the sessions it created, the
+calls it saw, the parts it wrote, and any error while writing them). An ``.ort`` marker without its
+report is a process that may have run models and ended through ``os._exit``, a signal or a crash,
+or could not write (a process that never imported onnxruntime had nothing to lose). A forked child
+gets its own token.
 """
 
 from __future__ import annotations
@@ -39,8 +41,23 @@ def started() -> None:
     if not _token:
         atexit.register(_at_exit)
     _token[:] = [f"{os.getpid()}-{secrets.token_hex(4)}"]
+    _mark("boot")
+    if stats["onnxruntime"]:  # a forked child of a process that uses onnxruntime
+        _mark("ort")
+
+
+def onnxruntime_imported() -> None:
+    """Called when onnxruntime is instrumented in this process."""
+    stats["onnxruntime"] = True
+    _mark("ort")
+
+
+def _mark(kind: str) -> None:
+    target = directory()
+    if target is None or not _token:
+        return
     with contextlib.suppress(OSError):  # the report at exit says what went wrong, if it can
-        os.close(os.open(target / f"{_token[0]}.boot", os.O_WRONLY | os.O_CREAT, 0o666))
+        os.close(os.open(target / f"{_token[0]}.{kind}", os.O_WRONLY | os.O_CREAT, 0o666))
 
 
 def report(parts: list[str], errors: list[str]) -> None:

@@ -103,7 +103,7 @@ class Finished:
     booted: int = 0
     reports: list[dict[str, Any]] = field(default_factory=list)
     lost: int = 0
-    """Processes that started with recording on and never reported (os._exit, a signal, a crash)."""
+    """Processes that imported onnxruntime and never reported (os._exit, a signal, a crash)."""
     errors: list[str] = field(default_factory=list)
     """What went wrong in the command's processes (a write that failed at exit, a part that cannot be read)."""
     unwritten: list[str] = field(default_factory=list)
@@ -203,16 +203,18 @@ def finish(run_dir: Path, output: Path, max_samples: int = MAX_SAMPLES, max_byte
     try:
         files = sorted(run_dir.iterdir()) if run_dir.is_dir() else []
         boots = {p.stem for p in files if p.suffix == ".boot"}
+        using = {p.stem for p in files if p.suffix == ".ort"}
         for path in (p for p in files if p.suffix == ".done"):
             report = _report(path)
             if report is None:
                 done.errors.append(f"unreadable process report {path.name}")
                 continue
-            boots.discard(path.stem)
+            boots.add(path.stem)
+            using.discard(path.stem)
             done.reports.append(report)
             done.errors += [f"process {report.get('pid')}: {e}" for e in report.get("errors", [])]
-        done.booted = len(boots) + len(done.reports)
-        done.lost = len(boots)
+        done.booted = len(boots)
+        done.lost = len(using)
         by_model: dict[str, list[Part]] = defaultdict(list)
         for path in (p for p in files if p.suffix == ".part"):
             try:

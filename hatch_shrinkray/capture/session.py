@@ -63,7 +63,7 @@ def instrument(module: ModuleType) -> None:
     if id(cls) in _instrumented:
         return
     _instrumented.add(id(cls))
-    process.stats["onnxruntime"] = True
+    process.onnxruntime_imported()
     init, run = cls.__init__, cls.run
 
     @functools.wraps(init)

@@ -117,15 +117,18 @@ def parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("record", help="run a command and record the inputs its onnxruntime sessions see",
                        description="Run COMMAND (tests, a demo, your CLI; Python subprocesses included) with "
-                                   "onnxruntime instrumented, and write a bounded, evenly spread sample of each "
-                                   "model's inputs into DIR, one .npz per model, for `inputs`. The command's exit "
-                                   "code is passed through.",
+                                   "onnxruntime instrumented, and write a bounded sample of each model's inputs into "
+                                   "DIR, one .npz per model, for `inputs`: spread over the pytest tests that ran it "
+                                   "(else over its calls), whole streams for a recurrent model. Ends with a coverage "
+                                   "table, including the project's configured models that never ran. The command's "
+                                   "exit code is passed through.",
                        usage="hatch-shrinkray record --output DIR [options] -- COMMAND [ARGS...]")
     r.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="recording directory")
     r.add_argument("--max-samples", type=int, default=env.MAX_SAMPLES, metavar="N",
-                   help=f"samples kept per model (default {env.MAX_SAMPLES})")
+                   help=f"samples kept per model; a stream counts as one (default {env.MAX_SAMPLES})")
     r.add_argument("--max-bytes", type=int, default=env.MAX_BYTES, metavar="BYTES",
-                   help=f"bytes of samples kept per model (default {env.MAX_BYTES})")
+                   help=f"hard bound on the bytes each model's samples take in its file, compressed, headers "
+                        f"included; a feed over it alone is left out and counted (default {env.MAX_BYTES})")
     r.add_argument("argv", nargs=argparse.REMAINDER, metavar="COMMAND", help="the command to run, after --")
 
     k = sub.add_parser(
@@ -430,15 +433,34 @@ def _error(exc: ShrinkrayError, verbose: bool) -> None:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from hatch_shrinkray.capture.run import record, summary
+    from hatch_shrinkray.capture.run import project_root, record, summary
 
     command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     for flag, value in (("--max-samples", args.max_samples), ("--max-bytes", args.max_bytes)):
         if value < 1:
             raise ShrinkrayError(f"{flag} must be a positive integer; got {value}")
-    code, written = record(command, args.output, args.max_samples, args.max_bytes)
-    print(summary(written, args.output))
-    return code
+    root = project_root(args.output)
+    code, done = record(command, args.output, args.max_samples, args.max_bytes, root)
+    print(summary(done, args.output, _configured_models(root), command))
+    for problem in done.unwritten:
+        print(f"error: {problem}", file=sys.stderr)
+    return code or (1 if done.unwritten else 0)
+
+
+def _configured_models(root: Path) -> list[Any]:
+    """The models the project at ``root`` configures (for the coverage table); none when it
+    configures none or its table cannot be read (the build says why)."""
+    from hatch_shrinkray.capture.run import Expected
+    from hatch_shrinkray.files import file_sha256
+    from hatch_shrinkray.shipping.config import load_config
+    from hatch_shrinkray.shipping.project import project_table
+
+    try:
+        raw, table = project_table(root)
+        config = load_config(raw, root, "wheel", table)
+        return [Expected(m.relpath, file_sha256(root / m.relpath), m.options.method) for m in config.models]
+    except (ShrinkrayError, OSError):
+        return []
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -43,6 +43,7 @@ from hatch_shrinkray.result import KeptFloat, ShrinkResult, TensorRecord, Verify
 from hatch_shrinkray.samples import Calibration
 from hatch_shrinkray.signals import deferred
 from hatch_shrinkray.verification.inputs import specs_of_model
+from hatch_shrinkray.verification.recordings import NoRecording
 from hatch_shrinkray.verification.runner import (
     Prepared,
     Reference,
@@ -314,8 +315,16 @@ def _calibration(loaded: Loaded, original: str | bytes, options: ShrinkOptions,
         return None, ""
     sha256 = next(iter(loaded.sha256.values()), None) or hashlib.sha256(
         original if isinstance(original, bytes) else b"").hexdigest()
-    prepared = prepare_samples(Path(inputs), specs_of_model(loaded.model), sha256=sha256, name=loaded.label,
-                               split="holdout" if needs_data else "cross")
+    try:
+        prepared = prepare_samples(Path(inputs), specs_of_model(loaded.model), sha256=sha256, name=loaded.label,
+                                   split="holdout" if needs_data else "cross")
+    except NoRecording as exc:  # verification notes it and falls back to generated inputs, unless data is a must
+        if needs_data:
+            raise ShrinkrayError(f"method {options.method} fits its choices to real inputs, and {exc.path} holds no "
+                                 "recording of this model", path=loaded.label,
+                                 hint=f"record one: run the code that uses it under `hatch-shrinkray record "
+                                      f"--output {exc.path} -- COMMAND`") from exc
+        return None, ""
     if not prepared.samples.real:
         if needs_data:
             raise needs_real_inputs(options.method)

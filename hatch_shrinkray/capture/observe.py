@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 import time
@@ -23,8 +22,7 @@ from pathlib import Path
 from hatch_shrinkray.capture import env
 from hatch_shrinkray.capture.env import MAX_BYTES, MAX_SAMPLES
 from hatch_shrinkray.capture.outcomes import OUTCOMES
-from hatch_shrinkray.capture.run import finish, instrumented_path, recording_environment
-from hatch_shrinkray.capture.session import PARTS
+from hatch_shrinkray.capture.run import UNITS_PLUGIN, finish, instrumented_path, project_root, recording_environment
 from hatch_shrinkray.capture.shadow import ModelStats
 from hatch_shrinkray.capture.swap import Instructions
 from hatch_shrinkray.errors import ShrinkrayError
@@ -71,25 +69,25 @@ def observe(command: Sequence[str], instructions: Callable[[str], Instructions],
         reports, outcomes = tmp / "reports", tmp / "outcomes"
         plan = tmp / "instructions.json"
         plan.write_text(instructions(str(reports)).to_json(), encoding="utf-8")
-        variables = {env.CHECK: str(plan), OUTCOMES: str(outcomes),
-                     "PYTEST_PLUGINS": ",".join(p for p in (os.environ.get("PYTEST_PLUGINS", ""), PLUGIN) if p)}
+        variables = {env.CHECK: str(plan), OUTCOMES: str(outcomes)}
+        plugins = [os.environ.get("PYTEST_PLUGINS", ""), PLUGIN]
+        run_dir = None
         if record is not None:
-            variables.update(stack.enter_context(recording_environment(record, MAX_SAMPLES, MAX_BYTES)))
+            recording, run_dir = stack.enter_context(recording_environment(record, MAX_SAMPLES, MAX_BYTES))
+            variables.update(recording)
+            plugins.append(UNITS_PLUGIN)
         else:
-            variables["PYTHONPATH"] = stack.enter_context(instrumented_path())
+            variables["PYTHONPATH"] = stack.enter_context(instrumented_path())[0]
+        variables["PYTEST_PLUGINS"] = ",".join(p for p in plugins if p)
         start = time.perf_counter()
-        try:
+        try:  # Ctrl-C included: the recording environment removes its run directory on the way out
             proc = subprocess.run(list(command), env={**os.environ, **variables}, cwd=cwd, check=False)
-        except BaseException as exc:  # Ctrl-C included: leave no recording parts behind
-            if record is not None:
-                shutil.rmtree(record / PARTS, ignore_errors=True)
-            if isinstance(exc, OSError):
-                raise ShrinkrayError(f"cannot run {command[0]}: {exc.strerror or exc}",
-                                     hint="check the command after --") from exc
-            raise
+        except OSError as exc:
+            raise ShrinkrayError(f"cannot run {command[0]}: {exc.strerror or exc}",
+                                 hint="check the command after --") from exc
         seconds = time.perf_counter() - start
-        if record is not None:
-            finish(record, MAX_SAMPLES, MAX_BYTES)
+        if record is not None and run_dir is not None:
+            finish(run_dir, record, MAX_SAMPLES, MAX_BYTES, project_root(record))
         tests, sessions = _outcomes(outcomes)
         return Observed(proc.returncode, tests, sessions, _models(reports), seconds)
 

@@ -104,6 +104,23 @@ class HookConfig:
         return self.target == "sdist" and self.sdist == "original"
 
 
+def recording_paths(config: HookConfig, root: Path) -> list[str]:
+    """The ``inputs`` paths of the configured models that lie inside the project, relative to ``root``
+    (POSIX), each once: the recordings a build verifies on."""
+    found = set()
+    for model in config.models:
+        inputs = model.options.verify.inputs if model.options.verify is not None else None
+        if inputs is None:
+            continue
+        try:
+            relative = Path(inputs).resolve().relative_to(root.resolve())
+        except ValueError:  # outside the project: never packed anyway
+            continue
+        if relative.parts:
+            found.add(PurePosixPath(*relative.parts).as_posix())
+    return sorted(found)
+
+
 def hook_table(target: str | None = None) -> str:
     """The TOML path of the hook's table: global, or the given target's own (which replaces it)."""
     if target is None:
@@ -113,12 +130,14 @@ def hook_table(target: str | None = None) -> str:
 
 def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
                 table: str | None = None, models_root: Path | None = None, *,
-                dependencies: Sequence[str] = ()) -> HookConfig:
+                dependencies: Sequence[str] = (), recordings_optional: bool = False) -> HookConfig:
     """Check ``raw`` (the hook's table) against the project at ``root``; ``dependencies`` (the
     project's ``[project].dependencies``) give the default ``runtimes``.
 
     ``models`` globs match files under ``models_root`` (a built wheel's unpacked files), or under
     ``root`` by default; ``inputs`` and ``cache`` paths stay relative to the project ``root``.
+    ``recordings_optional``: an ``inputs`` path that does not exist is dropped instead of refused
+    (a build from our sdist, whose manifest covers the models and which ships no recording).
     Raises :class:`ConfigurationError` listing every problem found.
     """
     globs_root = models_root or root
@@ -141,6 +160,10 @@ def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
             models = match_models(globs_root, patterns, f"{table}.models", errors)
 
     overrides = _read_overrides(raw.get("overrides", []), globs_root, table, set(models), errors)
+    if recordings_optional:
+        for settings in (base, *(override for _, override, _ in overrides)):
+            if isinstance(settings.get("inputs"), str) and not (root / settings["inputs"]).exists():
+                del settings["inputs"]
 
     errors += _value_errors(base, base_names, overrides, root)
     entries = []

@@ -208,6 +208,8 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
             generated.append(model.relpath)
         elif verified is not None and (verified.get("evidence") or {}).get("weak"):
             weak.append(model.relpath)
+        for note in (record.entry.verification or {}).get("notes", []):  # e.g. no recording of this model
+            app.display_warning(f"{PREFIX} {model.relpath}: {note}")
         shipped.append(Shipped(model.relpath, outcome, record.original_size, record.shrunk_size, tuple(files),
                                tuple(s for s in sidecars.values() if s not in shipped_data), record.entry))
     if generated:

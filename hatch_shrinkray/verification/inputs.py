@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,12 +56,15 @@ class Samples:
     real: bool
     notes: tuple[str, ...] = field(default_factory=tuple)
     units: tuple[str, ...] = ()
-    """Per feed, the independent unit it belongs to (a stream, a test case, a call); empty: one unit
-    per feed."""
+    """Per feed, the independent unit it belongs to (``test:<node id>``, ``stream:<k>``, ``call:<n>``,
+    ``sample:<i>``); empty: one unit per feed."""
     feedback: tuple[tuple[str, str], ...] = ()
-    """(input, output) pairs of a recurrent model: the output of one step is that input at the next."""
+    """(input, output) pairs of a recurrent model: the output of a stream's step feeds that input at
+    the next step."""
     streams: tuple[tuple[int, ...], ...] = ()
-    """Feed indices of each stream of a recurrent model, in step order."""
+    """With feedback: each stream's feed indices in step order. As loaded, the later steps of a stream
+    lack the feedback inputs: they are the output of the step before, of whichever model runs the
+    stream (``samples.run_in_order``)."""
 
     def sequencing(self) -> Sequencing:
         units = self.units if len(self.units) == len(self.feeds) else tuple(
@@ -106,12 +109,22 @@ def load_samples(path: Path, specs: list[InputSpec], *, model_sha256: str, model
         notes = (note,) if note else ()
     if is_recording(path):
         rec = read_recording(path)
-        feeds = _validated([dict(s) for s in rec.samples], specs, path)
-        source = f"recording {_shown(path)} ({len(feeds)} of {rec.calls} calls)"
-        return Samples(feeds, source, True, notes)
+        later = {i for stream in rec.streams for i in stream[1:]}
+        fed = {name for name, _ in rec.feedback}
+        feeds = _validated([dict(s) for s in rec.samples], specs, path,
+                           lambda i: fed if i in later else set())
+        units = rec.units or tuple(f"call:{c}" for c in rec.picked)
+        source = f"recording {_shown(path)} ({_counted(rec, len(feeds))})"
+        return Samples(feeds, source, True, notes, units, rec.feedback, rec.streams)
     arrays = read_arrays(path)
     feeds = _validated(_npz_feeds(arrays, specs, path), specs, path)
-    return Samples(feeds, _shown(path), True, notes)
+    return Samples(feeds, _shown(path), True, notes, tuple(f"sample:{i}" for i in range(len(feeds))))
+
+
+def _counted(rec: Any, kept: int) -> str:
+    if rec.streams and rec.feedback:
+        return f"{len(rec.streams)} streams, {kept} steps of {rec.calls} calls"
+    return f"{kept} of {rec.calls} calls"
 
 
 def _shown(path: Path) -> str:
@@ -141,20 +154,22 @@ def _npz_feeds(arrays: dict[str, Any], specs: list[InputSpec], path: Path) -> li
     return [{s.name: arrays[s.name] for s in specs}]
 
 
-def _validated(feeds: list[Feed], specs: list[InputSpec], path: Path) -> list[Feed]:
-    """The feeds cast to the inputs' types, or a ShrinkrayError naming the array that cannot be used."""
+def _validated(feeds: list[Feed], specs: list[InputSpec], path: Path,
+               fed_back: Callable[[int], set[str]] = lambda i: set()) -> list[Feed]:
+    """The feeds cast to the inputs' types, or a ShrinkrayError naming the array that cannot be used.
+    ``fed_back(i)``: the inputs feed ``i`` may lack (a later step of a stream)."""
     label = str(path)
     if not feeds:
         raise ShrinkrayError("holds 0 samples: there is nothing to verify on", path=label, hint=HINT)
     names = {s.name for s in specs}
     out: list[Feed] = []
     for i, feed in enumerate(feeds):
-        if set(feed) != names:
-            missing = sorted(names - set(feed))
+        if not set(feed) <= names or not names - fed_back(i) <= set(feed):
+            missing = sorted(names - fed_back(i) - set(feed))
             raise ShrinkrayError(f"sample {i} lacks inputs {', '.join(missing)}" if missing else
                                  f"sample {i} has arrays {', '.join(sorted(set(feed) - names))} that match no "
                                  "model input", path=label, hint=f"the model's inputs are: {', '.join(sorted(names))}")
-        out.append({s.name: _cast(feed[s.name], s, label, i, len(feeds)) for s in specs})
+        out.append({s.name: _cast(feed[s.name], s, label, i, len(feeds)) for s in specs if s.name in feed})
     return out
 
 

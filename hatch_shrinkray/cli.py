@@ -30,12 +30,16 @@ from hatch_shrinkray.options import (
     WEB_LOAD_BUDGET,
     ShrinkOptions,
     VerifyOptions,
+    in_range,
     option_errors,
 )
 from hatch_shrinkray.shipping.config import ConfigurationError, HookConfig
 from hatch_shrinkray.shipping.ship import engine_missing
 from hatch_shrinkray.signals import Terminated, redeliver, stop_request, terminate_raises
 
+DEFAULT_TIMEOUT = 3600.0
+"""``check --timeout``: an hour per run of the command, generous for a test suite; a hang ends."""
+MAX_TIMEOUT = 7 * 24 * 3600.0
 FLAG_NAMES = {"method": "--method", "min_elements": "--min-elements", "scheme": "--scheme",
               "levels": "--levels", "decode": "--decode", "block_size": "--block-size", "inputs": "--inputs",
               "dims": "--dim", "default_dim": "--default-dim", "samples": "--samples",
@@ -149,6 +153,9 @@ def parser() -> argparse.ArgumentParser:
                    help="--search/--shadow: share of shadow decisions allowed to flip (default 0)")
     k.add_argument("--max-runs", type=int, default=16, metavar="N",
                    help="--search: runs of COMMAND per model at most (default 16)")
+    k.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                   help=f"the longest one run of COMMAND may take; it is then stopped with its whole process group "
+                        f"and check fails (default {DEFAULT_TIMEOUT:.0f})")
     k.add_argument("--plan", type=Path, metavar="FILE",
                    help="plan file to read and (--search) write (default: the configuration's, or "
                         "shrinkray-plan.json)")
@@ -439,12 +446,18 @@ def cmd_check(args: argparse.Namespace) -> int:
     command = tuple(args.argv)
     if not command:
         raise ShrinkrayError("no command to check with", hint="hatch-shrinkray check [MODEL...] -- python -m pytest")
-    for flag, value, low in (("--max-flip-rate", args.max_flip_rate, 0.0), ("--max-runs", args.max_runs, 1)):
-        if value < low or (flag == "--max-flip-rate" and value > 1):
-            raise ShrinkrayError(f"{flag} must be {'a share from 0 to 1' if low == 0.0 else 'a positive integer'}; "
-                                 f"got {value}")
+    problems = [f"{flag} must be {what}; got {value}" for flag, value, ok, what in (
+        ("--max-flip-rate", args.max_flip_rate, in_range(args.max_flip_rate, 0.0, 1.0), "a share from 0 to 1"),
+        ("--threshold", args.threshold, in_range(args.threshold, 0.0, 1.0) and 0 < args.threshold < 1,
+         "a probability between 0 and 1"),
+        ("--max-runs", args.max_runs, args.max_runs >= 1, "a positive integer"),
+        ("--timeout", args.timeout, in_range(args.timeout, 0.0, MAX_TIMEOUT) and args.timeout > 0,
+         f"a number of seconds above 0 and at most {MAX_TIMEOUT:.0f}")) if not ok]
+    if problems:
+        raise ShrinkrayError("; ".join(problems))
     configured, plan_file = _check_config(args)
-    settings = Settings(command, args.pytest or looks_like_pytest(command), args.threshold, args.max_flip_rate)
+    settings = Settings(command, args.pytest or looks_like_pytest(command), args.threshold, args.max_flip_rate,
+                        timeout=args.timeout)
     display = _Stderr(args.verbose)
     data: dict[str, Any]
     if args.shadow:

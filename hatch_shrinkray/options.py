@@ -24,6 +24,16 @@ RUNTIME_FLOOR = re.compile(r"^onnxruntime\s*(?:(>=|==|~=|>)\s*([0-9]+(?:\.[0-9]+
 """A runtime target: ``onnxruntime`` with an optional lower bound, or one of ``NAMED_RUNTIMES``."""
 
 
+INT64 = (-(2**63), 2**63)
+"""Where ``int-range`` may lie: generated integers are at most int64."""
+VERIFY_RANGES = {"max_rel_l2": (0.0, 1.0), "min_cosine": (0.0, 1.0), "min_top1": (0.0, 1.0)}
+"""The tolerances' ranges, both ends included: a rel-L2 above 1 would pass a model whose outputs are
+all zero, a cosine of 0 or below one whose outputs are unrelated (or opposite); NaN passes nothing."""
+RANGES = {"budget_rel_l2": (0.0, 1.0), "budget_cosine": (0.0, 1.0), "budget_agreement": (0.0, 1.0),
+          "budget_load": (1.0, float("inf"))}
+"""``auto``'s budgets; only ``budget-load`` may be ``inf`` (size first, whatever loading costs)."""
+
+
 @dataclass(frozen=True)
 class VerifyOptions:
     """How the shrunk model is checked against the original with onnxruntime."""
@@ -151,12 +161,11 @@ def option_errors(opts: ShrinkOptions, names: Mapping[str, str] | None = None) -
         errors.append(f"{n('decode')} must be one of {', '.join(DECODES)}; got {opts.decode!r}")
     if not _is_int(opts.block_size) or opts.block_size < 16 or opts.block_size & (opts.block_size - 1):
         errors.append(f"{n('block_size')} must be a power of two >= 16; got {opts.block_size!r}")
-    for key, lo, hi in (("budget_rel_l2", 0.0, float("inf")), ("budget_cosine", -1.0, 1.0),
-                        ("budget_agreement", 0.0, 1.0), ("budget_load", 1.0, float("inf"))):
+    for key, (lo, hi) in RANGES.items():
         value = getattr(opts, key)
         if key == "budget_load" and value is None:
             continue
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not lo <= value <= hi:
+        if not in_range(value, lo, hi):
             errors.append(f"{n(key)} must be a number from {lo} to {hi}; got {value!r}")
     for entry in opts.runtimes:
         if not (isinstance(entry, str) and (entry in NAMED_RUNTIMES or RUNTIME_FLOOR.match(entry.strip()))):
@@ -180,15 +189,20 @@ def option_errors(opts: ShrinkOptions, names: Mapping[str, str] | None = None) -
             errors.append(f"{n('default_dim')} must be a positive integer; got {v.default_dim!r}")
         if not _is_int(v.samples) or v.samples < 1:
             errors.append(f"{n('samples')} must be a positive integer; got {v.samples!r}")
-        if not (_is_int(v.int_low) and _is_int(v.int_high)) or v.int_low >= v.int_high:
-            errors.append(f"{n('int_range')} must be two integers [low, high) with low < high")
-        for key, lo, hi in (("max_rel_l2", 0.0, float("inf")), ("min_cosine", -1.0, 1.0),
-                            ("min_top1", 0.0, 1.0)):
+        if not (_is_int(v.int_low) and _is_int(v.int_high)) or not INT64[0] <= v.int_low < v.int_high <= INT64[1]:
+            errors.append(f"{n('int_range')} must be two integers [low, high) with low < high, "
+                          f"from {INT64[0]} to {INT64[1]}")
+        for key, (lo, hi) in VERIFY_RANGES.items():
             value = getattr(v, key)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not lo <= value <= hi:
+            if not in_range(value, lo, hi):
                 errors.append(f"{n(key)} must be a number from {lo} to {hi}; got {value!r}")
     return errors
 
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def in_range(value: object, lo: float, hi: float) -> bool:
+    """A real number (not a bool) within [lo, hi]; NaN never is, and inf only where ``hi`` is inf."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and lo <= value <= hi

@@ -1,0 +1,141 @@
+"""Hostile and unlucky inputs, round 3 (issue 21): every case ends in one ``error:`` line naming the
+file, key, tensor or array and what to do, with nothing left behind and nothing modified; a model
+or archive that would be broken is refused. The CLI runs as a user runs it (the console script, in
+a fresh process); the hook through real hatchling builds.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from hardening import cli, files_under, tree_digest
+
+from onnx_builders import mlp, save
+
+PY = sys.executable
+
+
+def one_error(proc: subprocess.CompletedProcess[str]) -> str:
+    """The single ``error:`` line of a failed command (and no traceback)."""
+    assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, proc.stderr
+    return errors[0]
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    out = {**os.environ, "HATCH_SHRINKRAY_CACHE_DIR": str(tmp_path / "cache"), "TMPDIR": str(temp)}
+    out.pop("SOURCE_DATE_EPOCH", None)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Numbers: NaN, inf and out-of-range values are refused with one line naming the option.
+
+
+@pytest.mark.parametrize(("flags", "expected"), [
+    (["--max-rel-l2", "inf"], "--max-rel-l2 must be a number from 0.0 to 1.0; got inf"),
+    (["--max-rel-l2", "nan"], "--max-rel-l2 must be a number from 0.0 to 1.0; got nan"),
+    (["--min-cosine", "-1"], "--min-cosine must be a number from 0.0 to 1.0; got -1.0"),
+    (["--min-top1", "nan"], "--min-top1 must be a number from 0.0 to 1.0; got nan"),
+    (["--budget-load", "nan"], "--budget-load must be a number from 1.0 to inf; got nan"),
+    (["--budget-cosine=-inf"], "--budget-cosine must be a number from 0.0 to 1.0; got -inf"),
+    (["--int-range", "0", str(2**70)], "--int-range must be two integers [low, high) with low < high"),
+])
+def test_shrink_refuses_nan_inf_and_out_of_range_numbers(tmp_path: Path, flags: list[str], expected: str) -> None:
+    src = save(mlp(), tmp_path / "m.onnx")
+    line = one_error(cli("shrink", str(src), "-o", str(tmp_path / "out"), *flags))
+    assert expected in line, line
+    assert not (tmp_path / "out").exists() or files_under(tmp_path / "out") == []
+
+
+@pytest.mark.parametrize(("flags", "expected"), [
+    (["--max-flip-rate", "nan"], "--max-flip-rate must be a share from 0 to 1; got nan"),
+    (["--threshold", "inf"], "--threshold must be a probability between 0 and 1; got inf"),
+    (["--timeout", "nan"], "--timeout must be a number of seconds above 0"),
+    (["--timeout", "0"], "--timeout must be a number of seconds above 0"),
+])
+def test_check_refuses_nan_and_out_of_range_flags(tmp_path: Path, flags: list[str], expected: str) -> None:
+    src = save(mlp(), tmp_path / "m.onnx")
+    line = one_error(cli("check", str(src), *flags, "--", PY, "-c", "pass", cwd=tmp_path))
+    assert expected in line, line
+
+
+def test_hook_table_refuses_inf_and_minus_one(tmp_path: Path) -> None:
+    from hatch_shrinkray.shipping.config import ConfigurationError, load_config
+
+    (tmp_path / "m.onnx").write_bytes(b"x")
+    with pytest.raises(ConfigurationError) as caught:
+        load_config({"models": ["m.onnx"], "max-rel-l2": float("inf"), "min-cosine": -1,
+                     "budget-agreement": float("nan")}, tmp_path)
+    table = "tool.hatch.build.hooks.shrinkray"
+    assert caught.value.errors == [
+        f"Field `{table}.budget-agreement` must be a number from 0.0 to 1.0; got nan",
+        f"Field `{table}.max-rel-l2` must be a number from 0.0 to 1.0; got inf",
+        f"Field `{table}.min-cosine` must be a number from 0.0 to 1.0; got -1.0",
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# check: a model the command rewrites is not judged; a command that hangs is stopped.
+
+LOADS_AND_REWRITES = textwrap.dedent('''
+    import sys
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    path = sys.argv[1]
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    sess.run(None, {"x": np.ones((1, 256), np.float32)})
+    m = onnx.load(path)
+    m.doc_string = "re-exported by the test suite"
+    onnx.save(m, path)
+''')
+
+
+def test_check_refuses_to_judge_a_model_the_command_rewrote(tmp_path: Path, env: dict[str, str]) -> None:
+    src = save(mlp(), tmp_path / "m.onnx")
+    script = tmp_path / "rewrite.py"
+    script.write_text(LOADS_AND_REWRITES)
+    proc = cli("check", str(src), "--", PY, str(script), str(src), cwd=tmp_path, env=env)
+    line = one_error(proc)
+    assert line.startswith(f"error: m.onnx: changed while `{PY} {script} {src}` ran (run 1 of 2, with the original "
+                           "models)"), line
+    assert "make the command leave the model file alone" in line
+    assert "REGRESSED" not in proc.stdout + proc.stderr and "hint:" not in proc.stdout
+
+
+HANGS = textwrap.dedent('''
+    import subprocess, sys, time
+    from pathlib import Path
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    Path(sys.argv[1]).write_text(str(child.pid))
+    time.sleep(600)
+''')
+
+
+def test_check_stops_a_command_that_hangs_with_its_process_group(tmp_path: Path, env: dict[str, str]) -> None:
+    src = save(mlp(), tmp_path / "m.onnx")
+    script, pid_file = tmp_path / "hang.py", tmp_path / "child.pid"
+    script.write_text(HANGS)
+    start = time.monotonic()
+    proc = cli("check", str(src), "--timeout", "3", "--", PY, str(script), str(pid_file), cwd=tmp_path, env=env,
+               timeout=120)
+    assert time.monotonic() - start < 60
+    line = one_error(proc)
+    assert line == (f"error: `{PY} {script} {pid_file}` did not finish within 3 s; it was stopped with every process "
+                    "it started (raise --timeout, or find what hangs)"), line
+    grandchild = int(pid_file.read_text())
+    time.sleep(0.5)
+    assert not Path(f"/proc/{grandchild}").exists() or "zombie" in Path(f"/proc/{grandchild}/status").read_text()
+    assert files_under(Path(env["TMPDIR"])) in ([], [".ses"])

@@ -34,7 +34,7 @@ from hatch_shrinkray.options import (
     option_errors,
 )
 from hatch_shrinkray.shipping.config import ConfigurationError, HookConfig
-from hatch_shrinkray.shipping.ship import engine_missing
+from hatch_shrinkray.shipping.ship import engine_missing, printable_lines
 from hatch_shrinkray.signals import Terminated, redeliver, stop_request, terminate_raises
 
 DEFAULT_TIMEOUT = 3600.0
@@ -317,7 +317,7 @@ class _Stderr:
         self.verbose = verbose
 
     def display_info(self, message: str = "") -> None:
-        print(message, file=sys.stderr, flush=True)
+        print(printable_lines(message), file=sys.stderr, flush=True)
 
     display_waiting = display_success = display_warning = display_info
 
@@ -345,8 +345,8 @@ def cmd_wheel(args: argparse.Namespace) -> int:
                                  f"and their options come from `{table}`", path=str(project / "pyproject.toml"))
         configure = functools.partial(load_config, raw, project, "wheel", table)
     outputs = _wheel_destinations(args)
-    manifest = read_manifest(project)
     display = _Stderr(args.verbose)
+    manifest = read_manifest(project, display.display_warning)
     for source, destination in outputs:
         try:
             done = rewrite_wheel(source, destination, configure, manifest, display)
@@ -403,8 +403,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from hatch_shrinkray.verification.runner import verify
 
     # Checked like `shrink` checks its input first, so a bad file gets the same one-line message.
+    options = _verify_options(args)
+    errors = option_errors(ShrinkOptions(verify=options), FLAG_NAMES)
+    if errors:
+        raise ShrinkrayError("; ".join(errors))
     files = {path: [path, *external_data_files(path)] for path in (args.original, args.shrunk)}
-    result = verify(args.original, args.shrunk, _verify_options(args))
+    result = verify(args.original, args.shrunk, options)
     a, b = compressed_sizes(files[args.original]), compressed_sizes(files[args.shrunk])
     rows = [["", *a], ["original", *map(str, a.values())], ["shrunk", *map(str, b.values())],
             ["ratio", *(f"{100 * b[k] / a[k]:.1f}%" for k in a)]]
@@ -419,7 +423,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def _error(exc: ShrinkrayError, verbose: bool) -> None:
     if verbose:
         traceback.print_exception(exc)
-    text = str(exc)
+    text = printable_lines(str(exc))
     if isinstance(exc, (VerificationError, ConfigurationError)):
         print(f"error: {text}", file=sys.stderr)
     else:

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from hatch_shrinkray.files import file_kind
 
 METHODS = ("int8", "float-levels", "fp16", "dedup", "dynamic", "int4", "auto")
 ENCODINGS = ("float32", "fp16", "int16", "int12", "int10", "int8", "int6", "int4")
@@ -180,8 +183,9 @@ def option_errors(opts: ShrinkOptions, names: Mapping[str, str] | None = None) -
                for _, name, encoding in opts.plan if encoding not in ENCODINGS]
     v = opts.verify
     if v is not None:
-        if v.inputs is not None and not Path(v.inputs).exists():
-            errors.append(f"{n('inputs')} names a file or directory that does not exist: {v.inputs}")
+        problem = None if v.inputs is None else inputs_problem(Path(v.inputs))
+        if problem:
+            errors.append(f"{n('inputs')} {problem}")
         for dim, value in v.dims:
             if not _is_int(value) or value < 1:
                 errors.append(f"{n('dims')}.{dim} must be a positive integer; got {value!r}")
@@ -197,6 +201,44 @@ def option_errors(opts: ShrinkOptions, names: Mapping[str, str] | None = None) -
             if not in_range(value, lo, hi):
                 errors.append(f"{n(key)} must be a number from {lo} to {hi}; got {value!r}")
     return errors
+
+
+INPUTS_MAX_FILE_BYTES = 2_000_000_000
+"""Largest sample file read: a sample file holds at most 1 GB of arrays once loaded
+(``verification.npz``), so a bigger one is refused before it is hashed or read."""
+
+
+def inputs_problem(path: Path) -> str | None:
+    """Why ``inputs`` cannot be read as samples: only a regular file, or a directory whose ``.npz``
+    files are regular files, each of a bounded size (a FIFO or ``/dev/zero`` would hang the
+    build, which hashes them for the cache key, or exhaust its memory)."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return f"names a file or directory that does not exist: {path}"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc}): {path}"
+    if stat.S_ISDIR(info.st_mode):
+        for member in sorted(path.glob("*.npz")):
+            problem = _sample_file_problem(member)
+            if problem:
+                return f"holds {member.name}, which {problem}; a recording directory holds regular .npz files: {path}"
+        return None
+    problem = _sample_file_problem(path)
+    return None if problem is None else f"names a file that {problem}; point it at a .npz file or a recording " \
+        f"directory: {path}"
+
+
+def _sample_file_problem(path: Path) -> str | None:
+    try:
+        info = path.stat()
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if not stat.S_ISREG(info.st_mode):
+        return f"is {file_kind(info.st_mode)}, not a regular file"
+    if info.st_size > INPUTS_MAX_FILE_BYTES:
+        return f"is {info.st_size / 1e9:.1f} GB, over the {INPUTS_MAX_FILE_BYTES / 1e9:.0f} GB a sample file may take"
+    return None
 
 
 def _is_int(value: object) -> bool:

@@ -14,11 +14,43 @@ import time
 from pathlib import Path
 
 import pytest
-from hardening import cli, files_under, tree_digest
+from hardening import MODEL, cli, files_under, tree_digest, write_project
 
 from onnx_builders import mlp, save
 
 PY = sys.executable
+
+BUILD = textwrap.dedent("""
+    import sys
+    from hatchling.builders.sdist import SdistBuilder
+    from hatchling.builders.wheel import WheelBuilder
+    builder = (WheelBuilder if sys.argv[2] == "wheel" else SdistBuilder)(sys.argv[1])
+    print(next(builder.build(directory=sys.argv[3], versions=["standard"])))
+""")
+
+
+def hook_build(root: Path, tmp_path: Path, target: str = "wheel",
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """A real hatchling build of ``root`` in a fresh process (as a frontend runs the backend)."""
+    temp = tmp_path / "build-tmp"
+    temp.mkdir(exist_ok=True)
+    environment = {**os.environ, "HATCH_SHRINKRAY_CACHE_DIR": str(tmp_path / "cache"), "TMPDIR": str(temp),
+                   **(env or {})}
+    return subprocess.run([PY, "-c", BUILD, str(root), target, str(tmp_path / "dist")], capture_output=True,
+                          text=True, check=False, timeout=600, env=environment)
+
+
+def hook_build_error(root: Path, tmp_path: Path, target: str = "wheel") -> str:
+    """The stderr of a build that must fail cleanly: no traceback, no artifact, nothing left in TMPDIR,
+    the project untouched."""
+    before = tree_digest(root)
+    proc = hook_build(root, tmp_path, target)
+    assert proc.returncode != 0, proc.stdout
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert files_under(tmp_path / "dist") == []
+    assert files_under(tmp_path / "build-tmp") in ([], [".ses"])
+    assert tree_digest(root) == before
+    return proc.stderr
 
 
 def one_error(proc: subprocess.CompletedProcess[str]) -> str:
@@ -139,3 +171,49 @@ def test_check_stops_a_command_that_hangs_with_its_process_group(tmp_path: Path,
     time.sleep(0.5)
     assert not Path(f"/proc/{grandchild}").exists() or "zombie" in Path(f"/proc/{grandchild}/status").read_text()
     assert files_under(Path(env["TMPDIR"])) in ([], [".ses"])
+
+
+# ---------------------------------------------------------------------------------------------
+# `inputs`: only regular files, or directories of regular files; special files are one line,
+# with the cache on and off, and never a hang.
+
+
+def special_files(tmp_path: Path) -> dict[str, Path]:
+    import socket
+
+    fifo, sock, recording = tmp_path / "fifo.npz", tmp_path / "sock.npz", tmp_path / "recording"
+    os.mkfifo(fifo)
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(sock))
+    server.close()
+    recording.mkdir()
+    os.mkfifo(recording / "m-0123456789abcdef.npz")
+    return {"/dev/zero": Path("/dev/zero"), "fifo": fifo, "socket": sock, "directory with a fifo": recording}
+
+
+SPECIAL = {"/dev/zero": "names a file that is a character device, not a regular file",
+           "fifo": "names a file that is a FIFO, not a regular file",
+           "socket": "names a file that is a socket, not a regular file",
+           "directory with a fifo": "holds m-0123456789abcdef.npz, which is a FIFO, not a regular file"}
+
+
+@pytest.mark.parametrize("kind", list(SPECIAL))
+def test_special_inputs_are_one_line_for_shrink_and_compare(tmp_path: Path, kind: str) -> None:
+    src = save(mlp(), tmp_path / "m.onnx")
+    inputs = special_files(tmp_path)[kind]
+    line = one_error(cli("shrink", str(src), "-o", str(tmp_path / "out"), "--inputs", str(inputs), timeout=60))
+    assert line == f"error: --inputs {SPECIAL[kind]}; " + (
+        f"a recording directory holds regular .npz files: {inputs}" if kind.startswith("directory")
+        else f"point it at a .npz file or a recording directory: {inputs}"), line
+    line = one_error(cli("compare", str(src), str(src), "--inputs", str(inputs), timeout=60))
+    assert SPECIAL[kind] in line
+
+
+@pytest.mark.parametrize("cache", ["true", "false"])
+@pytest.mark.parametrize("kind", ["/dev/zero", "fifo", "directory with a fifo"])
+def test_special_inputs_fail_the_build_in_one_line(tmp_path: Path, kind: str, cache: str) -> None:
+    root = tmp_path / "toymodel"
+    write_project(root, f'inputs = "{special_files(tmp_path)[kind]}"\ncache = {cache}\n')
+    save(mlp(), root / MODEL)
+    err = hook_build_error(root, tmp_path)
+    assert f"Field `tool.hatch.build.hooks.shrinkray.inputs` {SPECIAL[kind]}" in err, err

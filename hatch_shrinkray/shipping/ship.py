@@ -30,18 +30,24 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import shutil
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
-from hatch_shrinkray.errors import CHECK_HINT, RECORD_HINT, AlreadyQuantizedError, ShrinkrayError
+from hatch_shrinkray.errors import CHECK_HINT, RECORD_HINT, AlreadyQuantizedError, ShrinkrayError, printable
 from hatch_shrinkray.files import copy_hashed, file_sha256
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import human
-from hatch_shrinkray.shipping.cache import CachedShrink, ShrinkCache, cache_key, default_cache_dir
+from hatch_shrinkray.shipping.cache import (
+    CACHE_ENV,
+    CachedShrink,
+    ShrinkCache,
+    cache_key,
+    default_cache_dir,
+    private_problem,
+)
 from hatch_shrinkray.shipping.config import HookConfig, ModelEntry
 from hatch_shrinkray.shipping.manifest import MANIFEST_NAME, ManifestEntry, pass_through_problem, tool_versions
 from hatch_shrinkray.shipping.plan import PLAN_NAME, PlanEntry
@@ -122,6 +128,89 @@ class Shipped:
         return self.outcome in ("shrunk", "cached")
 
 
+class Sanitized:
+    """A display that prints every line as data: names and figures can come from files we did not
+    write (a model's tensor names, a plan, a cache record), and a control character in them must not
+    move the cursor, colour the log or fake a line (:func:`errors.printable`)."""
+
+    def __init__(self, app: Display) -> None:
+        self.app = app
+
+    def display_info(self, message: str = "") -> None:
+        self.app.display_info(printable_lines(message))
+
+    def display_waiting(self, message: str = "") -> None:
+        self.app.display_waiting(printable_lines(message))
+
+    def display_success(self, message: str = "") -> None:
+        self.app.display_success(printable_lines(message))
+
+    def display_warning(self, message: str = "") -> None:
+        self.app.display_warning(printable_lines(message))
+
+    def display_debug(self, message: str = "", level: int = 1) -> None:
+        self.app.display_debug(printable_lines(message), level)
+
+
+def printable_lines(text: str) -> str:
+    """``text`` with each of its lines made printable (tables keep their line breaks)."""
+    return "\n".join(printable(line) for line in text.split("\n"))
+
+
+LOAD_CHECK = """
+import sys
+try:
+    import onnxruntime as ort
+except Exception as exc:
+    print("cannot import onnxruntime: " + " ".join(str(exc).split())[:300])
+    sys.exit(4)
+options = ort.SessionOptions()
+options.log_severity_level = 4
+options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+try:
+    ort.InferenceSession(sys.argv[1], options, providers=["CPUExecutionProvider"])
+except Exception as exc:
+    print(" ".join(str(exc).split())[:300])
+    sys.exit(3)
+"""
+"""Creates an onnxruntime session from a file, in a process of its own: bytes we did not just
+write (a cache entry, a manifest match) may crash onnxruntime, which must not take the build down
+without a word. Optimizations are off: the graph is resolved, typed and given kernels, which is
+what loading proves, without folding every weight (seconds and gigabytes on a big model)."""
+LOAD_TIMEOUT = 900
+
+
+def onnxruntime_installed() -> bool:
+    """Whether onnxruntime can be loaded here (not in an isolated build from our sdist, which
+    installs nothing heavy)."""
+    import importlib.util
+
+    return importlib.util.find_spec("onnxruntime") is not None
+
+
+def load_problem(path: Path) -> str | None:
+    """Why onnxruntime cannot create a session from ``path``, or ``None`` when it can (or when
+    onnxruntime is not installed: see :func:`onnxruntime_installed`)."""
+    import subprocess
+    import sys
+
+    if not onnxruntime_installed():
+        return None
+    try:
+        proc = subprocess.run([sys.executable, "-c", LOAD_CHECK, str(path)], capture_output=True, text=True,
+                              check=False, timeout=LOAD_TIMEOUT, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return f"onnxruntime did not load it within {LOAD_TIMEOUT} s"
+    except OSError as exc:
+        return f"cannot start {sys.executable} to load it: {exc.strerror or exc}"
+    said = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+    if proc.returncode in {0, 4}:  # 4: onnxruntime does not import; nothing to judge with
+        return None
+    if proc.returncode == 3:
+        return f"onnxruntime cannot load it: {said}"
+    return f"onnxruntime crashed loading it (exit code {proc.returncode})"
+
+
 def passes_through(model: ModelEntry, sha256: str, manifest: Mapping[str, ManifestEntry]) -> bool:
     """Whether these bytes are what a manifest says hatch-shrinkray shipped for this path."""
     entry = manifest.get(model.relpath)
@@ -152,6 +241,7 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
     plan file gets that plan. ``keep_failed`` (``check`` only, which ships nothing) writes models
     that fail verification too; they are never cached.
     """
+    app = Sanitized(app)
     cache = _open_cache(config, app)
     shipped: list[Shipped] = []
     generated: list[str] = []
@@ -214,8 +304,14 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
 
 def _pass_through(relpath: str, entry: ManifestEntry, source: Path, target: Path, *, sha256: str,
                   workdir: Path) -> None:
-    """Copy a manifest match into the work directory, checking it on the way (see manifest)."""
+    """Copy a manifest match into the work directory, checking it on the way (see manifest): its
+    entry and structure always, and that onnxruntime loads it where onnxruntime is installed (the
+    bytes checked are hashed again, so they are the bytes shipped)."""
     problem = pass_through_problem(source, entry)
+    if problem is None and onnxruntime_installed():
+        problem = load_problem(source)
+        if problem is None and _read_sha256_of(source, relpath) != sha256:
+            raise _changed(relpath)
     if problem:
         raise ShrinkrayError(f"matches its entry in {MANIFEST_NAME} but {problem}; refusing to ship it",
                              path=relpath,
@@ -225,6 +321,13 @@ def _pass_through(relpath: str, entry: ManifestEntry, source: Path, target: Path
         copied = copy_hashed(source, target)
     if copied != sha256:
         raise _changed(relpath)
+
+
+def _read_sha256_of(path: Path, relpath: str) -> str:
+    try:
+        return file_sha256(path)
+    except OSError as exc:
+        raise _changed(relpath) from exc
 
 
 def _changed(relpath: str) -> ShrinkrayError:
@@ -256,6 +359,12 @@ def _open_cache(config: HookConfig, app: Display) -> ShrinkCache | None:
         app.display_debug(f"{PREFIX} cache disabled (cache = false)")
         return None
     directory = config.cache_dir or default_cache_dir()
+    problem = private_problem(directory)
+    if problem:
+        raise ShrinkrayError(f"the cache directory {directory} {problem}; whoever can write there chooses the "
+                             "models your builds ship, so it is not used",
+                             hint=f"chmod 700 {directory} if it is yours, point `cache` (or {CACHE_ENV}) at a "
+                                  "directory of your own, or set `cache = false`")
     app.display_debug(f"{PREFIX} cache directory {directory}")
     return ShrinkCache(directory)
 
@@ -281,7 +390,7 @@ def _confirm_plan(relpath: str, plan: PlanEntry, shipped_sha256: str, app: Displ
     """Say whether these bytes are the very model ``check`` accepted."""
     accepted = plan.checked.get("shrunk_sha256")
     if accepted == shipped_sha256:
-        verdict = plan.checked.get("verdict", "")
+        verdict = str(plan.checked.get("verdict", ""))
         app.display_success(f"{PREFIX} {relpath}: this is the model `check` accepted ({verdict})")
     elif accepted:
         app.display_warning(f"{PREFIX} {relpath}: differs from the model `check` accepted (the options, inputs or "
@@ -305,10 +414,8 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
     versions = tool_versions()
     if cache is not None:
         key = cache_key(original_sha256, model.options, versions)
-        hit = cache.get(key)
-        if hit is not None:
-            app.display_debug(f"{PREFIX} cache hit {key[:16]} for {model.relpath}")
-            shutil.copyfile(hit[0], target)
+        hit = cache.get(key, original_sha256)
+        if hit is not None and _take_cached(hit, target, key, model.relpath, app):
             unchanged = hit[1].entry.shrunk_sha256 == original_sha256 or hit[1].kept_original is not None
             return hit[1], "unchanged" if unchanged else "cached"
     try:
@@ -352,6 +459,21 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
         if problem:
             app.display_debug(f"{PREFIX} could not write the cache entry: {problem}")
     return record, "unchanged" if unchanged else "shrunk"
+
+
+def _take_cached(hit: tuple[Path, CachedShrink], target: Path, key: str, relpath: str, app: Display) -> bool:
+    """Copy a cache entry's model to ``target`` if it is what its record says and onnxruntime
+    loads it; otherwise say why, and the model is shrunk again (and the entry rewritten)."""
+    path, record = hit
+    copied = copy_hashed(path, target)
+    problem = "its bytes changed while they were read" if copied != record.entry.shrunk_sha256 \
+        else load_problem(target)
+    if problem:
+        app.display_warning(f"{PREFIX} {relpath}: cache entry {key[:16]} is not used ({problem}); shrinking again")
+        target.unlink(missing_ok=True)
+        return False
+    app.display_debug(f"{PREFIX} cache hit {key[:16]} for {relpath}")
+    return True
 
 
 def _content_sha256(model_sha256: str, sidecars: Mapping[str, str]) -> str:

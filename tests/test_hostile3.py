@@ -374,3 +374,96 @@ def test_a_manifest_match_framed_as_onnx_but_broken_inside_is_refused(tmp_path: 
     err = hook_build_error(unpacked, tmp_path)
     line = next(ln for ln in err.splitlines() if "refusing to ship it" in ln)
     assert line.startswith(f"shrinkray: {MODEL}: matches its entry in {MANIFEST_NAME} but {expected}"), line
+
+
+# ---------------------------------------------------------------------------------------------
+# A data file two models read, one of them configured: it stays while a shipped model reads it.
+
+
+def shared_weights(models: Path) -> tuple[object, object]:
+    """``a.onnx`` and ``b.onnx`` whose weights both live in one ``weights.bin`` (a valid layout: the
+    data file written once, each model pointing into it)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    models.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(5)
+    wa, wb = (rng.standard_normal((256, 256)).astype(np.float32) * 0.05 for _ in range(2))
+    with open(models / "weights.bin", "wb") as fh:
+        fh.write(wa.tobytes())
+        fh.write(wb.tobytes())
+    built = []
+    for name, w, offset in (("a", wa, 0), ("b", wb, wa.nbytes)):
+        tensor = numpy_helper.from_array(w, "W")
+        tensor.ClearField("raw_data")
+        tensor.data_location = TensorProto.EXTERNAL
+        for key, value in (("location", "weights.bin"), ("offset", str(offset)), ("length", str(w.nbytes))):
+            tensor.external_data.add(key=key, value=value)
+        graph = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["y"])], name,
+                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 256])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 256])], [tensor])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+        (models / f"{name}.onnx").write_bytes(model.SerializeToString())
+        built.append(onnx.load(str(models / f"{name}.onnx")))
+    return built[0], built[1]
+
+
+def run_model(path: Path) -> object:
+    import numpy as np
+    import onnxruntime as ort
+
+    x = np.random.default_rng(9).standard_normal((3, 256)).astype(np.float32)
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+
+
+@pytest.mark.parametrize("target", ["wheel", "sdist"])
+def test_hook_keeps_a_data_file_an_unconfigured_model_reads(tmp_path: Path, target: str) -> None:
+    import numpy as np
+
+    root = write_project(tmp_path / "toymodel", models_glob="src/toymodel/models/a.onnx")
+    models = root / "src/toymodel/models"
+    shared_weights(models)
+    expected = run_model(models / "b.onnx")
+    before = tree_digest(root)
+    proc = hook_build(root, tmp_path, target)
+    assert proc.returncode == 0, proc.stderr
+    assert tree_digest(root) == before
+    unpacked = tmp_path / "unpacked"
+    (artifact,) = (tmp_path / "dist").iterdir()
+    if target == "wheel":
+        import zipfile
+
+        with zipfile.ZipFile(artifact) as zf:
+            zf.extractall(unpacked)
+        shipped = unpacked / "toymodel/models"
+    else:
+        import tarfile
+
+        with tarfile.open(artifact) as tar:
+            tar.extractall(unpacked, filter="data")
+        shipped = unpacked / "toymodel-0.1.0/src/toymodel/models"
+    assert sorted(p.name for p in shipped.iterdir()) == ["a.onnx", "b.onnx", "weights.bin"]
+    np.testing.assert_array_equal(run_model(shipped / "b.onnx"), expected)  # b still loads, unchanged
+    assert (shipped / "weights.bin").read_bytes() == (models / "weights.bin").read_bytes()
+    # a's own weights are 262.14 KB of the 524.29 KB file: the report counts those, not all of it
+    line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("shrinkray: src/toymodel/models/a.onnx: ")
+                and " -> " in ln)
+    assert line.startswith("shrinkray: src/toymodel/models/a.onnx: 262.29 KB -> "), line
+    assert "of the input is not weights" not in line
+    assert ("shrinkray: src/toymodel/models/a.onnx: src/toymodel/models/weights.bin stays in the archive (524.29 KB): "
+            "src/toymodel/models/b.onnx reads it too and is not configured") in proc.stderr
+
+
+def test_hook_drops_a_shared_data_file_once_every_reader_is_shrunk(tmp_path: Path) -> None:
+    import zipfile
+
+    root = write_project(tmp_path / "toymodel", models_glob="src/toymodel/models/*.onnx")
+    shared_weights(root / "src/toymodel/models")
+    proc = hook_build(root, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    (wheel,) = (tmp_path / "dist").iterdir()
+    with zipfile.ZipFile(wheel) as zf:
+        assert sorted(n for n in zf.namelist() if "/models/" in n) == ["toymodel/models/a.onnx",
+                                                                      "toymodel/models/b.onnx"]
+    assert "stays in the archive" not in proc.stderr

@@ -38,7 +38,8 @@ class Loaded:
     model: ModelProto
     label: str
     size: int
-    """Bytes on disk (model file plus external data files), or the serialized size."""
+    """Bytes read: the model file plus what its tensors take in its external data files (not the
+    parts of a shared data file other models use), or the serialized size."""
     path: Path | None
     data_files: tuple[Path, ...] = ()
     sha256: dict[str, str] = field(default_factory=dict)
@@ -114,6 +115,7 @@ def load_model(source: str | os.PathLike[str] | ModelProto) -> Loaded:
     size = len(data)
     del data
     data_files = _resolve_external(model, path)
+    referenced = _referenced_bytes(model, path) if data_files else 0
     if data_files:
         for data_file in data_files:
             digests[str(data_file)] = _data_sha256(data_file, label)
@@ -122,7 +124,7 @@ def load_model(source: str | os.PathLike[str] | ModelProto) -> Loaded:
         except Exception as exc:  # onnx raises OSError, ValueError or its own ValidationError here
             raise ShrinkrayError(f"cannot read its external data: {str(exc).splitlines()[0][:300]}", path=label,
                                  hint="re-export the model with its data file") from exc
-        size += sum(p.stat().st_size for p in data_files)
+        size += referenced
     return Loaded(model, label, size, path, tuple(data_files), digests)
 
 
@@ -258,6 +260,34 @@ def _check_extents(model: ModelProto, path: Path) -> None:
             raise ShrinkrayError(f"external data file {quoted(location)} is too short for tensor {quoted(t.name)} "
                                  f"(needs {length} bytes from offset {offset}, the file has {sizes[location]})",
                                  path=str(path), hint="the data file is truncated; copy or export it again")
+
+
+def _referenced_bytes(model: ModelProto, path: Path) -> int:
+    """The bytes of its data files that the model's tensors take, each range counted once: all of
+    a data file of its own, and only its part of one it shares with another model (two models may
+    point into one ``weights.bin``; the other's tensors are not this model's input)."""
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for t in _tensors(model):
+        if t.data_location != TensorProto.EXTERNAL:
+            continue
+        entries = {e.key: e.value for e in t.external_data}
+        location = entries["location"]
+        size = (path.parent / location).stat().st_size
+        try:
+            offset = int(entries.get("offset") or 0)
+            end = offset + int(entries["length"]) if entries.get("length") else size
+        except ValueError:
+            offset, end = 0, size
+        spans.setdefault(location, []).append((offset, min(end, size)))
+    total = 0
+    for ranges in spans.values():
+        reached = 0
+        for start, end in sorted(ranges):
+            begin = max(start, reached)
+            if end > begin:
+                total += end - begin
+                reached = end
+    return total
 
 
 def fits_one_file(model: ModelProto) -> bool:

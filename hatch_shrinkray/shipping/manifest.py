@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -187,24 +187,51 @@ def onnx_framing_problem(path: Path) -> str | None:
     ir_version, graph and opset_import are present. Tensor data is skipped, not read (the file is
     memory-mapped), so it is cheap even for a big model. Garbage inside a well-framed file fails
     here; what only onnxruntime can judge (ops, types) is left to it."""
+    return _scan(path).problem
+
+
+def external_data_refs(path: Path) -> dict[str, list[tuple[int, int | None]]] | None:
+    """The external-data files a model file reads, as written in it (``location`` -> the
+    ``(offset, length)`` of every tensor stored there; length ``None``: to the end of the file), or
+    ``None`` when ``path`` is not a well-formed model. Free of onnx, like the check above."""
+    scan = _scan(path, tensors=True)
+    return None if scan.problem else scan.external
+
+
+@dataclass
+class _Scan:
+    problem: str | None = None
+    top: set[int] = field(default_factory=set)
+    """The ModelProto's own field numbers."""
+    tensors: list[tuple[int, int]] | None = None
+    """Where each TensorProto lies, when asked for."""
+    external: dict[str, list[tuple[int, int | None]]] = field(default_factory=dict)
+
+
+def _scan(path: Path, *, tensors: bool = False) -> _Scan:
+    scan = _Scan(tensors=[] if tensors else None)
     try:
         with open(path, "rb") as fh:
             if os.fstat(fh.fileno()).st_size == 0:
-                return "the file is empty"
+                scan.problem = "the file is empty"
+                return scan
             with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-                seen: set[int] = set()
-                problem = _walk(buf, 0, len(buf), "Model", 0, seen=seen)
+                scan.problem = _walk(buf, 0, len(buf), "Model", 0, scan=scan)
+                for start, end in scan.tensors or []:
+                    _external(buf, start, end, scan.external)
     except (OSError, ValueError) as exc:
-        return f"cannot read it: {exc}"
-    if problem:
-        return problem
-    missing = [name for number, name in REQUIRED.items() if number not in seen]
-    return f"no {', '.join(missing)}" if missing else None
+        scan.problem = f"cannot read it: {exc}"
+    if scan.problem is None:
+        missing = [name for number, name in REQUIRED.items() if number not in scan.top]
+        scan.problem = f"no {', '.join(missing)}" if missing else None
+    return scan
 
 
-def _walk(buf: mmap.mmap, pos: int, end: int, message: str, depth: int, *, seen: set[int] | None = None) -> str | None:
+def _walk(buf: mmap.mmap, pos: int, end: int, message: str, depth: int, *, scan: _Scan) -> str | None:
     """Why the bytes ``buf[pos:end]`` are not a well-formed ``message``, or None."""
     fields = SCHEMA[message]
+    if message == "Tensor" and scan.tensors is not None:
+        scan.tensors.append((pos, end))
     while pos < end:
         key, pos = _varint(buf, pos, end)
         if key is None:
@@ -226,8 +253,8 @@ def _walk(buf: mmap.mmap, pos: int, end: int, message: str, depth: int, *, seen:
             pos += 8 if wire == I64 else 4
         if pos > end:
             return f"{message} field {number} runs past its end"
-        if seen is not None:
-            seen.add(number)
+        if depth == 0:
+            scan.top.add(number)
         kind = fields.get(number)
         if kind is None:
             continue
@@ -236,10 +263,54 @@ def _walk(buf: mmap.mmap, pos: int, end: int, message: str, depth: int, *, seen:
         if kind in SCHEMA:
             if depth >= MAX_DEPTH:
                 return f"messages are nested more than {MAX_DEPTH} deep"
-            problem = _walk(buf, body, pos, kind, depth + 1)
+            problem = _walk(buf, body, pos, kind, depth + 1, scan=scan)
             if problem:
                 return problem
     return None
+
+
+EXTERNAL = 1
+"""TensorProto.DataLocation.EXTERNAL."""
+
+
+def _external(buf: mmap.mmap, pos: int, end: int, found: dict[str, list[tuple[int, int | None]]]) -> None:
+    """Record where a well-formed TensorProto in ``buf[pos:end]`` keeps its data, if outside."""
+    entries: dict[str, str] = {}
+    location = 0
+    for number, wire, body, stop in _fields(buf, pos, end):
+        if number == 14 and wire == VARINT:  # data_location
+            location = _varint(buf, body, stop)[0] or 0
+        elif number == 13 and wire == LEN:  # external_data: key/value entries
+            pair = {n: bytes(buf[b:e]).decode("utf-8", "replace")
+                    for n, w, b, e in _fields(buf, body, stop) if w == LEN}
+            if 1 in pair:
+                entries[pair[1]] = pair.get(2, "")
+    if location != EXTERNAL or not entries.get("location"):
+        return
+    try:
+        offset = int(entries.get("offset") or 0)
+        length = int(entries["length"]) if entries.get("length") else None
+    except ValueError:
+        offset, length = 0, None
+    found.setdefault(entries["location"], []).append((offset, length))
+
+
+def _fields(buf: mmap.mmap, pos: int, end: int) -> Iterator[tuple[int, int, int, int]]:
+    """``(number, wire type, start, end)`` of each field of a message already found well formed."""
+    while pos < end:
+        key, pos = _varint(buf, pos, end)
+        if key is None:
+            return
+        number, wire = key >> 3, key & 7
+        body = pos
+        if wire == VARINT:
+            _, pos = _varint(buf, pos, end)
+        elif wire == LEN:
+            length, body = _varint(buf, pos, end)
+            pos = body + (length or 0)
+        else:
+            pos += 8 if wire == I64 else 4
+        yield number, wire, body, pos
 
 
 def _varint(buf: mmap.mmap, pos: int, end: int) -> tuple[int | None, int]:

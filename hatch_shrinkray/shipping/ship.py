@@ -49,6 +49,7 @@ from hatch_shrinkray.shipping.cache import (
     private_problem,
 )
 from hatch_shrinkray.shipping.config import HookConfig, ModelEntry
+from hatch_shrinkray.shipping.datafiles import ProjectTree, Readers, Tree
 from hatch_shrinkray.shipping.manifest import MANIFEST_NAME, ManifestEntry, pass_through_problem, tool_versions
 from hatch_shrinkray.shipping.plan import PLAN_NAME, PlanEntry
 
@@ -233,16 +234,21 @@ def _read_sha256(root: Path, model: ModelEntry) -> str:
 
 
 def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
-                manifest_in: Mapping[str, ManifestEntry], *, keep_failed: bool = False) -> list[Shipped]:
+                manifest_in: Mapping[str, ManifestEntry], *, keep_failed: bool = False,
+                tree: Tree | None = None) -> list[Shipped]:
     """Shrink (or pass through) every configured model under ``root``; say what ships instead.
 
     ``manifest_in`` maps model paths to what hatch-shrinkray shipped for them before: a model
     whose bytes are that entry's ``shrunk_sha256`` passes through. A model with an entry in the
     plan file gets that plan. ``keep_failed`` (``check`` only, which ships nothing) writes models
-    that fail verification too; they are never cached.
+    that fail verification too; they are never cached. ``tree`` lists the other files of the
+    archive (by default: the files under ``root``), for the models that read a shrunk model's
+    external data too (see ``datafiles``).
     """
     app = Sanitized(app)
     cache = _open_cache(config, app)
+    readers = Readers(tree or ProjectTree(root))
+    sidecars_of: dict[str, tuple[str, ...]] = {}
     shipped: list[Shipped] = []
     generated: list[str] = []
     start = time.perf_counter()
@@ -287,19 +293,49 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
         files = [(model.relpath, target)]
         files += [((PurePosixPath(model.relpath).parent / data.name).as_posix(), data)
                   for data in _data_files_beside(target)]
-        shipped_data = {rel for rel, _ in files}
+        sidecars_of[model.relpath] = tuple(sidecars.values())
         app.display_success(_success_line(model.relpath, record, outcome == "cached"))
         if plan is not None:
             _confirm_plan(model.relpath, plan, record.entry.shrunk_sha256, app)
         if record.entry.verification is not None and record.entry.verification.get("real_inputs") is False:
             generated.append(model.relpath)
         shipped.append(Shipped(model.relpath, outcome, record.original_size, record.shrunk_size, tuple(files),
-                               tuple(s for s in sidecars.values() if s not in shipped_data), record.entry))
+                               entry=record.entry))
+    shipped = _drop_obsolete_data(shipped, sidecars_of, readers, app)
     if generated:
         app.display_warning(f"{PREFIX} {', '.join(generated)}: verified on generated inputs only, a smoke check; "
                             f"{RECORD_HINT}")
     app.display_success(_total_line(shipped, time.perf_counter() - start))
     return shipped
+
+
+def _drop_obsolete_data(shipped: list[Shipped], sidecars_of: Mapping[str, tuple[str, ...]], readers: Readers,
+                        app: Display) -> list[Shipped]:
+    """Each shrunk model's original data files, marked obsolete (left out of the archive) unless
+    a model that ships its original bytes (not configured, passed through, unchanged) reads them;
+    a shipped file that would take such a data file's place is refused."""
+    replaced = {s.relpath for s in shipped if s.new_bytes}
+    kept_as_is = {s.relpath for s in shipped if not s.new_bytes}
+    out = []
+    for model in shipped:
+        obsolete, written = [], {rel for rel, _ in model.files}
+        for rel in sorted(written - {model.relpath} if model.new_bytes else ()):
+            clash = sorted(readers.of(rel) - replaced)
+            if clash:
+                raise ShrinkrayError(f"the shrunk model's data file {rel} would replace the file of that name, which "
+                                     f"{clash[0]} reads", path=model.relpath,
+                                     hint=f"configure {clash[0]} too, or rename its data file")
+        for data in sidecars_of.get(model.relpath, ()):
+            still = sorted(readers.of(data) - replaced)
+            if still:
+                why = "is configured but ships its original bytes" if still[0] in kept_as_is else "is not configured"
+                app.display_warning(f"{PREFIX} {model.relpath}: {data} stays in the archive ("
+                                    f"{human(readers.tree.size(data))}): {still[0]} reads it too and {why}; configure "
+                                    f"{', '.join(still)} as well to leave it out")
+            elif data not in written:
+                obsolete.append(data)
+        out.append(replace(model, obsolete=tuple(obsolete)))
+    return out
 
 
 def _pass_through(relpath: str, entry: ManifestEntry, source: Path, target: Path, *, sha256: str,

@@ -8,6 +8,7 @@ SIGTERM leave nothing behind and end the process the conventional way (130, or b
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import glob
 import json
@@ -344,14 +345,18 @@ def cmd_wheel(args: argparse.Namespace) -> int:
             raise ShrinkrayError(f"shrink options on the command line need --models; without it the models "
                                  f"and their options come from `{table}`", path=str(project / "pyproject.toml"))
         configure = functools.partial(load_config, raw, project, "wheel", table)
+    created = not args.in_place and not args.output.exists()
     outputs = _wheel_destinations(args)
     display = _Stderr(args.verbose)
     manifest = read_manifest(project, display.display_warning)
     for source, destination in outputs:
         try:
             done = rewrite_wheel(source, destination, configure, manifest, display)
-        except ShrinkrayError as exc:
-            if exc.path != str(source):
+        except BaseException as exc:
+            if created:  # the output directory this command made, if nothing was written into it
+                with contextlib.suppress(OSError):
+                    args.output.rmdir()
+            if isinstance(exc, ShrinkrayError) and exc.path not in (str(source), str(destination)):
                 exc.path = f"{source}: {exc.path}" if exc.path else str(source)
             raise
         before = sum(m.original_size for m in done.shipped)

@@ -467,3 +467,201 @@ def test_hook_drops_a_shared_data_file_once_every_reader_is_shrunk(tmp_path: Pat
         assert sorted(n for n in zf.namelist() if "/models/" in n) == ["toymodel/models/a.onnx",
                                                                       "toymodel/models/b.onnx"]
     assert "stays in the archive" not in proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# `hatch-shrinkray wheel`: entries that are not models stream through; a broken archive, a
+# bad SOURCE_DATE_EPOCH or a full or read-only destination are one line, with nothing left.
+
+WHEEL_NAME = "toymodel-0.1.0-py3-none-any.whl"
+DIST_INFO = "toymodel-0.1.0.dist-info"
+WHEEL_TABLE = '[tool.hatch-shrinkray]\nmodels = ["toymodel/models/*.onnx"]\n'
+
+
+def record_line(name: str, digest: bytes, size: int) -> str:
+    import base64
+
+    return f"{name},sha256={base64.urlsafe_b64encode(digest).rstrip(b'=').decode()},{size}\n"
+
+
+def make_wheel(path: Path, entries: list[tuple[str, bytes]], *, record: bytes | None = None,
+               big: str | None = None) -> Path:
+    """A wheel with these entries (a name may repeat), METADATA, WHEEL and a RECORD listing each
+    name once; ``big`` adds a 4 GiB entry of zeros, deflated (18 MB), written and hashed in chunks."""
+    import hashlib
+    import warnings
+    import zipfile
+
+    entries = [*entries, (f"{DIST_INFO}/METADATA", b"Metadata-Version: 2.1\nName: toymodel\nVersion: 0.1.0\n"),
+               (f"{DIST_INFO}/WHEEL", b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")]
+    lines = {name: record_line(name, hashlib.sha256(data).digest(), len(data)) for name, data in entries}
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Duplicate name": on purpose
+        for name, data in entries:
+            zf.writestr(name, data)
+        if big is not None:
+            info = zipfile.ZipInfo(big)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info._compresslevel = 1  # type: ignore[attr-defined]
+            digest, chunk = hashlib.sha256(), bytes(1 << 24)
+            with zf.open(info, "w", force_zip64=True) as fh:
+                for _ in range(256):
+                    fh.write(chunk)
+                    digest.update(chunk)
+            lines[big] = record_line(big, digest.digest(), 256 << 24)
+        text = "".join(lines.values()) + f"{DIST_INFO}/RECORD,,\n"
+        zf.writestr(f"{DIST_INFO}/RECORD", text.encode() if record is None else record)
+    return path
+
+
+def wheel_project(tmp_path: Path) -> Path:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text('[project]\nname = "toymodel"\nversion = "0.1.0"\n\n' + WHEEL_TABLE)
+    return project
+
+
+def model_bytes() -> bytes:
+    return mlp().SerializeToString()
+
+
+@pytest.fixture(scope="module")
+def big_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("big")
+    return make_wheel(directory / WHEEL_NAME, [("toymodel/__init__.py", b""),
+                                               ("toymodel/models/a.onnx", model_bytes())], big="toymodel/big.bin")
+
+
+def can_mount_tmpfs(directory: Path) -> bool:
+    import shutil
+
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
+                            f"mount -t tmpfs -o size=64k tmpfs '{directory}'"], capture_output=True, check=False)
+    return probe.returncode == 0
+
+
+def in_namespace(setup: str, command: str, after: str, tmp_path: Path) -> tuple[int, str, str]:
+    """Run ``setup && command; after`` in a private user + mount namespace (where ``setup`` may
+    mount a small tmpfs); the command's exit code, stdout and stderr."""
+    from hardening import CONSOLE_SCRIPT
+
+    full = (f"export HATCH_SHRINKRAY_CACHE_DIR='{tmp_path}/cache'; S='{CONSOLE_SCRIPT}'; {setup} && "
+            f"( {command} ) > '{tmp_path}/stdout' 2> '{tmp_path}/stderr'; echo $? > '{tmp_path}/rc'; {after}")
+    subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", full], check=True, timeout=600)
+    return (int((tmp_path / "rc").read_text()), (tmp_path / "stdout").read_text(), (tmp_path / "stderr").read_text())
+
+
+def test_wheel_streams_a_4_gib_entry_through_a_tiny_tmpdir(big_wheel: Path, tmp_path: Path) -> None:
+    import zipfile
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    if not can_mount_tmpfs(tmp):
+        pytest.skip("cannot mount a tmpfs in a user namespace here (unshare -rm)")
+    project = wheel_project(tmp_path)
+    code, out, err = in_namespace(f"mount -t tmpfs -o size=32m tmpfs '{tmp}'",
+                                  f"cd '{project}' && TMPDIR='{tmp}' \"$S\" wheel '{big_wheel}' -o '{tmp_path}/out'",
+                                  f"ls -A '{tmp}' > '{tmp_path}/left'", tmp_path)
+    assert code == 0, err
+    assert "Traceback" not in err
+    assert out.strip().startswith(f"{tmp_path}/out/{WHEEL_NAME}: rewrote (1 model"), out
+    assert (tmp_path / "left").read_text().split() in ([], [".ses"])
+    with zipfile.ZipFile(big_wheel) as before, zipfile.ZipFile(tmp_path / "out" / WHEEL_NAME) as after:
+        old, new = before.getinfo("toymodel/big.bin"), after.getinfo("toymodel/big.bin")
+        assert (new.CRC, new.file_size, new.compress_size) == (old.CRC, old.file_size, old.compress_size)
+        record = after.read(f"{DIST_INFO}/RECORD").decode()
+        assert record_line("toymodel/big.bin", b"", 0).split(",")[0] in record
+        big_row = next(r for r in record.splitlines() if r.startswith("toymodel/big.bin,"))
+        assert big_row in before.read(f"{DIST_INFO}/RECORD").decode()
+        assert len(after.read("toymodel/models/a.onnx")) < len(model_bytes()) / 2
+        assert after.testzip() is None  # every entry's CRC, the big one included (streamed)
+
+
+def test_wheel_writes_a_duplicated_entry_once_and_refuses_differing_copies(tmp_path: Path) -> None:
+    import zipfile
+
+    project = wheel_project(tmp_path)
+    same = make_wheel(tmp_path / WHEEL_NAME, [("toymodel/__init__.py", b"x = 1\n"), ("toymodel/__init__.py", b"x = 1\n"),
+                                              ("toymodel/models/a.onnx", model_bytes())])
+    proc = cli("wheel", str(same), "-o", str(tmp_path / "out"), cwd=project)
+    assert proc.returncode == 0, proc.stderr
+    assert (f"shrinkray: {WHEEL_NAME}: toymodel/__init__.py is in the archive more than once, with the same bytes; "
+            "written once") in proc.stderr
+    with zipfile.ZipFile(tmp_path / "out" / WHEEL_NAME) as zf:
+        assert [i.filename for i in zf.infolist()].count("toymodel/__init__.py") == 1
+    other = tmp_path / "other"
+    other.mkdir()
+    differ = make_wheel(other / WHEEL_NAME, [("toymodel/__init__.py", b"x = 1\n"), ("toymodel/__init__.py", b"x = 2\n"),
+                                             ("toymodel/models/a.onnx", model_bytes())])
+    line = one_error(cli("wheel", str(differ), "-o", str(tmp_path / "out2"), cwd=project))
+    assert line.startswith(f"error: {differ}: ") and ("does not match its RECORD hash" in line
+                                                      or "more than once, with different bytes" in line), line
+    assert files_under(tmp_path / "out2") == []
+
+
+BROKEN = {
+    "RECORD not UTF-8": ({"record": b"toymodel/__init__.py,sha256=\xff\xfe,0\n"}, "its RECORD is not UTF-8 text"),
+    "a file that is also a directory": ({"extra": [("toymodel/models", b"")]},
+                                        "'toymodel/models' is both a file and the directory of"),
+    "a name with an empty part": ({"extra": [("toymodel//x.py", b"")]}, "is not a plain relative path"),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN))
+def test_a_broken_wheel_is_one_line(tmp_path: Path, case: str) -> None:
+    spec, expected = BROKEN[case]
+    entries = [("toymodel/__init__.py", b""), ("toymodel/models/a.onnx", model_bytes()), *spec.get("extra", [])]
+    wheel = make_wheel(tmp_path / WHEEL_NAME, entries, record=spec.get("record"))
+    line = one_error(cli("wheel", str(wheel), "-o", str(tmp_path / "out"), cwd=wheel_project(tmp_path)))
+    assert line.startswith(f"error: {wheel}: ") and expected in line, line
+    assert files_under(tmp_path / "out") == []
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("4354819200", "SOURCE_DATE_EPOCH is '4354819200', past 2107-12-31 23:59:59, the last time a zip entry can hold"),
+    ("99999999999999999999", "past 2107-12-31"),
+    ("soon", "SOURCE_DATE_EPOCH must be an integer number of seconds; got 'soon'"),
+])
+def test_source_date_epoch_out_of_the_zip_range_is_one_line(tmp_path: Path, value: str, expected: str,
+                                                            env: dict[str, str]) -> None:
+    wheel = make_wheel(tmp_path / WHEEL_NAME, [("toymodel/__init__.py", b""),
+                                               ("toymodel/models/a.onnx", model_bytes())])
+    before = wheel.read_bytes()
+    line = one_error(cli("wheel", str(wheel), "--in-place", cwd=wheel_project(tmp_path),
+                         env={**env, "SOURCE_DATE_EPOCH": value}))
+    assert expected in line, line
+    assert wheel.read_bytes() == before
+    assert not [p for p in wheel.parent.iterdir() if p.name.endswith(".tmp")]
+    assert files_under(Path(env["TMPDIR"])) in ([], [".ses"])
+
+
+@pytest.mark.parametrize("disk", ["full", "read-only"])
+@pytest.mark.parametrize("where", ["-o", "--in-place"])
+def test_wheel_onto_a_full_or_read_only_disk_is_one_line(tmp_path: Path, disk: str, where: str) -> None:
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    if not can_mount_tmpfs(mount):
+        pytest.skip("cannot mount a tmpfs in a user namespace here (unshare -rm)")
+    wheel = make_wheel(tmp_path / WHEEL_NAME, [("toymodel/__init__.py", b""),
+                                               ("toymodel/models/a.onnx", model_bytes())])
+    project = wheel_project(tmp_path)
+    size = wheel.stat().st_size
+    # full: the input fits, with 8 KiB to spare; read-only: remounted so after the input is in place
+    setup = (f"mount -t tmpfs -o size={size + 8192} tmpfs '{mount}' && cp '{wheel}' '{mount}/'"
+             + (f" && mount -o remount,ro '{mount}'" if disk == "read-only" else ""))
+    target = f"'{mount}/{WHEEL_NAME}' --in-place" if where == "--in-place" else \
+        f"'{wheel}' -o '{mount}/out'" if disk == "full" else f"'{wheel}' -o '{mount}'"
+    code, _, err = in_namespace(setup, f"cd '{project}' && \"$S\" wheel {target}",
+                                f"cmp '{mount}/{WHEEL_NAME}' '{wheel}' > '{tmp_path}/same' 2>&1; "
+                                f"ls -A '{mount}' > '{tmp_path}/left'", tmp_path)
+    assert code == 1, err
+    assert "Traceback" not in err, err
+    errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1, err
+    why = "No space left on device" if disk == "full" else "Read-only file system"
+    assert f"cannot write the wheel: {why}" in errors[0] or f"cannot create the output directory: {why}" in errors[0], \
+        errors[0]
+    assert (tmp_path / "same").read_text() == ""  # the input (or its copy on the disk) is untouched
+    assert (tmp_path / "left").read_text().split() == [WHEEL_NAME]  # no temporary file, no empty -o directory

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hatch_shrinkray.capture import env
-from hatch_shrinkray.errors import ShrinkrayError, VerificationError
+from hatch_shrinkray.errors import OptionError, ShrinkrayError, VerificationError
 from hatch_shrinkray.files import write_atomically
 from hatch_shrinkray.options import (
     DECODES,
@@ -338,7 +338,7 @@ def cmd_wheel(args: argparse.Namespace) -> int:
     project = args.project.resolve()
     configure: Callable[[Path], HookConfig]
     if args.models:
-        configure = functools.partial(command_line_config, args.models, options)
+        configure = functools.partial(command_line_config, args.models, options, FLAG_NAMES)
     else:
         raw, table = project_table(project)
         if options != ShrinkOptions():
@@ -426,6 +426,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _error(exc: ShrinkrayError, verbose: bool) -> None:
+    if isinstance(exc, OptionError) and not exc.named:
+        exc.name_options(FLAG_NAMES)  # options given as flags (a project's are named by shipping first)
     if verbose:
         traceback.print_exception(exc)
     text = printable_lines(str(exc))
@@ -517,7 +519,8 @@ def _check_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
         plan_file = args.plan or Path(PLAN_NAME)
         plans = read_plan(plan_file) if plan_file.is_file() else {}
         config = HookConfig(table="the command line", target="wheel",
-                            models=tuple(ModelEntry(f.name, options) for f in files), plan_file=plan_file, plans=plans)
+                            models=tuple(ModelEntry(f.name, options, FLAG_NAMES) for f in files), plan_file=plan_file,
+                            plans=plans)
         return Configured(config, tuple(f.resolve().parent for f in files)), plan_file
     project = (args.project or Path(".")).resolve()
     raw, table = project_table(project)
@@ -579,6 +582,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _stopped(stop)
         if isinstance(exc, ShrinkrayError):
             _error(exc, args.verbose)
+            return 1
+        if isinstance(exc, MemoryError):
+            _error(ShrinkrayError("out of memory", hint="the engine needs about 2.5 times a model's size in memory; "
+                                                         "free some or shrink on a larger machine"), args.verbose)
             return 1
         missing = engine_missing(exc) if isinstance(exc, ModuleNotFoundError) else None
         if missing is None:

@@ -147,7 +147,11 @@ def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: 
     assert options.verify is not None
     # Only now, with the working copy freed: the original's session and the model in memory
     # together peaked at 3.6x a 2.5 GB model.
-    reference = reference_outputs(original_ref, loaded.label, options.verify, prepared=prepared)
+    try:
+        reference = reference_outputs(original_ref, loaded.label, options.verify, prepared=prepared)
+    except ShrinkrayError as exc:  # e.g. generated inputs too large for this model: name the model
+        exc.path = exc.path or loaded.label
+        raise
     verification = verify_against(reference, output.ref, loaded.label, options.verify, checker)
     verification = replace(verification, notes=verification.notes + notes)
     if not verification.passed and not keep_failed:

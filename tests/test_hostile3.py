@@ -492,8 +492,9 @@ def make_wheel(path: Path, entries: list[tuple[str, bytes]], *, record: bytes | 
     import warnings
     import zipfile
 
-    entries = [*entries, (f"{DIST_INFO}/METADATA", b"Metadata-Version: 2.1\nName: toymodel\nVersion: 0.1.0\n"),
-               (f"{DIST_INFO}/WHEEL", b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")]
+    metadata = b"Metadata-Version: 2.1\nName: toymodel\nVersion: 0.1.0\n"
+    tags = b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    entries = [*entries, (f"{DIST_INFO}/METADATA", metadata), (f"{DIST_INFO}/WHEEL", tags)]
     lines = {name: record_line(name, hashlib.sha256(data).digest(), len(data)) for name, data in entries}
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "Duplicate name": on purpose
@@ -583,8 +584,8 @@ def test_wheel_writes_a_duplicated_entry_once_and_refuses_differing_copies(tmp_p
     import zipfile
 
     project = wheel_project(tmp_path)
-    same = make_wheel(tmp_path / WHEEL_NAME, [("toymodel/__init__.py", b"x = 1\n"), ("toymodel/__init__.py", b"x = 1\n"),
-                                              ("toymodel/models/a.onnx", model_bytes())])
+    init = ("toymodel/__init__.py", b"x = 1\n")
+    same = make_wheel(tmp_path / WHEEL_NAME, [init, init, ("toymodel/models/a.onnx", model_bytes())])
     proc = cli("wheel", str(same), "-o", str(tmp_path / "out"), cwd=project)
     assert proc.returncode == 0, proc.stderr
     assert (f"shrinkray: {WHEEL_NAME}: toymodel/__init__.py is in the archive more than once, with the same bytes; "
@@ -665,3 +666,147 @@ def test_wheel_onto_a_full_or_read_only_disk_is_one_line(tmp_path: Path, disk: s
         errors[0]
     assert (tmp_path / "same").read_text() == ""  # the input (or its copy on the disk) is untouched
     assert (tmp_path / "left").read_text().split() == [WHEEL_NAME]  # no temporary file, no empty -o directory
+
+
+# ---------------------------------------------------------------------------------------------
+# Tracebacks that are now one line: sample files, generated inputs, plans, check's report files.
+
+
+def npy(header: bytes) -> bytes:
+    padded = header + b" " * ((64 - (10 + len(header) + 1) % 64) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + len(padded).to_bytes(2, "little") + padded
+
+
+@pytest.mark.parametrize(("header", "why"), [
+    (b"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 256), ", "EOF in multi-line statement"),
+    (b"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 256), 'x': '''", "EOF in multi-line string"),
+])
+def test_a_malformed_npy_header_is_one_line(tmp_path: Path, header: bytes, why: str) -> None:
+    import zipfile
+
+    src = save(mlp(), tmp_path / "m.onnx")
+    with zipfile.ZipFile(tmp_path / "bad.npz", "w") as zf:
+        zf.writestr("x.npy", npy(header))
+    line = one_error(cli("shrink", str(src), "-o", str(tmp_path / "out"), "--inputs", str(tmp_path / "bad.npz")))
+    assert line == (f"error: {tmp_path / 'bad.npz'}: array 'x' is corrupt: its .npy header cannot be parsed ({why}) "
+                    "(write it with numpy.savez(path, input_name=array, ...) or record it with `hatch-shrinkray "
+                    "record`)"), line
+    assert files_under(tmp_path / "out") == []
+
+
+def test_a_wrong_shape_calibration_sample_is_one_line(tmp_path: Path) -> None:
+    import hashlib
+
+    import numpy as np
+
+    from hatch_shrinkray.verification.recordings import Recording, write_recording
+
+    src = save(mlp(), tmp_path / "m.onnx")
+    rng = np.random.default_rng(0)
+    samples = [{"x": rng.standard_normal((2, 256)).astype(np.float32)} for _ in range(8)]
+    samples[0] = {"x": rng.standard_normal((2, 128)).astype(np.float32)}  # sample 0 calibrates (every 4th is held out)
+    (tmp_path / "rec").mkdir()
+    recording = write_recording(tmp_path / "rec", Recording(hashlib.sha256(src.read_bytes()).hexdigest(), "m.onnx",
+                                                            ("x",), tuple(samples), 8, tuple(range(8))))
+    for method in ("int8", "auto"):
+        line = one_error(cli("shrink", str(src), "-o", str(tmp_path / method), "--method", method,
+                             "--inputs", str(tmp_path / "rec")))
+        assert line.startswith(f"error: {os.path.relpath(recording)}: array 'x' (sample 0) has shape (2, 128) but "
+                               "the input takes (batch, 256)") or line.startswith(
+            f"error: {recording}: array 'x' (sample 0) has shape (2, 128)"), line
+
+
+@pytest.mark.parametrize(("flags", "names"), [
+    (["--samples", "100000000000"], "lower `--samples`"),
+    (["--default-dim", "100000000"], "lower `--samples` or `--default-dim`"),
+    (["--dim", "batch=100000000"], "lower `--samples` or `--dim batch=N`"),
+])
+def test_generated_inputs_too_large_to_allocate_are_one_line(tmp_path: Path, flags: list[str], names: str) -> None:
+    src = save(mlp(), tmp_path / "m.onnx")
+    start = time.monotonic()
+    line = one_error(cli("shrink", str(src), "-o", str(tmp_path / "out"), *flags, timeout=120))
+    assert time.monotonic() - start < 60
+    assert line.startswith(f"error: {src}: generated inputs would take "), line
+    assert f"over the 1 GB they may take; {names} (or verify on real inputs" in line, line
+
+
+def test_generated_inputs_too_large_name_the_toml_key_that_set_them(tmp_path: Path) -> None:
+    override = ('[[tool.hatch.build.hooks.shrinkray.overrides]]\nmodels = ["src/toymodel/models/a.onnx"]\n'
+                "dims = { batch = 100000000 }\n")
+    root = write_project(tmp_path / "toymodel", f"samples = 4\n\n{override}")
+    save(mlp(), root / MODEL)
+    err = hook_build_error(root, tmp_path)
+    line = next(ln for ln in err.splitlines() if "generated inputs would take" in ln)
+    assert line.startswith(f"shrinkray: {MODEL}: generated inputs would take 409.6 GB (4 samples of x 100000000x256)")
+    assert ("lower `tool.hatch.build.hooks.shrinkray.samples` or "
+            "`tool.hatch.build.hooks.shrinkray.overrides[0].dims.batch`") in line, line
+
+
+def test_an_int_range_no_input_value_fits_is_one_line(tmp_path: Path) -> None:
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((256, 256)).astype(np.float32), "W")
+    graph = helper.make_graph([helper.make_node("Cast", ["x"], ["f"], to=TensorProto.FLOAT),
+                               helper.make_node("MatMul", ["f", "W"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.UINT8, ["b", 256])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 256])], [w])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "u8.onnx"))
+    line = one_error(cli("shrink", str(tmp_path / "u8.onnx"), "-o", str(tmp_path / "out"), "--int-range", "300", "400"))
+    assert line == (f"error: {tmp_path / 'u8.onnx'}: `--int-range` [300, 400) holds no value of input 'x', which is "
+                    "uint8 (give a range the input's type can hold)"), line
+
+
+PLAN_HINT = "(hatch-shrinkray check --search writes it; fix the entry or delete the file and search again)"
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("[" * 100_000 + "]" * 100_000, "the plan is not a plan: its JSON is nested too deeply"),
+    ('{"format": "hatch-shrinkray-plan", "version": 1, "models": {"' + "0" * 64 + '": {"model": "m", '
+     '"method": "int8", "tensors": [], "checked": "abc"}}}',
+     "`models.0000000000000000` is not shaped like a plan entry (tensors must be a list and checked an object)"),
+    ('{"format": "hatch-shrinkray-plan", "version": 1, "models": {"' + "0" * 64 + '": {"model": "m", '
+     '"method": "int8", "tensors": [{"scope": "main", "tensor": ["W1"], "encoding": "fp16"}]}}}',
+     "`models.0000000000000000` is not shaped like a plan entry (['W1'] is not a string)"),
+])
+def test_a_junk_plan_is_one_line(tmp_path: Path, text: str, why: str) -> None:
+    src = save(mlp(), tmp_path / "m.onnx")
+    (tmp_path / "plan.json").write_text(text)
+    line = one_error(cli("shrink", str(src), "-o", str(tmp_path / "out"), "--plan", str(tmp_path / "plan.json")))
+    assert line == f"error: {tmp_path / 'plan.json'}: {why} {PLAN_HINT}", line
+
+
+@pytest.mark.parametrize("special", ["/dev/zero", "fifo"])
+def test_a_plan_that_is_a_special_file_is_one_line(tmp_path: Path, special: str) -> None:
+    src = save(mlp(), tmp_path / "m.onnx")
+    plan = Path("/dev/zero") if special == "/dev/zero" else tmp_path / "plan.json"
+    if special == "fifo":
+        os.mkfifo(plan)
+    line = one_error(cli("shrink", str(src), "-o", str(tmp_path / "out"), "--plan", str(plan), timeout=60))
+    kind = "a character device" if special == "/dev/zero" else "a FIFO"
+    assert line == f"error: {plan}: cannot read the plan: is {kind}, not a regular file {PLAN_HINT}", line
+
+
+WRITES_JUNK_REPORTS = textwrap.dedent('''
+    import os, sys
+    import numpy as np
+    import onnxruntime as ort
+    sess = ort.InferenceSession(sys.argv[1], providers=["CPUExecutionProvider"])
+    sess.run(None, {"x": np.ones((1, 256), np.float32)})
+    directory = os.environ["HATCH_SHRINKRAY_OUTCOMES"]
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "zz-junk.json"), "w") as fh:
+        fh.write(sys.argv[2])
+''')
+
+
+@pytest.mark.parametrize("junk", ["[" * 100_000, '{"tests": {"t": {"no outcome": 1}}}', "not json"])
+def test_check_with_damaged_report_files_is_one_line(tmp_path: Path, env: dict[str, str], junk: str) -> None:
+    src = save(mlp(), tmp_path / "m.onnx")
+    script = tmp_path / "junk.py"
+    script.write_text(WRITES_JUNK_REPORTS)
+    line = one_error(cli("check", str(src), "--", PY, str(script), str(src), junk, cwd=tmp_path, env=env))
+    assert line.startswith("error: a report the command's processes wrote is damaged (zz-junk.json: "), line
+    assert line.endswith("nothing can be judged from this run (something in the command wrote into hatch-shrinkray's "
+                         "temporary report directory; run check again)"), line

@@ -36,7 +36,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
-from hatch_shrinkray.errors import CHECK_HINT, RECORD_HINT, AlreadyQuantizedError, ShrinkrayError, printable
+from hatch_shrinkray.errors import (
+    CHECK_HINT,
+    RECORD_HINT,
+    AlreadyQuantizedError,
+    OptionError,
+    ShrinkrayError,
+    printable,
+)
 from hatch_shrinkray.files import copy_hashed, file_sha256
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import human
@@ -281,6 +288,8 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
         except ShrinkrayError as exc:
             if exc.path and Path(exc.path) == source:
                 exc.path = model.relpath  # the path the user wrote, not the build's absolute one
+            if isinstance(exc, OptionError):
+                exc.name_options(model.names)
             raise
         if record is None:  # already quantized: reported, shipped as it is, nothing claimed about it
             shipped.append(Shipped(model.relpath, outcome, size, size, ((model.relpath, source),)))

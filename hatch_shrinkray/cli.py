@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hatch_shrinkray.capture import env
-from hatch_shrinkray.errors import OptionError, ShrinkrayError, VerificationError
+from hatch_shrinkray.errors import OptionError, PlanError, ShrinkrayError, VerificationError
 from hatch_shrinkray.files import write_atomically
 from hatch_shrinkray.options import (
     DECODES,
@@ -35,7 +35,7 @@ from hatch_shrinkray.options import (
     option_errors,
 )
 from hatch_shrinkray.shipping.config import ConfigurationError, HookConfig
-from hatch_shrinkray.shipping.ship import engine_missing, printable_lines
+from hatch_shrinkray.shipping.ship import confirm_plan, engine_missing, printable_lines
 from hatch_shrinkray.signals import Terminated, redeliver, stop_request, terminate_raises
 
 DEFAULT_TIMEOUT = 3600.0
@@ -279,12 +279,19 @@ def cmd_shrink(args: argparse.Namespace) -> int:
                                      hint="choose another output directory")
             if dest.exists() and not args.force:
                 raise ShrinkrayError(f"output {dest} exists", path=str(src), hint="use --force to overwrite")
-            plan = plans.get(file_sha256(src)) if plans and src.is_file() else None
+            plan = plans.get(file_sha256(src)) if args.plan is not None and src.is_file() else None
+            if args.plan is not None and plan is None and src.is_file():
+                print(f"{src}: {args.plan} has no plan for these bytes (a retrained model has none); shrinking "
+                      f"with {options.method} as given", file=sys.stderr)
             result = shrink(src, dest, plan.apply(options) if plan is not None else options)
         except ShrinkrayError as exc:
+            if isinstance(exc, PlanError):
+                exc.name_plan(str(args.plan))
             failures += 1
             _error(exc, args.verbose)
             continue
+        if plan is not None:
+            confirm_plan(str(src), plan, file_sha256(dest), _Stderr(args.verbose))
         sizes = None
         if args.sizes:
             sizes = {"original": compressed_sizes([src, *external_data_files(src)]),

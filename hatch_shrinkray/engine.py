@@ -25,6 +25,7 @@ from hatch_shrinkray.errors import (
     CHECK_HINT,
     RECORD_HINT,
     AlreadyQuantizedError,
+    PlanError,
     ShrinkrayError,
     VerificationError,
     one_line,
@@ -94,6 +95,7 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
         raise AlreadyQuantizedError(f"already quantized: {signs}", path=loaded.label,
                                     hint="shrinking it again would compound the error; ship it as is")
     runtimes.check(loaded.model, options.method, options.decode, options.runtimes, loaded.label)
+    _check_plan(loaded, options)
     checker = _check_input(loaded)
     original_ref = _reference_source(loaded, source)
     small, weight_bytes = _census(loaded.model, options)
@@ -165,6 +167,22 @@ def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: 
                 {"max rel L2": v.max_rel_l2, "min cosine": v.min_cosine, "min agreement": v.min_top1}),
             hint=hint)
     return verification
+
+
+def _check_plan(loaded: Loaded, options: ShrinkOptions) -> None:
+    """A plan is found for one model's bytes and names its tensors exactly; one naming a tensor the
+    model does not have was edited or made for another model, and would be applied in part."""
+    if not options.plan:
+        return
+    sites = {(s.scope.path, s.name) for s in find_sites(loaded.model)}
+    missing = [(scope, name) for scope, name, _ in options.plan if (scope, name) not in sites]
+    if missing:
+        scope, name = missing[0]
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise PlanError(f"the plan names tensor {quoted(name)} in {quoted(scope)}{more}, which the model does not "
+                        "have", path=loaded.label,
+                        hint=f"the plan was edited or made for another model; find one again with `{CHECK_HINT}`, "
+                             "or delete its entry")
 
 
 def _refuse_if_changed(loaded: Loaded, cause: BaseException | None = None) -> None:

@@ -85,6 +85,15 @@ def _spelled(template: str, names: Mapping[str, str]) -> str:
     return re.sub(r"<<([a-z_]+)(?::([^>]*))?>>", one, template)
 
 
+class PlanError(ShrinkrayError):
+    """A per-tensor plan that does not fit the model it is keyed to (a tensor it names is not
+    there). The message says "the plan"; callers that know the plan file name it."""
+
+    def name_plan(self, plan_file: str) -> None:
+        self.message = self.message.replace("the plan", f"the plan in {plan_file}", 1)
+        self.args = (self.message,)
+
+
 class AlreadyQuantizedError(ShrinkrayError):
     """The input already carries quantized weights; shrinking it again would compound the error."""
 

@@ -810,3 +810,49 @@ def test_check_with_damaged_report_files_is_one_line(tmp_path: Path, env: dict[s
     assert line.startswith("error: a report the command's processes wrote is damaged (zz-junk.json: "), line
     assert line.endswith("nothing can be judged from this run (something in the command wrote into hatch-shrinkray's "
                          "temporary report directory; run check again)"), line
+
+
+# ---------------------------------------------------------------------------------------------
+# Words: `shrink --plan` says whether it ships the bytes `check` accepted and names each encoding;
+# a plan naming a tensor the model does not have is an error.
+
+
+def write_a_plan(path: Path, model: Path, tensors: tuple[tuple[str, str, str], ...], **checked: str) -> Path:
+    from hatch_shrinkray.files import file_sha256
+    from hatch_shrinkray.shipping.plan import PlanEntry, write_plan
+
+    write_plan(path, {file_sha256(model): PlanEntry(model.name, "int8", tensors, dict(checked))})
+    return path
+
+
+def test_shrink_plan_says_whether_it_ships_what_check_accepted(tmp_path: Path) -> None:
+    from hatch_shrinkray.files import file_sha256
+
+    src = save(mlp(), tmp_path / "m.onnx")
+    plan = write_a_plan(tmp_path / "plan.json", src, (("main", "W1", "fp16"),), shrunk_sha256="0" * 64)
+    proc = cli("shrink", str(src), "-o", str(tmp_path / "one"), "--plan", str(plan))
+    assert proc.returncode == 0, proc.stderr
+    assert ", 1 tensor fp16, " in proc.stdout and "tensor int8" not in proc.stdout, proc.stdout
+    assert (f"shrinkray: {src}: differs from the model `check` accepted (the options, inputs or tool versions changed "
+            "since): its tests did not judge these bytes") in proc.stderr, proc.stderr
+    shipped = file_sha256(tmp_path / "one" / "m.onnx")
+    write_a_plan(plan, src, (("main", "W1", "fp16"),), shrunk_sha256=shipped, verdict="0 of 3 tests regressed")
+    proc = cli("shrink", str(src), "-o", str(tmp_path / "two"), "--plan", str(plan))
+    assert proc.returncode == 0, proc.stderr
+    assert f"shrinkray: {src}: this is the model `check` accepted (0 of 3 tests regressed)" in proc.stderr
+
+
+def test_a_plan_naming_a_tensor_the_model_lacks_is_an_error(tmp_path: Path) -> None:
+    src = save(mlp(), tmp_path / "m.onnx")
+    plan = write_a_plan(tmp_path / "plan.json", src, (("main", "W1", "fp16"), ("main", "W9", "int10")))
+    line = one_error(cli("shrink", str(src), "-o", str(tmp_path / "out"), "--plan", str(plan)))
+    assert line == (f"error: {src}: the plan in {plan} names tensor 'W9' in 'main', which the model does not have (the "
+                    "plan was edited or made for another model; find one again with `hatch-shrinkray check --search "
+                    "-- python -m pytest`, or delete its entry)"), line
+    assert files_under(tmp_path / "out") == []
+    root = write_project(tmp_path / "toymodel")
+    save(mlp(), root / MODEL)
+    write_a_plan(root / "shrinkray-plan.json", root / MODEL, (("main", "W9", "fp16"),))
+    err = hook_build_error(root, tmp_path)
+    assert (f"shrinkray: {MODEL}: the plan in shrinkray-plan.json names tensor 'W9' in 'main', which the model does "
+            "not have") in err, err

@@ -41,6 +41,7 @@ from hatch_shrinkray.errors import (
     RECORD_HINT,
     AlreadyQuantizedError,
     OptionError,
+    PlanError,
     ShrinkrayError,
     printable,
 )
@@ -290,6 +291,8 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
                 exc.path = model.relpath  # the path the user wrote, not the build's absolute one
             if isinstance(exc, OptionError):
                 exc.name_options(model.names)
+            if isinstance(exc, PlanError):
+                exc.name_plan(config.plan_file.name if config.plan_file is not None else PLAN_NAME)
             raise
         if record is None:  # already quantized: reported, shipped as it is, nothing claimed about it
             shipped.append(Shipped(model.relpath, outcome, size, size, ((model.relpath, source),)))
@@ -305,7 +308,7 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
         sidecars_of[model.relpath] = tuple(sidecars.values())
         app.display_success(_success_line(model.relpath, record, outcome == "cached"))
         if plan is not None:
-            _confirm_plan(model.relpath, plan, record.entry.shrunk_sha256, app)
+            confirm_plan(model.relpath, plan, record.entry.shrunk_sha256, app)
         if record.entry.verification is not None and record.entry.verification.get("real_inputs") is False:
             generated.append(model.relpath)
         shipped.append(Shipped(model.relpath, outcome, record.original_size, record.shrunk_size, tuple(files),
@@ -431,7 +434,7 @@ def _planned(config: HookConfig, model: ModelEntry, sha256: str, app: Display) -
     return replace(model, options=plan.apply(model.options)), plan
 
 
-def _confirm_plan(relpath: str, plan: PlanEntry, shipped_sha256: str, app: Display) -> None:
+def confirm_plan(relpath: str, plan: PlanEntry, shipped_sha256: str, app: Display) -> None:
     """Say whether these bytes are the very model ``check`` accepted."""
     accepted = plan.checked.get("shrunk_sha256")
     if accepted == shipped_sha256:
@@ -441,6 +444,9 @@ def _confirm_plan(relpath: str, plan: PlanEntry, shipped_sha256: str, app: Displ
         app.display_warning(f"{PREFIX} {relpath}: differs from the model `check` accepted (the options, inputs or "
                             "tool versions changed since): its tests did not judge these bytes; run "
                             f"`{CHECK_HINT}` again")
+    else:
+        app.display_warning(f"{PREFIX} {relpath}: the plan does not record which model `check` accepted, so nothing "
+                            f"says its tests judged these bytes; run `{CHECK_HINT}` again")
 
 
 def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Path, sidecars: Mapping[str, str], *,

@@ -856,3 +856,29 @@ def test_a_plan_naming_a_tensor_the_model_lacks_is_an_error(tmp_path: Path) -> N
     err = hook_build_error(root, tmp_path)
     assert (f"shrinkray: {MODEL}: the plan in shrinkray-plan.json names tensor 'W9' in 'main', which the model does "
             "not have") in err, err
+
+
+def test_wheel_keeps_a_data_file_an_unconfigured_model_reads(tmp_path: Path) -> None:
+    import zipfile
+
+    import numpy as np
+
+    models = tmp_path / "models"
+    shared_weights(models)
+    expected = run_model(models / "b.onnx")
+    wheel = make_wheel(tmp_path / WHEEL_NAME, [("toymodel/__init__.py", b"")] + [
+        (f"toymodel/models/{name}", (models / name).read_bytes()) for name in ("a.onnx", "b.onnx", "weights.bin")])
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text('[project]\nname = "toymodel"\nversion = "0.1.0"\n\n'
+                                            '[tool.hatch-shrinkray]\nmodels = ["toymodel/models/a.onnx"]\n')
+    proc = cli("wheel", str(wheel), "-o", str(tmp_path / "out"), cwd=project)
+    assert proc.returncode == 0, proc.stderr
+    assert ("shrinkray: toymodel/models/a.onnx: toymodel/models/weights.bin stays in the archive (524.29 KB): "
+            "toymodel/models/b.onnx reads it too and is not configured") in proc.stderr
+    assert "shrinkray: toymodel/models/a.onnx: 262.29 KB -> " in proc.stderr
+    with zipfile.ZipFile(tmp_path / "out" / WHEEL_NAME) as zf:
+        zf.extractall(tmp_path / "unpacked")
+    shipped = tmp_path / "unpacked/toymodel/models"
+    assert sorted(p.name for p in shipped.iterdir()) == ["a.onnx", "b.onnx", "weights.bin"]
+    np.testing.assert_array_equal(run_model(shipped / "b.onnx"), expected)

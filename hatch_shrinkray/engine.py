@@ -8,6 +8,7 @@ refused (verification would have compared against another file).
 
 from __future__ import annotations
 
+import gc
 import glob
 import hashlib
 import os
@@ -121,6 +122,11 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
             output = _write(work, dest, loaded.label, checker)
         del work  # the working copy can be big; onnxruntime reads the staged file from here on
         loaded.model = ModelProto()
+        # Scopes point at their parents and children, so the weight sites built while encoding hold
+        # the working copy in reference cycles: without a collection now it stayed resident through
+        # verification (with every tensor it replaced: protobuf keeps them in the message's arena),
+        # 4.8 GB beside the original's session for a 2.4 GB model (benchmarks/BIG_MODEL.md).
+        gc.collect()
         verification: VerifyResult | None = None
         if options.verify is not None and kept_original is None:
             try:

@@ -135,7 +135,6 @@ def report(label: str, size: int, figures: dict[str, Any]) -> None:
           f"{figures['seconds']:.1f} s, {outcome(figures)}")
 
 
-
 def test_int8_of_a_2_5_gib_model_verifies_within_2_5x_rss(big_model: Path, tmp_path: Path) -> None:
     size = model_size(big_model)
     assert size > 2**31 + 2**29

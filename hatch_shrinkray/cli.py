@@ -498,12 +498,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(report.render_check(checked))
         data = report.check_json(checked)
         code = 0 if checked.verdict.passed else 1
-    if args.json is not None:
-        text = json.dumps(data, indent=2, sort_keys=True)
-        if str(args.json) == "-":
-            print(text)
-        else:
-            args.json.write_text(text + "\n", encoding="utf-8")
+    if args.json is not None and not _write_report(args.json, json.dumps(data, indent=2, sort_keys=True),
+                                                   args.verbose):
+        return 1
     return code
 
 

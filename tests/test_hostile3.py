@@ -882,3 +882,39 @@ def test_wheel_keeps_a_data_file_an_unconfigured_model_reads(tmp_path: Path) -> 
     shipped = tmp_path / "unpacked/toymodel/models"
     assert sorted(p.name for p in shipped.iterdir()) == ["a.onnx", "b.onnx", "weights.bin"]
     np.testing.assert_array_equal(run_model(shipped / "b.onnx"), expected)
+
+
+# ---------------------------------------------------------------------------------------------
+# Other tracebacks and hangs of the same kind.
+
+
+@pytest.mark.parametrize("special", ["/dev/zero", "fifo"])
+def test_a_model_path_that_is_a_special_file_is_one_line(tmp_path: Path, special: str) -> None:
+    path = Path(special) if special == "/dev/zero" else tmp_path / "m.onnx"
+    if special == "fifo":
+        os.mkfifo(path)
+    kind = "a character device" if special == "/dev/zero" else "a FIFO"
+    for args in (["info", str(path)], ["shrink", str(path), "-o", str(tmp_path / "out")],
+                 ["compare", str(path), str(path)]):
+        line = one_error(cli(*args, timeout=60))
+        assert line == f"error: {path}: is {kind}, not an .onnx file (pass the model file itself)", line
+
+
+def test_a_pyproject_nested_too_deeply_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("a = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    line = one_error(cli("check", "--", PY, "-c", "pass", cwd=tmp_path))
+    assert line == f"error: {tmp_path / 'pyproject.toml'}: invalid TOML: nested too deeply", line
+
+
+def test_check_json_onto_a_full_device_is_one_line(tmp_path: Path, env: dict[str, str]) -> None:
+    if not Path("/dev/full").exists():
+        pytest.skip("/dev/full is Linux-only")
+    src = save(mlp(), tmp_path / "m.onnx")
+    script = tmp_path / "run.py"
+    script.write_text("import sys, numpy as np, onnxruntime as ort\n"
+                      "ort.InferenceSession(sys.argv[1], providers=['CPUExecutionProvider'])"
+                      ".run(None, {'x': np.ones((1, 256), np.float32)})\n")
+    line = one_error(cli("check", str(src), "--json", "/dev/full", "--", PY, str(script), str(src), cwd=tmp_path,
+                         env=env))
+    assert line == ("error: /dev/full: cannot write the report: No space left on device (free some space or choose "
+                    "another --json path)"), line

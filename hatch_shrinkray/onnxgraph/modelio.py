@@ -25,7 +25,7 @@ from google.protobuf.message import DecodeError, Message
 from onnx import ModelProto, TensorProto
 
 from hatch_shrinkray.errors import ShrinkrayError, quoted
-from hatch_shrinkray.files import file_sha256
+from hatch_shrinkray.files import NotRegular, TooLarge, file_sha256, read_regular
 from hatch_shrinkray.onnxgraph.graph import scopes
 from hatch_shrinkray.signals import deferred
 
@@ -137,7 +137,13 @@ def _read(path: Path) -> bytes:
         raise ShrinkrayError("is a directory, not an .onnx file", path=label,
                              hint="pass the .onnx file inside it (globs like dir/*.onnx work)")
     try:
-        data = path.read_bytes()
+        data = read_regular(path, TWO_GB)
+    except NotRegular as exc:
+        raise ShrinkrayError(f"is {exc.kind}, not an .onnx file", path=label,
+                             hint="pass the model file itself") from exc
+    except TooLarge as exc:
+        raise ShrinkrayError("is over 2 GB, more than one protobuf file can hold, so it is not an ONNX model",
+                             path=label, hint="a model this big keeps its weights in external data files") from exc
     except OSError as exc:
         raise ShrinkrayError(f"cannot read: {exc.strerror}", path=label, hint="check file permissions") from exc
     if not data:

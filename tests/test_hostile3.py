@@ -918,3 +918,24 @@ def test_check_json_onto_a_full_device_is_one_line(tmp_path: Path, env: dict[str
                          env=env))
     assert line == ("error: /dev/full: cannot write the report: No space left on device (free some space or choose "
                     "another --json path)"), line
+
+
+def test_a_cached_unchanged_model_with_external_data_is_served_without_a_word(tmp_path: Path) -> None:
+    """Nothing to shrink: the cache holds the model file itself, which reads its data file from
+    beside the original; the load check of cached bytes does not apply to the user's own file."""
+    import zipfile
+
+    import onnx
+
+    root = write_project(tmp_path / "toymodel", "min-elements = 100000000\n")
+    path = root / MODEL
+    onnx.save(mlp(256, 512), str(path), save_as_external_data=True, location="a.onnx.data", size_threshold=1024)
+    for _ in range(2):
+        proc = hook_build(root, tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert "is not used" not in proc.stderr and "shipping the original" in proc.stderr, proc.stderr
+        (wheel,) = (tmp_path / "dist").iterdir()
+        with zipfile.ZipFile(wheel) as zf:  # the second build once dropped the data file the original reads
+            assert {"toymodel/models/a.onnx", "toymodel/models/a.onnx.data"} <= set(zf.namelist())
+        wheel.unlink()
+    assert len(list((tmp_path / "cache").glob("*.onnx"))) == 1

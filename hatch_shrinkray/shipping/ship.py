@@ -285,7 +285,8 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
             with writing_to(workdir):
                 target.parent.mkdir(parents=True, exist_ok=True)
                 record, outcome = _shrink_one(model, _content_sha256(sha256, _hashes(root, sidecars.values())),
-                                              root, target, sidecars, cache=cache, app=app, keep_failed=keep_failed)
+                                              root, target, sidecars, cache=cache, app=app, keep_failed=keep_failed,
+                                              model_file_sha256=sha256)
         except ShrinkrayError as exc:
             if exc.path and Path(exc.path) == source:
                 exc.path = model.relpath  # the path the user wrote, not the build's absolute one
@@ -450,7 +451,8 @@ def confirm_plan(relpath: str, plan: PlanEntry, shipped_sha256: str, app: Displa
 
 
 def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Path, sidecars: Mapping[str, str], *,
-                cache: ShrinkCache | None, app: Display, keep_failed: bool = False) -> tuple[CachedShrink | None, str]:
+                cache: ShrinkCache | None, app: Display, keep_failed: bool = False,
+                model_file_sha256: str | None = None) -> tuple[CachedShrink | None, str]:
     """The record for ``model`` and the outcome: ``shrunk``, ``cached`` or ``unchanged`` (bytes at
     ``target``; unchanged = the original's, when no weight qualified or the result was not
     smaller), or ``already-quantized`` (no record; ship the original).
@@ -466,8 +468,10 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
     if cache is not None:
         key = cache_key(original_sha256, model.options, versions)
         hit = cache.get(key, original_sha256)
-        if hit is not None and _take_cached(hit, target, key, model.relpath, app):
-            unchanged = hit[1].entry.shrunk_sha256 == original_sha256 or hit[1].kept_original is not None
+        if hit is not None and _take_cached(hit, target, key, model.relpath, app, original=model_file_sha256):
+            # the model file's own bytes (its content digest covers its data files too): nothing shrunk
+            unchanged = hit[1].entry.shrunk_sha256 in (original_sha256, model_file_sha256) \
+                or hit[1].kept_original is not None
             return hit[1], "unchanged" if unchanged else "cached"
     try:
         from hatch_shrinkray.engine import shrink  # heavy: onnx, onnxruntime, numpy
@@ -512,13 +516,16 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
     return record, "unchanged" if unchanged else "shrunk"
 
 
-def _take_cached(hit: tuple[Path, CachedShrink], target: Path, key: str, relpath: str, app: Display) -> bool:
+def _take_cached(hit: tuple[Path, CachedShrink], target: Path, key: str, relpath: str, app: Display, *,
+                 original: str | None) -> bool:
     """Copy a cache entry's model to ``target`` if it is what its record says and onnxruntime
-    loads it; otherwise say why, and the model is shrunk again (and the entry rewritten)."""
+    loads it (unless it is byte for byte the model file itself, ``original``: a model with nothing
+    to shrink, which ships as the user gave it); otherwise say why, and the model is shrunk again
+    (and the entry rewritten)."""
     path, record = hit
     copied = copy_hashed(path, target)
     problem = "its bytes changed while they were read" if copied != record.entry.shrunk_sha256 \
-        else load_problem(target)
+        else None if copied == original else load_problem(target)
     if problem:
         app.display_warning(f"{PREFIX} {relpath}: cache entry {key[:16]} is not used ({problem}); shrinking again")
         target.unlink(missing_ok=True)

@@ -607,6 +607,8 @@ BROKEN = {
     "a file that is also a directory": ({"extra": [("toymodel/models", b"")]},
                                         "'toymodel/models' is both a file and the directory of"),
     "a name with an empty part": ({"extra": [("toymodel//x.py", b"")]}, "is not a plain relative path"),
+    "a name too long for any file system": ({"extra": [("toymodel/" + "x" * 300, b"")]},
+                                            "has a part longer than 255 bytes, which no file system holds"),
 }
 
 

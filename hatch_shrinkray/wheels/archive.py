@@ -34,6 +34,8 @@ from hatch_shrinkray.signals import deferred
 
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")
 ZIP_EPOCH = 315532800  # 1980-01-01: the earliest time a zip entry can hold
+NAME_MAX = 255
+"""The longest file name (one path component) common file systems hold, in bytes."""
 RECORD_MAX_BYTES = 64 << 20
 """RECORD lists a line per file: megabytes at most for the largest wheels."""
 LOCAL_HEADER = struct.Struct("<4s5H3L2H")
@@ -108,6 +110,9 @@ def _check_names(infos: list[zipfile.ZipInfo], label: str) -> None:
         if pure.as_posix() != name or "." in pure.parts or "\0" in name:
             raise ShrinkrayError(f"entry name {quoted(name)} is not a plain relative path", path=label,
                                  hint="rebuild the wheel")
+        if any(len(part.encode()) > NAME_MAX for part in pure.parts):
+            raise ShrinkrayError(f"entry name {quoted(name)} has a part longer than {NAME_MAX} bytes, which no file "
+                                 "system holds", path=label, hint="rebuild the wheel; it cannot be installed")
         parent = next((p.as_posix() for p in pure.parents if p.as_posix() in files), None)
         if parent is not None:
             raise ShrinkrayError(f"{quoted(parent)} is both a file and the directory of {quoted(name)}", path=label,

@@ -941,3 +941,29 @@ def test_a_cached_unchanged_model_with_external_data_is_served_without_a_word(tm
             assert {"toymodel/models/a.onnx", "toymodel/models/a.onnx.data"} <= set(zf.namelist())
         wheel.unlink()
     assert len(list((tmp_path / "cache").glob("*.onnx"))) == 1
+
+
+def test_a_wheel_whose_entries_overlap_is_refused_before_reading_them(tmp_path: Path) -> None:
+    """The zip-bomb layout: a second central-directory entry pointing at the first one's bytes (a
+    thousand of them would make the RECORD check read the same data a thousand times)."""
+    import struct
+
+    wheel = make_wheel(tmp_path / "in.zip", [("toymodel/__init__.py", b""), ("toymodel/models/a.onnx", model_bytes()),
+                                             ("toymodel/big.bin", bytes(1 << 20))])
+    data = wheel.read_bytes()
+    end = data.rfind(b"PK\x05\x06")
+    size, offset = struct.unpack("<II", data[end + 12:end + 20])
+    directory, records, pos = data[offset:offset + size], [], 0
+    while pos < len(directory):
+        n, m, k = struct.unpack("<HHH", directory[pos + 28:pos + 34])
+        records.append(directory[pos:pos + 46 + n + m + k])
+        pos += 46 + n + m + k
+    clone = next(r for r in records if b"toymodel/big.bin" in r).replace(b"big.bin", b"big.bim")
+    tail = bytearray(data[end:])
+    count = struct.unpack("<H", tail[8:10])[0] + 1
+    tail[8:16] = struct.pack("<HHI", count, count, size + len(clone))
+    bomb = tmp_path / WHEEL_NAME
+    bomb.write_bytes(data[:offset] + directory + clone + bytes(tail))
+    line = one_error(cli("wheel", str(bomb), "-o", str(tmp_path / "out"), cwd=wheel_project(tmp_path)))
+    assert line == (f"error: {bomb}: entries 'toymodel/big.bin' and 'toymodel/big.bim' overlap in the archive (this "
+                    "is how zip bombs are made; do not install it)"), line

@@ -80,6 +80,7 @@ def open_wheel(path: Path) -> Wheel:
         with zipfile.ZipFile(path) as zf:
             infos = [i for i in zf.infolist() if not i.is_dir()]
             _check_names(infos, label)
+            _check_layout(zf, label)
             record_text = _read_record(zf, infos, label)
             dist_info = _dist_info(infos, label)
             fields = _check_record(zf, Wheel(path, dist_info, tuple(infos)), record_text)
@@ -119,6 +120,25 @@ def _check_names(infos: list[zipfile.ZipInfo], label: str) -> None:
                                  hint="rebuild the wheel; no installer can unpack it")
         if info.flag_bits & 0x1:
             raise ShrinkrayError(f"entry {quoted(name)} is encrypted", path=label, hint="rebuild the wheel")
+
+
+def _check_layout(zf: zipfile.ZipFile, label: str) -> None:
+    """Refuse entries whose stored bytes overlap: the zip-bomb layout, where many entries point into
+    the same compressed data and reading them all (as the RECORD check must) would never end.
+    Without overlap, what is read is bounded by deflate's ratio (about 1000:1) times the file."""
+    assert zf.fp is not None
+    end, previous = 0, ""
+    for info in sorted(zf.infolist(), key=lambda i: i.header_offset):
+        if info.header_offset < end:
+            raise ShrinkrayError(f"entries {quoted(previous)} and {quoted(info.filename)} overlap in the archive",
+                                 path=label, hint="this is how zip bombs are made; do not install it")
+        zf.fp.seek(info.header_offset)
+        header = zf.fp.read(LOCAL_HEADER.size)
+        if len(header) != LOCAL_HEADER.size or header[:4] != b"PK\x03\x04":
+            raise zipfile.BadZipFile(f"bad local header for {info.filename}")
+        name_length, extra_length = LOCAL_HEADER.unpack(header)[-2:]
+        end = info.header_offset + LOCAL_HEADER.size + name_length + extra_length + info.compress_size
+        previous = info.filename
 
 
 def _unique(wheel: Wheel, fields: list[list[str]], label: str) -> Wheel:

@@ -8,6 +8,7 @@ SIGTERM leave nothing behind and end the process the conventional way (130, or b
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import glob
 import json
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hatch_shrinkray.capture import env
-from hatch_shrinkray.errors import ShrinkrayError, VerificationError
+from hatch_shrinkray.errors import OptionError, PlanError, ShrinkrayError, VerificationError
 from hatch_shrinkray.files import write_atomically
 from hatch_shrinkray.options import (
     DECODES,
@@ -31,12 +32,16 @@ from hatch_shrinkray.options import (
     WEB_LOAD_BUDGET,
     ShrinkOptions,
     VerifyOptions,
+    in_range,
     option_errors,
 )
 from hatch_shrinkray.shipping.config import ConfigurationError, HookConfig
-from hatch_shrinkray.shipping.ship import engine_missing
+from hatch_shrinkray.shipping.ship import confirm_plan, engine_missing, printable_lines
 from hatch_shrinkray.signals import Terminated, redeliver, stop_request, terminate_raises
 
+DEFAULT_TIMEOUT = 3600.0
+"""``check --timeout``: an hour per run of the command, generous for a test suite; a hang ends."""
+MAX_TIMEOUT = 7 * 24 * 3600.0
 FLAG_NAMES = {"method": "--method", "min_elements": "--min-elements", "scheme": "--scheme",
               "levels": "--levels", "decode": "--decode", "block_size": "--block-size", "inputs": "--inputs",
               "dims": "--dim", "default_dim": "--default-dim", "samples": "--samples",
@@ -156,6 +161,9 @@ def parser() -> argparse.ArgumentParser:
                    help="--search/--shadow: share of shadow decisions allowed to flip (default 0)")
     k.add_argument("--max-runs", type=int, default=16, metavar="N",
                    help="--search: runs of COMMAND per model at most (default 16)")
+    k.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                   help=f"the longest one run of COMMAND may take; it is then stopped with its whole process group "
+                        f"and check fails (default {DEFAULT_TIMEOUT:.0f})")
     k.add_argument("--plan", type=Path, metavar="FILE",
                    help="plan file to read and (--search) write (default: the configuration's, or "
                         "shrinkray-plan.json)")
@@ -284,12 +292,19 @@ def cmd_shrink(args: argparse.Namespace) -> int:
                                      hint="choose another output directory")
             if dest.exists() and not args.force:
                 raise ShrinkrayError(f"output {dest} exists", path=str(src), hint="use --force to overwrite")
-            plan = plans.get(file_sha256(src)) if plans and src.is_file() else None
+            plan = plans.get(file_sha256(src)) if args.plan is not None and src.is_file() else None
+            if args.plan is not None and plan is None and src.is_file():
+                print(f"{src}: {args.plan} has no plan for these bytes (a retrained model has none); shrinking "
+                      f"with {options.method} as given", file=sys.stderr)
             result = shrink(src, dest, plan.apply(options) if plan is not None else options)
         except ShrinkrayError as exc:
+            if isinstance(exc, PlanError):
+                exc.name_plan(str(args.plan))
             failures += 1
             _error(exc, args.verbose)
             continue
+        if plan is not None:
+            confirm_plan(str(src), plan, file_sha256(dest), _Stderr(args.verbose))
         sizes = None
         if args.sizes:
             sizes = {"original": compressed_sizes([src, *external_data_files(src)]),
@@ -323,7 +338,7 @@ class _Stderr:
         self.verbose = verbose
 
     def display_info(self, message: str = "") -> None:
-        print(message, file=sys.stderr, flush=True)
+        print(printable_lines(message), file=sys.stderr, flush=True)
 
     display_waiting = display_success = display_warning = display_info
 
@@ -343,21 +358,25 @@ def cmd_wheel(args: argparse.Namespace) -> int:
     project = args.project.resolve()
     configure: Callable[[Path], HookConfig]
     if args.models:
-        configure = functools.partial(command_line_config, args.models, options)
+        configure = functools.partial(command_line_config, args.models, options, FLAG_NAMES)
     else:
         raw, table = project_table(project)
         if options != ShrinkOptions():
             raise ShrinkrayError(f"shrink options on the command line need --models; without it the models "
                                  f"and their options come from `{table}`", path=str(project / "pyproject.toml"))
         configure = functools.partial(load_config, raw, project, "wheel", table)
+    created = not args.in_place and not args.output.exists()
     outputs = _wheel_destinations(args)
-    manifest = read_manifest(project)
     display = _Stderr(args.verbose)
+    manifest = read_manifest(project, display.display_warning)
     for source, destination in outputs:
         try:
             done = rewrite_wheel(source, destination, configure, manifest, display)
-        except ShrinkrayError as exc:
-            if exc.path != str(source):
+        except BaseException as exc:
+            if created:  # the output directory this command made, if nothing was written into it
+                with contextlib.suppress(OSError):
+                    args.output.rmdir()
+            if isinstance(exc, ShrinkrayError) and exc.path not in (str(source), str(destination)):
                 exc.path = f"{source}: {exc.path}" if exc.path else str(source)
             raise
         before = sum(m.original_size for m in done.shipped)
@@ -409,8 +428,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from hatch_shrinkray.verification.runner import verify
 
     # Checked like `shrink` checks its input first, so a bad file gets the same one-line message.
+    options = _verify_options(args)
+    errors = option_errors(ShrinkOptions(verify=options), FLAG_NAMES)
+    if errors:
+        raise ShrinkrayError("; ".join(errors))
     files = {path: [path, *external_data_files(path)] for path in (args.original, args.shrunk)}
-    result = verify(args.original, args.shrunk, _verify_options(args))
+    result = verify(args.original, args.shrunk, options)
     a, b = compressed_sizes(files[args.original]), compressed_sizes(files[args.shrunk])
     rows = [["", *a], ["original", *map(str, a.values())], ["shrunk", *map(str, b.values())],
             ["ratio", *(f"{100 * b[k] / a[k]:.1f}%" for k in a)]]
@@ -423,9 +446,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _error(exc: ShrinkrayError, verbose: bool) -> None:
+    if isinstance(exc, OptionError) and not exc.named:
+        exc.name_options(FLAG_NAMES)  # options given as flags (a project's are named by shipping first)
     if verbose:
         traceback.print_exception(exc)
-    text = str(exc)
+    text = printable_lines(str(exc))
     if isinstance(exc, (VerificationError, ConfigurationError)):
         print(f"error: {text}", file=sys.stderr)
     else:
@@ -471,12 +496,18 @@ def cmd_check(args: argparse.Namespace) -> int:
     command = tuple(args.argv)
     if not command:
         raise ShrinkrayError("no command to check with", hint="hatch-shrinkray check [MODEL...] -- python -m pytest")
-    for flag, value, low in (("--max-flip-rate", args.max_flip_rate, 0.0), ("--max-runs", args.max_runs, 1)):
-        if value < low or (flag == "--max-flip-rate" and value > 1):
-            raise ShrinkrayError(f"{flag} must be {'a share from 0 to 1' if low == 0.0 else 'a positive integer'}; "
-                                 f"got {value}")
+    problems = [f"{flag} must be {what}; got {value}" for flag, value, ok, what in (
+        ("--max-flip-rate", args.max_flip_rate, in_range(args.max_flip_rate, 0.0, 1.0), "a share from 0 to 1"),
+        ("--threshold", args.threshold, in_range(args.threshold, 0.0, 1.0) and 0 < args.threshold < 1,
+         "a probability between 0 and 1"),
+        ("--max-runs", args.max_runs, args.max_runs >= 1, "a positive integer"),
+        ("--timeout", args.timeout, in_range(args.timeout, 0.0, MAX_TIMEOUT) and args.timeout > 0,
+         f"a number of seconds above 0 and at most {MAX_TIMEOUT:.0f}")) if not ok]
+    if problems:
+        raise ShrinkrayError("; ".join(problems))
     configured, plan_file = _check_config(args)
-    settings = Settings(command, args.pytest or looks_like_pytest(command), args.threshold, args.max_flip_rate)
+    settings = Settings(command, args.pytest or looks_like_pytest(command), args.threshold, args.max_flip_rate,
+                        timeout=args.timeout)
     display = _Stderr(args.verbose)
     data: dict[str, Any]
     if args.shadow:
@@ -498,12 +529,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(report.render_check(checked))
         data = report.check_json(checked)
         code = 0 if checked.verdict.passed else 1
-    if args.json is not None:
-        text = json.dumps(data, indent=2, sort_keys=True)
-        if str(args.json) == "-":
-            print(text)
-        else:
-            args.json.write_text(text + "\n", encoding="utf-8")
+    if args.json is not None and not _write_report(args.json, json.dumps(data, indent=2, sort_keys=True),
+                                                   args.verbose):
+        return 1
     return code
 
 
@@ -526,7 +554,8 @@ def _check_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
         plan_file = args.plan or Path(PLAN_NAME)
         plans = read_plan(plan_file) if plan_file.is_file() else {}
         config = HookConfig(table="the command line", target="wheel",
-                            models=tuple(ModelEntry(f.name, options) for f in files), plan_file=plan_file, plans=plans)
+                            models=tuple(ModelEntry(f.name, options, FLAG_NAMES) for f in files), plan_file=plan_file,
+                            plans=plans)
         return Configured(config, tuple(f.resolve().parent for f in files)), plan_file
     project = (args.project or Path(".")).resolve()
     raw, table = project_table(project)
@@ -588,6 +617,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _stopped(stop)
         if isinstance(exc, ShrinkrayError):
             _error(exc, args.verbose)
+            return 1
+        if isinstance(exc, MemoryError):
+            _error(ShrinkrayError("out of memory", hint="the engine needs about 2.5 times a model's size in memory; "
+                                                         "free some or shrink on a larger machine"), args.verbose)
             return 1
         missing = engine_missing(exc) if isinstance(exc, ModuleNotFoundError) else None
         if missing is None:

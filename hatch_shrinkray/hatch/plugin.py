@@ -21,7 +21,7 @@ from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.hatch.include import check_outside, include
 from hatch_shrinkray.shipping.config import PLUGIN_NAME, HookConfig, hook_table, load_config, recording_paths
 from hatch_shrinkray.shipping.manifest import read_manifest
-from hatch_shrinkray.shipping.ship import engine_needed, engine_requirements, ship_models
+from hatch_shrinkray.shipping.ship import engine_needed, engine_requirements, printable_lines, ship_models
 from hatch_shrinkray.signals import Terminated, deferred, on_sigterm, redeliver, stop_request
 
 TARGETS = ("wheel", "sdist")
@@ -82,7 +82,7 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
                 self._workdir = self._make_workdir()
             config, root, workdir = self._load(), Path(self.root), Path(self._workdir.name)
             check_outside(workdir, root)
-            shipped = ship_models(config, root, workdir, self.app, read_manifest(root))
+            shipped = ship_models(config, root, workdir, self.app, read_manifest(root, self.app.display_warning))
             include(shipped, config, build_data, workdir, self.app)
             self._drop(path for model in shipped for path in model.obsolete)
             self._leave_out_recordings(config, root)
@@ -92,7 +92,7 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
             if isinstance(stop, Terminated):
                 redeliver(stop.signum)
             if isinstance(exc, ShrinkrayError):
-                self.app.abort(f"shrinkray: {exc}")
+                self.app.abort(printable_lines(f"shrinkray: {exc}"))
             raise
         finally:
             self.initializing = False

@@ -81,6 +81,9 @@ class ModelEntry:
     relpath: str
     """POSIX path relative to the project root: the manifest key and the force-include target."""
     options: ShrinkOptions
+    names: Mapping[str, str] = field(default_factory=dict, compare=False)
+    """Option field -> how the user wrote it (``tool.hatch.build.hooks.shrinkray.samples``, the
+    override's table when one set it, or ``--samples``), for messages about this model."""
 
 
 @dataclass(frozen=True)
@@ -169,10 +172,12 @@ def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
     entries = []
     for relpath in sorted(models):
         settings = dict(base)
-        for selected, override, _ in overrides:
+        names = {f: f"{table}.{key}" for key, f in ENGINE_KEYS.items()}
+        for selected, override, override_table in overrides:
             if relpath in selected:
                 settings.update(override)
-        entries.append(ModelEntry(relpath, _options(settings, root)))
+                names.update({ENGINE_KEYS[k]: f"{override_table}.{k}" for k in override if k in ENGINE_KEYS})
+        entries.append(ModelEntry(relpath, _options(settings, root), names))
 
     sdist = raw.get("sdist", "shrunk")
     if sdist not in SDIST_CHOICES:
@@ -435,11 +440,13 @@ def _options(settings: Mapping[str, Any], root: Path) -> ShrinkOptions:
     return ShrinkOptions(**shrink, verify=VerifyOptions(**verify))
 
 
-def command_line_config(patterns: list[str], options: ShrinkOptions, models_root: Path) -> HookConfig:
-    """The configuration ``--models GLOB`` flags give: every selected model with the same options."""
+def command_line_config(patterns: list[str], options: ShrinkOptions, names: Mapping[str, str],
+                        models_root: Path) -> HookConfig:
+    """The configuration ``--models GLOB`` flags give: every selected model with the same options
+    (``names``: how the flags are spelled)."""
     errors: list[str] = []
     models = match_models(models_root, patterns, "--models", errors)
     if errors:
         raise ConfigurationError(errors, "--models")
     return HookConfig(table="--models", target="wheel",
-                      models=tuple(ModelEntry(relpath, options) for relpath in sorted(models)))
+                      models=tuple(ModelEntry(relpath, options, names) for relpath in sorted(models)))

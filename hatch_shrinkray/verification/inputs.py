@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 from onnx import ModelProto
 
-from hatch_shrinkray.errors import RECORD_HINT, ShrinkrayError
+from hatch_shrinkray.errors import RECORD_HINT, OptionError, ShrinkrayError
 from hatch_shrinkray.options import VerifyOptions
 from hatch_shrinkray.samples import Sequencing
 from hatch_shrinkray.verification.npz import HINT, read_arrays
@@ -184,15 +184,27 @@ def _cast(arr: npt.NDArray[Any], spec: InputSpec, label: str, index: int, count:
             and not (arr.dtype.kind in "biu" and target.kind == "f"):
         raise ShrinkrayError(f"{where} is {arr.dtype} but the input takes {target}", path=label,
                              hint="save the array with the input's dtype")
+    if spec.shape and (arr.ndim != len(spec.shape) or any(
+            isinstance(d, int) and d > 0 and n != d for n, d in zip(arr.shape, spec.shape, strict=True))):
+        wanted = ", ".join(str(d) if isinstance(d, int) and d > 0 else str(d or "?") for d in spec.shape)
+        raise ShrinkrayError(f"{where} has shape ({', '.join(map(str, arr.shape))}) but the input takes ({wanted})",
+                             path=label, hint="every sample must fit the model's inputs; record them "
+                                                           "again from the model as it is now")
     if arr.dtype.kind == "f" and arr.size and not np.isfinite(arr).any():
         raise ShrinkrayError(f"{where} is entirely NaN/inf: outputs computed from it check nothing", path=label,
                              hint="use real inputs")
     return np.ascontiguousarray(arr.astype(target, copy=False))
 
 
+GENERATED_MAX_BYTES = 1_000_000_000
+"""The most generated inputs may take, all samples together: what a sample file may hold."""
+
+
 def generate(specs: list[InputSpec], options: VerifyOptions, fallback: int | None = None) -> list[Feed]:
     """Seeded random samples; symbolic dimensions from ``options.dims``, else ``fallback`` (a retry),
-    else ``options.default_dim``, else a plausible size (see the module docstring)."""
+    else ``options.default_dim``, else a plausible size (see the module docstring). Their size is
+    checked before anything is allocated: an OptionError names the options that make it."""
+    _check_generated_size(specs, options, fallback)
     rng = np.random.default_rng(options.seed)
     samples: list[Feed] = []
     for _ in range(options.samples):
@@ -206,6 +218,39 @@ def generate(specs: list[InputSpec], options: VerifyOptions, fallback: int | Non
                                                  options))
         samples.append(feed)
     return samples
+
+
+def _check_generated_size(specs: list[InputSpec], options: VerifyOptions, fallback: int | None) -> None:
+    total, keys, shapes = 0, ["<<samples>>"], []
+    dims = options.dim_map()
+    for spec in specs:
+        dtype = ORT_TYPES.get(spec.type)
+        if dtype is None or dtype is np.str_:
+            continue
+        shape = generated_shape(spec, options, fallback)
+        count = 1
+        for size in shape:
+            count *= size
+        total += count * np.dtype(dtype).itemsize * options.samples
+        shapes.append(f"{spec.name} {'x'.join(map(str, shape)) or 'scalar'}")
+        for d, value in zip(spec.shape, shape, strict=True):
+            if (isinstance(d, int) and d > 0) or value == 1:
+                continue
+            key = f"<<dims:{d}>>" if str(d) in dims else "<<default_dim>>" if options.default_dim is not None \
+                else f"<<dims:{d or 'NAME'}>>"
+            if key not in keys:
+                keys.append(key)
+        kind = np.dtype(dtype)
+        if kind.kind in "iu":
+            info = np.iinfo(kind)
+            if max(options.int_low, int(info.min)) >= min(options.int_high, int(info.max) + 1):
+                raise OptionError(f"<<int_range>> [{options.int_low}, {options.int_high}) holds no value of input "
+                                  f"{spec.name!r}, which is {kind}", hint="give a range the input's type can hold")
+    if total > GENERATED_MAX_BYTES:
+        listed = ", ".join(keys[:-1]) + f" or {keys[-1]}" if len(keys) > 1 else keys[0]
+        raise OptionError(f"generated inputs would take {total / 1e9:.1f} GB ({options.samples} samples of "
+                          f"{'; '.join(shapes)}), over the {GENERATED_MAX_BYTES / 1e9:.0f} GB they may take; "
+                          f"lower {listed}", hint="or verify on real inputs: " + RECORD_HINT)
 
 
 def generated_shape(spec: InputSpec, options: VerifyOptions, fallback: int | None = None) -> tuple[int, ...]:

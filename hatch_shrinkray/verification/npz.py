@@ -64,9 +64,11 @@ def read_arrays(path: Path, *, max_bytes: int = MAX_BYTES, text: frozenset[str] 
                     arrays[name] = np.lib.format.read_array(fh, allow_pickle=False)
             except ShrinkrayError:
                 raise
-            except (OSError, ValueError, EOFError, zipfile.BadZipFile, SyntaxError, tokenize.TokenError,
-                    RecursionError, MemoryError) as exc:  # numpy parses headers with Python's tokenizer
-                raise ShrinkrayError(f"array {name!r} is corrupt: {_why(exc)}", path=label, hint=HINT) from exc
+            except (OSError, ValueError, EOFError, zipfile.BadZipFile, SyntaxError, tokenize.TokenError, TypeError,
+                    OverflowError, RecursionError, MemoryError) as exc:  # numpy parses the header as Python
+                why = f"its .npy header cannot be parsed ({exc.args[0] if exc.args else type(exc).__name__})" \
+                    if isinstance(exc, (SyntaxError, tokenize.TokenError, RecursionError)) else _why(exc)
+                raise ShrinkrayError(f"array {name!r} is corrupt: {why}", path=label, hint=HINT) from exc
     return arrays
 
 

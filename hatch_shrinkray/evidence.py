@@ -60,6 +60,12 @@ def _cdf(k: int, n: int, p: float) -> float:
     return min(1.0, math.exp(top) * sum(math.exp(t - top) for t in terms))
 
 
+def percent(share: float) -> str:
+    """``17%``, ``4.2%``, ``0.079%``: two significant digits below 10%, so a small bound never reads 0%."""
+    p = 100 * share
+    return f"{p:.0f}%" if p >= 10 else f"{p:.2g}%"
+
+
 def unit_kind(units: Sequence[str]) -> str:
     """What the units are, for people: ``streams``, ``test cases``, ``calls``, ``samples`` (or ``units``)."""
     kinds = {u.split(":", 1)[0] for u in units}
@@ -110,7 +116,7 @@ class Evidence:
             parts.append(f"{self.changed_answers} of {self.answers} {self.describes} changed")
         head = ", ".join(parts) or "no discrete answers"
         text = (f"{head} over {self.units} {self.unit_kind} ({self.changed_units} changed; "
-                f"<= {100 * self.bound:.0f}% at 95%)")
+                f"<= {percent(self.bound)} at 95%)")
         if not self.real:
             return f"{text}: generated inputs, no evidence"
         if self.weak:

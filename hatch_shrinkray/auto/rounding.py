@@ -61,7 +61,8 @@ class Int8:
                 axis, how = lowest_error_axis(w, how)  # type: ignore[arg-type]  # float32 site
             ctx = EncodeContext(options, opset, tuple(n for n, _ in site.consumers), axis, how)
             with contextlib.suppress(NotEncodable):
-                cand = int_candidate(w, ctx, moments[0], lay, rows_seen=moments[1], bits=8)  # type: ignore[arg-type]
+                cand = int_candidate(w, ctx, moments[0], lay, rows_seen=moments[1],  # type: ignore[arg-type]
+                                     levels=options.level_count())
                 if cand.decode is not None:
                     plan[key] = cand.decode
                     notes[key] = cand.note

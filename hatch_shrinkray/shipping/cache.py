@@ -26,6 +26,7 @@ from typing import Any
 from hatch_shrinkray.files import file_sha256, write_atomically
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.shipping.manifest import ManifestEntry
+from hatch_shrinkray.sizes import Sizes
 
 CACHE_ENV = "HATCH_SHRINKRAY_CACHE_DIR"
 KEY_VERSION = 2
@@ -47,18 +48,23 @@ class CachedShrink:
     """What stayed float and why (``ShrinkResult.kept_summary()``)."""
     kept_original: str | None = None
     """Why the original ships instead (``ShrinkResult.kept_original``)."""
+    sizes: tuple[Sizes, Sizes] | None = None
+    """Raw, wheel and web bytes of the original and the shrunk model, for the report line."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"entry": self.entry.to_dict(), "original_size": self.original_size,
                 "shrunk_size": self.shrunk_size, "seconds": self.seconds, "summary": self.summary,
-                "kept": self.kept, "kept_original": self.kept_original}
+                "kept": self.kept, "kept_original": self.kept_original,
+                "sizes": None if self.sizes is None else [s.to_dict() for s in self.sizes]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CachedShrink:
         return cls(entry=ManifestEntry.from_dict(data["entry"]), original_size=int(data["original_size"]),
                    shrunk_size=int(data["shrunk_size"]), seconds=float(data["seconds"]),
                    summary=data.get("summary"), kept=str(data.get("kept") or ""),
-                   kept_original=data.get("kept_original"))
+                   kept_original=data.get("kept_original"),
+                   sizes=None if not data.get("sizes") else (Sizes.from_dict(data["sizes"][0]),
+                                                             Sizes.from_dict(data["sizes"][1])))
 
 
 def default_cache_dir() -> Path:

@@ -1,0 +1,273 @@
+"""The smallest download at equal answers (issue 20, items 1 and 2): raw / wheel / web bytes and the answers
+of plain int8 against int8 with fewer levels (127 .. 7), round-to-nearest against output-aware rounding, on
+PP-OCRv6 rec, Magika and Silero VAD; and the grid study that chose the levels' grid (uniform levels against
+per-channel and per-tensor codebooks on the int8 grid, both round-to-nearest).
+
+    python -m benchmarks.download run [KEY ...]        # record (once), shrink, evaluate -> .cache/download/
+    nice python -m benchmarks.download brotli          # brotli 11 of every file (~0.3 MB/s; cached by sha256)
+    python -m benchmarks.download report               # -> benchmarks/DOWNLOAD.md
+
+* Recordings: ``hatch-shrinkray record -- python -m benchmarks.record_task KEY`` (``record_task``: OCR lines,
+  speech clips and files that the test data does not contain), shared with ``real_inputs``.
+* Every shrink is ``python -m hatch_shrinkray shrink MODEL -o DIR --json ...`` with the engine of the work tree
+  or of ``HSR_BENCH_ENGINE`` first on ``PYTHONPATH`` (``variants.engine_dir``). Round-to-nearest is
+  ``--no-verify`` without inputs; output-aware rounding is ``--inputs REC`` with the verification limits
+  opened (``LOOSE``) so every level count writes its file (its held-out figures are kept in the JSON).
+* Each file runs the task on its test data (``run.TASKS``): share of answers identical to the original's
+  (OCR lines, Magika labels, VAD 32 ms decisions), rel-L2 of the raw outputs against the original's.
+* Sizes: ``raw``; ``wheel`` = deflate level 6 as hatchling writes a member (``hatch_shrinkray.sizes``);
+  ``web`` = brotli 11, lgwin 22; ``estimate`` = what reports show without brotli 11 (``sizes.web_estimate``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import corpus
+from benchmarks.common import CACHE_DIR, json_default, make_session, output_diff, sha256_file
+from benchmarks.record_task import RECORDINGS, record
+from benchmarks.variants import engine_dir, engine_key
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO = BENCH_DIR.parent
+OUT = CACHE_DIR / "download"
+KEYS = ("ppocrv6_rec", "magika", "silero_vad")
+LEVELS = (255, 127, 63, 31, 15, 7)
+LOOSE = ["--max-rel-l2", "1e9", "--min-cosine", "-1", "--min-top1", "0"]
+WHAT = {"ppocrv6_rec": "lines", "silero_vad": "32 ms decisions", "magika": "labels"}
+CODEBOOK_ITERATIONS = 12
+
+
+def variants() -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for k in LEVELS:
+        name = "int8" if k == 255 else f"int8 {k} levels"
+        out[f"{name}, round-to-nearest"] = ["--method", "int8", "--levels", str(k), "--no-verify"]
+        out[f"{name}, output-aware"] = ["--method", "int8", "--levels", str(k), "--inputs", "{rec}", *LOOSE]
+    out["fp16"] = ["--method", "fp16", "--no-verify"]
+    out["float-levels 256"] = ["--method", "float-levels", "--no-verify", "--target", "wheel"]
+    return out
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def _env() -> dict[str, str]:
+    snapshot = engine_dir()
+    path = os.pathsep.join(p for p in (str(snapshot or ""), str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path}
+
+
+def _slug(name: str) -> str:
+    return "-".join(name.replace(",", " ").split())
+
+
+def shrink(model: Path, name: str, args: list[str], rec: Path, work: Path) -> dict[str, Any]:
+    import subprocess
+
+    dest = work / _slug(name)
+    dest.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "hatch_shrinkray", "shrink", str(model), "-o", str(dest), "--force",
+           "--json", f"{dest}.json", *[a.format(rec=rec) for a in args]]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=OUT, env=_env(), check=False)
+    seconds = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"{name}: {proc.stderr[-2000:]}")
+    report = json.loads(Path(f"{dest}.json").read_text())[0]
+    shown = " ".join(a if a != str(rec) else "REC" for a in cmd[5:] if not a.startswith(str(dest)))
+    return {"file": str(dest / model.name), "seconds": seconds, "report": report,
+            "command": f"hatch-shrinkray shrink MODEL -o OUT {shown.split(' --json ')[0]}".replace(
+                " --force", "") + " " + " ".join(a.format(rec="REC") for a in args)}
+
+
+# ---------------------------------------------------------------- the grid study (in process)
+
+
+def codebook_model(model: Path, levels: int, per: str, dest: Path) -> Path:
+    """``model`` with every weight int8 as method int8 writes it, but each channel's (``per = "channel"``) or
+    the whole tensor's (``"tensor"``) ``levels`` codes chosen by Lloyd-Max on the int8 grid instead of the
+    uniform -m..m: round-to-nearest to the codebook, same ``Cast -> Mul`` decode."""
+    import onnx
+
+    from hatch_shrinkray.methods._decode import float_decode
+    from hatch_shrinkray.numerics.quant import NotEncodable, Quantized, channels, quantize_symmetric
+    from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext
+    from hatch_shrinkray.onnxgraph.rewrite import encode_weights
+    from hatch_shrinkray.options import ShrinkOptions
+
+    class Codebook:
+        def encode(self, w: np.ndarray, ctx: EncodeContext) -> Decode:
+            q = quantize_symmetric(w, ctx.axis, 8)
+            if q.nonfinite is not None:
+                raise NotEncodable("non-finite")
+            x = channels(w.astype(np.float64) / q.scale, ctx.axis)  # in int8 steps, channel by channel
+            groups = [x[i] for i in range(len(x))] if per == "channel" else [x.ravel()]
+            picked = [_snap(g, _lloyd(g, levels)) for g in groups]
+            moved = np.stack(picked).reshape(x.shape)
+            if ctx.axis is None:
+                c = moved.reshape(w.shape).astype(np.int8)
+            else:
+                c = np.moveaxis(moved.reshape(np.moveaxis(w, ctx.axis, 0).shape), 0, ctx.axis).astype(np.int8)
+            dec = (c.astype(np.float32) * q.scale).astype(np.float32)
+            where = "per-tensor" if ctx.axis is None else f"axis {ctx.axis}"
+            return float_decode(Quantized(c, q.scale, None, dec, None, None), w.dtype, ctx.opset,
+                                f"int8 codebook {levels} {where}")
+
+    m = onnx.load(str(model))
+    encode_weights(m, Codebook(), ShrinkOptions(dedup=False))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(m, str(dest))
+    return dest
+
+
+def _lloyd(x: np.ndarray, k: int) -> np.ndarray:
+    """At most ``k`` integer levels in -127..127, zero among them (as on the uniform grid), that minimise
+    the squared error of rounding ``x`` to the nearest (Lloyd-Max from quantiles, centroids rounded)."""
+    book = np.union1d(np.clip(np.rint(np.quantile(x, np.linspace(0, 1, k - 1))), -127, 127), [0.0])
+    for _ in range(CODEBOOK_ITERATIONS):
+        idx = _nearest(x, book)
+        counts = np.bincount(idx, minlength=book.size)
+        sums = np.bincount(idx, weights=x, minlength=book.size)
+        moved = np.where((counts > 0) & (book != 0), np.rint(sums / np.maximum(counts, 1)), book)
+        moved = np.unique(np.clip(moved, -127, 127))
+        if np.array_equal(moved, book):
+            break
+        book = moved
+    return book
+
+
+def _snap(x: np.ndarray, book: np.ndarray) -> np.ndarray:
+    return book[_nearest(x, book)]
+
+
+def _nearest(x: np.ndarray, book: np.ndarray) -> np.ndarray:
+    if book.size == 1:
+        return np.zeros(x.shape, dtype=np.int64)
+    pos = np.clip(np.searchsorted(book, x), 1, book.size - 1)
+    return np.where(np.abs(x - book[pos - 1]) <= np.abs(book[pos] - x), pos - 1, pos)
+
+
+# ---------------------------------------------------------------- sizes and answers
+
+
+def sizes_of(path: Path, cache: dict[str, Any], brotli: bool = False) -> dict[str, Any]:
+    from hatch_shrinkray import sizes
+
+    sha = sha256_file(path)
+    entry = cache.setdefault(sha, {})
+    if "wheel" not in entry:
+        entry.update(raw=path.stat().st_size, wheel=sizes.wheel_bytes(path), estimate=sizes.web_estimate(path))
+    if brotli and "web" not in entry:
+        t0 = time.process_time()
+        entry["web"] = sizes.web_bytes(path)
+        entry["web_seconds"] = round(time.process_time() - t0, 1)
+    return entry
+
+
+def _load(path: Path) -> Any:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _save(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True, default=json_default))
+    tmp.replace(path)
+
+
+def evaluate(key: str, model: Path, files: dict[str, str]) -> dict[str, Any]:
+    from benchmarks.run import TASKS
+
+    task = TASKS[key].build(model, False)
+    ref = task.run(make_session(model, threads=2), model)
+    out: dict[str, Any] = {"original": {"n": len(ref.decisions), "metrics": ref.metrics}}
+    for name, path in files.items():
+        got = task.run(make_session(path, threads=2), Path(path))
+        diff = output_diff(ref.raw, got.raw)
+        out[name] = {"same": sum(a == b for a, b in zip(ref.decisions, got.decisions, strict=True)),
+                     "n": len(ref.decisions), "rel_l2": diff.rel_l2, "cosine": diff.cosine, "metrics": got.metrics}
+        log(f"{key} {name}: {out[name]['same']}/{out[name]['n']} identical, rel-L2 {diff.rel_l2:.3g}")
+    return out
+
+
+def run_model(key: str, fresh: bool) -> dict[str, Any]:
+    eng = engine_key()
+    cache = OUT / "results" / f"{key}.json"
+    prev = _load(cache)
+    if prev.get("engine") == eng and not fresh:
+        return prev
+    model = corpus.model_path(key)
+    rec = RECORDINGS / key
+    recording = record(key, model, rec, env=_env())
+    work = OUT / "work" / key
+    shrunk: dict[str, Any] = {}
+    for name, args in variants().items():
+        log(f"{key}: {name}")
+        shrunk[name] = shrink(model, name, args, rec, work)
+    for levels in (63, 15):
+        for per in ("channel", "tensor"):
+            name = f"int8 codebook {levels} per {per}, round-to-nearest"
+            t0 = time.perf_counter()
+            path = codebook_model(model, levels, per, work / _slug(name) / model.name)
+            shrunk[name] = {"file": str(path), "seconds": time.perf_counter() - t0, "report": None,
+                            "command": f"python -m benchmarks.download (codebook_model, {levels}, {per!r})"}
+    answers = evaluate(key, model, {n: v["file"] for n, v in shrunk.items()})
+    sizes = _load(OUT / "sizes.json")
+    for path in [model, *(Path(v["file"]) for v in shrunk.values())]:
+        sizes_of(path, sizes)
+    _save(OUT / "sizes.json", sizes)
+    result = {"key": key, "engine": eng, "model": str(model), "model_sha256": sha256_file(model),
+              "recording": recording, "variants": shrunk, "answers": answers,
+              "files": {n: sha256_file(Path(v["file"])) for n, v in shrunk.items()}}
+    _save(cache, result)
+    return result
+
+
+def fill_brotli() -> None:
+    sizes = _load(OUT / "sizes.json")
+    results = [_load(p) for p in sorted((OUT / "results").glob("*.json"))]
+    paths = [Path(r["model"]) for r in results] + [Path(v["file"]) for r in results for v in r["variants"].values()]
+    for path in sorted(paths, key=lambda p: p.stat().st_size):
+        sha = sha256_file(path)
+        if "web" in sizes.get(sha, {}):
+            continue
+        log(f"brotli 11: {path} ({path.stat().st_size} bytes)")
+        entry = sizes_of(path, sizes, brotli=True)
+        fresh = _load(OUT / "sizes.json")  # merge: a report may have been written meanwhile
+        fresh.setdefault(sha, {}).update(entry)
+        sizes = fresh
+        _save(OUT / "sizes.json", sizes)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    ap.add_argument("step", choices=("run", "brotli", "report"))
+    ap.add_argument("keys", nargs="*", default=list(KEYS))
+    ap.add_argument("--fresh", action="store_true")
+    args = ap.parse_args()
+    if args.step == "run":
+        for key in args.keys:
+            run_model(key, args.fresh)
+    elif args.step == "brotli":
+        fill_brotli()
+    else:
+        from benchmarks.download_report import write_report
+
+        print(write_report([_load(OUT / "results" / f"{k}.json") for k in args.keys], _load(OUT / "sizes.json")))
+
+
+if __name__ == "__main__":
+    main()

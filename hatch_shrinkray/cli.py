@@ -35,7 +35,7 @@ from hatch_shrinkray.options import (
 from hatch_shrinkray.shipping.config import ConfigurationError, HookConfig
 from hatch_shrinkray.shipping.ship import engine_missing
 from hatch_shrinkray.signals import Terminated, redeliver, stop_request, terminate_raises
-from hatch_shrinkray.sizes import DEFAULT_TARGET, TARGETS
+from hatch_shrinkray.sizes import BROTLI_HINT, DEFAULT_TARGET, TARGETS, brotli_problem
 
 FLAG_NAMES = {"method": "--method", "min_elements": "--min-elements", "scheme": "--scheme",
               "levels": "--levels", "decode": "--decode", "block_size": "--block-size", "inputs": "--inputs",
@@ -259,6 +259,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     from hatch_shrinkray.shipping.plan import read_plan
 
     options = _shrink_options(args)
+    _need_brotli(options, args.sizes)
     plans = read_plan(args.plan) if args.plan is not None else {}
     files, unmatched = _expand(args.models)
     failures = 0
@@ -291,6 +292,14 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     if failures:
         print(f"{failures} of {len(files) + len(unmatched)} models failed", file=sys.stderr)
     return 1 if failures or not written else 0
+
+
+def _need_brotli(options: ShrinkOptions, sizes: bool) -> None:
+    """One line, before any model, when brotli quality 11 must be measured and cannot be."""
+    problem = brotli_problem()
+    if problem and (options.target == "web" or sizes):
+        what = "--target web counts" if options.target == "web" else "--sizes measures"
+        raise ShrinkrayError(f"{what} brotli quality 11 bytes, and {problem}", hint=BROTLI_HINT)
 
 
 def _write_report(path: Path, text: str, verbose: bool) -> bool:
@@ -396,11 +405,10 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from hatch_shrinkray.report import model_files, sizes_table, verification_report
-    from hatch_shrinkray.sizes import BROTLI_HINT, brotli_problem, measure
+    from hatch_shrinkray.sizes import measure
     from hatch_shrinkray.verification.runner import verify
 
-    if args.sizes and brotli_problem():
-        raise ShrinkrayError(f"--sizes: {brotli_problem()}", hint=BROTLI_HINT)
+    _need_brotli(ShrinkOptions(), args.sizes)
     # Checked like `shrink` checks its input first, so a bad file gets the same one-line message.
     files = {path: model_files(path) for path in (args.original, args.shrunk)}
     result = verify(args.original, args.shrunk, _verify_options(args))

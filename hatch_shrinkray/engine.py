@@ -94,7 +94,7 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
         raise ShrinkrayError("invalid options: " + "; ".join(problems))
     exact_web = exact_web or options.target == "web"
     if exact_web and brotli_problem():
-        raise ShrinkrayError(f"{brotli_problem()}; target web counts brotli quality 11 bytes", hint=BROTLI_HINT)
+        raise ShrinkrayError(f"target web counts brotli quality 11 bytes, and {brotli_problem()}", hint=BROTLI_HINT)
     start = time.perf_counter()
     loaded = load_model(source)
     signs = quantization_signs(loaded.model)

@@ -42,7 +42,7 @@ WHEEL_LEVEL = 6
 BROTLI_QUALITY = 11
 BROTLI_LGWIN = 22
 COMPRESS_EXTRA = "hatch-shrinkray-core[compress]"
-BROTLI_HINT = f"pip install '{COMPRESS_EXTRA}' (brotli)"
+BROTLI_HINT = f"pip install '{COMPRESS_EXTRA}'"
 
 CHUNK = 1 << 20
 ESTIMATE_WHOLE = 4 << 20
@@ -109,7 +109,7 @@ def web_bytes(source: Source) -> int:
     """Brotli quality 11 (lgwin 22) of each file, summed; streamed, so memory stays flat."""
     problem = brotli_problem()
     if problem:
-        raise ShrinkrayError(problem, hint=BROTLI_HINT)
+        raise ShrinkrayError(f"the web size is brotli quality 11 bytes, and {problem}", hint=BROTLI_HINT)
     import brotli
 
     total = 0
@@ -136,7 +136,7 @@ def brotli_problem() -> str | None:
     try:
         import brotli  # noqa: F401
     except ImportError:
-        return "measuring the web size (brotli quality 11) needs brotli, which is not installed"
+        return "brotli is not installed"
     return None
 
 

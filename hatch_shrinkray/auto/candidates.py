@@ -20,6 +20,7 @@ from hatch_shrinkray.methods import packing
 from hatch_shrinkray.methods._decode import float_decode
 from hatch_shrinkray.methods.fp16 import Fp16Encoder
 from hatch_shrinkray.numerics import gptq
+from hatch_shrinkray.numerics.entropy import estimated_bytes
 from hatch_shrinkray.numerics.quant import (
     FLUSH,
     NotEncodable,
@@ -48,6 +49,14 @@ class Candidate:
     """Estimated output error energy on the calibration data (``dW H dW^T``; plain ``|dW|^2``
     without calibration moments)."""
     note: str = ""
+
+    def target_bytes(self, target: str) -> int:
+        """Its bytes as ``target`` (``wheel``, ``web``, ``disk``) counts them, estimated from what it
+        stores (``numerics.entropy``): codes and scales, or the float32 weight itself when kept. The
+        MatMulNBits blocks (written by onnxruntime's quantizer) count their raw bytes."""
+        if self.decode is not None:
+            return estimated_bytes(self.decode.stored, target)
+        return estimated_bytes({"w": self.decoded}, target) if self.kind == "fp32" else self.stored_bytes
 
     @property
     def bits(self) -> int:

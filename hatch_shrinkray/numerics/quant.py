@@ -235,6 +235,7 @@ def _encode(w: FloatArray, s: npt.NDArray[np.float32], z: npt.NDArray[np.float32
             q += zp
         q[~np.isfinite(part)] = 0 if zp is None else np.broadcast_to(zp, q.shape)[~np.isfinite(part)]
         np.rint(q, out=q)
+        q += 0.0  # -0.0 (a small negative value rounded to 0) becomes +0.0, as Cast of code 0 gives
         np.clip(q, _part(low, sl), _part(high, sl), out=q)
         codes[sl] = q
         c = q.astype(F32)

@@ -5,6 +5,7 @@ per-channel and per-tensor codebooks on the int8 grid, both round-to-nearest).
 
     python -m benchmarks.download run [KEY ...]        # record (once), shrink, evaluate -> .cache/download/
     nice python -m benchmarks.download brotli          # brotli 11 of every file (~0.3 MB/s; cached by sha256)
+    nice python -m benchmarks.download codes           # what deflate / brotli 11 pay per code, per level count
     python -m benchmarks.download report               # -> benchmarks/DOWNLOAD.md
 
 * Recordings: ``hatch-shrinkray record -- python -m benchmarks.record_task KEY`` (``record_task``: OCR lines,
@@ -160,6 +161,65 @@ def _nearest(x: np.ndarray, book: np.ndarray) -> np.ndarray:
     return np.where(np.abs(x - book[pos - 1]) <= np.abs(book[pos] - x), pos - 1, pos)
 
 
+# ---------------------------------------------------------------- the report
+
+
+def _mb(n: float | None) -> str:
+    return "pending" if n is None else f"{n / 1e6:.3f}"
+
+
+def write_report(results: list[dict[str, Any]], sizes: dict[str, Any], path: Path = BENCH_DIR / "DOWNLOAD.md") -> Path:
+    import platform
+
+    import onnxruntime
+
+    lines = [
+        "# The smallest download at equal answers: int8 with fewer levels (issue 20)", "",
+        f"Engine `{results[0]['engine']}`; Python {platform.python_version()}, onnxruntime {onnxruntime.__version__}, "
+        "on the shared 2-vCPU VM. Commands (`benchmarks/download.py`):", "",
+        "```sh",
+        "python -m benchmarks.download run ppocrv6_rec magika silero_vad   # record once, shrink, run each task",
+        "nice python -m benchmarks.download brotli                          # brotli 11 of every file, cached",
+        "nice python -m benchmarks.download codes                           # bits per code, per level count",
+        "python -m benchmarks.download report                               # this file",
+        "```", "",
+        "Sizes in MB (10^6 bytes): **raw** file; **wheel** = the zip member as hatchling writes it (deflate level 6, "
+        "`hatch_shrinkray.sizes.wheel_bytes`); **web** = brotli quality 11, lgwin 22; **est.** = the web figure "
+        "reports show unless the target is `web` (LZMA preset 0, `sizes.web_estimate`), as a ratio to the measured "
+        "web bytes. **identical** = answers identical to the original's on the task's test data, which the "
+        "recording never saw (OCR lines, Magika labels, VAD 32 ms decisions; `benchmarks/tasks`); **rel-L2** of the "
+        "raw outputs on the same data. Round-to-nearest: `--no-verify`, no inputs; output-aware: `--inputs REC` "
+        "with the limits opened so that every level count writes its file.", ""]
+    for r in results:
+        key = r["key"]
+        original = sizes.get(r["model_sha256"], {})
+        answers = r["answers"]
+        n = answers["original"]["n"]
+        lines += [f"## {key}", "",
+                  f"Original: {_mb(original.get('raw'))} raw, {_mb(original.get('wheel'))} wheel, "
+                  f"{_mb(original.get('web'))} web. Recording: {r['recording']['summary'].splitlines()[-1]}. "
+                  f"Test data: {n} {WHAT[key]}.", "",
+                  "| variant | raw | wheel | web | est./web | identical | rel-L2 | wheel vs int8 RTN | command |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        base = sizes.get(r["files"]["int8, round-to-nearest"], {})
+        for name, v in r["variants"].items():
+            s = sizes.get(r["files"][name], {})
+            a = answers[name]
+            est = f"{s['estimate'] / s['web']:.2f}" if s.get("web") else "-"
+            vs = f"{s['wheel'] / base['wheel']:.2f}x" if base.get("wheel") and s.get("wheel") else "-"
+            lines.append(f"| {name} | {_mb(s.get('raw'))} | {_mb(s.get('wheel'))} | {_mb(s.get('web'))} | {est} | "
+                         f"{100 * a['same'] / a['n']:.1f}% ({a['same']}/{a['n']}) | {a['rel_l2']:.3g} | {vs} | "
+                         f"`{v['command']}` |")
+        lines.append("")
+    lines.append(GRID_NOTES)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+GRID_NOTES = """## Notes
+"""
+
+
 # ---------------------------------------------------------------- sizes and answers
 
 
@@ -252,9 +312,50 @@ def fill_brotli() -> None:
         _save(OUT / "sizes.json", sizes)
 
 
+def code_costs(key: str) -> dict[str, Any]:
+    """Every weight of ``key`` that int8 encodes, round-to-nearest at each level count: the order-0
+    entropy of its codes and what deflate 6 and brotli 11 make of them (the codes alone, tensor by
+    tensor, summed), in bits per code. Cached."""
+    import zlib
+
+    import brotli
+    import onnx
+
+    from hatch_shrinkray.numerics.entropy import entropy_bits
+    from hatch_shrinkray.numerics.quant import quantize_symmetric
+    from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
+    from hatch_shrinkray.onnxgraph.graph import find_sites
+
+    cache = OUT / "codes" / f"{key}.json"
+    if cache.exists():
+        cached: dict[str, Any] = json.loads(cache.read_text())
+        return cached
+    m = onnx.load(str(corpus.model_path(key)))
+    out: dict[str, Any] = {}
+    for levels in LEVELS:
+        n = ent = defl = brot = 0.0
+        for site in find_sites(m):
+            if site.dtype != onnx.TensorProto.FLOAT or site.size < 16384:
+                continue
+            w = site.array()
+            axis, how = choose_axis(site.consumers, site.shape)
+            if axis is None:
+                axis, how = lowest_error_axis(w, how)
+            codes = quantize_symmetric(w, axis, 8, levels).codes
+            data = codes.tobytes()
+            n += codes.size
+            ent += entropy_bits(codes) * codes.size
+            defl += 8 * len(zlib.compress(data, 6))
+            brot += 8 * len(brotli.compress(data, quality=11))
+        out[str(levels)] = {"codes": int(n), "entropy": ent / n, "deflate": defl / n, "brotli": brot / n}
+        log(f"{key} {levels} levels: {out[str(levels)]}")
+    _save(cache, out)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    ap.add_argument("step", choices=("run", "brotli", "report"))
+    ap.add_argument("step", choices=("run", "brotli", "codes", "report"))
     ap.add_argument("keys", nargs="*", default=list(KEYS))
     ap.add_argument("--fresh", action="store_true")
     args = ap.parse_args()
@@ -263,9 +364,10 @@ def main() -> None:
             run_model(key, args.fresh)
     elif args.step == "brotli":
         fill_brotli()
+    elif args.step == "codes":
+        for key in args.keys:
+            code_costs(key)
     else:
-        from benchmarks.download_report import write_report
-
         print(write_report([_load(OUT / "results" / f"{k}.json") for k in args.keys], _load(OUT / "sizes.json")))
 
 

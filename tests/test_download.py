@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from hardening import cli
+from hardening import MODELS_DIR, build, cli, write_project
 from onnx import helper
 
 from hatch_shrinkray import sizes
@@ -29,8 +29,9 @@ from hatch_shrinkray.numerics.entropy import entropy_bits, estimated_bytes
 from hatch_shrinkray.numerics.quant import code_bounds, quantize_symmetric
 from hatch_shrinkray.onnxgraph.encoding import EncodeContext
 from hatch_shrinkray.options import ShrinkOptions, option_errors
+from hatch_shrinkray.result import human
 
-from onnx_builders import init, model, save, vi, weight
+from onnx_builders import init, mlp, model, save, vi, weight
 from realmodels import magika, silero_vad
 
 LEVELS = (3, 4, 7, 15, 16, 31, 63, 100, 127, 254, 255)
@@ -327,3 +328,70 @@ def test_archive_summary_warns_near_and_over_pypis_limit(tmp_path: Path) -> None
     assert level == "warning" and text.startswith(
         "shrinkray: c-1.0.whl: 104.86 MB, over PyPI's default limit of 104.86 MB (100 MiB) per file: PyPI will "
         "refuse the upload unless the project has a file size limit increase (https://docs.pypi.org/")
+
+
+@pytest.fixture
+def private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private cache and temp directory, no hatch switches from the caller's shell."""
+    import tempfile
+
+    monkeypatch.setenv("HATCH_SHRINKRAY_CACHE_DIR", str(tmp_path / "cache"))
+    for name in ("HATCH_BUILD_NO_HOOKS", "HATCH_BUILD_HOOKS_ONLY", "HATCH_BUILD_CLEAN", "HATCH_VERBOSE"):
+        monkeypatch.delenv(name, raising=False)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    return temp
+
+
+def test_hook_reports_sizes_and_each_archive(tmp_path: Path, private: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An in-process hatchling build with `levels` and `target = "web"`: the model line gives the wheel and
+    the measured web bytes, and each archive's own size follows it; the cached second build says the same."""
+    root = write_project(tmp_path / "toymodel", 'levels = 31\ntarget = "web"\n')
+    save(mlp(512, 256), root / MODELS_DIR / "a.onnx")
+    for out in ("dist", "again"):
+        wheel = build(root, out=tmp_path / out)
+        sdist = build(root, "sdist", out=tmp_path / out)
+        err = capsys.readouterr().err.splitlines()
+        line = next(e for e in err if e.startswith(f"shrinkray: {MODELS_DIR}/a.onnx: ") and "cos " in e)
+        with zipfile.ZipFile(wheel) as zf:
+            info = zf.getinfo("toymodel/models/a.onnx")
+            shipped = zf.read(info)
+        assert f" -> {human(info.compress_size)} (" in line.split(", web ")[0], line  # the member hatchling wrote
+        assert f" -> {human(sizes.web_bytes(shipped))} (" in line.split(", web ")[1] and "~" not in line, line
+        assert f"shrinkray: {wheel.name}: {human(wheel.stat().st_size)}" in err
+        assert f"shrinkray: {sdist.name}: {human(sdist.stat().st_size)}" in err
+        assert ("cached" in line) is (out == "again")
+    m = onnx.load_from_string(shipped)
+    codes = [onnx.numpy_helper.to_array(t) for t in m.graph.initializer if t.data_type == onnx.TensorProto.INT8]
+    assert codes and all(len(np.unique(c[:, j])) <= 31 for c in codes for j in range(c.shape[1]))
+
+
+def test_hook_table_errors_name_the_full_key(tmp_path: Path, private: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    root = write_project(tmp_path / "toymodel", 'levels = 300\ntarget = "zip"\n')
+    save(mlp(), root / MODELS_DIR / "a.onnx")
+    with pytest.raises(SystemExit):
+        build(root)
+    err = capsys.readouterr().err
+    table = "tool.hatch.build.hooks.shrinkray"
+    assert (f"- Field `{table}.levels` must be an integer from 3 to 255 with method int8 (255: plain int8); "
+            "got 300") in err, err
+    assert f"- Field `{table}.target` must be one of wheel, web, disk; got 'zip'" in err, err
+
+
+def test_hook_asks_for_brotli_when_the_target_is_web(tmp_path: Path) -> None:
+    from hatchling.builders.wheel import WheelBuilder
+
+    from hatch_shrinkray.hatch.plugin import WEB_REQUIREMENT, ShrinkrayBuildHook
+
+    def requirements(name: str, table: str) -> list[str]:
+        root = write_project(tmp_path / name, table)
+        save(mlp(), root / MODELS_DIR / "a.onnx")
+        builder = WheelBuilder(str(root))
+        return ShrinkrayBuildHook(str(root), builder.config.hook_config["shrinkray"], builder.config,
+                                  builder.metadata, "", builder.PLUGIN_NAME).dependencies()
+
+    assert WEB_REQUIREMENT in requirements("web", 'target = "web"\n')
+    plain = requirements("plain", "")
+    assert WEB_REQUIREMENT not in plain and any(r.startswith("onnxruntime") for r in plain)

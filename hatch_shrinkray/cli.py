@@ -24,6 +24,7 @@ from hatch_shrinkray.files import write_atomically
 from hatch_shrinkray.options import (
     DECODES,
     ENCODINGS,
+    JUDGES,
     LOAD_BUDGET,
     METHODS,
     SCHEMES,
@@ -43,7 +44,7 @@ FLAG_NAMES = {"method": "--method", "min_elements": "--min-elements", "scheme": 
               "int_range": "--int-range", "max_rel_l2": "--max-rel-l2", "min_cosine": "--min-cosine",
               "min_top1": "--min-top1", "budget_rel_l2": "--budget-rel-l2", "budget_cosine": "--budget-cosine",
               "budget_agreement": "--budget-agreement", "budget_load": "--budget-load", "encodings": "--encoding",
-              "plan": "--plan", "runtimes": "--runtime", "target": "--target"}
+              "plan": "--plan", "runtimes": "--runtime", "judges": "--judge", "target": "--target"}
 
 
 def _verify_args(p: argparse.ArgumentParser) -> None:
@@ -65,6 +66,9 @@ def _verify_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--min-cosine", type=float, default=d.min_cosine, help=f"default {d.min_cosine}")
     g.add_argument("--min-top1", type=float, default=d.min_top1,
                    help=f"minimum top-1 agreement for class-score outputs (default {d.min_top1})")
+    g.add_argument("--judge", action="append", default=[], metavar="OUTPUT=JUDGE",
+                   help="how an output's answers are compared, instead of the judge its shape implies "
+                        f"(repeatable; {', '.join(JUDGES)}; off: not judged)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -208,10 +212,16 @@ def _verify_options(args: argparse.Namespace) -> VerifyOptions:
         if not sep or not value.strip().lstrip("-").isdigit():
             raise ShrinkrayError(f"--dim {item!r} must look like NAME=VALUE with an integer value")
         dims.append((name, int(value)))
+    judges = []
+    for item in args.judge:
+        output, sep, judge = item.rpartition("=")
+        if not sep or not output:
+            raise ShrinkrayError(f"--judge {item!r} must look like OUTPUT=JUDGE (e.g. 'probability_map=map')")
+        judges.append((output, judge))
     low, high = args.int_range
     return VerifyOptions(inputs=args.inputs, dims=tuple(dims), default_dim=args.default_dim, samples=args.samples,
                          int_low=low, int_high=high, max_rel_l2=args.max_rel_l2, min_cosine=args.min_cosine,
-                         min_top1=args.min_top1)
+                         min_top1=args.min_top1, judges=tuple(judges))
 
 
 def _shrink_options(args: argparse.Namespace) -> ShrinkOptions:
@@ -461,11 +471,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     data: dict[str, Any]
     if args.shadow:
         shadowed = run_shadow(configured, settings, display)
-        print(report.render_shadow(shadowed))
+        print(report.render_shadow(shadowed, args.max_flip_rate))
         data = report.shadow_json(shadowed)
-        flips = [s.stats for s in shadowed.run.models.values() if s.stats is not None]
-        too_many = any(s.errors or s.flips > args.max_flip_rate * s.positions for s in flips)
-        code = 1 if too_many else shadowed.run.exit_code
+        code = 1 if report.shadow_failures(shadowed, args.max_flip_rate) else shadowed.run.exit_code
     elif args.search:
         searched = run_search(configured, settings, display, args.max_runs)
         entries = plan_entries(searched, command, args.max_flip_rate)
@@ -473,7 +481,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(report.render_search(searched, written))
         data = report.search_json(searched)
         joint_failed = searched.joint is not None and not searched.joint.passed
-        code = 1 if joint_failed or not searched.found or any(f.best is None for f in searched.found) else 0
+        refused = any(f.best is None or not f.accepted for f in searched.found)
+        code = 1 if joint_failed or not searched.found or refused else 0
     else:
         checked = run_check(configured, settings, display)
         print(report.render_check(checked))

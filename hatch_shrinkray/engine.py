@@ -19,7 +19,9 @@ import onnx
 from onnx import ModelProto
 
 from hatch_shrinkray.auto.choices import encode_chosen
-from hatch_shrinkray.auto.method import needs_real_inputs
+from hatch_shrinkray.auto.guard import Outcome
+from hatch_shrinkray.auto.method import guarded_auto, needs_real_inputs
+from hatch_shrinkray.auto.rounding import Int8, fit_int8
 from hatch_shrinkray.auto.sensitivity import keep_hint, rank
 from hatch_shrinkray.errors import (
     CHECK_HINT,
@@ -30,6 +32,7 @@ from hatch_shrinkray.errors import (
     one_line,
     quoted,
 )
+from hatch_shrinkray.evidence import MIN_UNITS, unit_kind
 from hatch_shrinkray.methods import runtimes
 from hatch_shrinkray.numerics.threads import one_blas_thread
 from hatch_shrinkray.onnxgraph.graph import FLOAT_TYPES, find_sites, scopes
@@ -37,9 +40,10 @@ from hatch_shrinkray.onnxgraph.modelio import Loaded, Staged, changed_file, fits
 from hatch_shrinkray.options import ShrinkOptions, option_errors
 from hatch_shrinkray.registry import METHODS, Dedup
 from hatch_shrinkray.result import KeptFloat, ShrinkResult, TensorRecord, VerifyResult, human, kept_reason
+from hatch_shrinkray.samples import Calibration
 from hatch_shrinkray.signals import deferred
 from hatch_shrinkray.sizes import BROTLI_HINT, Sizes, brotli_problem, measure
-from hatch_shrinkray.verification.inputs import Feed, specs_of_model
+from hatch_shrinkray.verification.inputs import specs_of_model
 from hatch_shrinkray.verification.runner import (
     Prepared,
     Reference,
@@ -107,10 +111,12 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
     small, weight_bytes = _census(loaded.model, options)
     work = loaded.model
     method = METHODS[options.method]
-    prepared, notes = _calibration(loaded, original_ref, options, method.calibrates(options))
+    prepared, fitting = _calibration(loaded, original_ref, options, method.calibrates(options))
     calibration = prepared.calibration if prepared is not None else None
     with one_blas_thread():
-        records = _encode(work, options, calibration, loaded.label)
+        held = prepared.held_out if prepared is not None else None
+        records, outcome = _encode(work, options, calibration, held, loaded.label)
+    fitting = outcome.text() if outcome is not None else fitting
     kept_float = _kept_float(small, records)
     dest = Path(destination) if destination is not None else None
     output: Output | None = None
@@ -134,7 +140,7 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
         if options.verify is not None and kept_original is None:
             try:
                 verification = _verify(loaded, original_ref, output, options, prepared=prepared,
-                                       checker=checker, notes=notes, keep_failed=keep_failed)
+                                       checker=checker, fitting=fitting, keep_failed=keep_failed)
             except ShrinkrayError as exc:
                 _refuse_if_changed(loaded, exc)  # a file swapped mid-run explains any failure; say so
                 raise
@@ -153,7 +159,7 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
 
 
 def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: ShrinkOptions,
-            *, prepared: Prepared | None, checker: str, notes: tuple[str, ...],
+            *, prepared: Prepared | None, checker: str, fitting: str,
             keep_failed: bool) -> VerifyResult:
     """Run both models on the samples; a failure raises VerificationError with the hint that fits."""
     assert options.verify is not None
@@ -161,7 +167,7 @@ def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: 
     # together peaked at 3.6x a 2.5 GB model.
     reference = reference_outputs(original_ref, loaded.label, options.verify, prepared=prepared)
     verification = verify_against(reference, output.ref, loaded.label, options.verify, checker)
-    verification = replace(verification, notes=verification.notes + notes)
+    verification = replace(verification, fitting=fitting)
     if not verification.passed and not keep_failed:
         v = options.verify
         hint = _failure_hint(original_ref, options, reference)
@@ -222,26 +228,40 @@ def _files(loaded: Loaded, original_ref: str | bytes) -> bytes | list[Path]:
     return [Path(original_ref), *loaded.data_files]
 
 
-def _encode(work: ModelProto, options: ShrinkOptions, calibration: list[Feed] | None,
-            label: str) -> list[TensorRecord]:
-    """Run dedup, the chosen encodings (a plan) and the method on ``work`` in place; their errors
-    name the model."""
-    method = METHODS[options.method]
+def _encode(work: ModelProto, options: ShrinkOptions, calibration: Calibration | None,
+            held: Calibration | None, label: str) -> tuple[list[TensorRecord], Outcome | None]:
+    """Run dedup, the chosen encodings (a plan) and the method on ``work`` in place, with the guard's
+    verdict on what the method fitted (None: nothing was fitted); their errors name the model."""
     try:
         records = Dedup().apply(work, options) if options.dedup else []
         chosen, stored = encode_chosen(work, options)
-        if not stored:
-            return records + method.apply(work, options, calibration) + chosen
-        # what the chosen encodings stored is not the method's to encode again
-        method_options = replace(
-            options, exclude_tensors=(*options.exclude_tensors, *(glob.escape(n) for n in sorted(stored))))
+        method_options = options
+        if stored:  # what the chosen encodings stored is not the method's to encode again
+            method_options = replace(
+                options, exclude_tensors=(*options.exclude_tensors, *(glob.escape(n) for n in sorted(stored))))
         mine = {(c.scope, c.name) for c in chosen}
-        return records + [r for r in method.apply(work, method_options, calibration)
-                          if r.name not in stored and (r.scope, r.name) not in mine] + chosen
+        applied, outcome = _apply(work, method_options, calibration, held)
+        return records + [r for r in applied if r.name not in stored and (r.scope, r.name) not in mine] + chosen, \
+            outcome
     except ShrinkrayError as exc:
         if exc.path is None:
             exc.path = label
         raise
+
+
+def _apply(work: ModelProto, options: ShrinkOptions, calibration: Calibration | None,
+           held: Calibration | None) -> tuple[list[TensorRecord], Outcome | None]:
+    """The method, guarded where it fits data; ``auto`` without enough evidence ships int8 as
+    round-to-nearest writes it."""
+    if options.method == "int8":
+        fitted = fit_int8(work, options, calibration)
+        return fitted.records, fitted.outcome
+    if options.method == "auto" and calibration is not None:
+        guarded = guarded_auto(work, options, calibration, held)
+        return guarded.records, guarded.outcome
+    if options.method == "auto":  # without evidence enough to fit anything
+        return Int8().plain(work, options), None
+    return METHODS[options.method].apply(work, options, calibration), None
 
 
 def _census(model: ModelProto, options: ShrinkOptions) -> tuple[KeptFloat | None, int]:
@@ -322,34 +342,40 @@ def _failure_hint(original: str | bytes, options: ShrinkOptions, reference: Refe
         model = load_model(original if isinstance(original, str) else onnx.load_from_string(original)).model
         if options.dedup:
             Dedup().apply(model, options)
-        found = keep_hint(rank(model, options, [*(reference.calibration or []), *reference.feeds]))
+        found = keep_hint(rank(model, options, [*(reference.calibration.feeds if reference.calibration and
+                                                   not reference.seq.recurrent else []), *reference.complete()]))
     except (ShrinkrayError, MemoryError):
         return generic
     return f"{found}; or let your tests judge: {CHECK_HINT}" if found else generic
 
 
 def _calibration(loaded: Loaded, original: str | bytes, options: ShrinkOptions,
-                 calibrates: bool) -> tuple[Prepared | None, tuple[str, ...]]:
+                 calibrates: bool) -> tuple[Prepared | None, str]:
     """For a data-dependent method, the real samples (read with the input signature of the proto, so
-    no onnxruntime session is open while the model is in memory), split into a calibration part and
-    the held-out rest; and notes on what the method had to do without."""
+    no onnxruntime session is open while the model is in memory) and which of them it may fit on;
+    and what became of the fitting when there is too little independent evidence for it."""
     needs_data = options.method == "auto"
     inputs = options.verify.inputs if options.verify is not None else None
     if not calibrates or inputs is None:
         if needs_data:
             raise needs_real_inputs(options.method)
-        return None, ()
+        return None, ""
     sha256 = next(iter(loaded.sha256.values()), None) or hashlib.sha256(
         original if isinstance(original, bytes) else b"").hexdigest()
     prepared = prepare_samples(Path(inputs), specs_of_model(loaded.model), sha256=sha256, name=loaded.label,
-                               split=True)
-    if prepared.calibration is not None:
-        return prepared, ()
-    if needs_data:
-        raise ShrinkrayError(f"method {options.method} needs at least 2 real samples (one to fit, one to verify on); "
-                             f"{prepared.samples.source} has 1", path=loaded.label,
-                             hint="record more: raise hatch-shrinkray record's --max-samples / --max-bytes")
-    return prepared, ("1 real sample: nothing to hold out, so round-to-nearest (no output-aware rounding)",)
+                               split="holdout" if needs_data else "cross")
+    if not prepared.samples.real:
+        if needs_data:
+            raise needs_real_inputs(options.method)
+        return None, ""
+    units = prepared.units
+    if units >= MIN_UNITS:
+        return prepared, ""
+    every = tuple(range(len(prepared.samples.feeds)))
+    what = "auto fell back to int8 round-to-nearest" if needs_data else "round-to-nearest"
+    return Prepared(prepared.samples, None, every), (
+        f"{what}: {units} independent {unit_kind(prepared.seq.units)}, fewer than the {MIN_UNITS} it takes to "
+        "tell a fitted choice from chance")
 
 
 def _reference_source(loaded: Loaded, source: str | os.PathLike[str] | ModelProto) -> str | bytes:

@@ -28,6 +28,8 @@ fewer levels are fewer distinct codes in the same int8 container (smaller once c
 ANY_LEVELS = (2, 65536, 256)
 """Methods without levels check only that the value could belong to one (an override may switch
 the method of some models while the table's ``levels`` stays)."""
+JUDGES = ("auto", "map", "sequence", "top-1", "decision", "segments", "equal", "values", "off")
+"""What ``judges`` may set an output's judge to (``verification.judges``; ``auto``: detected)."""
 RUNTIME_FLOOR = re.compile(r"^onnxruntime\s*(?:(>=|==|~=|>)\s*([0-9]+(?:\.[0-9]+)*))?$")
 """A runtime target: ``onnxruntime`` with an optional lower bound, or one of ``NAMED_RUNTIMES``."""
 
@@ -52,9 +54,15 @@ class VerifyOptions:
     max_rel_l2: float = 0.1
     min_cosine: float = 0.995
     min_top1: float = 0.95
+    judges: tuple[tuple[str, str], ...] = ()
+    """``(output name, judge)``: how an output's answers are compared (``verification.judges``),
+    instead of the judge its shape and values imply; ``off`` leaves the output unjudged."""
 
     def dim_map(self) -> dict[str, int]:
         return dict(self.dims)
+
+    def judge_of(self, output: str) -> str:
+        return dict(self.judges).get(output, "auto")
 
 
 LOAD_BUDGET = 1.25
@@ -203,6 +211,11 @@ def option_errors(opts: ShrinkOptions, names: Mapping[str, str] | None = None) -
             errors.append(f"{n('samples')} must be a positive integer; got {v.samples!r}")
         if not (_is_int(v.int_low) and _is_int(v.int_high)) or v.int_low >= v.int_high:
             errors.append(f"{n('int_range')} must be two integers [low, high) with low < high")
+        for output, judge in v.judges:
+            if not isinstance(output, str) or not output:
+                errors.append(f"{n('judges')} has an empty output name")
+            if judge not in JUDGES:
+                errors.append(f"{n('judges')}.{output} must be one of {', '.join(JUDGES)}; got {judge!r}")
         for key, lo, hi in (("max_rel_l2", 0.0, float("inf")), ("min_cosine", -1.0, 1.0),
                             ("min_top1", 0.0, 1.0)):
             value = getattr(v, key)

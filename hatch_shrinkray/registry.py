@@ -3,8 +3,6 @@ and one line here). Nothing below it imports it, so it closes no import cycle.""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from onnx import ModelProto
 
 from hatch_shrinkray.auto.method import Auto
@@ -14,7 +12,7 @@ from hatch_shrinkray.methods.dynamic import Dynamic
 from hatch_shrinkray.methods.float_levels import FloatLevelsEncoder
 from hatch_shrinkray.methods.fp16 import Fp16Encoder
 from hatch_shrinkray.methods.int4 import Int4
-from hatch_shrinkray.onnxgraph.encoding import DataFree, Feed, Method, TensorEncoder
+from hatch_shrinkray.onnxgraph.encoding import Calibration, DataFree, Method, TensorEncoder
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import TensorRecord
@@ -28,7 +26,7 @@ class PerTensor(DataFree):
         self.encoder = encoder
 
     def apply(self, model: ModelProto, options: ShrinkOptions,
-              calibration: Sequence[Feed] | None = None) -> list[TensorRecord]:
+              calibration: Calibration | None = None) -> list[TensorRecord]:
         return encode_weights(model, self.encoder, options)
 
 
@@ -38,7 +36,7 @@ class NoOp(DataFree):
     name = "dedup"
 
     def apply(self, model: ModelProto, options: ShrinkOptions,
-              calibration: Sequence[Feed] | None = None) -> list[TensorRecord]:
+              calibration: Calibration | None = None) -> list[TensorRecord]:
         return []
 
 

@@ -7,6 +7,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from hatch_shrinkray.evidence import Evidence
 from hatch_shrinkray.sizes import Sizes
 
 
@@ -49,10 +50,26 @@ class OutputComparison:
     """Flips where the original was nearly tied; reported, not counted against the model."""
     unchecked: str = ""
     """Why this output of the original cannot show a difference on these inputs (constant, NaN)."""
+    judge: str = ""
+    """What judged its answers (``verification.judges``: ``map``, ``sequence``, ``segments``, ...)."""
+    describes: str = ""
+    """What one answer is (``lines``, ``maps``, ``streams``, ``labels``)."""
+    answers: int = 0
+    changed_answers: int = 0
+    changed: tuple[bool, ...] = field(default=(), repr=False)
+    """Per sample (or stream) judged: did an answer change? For counting units; not reported."""
+    detail: str = ""
 
     @property
     def ok(self) -> bool:
         return not self.failures
+
+    def answers_text(self) -> str:
+        """``sequence 171/200 lines (CTC greedy, blank 0)``: what the judge compared; ``-`` without answers."""
+        if not self.answers:
+            return self.judge or "-"
+        text = f"{self.judge} {self.answers - self.changed_answers}/{self.answers} {self.describes} same"
+        return f"{text} ({self.detail})" if self.detail else text
 
     def agreement_text(self) -> str:
         """``99.0% (198/200)``, with the near-tie flips when there are any."""
@@ -72,9 +89,15 @@ class VerifyResult:
     real: bool = True
     """False when the inputs were generated from the signature: a smoke check, not evidence."""
     calibration: int = 0
-    """Real samples that fitted data-dependent choices (auto, output-aware rounding); the figures are
-    on the other, held-out ``samples``."""
+    """Real samples held apart to fit data-dependent choices (``auto``); the figures are on the
+    other, held-out ``samples``. 0 when nothing was fitted or the fit was cross-fitted."""
     notes: tuple[str, ...] = ()
+    evidence: Evidence | None = None
+    """What the verdict rests on, counted over independent units (``evidence``)."""
+    fitting: str = ""
+    """What became of the data-fitted choices (kept, or fallen back to round-to-nearest, and why)."""
+    streams: int = 0
+    """Streams of a recurrent model run in closed loop (0: calls judged one by one)."""
 
     @property
     def passed(self) -> bool:
@@ -88,40 +111,61 @@ class VerifyResult:
     def worst_rel_l2(self) -> float:
         return max((o.rel_l2 for o in self.outputs), default=0.0)
 
+    @property
+    def weak(self) -> bool:
+        return self.evidence is None or self.evidence.weak
+
     def basis(self) -> str:
-        """What the figures rest on: ``8 held-out recorded samples (24 calibrated)``."""
+        """What the figures rest on: ``8 held-out recorded samples (24 others fitted on)``, ``24
+        recorded streams (7620 steps) in closed loop``."""
         kind = "recorded" if self.real else "generated"
-        plural = "s" if self.samples != 1 else ""
-        text = f"{self.samples} {'held-out ' if self.calibration else ''}{kind} sample{plural}"
-        return text + (f" ({self.calibration} others calibrated)" if self.calibration else "")
+        held = "held-out " if self.calibration else ""
+        if self.streams:
+            text = f"{self.streams} {held}{kind} stream{'s' if self.streams != 1 else ''} ({self.samples} steps) " \
+                   "in closed loop"
+        else:
+            text = f"{self.samples} {held}{kind} sample{'s' if self.samples != 1 else ''}"
+        return text + (f" ({self.calibration} others fitted on)" if self.calibration else "")
 
     def summary(self) -> str:
-        """One line for reports: the worst output, and what it rests on."""
+        """One line for reports: the worst output, what it rests on and how sure it is."""
         text = f"cos {self.worst_cosine:.6f}, rel-L2 {self.worst_rel_l2:.2e}"
         agreeing = [o for o in self.outputs if o.top1 is not None and o.agreement_kind != "equal"]
-        if agreeing:
+        if agreeing and (self.evidence is None or not self.real):
             worst = min(agreeing, key=lambda o: o.top1 if o.top1 is not None else 1.0)
             text += f", {worst.agreement_kind} {worst.agreement_text()}"
-        return f"{text} on {self.basis()}"
+        text += f" on {self.basis()}"
+        if self.evidence is not None and self.real:
+            text += f"; {self.evidence.text()}"
+        if self.fitting:
+            text += f"; {self.fitting}"
+        return text
 
     def table(self, limits: dict[str, float] | None = None) -> str:
-        head = ["output", "max abs", "rel L2", "cosine", "agreement", "status"]
+        head = ["output", "max abs", "rel L2", "cosine", "decisions", "answers", "status"]
         rows = [head]
         for o in self.outputs:
             status = "ok" if o.ok else "FAIL: " + "; ".join(o.failures)
             if o.unchecked and o.ok:
                 status = f"not checked: the original is {o.unchecked}"
+            if o.judge == "off":
+                rows.append([o.name, "-", "-", "-", "-", "judge off", "not judged"])
+                continue
             rows.append([o.name, _fmt(o.max_abs), _fmt(o.rel_l2), f"{o.cosine:.6f}",
-                         (f"{o.agreement_kind} " if o.agreement_kind else "") + o.agreement_text(), status])
+                         (f"{o.agreement_kind} " if o.agreement_kind else "") + o.agreement_text(),
+                         o.answers_text(), status])
         text = render_table(rows)
         if limits:
             text += "\nlimits: " + ", ".join(f"{k} {v:g}" for k, v in limits.items())
         return text
 
     def to_dict(self) -> dict[str, Any]:
+        ev = self.evidence
         return {"passed": self.passed, "samples": self.samples, "inputs": self.input_source,
                 "real_inputs": self.real, "calibration_samples": self.calibration, "notes": list(self.notes),
-                "checker": self.checker, "outputs": [_clean(asdict(o)) for o in self.outputs]}
+                "checker": self.checker, "streams": self.streams, "fitting": self.fitting,
+                "evidence": None if ev is None else {**asdict(ev), "upper_bound": round(ev.bound, 6), "weak": ev.weak},
+                "outputs": [_clean({k: v for k, v in asdict(o).items() if k != "changed"}) for o in self.outputs]}
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,8 @@ def sensitive_mlp() -> onnx.ModelProto:
         [init("A", a), init("S", s), init("B", b)])
 
 
-def calib(tmp_path: Path, n: int = 8, batch: int = 64, seed: int = 5) -> Path:
+def calib(tmp_path: Path, n: int = 32, batch: int = 16, seed: int = 5) -> Path:
+    """``n`` independent samples: at least ``evidence.MIN_UNITS`` per side of auto's held-out split."""
     x = np.random.default_rng(seed).standard_normal((n, batch, K)).astype(np.float32)
     path = tmp_path / "calib.npz"
     np.savez(path, x=x)
@@ -62,9 +63,10 @@ def test_sensitive_tensor_kept_precise_others_compact(tmp_path: Path) -> None:
     compact = ("int4", "int6", "int8", "int10")
     assert enc["A"].startswith(compact) and enc["B"].startswith(compact), enc
     assert all(t.note for t in result.tensors)
-    # The budget is met on the 6 calibration samples; the 2 held-out ones show how well that carries over.
-    assert result.verification is not None and result.verification.calibration == 6
-    assert result.verification.samples == 2 and result.verification.worst_rel_l2 <= 0.02
+    # The budget is met on the 16 calibration samples; the 16 held-out ones show how well that carries over.
+    assert result.verification is not None and result.verification.calibration == 16
+    assert result.verification.samples == 16 and result.verification.worst_rel_l2 <= 0.02
+    assert "auto's plan kept: on 16 held-out units" in result.verification.fitting
     plain = shrink(src, None, ShrinkOptions(method="int8", verify=None))
     assert result.shrunk_size < 0.75 * result.original_size
     del plain
@@ -241,8 +243,8 @@ def if_model() -> onnx.ModelProto:
 
 def test_subgraph_weights_and_unexercised_branch(tmp_path: Path) -> None:
     src = save(if_model(), tmp_path / "m.onnx")
-    x = np.random.default_rng(3).standard_normal((4, 64, K)).astype(np.float32)
-    np.savez(tmp_path / "c.npz", x=x, c=np.ones(4, dtype=bool))
+    x = np.random.default_rng(3).standard_normal((32, 8, K)).astype(np.float32)
+    np.savez(tmp_path / "c.npz", x=x, c=np.ones(32, dtype=bool))
     opts = ShrinkOptions(method="auto", budget_agreement=0.0, budget_rel_l2=0.001,
                          verify=VerifyOptions(inputs=tmp_path / "c.npz"))
     result = shrink(src, tmp_path / "out.onnx", opts)
@@ -282,8 +284,8 @@ def test_unit_length_embeddings_are_not_class_scores() -> None:
 
 def test_openvino_target_gets_no_packed_rungs(tmp_path: Path) -> None:
     """Packed codes decode with BitShift, which OpenVINO computes wrongly on bytes. Without a target
-    this budget takes int10 for A; for OpenVINO, A climbs to the next unpacked rung. A web target
-    keeps the packed rungs (under its tighter load budget)."""
+    this budget takes a packed rung; for OpenVINO every weight climbs to the next unpacked rung. A web
+    target may keep packed rungs (under its tighter load budget)."""
     src = save(sensitive_mlp(), tmp_path / "m.onnx")
     ops: dict[tuple[str, ...], set[str]] = {}
     for runtimes in ((), ("openvino",), ("web",)):
@@ -294,7 +296,7 @@ def test_openvino_target_gets_no_packed_rungs(tmp_path: Path) -> None:
         ops[runtimes] = {n.op_type for n in onnx.load(str(tmp_path / "out.onnx")).graph.node}
         if runtimes == ("openvino",):
             assert not any(e.startswith(("int4 axis", "int6", "int10", "int12")) for e in encodings(result).values())
-    assert "BitShift" in ops[()] and "BitShift" in ops[("web",)]
+    assert "BitShift" in ops[()]
     assert not {"BitShift", "Mod", "Sum"} & ops[("openvino",)]
 
 

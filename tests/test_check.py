@@ -122,9 +122,24 @@ def test_check_names_the_regression_then_the_plan_fixes_it(project: Path) -> Non
     sha = file_sha256(project / MODEL)
     assert report["runs"]["shrunk"]["models"][sha]["swapped"] == 6  # every session of the model, swapped
 
+    # The tests' own feeds are too few independent units to trust a plan fitted to them.
+    weak = cli("check", "--search", "--", *PYTEST, cwd=project)
+    assert weak.returncode == 1, weak.stdout + weak.stderr
+    assert "with int8 and W1 fp16" in weak.stdout
+    assert "the plan is not written: the searched run's own feeds (the plan was fitted to them) hold" \
+        in weak.stdout and not (project / PLAN_NAME).exists()
+
+    # With a recording of other inputs the plan is judged there against round-to-nearest int8, and kept.
+    x = np.random.default_rng(11).standard_normal((32, 4, 128)).astype(np.float32)
+    x[..., 5] = np.abs(x[..., 5]) * 0.02
+    np.savez(project / "tests/held_out.npz", x=x)
+    text = (project / "pyproject.toml").read_text().replace(
+        'models = ["src/pkg/models/*.onnx"]', 'models = ["src/pkg/models/*.onnx"]\ninputs = "tests/held_out.npz"')
+    (project / "pyproject.toml").write_text(text)
     search = cli("check", "--search", "--", *PYTEST, cwd=project)
     assert search.returncode == 0, search.stdout + search.stderr
     assert "with int8 and W1 fp16" in search.stdout
+    assert "the plan kept: on 32 held-out units (the recording " in search.stdout
     plan = read_plan(project / PLAN_NAME)
     entry = plan[sha]
     assert entry.model == MODEL and entry.method == "int8" and entry.tensors == (("main", "W1", "fp16"),)

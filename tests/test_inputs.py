@@ -15,6 +15,7 @@ from hardening import cli
 from onnx import helper
 
 from hatch_shrinkray import ShrinkOptions, ShrinkrayError, VerifyOptions, shrink
+from hatch_shrinkray.evidence import MIN_UNITS
 
 from onnx_builders import init, mlp, model, save, vi, weight
 
@@ -164,16 +165,33 @@ def test_auto_without_real_inputs_is_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "o" / "m.onnx").exists()
 
 
-def test_auto_with_one_real_sample_says_it_needs_two(tmp_path: Path) -> None:
+@pytest.mark.parametrize("samples", [1, MIN_UNITS - 1])
+def test_too_few_units_fit_nothing_and_say_so(samples: int, tmp_path: Path) -> None:
+    """Below evidence.MIN_UNITS independent samples neither auto nor int8 fits anything: both ship
+    int8 as round-to-nearest writes it, verified on every sample, and the line says why."""
     src = save(mlp(), tmp_path / "m.onnx")
-    one = tmp_path / "one.npz"
-    np.savez(one, x=np.random.default_rng(0).standard_normal((1, 64, 256)).astype(np.float32))
-    with pytest.raises(ShrinkrayError, match="needs at least 2 real samples"):
-        shrink(src, None, ShrinkOptions(method="auto", verify=VerifyOptions(inputs=one)))
-    result = shrink(src, None, ShrinkOptions(verify=VerifyOptions(inputs=one)))
-    assert result.verification is not None and result.verification.calibration == 0
-    assert any("round-to-nearest" in n for n in result.verification.notes)
+    few = tmp_path / "few.npz"
+    np.savez(few, x=np.random.default_rng(0).standard_normal((samples, 16, 256)).astype(np.float32))
+    plain = shrink(src, None, ShrinkOptions(verify=None))
+    for method in ("auto", "int8"):
+        options = ShrinkOptions(method=method, verify=VerifyOptions(inputs=few))
+        result = shrink(src, tmp_path / f"{method}.onnx", options)
+        v = result.verification
+        assert v is not None and v.calibration == 0 and v.samples == samples and v.weak
+        assert f"{samples} independent samples, fewer than the {MIN_UNITS}" in v.fitting
+        assert "weak evidence" in v.summary()
+        assert all("gptq" not in t.encoding for t in result.tensors)
+        assert (tmp_path / f"{method}.onnx").stat().st_size == plain.shrunk_size
 
+
+def test_enough_units_fit_and_say_how_it_went(tmp_path: Path) -> None:
+    src = save(mlp(), tmp_path / "m.onnx")
+    many = tmp_path / "many.npz"
+    np.savez(many, x=np.random.default_rng(0).standard_normal((MIN_UNITS, 64, 256)).astype(np.float32))
+    result = shrink(src, None, ShrinkOptions(verify=VerifyOptions(inputs=many)))
+    v = result.verification
+    assert v is not None and not v.weak and v.samples == MIN_UNITS
+    assert v.fitting.startswith("output-aware rounding ") and "2 cross-fitted folds" in v.fitting
 
 def test_int8_with_real_inputs_keeps_the_bytes_and_reduces_the_error(tmp_path: Path) -> None:
     """Output-aware rounding: the same stored bytes as round-to-nearest, less output error on held-out data."""

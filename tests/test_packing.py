@@ -99,7 +99,7 @@ def test_auto_uses_packed_levels_for_conv_weights(tmp_path: Path, load_factor: f
     is too costly to load, and the weight stays int8. Either result verifies."""
     m = conv_model(13, False, (64, 64, 3, 3))
     src = save(m, tmp_path / "conv.onnx")
-    x = np.random.default_rng(2).standard_normal((8, 1, 64, 8, 8)).astype(np.float32)
+    x = np.random.default_rng(2).standard_normal((32, 1, 64, 8, 8)).astype(np.float32)  # 16 units a side
     np.savez(tmp_path / "x.npz", x=x)
     opts = ShrinkOptions(method="auto", budget_rel_l2=0.2, budget_cosine=0.97, budget_agreement=0.0,
                          budget_load=load_factor or ShrinkOptions().budget_load,

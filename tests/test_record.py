@@ -160,9 +160,10 @@ def test_record_a_real_pytest_run_then_shrink_with_it(how: str, tmp_path: Path) 
     result = shrink(model_path, tmp_path / "small.onnx", ShrinkOptions(verify=VerifyOptions(inputs=out)))
     v = result.verification
     assert v is not None and v.passed and v.real
-    assert v.calibration + v.samples == 13 and v.calibration > v.samples > 0  # fitted on part, verified on the rest
-    assert "held-out recorded" in v.summary()
-    assert any("output-aware rounding" in t.note for t in result.tensors)
+    # 13 samples are too few independent units to fit a rounding: round-to-nearest, verified on all 13.
+    assert v.calibration == 0 and v.samples == 13 and v.weak
+    assert "weak evidence" in v.summary()
+    assert not any("output-aware rounding" in t.note for t in result.tensors)
     shown = cli("shrink", str(model_path), "-o", str(tmp_path / "o"), "--inputs", str(out))
     assert shown.returncode == 0, shown.stderr
     assert "recording inputs/net-" in shown.stdout or f"recording {out}" in shown.stdout

@@ -9,6 +9,7 @@ discrete answer a caller would take from the output (per-position argmax of clas
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,8 @@ import numpy.typing as npt
 from hatch_shrinkray.options import ShrinkOptions, VerifyOptions
 from hatch_shrinkray.result import OutputComparison
 from hatch_shrinkray.verification.compare import Expected, agreement, agreement_fails, compare, expect
+from hatch_shrinkray.verification.judges import judge_for
+from hatch_shrinkray.verification.judges.labels import Values
 
 Outputs = list[list[npt.NDArray[Any]]]
 
@@ -78,9 +81,16 @@ class Baseline:
     comparisons of a search: ``compare.expect`` per output, and for each decision position the
     reference classes and the (floored) margin that the risk divides by."""
 
-    def __init__(self, ref: Outputs) -> None:
+    def __init__(self, ref: Outputs, judges: Sequence[str] | None = None) -> None:
+        """``judges``: per output, the judge the ``judges`` option names (``auto``: detected; an
+        ``off`` output is left out of the budget)."""
         self.feeds = len(ref)
-        self.outputs = [expect([r[i] for r in ref]) for i in range(len(ref[0]))] if ref else []
+        count = len(ref[0]) if ref else 0
+        names = list(judges or ["auto"] * count)
+        chosen = [judge_for(names[i], [r[i] for r in ref]) for i in range(count)]
+        self.skip = {i for i, j in enumerate(chosen) if j is None}
+        self.outputs = [expect([r[i] for r in ref], judge=j if j is not None else Values())
+                        for i, j in enumerate(chosen)]
         self.margins = [_margins(e, [r[i] for r in ref]) for i, e in enumerate(self.outputs)]
         self.squares = [float(e.flat @ e.flat) if e.kind != "equal" and e.finite.all() else None
                         for e in self.outputs]
@@ -101,6 +111,8 @@ def deviation(ref: Outputs | Baseline, got: Outputs) -> Deviation:
     flips: list[tuple[int, float]] = []
     loose = VerifyOptions(max_rel_l2=float("inf"), min_cosine=-1.0, min_top1=0.0)
     for i, (e, margins, square) in enumerate(zip(base.outputs, base.margins, base.squares, strict=True)):
+        if i in base.skip:
+            continue
         flat = np.concatenate([np.asarray(g[i]).reshape(-1) for g in got])
         c = _quick(e, square, flat) or compare(str(i), e, [flat], loose)
         if c.nonfinite_mismatch:
@@ -142,7 +154,7 @@ def _quick(e: Expected, square: float | None, got: npt.NDArray[Any]) -> OutputCo
 
 def _margins(e: Expected, ref: list[npt.NDArray[Any]]) -> Margins | None:
     if e.kind == "decision":
-        return None, None, _floored(np.abs(e.flat - 0.5))
+        return None, None, _floored(np.abs(e.flat - e.threshold))
     if e.kind != "top-1":
         return None
     firsts, seconds, gaps = [], [], []

@@ -19,7 +19,7 @@ import logging
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,7 @@ from onnx import ModelProto
 from hatch_shrinkray.auto.budget import BROKEN, ZERO, Baseline, Deviation, deviation
 from hatch_shrinkray.auto.calib import Layout, Moments, layout, patches, rows_per_sample
 from hatch_shrinkray.auto.candidates import Candidate, fp32, int4_block, int_candidate, sixteen_bit
+from hatch_shrinkray.auto.guard import Outcome, decide, score
 from hatch_shrinkray.auto.probe import Probe, site_key, weights_as_inputs
 from hatch_shrinkray.auto.search import Option, refine, search, try_uniform, within_load
 from hatch_shrinkray.errors import ShrinkrayError
@@ -36,11 +37,12 @@ from hatch_shrinkray.methods import runtimes
 from hatch_shrinkray.methods.int8 import Int8Encoder
 from hatch_shrinkray.numerics.quant import NotEncodable
 from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
-from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext, Feed
+from hatch_shrinkray.onnxgraph.encoding import Calibration, Decode, EncodeContext
 from hatch_shrinkray.onnxgraph.graph import Names, Site, find_sites, opset_version
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights, record, rows_decodable, skip_reason
 from hatch_shrinkray.options import LOAD_BUDGET, WEB_LOAD_BUDGET, ShrinkOptions
 from hatch_shrinkray.result import TensorRecord
+from hatch_shrinkray.samples import Feed, as_calibration
 
 FLOAT32 = 1
 LOG = logging.getLogger("hatch_shrinkray.auto")
@@ -102,15 +104,36 @@ class Calibrated:
     lays: dict[Key, Layout | None]
     probe: Probe
     base: list[list[npt.NDArray[Any]]]
-    """The model's outputs on each calibration feed, with the original weights."""
+    """The model's outputs on each calibration feed, with the original weights (streams in closed loop)."""
     moments: dict[Key, tuple[npt.NDArray[np.float64], int]]
+    """Per weight: the mean ``x x^T`` over every calibration row, and the rows seen."""
+    folds: list[list[int]] = field(default_factory=list)
+    """With cross-fitting: the feed indices of each fold (whole units)."""
+    fold_sums: list[dict[Key, tuple[npt.NDArray[np.float64], int]]] = field(default_factory=list)
+    """Per fold: each weight's sum of ``x x^T`` over the fold's rows, and the rows."""
+
+    def moments_without(self, fold: int) -> dict[Key, tuple[npt.NDArray[np.float64], int]]:
+        """The moments of every fold but ``fold``: what a fit that must not see ``fold`` uses."""
+        out: dict[Key, tuple[npt.NDArray[np.float64], int]] = {}
+        for f, sums in enumerate(self.fold_sums):
+            if f == fold:
+                continue
+            for key, (h, n) in sums.items():
+                if key in out:
+                    out[key] = (out[key][0] + h, out[key][1] + n)
+                else:
+                    out[key] = (h.copy(), n)
+        return {k: (h / n, n) for k, (h, n) in out.items() if n > 0}
 
 
-def calibrate(model: ModelProto, options: ShrinkOptions, feeds: Sequence[Feed], *,
-              weights_as_feeds: bool) -> Calibrated | None:
-    """Run ``feeds`` through a probe copy of ``model`` that exposes the activations feeding every
-    MatMul/Gemm/Conv weight (and, with ``weights_as_feeds``, takes the weights as inputs so that any
-    mix of encodings can be evaluated without a new session). None: no float32 weight qualifies."""
+def calibrate(model: ModelProto, options: ShrinkOptions, samples: Calibration | Sequence[Feed], *,
+              weights_as_feeds: bool, folds: int = 1) -> Calibrated | None:
+    """Run the calibration feeds through a probe copy of ``model`` that exposes the activations
+    feeding every MatMul/Gemm/Conv weight (and, with ``weights_as_feeds``, takes the weights as
+    inputs so that any mix of encodings can be evaluated without a new session). With ``folds`` > 1
+    the moments are also summed per fold of units, for cross-fitting. None: no float32 weight
+    qualifies."""
+    calibration = as_calibration(samples)
     sites = [s for s in find_sites(model) if s.dtype == FLOAT32 and skip_reason(s, options) is None]
     if not sites:
         return None
@@ -120,10 +143,17 @@ def calibrate(model: ModelProto, options: ShrinkOptions, feeds: Sequence[Feed], 
     capture = sorted({la.activation for s in sites if lays[site_key(s)] is not None for n, i in s.consumers
                       if (la := layout(n, i, s.shape)) is not None})
     originals = {site_key(s): s.array() for s in sites} if weights_as_feeds else {}
-    probe = Probe(weights_as_inputs(model, set(originals), capture), list(feeds), originals)
-    base: list[list[npt.NDArray[Any]]] = []
-    moments = _moments(sites, lays, probe, base)
-    return Calibrated(sites, lays, probe, base, moments)
+    probe = Probe(weights_as_inputs(model, set(originals), capture), list(calibration.feeds), originals,
+                  calibration.seq)
+    split = calibration.seq.folds(folds) if folds > 1 else [list(range(len(calibration.feeds)))]
+    fold_of = {i: f for f, members in enumerate(split) for i in members}
+    base, sums = _moments(sites, lays, probe, fold_of, len(split))
+    moments: dict[Key, tuple[npt.NDArray[np.float64], int]] = {}
+    for fold_sums in sums:
+        for key, (h, n) in fold_sums.items():
+            moments[key] = (moments[key][0] + h, moments[key][1] + n) if key in moments else (h.copy(), n)
+    moments = {k: (h / n, n) for k, (h, n) in moments.items() if n > 0}
+    return Calibrated(sites, lays, probe, base, moments, split if folds > 1 else [], sums if folds > 1 else [])
 
 
 def needs_real_inputs(method: str) -> ShrinkrayError:
@@ -141,18 +171,19 @@ class Auto:
         return True
 
     def apply(self, model: ModelProto, options: ShrinkOptions,
-              calibration: Sequence[Feed] | None) -> list[TensorRecord]:
+              calibration: Calibration | None) -> list[TensorRecord]:
         analysis = self.analyse(model, options, calibration)
         if analysis is None:
             return encode_weights(model, Int8Encoder(), options)
         return self.finish(model, analysis, options)
 
     def analyse(self, model: ModelProto, options: ShrinkOptions,
-                calibration: Sequence[Feed] | None) -> Analysis | None:
+                samples: Calibration | Sequence[Feed] | None) -> Analysis | None:
         """Candidates and their measured sensitivities; independent of the budget, so a budget
         sweep (the benchmark's curves) can reuse one analysis. None: no float32 weight to choose for."""
-        if not calibration:
+        if not samples:
             raise needs_real_inputs("auto")
+        calibration = as_calibration(samples)
         start = time.perf_counter()
         cal = calibrate(model, options, calibration, weights_as_feeds=True)
         if cal is None:
@@ -162,18 +193,23 @@ class Auto:
                    for s in cal.sites]
         LOG.info("auto: %d weights, %d feeds, candidates ready after %.1f s", len(weights), len(calibration),
                  time.perf_counter() - start)
-        n, m = len(cal.base), min(len(cal.base), SENSITIVITY_FEEDS)
-        subset = sorted({round(k * (n - 1) / max(m - 1, 1)) for k in range(m)})
-        _sensitivity(weights, cal.probe, cal.base, subset)
+        subset = calibration.seq.spread(SENSITIVITY_FEEDS)
+        _sensitivity(weights, cal.probe, cal.base, subset, _judges(cal.probe, options))
         LOG.info("auto: sensitivity measured after %.1f s (%d runs)", time.perf_counter() - start, cal.probe.runs)
         return Analysis(weights, cal.probe, cal.base, subset)
 
     def finish(self, model: ModelProto, analysis: Analysis, options: ShrinkOptions) -> list[TensorRecord]:
         """Search the budget's assignment and write it into ``model`` (the analysed model or a copy)."""
+        chosen, summary = self.choose(analysis, options)
+        return _write(model, options, chosen, summary)
+
+    def choose(self, analysis: Analysis, options: ShrinkOptions) -> tuple[dict[Key, tuple[Weight, Candidate]], str]:
+        """The budget's assignment (each weight's candidate) and a line saying how it was found."""
         weights, probe, base = analysis.weights, analysis.probe, analysis.base
         runs = probe.runs
-        baseline = Baseline(base)
-        quick = Baseline([base[k] for k in analysis.subset])
+        judges = _judges(probe, options)
+        baseline = Baseline(base, judges)
+        quick = Baseline([base[k] for k in analysis.subset], judges)
 
         def replaced(choice: tuple[int, ...]) -> dict[Key, npt.NDArray[Any]]:
             return {site_key(w.site): w.candidates[c].decoded for w, c in zip(weights, choice, strict=True)}
@@ -207,7 +243,7 @@ class Auto:
         chosen = {site_key(w.site): (w, w.candidates[c]) for w, c in zip(weights, found.choice, strict=True)}
         summary = (f"budget met: {found.deviation.text()} ({found.evaluations} assignments checked, "
                    f"{probe.runs} runs in all)")
-        return _write(model, options, chosen, summary)
+        return chosen, summary
 
     def write_choice(self, model: ModelProto, analysis: Analysis, options: ShrinkOptions,
                      kind: str) -> list[TensorRecord]:
@@ -247,6 +283,55 @@ class Auto:
         cands = [c for c in cands if c.stored_bytes < w.nbytes]
         cands.append(fp32(w))
         return Weight(site, ctx, lay, cands, [ZERO] * len(cands), [False] * len(cands))
+
+
+@dataclass(frozen=True)
+class Guarded:
+    """What ``auto`` wrote, and the guard's verdict on its plan (None when nothing was fitted)."""
+
+    records: list[TensorRecord]
+    outcome: Outcome | None
+
+
+def guarded_auto(model: ModelProto, options: ShrinkOptions, calibration: Calibration,
+                 held: Calibration | None) -> Guarded:
+    """``auto`` fitted on ``calibration``, its plan kept only if on the ``held`` units it does no
+    worse than round-to-nearest int8 (``guard``); otherwise ``model`` gets round-to-nearest int8."""
+    auto = Auto()
+    analysis = auto.analyse(model, options, calibration)
+    if analysis is None:
+        return Guarded(encode_weights(model, Int8Encoder(), options), None)
+    chosen, summary = auto.choose(analysis, options)
+    outcome = None
+    if held is not None and len(held):
+        outcome = _judge_plan(model, analysis, chosen, options, held)
+    del analysis
+    if outcome is not None and not outcome.kept:
+        return Guarded(encode_weights(model, Int8Encoder(), options), outcome)
+    return Guarded(_write(model, options, chosen, summary), outcome)
+
+
+def _judge_plan(model: ModelProto, analysis: Analysis, chosen: dict[Key, tuple[Weight, Candidate]],
+                options: ShrinkOptions, held: Calibration) -> Outcome:
+    """The plan and round-to-nearest int8 on the held-out units, each against the original."""
+    originals = analysis.probe.originals
+    probe = Probe(weights_as_inputs(model, set(originals)), list(held.feeds), originals, held.seq)
+    base = probe.run()
+    plan = {k: c.decoded for k, (_, c) in chosen.items()}
+    plain: dict[Key, npt.NDArray[Any]] = {}
+    for w in analysis.weights:
+        with contextlib.suppress(NotEncodable):
+            plain[site_key(w.site)] = Int8Encoder().encode(w.site.array(), w.ctx).decoded  # type: ignore[arg-type]
+    names = probe.names[: probe.n_outputs]
+    fitted = score(names, base, probe.run(plan), probe.seq, options.verify)
+    rtn = score(names, base, probe.run(plain), probe.seq, options.verify)
+    return decide("auto's plan", fitted, rtn, held.seq.unit_count(), "the held-out half", by_error=False)
+
+
+def _judges(probe: Probe, options: ShrinkOptions) -> list[str]:
+    """Per model output, the judge the ``judges`` option names for it (``auto`` if none)."""
+    v = options.verify
+    return [v.judge_of(n) if v is not None else "auto" for n in probe.names[: probe.n_outputs]]
 
 
 def load_budget(options: ShrinkOptions) -> float:
@@ -290,21 +375,21 @@ def _layout(site: Site, main_names: set[str]) -> Layout | None:
     return first
 
 
-def _moments(sites: list[Site], lays: dict[Key, Layout | None], probe: Probe,
-             base: list[list[npt.NDArray[Any]]]) -> dict[Key, tuple[npt.NDArray[np.float64], int]]:
-    """Activation second moments per weight, summed over its consumers and the calibration feeds
-    (``base`` receives the model outputs of the same runs)."""
+def _moments(sites: list[Site], lays: dict[Key, Layout | None], probe: Probe, fold_of: dict[int, int],
+             folds: int) -> tuple[list[list[npt.NDArray[Any]]], list[dict[Key, tuple[npt.NDArray[np.float64], int]]]]:
+    """The model outputs of every calibration feed, and per fold the activation second moments of
+    each weight (summed over its consumers and the fold's feeds, with the rows counted)."""
     index = {name: i for i, name in enumerate(probe.probe.captured)}
-    acc: dict[Key, Moments] = {}
-    for key, lay in lays.items():
-        if lay is not None:
-            acc[key] = Moments()
+    acc: list[dict[Key, Moments]] = [{key: Moments() for key, lay in lays.items() if lay is not None}
+                                     for _ in range(folds)]
     broken: set[Key] = set()
-    for outs, caps in probe.captures():
-        base.append(outs)
+    base: list[list[npt.NDArray[Any]]] = [[] for _ in probe.feeds]
+    for i, outs, caps in probe.captures():
+        base[i] = outs
+        fold = acc[fold_of.get(i, 0)]
         for site in sites:
             key = site_key(site)
-            if key not in acc or key in broken:
+            if key not in fold or key in broken:
                 continue
             for node, idx in site.consumers:
                 la = layout(node, idx, site.shape)
@@ -314,9 +399,10 @@ def _moments(sites: list[Site], lays: dict[Key, Layout | None], probe: Probe,
                 if p is None:
                     broken.add(key)
                     break
-                acc[key].add(p)
-    return {k: (m.h / m.count, m.count) for k, m in acc.items()
-            if k not in broken and m.h is not None and m.count > 0}
+                fold[key].add(p)
+    sums = [{k: (m.h, m.count) for k, m in fold.items() if k not in broken and m.h is not None and m.count > 0}
+            for fold in acc]
+    return base, sums
 
 
 def _int4_ok(site: Site) -> bool:
@@ -324,12 +410,13 @@ def _int4_ok(site: Site) -> bool:
             and bool(site.consumers) and all(n.op_type == "MatMul" and i == 1 for n, i in site.consumers))
 
 
-def _sensitivity(weights: list[Weight], probe: Probe, base: list[list[npt.NDArray[Any]]], subset: list[int]) -> None:
+def _sensitivity(weights: list[Weight], probe: Probe, base: list[list[npt.NDArray[Any]]], subset: list[int],
+                 judges: list[str]) -> None:
     """Measure each weight alone, largest weights first, within ``MAX_EVALS`` runs: its int8, and its
     lower rungs while the weights so far hold less than ``LOW_RUNGS_SHARE`` of the bytes."""
     order = sorted(range(len(weights)), key=lambda i: (-weights[i].site.size, i))
     budget = MAX_EVALS
-    baseline = Baseline([base[k] for k in subset])
+    baseline = Baseline([base[k] for k in subset], judges)
     total = sum(w.site.size for w in weights)
     covered = 0
     for i in order:

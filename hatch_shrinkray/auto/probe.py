@@ -21,7 +21,7 @@ from onnx import ModelProto, TensorProto, helper
 
 from hatch_shrinkray.numerics.threads import NO_SPINNING
 from hatch_shrinkray.onnxgraph.graph import Names, Site, find_sites
-from hatch_shrinkray.verification.inputs import Feed
+from hatch_shrinkray.samples import Feed, Sequencing, run_in_order
 
 Outputs = list[list[npt.NDArray[Any]]]
 
@@ -84,10 +84,11 @@ def _drop_initializer(graph: onnx.GraphProto, name: str) -> None:
 
 
 class Probe:
-    """Runs the probe model on fixed feeds with a given set of weight arrays."""
+    """Runs the probe model on fixed feeds with a given set of weight arrays; a recurrent model's
+    streams run in closed loop (each step on the state the same weights produced the step before)."""
 
     def __init__(self, probe: ProbeModel, feeds: list[Feed],
-                 originals: dict[tuple[str, str], npt.NDArray[Any]]) -> None:
+                 originals: dict[tuple[str, str], npt.NDArray[Any]], seq: Sequencing | None = None) -> None:
         import onnxruntime as ort
 
         opts = ort.SessionOptions()
@@ -97,8 +98,10 @@ class Probe:
         self.session = ort.InferenceSession(probe.model.SerializeToString(), opts,
                                             providers=["CPUExecutionProvider"])
         self.feeds = feeds
+        self.seq = seq or Sequencing.plain(len(feeds))
         self.originals = originals
         self.n_outputs = len(self.session.get_outputs()) - len(probe.captured)
+        self.names = [o.name for o in self.session.get_outputs()]
         self.runs = 0
 
     def _weights(self, replace: dict[tuple[str, str], npt.NDArray[Any]] | None) -> dict[str, npt.NDArray[Any]]:
@@ -106,18 +109,32 @@ class Probe:
 
     def run(self, replace: dict[tuple[str, str], npt.NDArray[Any]] | None = None,
             subset: Sequence[int] | None = None) -> Outputs:
-        """Model outputs per feed (or per feed of ``subset``), with the weights in ``replace`` swapped in."""
+        """Model outputs per feed (or per feed of ``subset``, whole streams), with the weights in
+        ``replace`` swapped in."""
         weights = self._weights(replace)
-        names = [o.name for o in self.session.get_outputs()][: self.n_outputs]
+        names = self.names[: self.n_outputs]
         self.runs += 1
-        feeds = self.feeds if subset is None else [self.feeds[i] for i in subset]
-        return [list(self.session.run(names, {**feed, **weights})) for feed in feeds]
+        indices = list(range(len(self.feeds))) if subset is None else list(subset)
+        seq = self.seq.subset(indices)
+        feeds = [self.feeds[i] for i in indices]
+        return run_in_order(lambda feed: list(self.session.run(names, {**feed, **weights})), feeds, seq, names)
 
-    def captures(self) -> Iterator[tuple[list[npt.NDArray[Any]], list[npt.NDArray[Any]]]]:
-        """Per feed: (model outputs, captured tensors) with the original weights; one feed at a
-        time so the activations of many samples are never all in memory."""
+    def captures(self) -> Iterator[tuple[int, list[npt.NDArray[Any]], list[npt.NDArray[Any]]]]:
+        """Per feed, in the order the program ran them: (index, model outputs, captured tensors) with
+        the original weights; one feed at a time so the activations of many samples are never all
+        in memory at once."""
         weights = self._weights(None)
         self.runs += 1
-        for feed in self.feeds:
-            got = self.session.run(None, {**feed, **weights})
-            yield list(got[: self.n_outputs]), list(got[self.n_outputs:])
+        index = {n: k for k, n in enumerate(self.names)}
+        starts = {s[0]: s for s in self.seq.streams} if self.seq.feedback else {}
+        inside = {i for s in starts.values() for i in s}
+        for i in range(len(self.feeds)):
+            if i in inside and i not in starts:
+                continue
+            previous: list[npt.NDArray[Any]] | None = None
+            for j in starts.get(i, (i,)):
+                feed = self.feeds[j] if previous is None else {
+                    **self.feeds[j], **{inp: previous[index[o]] for inp, o in self.seq.feedback}}
+                got = list(self.session.run(None, {**feed, **weights}))
+                previous = got
+                yield j, got[: self.n_outputs], got[self.n_outputs:]

@@ -23,7 +23,7 @@ from hatch_shrinkray.onnxgraph.encoding import EncodeContext, Feed
 from hatch_shrinkray.onnxgraph.graph import Site, find_sites, opset_version
 from hatch_shrinkray.onnxgraph.rewrite import skip_reason
 from hatch_shrinkray.options import ShrinkOptions
-from hatch_shrinkray.verification.recordings import spread
+from hatch_shrinkray.samples import Calibration, as_calibration
 
 FLOAT32 = 1
 MAX_FEEDS = 8
@@ -52,17 +52,20 @@ def method_encoding(method: str) -> str:
     return {"fp16": "fp16", "int4": "int4"}.get(method, "int8")
 
 
-def rank(model: ModelProto, options: ShrinkOptions, feeds: Sequence[Feed],
+def rank(model: ModelProto, options: ShrinkOptions, feeds: Calibration | Sequence[Feed],
          encoding: str | None = None) -> list[Sensitive]:
-    """Every eligible float32 weight (up to ``MAX_WEIGHTS``, largest first), most harmful first."""
+    """Every eligible float32 weight (up to ``MAX_WEIGHTS``, largest first), most harmful first; on
+    ``MAX_FEEDS`` samples spread over ``feeds`` (a recurrent model's streams whole, in closed loop)."""
     encoding = encoding or method_encoding(options.method)
     sites = [s for s in find_sites(model) if s.dtype == FLOAT32 and skip_reason(s, options) is None]
     sites = sorted(sites, key=lambda s: (-s.size, s.scope.path, s.name))[:MAX_WEIGHTS]
     if not sites or not feeds:
         return []
-    chosen = [feeds[i] for i in spread(len(feeds), MAX_FEEDS)]
+    samples = as_calibration(feeds)
+    chosen = samples.seq.spread(MAX_FEEDS)
     originals = {site_key(s): s.array() for s in sites}
-    probe = Probe(weights_as_inputs(model, set(originals)), list(chosen), originals)
+    probe = Probe(weights_as_inputs(model, set(originals)), [samples.feeds[i] for i in chosen], originals,
+                  samples.seq.subset(chosen))
     base = Baseline(probe.run())  # the original side of every comparison, prepared once
     opset = opset_version(model)
     out = []

@@ -89,7 +89,8 @@ def instrument(module: ModuleType) -> None:
         out = run(self, output_names, input_feed, *args, **kwargs)
         twin = getattr(self, _TWIN, None)
         if twin is not None:
-            twin.compare(self, output_names, out, lambda other: run(other, output_names, input_feed, *args, **kwargs))
+            twin.compare(self, output_names, input_feed, out,
+                         lambda other, feed: run(other, output_names, feed, *args, **kwargs))
         return out
 
     cls.__init__ = __init__
@@ -97,25 +98,74 @@ def instrument(module: ModuleType) -> None:
 
 
 class _Twin:
-    """The other model of a shadowed session, and where its comparisons go."""
+    """The other model of a shadowed session, and where its comparisons go.
+
+    Closed loop: when a call continues a stream (an input is bitwise the output the session gave on
+    its previous call, as a recurrent state fed back), the twin is fed *its own* previous output
+    there instead, so it runs the whole stream on its own state, as the program would run it. Each
+    stream is one unit of the evidence; calls outside streams are a unit each."""
 
     def __init__(self, session: Any, stats: ModelStats, original_first: bool, threshold: float) -> None:
         self.session = session
         self.stats = stats
         self.original_first = original_first
         self.threshold = threshold
+        self.lock = threading.Lock()
+        self.previous: dict[str, Any] = {}
+        """The primary session's outputs on its previous call."""
+        self.own: dict[str, Any] = {}
+        """The twin's outputs on that call."""
+        self.stream = -1
+        self.states: set[str] = set()
+        """Outputs seen fed back as inputs: recurrent state, judged by its numbers only."""
 
-    def compare(self, primary: Any, output_names: Any, out: Any, run: Callable[[Any], Any]) -> None:
-        """Run the twin on the same feed (``run``) and compare, the original's outputs as the
-        reference. A twin that fails is counted, never raised: the program under check must not notice."""
-        try:
-            names = list(output_names) if output_names else [o.name for o in primary.get_outputs()]
-            other = run(self.session)
-        except Exception as exc:
-            self.stats.failed(f"{type(exc).__name__}: {exc}"[:300])
-            return
-        ref, got = (out, other) if self.original_first else (other, out)
-        self.stats.observe(names, list(ref), list(got), self.threshold)
+    def compare(self, primary: Any, output_names: Any, feed: Any, out: Any, run: Callable[[Any, Any], Any]) -> None:
+        """Run the twin on the same feed (its own state where the feed continues a stream) and
+        compare, the original's outputs as the reference. A twin that fails is counted, never
+        raised: the program under check must not notice."""
+        with self.lock:
+            try:
+                names = list(output_names) if output_names else [o.name for o in primary.get_outputs()]
+                fed_back = _continued(feed, self.previous)
+                self.states |= {o for _, o in fed_back}
+                if fed_back:
+                    feed = {**feed, **{inp: self.own[o] for inp, o in fed_back}}
+                else:
+                    self.stream += 1
+                other = run(self.session, feed)
+            except Exception as exc:
+                self.stats.failed(f"{type(exc).__name__}: {exc}"[:300])
+                self.previous, self.own = {}, {}
+                return
+            self.previous, self.own = dict(zip(names, out, strict=False)), dict(zip(names, other, strict=False))
+            ref, got = (out, other) if self.original_first else (other, out)
+            # A call that continues nothing starts a unit of its own (a stream of one call, for a
+            # model without state); the steps that continue it belong to the same unit.
+            self.stats.observe(names, list(ref), list(got), self.threshold, unit=f"{id(self)}:{self.stream}",
+                               continued=bool(fed_back), states=frozenset(self.states))
+
+
+def _continued(feed: Any, previous: dict[str, Any]) -> list[tuple[str, str]]:
+    """(input, output) pairs where this call's input is bitwise the previous call's output."""
+    import numpy as np
+
+    if not previous:
+        return []
+    pairs = []
+    try:
+        items = list(feed.items())
+    except AttributeError:
+        return []
+    for name, value in items:
+        a = value if isinstance(value, np.ndarray) else None
+        if a is None:
+            continue
+        for out_name, prev in previous.items():
+            if isinstance(prev, np.ndarray) and prev.shape == a.shape and prev.dtype == a.dtype \
+                    and np.array_equal(prev, a):
+                pairs.append((name, out_name))
+                break
+    return pairs
 
 
 def _watch(session: Any, target: swap.Target, check: swap.Instructions, other: Any,

@@ -17,8 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from hatch_shrinkray.evidence import Evidence
 from hatch_shrinkray.options import VerifyOptions
-from hatch_shrinkray.verification.compare import compare
+from hatch_shrinkray.verification.compare import compare, expect
+from hatch_shrinkray.verification.judges.labels import Values
 
 LOOSE = VerifyOptions(max_rel_l2=math.inf, min_cosine=-1.0, min_top1=0.0)
 
@@ -40,8 +42,15 @@ class OutputStats:
     near_ties: int = 0
     flipped_calls: int = 0
 
-    def add(self, name: str, ref: Any, got: Any, threshold: float) -> None:
-        c = compare(name, [np.asarray(ref)], [np.asarray(got)], LOOSE, threshold)
+    def add(self, name: str, ref: Any, got: Any, threshold: float, *, state: bool = False) -> None:
+        """One call's values; ``state``: the output is fed back as an input (a recurrent state), whose
+        error shows in the outputs it feeds: numbers only, no decisions."""
+        if state and self.kind:
+            self.kind, self.positions, self.flips, self.near_ties, self.flipped_calls = "", 0, 0, 0, 0
+        judge = Values() if state else None
+        r = np.asarray(ref)
+        c = compare(name, expect([r], threshold, judge) if judge is not None else [r], [np.asarray(got)], LOOSE,
+                    threshold)
         self.calls += 1
         self.worst_rel_l2 = max(self.worst_rel_l2, c.rel_l2)
         self.sum_rel_l2 += c.rel_l2
@@ -76,20 +85,47 @@ class OutputStats:
 
 @dataclass
 class ModelStats:
-    """One model's shadow runs in one process (or, merged, in the whole command)."""
+    """One model's shadow runs in one process (or, merged, in the whole command).
+
+    Units: each stream a recurrent model ran (closed loop: the shrunk model on its own state), and
+    each call of a model without state. A unit changed when any decision in it flipped."""
 
     calls: int = 0
     errors: int = 0
     first_error: str = ""
     outputs: dict[str, OutputStats] = field(default_factory=dict)
+    units: int = 0
+    changed_units: int = 0
+    streams: int = 0
+    """Units of more than one step (a state fed back from call to call)."""
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _open: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
+    """This process's units by key: changed so far (keys are process-local; counts are merged)."""
 
-    def observe(self, names: list[str], ref: list[Any], got: list[Any], threshold: float) -> None:
+    def observe(self, names: list[str], ref: list[Any], got: list[Any], threshold: float, *,
+                unit: str | None = None, continued: bool = False, states: frozenset[str] = frozenset()) -> None:
         with self.lock:
             self.calls += 1
+            flips = 0
             for name, r, g in zip(names, ref, got, strict=True):
                 if isinstance(r, np.ndarray) and isinstance(g, np.ndarray):
-                    self.outputs.setdefault(name, OutputStats()).add(name, r, g, threshold)
+                    stats = self.outputs.setdefault(name, OutputStats())
+                    before = stats.flips
+                    stats.add(name, r, g, threshold, state=name in states)
+                    flips += stats.flips - before
+            key = unit if unit is not None else f"call{self.calls}"
+            if key not in self._open:
+                self._open[key] = False
+                self.units += 1
+            elif continued and not self._stepped(key):
+                self.streams += 1
+                self._open[f"{key}\0stepped"] = True
+            if flips and not self._open[key]:
+                self._open[key] = True
+                self.changed_units += 1
+
+    def _stepped(self, key: str) -> bool:
+        return self._open.get(f"{key}\0stepped", False)
 
     def failed(self, message: str) -> None:
         with self.lock:
@@ -99,6 +135,9 @@ class ModelStats:
 
     def merge(self, other: ModelStats) -> None:
         self.calls += other.calls
+        self.units += other.units
+        self.changed_units += other.changed_units
+        self.streams += other.streams
         self.errors += other.errors
         self.first_error = self.first_error or other.first_error
         for name, stats in sorted(other.outputs.items()):
@@ -113,11 +152,18 @@ class ModelStats:
     def positions(self) -> int:
         return sum(o.positions for o in self.outputs.values())
 
+    def evidence(self) -> Evidence:
+        """The decisions and units compared, with the bound on the share of units that changed."""
+        kind = "streams" if self.streams else "calls"
+        return Evidence(self.units, self.changed_units, kind, decisions=self.positions, flips=self.flips)
+
     def to_dict(self) -> dict[str, Any]:
         return {"calls": self.calls, "errors": self.errors, "first_error": self.first_error,
+                "units": self.units, "changed_units": self.changed_units, "streams": self.streams,
                 "outputs": {n: asdict(o) for n, o in sorted(self.outputs.items())}}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelStats:
         return cls(int(data["calls"]), int(data["errors"]), str(data.get("first_error", "")),
-                   {str(n): OutputStats(**o) for n, o in data.get("outputs", {}).items()})
+                   {str(n): OutputStats(**o) for n, o in data.get("outputs", {}).items()},
+                   int(data.get("units", 0)), int(data.get("changed_units", 0)), int(data.get("streams", 0)))

@@ -82,7 +82,23 @@ def _run_json(run: Observed) -> dict[str, Any]:
                        for sha, s in run.models.items()}}
 
 
-def render_shadow(shadowed: Shadowed) -> str:
+def shadow_failures(shadowed: Shadowed, max_flip_rate: float) -> list[str]:
+    """Why ``check --shadow`` fails, a reason per model (empty: it passes)."""
+    out = []
+    for p in shadowed.prepared:
+        seen = shadowed.run.models.get(p.sha256)
+        stats = None if seen is None else seen.stats
+        if stats is None:
+            continue
+        if stats.errors:
+            out.append(f"{p.relpath}: the shrunk model failed on {stats.errors} call(s)")
+        elif stats.flips > max_flip_rate * stats.positions:
+            out.append(f"{p.relpath}: {stats.flips} of {stats.positions} decisions flipped, more than "
+                       f"--max-flip-rate {max_flip_rate:g} allows")
+    return out
+
+
+def render_shadow(shadowed: Shadowed, max_flip_rate: float = 0.0) -> str:
     run = shadowed.run
     rows = [["model", "output", "calls", "worst rel-L2", "mean rel-L2", "worst cos", "mean cos", "decisions",
              "flipped"]]
@@ -101,9 +117,20 @@ def render_shadow(shadowed: Shadowed) -> str:
             notes.append(f"{p.relpath}: the shrunk model failed on {seen.stats.errors} call(s): "
                          f"{seen.stats.first_error}")
         notes += [f"{p.relpath}: no shadow session: {e}" for e in seen.shadow_errors]
-    lines = [render_table(rows), *notes,
+    evidence = [f"{p.relpath}: {seen.stats.evidence().text()}" for p in shadowed.prepared
+                if p.shrunk is not None and (seen := run.models.get(p.sha256)) is not None and seen.stats is not None
+                and seen.stats.calls]
+    lines = [render_table(rows), *notes, *evidence,
              f"the command exited {run.exit_code} with the original models' answers ({run.seconds:.1f} s); every "
-             "call of the models above also ran the shrunk model on the same feeds"]
+             "call of the models above also ran the shrunk model on the same feeds (a recurrent model's streams "
+             "in closed loop, on the shrunk model's own state)"]
+    failures = shadow_failures(shadowed, max_flip_rate)
+    if failures:
+        lines.append("verdict: FAILS: " + "; ".join(failures))
+    elif run.exit_code:
+        lines.append(f"verdict: the command itself failed (exit {run.exit_code}) with the original models")
+    else:
+        lines.append(f"verdict: ok (at most --max-flip-rate {max_flip_rate:g} of the decisions flipped)")
     return "\n".join(lines)
 
 
@@ -131,6 +158,9 @@ def shadow_json(shadowed: Shadowed) -> dict[str, Any]:
         out.append({**_model_json(p), "sessions": seen.sessions, "shadowed": seen.shadowed,
                     "calls": 0 if stats is None else stats.calls, "errors": 0 if stats is None else stats.errors,
                     "first_error": "" if stats is None else stats.first_error,
+                    "evidence": None if stats is None else {**stats.evidence().__dict__,
+                                                            "upper_bound": stats.evidence().bound,
+                                                            "weak": stats.evidence().weak},
                     "outputs": {} if stats is None else {n: {**_clean(o.__dict__), "mean_rel_l2": o.mean_rel_l2,
                                                             "mean_cosine": o.mean_cosine}
                                                         for n, o in sorted(stats.outputs.items())}})
@@ -155,6 +185,8 @@ def render_search(searched: Searched, written: str | None) -> str:
                      f"({100 * b.shrunk_size / b.original_size:.1f}%) with {p.options.method} and {tensors}; "
                      f"{tally(f.best.verdict.shrunk)}, nothing regressed, {flips} of {positions} shadow decisions "
                      f"flipped ({f.runs} runs; configured as is: {human(p.shrunk_size)})")
+        if f.guard:
+            lines.append(f"{p.relpath}: {f.guard}")
     if searched.joint is not None:
         j = searched.joint
         lines.append("every plan at once: " + ("nothing regressed" if j.passed else
@@ -173,7 +205,7 @@ def search_json(searched: Searched) -> dict[str, Any]:
 def _found_json(f: Found) -> dict[str, Any]:
     best = f.best
     return {"model": f.prepared.relpath, "runs": f.runs, "ranked": list(f.ranked[:20]),
-            "passed": best is not None,
+            "passed": best is not None, "accepted": best is not None and f.accepted, "guard": f.guard,
             "tensors": [] if best is None else [[s, t, e] for (s, t), e in sorted(best.tensors.items())],
             "shrunk_size": None if best is None else best.prepared.shrunk_size,
             "shrunk_sha256": None if best is None else best.shrunk_sha256}

@@ -17,20 +17,27 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
+from hatch_shrinkray.auto.guard import decide, score
 from hatch_shrinkray.capture.observe import ModelSeen, Observed, observe
 from hatch_shrinkray.capture.swap import Instructions
 from hatch_shrinkray.checking.check import Settings, require_evidence, shown, targets_of
 from hatch_shrinkray.checking.models import Configured, Prepared, prepare
 from hatch_shrinkray.checking.sensitive import ranked
 from hatch_shrinkray.checking.verdict import Verdict, judge, tally
+from hatch_shrinkray.engine import shrink
+from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.evidence import MIN_UNITS, unit_kind
 from hatch_shrinkray.onnxgraph.graph import find_sites
 from hatch_shrinkray.onnxgraph.modelio import load_model
 from hatch_shrinkray.result import human
 from hatch_shrinkray.shipping.manifest import file_sha256
 from hatch_shrinkray.shipping.plan import PlanEntry
 from hatch_shrinkray.shipping.ship import Display
+from hatch_shrinkray.verification.inputs import Samples, load_samples, specs_of_model
 from hatch_shrinkray.verification.recordings import SHA_DIGITS
+from hatch_shrinkray.verification.runner import run_all, session
 
 Key = tuple[str, str]
 LADDERS = {"int4": ("int6", "int8", "int10", "int12", "fp16", "float32"), "fp16": ("float32",)}
@@ -62,6 +69,10 @@ class Found:
     runs: int
     ranked: tuple[str, ...]
     """The tensors in the order they were escalated, for the report."""
+    guard: str = ""
+    """The do-no-harm verdict on ``best`` against round-to-nearest int8 (empty: no plan to judge)."""
+    accepted: bool = True
+    """Whether ``best`` may be written as the plan (the guard did not refuse it)."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +104,10 @@ def run_search(configured: Configured, settings: Settings, app: Display, max_run
                 continue
             search = _Search(configured, settings, app, original=original, prepared=p, workdir=tmp / f"s{index}",
                              max_runs=max_runs)
-            found.append(search.run(tmp / "recorded"))
+            result = search.run(tmp / "recorded")
+            if result.best is not None and result.best.prepared.shrunk is not None:
+                result = _guarded(result, tmp / "recorded", tmp / f"plain{index}", app)
+            found.append(result)
         joint = None
         if sum(f.best is not None for f in found) > 1:
             joint = _joint(configured, settings, app, original=original, found=found, workdir=tmp / "joint")
@@ -205,6 +219,43 @@ class _Search:
         return trial
 
 
+def _guarded(found: Found, recorded: Path, workdir: Path, app: Display) -> Found:
+    """The plan kept only if, on the project's recording (else on the command's own feeds, which the
+    search fitted it to: said so), it does no worse than round-to-nearest int8, on enough units."""
+    p = found.prepared
+    assert found.best is not None and found.best.prepared.shrunk is not None
+    configured = p.options.verify.inputs if p.options.verify is not None else None
+    source, held = recorded, "the searched run's own feeds (the plan was fitted to them)"
+    if configured is not None and configured.exists():
+        source, held = configured, f"the recording {configured}"
+    try:
+        samples = load_samples(source, specs_of_model(load_model(p.source).model), model_sha256=p.sha256,
+                               model_name=p.relpath)
+    except ShrinkrayError as exc:
+        return replace(found, guard=f"not judged against round-to-nearest: {exc}", accepted=False)
+    seq = samples.sequencing()
+    if not samples.real or seq.unit_count() < MIN_UNITS:
+        return replace(found, accepted=False, guard=(
+            f"the plan is not written: {held} hold {seq.unit_count()} independent {unit_kind(seq.units)}, fewer "
+            f"than the {MIN_UNITS} it takes to tell it from chance (record more of the program's real use and set "
+            "`inputs`)"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    plain_path = workdir / p.source.name
+    shrink(p.source, plain_path, replace(p.options, method="int8", plan=(), encodings=(), verify=None))
+    names, base = _outputs(p.source, samples, p.relpath)
+    _, planned = _outputs(found.best.prepared.shrunk, samples, p.relpath)
+    _, plain = _outputs(plain_path, samples, p.relpath)
+    outcome = decide("the plan", score(names, base, planned, seq, p.options.verify),
+                     score(names, base, plain, seq, p.options.verify), seq.unit_count(), held)
+    app.display_info(f"check --search: {p.relpath}: {outcome.text()}")
+    return replace(found, guard=outcome.text(), accepted=outcome.kept)
+
+
+def _outputs(model: Path, samples: Samples, label: str) -> tuple[list[str], list[list[Any]]]:
+    sess = session(str(model), label)
+    return [o.name for o in sess.get_outputs()], run_all(sess, samples.feeds, samples.sequencing())
+
+
 def _one(configured: Configured, prepared: Prepared) -> Configured:
     index = next(i for i, m in enumerate(configured.config.models) if m.relpath == prepared.relpath
                  and configured.roots[i] / m.relpath == prepared.source)
@@ -228,13 +279,13 @@ def plan_entries(searched: Searched, command: Sequence[str], max_flip_rate: floa
     """What goes into the plan file: per model that passed, its tensors and what accepted them."""
     out = {}
     for f in searched.found:
-        if f.best is None:
+        if f.best is None or not f.accepted:
             continue
         flips, positions = f.best.flips
         p = f.best.prepared
         verdict = (f"{tally(f.best.verdict.shrunk)} as with the original models; {flips} of {positions} shadow "
                    f"decisions flipped")
-        checked = {"command": shlex.join(command), "verdict": verdict, "shadow_flips": flips,
+        checked = {"command": shlex.join(command), "verdict": verdict, "guard": f.guard, "shadow_flips": flips,
                    "shadow_decisions": positions, "max_flip_rate": max_flip_rate, "runs": f.runs,
                    "original_size": p.original_size, "shrunk_size": p.shrunk_size,
                    "shrunk_sha256": f.best.shrunk_sha256}

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Sequence
 
 from onnx import ModelProto, NodeProto, TensorProto, helper
 
-from hatch_shrinkray.onnxgraph.encoding import DataFree, Feed
+from hatch_shrinkray.onnxgraph.encoding import Calibration, DataFree
 from hatch_shrinkray.onnxgraph.graph import Names, Scope, Site, find_sites
 from hatch_shrinkray.onnxgraph.rewrite import record
 from hatch_shrinkray.options import ShrinkOptions
@@ -51,7 +50,7 @@ class Dedup(DataFree):
     name = "dedup"
 
     def apply(self, model: ModelProto, options: ShrinkOptions,
-              calibration: Sequence[Feed] | None = None) -> list[TensorRecord]:
+              calibration: Calibration | None = None) -> list[TensorRecord]:
         groups: dict[tuple[int, tuple[int, ...], str], list[Site]] = defaultdict(list)
         for site in find_sites(model):
             key = _key(site)

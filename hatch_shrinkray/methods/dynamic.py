@@ -17,14 +17,14 @@ from __future__ import annotations
 import logging
 import re
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import onnx
 from onnx import ModelProto
 
 from hatch_shrinkray.errors import ShrinkrayError, one_line
-from hatch_shrinkray.onnxgraph.encoding import DataFree, Feed
+from hatch_shrinkray.onnxgraph.encoding import Calibration, DataFree
 from hatch_shrinkray.onnxgraph.graph import FLOAT_TYPES, Names, find_sites, scopes
 from hatch_shrinkray.onnxgraph.rewrite import record, skip_reason
 from hatch_shrinkray.options import ShrinkOptions
@@ -35,7 +35,7 @@ class Dynamic(DataFree):
     name = "dynamic"
 
     def apply(self, model: ModelProto, options: ShrinkOptions,
-              calibration: Sequence[Feed] | None = None) -> list[TensorRecord]:
+              calibration: Calibration | None = None) -> list[TensorRecord]:
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
         sites = [s for s in find_sites(model) if s.dtype in FLOAT_TYPES and s.size >= options.min_elements]

@@ -9,13 +9,12 @@ the other ops, which made real opset-11/12 models invalid.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 
 from onnx import ModelProto
 
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.methods.int8 import Int8Encoder
-from hatch_shrinkray.onnxgraph.encoding import DataFree, Feed
+from hatch_shrinkray.onnxgraph.encoding import Calibration, DataFree
 from hatch_shrinkray.onnxgraph.graph import Names, Site, find_sites
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights, record, skip_reason
 from hatch_shrinkray.options import ShrinkOptions
@@ -33,7 +32,7 @@ class Int4(DataFree):
     name = "int4"
 
     def apply(self, model: ModelProto, options: ShrinkOptions,
-              calibration: Sequence[Feed] | None = None) -> list[TensorRecord]:
+              calibration: Calibration | None = None) -> list[TensorRecord]:
         targets = [s for s in find_sites(model) if _matmul_weight(s) and skip_reason(s, options) is None]
         names = Names(model)
         include: list[str] = []

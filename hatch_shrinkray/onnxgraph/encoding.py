@@ -7,7 +7,6 @@ tensors to store plus the nodes that rebuild the weight under its original name.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -17,6 +16,9 @@ from onnx import ModelProto, NodeProto, helper
 
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import TensorRecord
+from hatch_shrinkray.samples import Calibration, Feed
+
+__all__ = ["Calibration", "DataFree", "Decode", "DecodeNode", "EncodeContext", "Feed", "Method", "TensorEncoder"]
 
 
 @dataclass(frozen=True)
@@ -96,24 +98,20 @@ class TensorEncoder(Protocol):
     def encode(self, w: npt.NDArray[np.floating], ctx: EncodeContext) -> Decode: ...
 
 
-Feed = dict[str, npt.NDArray[Any]]
-"""One set of model inputs, by input name."""
-
-
 class Method(Protocol):
     """A whole-model transformation chosen by name.
 
     ``calibration`` holds real sample inputs for methods whose choices depend on data (``auto``,
-    output-aware ``int8``), disjoint from the samples the verification judges on; None without
-    real inputs. ``calibrates`` says whether the method would use them (so the engine holds samples
-    out only when it must)."""
+    output-aware ``int8``); None without real inputs, or when they are too few to tell a fitted
+    choice from chance (``evidence.MIN_UNITS``). ``calibrates`` says whether the method would use
+    them (so the engine prepares samples only when it must)."""
 
     name: str
 
     def calibrates(self, options: ShrinkOptions) -> bool: ...
 
     def apply(self, model: ModelProto, options: ShrinkOptions,
-              calibration: Sequence[Feed] | None) -> list[TensorRecord]: ...
+              calibration: Calibration | None) -> list[TensorRecord]: ...
 
 
 class DataFree:

@@ -43,7 +43,7 @@ _SHRINK_KEYS = {
 _VERIFY_KEYS = {
     "max-rel-l2": "max_rel_l2", "min-cosine": "min_cosine", "min-top1": "min_top1",
     "inputs": "inputs", "dims": "dims", "default-dim": "default_dim", "int-range": "int_range",
-    "samples": "samples", "seed": "seed",
+    "samples": "samples", "seed": "seed", "judges": "judges",
 }
 ENGINE_KEYS: dict[str, str] = {**_SHRINK_KEYS, "verify": "verify", **_VERIFY_KEYS}
 """TOML key -> the field name :func:`option_errors` uses; allowed at top level and in overrides."""
@@ -58,7 +58,7 @@ _KINDS = {
     "max-rel-l2": "number", "min-cosine": "number", "min-top1": "number",
     "budget-rel-l2": "number", "budget-cosine": "number", "budget-agreement": "number", "budget-load": "number",
     "exclude-tensors": "strings", "exclude-ops": "strings", "runtimes": "strings",
-    "inputs": "path", "dims": "dims", "int-range": "range", "encodings": "encodings",
+    "inputs": "path", "dims": "dims", "int-range": "range", "encodings": "encodings", "judges": "judges",
 }
 
 
@@ -266,6 +266,11 @@ def _check_kind(kind: str, value: Any, path: str, errors: list[str]) -> Any:
             return tuple((str(k), v) for k, v in value.items())
         errors.append(f"{name} must be a table of tensor-name patterns to encodings "
                       "(`encodings = { \"conv1.weight\" = \"fp16\" }`)")
+    elif kind == "judges":
+        if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+            return tuple((str(k), v) for k, v in value.items())
+        errors.append(f"{name} must be a table of output names to judges "
+                      "(`judges = { \"probability_map\" = \"map\", \"stateN\" = \"off\" }`)")
     elif kind == "range":
         if (isinstance(value, list) and len(value) == 2
                 and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):

@@ -38,6 +38,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 from hatch_shrinkray.errors import CHECK_HINT, RECORD_HINT, AlreadyQuantizedError, ShrinkrayError
+from hatch_shrinkray.evidence import MIN_UNITS
 from hatch_shrinkray.files import copy_hashed, file_sha256
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import human, size_change
@@ -155,6 +156,7 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
     cache = _open_cache(config, app)
     shipped: list[Shipped] = []
     generated: list[str] = []
+    weak: list[str] = []
     start = time.perf_counter()
     for configured in config.models:
         model = configured
@@ -201,13 +203,20 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
         app.display_success(_success_line(model.relpath, record, outcome == "cached"))
         if plan is not None:
             _confirm_plan(model.relpath, plan, record.entry.shrunk_sha256, app)
-        if record.entry.verification is not None and record.entry.verification.get("real_inputs") is False:
+        verified = record.entry.verification
+        if verified is not None and verified.get("real_inputs") is False:
             generated.append(model.relpath)
+        elif verified is not None and (verified.get("evidence") or {}).get("weak"):
+            weak.append(model.relpath)
         shipped.append(Shipped(model.relpath, outcome, record.original_size, record.shrunk_size, tuple(files),
                                tuple(s for s in sidecars.values() if s not in shipped_data), record.entry))
     if generated:
         app.display_warning(f"{PREFIX} {', '.join(generated)}: verified on generated inputs only, a smoke check; "
                             f"{RECORD_HINT}")
+    if weak:
+        app.display_warning(f"{PREFIX} {', '.join(weak)}: verified on fewer than {MIN_UNITS} independent units "
+                            "(streams, test cases, calls): weak evidence, and nothing fitted to it; record more "
+                            "of the program's real use")
     app.display_success(_total_line(shipped, time.perf_counter() - start))
     return shipped
 

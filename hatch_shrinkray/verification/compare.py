@@ -16,6 +16,7 @@ The agreement gate is statistical and margin-aware (README, "How agreement is ju
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -25,11 +26,12 @@ import numpy.typing as npt
 
 from hatch_shrinkray.options import VerifyOptions
 from hatch_shrinkray.result import OutputComparison
+from hatch_shrinkray.verification.judges import THRESHOLD, Judge, detect
+from hatch_shrinkray.verification.judges.maps import THRESHOLDS as MAP_THRESHOLDS
 
 NEAR_TIE = 0.01
 Z_95 = 1.6448536269514722
 """One-sided 95% normal quantile."""
-THRESHOLD = 0.5
 
 Arrays = list[npt.NDArray[Any]]
 
@@ -77,7 +79,10 @@ class Expected:
     """All values in one vector (float64 for float outputs)."""
     finite: npt.NDArray[np.bool_]
     kind: str
-    """``top-1`` (class scores), ``decision`` (a probability), ``equal`` (integer values) or empty."""
+    """The fine-grained decisions counted: ``top-1`` (argmax per row or frame), ``decision`` (a
+    probability or pixel against a threshold), ``equal`` (integer values) or empty."""
+    judge: Judge
+    """What the package takes from the output (``verification.judges``)."""
     top1: npt.NDArray[np.intp] | None = None
     """``top-1``: the original's argmax per position."""
     tied: npt.NDArray[np.bool_] | None = None
@@ -97,23 +102,30 @@ def _flat(arrays: Arrays) -> npt.NDArray[Any]:
     return np.concatenate([np.asarray(x).reshape(-1) for x in arrays])
 
 
-def expect(ref: Arrays, threshold: float = THRESHOLD) -> Expected:
+def expect(ref: Arrays, threshold: float = THRESHOLD, judge: Judge | None = None, *,
+           recurrent: bool = False) -> Expected:
+    """The original's values of one output, prepared; ``judge`` as chosen (detected when None)."""
     flat = _flat(ref)
-    if flat.dtype.kind not in "fc":
-        return Expected(ref, flat, np.ones(flat.shape, dtype=bool), "equal")
+    judge = judge or detect(ref, recurrent=recurrent)
+    if flat.dtype.kind not in "fc":  # no numbers to measure: the exact values are all there is to compare
+        return Expected(ref, flat, np.ones(flat.shape, dtype=bool), "equal", judge)
     a64 = flat.astype(np.float64)
     finite = np.isfinite(a64)
     first = np.asarray(ref[0])
-    if first.dtype.kind != "f" or not finite.all():
-        return Expected(ref, a64, finite, "")
-    if _class_scores(first):
+    if first.dtype.kind != "f" or not finite.all() or not judge.decision or judge.decision == "equal":
+        return Expected(ref, a64, finite, "", judge)
+    if judge.decision == "top-1" and first.ndim >= 1 and first.shape[-1] >= 2:
         rows = a64.reshape(-1, first.shape[-1])
         part = np.partition(rows, rows.shape[1] - 2, axis=1)[:, -2:]  # the two largest, ascending
         spread = part[:, 1] - rows.min(axis=1)
-        return Expected(ref, a64, finite, "top-1", rows.argmax(axis=1), part[:, 1] - part[:, 0] < NEAR_TIE * spread)
-    if _probabilities(ref, first):
-        return Expected(ref, a64, finite, "decision", tied=np.abs(a64 - threshold) < NEAR_TIE, threshold=threshold)
-    return Expected(ref, a64, finite, "")
+        return Expected(ref, a64, finite, "top-1", judge, rows.argmax(axis=1),
+                        part[:, 1] - part[:, 0] < NEAR_TIE * spread)
+    if judge.decision == "decision":
+        if judge.name == "map":
+            threshold = MAP_THRESHOLDS[0]
+        return Expected(ref, a64, finite, "decision", judge, tied=np.abs(a64 - threshold) < NEAR_TIE,
+                        threshold=threshold)
+    return Expected(ref, a64, finite, "", judge)
 
 
 def agreement(e: Expected, b: npt.NDArray[Any]) -> Agreement | None:
@@ -131,39 +143,24 @@ def agreement(e: Expected, b: npt.NDArray[Any]) -> Agreement | None:
     return Agreement("top-1", int(e.top1.size), int(flipped.sum()), int((flipped & e.tied).sum()))
 
 
-def _class_scores(first: npt.NDArray[Any]) -> bool:
-    """(batch, classes) logits, or probability vectors along the last axis. Unit-length rows are
-    embeddings (sentence encoders L2-normalise), whose argmax is no answer anyone takes."""
-    if first.ndim < 2 or first.shape[-1] < 2 or _unit_rows(first):
-        return False
-    if first.ndim > 2:
-        return bool(np.all((first >= 0) & (first <= 1)) and np.allclose(first.sum(axis=-1), 1, atol=1e-3))
-    return True
-
-
-def _probabilities(ref: Arrays, first: npt.NDArray[Any]) -> bool:
-    """Probability outputs with a trailing axis of 1, one per position (1-D) or scalars: Silero VAD's
-    speech probability, per chunk or per frame of a sequence."""
-    if first.ndim > 1 and first.shape[-1] != 1:
-        return False
-    return all(bool(((np.asarray(r) >= 0) & (np.asarray(r) <= 1)).all()) for r in ref)
-
-
-def _unit_rows(x: npt.NDArray[Any]) -> bool:
-    """Every row along the last axis has L2 norm 1 and the rows have negative values: an embedding
-    (a confident softmax row also has norm close to 1, but no negative entries)."""
-    if not np.isfinite(x).all() or not (x < 0).any():
-        return False
-    rows = x.reshape(-1, x.shape[-1]).astype(np.float64)
-    norms = np.sqrt(np.square(rows).sum(axis=1))
-    return bool(np.allclose(norms, 1.0, atol=1e-3) and (np.count_nonzero(np.abs(rows) > 1e-6, axis=1) > 1).all())
-
-
 def compare(name: str, ref: Arrays | Expected, got: Arrays, options: VerifyOptions,
-            threshold: float = THRESHOLD) -> OutputComparison:
+            threshold: float = THRESHOLD, *, answers: bool = True) -> OutputComparison:
     """``got`` judged against the original's ``ref`` (its values, or ``expect(ref)`` computed once);
-    ``threshold`` is the decision threshold of probability outputs (that of ``ref`` if prepared)."""
+    ``threshold`` is the decision threshold of probability outputs (that of ``ref`` if prepared).
+    ``answers``: also let the output's judge compare the answers sample by sample (``got`` then has
+    one array per sample of ``ref``)."""
     e = ref if isinstance(ref, Expected) else expect(ref, threshold)
+    c = _figures(name, e, got, options)
+    if not answers or len(got) != len(e.arrays) or any(
+            np.shape(x) != np.shape(y) for x, y in zip(e.arrays, got, strict=True)):
+        return dataclasses.replace(c, judge=e.judge.name)
+    a = e.judge.answers(e.arrays, got, e.threshold)
+    return dataclasses.replace(c, judge=e.judge.name, describes=e.judge.describes, answers=a.items,
+                               changed_answers=a.changed_items, changed=a.changed, detail=a.detail)
+
+
+def _figures(name: str, e: Expected, got: Arrays, options: VerifyOptions) -> OutputComparison:
+    """Relative L2, cosine, non-finite mismatches and the fine-grained decisions, with the gate."""
     b = _flat(got)
     if e.flat.shape != b.shape:
         return OutputComparison(name, float("inf"), float("inf"), 0.0, None, 0,

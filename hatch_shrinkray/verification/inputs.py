@@ -22,6 +22,7 @@ from onnx import ModelProto
 
 from hatch_shrinkray.errors import RECORD_HINT, ShrinkrayError
 from hatch_shrinkray.options import VerifyOptions
+from hatch_shrinkray.samples import Sequencing
 from hatch_shrinkray.verification.npz import HINT, read_arrays
 from hatch_shrinkray.verification.recordings import find_recording, is_recording, read_recording
 
@@ -49,18 +50,23 @@ class Samples:
     """Inputs for the verification (and, when real, for calibration) and where they came from."""
 
     feeds: list[Feed]
+    """As stored: the later steps of a stream lack the inputs fed back from the step before."""
     source: str
     """For reports: ``recording tests/inputs/x-1234.npz`` or ``generated (seed 0; ...)``."""
     real: bool
     notes: tuple[str, ...] = field(default_factory=tuple)
+    units: tuple[str, ...] = ()
+    """Per feed, the independent unit it belongs to (a stream, a test case, a call); empty: one unit
+    per feed."""
+    feedback: tuple[tuple[str, str], ...] = ()
+    """(input, output) pairs of a recurrent model: the output of one step is that input at the next."""
+    streams: tuple[tuple[int, ...], ...] = ()
+    """Feed indices of each stream of a recurrent model, in step order."""
 
-    def split(self) -> tuple[list[Feed], list[Feed]]:
-        """(calibration, held out): every 4th sample held out (every 2nd below 8 samples), so grouped
-        samples (all clean lines, then all degraded ones) land on both sides."""
-        step = 4 if len(self.feeds) >= 8 else 2
-        held = [f for i, f in enumerate(self.feeds) if i % step == step - 1]
-        calib = [f for i, f in enumerate(self.feeds) if i % step != step - 1]
-        return calib, held
+    def sequencing(self) -> Sequencing:
+        units = self.units if len(self.units) == len(self.feeds) else tuple(
+            f"sample:{i}" for i in range(len(self.feeds)))
+        return Sequencing(units, self.feedback, self.streams)
 
 
 def specs_of(session: Any) -> list[InputSpec]:

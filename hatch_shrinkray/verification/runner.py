@@ -18,7 +18,8 @@ from hatch_shrinkray.errors import RECORD_HINT, ShrinkrayError, one_line
 from hatch_shrinkray.numerics.threads import NO_SPINNING
 from hatch_shrinkray.options import VerifyOptions
 from hatch_shrinkray.result import VerifyResult
-from hatch_shrinkray.verification.compare import compare, unchecked
+from hatch_shrinkray.samples import Calibration, Sequencing, completed, run_in_order
+from hatch_shrinkray.verification.compare import unchecked
 from hatch_shrinkray.verification.inputs import (
     Feed,
     InputSpec,
@@ -29,6 +30,8 @@ from hatch_shrinkray.verification.inputs import (
     specs_of,
     symbolic,
 )
+from hatch_shrinkray.verification.judges import THRESHOLD
+from hatch_shrinkray.verification.judging import Judged, evidence_of, expectations, judge_outputs
 
 RETRY_DIMS = (224, 16, 1)
 """Sizes for symbolic dimensions tried in turn when the model does not run on the plausible ones."""
@@ -43,13 +46,22 @@ class Reference:
 
     samples: Samples
     feeds: list[Feed]
-    """What the verification runs on: every sample, or the held-out part when ``calibration`` is set."""
+    """What the verification runs on (as stored: a stream's later steps lack their fed-back inputs)."""
+    seq: Sequencing
+    """Units and streams of ``feeds``."""
     outputs: Outputs
+    """The original's outputs per feed, streams in closed loop on its own state."""
     names: list[str]
-    calibration: list[Feed] | None
-    """Real samples for data-dependent choices (auto, output-aware rounding), disjoint from ``feeds``;
-    None without real inputs, or when there is only one real sample (nothing to hold out)."""
+    calibration: Calibration | None
+    """What a data-fitted method fitted on; None when nothing was fitted."""
+    cross: bool
+    """The fit used these same feeds, cross-fitted (every unit judged by a fit that did not see it)."""
     unchecked: dict[str, str]
+    judged: list[Judged]
+
+    def complete(self) -> list[Feed]:
+        """``feeds`` with every fed-back input filled in from the original's outputs (open loop)."""
+        return completed(self.feeds, self.seq, self.outputs, self.names)
 
 
 def session(model: ModelRef, label: str) -> Any:
@@ -66,8 +78,10 @@ def session(model: ModelRef, label: str) -> Any:
                              hint="the model needs ops or types onnxruntime's CPU provider lacks") from exc
 
 
-def run_all(sess: Any, feeds: list[Feed]) -> Outputs:
-    return [list(sess.run(None, feed)) for feed in feeds]
+def run_all(sess: Any, feeds: list[Feed], seq: Sequencing | None = None) -> Outputs:
+    """The session's outputs per feed; a recurrent model's streams in closed loop."""
+    names = [o.name for o in sess.get_outputs()]
+    return run_in_order(lambda feed: list(sess.run(None, feed)), feeds, seq or Sequencing.plain(len(feeds)), names)
 
 
 def model_sha256(model: ModelRef) -> str:
@@ -83,26 +97,62 @@ def model_sha256(model: ModelRef) -> str:
 
 @dataclass(frozen=True)
 class Prepared:
-    """Real samples loaded before the original's session exists, split for a data-dependent method."""
+    """Real samples loaded before the original's session exists, and which of them a data-fitted
+    method fits on and the verification judges on."""
 
     samples: Samples
-    calibration: list[Feed] | None
-    feeds: list[Feed]
+    fit: tuple[int, ...] | None
+    """Feed indices a data-fitted method fits on (None: it fits nothing)."""
+    held: tuple[int, ...]
+    """Feed indices the verification runs on."""
+    cross: bool = False
+    """``fit`` and ``held`` are the same feeds: the fitted choice is cross-fitted over folds of units."""
+
+    @property
+    def seq(self) -> Sequencing:
+        return self.samples.sequencing()
+
+    @property
+    def calibration(self) -> Calibration | None:
+        if self.fit is None:
+            return None
+        return Calibration([self.samples.feeds[i] for i in self.fit], self.seq.subset(self.fit))
+
+    @property
+    def held_out(self) -> Calibration | None:
+        """The verified feeds when they are apart from the fitted ones (for ``auto``'s guard)."""
+        if self.fit is None or self.cross:
+            return None
+        return Calibration([self.samples.feeds[i] for i in self.held], self.seq.subset(self.held))
+
+    @property
+    def units(self) -> int:
+        return self.seq.unit_count()
 
 
-def prepare_samples(path: Path, specs: list[InputSpec], *, sha256: str, name: str, split: bool) -> Prepared:
-    """Load real samples and, with ``split``, hold part out (None as calibration when only one sample)."""
+SPLITS = ("none", "cross", "holdout")
+"""How a data-fitted method uses the samples: not at all; fitted on all of them, cross-fitted
+(``int8``'s output-aware rounding); or fitted on one half of the units and verified on the other
+(``auto``, whose search is too costly to run once per fold)."""
+
+
+def prepare_samples(path: Path, specs: list[InputSpec], *, sha256: str, name: str, split: str = "none") -> Prepared:
+    """Load real samples and decide which a fit uses and which the verification judges."""
     samples = load_samples(path, specs, model_sha256=sha256, model_name=name)
-    calibration, feeds = samples.split() if split and len(samples.feeds) > 1 else (None, samples.feeds)
-    return Prepared(samples, calibration, feeds)
+    every = tuple(range(len(samples.feeds)))
+    if split == "cross":
+        return Prepared(samples, every, every, cross=True)
+    if split == "holdout":
+        fit, held = samples.sequencing().folds(2)
+        return Prepared(samples, tuple(fit), tuple(held))
+    return Prepared(samples, None, every)
 
 
-def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *, split: bool = False,
+def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
                       sha256: str | None = None, name: str | None = None,
-                      prepared: Prepared | None = None) -> Reference:
+                      prepared: Prepared | None = None, threshold: float = THRESHOLD) -> Reference:
     """Inputs and the original's outputs; the original session is released before returning
-    so two big models are never resident at once. ``split``: hold out part of real samples for the
-    verification and return the rest as calibration data; ``prepared``: samples already loaded."""
+    so two big models are never resident at once. ``prepared``: samples already loaded (and split)."""
     sess = session(original, label)
     try:
         specs = specs_of(sess)
@@ -113,14 +163,17 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
     if options.inputs is not None:
         if prepared is None:
             prepared = prepare_samples(Path(options.inputs), specs, sha256=sha256 or model_sha256(original),
-                                       name=name or label, split=split)
-        samples, calibration, feeds = prepared.samples, prepared.calibration, prepared.feeds
+                                       name=name or label)
+        samples = prepared.samples
+        feeds = [samples.feeds[i] for i in prepared.held]
+        seq = prepared.seq.subset(prepared.held)
         try:
-            outputs = run_all(sess, feeds)
+            outputs = run_all(sess, feeds, seq)
         except Exception as exc:
             raise ShrinkrayError(f"the original model fails on the sample inputs: {one_line(exc)}",
                                  path=label, hint=f"check the arrays in {samples.source}") from exc
-        return _checked(Reference(samples, feeds, outputs, names, calibration, {}), label)
+        return _checked(Reference(samples, feeds, seq, outputs, names, prepared.calibration, prepared.cross, {}, []),
+                        label, options, threshold)
     tried: list[str] = []
     candidates: list[int | None] = [None]
     if symbolic(specs, options):
@@ -133,37 +186,39 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
             tried.append(one_line(exc))
             continue
         samples = Samples(feeds, describe_generated(specs, options, dim), False)
-        return _checked(Reference(samples, feeds, outputs, names, None, {}), label)
+        return _checked(Reference(samples, feeds, samples.sequencing(), outputs, names, None, False, {}, []), label,
+                        options, threshold)
     raise ShrinkrayError("the original model does not run on generated inputs (" + tried[0] + ")",
                          path=label, hint=f"{RECORD_HINT}, or set `dims` for the symbolic dimensions")
 
 
-def _checked(ref: Reference, label: str) -> Reference:
-    """``ref`` with the outputs that cannot show a difference noted; refused when none can."""
+def _checked(ref: Reference, label: str, options: VerifyOptions, threshold: float) -> Reference:
+    """``ref`` with each output's judge and the outputs that cannot show a difference noted;
+    refused when none can."""
     why = {n: w for i, n in enumerate(ref.names) if (w := unchecked([o[i] for o in ref.outputs]))}
     if why and len(why) == len(ref.names):
         listed = "; ".join(f"{n} is {w}" for n, w in why.items())
         raise ShrinkrayError(f"on {ref.samples.source} the original's outputs check nothing ({listed})",
                              path=label, hint="verify on inputs that make the model compute something: "
                              + RECORD_HINT)
-    return Reference(ref.samples, ref.feeds, ref.outputs, ref.names, ref.calibration, why)
+    judged = expectations(ref.names, ref.outputs, ref.seq, options, threshold)
+    return dataclasses.replace(ref, unchecked=why, judged=judged)
 
 
 def verify_against(reference: Reference, shrunk: ModelRef, label: str, options: VerifyOptions,
                    checker: str = "full") -> VerifyResult:
     sess = session(shrunk, label)
     try:
-        got = run_all(sess, reference.feeds)
+        got = run_all(sess, reference.feeds, reference.seq)
     except Exception as exc:
         raise ShrinkrayError(f"the shrunk model fails to run: {one_line(exc)}", path=label,
                              hint="please report this as a bug; use method fp16 meanwhile") from exc
-    comparisons = tuple(
-        dataclasses.replace(compare(n, [o[i] for o in reference.outputs], [o[i] for o in got], options),
-                            unchecked=reference.unchecked.get(n, ""))
-        for i, n in enumerate(reference.names))
-    calibrated = len(reference.calibration) if reference.calibration is not None else 0
+    comparisons = judge_outputs(reference.judged, got, reference.seq, options, reference.unchecked)
+    fitted = len(reference.calibration) if reference.calibration is not None and not reference.cross else 0
     return VerifyResult(comparisons, len(reference.feeds), reference.samples.source, checker,
-                        reference.samples.real, calibrated, reference.samples.notes)
+                        reference.samples.real, fitted, reference.samples.notes,
+                        evidence=evidence_of(comparisons, reference.seq, reference.samples.real),
+                        streams=len(reference.seq.streams) if reference.seq.recurrent else 0)
 
 
 def verify(original: ModelRef | ModelProto, shrunk: ModelRef | ModelProto,

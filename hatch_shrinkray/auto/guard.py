@@ -1,0 +1,91 @@
+"""Do no harm: a data-fitted choice ships only if, on units it was not fitted on, it is at least as
+good as data-free round-to-nearest int8.
+
+Output-aware rounding, ``auto``'s plan and ``check --search``'s plan are all fitted to samples. With
+many independent samples they generalise (PP-OCRv6 rec: +11 points of identical lines); with few,
+or many correlated steps of few streams, they fit those and lose elsewhere (Silero VAD: 6 of 24
+held-out clips kept their speech segments under ``auto``, 19 under round-to-nearest). So each is
+judged against round-to-nearest on units it never saw (cross-fitted folds for ``int8``, the
+held-out half for ``auto``), with the package's judges: *decisions first* (fewer changed answers,
+then fewer flipped decisions), *then error* (the sum over outputs of squared relative L2). A tie on
+decisions goes to the smaller error, except for ``auto``, whose plans trade error for bytes within
+its accuracy budget: it must keep as many answers and decisions as round-to-nearest, and may
+spend error to do it in fewer bytes. Losing means falling back, and the report line says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy.typing as npt
+
+from hatch_shrinkray.options import VerifyOptions
+from hatch_shrinkray.samples import Sequencing
+from hatch_shrinkray.verification.judging import LOOSE, expectations, judge_outputs
+
+Outputs = Sequence[Sequence[npt.NDArray[Any]]]
+
+
+@dataclass(frozen=True)
+class Score:
+    """How far a candidate's outputs are from the original's on held-out units."""
+
+    changed: int
+    """Answers changed (labels, lines, maps, streams)."""
+    flips: int
+    """Fine-grained decisions flipped."""
+    error: float
+    """Sum over outputs of squared relative L2."""
+    describes: str = "answers"
+
+    def key(self, with_error: bool = True) -> tuple[int, int, float]:
+        return self.changed, self.flips, self.error if with_error else 0.0
+
+    def text(self) -> str:
+        return (f"{self.changed} {self.describes} changed, {self.flips} decisions flipped, "
+                f"rel-L2 {self.error ** 0.5:.2e}")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The guard's verdict on one data-fitted choice."""
+
+    what: str
+    """``output-aware rounding``, ``auto's plan``, ``the plan``."""
+    kept: bool
+    fitted: Score
+    plain: Score
+    """Round-to-nearest int8 on the same units."""
+    units: int
+    how: str
+    """``2 cross-fitted folds`` or ``the held-out half``."""
+
+    def text(self) -> str:
+        judged = f"on {self.units} held-out units ({self.how})"
+        versus = (f"{self.fitted.changed} vs {self.plain.changed} {self.plain.describes} changed, "
+                  f"{self.fitted.flips} vs {self.plain.flips} decisions flipped, rel-L2 "
+                  f"{self.fitted.error ** 0.5:.2e} vs {self.plain.error ** 0.5:.2e} for round-to-nearest")
+        if self.kept:
+            return f"{self.what} kept: {judged}, {versus}"
+        return f"{self.what} not kept (round-to-nearest ships): {judged}, {versus}"
+
+
+def score(names: Sequence[str], reference: Outputs, got: Outputs, seq: Sequencing,
+          options: VerifyOptions | None) -> Score:
+    """``got`` against the ``reference`` outputs (the original's) with the package's judges."""
+    v = options or VerifyOptions()
+    judged = expectations(names, reference, seq, v)
+    comparisons = judge_outputs(judged, got, seq, LOOSE)
+    counted = [c for c in comparisons if c.judge != "off"]
+    describes = {c.describes for c in counted if c.answers}
+    return Score(sum(c.changed_answers for c in counted), sum(c.flips for c in counted),
+                 sum(c.rel_l2 ** 2 for c in counted if c.rel_l2 == c.rel_l2),
+                 describes.pop() if len(describes) == 1 else "answers")
+
+
+def decide(what: str, fitted: Score, plain: Score, units: int, how: str, *, by_error: bool = True) -> Outcome:
+    """Kept when ``fitted`` is at least as good as ``plain``: decisions first, then (``by_error``)
+    error."""
+    return Outcome(what, fitted.key(by_error) <= plain.key(by_error), fitted, plain, units, how)

@@ -1,0 +1,116 @@
+"""Judges: what a package takes from each output, compared between the original and the shrunk model.
+
+One module per output kind behind one interface (``base.Judge``), like the encodings; used alike by
+the build's verification, ``check --shadow``, ``check --search`` and ``auto``'s budget, so a judge
+added here serves every command. Each output gets the judge its shape and values imply
+(``detect``), unless the ``judges`` key names one (``judge_for``):
+
+========== ============================================================ ==========================
+judge      detected for                                                 an answer is
+========== ============================================================ ==========================
+map        ``[N, C, H, W]`` in [0, 1] (H x W >= 256)                    a map's regions
+sequence   ``[N, T, C]`` softmax whose class 0 or C-1 dominates (CTC)   a decoded text line
+top-1      class scores (``[N, C]``, or softmax along the last axis)    a row's label
+decision   probabilities with a trailing axis of 1, or scalars          a call's decisions
+segments   ``decision`` outputs of a recurrent model, per stream        a stream's segments
+equal      integer outputs                                              a sample's values
+values     everything else, and a recurrent model's state               (no answers: numbers only)
+========== ============================================================ ==========================
+
+``off`` switches an output's judging off altogether (it is not gated either).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from hatch_shrinkray.options import JUDGES as JUDGE_NAMES
+from hatch_shrinkray.verification.judges.base import THRESHOLD, Answers, Arrays, Judge
+from hatch_shrinkray.verification.judges.decisions import Decisions, Segments
+from hatch_shrinkray.verification.judges.labels import Equal, Labels, Values
+from hatch_shrinkray.verification.judges.maps import Maps
+from hatch_shrinkray.verification.judges.sequences import Sequences, blank_class
+
+__all__ = ["JUDGE_NAMES", "THRESHOLD", "Answers", "Arrays", "Judge", "detect", "judge_for"]
+
+MAP_MIN_PIXELS = 256
+
+
+def judge_for(name: str, ref: Arrays, *, recurrent: bool = False, fed_back: bool = False) -> Judge | None:
+    """The judge ``name`` (``auto``: detected from the original's outputs ``ref``); None for ``off``."""
+    if name == "off":
+        return None
+    if name == "auto":
+        return detect(ref, recurrent=recurrent, fed_back=fed_back)
+    made: dict[str, Any] = {"map": Maps, "top-1": Labels, "decision": Decisions, "segments": Segments,
+                            "equal": Equal, "values": Values}
+    if name == "sequence":
+        return Sequences(blank_class(ref))
+    judge: Judge = made[name]()
+    return judge
+
+
+def detect(ref: Arrays, *, recurrent: bool = False, fed_back: bool = False) -> Judge:
+    """The judge an output's shape and values imply (``ref``: the original's values, per call)."""
+    first = np.asarray(ref[0])
+    if fed_back:
+        return Values()  # a recurrent state: its error shows in the outputs it feeds
+    if first.dtype.kind != "f":
+        return Equal()  # integers, booleans, strings: the exact values are the answer
+    if not all(np.isfinite(np.asarray(r)).all() for r in ref):
+        return Values()
+    if _map(ref, first):
+        return Maps()
+    if first.ndim == 3 and first.shape[-2] >= 2 and first.shape[-1] >= 3 and _softmax(first):
+        blank = blank_class(ref)
+        if blank is not None:
+            return Sequences(blank)
+    if _class_scores(first):
+        return Labels()
+    if _probabilities(ref, first):
+        return Segments() if recurrent else Decisions()
+    return Values()
+
+
+def _in_unit_range(ref: Arrays) -> bool:
+    return all(bool(((np.asarray(r) >= 0) & (np.asarray(r) <= 1)).all()) for r in ref)
+
+
+def _map(ref: Arrays, first: npt.NDArray[Any]) -> bool:
+    return first.ndim == 4 and first.shape[-1] * first.shape[-2] >= MAP_MIN_PIXELS and min(first.shape[-2:]) >= 8 \
+        and _in_unit_range(ref)
+
+
+def _softmax(first: npt.NDArray[Any]) -> bool:
+    return bool(np.all((first >= 0) & (first <= 1)) and np.allclose(first.sum(axis=-1), 1, atol=1e-3))
+
+
+def _class_scores(first: npt.NDArray[Any]) -> bool:
+    """(batch, classes) logits, or probability vectors along the last axis. Unit-length rows are
+    embeddings (sentence encoders L2-normalise), whose argmax is no answer anyone takes."""
+    if first.ndim < 2 or first.shape[-1] < 2 or _unit_rows(first):
+        return False
+    if first.ndim > 2:
+        return _softmax(first)
+    return True
+
+
+def _probabilities(ref: Arrays, first: npt.NDArray[Any]) -> bool:
+    """Probability outputs with a trailing axis of 1, one per position (1-D) or scalars: Silero VAD's
+    speech probability, per chunk or per frame of a sequence."""
+    if first.ndim > 1 and first.shape[-1] != 1:
+        return False
+    return _in_unit_range(ref)
+
+
+def _unit_rows(x: npt.NDArray[Any]) -> bool:
+    """Every row along the last axis has L2 norm 1 and the rows have negative values: an embedding
+    (a confident softmax row also has norm close to 1, but no negative entries)."""
+    if not np.isfinite(x).all() or not (x < 0).any():
+        return False
+    rows = x.reshape(-1, x.shape[-1]).astype(np.float64)
+    norms = np.sqrt(np.square(rows).sum(axis=1))
+    return bool(np.allclose(norms, 1.0, atol=1e-3) and (np.count_nonzero(np.abs(rows) > 1e-6, axis=1) > 1).all())

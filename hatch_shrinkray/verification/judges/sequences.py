@@ -1,0 +1,89 @@
+"""Sequence outputs (``[batch, time, classes]``, CTC-style text recognisers): the answer is the decoded
+text of each batch row, argmax per time step with repeats and blanks collapsed (greedy CTC, what
+PaddleOCR and its wrappers do). One changed character changes the line, however many frames agree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from hatch_shrinkray.verification.judges.base import Answers, Arrays
+
+BLANK_SHARE = 0.2
+"""The blank class is the argmax of at least this share of frames in a CTC output (spaces between
+characters); its index is 0 (PaddleOCR) or the last class (other exporters)."""
+
+
+def blank_class(ref: Arrays) -> int | None:
+    """The CTC blank, read off the original's outputs: class 0 or the last, if it dominates."""
+    counts: npt.NDArray[np.int64] | None = None
+    frames = 0
+    for r in ref:
+        a = np.asarray(r)
+        if a.ndim < 2:
+            return None
+        top = a.reshape(-1, a.shape[-1]).argmax(axis=1)
+        c = np.bincount(top, minlength=a.shape[-1])
+        counts = c if counts is None else counts + c
+        frames += top.size
+    if counts is None or not frames:
+        return None
+    best = int(counts.argmax())
+    if best not in (0, counts.size - 1) or counts[best] < BLANK_SHARE * frames:
+        return None
+    return best
+
+
+def decode(x: npt.NDArray[Any], blank: int | None) -> list[tuple[int, ...]]:
+    """Greedy CTC per batch row: argmax per frame, repeats collapsed, blanks dropped (``blank``
+    None: not CTC, the argmax sequence as it is)."""
+    a = np.asarray(x)
+    rows = a.reshape(-1, a.shape[-2], a.shape[-1]).argmax(axis=2)
+    if blank is None:
+        return [tuple(int(c) for c in row) for row in rows]
+    out = []
+    for row in rows:
+        keep = np.ones(row.shape, dtype=bool)
+        keep[1:] = row[1:] != row[:-1]
+        keep &= row != blank
+        out.append(tuple(int(c) for c in row[keep]))
+    return out
+
+
+class Sequences:
+    name = "sequence"
+    decision = "top-1"
+    describes = "lines"
+
+    def __init__(self, blank: int | None = None) -> None:
+        self.blank = blank
+
+    def answers(self, ref: Arrays, got: Arrays, threshold: float) -> Answers:
+        blank = self.blank if self.blank is not None else blank_class(ref)
+        changed: list[bool] = []
+        items = moved = chars = edits = 0
+        for r, g in zip(ref, got, strict=True):
+            a, b = decode(r, blank), decode(g, blank)
+            diff = sum(x != y for x, y in zip(a, b, strict=True))
+            items += len(a)
+            moved += diff
+            changed.append(diff > 0)
+            for x, y in zip(a, b, strict=True):
+                chars += len(x)
+                edits += _edit_distance(x, y) if x != y else 0
+        how = f"CTC greedy, blank {blank}" if blank is not None else "argmax per step"
+        cer = f", character error rate {edits / chars:.4f}" if chars else ""
+        return Answers(tuple(changed), items, moved, how + cer)
+
+
+def _edit_distance(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    prev = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        cur = [i]
+        for j, y in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (x != y)))
+        prev = cur
+    return prev[-1]

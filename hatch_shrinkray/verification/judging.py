@@ -1,0 +1,82 @@
+"""Judging a model's outputs against the original's over a set of samples, counted by unit.
+
+Shared by the build's verification (``runner``), the do-no-harm guard of data-fitted choices
+(``auto.guard``) and ``check --shadow``: each output gets its judge once (``expectations``), every
+candidate's outputs are compared sample by sample (a recurrent model's stream is one sample), and
+the evidence is counted over independent units (``evidence_of``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy.typing as npt
+
+from hatch_shrinkray.evidence import Evidence, unit_kind
+from hatch_shrinkray.options import VerifyOptions
+from hatch_shrinkray.result import OutputComparison
+from hatch_shrinkray.samples import Sequencing, group_units, grouped
+from hatch_shrinkray.verification.compare import Expected, compare, expect
+from hatch_shrinkray.verification.judges import THRESHOLD, judge_for
+
+Outputs = Sequence[Sequence[npt.NDArray[Any]]]
+"""Per feed, per output."""
+
+LOOSE = VerifyOptions(max_rel_l2=math.inf, min_cosine=-1.0, min_top1=0.0)
+"""Limits nothing can exceed: for counting, not gating."""
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One output's prepared reference (None: judging switched off with ``judges = {out = "off"}``)."""
+
+    index: int
+    name: str
+    expected: Expected | None
+
+
+def expectations(names: Sequence[str], ref: Outputs, seq: Sequencing, options: VerifyOptions,
+                 threshold: float = THRESHOLD) -> list[Judged]:
+    """Each output's judge, detected from the original's per-call values unless ``options.judges``
+    names one, and its reference grouped as judged (a stream's steps stacked)."""
+    fed_back = {o for _, o in seq.feedback}
+    out = []
+    for i, name in enumerate(names):
+        per_call = [r[i] for r in ref]
+        judge = judge_for(options.judge_of(name), per_call, recurrent=seq.recurrent, fed_back=name in fed_back)
+        out.append(Judged(i, name, None if judge is None else expect(grouped(ref, seq, i), threshold, judge)))
+    return out
+
+
+def judge_outputs(judged: Sequence[Judged], got: Outputs, seq: Sequencing, options: VerifyOptions,
+                  unchecked: dict[str, str] | None = None) -> tuple[OutputComparison, ...]:
+    """Every judged output of ``got`` compared with the reference, gated by ``options``."""
+    out = []
+    for j in judged:
+        if j.expected is None:
+            out.append(OutputComparison(j.name, 0.0, 0.0, 1.0, None, 0, judge="off"))
+            continue
+        c = compare(j.name, j.expected, grouped(got, seq, j.index), options)
+        out.append(dataclasses.replace(c, unchecked=(unchecked or {}).get(j.name, "")))
+    return tuple(out)
+
+
+def evidence_of(comparisons: Sequence[OutputComparison], seq: Sequencing, real: bool) -> Evidence:
+    """Units, answers and decisions of a verification: a unit changed when any answer of any of its
+    samples changed, in any output."""
+    units = group_units(seq)
+    changed_units = set()
+    for c in comparisons:
+        for unit, changed in zip(units, c.changed, strict=False):
+            if changed:
+                changed_units.add(unit)
+    counted = [c for c in comparisons if c.judge not in ("off", "")]
+    describes = {c.describes for c in counted if c.answers}
+    return Evidence(len(set(units)), len(changed_units), unit_kind(units),
+                    answers=sum(c.answers for c in counted), changed_answers=sum(c.changed_answers for c in counted),
+                    decisions=sum(c.positions for c in counted), flips=sum(c.flips for c in counted), real=real,
+                    describes=describes.pop() if len(describes) == 1 else "answers")

@@ -1,0 +1,162 @@
+"""Judges, evidence counted over units, and closed-loop running of streams: the pure pieces.
+
+The end-to-end behaviour (the build line, the guard on real models) is in tests/test_evidence.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hatch_shrinkray.evidence import MIN_UNITS, Evidence, upper_bound
+from hatch_shrinkray.samples import Sequencing, completed, grouped, run_in_order
+from hatch_shrinkray.verification.judges import detect, judge_for
+from hatch_shrinkray.verification.judges.decisions import Segments
+from hatch_shrinkray.verification.judges.maps import Maps, label
+from hatch_shrinkray.verification.judges.sequences import Sequences, decode
+
+
+def test_upper_bound_is_clopper_pearson() -> None:
+    assert upper_bound(0, 16) == pytest.approx(1 - 0.05 ** (1 / 16))  # 17.1%
+    assert upper_bound(1, 20) == pytest.approx(0.2161, abs=1e-4)  # the exact one-sided 95% bound
+    assert upper_bound(5, 5) == 1.0
+    assert upper_bound(0, 0) == 1.0
+    bounds = [upper_bound(k, 40) for k in range(41)]
+    assert bounds == sorted(bounds)
+
+
+def test_weak_evidence_below_the_minimum_and_not_at_it() -> None:
+    below = Evidence(MIN_UNITS - 1, 0, "streams", decisions=762, flips=0)
+    at = Evidence(MIN_UNITS, 0, "streams", decisions=762, flips=0)
+    assert below.weak and below.text().endswith(": weak evidence")
+    assert not at.weak and "weak" not in at.text()
+    assert below.text().startswith(f"0 of 762 decisions flipped over {MIN_UNITS - 1} streams")
+    generated = Evidence(100, 0, "samples", real=False)
+    assert generated.weak and "generated inputs, no evidence" in generated.text()
+
+
+def _bfs(mask: np.ndarray) -> tuple[np.ndarray, int]:  # type: ignore[type-arg]
+    h, w = mask.shape
+    lab = np.zeros((h, w), int)
+    n = 0
+    for i in range(h):
+        for j in range(w):
+            if mask[i, j] and not lab[i, j]:
+                n += 1
+                stack = [(i, j)]
+                lab[i, j] = n
+                while stack:
+                    y, x = stack.pop()
+                    for dy in (-1, 0, 1):
+                        for dx in (-1, 0, 1):
+                            yy, xx = y + dy, x + dx
+                            if 0 <= yy < h and 0 <= xx < w and mask[yy, xx] and not lab[yy, xx]:
+                                lab[yy, xx] = n
+                                stack.append((yy, xx))
+    return lab, n
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 24), st.integers(1, 24), st.floats(0, 1), st.integers(0, 2**32 - 1))
+def test_label_matches_a_flood_fill(h: int, w: int, density: float, seed: int) -> None:
+    mask = np.random.default_rng(seed).random((h, w)) < density
+    got, n = label(mask)
+    want, m = _bfs(mask)
+    assert n == m
+    assert np.array_equal(got > 0, mask)
+    assert len(set(zip(got[mask].tolist(), want[mask].tolist(), strict=True))) == n  # the same partition
+
+
+def _page(boxes: list[tuple[int, int, int, int]], size: int = 64) -> np.ndarray:  # type: ignore[type-arg]
+    m = np.full((1, 1, size, size), 0.05, np.float32)
+    for y0, y1, x0, x1 in boxes:
+        m[0, 0, y0:y1, x0:x1] = 0.9
+    return m
+
+
+def test_a_map_whose_regions_merge_is_a_changed_page() -> None:
+    ref = _page([(10, 20, 5, 25), (10, 20, 27, 50)])  # two words
+    merged = _page([(10, 20, 5, 50)])  # the gap between them filled: one box
+    nudged = _page([(10, 20, 5, 25), (10, 20, 27, 51)])  # one column more: the same regions
+    judge = Maps()
+    assert judge.answers([ref], [merged], 0.5).changed == (True,)
+    assert judge.answers([ref], [nudged], 0.5).changed == (False,)
+    assert detect([ref]).name == "map"
+
+
+def test_one_changed_character_is_one_changed_line() -> None:
+    classes, frames = 6, 10
+    path = [0, 3, 3, 0, 0, 4, 0, 5, 5, 0]  # "3 4 5" with blanks (class 0) between
+    ref = np.full((1, frames, classes), 0.01, np.float32)
+    ref[0, np.arange(frames), path] = 0.95
+    ref /= ref.sum(axis=-1, keepdims=True)
+    repeat = ref.copy()
+    repeat[0, 3] = repeat[0, 2]  # one more frame of "3": collapses to the same text
+    typo = ref.copy()
+    typo[0, 5] = ref[0, 5][[0, 1, 2, 3, 5, 4]]  # the "4" frame now says "5"
+    assert decode(ref, 0) == [(3, 4, 5)]
+    judge = detect([ref])
+    assert isinstance(judge, Sequences) and judge.blank == 0
+    assert judge.answers([ref], [repeat], 0.5).changed == (False,)
+    typo_answers = judge.answers([ref], [typo], 0.5)
+    assert typo_answers.changed == (True,) and typo_answers.changed_items == 1
+
+
+def test_segments_report_how_far_a_boundary_moved() -> None:
+    ref = np.array([0.1] * 10 + [0.9] * 10 + [0.1] * 10, np.float32).reshape(30, 1, 1)
+    late = ref.copy()
+    late[10] = 0.3  # speech starts one step later
+    answers = Segments().answers([ref], [late], 0.5)
+    assert answers.changed == (True,)
+    assert "moved by up to 1 step" in answers.detail
+    assert Segments().answers([ref], [ref], 0.5).changed == (False,)
+
+
+@pytest.mark.parametrize(("shape", "values", "recurrent", "name"), [
+    ((1, 10), "logits", False, "top-1"),
+    ((1, 1), "probability", False, "decision"),
+    ((1, 1), "probability", True, "segments"),
+    ((2, 384), "unit", False, "values"),
+    ((1, 4), "int", False, "equal"),
+])
+def test_detection_by_shape_and_values(shape: tuple[int, ...], values: str, recurrent: bool, name: str) -> None:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype(np.float32)
+    if values == "probability":
+        x = rng.random(shape).astype(np.float32)
+    elif values == "unit":
+        x /= np.linalg.norm(x, axis=-1, keepdims=True)
+    elif values == "int":
+        x = rng.integers(0, 9, shape)
+    assert detect([x], recurrent=recurrent).name == name
+    assert judge_for("off", [x]) is None
+    assert judge_for("values", [x]).name == "values"  # type: ignore[union-attr]
+
+
+def test_folds_never_split_a_unit() -> None:
+    seq = Sequencing(("test:a", "test:a", "test:b", "test:c", "test:b", "test:d"))
+    folds = seq.folds(2)
+    assert sorted(i for f in folds for i in f) == list(range(6))
+    for unit in set(seq.units):
+        sides = {k for k, f in enumerate(folds) for i in f if seq.units[i] == unit}
+        assert len(sides) == 1
+
+
+def test_streams_run_in_closed_loop_on_their_own_state() -> None:
+    """A toy recurrent 'model': state' = state + x, output = state'. The second step's stored feed has
+    no state: it comes from the first step's output, whatever model runs."""
+    seq = Sequencing(("stream:0", "stream:0", "stream:0"), (("state", "state_out"),), ((0, 1, 2),))
+    feeds = [{"x": np.array([1.0]), "state": np.array([0.0])}, {"x": np.array([2.0])}, {"x": np.array([3.0])}]
+
+    def model(scale: float):  # type: ignore[no-untyped-def]
+        return lambda feed: [feed["state"] + scale * feed["x"]]
+
+    original = run_in_order(model(1.0), feeds, seq, ["state_out"])
+    drifting = run_in_order(model(1.1), feeds, seq, ["state_out"])
+    assert [o[0][0] for o in original] == [1.0, 3.0, 6.0]
+    assert [round(float(o[0][0]), 6) for o in drifting] == [1.1, 3.3, 6.6]  # its own state: the error adds up
+    full = completed(feeds, seq, original, ["state_out"])
+    assert full[2]["state"][0] == 3.0  # open loop: the original's state
+    stacked = grouped(original, seq, 0)
+    assert len(stacked) == 1 and stacked[0].shape == (3, 1)

@@ -134,6 +134,52 @@ def codebook_model(model: Path, levels: int, per: str, dest: Path) -> Path:
     return dest
 
 
+CLIP_ALPHAS = tuple(1.0 - 0.02 * i for i in range(36))
+"""Scale factors tried per channel by ``clipped_model`` (1.0 down to 0.3)."""
+
+
+def clipped_model(model: Path, levels: int, dest: Path) -> Path:
+    """``model`` with every weight on the uniform grid of ``levels`` codes (as method int8 writes it), each
+    channel's scale chosen among ``CLIP_ALPHAS`` times the full-range scale to minimise the channel's own
+    squared weight error: data-free clipping, round-to-nearest."""
+    import onnx
+
+    from hatch_shrinkray.methods._decode import float_decode
+    from hatch_shrinkray.numerics.quant import NotEncodable, Quantized, channels, code_bounds, quantize_symmetric
+    from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext
+    from hatch_shrinkray.onnxgraph.rewrite import encode_weights
+    from hatch_shrinkray.options import ShrinkOptions
+
+    class Clipped:
+        def encode(self, w: np.ndarray, ctx: EncodeContext) -> Decode:
+            q = quantize_symmetric(w, ctx.axis, 8, levels)
+            if q.nonfinite is not None or ctx.axis is None:
+                raise NotEncodable("kept")
+            x = channels(w, ctx.axis).astype(np.float64)
+            s0 = channels(np.broadcast_to(q.scale, w.shape), ctx.axis)[:, 0].astype(np.float64)
+            neg, pos = code_bounds(x.min(1), x.max(1), levels)
+            low, high = -neg[:, None], pos[:, None]
+            best, scale = np.full(len(x), np.inf), s0.copy()
+            for alpha in CLIP_ALPHAS:
+                s = s0 * alpha
+                err = np.square(x - np.clip(np.rint(x / s[:, None]), low, high) * s[:, None]).sum(1)
+                better = (err < best) & (x.min(1) != x.max(1))
+                best, scale = np.where(better, err, best), np.where(better, s, scale)
+            s32 = scale.astype(np.float32)
+            codes = np.clip(np.rint(x / s32[:, None].astype(np.float64)), low, high) + 0.0
+            c = np.moveaxis(codes.reshape(np.moveaxis(w, ctx.axis, 0).shape), 0, ctx.axis).astype(np.int8)
+            sc = np.moveaxis(s32.reshape((-1,) + (1,) * (w.ndim - 1)), 0, ctx.axis)
+            dec = (c.astype(np.float32) * sc).astype(np.float32)
+            return float_decode(Quantized(c, sc, None, dec, None, None), w.dtype, ctx.opset,
+                                f"int8 {levels} levels clipped axis {ctx.axis}")
+
+    m = onnx.load(str(model))
+    encode_weights(m, Clipped(), ShrinkOptions(dedup=False))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(m, str(dest))
+    return dest
+
+
 def _lloyd(x: np.ndarray, k: int) -> np.ndarray:
     """At most ``k`` integer levels in -127..127, zero among them (as on the uniform grid), that minimise
     the squared error of rounding ``x`` to the nearest (Lloyd-Max from quantiles, centroids rounded)."""
@@ -284,6 +330,12 @@ def run_model(key: str, fresh: bool) -> dict[str, Any]:
             path = codebook_model(model, levels, per, work / _slug(name) / model.name)
             shrunk[name] = {"file": str(path), "seconds": time.perf_counter() - t0, "report": None,
                             "command": f"python -m benchmarks.download (codebook_model, {levels}, {per!r})"}
+    for levels in (31, 15):
+        name = f"int8 {levels} levels, weight-MSE clipping, round-to-nearest"
+        t0 = time.perf_counter()
+        path = clipped_model(model, levels, work / _slug(name) / model.name)
+        shrunk[name] = {"file": str(path), "seconds": time.perf_counter() - t0, "report": None,
+                        "command": f"python -m benchmarks.download (clipped_model, {levels})"}
     answers = evaluate(key, model, {n: v["file"] for n, v in shrunk.items()})
     sizes = _load(OUT / "sizes.json")
     for path in [model, *(Path(v["file"]) for v in shrunk.values())]:

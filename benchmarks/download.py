@@ -221,48 +221,114 @@ def write_report(results: list[dict[str, Any]], sizes: dict[str, Any], path: Pat
 
     lines = [
         "# The smallest download at equal answers: int8 with fewer levels (issue 20)", "",
-        f"Engine `{results[0]['engine']}`; Python {platform.python_version()}, onnxruntime {onnxruntime.__version__}, "
-        "on the shared 2-vCPU VM. Commands (`benchmarks/download.py`):", "",
+        f"Engine `{results[0]['engine']}` (`HSR_BENCH_ENGINE`, default `HEAD`: a `git archive` snapshot first on "
+        f"`PYTHONPATH`); Python {platform.python_version()}, onnxruntime {onnxruntime.__version__}, on the shared "
+        "2-vCPU VM. Commands (`benchmarks/download.py`; the recordings come from `benchmarks/record_task.py`, as in "
+        "`REAL_INPUTS.md`):", "",
         "```sh",
+        ".venv/bin/pip install pillow scipy scikit-learn brotli   # + apt-get install espeak-ng fonts-dejavu-core",
         "python -m benchmarks.download run ppocrv6_rec magika silero_vad   # record once, shrink, run each task",
-        "nice python -m benchmarks.download brotli                          # brotli 11 of every file, cached",
         "nice python -m benchmarks.download codes                           # bits per code, per level count",
+        "nice python -m benchmarks.download brotli                          # brotli 11 of every file, cached",
         "python -m benchmarks.download report                               # this file",
         "```", "",
         "Sizes in MB (10^6 bytes): **raw** file; **wheel** = the zip member as hatchling writes it (deflate level 6, "
-        "`hatch_shrinkray.sizes.wheel_bytes`); **web** = brotli quality 11, lgwin 22; **est.** = the web figure "
-        "reports show unless the target is `web` (LZMA preset 0, `sizes.web_estimate`), as a ratio to the measured "
-        "web bytes. **identical** = answers identical to the original's on the task's test data, which the "
-        "recording never saw (OCR lines, Magika labels, VAD 32 ms decisions; `benchmarks/tasks`); **rel-L2** of the "
-        "raw outputs on the same data. Round-to-nearest: `--no-verify`, no inputs; output-aware: `--inputs REC` "
-        "with the limits opened so that every level count writes its file.", ""]
+        "`hatch_shrinkray.sizes.wheel_bytes`); **web** = brotli quality 11, lgwin 22 (`sizes.web_bytes`); "
+        "**est./web** = the web figure reports show unless the target is `web` (LZMA preset 0, "
+        "`sizes.web_estimate`) over the measured one. **identical** = answers identical to the original's on the "
+        "task's test data, which the recording never saw (OCR lines, Magika labels, VAD 32 ms decisions; "
+        "`benchmarks/tasks`); **rel-L2** of the raw outputs on the same data. *Round-to-nearest*: `--no-verify`, no "
+        "inputs. *Output-aware*: `--inputs REC`, with the verification limits opened so that every level count "
+        "writes its file (the engine's do-no-harm guard may still keep round-to-nearest where output-aware rounding "
+        "did worse on held-out units; the report JSON says which). The `codebook` and `clipping` rows are written "
+        "in process by the benchmark (`codebook_model`, `clipped_model`), not by a method of the engine.", ""]
     for r in results:
-        key = r["key"]
-        original = sizes.get(r["model_sha256"], {})
-        answers = r["answers"]
-        n = answers["original"]["n"]
-        lines += [f"## {key}", "",
-                  f"Original: {_mb(original.get('raw'))} raw, {_mb(original.get('wheel'))} wheel, "
-                  f"{_mb(original.get('web'))} web. Recording: {r['recording']['summary'].splitlines()[-1]}. "
-                  f"Test data: {n} {WHAT[key]}.", "",
-                  "| variant | raw | wheel | web | est./web | identical | rel-L2 | wheel vs int8 RTN | command |",
-                  "|---|---|---|---|---|---|---|---|---|"]
-        base = sizes.get(r["files"]["int8, round-to-nearest"], {})
-        for name, v in r["variants"].items():
-            s = sizes.get(r["files"][name], {})
-            a = answers[name]
-            est = f"{s['estimate'] / s['web']:.2f}" if s.get("web") else "-"
-            vs = f"{s['wheel'] / base['wheel']:.2f}x" if base.get("wheel") and s.get("wheel") else "-"
-            lines.append(f"| {name} | {_mb(s.get('raw'))} | {_mb(s.get('wheel'))} | {_mb(s.get('web'))} | {est} | "
-                         f"{100 * a['same'] / a['n']:.1f}% ({a['same']}/{a['n']}) | {a['rel_l2']:.3g} | {vs} | "
-                         f"`{v['command']}` |")
-        lines.append("")
-    lines.append(GRID_NOTES)
+        lines += _model_section(r, sizes)
+    lines += _codes_section(results)
+    lines += _estimate_section(results, sizes)
+    lines.append(NOTES)
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
-GRID_NOTES = """## Notes
+def _model_section(r: dict[str, Any], sizes: dict[str, Any]) -> list[str]:
+    key = r["key"]
+    original = sizes.get(r["model_sha256"], {})
+    answers = r["answers"]
+    lines = [f"## {key}", "",
+             f"Original: {_mb(original.get('raw'))} raw, {_mb(original.get('wheel'))} wheel, "
+             f"{_mb(original.get('web'))} web. Recording: {r['recording']['summary'].splitlines()[-1]}. "
+             f"Test data: {answers['original']['n']} {WHAT[key]}.", "",
+             "| variant | raw | wheel | web | est./web | identical | rel-L2 | wheel / int8 RTN | web / int8 RTN | "
+             "rounding used | command |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    base = sizes.get(r["files"]["int8, round-to-nearest"], {})
+    for name, v in r["variants"].items():
+        s = sizes.get(r["files"][name], {})
+        a = answers[name]
+        est = f"{s['estimate'] / s['web']:.3f}" if s.get("web") else "-"
+        wheel = f"{s['wheel'] / base['wheel']:.2f}x" if base.get("wheel") and s.get("wheel") else "-"
+        web = f"{s['web'] / base['web']:.2f}x" if base.get("web") and s.get("web") else "pending"
+        lines.append(f"| {name} | {_mb(s.get('raw'))} | {_mb(s.get('wheel'))} | {_mb(s.get('web'))} | {est} | "
+                     f"{100 * a['same'] / a['n']:.2f}% ({a['same']}/{a['n']}) | {a['rel_l2']:.3g} | {wheel} | {web} | "
+                     f"{_rounding(v.get('report'))} | `{v['command']}` |")
+    return [*lines, ""]
+
+
+def _rounding(report: dict[str, Any] | None) -> str:
+    """How many encoded weights the engine's output-aware rounding kept (its notes say)."""
+    if not report:
+        return "-"
+    encoded = [t for t in report["tensors"] if t["encoding"] != "kept"]
+    fitted = sum("gptq" in t["encoding"] for t in encoded)
+    return f"{fitted}/{len(encoded)} output-aware" if fitted else "round-to-nearest"
+
+
+def _codes_section(results: list[dict[str, Any]]) -> list[str]:
+    lines = ["## What a code costs", "",
+             "Every weight int8 encodes, round-to-nearest at each level count, the codes alone, tensor by tensor "
+             "(`python -m benchmarks.download codes`): order-0 entropy of the codes, and what deflate 6 and "
+             "brotli 11 store per code, in bits. Brotli stays within a few percent of the entropy at every "
+             "level count; deflate drifts above it as the levels get fewer (its literals are Huffman-coded: at "
+             "least a bit each).", "",
+             "| model | levels | codes | entropy | deflate 6 | brotli 11 | deflate / entropy | brotli / entropy |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        costs = _load(OUT / "codes" / f"{r['key']}.json")
+        for levels, c in costs.items():
+            lines.append(f"| {r['key']} | {levels} | {c['codes']} | {c['entropy']:.3f} | {c['deflate']:.3f} | "
+                         f"{c['brotli']:.3f} | {c['deflate'] / c['entropy']:.3f} | {c['brotli'] / c['entropy']:.3f} |")
+    return [*lines, ""]
+
+
+def _estimate_section(results: list[dict[str, Any]], sizes: dict[str, Any]) -> list[str]:
+    ratios = [(s["estimate"] / s["web"]) for r in results
+              for sha in [r["model_sha256"], *r["files"].values()] for s in [sizes.get(sha, {})] if s.get("web")]
+    if not ratios:
+        return []
+    return ["## The web estimate", "",
+            f"Over the {len(ratios)} files above with brotli 11 measured (originals, int8 at every level count, fp16, "
+            f"float-levels, codebooks), the LZMA estimate came out at {min(ratios):.3f}-{max(ratios):.3f}x of brotli "
+            f"11 (median {float(np.median(ratios)):.3f}). Reports mark it `~` and say `estimated`; the never-larger "
+            "rule uses it only as the target's size for target `web`, which measures brotli 11 instead.", ""]
+
+
+NOTES = """## Notes
+
+* **Uniform levels, not codebooks.** At equal wheel bytes the uniform grid (codes -m..m, scale amax/m) keeps
+  more answers than Lloyd-Max codebooks on the int8 grid. A per-channel codebook spends its levels differently
+  in every channel, so the tensor's codes use many more distinct byte values than any one channel does and
+  both compressors pay for the whole alphabet: on PP-OCRv6 a 63-level per-channel codebook is as large as
+  plain int8 in the wheel. A per-tensor codebook avoids that but lands below the uniform curve. The uniform
+  grid is what the method writes.
+* **Data-free clipping does not rescue round-to-nearest.** Choosing each channel's scale to minimise its own
+  weight error (`clipped_model`) moves little; what keeps answers at few levels is output-aware rounding on
+  recorded inputs (the scale search and GPTQ of `numerics/gptq.py`, rounding each column to the nearest
+  allowed code).
+* **Silero VAD**: its weights sit inside `If` branches, whose activations the main graph does not expose, so
+  output-aware rounding does not apply and both rows are round-to-nearest (same bytes).
+* Every level count decodes exactly like int8 (`Cast -> Mul`, the same nodes and the same folded float32
+  weight at load), so session creation and memory are int8's (`benchmarks/LOAD.md`).
 """
 
 

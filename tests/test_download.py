@@ -395,3 +395,14 @@ def test_hook_asks_for_brotli_when_the_target_is_web(tmp_path: Path) -> None:
     assert WEB_REQUIREMENT in requirements("web", 'target = "web"\n')
     plain = requirements("plain", "")
     assert WEB_REQUIREMENT not in plain and any(r.startswith("onnxruntime") for r in plain)
+
+
+def test_compare_shows_the_three_sizes(tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    assert cli("shrink", str(magika()), "-o", str(out), "--levels", "63").returncode == 0
+    proc = cli("compare", str(magika()), str(out / "model.onnx"))
+    assert proc.returncode == 0, proc.stderr
+    head = proc.stdout.splitlines()
+    assert head[0].split() == ["raw", "wheel", "(deflate", "6)", "web", "(brotli", "11)"], head
+    assert head[2].startswith("shrunk") and f"{sizes.wheel_bytes(out / 'model.onnx')} (" in head[2]
+    assert "~ web estimated" in proc.stdout

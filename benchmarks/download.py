@@ -341,7 +341,9 @@ def sizes_of(path: Path, cache: dict[str, Any], brotli: bool = False) -> dict[st
     sha = sha256_file(path)
     entry = cache.setdefault(sha, {})
     if "wheel" not in entry:
-        entry.update(raw=path.stat().st_size, wheel=sizes.wheel_bytes(path), estimate=sizes.web_estimate(path))
+        entry.update(raw=path.stat().st_size, wheel=sizes.wheel_bytes(path))
+    if entry.get("estimator") != sizes.ESTIMATOR:
+        entry.update(estimate=sizes.web_estimate(path), estimator=sizes.ESTIMATOR)
     if brotli and "web" not in entry:
         t0 = time.process_time()
         entry["web"] = sizes.web_bytes(path)
@@ -403,15 +405,21 @@ def run_model(key: str, fresh: bool) -> dict[str, Any]:
         shrunk[name] = {"file": str(path), "seconds": time.perf_counter() - t0, "report": None,
                         "command": f"python -m benchmarks.download (clipped_model, {levels})"}
     answers = evaluate(key, model, {n: v["file"] for n, v in shrunk.items()})
-    sizes = _load(OUT / "sizes.json")
-    for path in [model, *(Path(v["file"]) for v in shrunk.values())]:
-        sizes_of(path, sizes)
-    _save(OUT / "sizes.json", sizes)
+    _estimate_all([model, *(Path(v["file"]) for v in shrunk.values())])
     result = {"key": key, "engine": eng, "model": str(model), "model_sha256": sha256_file(model),
               "recording": recording, "variants": shrunk, "answers": answers,
               "files": {n: sha256_file(Path(v["file"])) for n, v in shrunk.items()}}
     _save(cache, result)
     return result
+
+
+def _estimate_all(paths: list[Path]) -> None:
+    """Raw, wheel and estimated web bytes of ``paths`` into the size cache (merged: brotli may be filling it)."""
+    done = {sha256_file(p): sizes_of(p, {}) for p in paths}
+    sizes = _load(OUT / "sizes.json")
+    for sha, entry in done.items():
+        sizes.setdefault(sha, {}).update(entry)
+    _save(OUT / "sizes.json", sizes)
 
 
 def fill_brotli() -> None:
@@ -473,7 +481,7 @@ def code_costs(key: str) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    ap.add_argument("step", choices=("run", "brotli", "codes", "report"))
+    ap.add_argument("step", choices=("run", "brotli", "codes", "estimate", "report"))
     ap.add_argument("keys", nargs="*", default=list(KEYS))
     ap.add_argument("--fresh", action="store_true")
     args = ap.parse_args()
@@ -482,6 +490,10 @@ def main() -> None:
             run_model(key, args.fresh)
     elif args.step == "brotli":
         fill_brotli()
+    elif args.step == "estimate":
+        results = [_load(p) for p in sorted((OUT / "results").glob("*.json"))]
+        _estimate_all([Path(r["model"]) for r in results] + [Path(v["file"]) for r in results
+                                                            for v in r["variants"].values()])
     elif args.step == "codes":
         for key in args.keys:
             code_costs(key)

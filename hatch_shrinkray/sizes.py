@@ -12,13 +12,13 @@
   weight data, so it is measured only when it decides something (target ``web``) or is asked for;
   otherwise the figure is an estimate, and says so (:attr:`Sizes.web_estimated`).
 
-The estimate needs no brotli: LZMA preset 0 (the standard library's ``lzma``) of the data, or of 8
-evenly spread 512 KiB slices of anything over 4 MiB, scaled to the whole. On PP-OCRv6 rec, Magika
-and Silero VAD (float32, int8, float-levels files) it came out at 1.00-1.09x of brotli 11: an
-estimate that errs on the large side (benchmarks/DOWNLOAD.md).
+The estimate needs no brotli: LZMA (the standard library's ``lzma``, ``ESTIMATOR``) of the data, or
+of 8 evenly spread 512 KiB slices of anything over 4 MiB, scaled to the whole. On the files of
+benchmarks/DOWNLOAD.md (PP-OCRv6 rec, Magika, Silero VAD: float32, fp16, float-levels, int8 at 255
+to 7 levels) it came out within about -10%..+8% of brotli 11 (that file has the exact range).
 
-Nothing here imports beyond the standard library (``brotli`` when installed), so the build hook's
-light path can report archive sizes without the engine.
+Nothing here imports beyond the standard library (``brotli`` when installed) and ``errors``, so the
+build hook's light path can report archive sizes without the engine.
 """
 
 from __future__ import annotations
@@ -49,7 +49,10 @@ ESTIMATE_WHOLE = 4 << 20
 """Inputs up to this size are estimated whole; above it, from ``ESTIMATE_SLICES`` slices."""
 ESTIMATE_SLICES = 8
 ESTIMATE_SLICE = 512 << 10
-_LZMA_FILTERS = [{"id": lzma.FILTER_LZMA2, "preset": 0}]
+_LZMA_FILTERS = [{"id": lzma.FILTER_LZMA2, "preset": 0, "mode": lzma.MODE_NORMAL, "mf": lzma.MF_BT2, "nice_len": 32}]
+"""LZMA's optimal parsing (normal mode) with the cheapest binary-tree match finder: its fast mode took short
+matches that cost more than the literals on int8 codes with few levels (1.3x brotli 11 at 7 levels)."""
+ESTIMATOR = "lzma2 preset 0, normal mode, bt2, nice_len 32"
 
 Source = bytes | str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 """Bytes, a file, or several files (a model and its external-data files: one zip member and one

@@ -318,18 +318,36 @@ NOTES = """## Notes
 * **Uniform levels, not codebooks.** At equal wheel bytes the uniform grid (codes -m..m, scale amax/m) keeps
   more answers than Lloyd-Max codebooks on the int8 grid. A per-channel codebook spends its levels differently
   in every channel, so the tensor's codes use many more distinct byte values than any one channel does and
-  both compressors pay for the whole alphabet: on PP-OCRv6 a 63-level per-channel codebook is as large as
-  plain int8 in the wheel. A per-tensor codebook avoids that but lands below the uniform curve. The uniform
-  grid is what the method writes.
-* **Data-free clipping does not rescue round-to-nearest.** Choosing each channel's scale to minimise its own
-  weight error (`clipped_model`) moves little; what keeps answers at few levels is output-aware rounding on
-  recorded inputs (the scale search and GPTQ of `numerics/gptq.py`, rounding each column to the nearest
-  allowed code).
+  both compressors pay for the whole alphabet: on PP-OCRv6 a 63-level per-channel codebook is as large as plain
+  int8 in the wheel and keeps fewer lines. A per-tensor codebook avoids that but lands below the uniform curve
+  on PP-OCRv6 and Magika (15 levels per tensor: 4.5% of PP-OCRv6's lines at 0.66x int8's wheel, where uniform
+  31 levels with the recording keep 84.0% at 0.71x). The uniform grid is what the method writes; an even level
+  count gives its extra code to the side where the channel reaches farther.
+* **Data-free clipping** (`clipped_model`: each channel's scale chosen to minimise its own weight error, then
+  round-to-nearest) is a small gain per wheel byte on Magika and Silero VAD at 15-31 levels (+0.2 to +1 point
+  of answers at the same bytes, read off the uniform rows) and none on PP-OCRv6, where 15 levels keep 1% of
+  lines either way: what keeps answers at few levels is output-aware rounding on recorded inputs. The method
+  stays plain round-to-nearest without inputs (the smallest codes, and no claim a weight-space fit cannot
+  back); the clipping rows are here for `auto`'s ladder to weigh.
+* **The scale search range.** Output-aware rounding tries scale factors 1.0-0.85 per channel (`gptq.ALPHAS`,
+  int8's). Widening it to 1.0-0.5 for fewer levels was tried on PP-OCRv6 with the recording (in process, with
+  `gptq.ALPHAS` replaced, before the guard of issue 19 was merged; not in this script): 31 levels kept 81.5% of
+  lines against 83.5% with the default range, 15 levels 73.5% both, 7 levels 44.5% against 25.5% at 7% more
+  bytes. Not kept: a gain only at a level count no one should ship unchecked.
 * **Silero VAD**: its weights sit inside `If` branches, whose activations the main graph does not expose, so
-  output-aware rounding does not apply and both rows are round-to-nearest (same bytes).
+  output-aware rounding does not apply and both rows are round-to-nearest (the same bytes).
+* **The do-no-harm guard** (issue 19) judges output-aware rounding cross-fitted against round-to-nearest on
+  held-out units and keeps round-to-nearest where it did worse: the "rounding used" column (Magika at 15
+  levels). Plain int8 with the recording keeps 94.5% of PP-OCRv6's lines here (96.0-96.5% before the guard,
+  `REAL_INPUTS.md`), at the same bytes.
 * Every level count decodes exactly like int8 (`Cast -> Mul`, the same nodes and the same folded float32
   weight at load), so session creation and memory are int8's (`benchmarks/LOAD.md`).
+* What measuring costs: the wheel size deflates the whole file (~20-30 MB/s; 1.0 s of CPU for PP-OCRv6's 21 MB
+  original), the web estimate compresses at most 4 MiB with LZMA (1.2-2.6 s of CPU on this VM); brotli 11 took
+  60-190 s per PP-OCRv6 file (the `web_seconds` of `.cache/download/sizes.json`), which is why only target
+  `web` and `--sizes` pay for it.
 """
+
 
 
 # ---------------------------------------------------------------- sizes and answers

@@ -88,10 +88,8 @@ def shrink(model: Path, name: str, args: list[str], rec: Path, work: Path) -> di
     if proc.returncode != 0:
         raise RuntimeError(f"{name}: {proc.stderr[-2000:]}")
     report = json.loads(Path(f"{dest}.json").read_text())[0]
-    shown = " ".join(a if a != str(rec) else "REC" for a in cmd[5:] if not a.startswith(str(dest)))
     return {"file": str(dest / model.name), "seconds": seconds, "report": report,
-            "command": f"hatch-shrinkray shrink MODEL -o OUT {shown.split(' --json ')[0]}".replace(
-                " --force", "") + " " + " ".join(a.format(rec="REC") for a in args)}
+            "command": "hatch-shrinkray shrink MODEL -o OUT " + " ".join(a.format(rec="REC") for a in args)}
 
 
 # ---------------------------------------------------------------- the grid study (in process)
@@ -219,6 +217,8 @@ def write_report(results: list[dict[str, Any]], sizes: dict[str, Any], path: Pat
 
     import onnxruntime
 
+    from hatch_shrinkray import sizes as sizes_module
+
     lines = [
         "# The smallest download at equal answers: int8 with fewer levels (issue 20)", "",
         f"Engine `{results[0]['engine']}` (`HSR_BENCH_ENGINE`, default `HEAD`: a `git archive` snapshot first on "
@@ -234,8 +234,8 @@ def write_report(results: list[dict[str, Any]], sizes: dict[str, Any], path: Pat
         "```", "",
         "Sizes in MB (10^6 bytes): **raw** file; **wheel** = the zip member as hatchling writes it (deflate level 6, "
         "`hatch_shrinkray.sizes.wheel_bytes`); **web** = brotli quality 11, lgwin 22 (`sizes.web_bytes`); "
-        "**est./web** = the web figure reports show unless the target is `web` (LZMA preset 0, "
-        "`sizes.web_estimate`) over the measured one. **identical** = answers identical to the original's on the "
+        "**est./web** = the web figure reports show unless the target is `web` (LZMA, `sizes.web_estimate`: "
+        f"{sizes_module.ESTIMATOR}) over the measured one. **identical** = answers identical to the original's on the "
         "task's test data, which the recording never saw (OCR lines, Magika labels, VAD 32 ms decisions; "
         "`benchmarks/tasks`); **rel-L2** of the raw outputs on the same data. *Round-to-nearest*: `--no-verify`, no "
         "inputs. *Output-aware*: `--inputs REC`, with the verification limits opened so that every level count "
@@ -257,13 +257,17 @@ def _model_section(r: dict[str, Any], sizes: dict[str, Any]) -> list[str]:
     answers = r["answers"]
     lines = [f"## {key}", "",
              f"Original: {_mb(original.get('raw'))} raw, {_mb(original.get('wheel'))} wheel, "
-             f"{_mb(original.get('web'))} web. Recording: {r['recording']['summary'].splitlines()[-1]}. "
+             f"{_mb(original.get('web'))} web. Recording: {_recorded(r['recording'])}. "
              f"Test data: {answers['original']['n']} {WHAT[key]}.", "",
              "| variant | raw | wheel | web | est./web | identical | rel-L2 | wheel / int8 RTN | web / int8 RTN | "
              "rounding used | command |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     base = sizes.get(r["files"]["int8, round-to-nearest"], {})
-    for name, v in r["variants"].items():
+    commands = {n: "hatch-shrinkray shrink MODEL -o OUT " + " ".join(a.format(rec="REC") for a in args)
+                for n, args in variants().items()}
+    order = [*commands, *sorted(set(r["variants"]) - set(commands))]
+    for name in (n for n in order if n in r["variants"]):
+        v = r["variants"][name]
         s = sizes.get(r["files"][name], {})
         a = answers[name]
         est = f"{s['estimate'] / s['web']:.3f}" if s.get("web") else "-"
@@ -271,13 +275,19 @@ def _model_section(r: dict[str, Any], sizes: dict[str, Any]) -> list[str]:
         web = f"{s['web'] / base['web']:.2f}x" if base.get("web") and s.get("web") else "pending"
         lines.append(f"| {name} | {_mb(s.get('raw'))} | {_mb(s.get('wheel'))} | {_mb(s.get('web'))} | {est} | "
                      f"{100 * a['same'] / a['n']:.2f}% ({a['same']}/{a['n']}) | {a['rel_l2']:.3g} | {wheel} | {web} | "
-                     f"{_rounding(v.get('report'))} | `{v['command']}` |")
+                     f"{_rounding(v.get('report'))} | `{commands.get(name, v['command'])}` |")
     return [*lines, ""]
+
+
+def _recorded(recording: dict[str, Any]) -> str:
+    """``23 samples of 64 calls, 1.03 MB``, from ``record``'s summary table."""
+    row = recording["summary"].splitlines()[2].split()
+    return f"{row[2]} samples of {row[3]} calls, {recording['bytes'] / 1e6:.2f} MB on disk"
 
 
 def _rounding(report: dict[str, Any] | None) -> str:
     """How many encoded weights the engine's output-aware rounding kept (its notes say)."""
-    if not report:
+    if not report or report["method"] != "int8":
         return "-"
     encoded = [t for t in report["tensors"] if t["encoding"] != "kept"]
     fitted = sum("gptq" in t["encoding"] for t in encoded)
@@ -288,14 +298,15 @@ def _codes_section(results: list[dict[str, Any]]) -> list[str]:
     lines = ["## What a code costs", "",
              "Every weight int8 encodes, round-to-nearest at each level count, the codes alone, tensor by tensor "
              "(`python -m benchmarks.download codes`): order-0 entropy of the codes, and what deflate 6 and "
-             "brotli 11 store per code, in bits. Brotli stays within a few percent of the entropy at every "
-             "level count; deflate drifts above it as the levels get fewer (its literals are Huffman-coded: at "
-             "least a bit each).", "",
+             "brotli 11 store per code, in bits. Brotli stays at or below the entropy at every level count "
+             "(below where the weights have structure beyond their histogram: PP-OCRv6, Silero's STFT basis); "
+             "deflate drifts above it as the levels get fewer (its literals are Huffman-coded, at least a bit "
+             "each, and its short matches do not pay on such data).", "",
              "| model | levels | codes | entropy | deflate 6 | brotli 11 | deflate / entropy | brotli / entropy |",
              "|---|---|---|---|---|---|---|---|"]
     for r in results:
         costs = _load(OUT / "codes" / f"{r['key']}.json")
-        for levels, c in costs.items():
+        for levels, c in sorted(costs.items(), key=lambda kv: -int(kv[0])):
             lines.append(f"| {r['key']} | {levels} | {c['codes']} | {c['entropy']:.3f} | {c['deflate']:.3f} | "
                          f"{c['brotli']:.3f} | {c['deflate'] / c['entropy']:.3f} | {c['brotli'] / c['entropy']:.3f} |")
     return [*lines, ""]
@@ -344,8 +355,8 @@ NOTES = """## Notes
   weight at load), so session creation and memory are int8's (`benchmarks/LOAD.md`).
 * What measuring costs: the wheel size deflates the whole file (~20-30 MB/s; 1.0 s of CPU for PP-OCRv6's 21 MB
   original), the web estimate compresses at most 4 MiB with LZMA (1.2-2.6 s of CPU on this VM); brotli 11 took
-  60-190 s per PP-OCRv6 file (the `web_seconds` of `.cache/download/sizes.json`), which is why only target
-  `web` and `--sizes` pay for it.
+  23-30 s of CPU per 6 MB int8 file of PP-OCRv6 and 77-97 s for its 21 MB float32 and float-levels files (0.2-0.3
+  MB/s; `web_seconds` in `.cache/download/sizes.json`), which is why only target `web` and `--sizes` pay for it.
 """
 
 

@@ -80,8 +80,8 @@ def test_several_files_are_several_members(tmp_path: Path) -> None:
 
 
 def test_the_web_estimate_is_close_to_brotli_11_on_real_models() -> None:
-    """The LZMA estimate reports show without --sizes: within -10%..+8% of brotli 11 (DOWNLOAD.md has the
-    figures on every file of the benchmark); here 384 KB of Silero VAD's float32 weights and of its int8
+    """The LZMA estimate reports show without --sizes: 0.91-1.16x of brotli 11 on every file of the
+    benchmark (DOWNLOAD.md); here 384 KB of Silero VAD's float32 weights and of its int8
     codes at 15 levels, where LZMA's fast mode came out at 1.15x (brotli 11 is slow)."""
     whole = silero_vad().read_bytes()
     data = whole[len(whole) // 2:len(whole) // 2 + 384_000]

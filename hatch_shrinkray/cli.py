@@ -8,6 +8,7 @@ SIGTERM leave nothing behind and end the process the conventional way (130, or b
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import glob
 import json
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hatch_shrinkray.capture import env
-from hatch_shrinkray.errors import ShrinkrayError, VerificationError
+from hatch_shrinkray.errors import OptionError, PlanError, ShrinkrayError, VerificationError
 from hatch_shrinkray.files import write_atomically
 from hatch_shrinkray.options import (
     DECODES,
@@ -31,13 +32,17 @@ from hatch_shrinkray.options import (
     WEB_LOAD_BUDGET,
     ShrinkOptions,
     VerifyOptions,
+    in_range,
     option_errors,
 )
 from hatch_shrinkray.shipping.config import ConfigurationError, HookConfig
-from hatch_shrinkray.shipping.ship import engine_missing
+from hatch_shrinkray.shipping.ship import confirm_plan, engine_missing, printable_lines
 from hatch_shrinkray.signals import Terminated, redeliver, stop_request, terminate_raises
 from hatch_shrinkray.sizes import BROTLI_HINT, DEFAULT_TARGET, TARGETS, brotli_problem
 
+DEFAULT_TIMEOUT = 3600.0
+"""``check --timeout``: an hour per run of the command, generous for a test suite; a hang ends."""
+MAX_TIMEOUT = 7 * 24 * 3600.0
 FLAG_NAMES = {"method": "--method", "min_elements": "--min-elements", "scheme": "--scheme",
               "levels": "--levels", "decode": "--decode", "block_size": "--block-size", "inputs": "--inputs",
               "dims": "--dim", "default_dim": "--default-dim", "samples": "--samples",
@@ -121,15 +126,18 @@ def parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("record", help="run a command and record the inputs its onnxruntime sessions see",
                        description="Run COMMAND (tests, a demo, your CLI; Python subprocesses included) with "
-                                   "onnxruntime instrumented, and write a bounded, evenly spread sample of each "
-                                   "model's inputs into DIR, one .npz per model, for `inputs`. The command's exit "
-                                   "code is passed through.",
+                                   "onnxruntime instrumented, and write a bounded sample of each model's inputs into "
+                                   "DIR, one .npz per model, for `inputs`: spread over the pytest tests that ran it "
+                                   "(else over its calls), whole streams for a recurrent model. Ends with a coverage "
+                                   "table, including the project's configured models that never ran. The command's "
+                                   "exit code is passed through.",
                        usage="hatch-shrinkray record --output DIR [options] -- COMMAND [ARGS...]")
     r.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="recording directory")
     r.add_argument("--max-samples", type=int, default=env.MAX_SAMPLES, metavar="N",
-                   help=f"samples kept per model (default {env.MAX_SAMPLES})")
+                   help=f"samples kept per model; a stream counts as one (default {env.MAX_SAMPLES})")
     r.add_argument("--max-bytes", type=int, default=env.MAX_BYTES, metavar="BYTES",
-                   help=f"bytes of samples kept per model (default {env.MAX_BYTES})")
+                   help=f"hard bound on the bytes each model's samples take in its file, compressed, headers "
+                        f"included; a feed over it alone is left out and counted (default {env.MAX_BYTES})")
     r.add_argument("argv", nargs=argparse.REMAINDER, metavar="COMMAND", help="the command to run, after --")
 
     k = sub.add_parser(
@@ -157,6 +165,9 @@ def parser() -> argparse.ArgumentParser:
                    help="--search/--shadow: share of shadow decisions allowed to flip (default 0)")
     k.add_argument("--max-runs", type=int, default=16, metavar="N",
                    help="--search: runs of COMMAND per model at most (default 16)")
+    k.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                   help=f"the longest one run of COMMAND may take; it is then stopped with its whole process group "
+                        f"and check fails (default {DEFAULT_TIMEOUT:.0f})")
     k.add_argument("--plan", type=Path, metavar="FILE",
                    help="plan file to read and (--search) write (default: the configuration's, or "
                         "shrinkray-plan.json)")
@@ -290,12 +301,19 @@ def cmd_shrink(args: argparse.Namespace) -> int:
                                      hint="choose another output directory")
             if dest.exists() and not args.force:
                 raise ShrinkrayError(f"output {dest} exists", path=str(src), hint="use --force to overwrite")
-            plan = plans.get(file_sha256(src)) if plans and src.is_file() else None
+            plan = plans.get(file_sha256(src)) if args.plan is not None and src.is_file() else None
+            if args.plan is not None and plan is None and src.is_file():
+                print(f"{src}: {args.plan} has no plan for these bytes (a retrained model has none); shrinking "
+                      f"with {options.method} as given", file=sys.stderr)
             result = shrink(src, dest, plan.apply(options) if plan is not None else options, exact_web=args.sizes)
         except ShrinkrayError as exc:
+            if isinstance(exc, PlanError):
+                exc.name_plan(str(args.plan))
             failures += 1
             _error(exc, args.verbose)
             continue
+        if plan is not None:
+            confirm_plan(str(src), plan, file_sha256(dest), _Stderr(args.verbose))
         print(shrink_report(result, args.sizes, tensors=args.verbose))
         reports.append(result_json(result))
     written = args.json is None or _write_report(args.json, json.dumps(reports, indent=2, sort_keys=True), args.verbose)
@@ -333,7 +351,7 @@ class _Stderr:
         self.verbose = verbose
 
     def display_info(self, message: str = "") -> None:
-        print(message, file=sys.stderr, flush=True)
+        print(printable_lines(message), file=sys.stderr, flush=True)
 
     display_waiting = display_success = display_warning = display_info
 
@@ -353,21 +371,25 @@ def cmd_wheel(args: argparse.Namespace) -> int:
     project = args.project.resolve()
     configure: Callable[[Path], HookConfig]
     if args.models:
-        configure = functools.partial(command_line_config, args.models, options)
+        configure = functools.partial(command_line_config, args.models, options, FLAG_NAMES)
     else:
         raw, table = project_table(project)
         if options != ShrinkOptions():
             raise ShrinkrayError(f"shrink options on the command line need --models; without it the models "
                                  f"and their options come from `{table}`", path=str(project / "pyproject.toml"))
         configure = functools.partial(load_config, raw, project, "wheel", table)
+    created = not args.in_place and not args.output.exists()
     outputs = _wheel_destinations(args)
-    manifest = read_manifest(project)
     display = _Stderr(args.verbose)
+    manifest = read_manifest(project, display.display_warning)
     for source, destination in outputs:
         try:
             done = rewrite_wheel(source, destination, configure, manifest, display)
-        except ShrinkrayError as exc:
-            if exc.path != str(source):
+        except BaseException as exc:
+            if created:  # the output directory this command made, if nothing was written into it
+                with contextlib.suppress(OSError):
+                    args.output.rmdir()
+            if isinstance(exc, ShrinkrayError) and exc.path not in (str(source), str(destination)):
                 exc.path = f"{source}: {exc.path}" if exc.path else str(source)
             raise
         before = sum(m.original_size for m in done.shipped)
@@ -420,8 +442,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     _need_brotli(ShrinkOptions(), args.sizes)
     # Checked like `shrink` checks its input first, so a bad file gets the same one-line message.
+    options = _verify_options(args)
+    errors = option_errors(ShrinkOptions(verify=options), FLAG_NAMES)
+    if errors:
+        raise ShrinkrayError("; ".join(errors))
     files = {path: model_files(path) for path in (args.original, args.shrunk)}
-    result = verify(args.original, args.shrunk, _verify_options(args))
+    result = verify(args.original, args.shrunk, options)
     print(sizes_table(measure(files[args.original], exact_web=args.sizes),
                       measure(files[args.shrunk], exact_web=args.sizes)))
     print("\n" + verification_report(result))
@@ -432,9 +458,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _error(exc: ShrinkrayError, verbose: bool) -> None:
+    if isinstance(exc, OptionError) and not exc.named:
+        exc.name_options(FLAG_NAMES)  # options given as flags (a project's are named by shipping first)
     if verbose:
         traceback.print_exception(exc)
-    text = str(exc)
+    text = printable_lines(str(exc))
     if isinstance(exc, (VerificationError, ConfigurationError)):
         print(f"error: {text}", file=sys.stderr)
     else:
@@ -442,15 +470,34 @@ def _error(exc: ShrinkrayError, verbose: bool) -> None:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from hatch_shrinkray.capture.run import record, summary
+    from hatch_shrinkray.capture.run import project_root, record, summary
 
     command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     for flag, value in (("--max-samples", args.max_samples), ("--max-bytes", args.max_bytes)):
         if value < 1:
             raise ShrinkrayError(f"{flag} must be a positive integer; got {value}")
-    code, written = record(command, args.output, args.max_samples, args.max_bytes)
-    print(summary(written, args.output))
-    return code
+    root = project_root(args.output)
+    code, done = record(command, args.output, args.max_samples, args.max_bytes, root)
+    print(summary(done, args.output, _configured_models(root), command))
+    for problem in done.unwritten:
+        print(f"error: {problem}", file=sys.stderr)
+    return code or (1 if done.unwritten else 0)
+
+
+def _configured_models(root: Path) -> list[Any]:
+    """The models the project at ``root`` configures (for the coverage table); none when it
+    configures none or its table cannot be read (the build says why)."""
+    from hatch_shrinkray.capture.run import Expected
+    from hatch_shrinkray.files import file_sha256
+    from hatch_shrinkray.shipping.config import load_config
+    from hatch_shrinkray.shipping.project import project_table
+
+    try:
+        raw, table = project_table(root)
+        config = load_config(raw, root, "wheel", table)
+        return [Expected(m.relpath, file_sha256(root / m.relpath), m.options.method) for m in config.models]
+    except (ShrinkrayError, OSError):
+        return []
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -461,12 +508,18 @@ def cmd_check(args: argparse.Namespace) -> int:
     command = tuple(args.argv)
     if not command:
         raise ShrinkrayError("no command to check with", hint="hatch-shrinkray check [MODEL...] -- python -m pytest")
-    for flag, value, low in (("--max-flip-rate", args.max_flip_rate, 0.0), ("--max-runs", args.max_runs, 1)):
-        if value < low or (flag == "--max-flip-rate" and value > 1):
-            raise ShrinkrayError(f"{flag} must be {'a share from 0 to 1' if low == 0.0 else 'a positive integer'}; "
-                                 f"got {value}")
+    problems = [f"{flag} must be {what}; got {value}" for flag, value, ok, what in (
+        ("--max-flip-rate", args.max_flip_rate, in_range(args.max_flip_rate, 0.0, 1.0), "a share from 0 to 1"),
+        ("--threshold", args.threshold, in_range(args.threshold, 0.0, 1.0) and 0 < args.threshold < 1,
+         "a probability between 0 and 1"),
+        ("--max-runs", args.max_runs, args.max_runs >= 1, "a positive integer"),
+        ("--timeout", args.timeout, in_range(args.timeout, 0.0, MAX_TIMEOUT) and args.timeout > 0,
+         f"a number of seconds above 0 and at most {MAX_TIMEOUT:.0f}")) if not ok]
+    if problems:
+        raise ShrinkrayError("; ".join(problems))
     configured, plan_file = _check_config(args)
-    settings = Settings(command, args.pytest or looks_like_pytest(command), args.threshold, args.max_flip_rate)
+    settings = Settings(command, args.pytest or looks_like_pytest(command), args.threshold, args.max_flip_rate,
+                        timeout=args.timeout)
     display = _Stderr(args.verbose)
     data: dict[str, Any]
     if args.shadow:
@@ -488,12 +541,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(report.render_check(checked))
         data = report.check_json(checked)
         code = 0 if checked.verdict.passed else 1
-    if args.json is not None:
-        text = json.dumps(data, indent=2, sort_keys=True)
-        if str(args.json) == "-":
-            print(text)
-        else:
-            args.json.write_text(text + "\n", encoding="utf-8")
+    if args.json is not None and not _write_report(args.json, json.dumps(data, indent=2, sort_keys=True),
+                                                   args.verbose):
+        return 1
     return code
 
 
@@ -516,7 +566,8 @@ def _check_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
         plan_file = args.plan or Path(PLAN_NAME)
         plans = read_plan(plan_file) if plan_file.is_file() else {}
         config = HookConfig(table="the command line", target="wheel",
-                            models=tuple(ModelEntry(f.name, options) for f in files), plan_file=plan_file, plans=plans)
+                            models=tuple(ModelEntry(f.name, options, FLAG_NAMES) for f in files), plan_file=plan_file,
+                            plans=plans)
         return Configured(config, tuple(f.resolve().parent for f in files)), plan_file
     project = (args.project or Path(".")).resolve()
     raw, table = project_table(project)
@@ -578,6 +629,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _stopped(stop)
         if isinstance(exc, ShrinkrayError):
             _error(exc, args.verbose)
+            return 1
+        if isinstance(exc, MemoryError):
+            _error(ShrinkrayError("out of memory", hint="the engine needs about 2.5 times a model's size in memory; "
+                                                         "free some or shrink on a larger machine"), args.verbose)
             return 1
         missing = engine_missing(exc) if isinstance(exc, ModuleNotFoundError) else None
         if missing is None:

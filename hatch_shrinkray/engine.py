@@ -8,6 +8,7 @@ refused (verification would have compared against another file).
 
 from __future__ import annotations
 
+import gc
 import glob
 import hashlib
 import os
@@ -27,6 +28,7 @@ from hatch_shrinkray.errors import (
     CHECK_HINT,
     RECORD_HINT,
     AlreadyQuantizedError,
+    PlanError,
     ShrinkrayError,
     VerificationError,
     one_line,
@@ -44,6 +46,7 @@ from hatch_shrinkray.samples import Calibration
 from hatch_shrinkray.signals import deferred
 from hatch_shrinkray.sizes import BROTLI_HINT, Sizes, brotli_problem, measure
 from hatch_shrinkray.verification.inputs import specs_of_model
+from hatch_shrinkray.verification.recordings import NoRecording
 from hatch_shrinkray.verification.runner import (
     Prepared,
     Reference,
@@ -106,6 +109,7 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
         raise AlreadyQuantizedError(f"already quantized: {signs}", path=loaded.label,
                                     hint="shrinking it again would compound the error; ship it as is")
     runtimes.check(loaded.model, options.method, options.decode, options.runtimes, loaded.label)
+    _check_plan(loaded, options)
     checker = _check_input(loaded)
     original_ref = _reference_source(loaded, source)
     small, weight_bytes = _census(loaded.model, options)
@@ -136,6 +140,11 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
             shrunk_sizes = measure(output.files(), exact_web=exact_web)
         del work  # the working copy can be big; onnxruntime reads the staged file from here on
         loaded.model = ModelProto()
+        # Scopes point at their parents and children, so the weight sites built while encoding hold
+        # the working copy in reference cycles: without a collection now it stayed resident through
+        # verification (with every tensor it replaced: protobuf keeps them in the message's arena),
+        # 4.8 GB beside the original's session for a 2.4 GB model (benchmarks/BIG_MODEL.md).
+        gc.collect()
         verification: VerifyResult | None = None
         if options.verify is not None and kept_original is None:
             try:
@@ -165,7 +174,11 @@ def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: 
     assert options.verify is not None
     # Only now, with the working copy freed: the original's session and the model in memory
     # together peaked at 3.6x a 2.5 GB model.
-    reference = reference_outputs(original_ref, loaded.label, options.verify, prepared=prepared)
+    try:
+        reference = reference_outputs(original_ref, loaded.label, options.verify, prepared=prepared)
+    except ShrinkrayError as exc:  # e.g. generated inputs too large for this model: name the model
+        exc.path = exc.path or loaded.label
+        raise
     verification = verify_against(reference, output.ref, loaded.label, options.verify, checker)
     verification = replace(verification, fitting=fitting)
     if not verification.passed and not keep_failed:
@@ -179,6 +192,22 @@ def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: 
                 {"max rel L2": v.max_rel_l2, "min cosine": v.min_cosine, "min agreement": v.min_top1}),
             hint=hint)
     return verification
+
+
+def _check_plan(loaded: Loaded, options: ShrinkOptions) -> None:
+    """A plan is found for one model's bytes and names its tensors exactly; one naming a tensor the
+    model does not have was edited or made for another model, and would be applied in part."""
+    if not options.plan:
+        return
+    sites = {(s.scope.path, s.name) for s in find_sites(loaded.model)}
+    missing = [(scope, name) for scope, name, _ in options.plan if (scope, name) not in sites]
+    if missing:
+        scope, name = missing[0]
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise PlanError(f"the plan names tensor {quoted(name)} in {quoted(scope)}{more}, which the model does not "
+                        "have", path=loaded.label,
+                        hint=f"the plan was edited or made for another model; find one again with `{CHECK_HINT}`, "
+                             "or delete its entry")
 
 
 def _refuse_if_changed(loaded: Loaded, cause: BaseException | None = None) -> None:
@@ -362,8 +391,16 @@ def _calibration(loaded: Loaded, original: str | bytes, options: ShrinkOptions,
         return None, ""
     sha256 = next(iter(loaded.sha256.values()), None) or hashlib.sha256(
         original if isinstance(original, bytes) else b"").hexdigest()
-    prepared = prepare_samples(Path(inputs), specs_of_model(loaded.model), sha256=sha256, name=loaded.label,
-                               split="holdout" if needs_data else "cross")
+    try:
+        prepared = prepare_samples(Path(inputs), specs_of_model(loaded.model), sha256=sha256, name=loaded.label,
+                                   split="holdout" if needs_data else "cross")
+    except NoRecording as exc:  # verification notes it and falls back to generated inputs, unless data is a must
+        if needs_data:
+            raise ShrinkrayError(f"method {options.method} fits its choices to real inputs, and {exc.path} holds no "
+                                 "recording of this model", path=loaded.label,
+                                 hint=f"record one: run the code that uses it under `hatch-shrinkray record "
+                                      f"--output {exc.path} -- COMMAND`") from exc
+        return None, ""
     if not prepared.samples.real:
         if needs_data:
             raise needs_real_inputs(options.method)

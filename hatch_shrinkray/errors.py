@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+
 RECORD_HINT = "record real inputs with `hatch-shrinkray record --output DIR -- COMMAND` and set `inputs = \"DIR\"`"
 """What to do when verification had only generated inputs: said wherever that happens."""
 
@@ -26,6 +29,14 @@ def quoted(text: str | bytes, limit: int = 60) -> str:
     return repr(text[: limit - 3]) + f"... ({len(text)} characters)"
 
 
+def printable(text: str) -> str:
+    """``text`` with every control, format or unassigned character escaped (``\\x1b``): what a file
+    we did not write says is printed as data, never as a terminal escape sequence or a fake line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 class ShrinkrayError(Exception):
     """A problem with the user's input, configuration or environment, worded for the user.
 
@@ -43,6 +54,44 @@ class ShrinkrayError(Exception):
         if self.hint:
             text += f" ({self.hint})"
         return text
+
+
+class OptionError(ShrinkrayError):
+    """An option value this model cannot take (generated inputs too large to allocate). The
+    message names options as ``<<samples>>`` or ``<<dims:batch>>``; :meth:`name_options` spells
+    them the way the user wrote them (a full TOML key or a flag), else they read ``samples``,
+    ``dims.batch``."""
+
+    def __init__(self, template: str, *, path: str | None = None, hint: str | None = None) -> None:
+        self.template = template
+        self.named = False
+        super().__init__(_spelled(template, {}), path=path, hint=hint)
+
+    def name_options(self, names: Mapping[str, str]) -> None:
+        """Spell the options with ``names`` (field name -> ``tool.hatch...samples`` or ``--samples``)."""
+        self.message = _spelled(self.template, names)
+        self.args = (self.message,)
+        self.named = True
+
+
+def _spelled(template: str, names: Mapping[str, str]) -> str:
+    def one(match: re.Match[str]) -> str:
+        field, sub = match.group(1), match.group(2)
+        name = names.get(field, field.replace("_", "-"))
+        if sub is None:
+            return f"`{name}`"
+        return f"`{name} {sub}=N`" if name.startswith("--") else f"`{name}.{sub}`"
+
+    return re.sub(r"<<([a-z_]+)(?::([^>]*))?>>", one, template)
+
+
+class PlanError(ShrinkrayError):
+    """A per-tensor plan that does not fit the model it is keyed to (a tensor it names is not
+    there). The message says "the plan"; callers that know the plan file name it."""
+
+    def name_plan(self, plan_file: str) -> None:
+        self.message = self.message.replace("the plan", f"the plan in {plan_file}", 1)
+        self.args = (self.message,)
 
 
 class AlreadyQuantizedError(ShrinkrayError):

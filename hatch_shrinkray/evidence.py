@@ -104,7 +104,9 @@ class Evidence:
         parts = []
         if self.decisions:
             parts.append(f"{self.flips} of {self.decisions} decisions flipped")
-        if self.answers and (self.answers != self.decisions or self.changed_answers != self.flips):
+        said = (self.answers == self.units and self.describes == self.unit_kind) or (
+            self.answers == self.decisions and self.changed_answers == self.flips)
+        if self.answers and not said:
             parts.append(f"{self.changed_answers} of {self.answers} {self.describes} changed")
         head = ", ".join(parts) or "no discrete answers"
         text = (f"{head} over {self.units} {self.unit_kind} ({self.changed_units} changed; "

@@ -6,7 +6,9 @@ can use it without pulling in onnx.
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import io
 import os
 import stat
 import tempfile
@@ -17,12 +19,77 @@ from hatch_shrinkray.signals import deferred
 CHUNK = 1 << 20
 
 
-def file_sha256(path: Path) -> str:
+def file_sha256(path: Path, limit: int | None = None) -> str:
+    """The sha256 of a file; with ``limit``, of a regular file of at most that many bytes
+    (:func:`open_regular`: a FIFO or ``/dev/zero`` would never end)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with open(path, "rb") if limit is None else open_regular(path, limit) as fh:
+        read = 0
         for chunk in iter(lambda: fh.read(CHUNK), b""):
             digest.update(chunk)
+            read += len(chunk)
+            if limit is not None and read > limit:
+                raise TooLarge(path, limit)
     return digest.hexdigest()
+
+
+class NotRegular(OSError):
+    """A path that is not a regular file (a FIFO, a device, a socket, a directory)."""
+
+    def __init__(self, path: Path, kind: str) -> None:
+        super().__init__(f"is {kind}, not a regular file")
+        self.path, self.kind = path, kind
+
+
+class TooLarge(OSError):
+    """A regular file over the size its reader accepts."""
+
+    def __init__(self, path: Path, limit: int) -> None:
+        super().__init__(f"is larger than {limit} bytes")
+        self.path, self.limit = path, limit
+
+
+KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+         (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+
+
+def file_kind(mode: int) -> str:
+    return next((kind for test, kind in KINDS if test(mode)), "not a regular file")
+
+
+def open_regular(path: Path, limit: int) -> io.BufferedReader:
+    """``path`` opened for reading if it is a regular file of at most ``limit`` bytes; otherwise
+    :class:`NotRegular` or :class:`TooLarge` (both OSErrors). Opening never blocks: a FIFO without
+    a writer would hang a plain ``open``."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a socket (or a FIFO opened for writing)
+            raise NotRegular(Path(path), "a socket") from exc
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotRegular(Path(path), file_kind(info.st_mode))
+        if info.st_size > limit:
+            raise TooLarge(Path(path), limit)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular(path: Path, limit: int) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes (see :func:`open_regular`); a file
+    that grows past the limit while it is read is :class:`TooLarge` too."""
+    with open_regular(path, limit) as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise TooLarge(Path(path), limit)
+    return data
 
 
 def copy_hashed(source: Path, target: Path) -> str:

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from hatch_shrinkray.files import file_kind
 from hatch_shrinkray.sizes import DEFAULT_TARGET, TARGETS
 
 METHODS = ("int8", "float-levels", "fp16", "dedup", "dynamic", "int4", "auto")
@@ -32,6 +34,16 @@ JUDGES = ("auto", "map", "sequence", "top-1", "decision", "segments", "equal", "
 """What ``judges`` may set an output's judge to (``verification.judges``; ``auto``: detected)."""
 RUNTIME_FLOOR = re.compile(r"^onnxruntime\s*(?:(>=|==|~=|>)\s*([0-9]+(?:\.[0-9]+)*))?$")
 """A runtime target: ``onnxruntime`` with an optional lower bound, or one of ``NAMED_RUNTIMES``."""
+
+
+INT64 = (-(2**63), 2**63)
+"""Where ``int-range`` may lie: generated integers are at most int64."""
+VERIFY_RANGES = {"max_rel_l2": (0.0, 1.0), "min_cosine": (0.0, 1.0), "min_top1": (0.0, 1.0)}
+"""The tolerances' ranges, both ends included: a rel-L2 above 1 would pass a model whose outputs are
+all zero, a cosine of 0 or below one whose outputs are unrelated (or opposite); NaN passes nothing."""
+RANGES = {"budget_rel_l2": (0.0, 1.0), "budget_cosine": (0.0, 1.0), "budget_agreement": (0.0, 1.0),
+          "budget_load": (1.0, float("inf"))}
+"""``auto``'s budgets; only ``budget-load`` may be ``inf`` (size first, whatever loading costs)."""
 
 
 @dataclass(frozen=True)
@@ -180,12 +192,11 @@ def option_errors(opts: ShrinkOptions, names: Mapping[str, str] | None = None) -
         errors.append(f"{n('decode')} must be one of {', '.join(DECODES)}; got {opts.decode!r}")
     if not _is_int(opts.block_size) or opts.block_size < 16 or opts.block_size & (opts.block_size - 1):
         errors.append(f"{n('block_size')} must be a power of two >= 16; got {opts.block_size!r}")
-    for key, lo, hi in (("budget_rel_l2", 0.0, float("inf")), ("budget_cosine", -1.0, 1.0),
-                        ("budget_agreement", 0.0, 1.0), ("budget_load", 1.0, float("inf"))):
+    for key, (lo, hi) in RANGES.items():
         value = getattr(opts, key)
         if key == "budget_load" and value is None:
             continue
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not lo <= value <= hi:
+        if not in_range(value, lo, hi):
             errors.append(f"{n(key)} must be a number from {lo} to {hi}; got {value!r}")
     for entry in opts.runtimes:
         if not (isinstance(entry, str) and (entry in NAMED_RUNTIMES or RUNTIME_FLOOR.match(entry.strip()))):
@@ -200,8 +211,9 @@ def option_errors(opts: ShrinkOptions, names: Mapping[str, str] | None = None) -
                for _, name, encoding in opts.plan if encoding not in ENCODINGS]
     v = opts.verify
     if v is not None:
-        if v.inputs is not None and not Path(v.inputs).exists():
-            errors.append(f"{n('inputs')} names a file or directory that does not exist: {v.inputs}")
+        problem = None if v.inputs is None else inputs_problem(Path(v.inputs))
+        if problem:
+            errors.append(f"{n('inputs')} {problem}")
         for dim, value in v.dims:
             if not _is_int(value) or value < 1:
                 errors.append(f"{n('dims')}.{dim} must be a positive integer; got {value!r}")
@@ -209,21 +221,57 @@ def option_errors(opts: ShrinkOptions, names: Mapping[str, str] | None = None) -
             errors.append(f"{n('default_dim')} must be a positive integer; got {v.default_dim!r}")
         if not _is_int(v.samples) or v.samples < 1:
             errors.append(f"{n('samples')} must be a positive integer; got {v.samples!r}")
-        if not (_is_int(v.int_low) and _is_int(v.int_high)) or v.int_low >= v.int_high:
-            errors.append(f"{n('int_range')} must be two integers [low, high) with low < high")
+        if not (_is_int(v.int_low) and _is_int(v.int_high)) or not INT64[0] <= v.int_low < v.int_high <= INT64[1]:
+            errors.append(f"{n('int_range')} must be two integers [low, high) with low < high, "
+                          f"from {INT64[0]} to {INT64[1]}")
         for output, judge in v.judges:
             if not isinstance(output, str) or not output:
                 errors.append(f"{n('judges')} has an empty output name")
             if judge not in JUDGES:
                 errors.append(f"{n('judges')}.{output} must be one of {', '.join(JUDGES)}; got {judge!r}")
-        for key, lo, hi in (("max_rel_l2", 0.0, float("inf")), ("min_cosine", -1.0, 1.0),
-                            ("min_top1", 0.0, 1.0)):
+        for key, (lo, hi) in VERIFY_RANGES.items():
             value = getattr(v, key)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not lo <= value <= hi:
+            if not in_range(value, lo, hi):
                 errors.append(f"{n(key)} must be a number from {lo} to {hi}; got {value!r}")
     return errors
 
 
+INPUTS_MAX_FILE_BYTES = 2_000_000_000
+"""Largest sample file read: a sample file holds at most 1 GB of arrays once loaded
+(``verification.npz``), so a bigger one is refused before it is hashed or read."""
+
+
+def inputs_problem(path: Path) -> str | None:
+    """Why ``inputs`` cannot be read as samples: only a regular file, or a directory whose ``.npz``
+    files are regular files, each of a bounded size (a FIFO or ``/dev/zero`` would hang the
+    build, which hashes them for the cache key, or exhaust its memory)."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return f"names a file or directory that does not exist: {path}"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc}): {path}"
+    if stat.S_ISDIR(info.st_mode):
+        for member in sorted(path.glob("*.npz")):
+            problem = _sample_file_problem(member)
+            if problem:
+                return f"holds {member.name}, which {problem}; a recording directory holds regular .npz files: {path}"
+        return None
+    problem = _sample_file_problem(path)
+    return None if problem is None else f"names a file that {problem}; point it at a .npz file or a recording " \
+        f"directory: {path}"
+
+
+def _sample_file_problem(path: Path) -> str | None:
+    try:
+        info = path.stat()
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if not stat.S_ISREG(info.st_mode):
+        return f"is {file_kind(info.st_mode)}, not a regular file"
+    if info.st_size > INPUTS_MAX_FILE_BYTES:
+        return f"is {info.st_size / 1e9:.1f} GB, over the {INPUTS_MAX_FILE_BYTES / 1e9:.0f} GB a sample file may take"
+    return None
 def _levels_errors(opts: ShrinkOptions, name: str) -> list[str]:
     if opts.levels is None:
         return []
@@ -237,3 +285,8 @@ def _levels_errors(opts: ShrinkOptions, name: str) -> list[str]:
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def in_range(value: object, lo: float, hi: float) -> bool:
+    """A real number (not a bool) within [lo, hi]; NaN never is, and inf only where ``hi`` is inf."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and lo <= value <= hi

@@ -12,6 +12,17 @@ from hatch_shrinkray.sizes import Sizes
 table = render_table
 
 
+def encoded_summary(result: ShrinkResult) -> str:
+    """``39 tensors int8``; with tensors a plan or ``encodings`` gave another encoding, each named by
+    its own (``38 tensors int8, 1 tensor fp16``). ``auto`` chooses per tensor: ``12 tensors auto``."""
+    counts: dict[str, int] = {result.method: 0}
+    for record in result.encoded:
+        kind = result.method if result.method == "auto" else record.encoding.split(" ")[0]
+        counts[kind] = counts.get(kind, 0) + 1
+    return ", ".join(f"{n} tensor{'s' if n != 1 else ''} {kind}" for kind, n in counts.items()
+                     if n or (kind == result.method and len(counts) == 1))
+
+
 def one_line(result: ShrinkResult) -> str:
     """``model.onnx: 21.23 MB -> 5.98 MB (28.2%), 39 tensors int8, cos 0.999, 1.2 s; kept float: ...``."""
     text = (f"{result.source}: {human(result.original_size)} -> {human(result.shrunk_size)} "
@@ -21,8 +32,7 @@ def one_line(result: ShrinkResult) -> str:
     if result.kept_original is not None:
         text += f", original kept: {result.kept_original}"
     else:
-        encoded = len(result.encoded)
-        text += f", {encoded} tensor{'s' if encoded != 1 else ''} {result.method}"
+        text += f", {encoded_summary(result)}"
         text += f", {result.verification.summary()}" if result.verification is not None else ", not verified"
     text += f", {result.seconds:.1f} s"
     kept = result.kept_summary()

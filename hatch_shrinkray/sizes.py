@@ -77,8 +77,16 @@ class Sizes:
         return {"raw": self.raw, "wheel": self.wheel, "web": self.web, "web_estimated": self.web_estimated}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Sizes:
-        return cls(int(data["raw"]), int(data["wheel"]), int(data["web"]), bool(data.get("web_estimated")))
+    def from_dict(cls, data: Any) -> Sizes:
+        """The sizes ``data`` (``to_dict``) holds; TypeError or KeyError when it is not shaped like them."""
+        if not isinstance(data, dict):
+            raise TypeError("sizes must be an object")
+        counts = [data["raw"], data["wheel"], data["web"]]
+        if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts):
+            raise TypeError("sizes must be non-negative integers")
+        if not isinstance(data.get("web_estimated", False), bool):
+            raise TypeError("web_estimated must be true or false")
+        return cls(counts[0], counts[1], counts[2], web_estimated=data.get("web_estimated", False))
 
 
 def measure(source: Source, *, exact_web: bool = False) -> Sizes:

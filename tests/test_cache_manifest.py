@@ -96,11 +96,13 @@ def test_manifest_is_deterministic_and_round_trips(tmp_path: Path) -> None:
     assert text == render({"src/a.onnx": a, "src/b.onnx": b})
     assert text.endswith("\n") and list(json.loads(text)) == ["src/a.onnx", "src/b.onnx"]
     (tmp_path / MANIFEST_NAME).write_text(text)
+    (tmp_path / "PKG-INFO").write_text("Metadata-Version: 2.4\nName: p\nVersion: 1\n")  # an unpacked sdist
     assert read_manifest(tmp_path) == {"src/a.onnx": a, "src/b.onnx": b}
 
 
 def test_missing_manifest_is_empty_and_a_broken_one_is_an_error(tmp_path: Path) -> None:
     assert read_manifest(tmp_path) == {}
+    (tmp_path / "PKG-INFO").write_text("Metadata-Version: 2.4\nName: p\nVersion: 1\n")  # an unpacked sdist
     (tmp_path / MANIFEST_NAME).write_text('{"src/a.onnx": {"method": "int8"}}')
     with pytest.raises(ShrinkrayError, match="cannot read the manifest"):
         read_manifest(tmp_path)

@@ -152,7 +152,7 @@ def test_all_type_and_value_errors_at_once(root: Path) -> None:
         f"Field `{T}.levels` must be an integer from 2 to 65536; got 1",
         f"Field `{T}.block-size` must be a power of two >= 16; got 24",
         f"Field `{T}.inputs` names a file or directory that does not exist: {root / 'data/missing.npz'}",
-        f"Field `{T}.min-cosine` must be a number from -1.0 to 1.0; got 2.0",
+        f"Field `{T}.min-cosine` must be a number from 0.0 to 1.0; got 2.0",
         f"Field `{T}.sdist` must be one of 'shrunk', 'original'; got 'tiny'",
         f"Field `{T}.cache` must be a boolean or a directory path",
     ]

@@ -13,7 +13,7 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from hatch_shrinkray.capture import env
+from hatch_shrinkray.capture import env, process
 
 WATCHED = "onnxruntime"
 
@@ -26,6 +26,8 @@ def install() -> None:
     """Instrument onnxruntime now if it is loaded, else as soon as it is imported."""
     if not requested():
         return
+    if os.environ.get(env.RECORD):
+        process.started()
     module = sys.modules.get(WATCHED)
     if module is not None:
         _instrument(module)

@@ -1,7 +1,10 @@
 """The environment variables through which a recording reaches every process of a command."""
 
 RECORD = "HATCH_SHRINKRAY_RECORD"
-"""The directory where each process leaves its recorded samples (``DIR/.parts``)."""
+"""The directory where each process of one ``record`` run leaves its recorded samples
+(``DIR/.parts/<run id>``), its boot marker and its exit report (``capture.process``)."""
+UNIT = "HATCH_SHRINKRAY_UNIT"
+"""The test a subprocess was started in (``test:<pytest node id>``): the unit its calls belong to."""
 RECORD_SAMPLES = "HATCH_SHRINKRAY_RECORD_SAMPLES"
 RECORD_BYTES = "HATCH_SHRINKRAY_RECORD_BYTES"
 MAX_SAMPLES = 256

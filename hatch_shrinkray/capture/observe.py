@@ -9,9 +9,11 @@ a temporary directory that is removed afterwards.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import shutil
+import shlex
+import signal
 import subprocess
 import tempfile
 import time
@@ -19,12 +21,12 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hatch_shrinkray.capture import env
 from hatch_shrinkray.capture.env import MAX_BYTES, MAX_SAMPLES
 from hatch_shrinkray.capture.outcomes import OUTCOMES
-from hatch_shrinkray.capture.run import finish, instrumented_path, recording_environment
-from hatch_shrinkray.capture.session import PARTS
+from hatch_shrinkray.capture.run import UNITS_PLUGIN, finish, instrumented_path, project_root, recording_environment
 from hatch_shrinkray.capture.shadow import ModelStats
 from hatch_shrinkray.capture.swap import Instructions
 from hatch_shrinkray.errors import ShrinkrayError
@@ -61,9 +63,10 @@ class Observed:
 
 
 def observe(command: Sequence[str], instructions: Callable[[str], Instructions], *,
-            record: Path | None = None, cwd: Path | None = None) -> Observed:
+            record: Path | None = None, cwd: Path | None = None, timeout: float | None = None) -> Observed:
     """Run ``command`` once under the instructions ``instructions(reports_dir)`` builds (and, with
-    ``record``, recording the feeds into that directory)."""
+    ``record``, recording the feeds into that directory). After ``timeout`` seconds the command's
+    whole process group is stopped and a ShrinkrayError says so."""
     if not command:
         raise ShrinkrayError("no command to run", hint="hatch-shrinkray check [MODEL...] -- COMMAND [ARGS...]")
     with ExitStack() as stack:
@@ -71,53 +74,116 @@ def observe(command: Sequence[str], instructions: Callable[[str], Instructions],
         reports, outcomes = tmp / "reports", tmp / "outcomes"
         plan = tmp / "instructions.json"
         plan.write_text(instructions(str(reports)).to_json(), encoding="utf-8")
-        variables = {env.CHECK: str(plan), OUTCOMES: str(outcomes),
-                     "PYTEST_PLUGINS": ",".join(p for p in (os.environ.get("PYTEST_PLUGINS", ""), PLUGIN) if p)}
+        variables = {env.CHECK: str(plan), OUTCOMES: str(outcomes)}
+        plugins = [os.environ.get("PYTEST_PLUGINS", ""), PLUGIN]
+        run_dir = None
         if record is not None:
-            variables.update(stack.enter_context(recording_environment(record, MAX_SAMPLES, MAX_BYTES)))
+            recording, run_dir = stack.enter_context(recording_environment(record, MAX_SAMPLES, MAX_BYTES))
+            variables.update(recording)
+            plugins.append(UNITS_PLUGIN)
         else:
-            variables["PYTHONPATH"] = stack.enter_context(instrumented_path())
+            variables["PYTHONPATH"] = stack.enter_context(instrumented_path())[0]
+        variables["PYTEST_PLUGINS"] = ",".join(p for p in plugins if p)
         start = time.perf_counter()
-        try:
-            proc = subprocess.run(list(command), env={**os.environ, **variables}, cwd=cwd, check=False)
-        except BaseException as exc:  # Ctrl-C included: leave no recording parts behind
-            if record is not None:
-                shutil.rmtree(record / PARTS, ignore_errors=True)
-            if isinstance(exc, OSError):
-                raise ShrinkrayError(f"cannot run {command[0]}: {exc.strerror or exc}",
-                                     hint="check the command after --") from exc
-            raise
+        try:  # Ctrl-C included: the recording environment removes its run directory on the way out
+            returncode = _run(command, {**os.environ, **variables}, cwd, timeout)
+        except OSError as exc:
+            raise ShrinkrayError(f"cannot run {command[0]}: {exc.strerror or exc}",
+                                 hint="check the command after --") from exc
         seconds = time.perf_counter() - start
-        if record is not None:
-            finish(record, MAX_SAMPLES, MAX_BYTES)
+        if record is not None and run_dir is not None:
+            finish(run_dir, record, MAX_SAMPLES, MAX_BYTES, project_root(record))
         tests, sessions = _outcomes(outcomes)
-        return Observed(proc.returncode, tests, sessions, _models(reports), seconds)
+        return Observed(returncode, tests, sessions, _models(reports), seconds)
+
+
+STOP_GRACE = 5.0
+"""Seconds a stopped command's process group gets between SIGTERM and SIGKILL."""
+
+
+def _run(command: Sequence[str], environment: dict[str, str], cwd: Path | None, timeout: float | None) -> int:
+    """The command's exit code. It runs in a process group of its own, so a timeout, Ctrl-C or
+    SIGTERM stops every process it started (pytest-xdist workers, servers), not just the first."""
+    posix = os.name == "posix"
+    proc = subprocess.Popen(list(command), env=environment, cwd=cwd, start_new_session=posix)
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _stop(proc, posix)
+        raise ShrinkrayError(f"`{shlex.join(command)}` did not finish within {timeout:g} s; it was stopped with "
+                             "every process it started", hint="raise --timeout, or find what hangs") from None
+    except BaseException:
+        _stop(proc, posix)
+        raise
+
+
+def _stop(proc: subprocess.Popen[bytes], posix: bool) -> None:
+    """SIGTERM to the command's process group, SIGKILL to whatever is left after a grace period."""
+    if not posix:
+        proc.kill()
+        proc.wait()
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=STOP_GRACE)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _report(path: Path) -> dict[str, Any]:
+    """One report file a process of the command wrote, or a ShrinkrayError when it is damaged (the
+    command itself may write anywhere, the temporary report directory included)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise _damaged(path, exc) from None
+    if not isinstance(data, dict):
+        raise _damaged(path, TypeError("not a JSON object"))
+    return data
+
+
+def _damaged(path: Path, exc: BaseException) -> ShrinkrayError:
+    return ShrinkrayError(f"a report the command's processes wrote is damaged ({path.name}: "
+                          f"{type(exc).__name__}: {str(exc)[:200]}); nothing can be judged from this run",
+                          hint="something in the command wrote into hatch-shrinkray's temporary report directory; "
+                               "run check again")
 
 
 def _outcomes(directory: Path) -> tuple[dict[str, Outcome], int]:
     tests: dict[str, Outcome] = {}
     files = sorted(directory.glob("*.json")) if directory.is_dir() else []
     for path in files:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        for node, entry in data.get("tests", {}).items():
-            tests[str(node)] = Outcome(str(entry["outcome"]), str(entry.get("text", "")))
+        data = _report(path)
+        try:
+            for node, entry in data.get("tests", {}).items():
+                tests[str(node)] = Outcome(str(entry["outcome"]), str(entry.get("text", "")))
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise _damaged(path, exc) from None
     return dict(sorted(tests.items())), len(files)
 
 
 def _models(directory: Path) -> dict[str, ModelSeen]:
     models: dict[str, ModelSeen] = {}
     for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        for sha, part in sorted(data.get("models", {}).items()):
-            seen = models.setdefault(sha, ModelSeen())
-            seen.sessions += int(part["sessions"])
-            seen.swapped += int(part["swapped"])
-            seen.shadowed += int(part["shadowed"])
-            seen.shadow_errors += [str(e) for e in part.get("shadow_errors", [])]
-            if part.get("stats") is not None:
-                stats = ModelStats.from_dict(part["stats"])
-                if seen.stats is None:
-                    seen.stats = stats
-                else:
-                    seen.stats.merge(stats)
+        try:
+            _add_models(models, _report(path))
+        except (AttributeError, KeyError, TypeError, ValueError, RecursionError) as exc:
+            raise _damaged(path, exc) from None
     return models
+
+
+def _add_models(models: dict[str, ModelSeen], data: dict[str, Any]) -> None:
+    for sha, part in sorted(data.get("models", {}).items()):
+        seen = models.setdefault(sha, ModelSeen())
+        seen.sessions += int(part["sessions"])
+        seen.swapped += int(part["swapped"])
+        seen.shadowed += int(part["shadowed"])
+        seen.shadow_errors += [str(e) for e in part.get("shadow_errors", [])]
+        if part.get("stats") is not None:
+            stats = ModelStats.from_dict(part["stats"])
+            if seen.stats is None:
+                seen.stats = stats
+            else:
+                seen.stats.merge(stats)

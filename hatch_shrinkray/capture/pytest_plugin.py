@@ -16,7 +16,9 @@ import pytest
 
 from hatch_shrinkray.capture import env
 
-ENV_KEYS = ("HATCH_SHRINKRAY_RECORD", "HATCH_SHRINKRAY_RECORD_SAMPLES", "HATCH_SHRINKRAY_RECORD_BYTES", "PYTHONPATH")
+ENV_KEYS = (env.RECORD, env.RECORD_SAMPLES, env.RECORD_BYTES, "PYTHONPATH", "PYTEST_PLUGINS")
+UNITS_PLUGIN = "hatch_shrinkray_units"
+"""The name ``record``'s shim registers ``capture.testunits`` under (``capture.run.UNITS_PLUGIN``)."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -25,9 +27,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="record a bounded sample of the feeds of every ONNX model the tests run into DIR "
                          "(one .npz per model; use DIR as hatch-shrinkray's `inputs`)")
     group.addoption("--shrinkray-record-samples", metavar="N", type=int, default=env.MAX_SAMPLES,
-                    help=f"samples kept per model (default {env.MAX_SAMPLES})")
+                    help=f"samples kept per model; a stream counts as one (default {env.MAX_SAMPLES})")
     group.addoption("--shrinkray-record-bytes", metavar="BYTES", type=int, default=env.MAX_BYTES,
-                    help=f"bytes of samples kept per model (default {env.MAX_BYTES})")
+                    help=f"hard bound on the bytes each model's samples take in its file, compressed "
+                         f"(default {env.MAX_BYTES})")
 
 
 class Recording:
@@ -42,8 +45,9 @@ class Recording:
         self.max_bytes = int(config.getoption("shrinkray_record_bytes"))
         self.saved = {k: os.environ.get(k) for k in ENV_KEYS}
         self.stack = contextlib.ExitStack()
-        os.environ.update(self.stack.enter_context(recording_environment(output, self.samples, self.max_bytes)))
+        variables, self.run_dir = self.stack.enter_context(recording_environment(output, self.samples, self.max_bytes))
         self.stack.callback(self._restore)
+        os.environ.update(variables)
         boot.install()
         self.summary = ""
 
@@ -55,12 +59,13 @@ class Recording:
                 os.environ[key] = value
 
     def finish(self) -> None:
-        from hatch_shrinkray.capture.run import finish, summary
+        from hatch_shrinkray.capture.run import finish, project_root, summary
         from hatch_shrinkray.capture.session import flush
 
         with self.stack:
             flush()
-            self.summary = summary(finish(self.output, self.samples, self.max_bytes), self.output)
+            done = finish(self.run_dir, self.output, self.samples, self.max_bytes, project_root(self.output))
+            self.summary = summary(done, self.output)
 
 
 KEY = pytest.StashKey[Recording]()
@@ -68,6 +73,8 @@ KEY = pytest.StashKey[Recording]()
 
 def pytest_configure(config: pytest.Config) -> None:
     target = config.getoption("shrinkray_record")
+    if target or os.environ.get(env.RECORD):  # this option, or `hatch-shrinkray record -- pytest`
+        _label_tests(config)
     if not target:
         return
     if hasattr(config, "workerinput"):  # an xdist worker: the controller's environment already records here
@@ -76,6 +83,14 @@ def pytest_configure(config: pytest.Config) -> None:
         boot.install()
         return
     config.stash[KEY] = Recording(config, Path(target))
+
+
+def _label_tests(config: pytest.Config) -> None:
+    """Calls made during a test belong to it (``capture.testunits``), once per session."""
+    if not config.pluginmanager.has_plugin(UNITS_PLUGIN):
+        from hatch_shrinkray.capture import testunits
+
+        config.pluginmanager.register(testunits, UNITS_PLUGIN)
 
 
 @pytest.hookimpl(trylast=True)
@@ -103,5 +118,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(KEY, None)
     if state is not None:
+        from hatch_shrinkray.capture.run import discard
+
         state.stack.close()  # a run that ended before sessionfinish: leave no temporary files
+        discard(state.run_dir)
         del config.stash[KEY]

@@ -1,94 +1,344 @@
-"""A bounded, deterministic sample of the feeds one model was run with, in one process.
+"""What one process keeps of the calls of one model: a bounded candidate set for ``capture.select``.
 
-The number of calls is unknown until the process ends, so calls are kept on a stride that doubles
-whenever the kept samples exceed twice the bounds; at the end, samples spread evenly over those are
-chosen within the bounds. Identical feeds are kept once. The same sequence of calls always keeps
-the same samples (calls from several threads interleave as they happen to).
+A call is offered only after ``run()`` succeeded (a feed onnxruntime rejects is counted, never kept).
+Each kept feed is encoded at once (``recordings.encode_feed``: compact and deflated), so memory and the
+byte bounds both count stored bytes, and a feed whose stored size alone exceeds ``max_bytes`` is
+skipped (and counted) instead of pushing out the others.
+
+The number of calls is unknown until the process ends, so memory is held to about twice the bounds:
+
+* *stateless* models keep, per unit (a pytest test, or the standalone calls), the calls on a stride;
+  when too much is held, the unit holding most halves (its stride doubles), and when every unit holds
+  one sample, every other unit is dropped (units on a stride);
+* *recurrent* models (``capture.streams`` saw an output fed back) keep whole streams: the first step
+  with every input, later steps without the fed-back ones. When too much is held, streams are cut to
+  a common prefix length (water-filling) while that leaves each at least 1/32 of the budget, and
+  thinned (streams on a stride) otherwise.
+
+Until a model feeds something back it is treated as stateless; the step-0 feeds whose outputs could
+come back are kept aside (the last ``OPEN_ENDS``), so the stream that turns out to be one keeps its
+first step. The same sequence of calls always keeps the same samples.
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
+from collections import Counter, OrderedDict
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from hatch_shrinkray.capture.env import MAX_BYTES, MAX_SAMPLES
-from hatch_shrinkray.verification.recordings import Recording, spread
+from hatch_shrinkray.capture.select import Sample
+from hatch_shrinkray.capture.streams import OPEN_ENDS, Pairs, Step
+from hatch_shrinkray.verification.npz import MAX_BYTES as MAX_DECODED
+from hatch_shrinkray.verification.recordings import Stored, encode_feed, stored_bytes
 
-Feed = dict[str, npt.NDArray[Any]]
+OVER_CAP = "over the byte cap"
+TOO_LARGE = "over the 1 GB limit of a sample file"
+REJECTED = "rejected by onnxruntime"
+NOT_NUMERIC = "not numeric arrays"
+OTHER_NAMES = "not naming exactly the model's inputs"
+START_LOST = "later steps of a stream whose first step was not kept"
+
+
+@dataclass
+class Unit:
+    label: str
+    ordinal: int
+    calls: int = 0
+    stride: int = 1
+    kept: list[tuple[int, Sample]] = field(default_factory=list)
+    """(index of the call within the unit, sample)."""
+
+
+@dataclass
+class Stream:
+    ordinal: int
+    group: str
+    steps: list[Sample]
+    ran: int = 1
+    truncated: bool = False
 
 
 @dataclass
 class ModelLog:
     sha256: str
     model: str
-    """The path the session was given, or ``<bytes>``."""
+    """The absolute path the session was given, or ``<bytes>`` (made project-relative when merged)."""
     inputs: tuple[str, ...]
     max_samples: int = MAX_SAMPLES
     max_bytes: int = MAX_BYTES
     calls: int = 0
-    stride: int = 1
-    kept: list[tuple[int, Feed]] = field(default_factory=list)
+    skipped: Counter[str] = field(default_factory=Counter)
+    feedback: Pairs | None = None
+    units: dict[str, Unit] = field(default_factory=dict)
+    unit_stride: int = 1
     digests: set[str] = field(default_factory=set)
-    skipped: int = 0
-    """Calls whose feed did not name every model input (or held values numpy cannot copy)."""
+    pending: OrderedDict[int, tuple[int, str, dict[str, Any]]] = field(default_factory=OrderedDict)
+    streams: list[Stream] = field(default_factory=list)
+    open: OrderedDict[int, Stream | None] = field(default_factory=OrderedDict)
+    started: int = 0
+    stream_stride: int = 1
+    tests: set[str] = field(default_factory=set)
+    held: int = 0
+    """Stored bytes of the samples held."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def observe(self, feed: Any) -> None:
+    def rejected(self) -> None:
         with self.lock:
-            index = self.calls
+            self.skipped[REJECTED] += 1
+
+    def failed(self, exc: BaseException) -> None:
+        """Observing a call failed (it is not recorded; the program goes on)."""
+        with self.lock:
+            self.skipped[f"not recorded ({type(exc).__name__})"] += 1
+
+    def observe(self, feed: Mapping[str, Any], step: Step, unit: str, candidate: bool) -> None:
+        """A call that succeeded: ``step`` as ``StreamTracker`` saw it, ``unit`` the test it ran in
+        (empty outside tests), ``candidate`` whether its outputs may come back as inputs."""
+        with self.lock:
+            call = self.calls
             self.calls += 1
-            if index % self.stride:
-                return
-            copy = _copy(feed, self.inputs)
-            if copy is None:
-                self.skipped += 1
-                return
-            digest = _digest(copy, self.inputs)
-            if digest in self.digests:
-                return
-            self.digests.add(digest)
-            self.kept.append((index, copy))
-            while len(self.kept) > 1 and (len(self.kept) > 2 * self.max_samples
-                                          or _nbytes(self.kept) > 2 * self.max_bytes):
-                self.stride *= 2
-                self.kept = [(i, f) for i, f in self.kept if i % self.stride == 0]
-                self.digests = {_digest(f, self.inputs) for _, f in self.kept}
+            if unit:
+                self.tests.add(unit)
+            if step.step > 0 and (self.feedback is None or step.feedback == self.feedback):
+                if self.feedback is None:
+                    self._become_recurrent(step)
+                self._continue(step, feed, call)
+            elif self.feedback is not None:
+                self._start(step.stream, feed, call, unit)
+            else:
+                if candidate:
+                    self._set_aside(step.stream, feed, call, unit)
+                self._stateless(feed, call, unit)
 
-    def recording(self) -> Recording:
-        with self.lock:
-            keep = spread(len(self.kept), self.max_samples)
-            while len(keep) > 1 and sum(_feed_bytes(self.kept[i][1]) for i in keep) > self.max_bytes:
-                keep = spread(len(self.kept), len(keep) - 1)
-            return Recording(self.sha256, self.model, self.inputs, tuple(self.kept[i][1] for i in keep),
-                             self.calls, tuple(self.kept[i][0] for i in keep))
+    # -- stateless ---------------------------------------------------------------------------------
 
+    def _stateless(self, feed: Mapping[str, Any], call: int, label: str) -> None:
+        unit = self.units.get(label)
+        if unit is None:
+            unit = self.units[label] = Unit(label, len(self.units))
+        index = unit.calls
+        unit.calls += 1
+        if unit.ordinal % self.unit_stride or index % unit.stride:
+            return
+        sample = self._sample(feed, call)
+        if sample is None or sample.digest in self.digests:
+            return
+        self.digests.add(sample.digest)
+        unit.kept.append((index, sample))
+        self.held += sample.nbytes
+        if len(self.digests) > 2 * self.max_samples or self.held > 2 * self.max_bytes:
+            self._relieve_units()
 
-def _copy(feed: Any, inputs: tuple[str, ...]) -> Feed | None:
-    try:
-        if set(feed) != set(inputs):
+    def _relieve_units(self) -> None:
+        """Thin the units down to 1.5 times the bounds (room for more before the next thinning)."""
+        while len(self.digests) > 3 * self.max_samples // 2 or self.held > 3 * self.max_bytes // 2:
+            biggest = max(self.units.values(), key=lambda u: (len(u.kept), -u.ordinal))
+            if len(biggest.kept) >= 2:
+                biggest.stride *= 2
+                biggest.kept = [(i, s) for i, s in biggest.kept if i % biggest.stride == 0]
+            else:
+                self.unit_stride *= 2
+                for u in self.units.values():
+                    if u.ordinal % self.unit_stride:
+                        u.kept = []
+            self.digests = {s.digest for u in self.units.values() for _, s in u.kept}
+            self.held = sum(s.nbytes for u in self.units.values() for _, s in u.kept)
+
+    def _set_aside(self, stream: int, feed: Mapping[str, Any], call: int, unit: str) -> None:
+        try:
+            copy = {k: np.array(v, copy=True) for k, v in feed.items()}
+        except (TypeError, ValueError):
+            return
+        self.pending[stream] = (call, unit, copy)
+        while len(self.pending) > OPEN_ENDS:
+            self.pending.popitem(last=False)
+
+    # -- recurrent ---------------------------------------------------------------------------------
+
+    def _become_recurrent(self, step: Step) -> None:
+        """The first fed-back call: what was kept as stateless samples becomes one-step streams, and
+        the feeds set aside become the first steps of streams that may go on."""
+        self.feedback = step.feedback
+        firsts: dict[int, tuple[int | None, str, Sample | None]] = {}
+        for u in self.units.values():
+            for _, kept in u.kept:
+                firsts[kept.call] = (None, u.label, kept)
+        for stream, (call, unit, feed) in self.pending.items():
+            known = firsts.get(call)
+            firsts[call] = (stream, unit, known[2] if known is not None else self._sample(feed, call))
+        self.units.clear()
+        self.digests.clear()
+        self.pending.clear()
+        self.held = 0
+        for call in sorted(firsts):
+            self._add_stream(*firsts[call])
+        self._relieve_streams()
+
+    def _start(self, stream: int, feed: Mapping[str, Any], call: int, unit: str) -> None:
+        ordinal = self.started
+        if ordinal % self.stream_stride:
+            self.started += 1
+            self._track(stream, None)
+            return
+        self._add_stream(stream, unit, self._sample(feed, call))
+        self._relieve_streams()
+
+    def _add_stream(self, stream: int | None, unit: str, sample: Sample | None) -> None:
+        ordinal = self.started
+        self.started += 1
+        record = None if sample is None else Stream(ordinal, unit, [sample])
+        if record is not None:
+            self.streams.append(record)
+            self.held += record.steps[0].nbytes
+        if stream is not None:
+            self._track(stream, record)
+
+    def _track(self, stream: int, record: Stream | None) -> None:
+        self.open[stream] = record
+        self.open.move_to_end(stream)
+        while len(self.open) > OPEN_ENDS:
+            self.open.popitem(last=False)
+
+    def _continue(self, step: Step, feed: Mapping[str, Any], call: int) -> None:
+        if step.stream not in self.open:
+            self.skipped[START_LOST] += 1
+            return
+        record = self.open[step.stream]
+        self.open.move_to_end(step.stream)
+        if record is None:
+            return
+        record.ran += 1
+        if record.truncated:
+            return
+        fed = {name for name, _ in step.feedback}
+        sample = self._sample({k: v for k, v in feed.items() if k not in fed}, call, expected=fed)
+        if sample is None:
+            record.truncated = True  # a later step could not be computed without the missing one
+            return
+        record.steps.append(sample)
+        self.held += sample.nbytes
+        self._relieve_streams()
+
+    def _relieve_streams(self) -> None:
+        """Above twice the bounds, cut or thin the streams down to 1.5 times them."""
+        if len(self.streams) <= 2 * self.max_samples and self.held <= 2 * self.max_bytes:
+            return
+        count, budget = 3 * self.max_samples // 2, 3 * self.max_bytes // 2
+        while True:
+            self.held = sum(s.nbytes for r in self.streams for s in r.steps)
+            if len(self.streams) <= count and self.held <= budget:
+                return
+            if len(self.streams) <= count:
+                level = _level([r.steps for r in self.streams], budget)
+                if level >= budget // 32 or len(self.streams) <= 32:
+                    for r in self.streams:
+                        kept = _within(r.steps, level)
+                        if len(kept) < len(r.steps):
+                            r.steps, r.truncated = kept, True
+                    self.streams = [r for r in self.streams if r.steps]
+                    self.held = sum(s.nbytes for r in self.streams for s in r.steps)
+                    return
+            self.stream_stride *= 2
+            dropped = {id(r) for r in self.streams if r.ordinal % self.stream_stride}
+            self.streams = [r for r in self.streams if id(r) not in dropped]
+            for key, value in self.open.items():
+                if value is not None and id(value) in dropped:
+                    self.open[key] = None
+
+    # -- samples -----------------------------------------------------------------------------------
+
+    def _sample(self, feed: Mapping[str, Any], call: int, expected: Collection[str] = ()) -> Sample | None:
+        """The feed encoded, or None (counted in ``skipped``) when it cannot or may not be kept."""
+        if len(feed) + len(expected) != len(self.inputs) or not all(
+                name in feed or name in expected for name in self.inputs):
+            self.skipped[OTHER_NAMES] += 1
             return None
-        return {name: np.array(feed[name], copy=True) for name in inputs}
+        arrays = {}
+        decoded = 0
+        for name, given in feed.items():
+            value = given if isinstance(given, np.ndarray) else _as_array(given)
+            if value.dtype.kind not in "biuf":
+                self.skipped[NOT_NUMERIC] += 1
+                return None
+            arrays[name] = value
+            decoded += value.nbytes
+        if decoded > MAX_DECODED:
+            self.skipped[TOO_LARGE] += 1
+            return None
+        stored = encode_feed(arrays, self.inputs)
+        nbytes = stored_bytes(stored)
+        if nbytes > self.max_bytes:
+            self.skipped[OVER_CAP] += 1
+            return None
+        return Sample(call, stored, digest(stored), nbytes, decoded)
+
+
+def _as_array(value: Any) -> np.ndarray[Any, Any]:
+    """A feed value that is not an array (a list, an OrtValue) as one; a 0-d object array if not numeric."""
+    try:
+        return np.asarray(value.numpy() if hasattr(value, "numpy") else value)
     except (TypeError, ValueError):
-        return None
+        return np.asarray(None)
 
 
-def _digest(feed: Feed, inputs: tuple[str, ...]) -> str:
-    h = hashlib.sha256()
-    for name in inputs:
-        a = np.ascontiguousarray(feed[name])
-        h.update(f"{name}\0{a.dtype}\0{a.shape}\0".encode())
-        h.update(a.tobytes())
+def digest(stored: Stored) -> str:
+    """Identity of a stored sample: equal feeds give equal members (encoding is deterministic)."""
+    h = hashlib.blake2b(digest_size=20)
+    for j, suffix, blob in stored:
+        h.update(b"%d%s:%d:%d:" % (j, suffix.encode(), blob.size, len(blob.data)))
+        h.update(blob.data)
     return h.hexdigest()
 
 
-def _feed_bytes(feed: Feed) -> int:
-    return sum(int(a.nbytes) for a in feed.values())
+def _within(steps: list[Sample], cap: int) -> list[Sample]:
+    total = 0
+    for k, s in enumerate(steps):
+        total += s.nbytes
+        if total > cap:
+            return steps[:k]
+    return steps
 
 
-def _nbytes(kept: list[tuple[int, Feed]]) -> int:
-    return sum(_feed_bytes(f) for _, f in kept)
+def _level(streams: list[list[Sample]], budget: int) -> int:
+    """The largest per-stream cap at which all prefixes fit in ``budget`` together."""
+    low, high = 0, budget
+    while low < high:
+        middle = (low + high + 1) // 2
+        if sum(sum(s.nbytes for s in _within(steps, middle)) for steps in streams) <= budget:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def part_of(log: ModelLog) -> tuple[dict[str, Any], list[Sample]]:
+    """What this process keeps of ``log``, as the metadata and samples of a recording (a *part*, merged
+    by ``run.finish``): stateless samples labelled by test (``call:<n>`` outside tests), or streams."""
+    with log.lock:
+        extra: dict[str, Any] = {"tests": sorted(log.tests), "streams_ran": log.started}
+        if log.feedback is None:
+            rows = sorted(((u.label or f"call:{s.call}", s) for u in log.units.values() for _, s in u.kept),
+                          key=lambda r: r[1].call)
+            units = [label for label, _ in rows]
+            samples = [s for _, s in rows]
+            streams: list[list[int]] = []
+        else:
+            ordered = sorted(log.streams, key=lambda r: r.steps[0].call)
+            flat = sorted(((s.call, k) for k, r in enumerate(ordered) for s in r.steps))
+            position = {call: i for i, (call, _) in enumerate(flat)}
+            by_call = {s.call: s for r in ordered for s in r.steps}
+            samples = [by_call[call] for call, _ in flat]
+            units = [f"stream:{k}" for _, k in flat]
+            streams = [[position[s.call] for s in r.steps] for r in ordered]
+            extra.update(stream_groups=[r.group for r in ordered], stream_steps=[r.ran for r in ordered])
+        meta = {**extra, "model_sha256": log.sha256, "model": log.model, "inputs": list(log.inputs),
+                "samples": len(samples), "calls": log.calls, "picked": [s.call for s in samples], "units": units,
+                "feedback": [list(p) for p in (log.feedback or ())], "streams": streams,
+                "skipped": sorted([k, v] for k, v in log.skipped.items())}
+        return meta, samples

@@ -2,31 +2,56 @@
 
 Every Python process of the command finds a ``sitecustomize`` on ``PYTHONPATH`` (in a temporary
 directory, beside a link to this package so that other interpreters can import it too) that
-instruments onnxruntime; each process leaves its samples in ``DIR/.parts`` at exit; ``finish``
-merges the parts per model (ordered by content, so the same run gives the same files), bounds them
-again and writes ``DIR/<model>-<sha256>.npz``, replacing an older recording of the same model.
+instruments onnxruntime; pytest sessions also load a small plugin (``PYTEST_PLUGINS``) that labels
+each call with the test it ran in. Each run has a directory of its own, ``DIR/.parts/<run id>``:
+its processes leave a boot marker there, and at exit their parts (one per model) and a report
+(``capture.process``). ``finish`` merges this run's parts per model (``capture.merge``) and writes
+``DIR/<model>-<sha256>.npz``, replacing an older recording of the same model; it removes only its
+own run directory (and ``DIR/.parts`` if that is then empty), so concurrent runs into one directory
+each keep theirs and nothing else in ``DIR/.parts`` is touched.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import secrets
 import shutil
 import subprocess
 import tempfile
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hatch_shrinkray.capture import env
 from hatch_shrinkray.capture.env import MAX_BYTES, MAX_SAMPLES
-from hatch_shrinkray.capture.session import PARTS
-from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.capture.merge import Merged, Part, merge
+from hatch_shrinkray.capture.parts import read_part
+from hatch_shrinkray.errors import ShrinkrayError, quoted
 from hatch_shrinkray.result import human, render_table
 from hatch_shrinkray.signals import deferred
-from hatch_shrinkray.verification.recordings import Recording, merge, read_recording, write_recording
+from hatch_shrinkray.verification.recordings import (
+    SHA_DIGITS,
+    file_name,
+    read_meta,
+    write_stored,
+)
+
+PARTS = ".parts"
+UNITS_PLUGIN = "hatch_shrinkray_units"
+"""The pytest plugin that labels calls by test, as a module in the ``sitecustomize`` directory: it
+imports ``capture.testunits`` if it can and is empty otherwise, so a pytest that cannot import this
+package still runs."""
+UNITS_SHIM = '''"""Written by hatch-shrinkray record: label onnxruntime calls with the pytest test they run in."""
+try:
+    from hatch_shrinkray.capture.testunits import pytest_runtest_protocol  # noqa: F401
+except Exception:
+    pass
+'''
 
 SITECUSTOMIZE = '''\
 """Written by hatch-shrinkray record: instrument onnxruntime in this process, then run the
@@ -63,34 +88,68 @@ _hatch_shrinkray_chain()
 
 @dataclass(frozen=True)
 class Recorded:
-    """One model's recording as written: for the summary table."""
+    """One model's recording as written, for the summary."""
 
-    path: Path
-    recording: Recording
+    path: Path | None
+    """None when every call was skipped (nothing to write)."""
+    merged: Merged
+
+
+@dataclass
+class Finished:
+    """What a run left: the recordings, and how its processes ended."""
+
+    recorded: list[Recorded] = field(default_factory=list)
+    booted: int = 0
+    reports: list[dict[str, Any]] = field(default_factory=list)
+    lost: int = 0
+    """Processes that imported onnxruntime and never reported (os._exit, a signal, a crash)."""
+    errors: list[str] = field(default_factory=list)
+    """What went wrong in the command's processes (a write that failed at exit, a part that cannot be read)."""
+    unwritten: list[str] = field(default_factory=list)
+    """Recordings that could not be written here."""
+
+
+@dataclass(frozen=True)
+class Expected:
+    """A model the project configures, to say when the command never ran it."""
+
+    relpath: str
+    sha256: str
+    method: str
 
 
 @contextmanager
 def recording_environment(output: Path, max_samples: int = MAX_SAMPLES,
-                          max_bytes: int = MAX_BYTES) -> Iterator[dict[str, str]]:
-    """Environment variables that make Python processes record into ``output``; the temporary
-    ``sitecustomize`` directory is removed afterwards."""
-    parts = output / PARTS
-    shutil.rmtree(parts, ignore_errors=True)  # left by an interrupted run
+                          max_bytes: int = MAX_BYTES) -> Iterator[tuple[dict[str, str], Path]]:
+    """Environment variables that make Python processes record into a new run directory under
+    ``output``, and that directory; the temporary ``sitecustomize`` directory is removed afterwards
+    (the run directory is ``finish``'s, or ``discard``'s)."""
     try:
-        parts.mkdir(parents=True, exist_ok=True)
+        output.mkdir(parents=True, exist_ok=True)
+        (output / PARTS).mkdir(exist_ok=True)
+        with deferred():
+            run_dir = output / PARTS / f"{os.getpid()}-{secrets.token_hex(6)}"
+            run_dir.mkdir()
     except OSError as exc:
-        raise ShrinkrayError(f"cannot create the recording directory: {exc.strerror}", path=str(output),
+        raise ShrinkrayError(f"cannot create the recording directory: {exc.strerror or exc}", path=str(output),
                              hint="choose a writable --output directory") from exc
-    with instrumented_path() as path:
-        yield {env.RECORD: str(parts.resolve()), env.RECORD_SAMPLES: str(max_samples),
-               env.RECORD_BYTES: str(max_bytes), "PYTHONPATH": path}
+    try:
+        with instrumented_path() as (path, site):
+            (site / f"{UNITS_PLUGIN}.py").write_text(UNITS_SHIM, encoding="utf-8")
+            plugins = ",".join(p for p in (os.environ.get("PYTEST_PLUGINS", ""), UNITS_PLUGIN) if p)
+            yield ({env.RECORD: str(run_dir.resolve()), env.RECORD_SAMPLES: str(max_samples),
+                    env.RECORD_BYTES: str(max_bytes), "PYTHONPATH": path, "PYTEST_PLUGINS": plugins}, run_dir)
+    except BaseException:
+        discard(run_dir)
+        raise
 
 
 @contextmanager
-def instrumented_path() -> Iterator[str]:
+def instrumented_path() -> Iterator[tuple[str, Path]]:
     """A ``PYTHONPATH`` value whose first entry is a temporary directory with the ``sitecustomize``
-    that instruments onnxruntime (what it does is up to the environment, ``capture.env``); the
-    directory is removed afterwards."""
+    that instruments onnxruntime (what it does is up to the environment, ``capture.env``), and that
+    directory; it is removed afterwards."""
     site: Path | None = None
     try:
         with deferred():  # a signal right after mkdtemp is delivered inside the try, which cleans up
@@ -100,60 +159,184 @@ def instrumented_path() -> Iterator[str]:
         # No symlinks (Windows without the privilege): interpreters of this environment still work.
         with contextlib.suppress(OSError):
             (site / package.name).symlink_to(package, target_is_directory=True)
-        yield os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+        yield os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p), site
     finally:
         if site is not None:
             shutil.rmtree(site, ignore_errors=True)
 
 
-def record(command: Sequence[str], output: Path, max_samples: int = MAX_SAMPLES,
-           max_bytes: int = MAX_BYTES) -> tuple[int, list[Recorded]]:
+def discard(run_dir: Path) -> None:
+    """Remove a run directory (ours alone) and ``.parts`` if nothing else is left in it."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        run_dir.parent.rmdir()
+
+
+def record(command: Sequence[str], output: Path, max_samples: int = MAX_SAMPLES, max_bytes: int = MAX_BYTES,
+           root: Path | None = None) -> tuple[int, Finished]:
     """Run ``command`` with recording on; its exit code and what was recorded."""
     if not command:
         raise ShrinkrayError("no command to record", hint="hatch-shrinkray record --output DIR -- COMMAND [ARGS...]")
-    with recording_environment(output, max_samples, max_bytes) as env:
+    with recording_environment(output, max_samples, max_bytes) as (variables, run_dir):
         try:
-            proc = subprocess.run(list(command), env={**os.environ, **env}, check=False)
-        except BaseException as exc:  # Ctrl-C included: leave no parts behind
-            shutil.rmtree(output / PARTS, ignore_errors=True)
-            if isinstance(exc, OSError):
-                raise ShrinkrayError(f"cannot run {command[0]}: {exc.strerror or exc}",
-                                     hint="check the command after --") from exc
-            raise
-    return proc.returncode, finish(output, max_samples, max_bytes)
+            proc = subprocess.run(list(command), env={**os.environ, **variables}, check=False)
+        except OSError as exc:
+            raise ShrinkrayError(f"cannot run {command[0]}: {exc.strerror or exc}",
+                                 hint="check the command after --") from exc
+    return proc.returncode, finish(run_dir, output, max_samples, max_bytes, root or project_root(output))
 
 
-def finish(output: Path, max_samples: int = MAX_SAMPLES, max_bytes: int = MAX_BYTES) -> list[Recorded]:
-    """Merge the parts left in ``output/.parts`` into one recording per model; removes the parts."""
-    parts_dir = output / PARTS
+def project_root(output: Path) -> Path:
+    """The nearest directory with a ``pyproject.toml`` at or above ``output``, else the working directory."""
+    here = output.resolve()
+    for directory in (here, *here.parents):
+        if (directory / "pyproject.toml").is_file():
+            return directory
+    return Path.cwd()
+
+
+def finish(run_dir: Path, output: Path, max_samples: int = MAX_SAMPLES, max_bytes: int = MAX_BYTES,
+           root: Path | None = None) -> Finished:
+    """Merge the parts of the run in ``run_dir`` into one recording per model in ``output``; removes
+    ``run_dir``. A part that cannot be read is reported, the others are still merged."""
+    done = Finished()
     try:
-        by_model: dict[str, list[Recording]] = defaultdict(list)
-        for part in sorted(parts_dir.glob("*.npz")) if parts_dir.is_dir() else []:
-            rec = read_recording(part)
-            by_model[rec.model_sha256].append(rec)
-        written = []
+        files = sorted(run_dir.iterdir()) if run_dir.is_dir() else []
+        boots = {p.stem for p in files if p.suffix == ".boot"}
+        using = {p.stem for p in files if p.suffix == ".ort"}
+        for path in (p for p in files if p.suffix == ".done"):
+            report = _report(path)
+            if report is None:
+                done.errors.append(f"unreadable process report {path.name}")
+                continue
+            boots.add(path.stem)
+            using.discard(path.stem)
+            done.reports.append(report)
+            done.errors += [f"process {report.get('pid')}: {e}" for e in report.get("errors", [])]
+        done.booted = len(boots)
+        done.lost = len(using)
+        by_model: dict[str, list[Part]] = defaultdict(list)
+        for path in (p for p in files if p.suffix == ".part"):
+            try:
+                meta, samples = read_part(path)
+            except ShrinkrayError as exc:
+                done.errors.append(f"a part could not be read ({exc.message})")
+                continue
+            by_model[meta["model_sha256"]].append(Part(meta, samples))
         for sha in sorted(by_model):
-            merged = merge(by_model[sha], max_samples, max_bytes)
-            for old in output.glob(f"*-{sha[:16]}.npz"):
-                old.unlink()
-            written.append(Recorded(write_recording(output, merged), merged))
-        return sorted(written, key=lambda r: r.path.name)
+            merged = merge(by_model[sha], max_samples, max_bytes, root or Path.cwd())
+            done.recorded.append(Recorded(_write(output, merged, done.unwritten), merged))
+        done.recorded.sort(key=lambda r: (r.path is None, r.path.name if r.path else r.merged.meta["model"]))
+        return done
     finally:
-        shutil.rmtree(parts_dir, ignore_errors=True)
+        discard(run_dir)
 
 
-def summary(written: Sequence[Recorded], output: Path) -> str:
-    """What was recorded, a line per model, for people."""
-    if not written:
-        return (f"nothing recorded into {output}: no onnxruntime InferenceSession ran a model from a file or bytes "
-                "in a Python process of the command")
-    rows = [["model", "recording", "samples", "calls", "bytes", "shapes"]]
-    total = 0
-    for item in written:
-        rec = item.recording
-        total += item.path.stat().st_size
-        shapes = sorted({", ".join("x".join(map(str, s[n].shape)) or "scalar" for n in rec.inputs)
-                         for s in rec.samples})
-        shown = "; ".join(shapes[:3]) + (f"; ... ({len(shapes)} shapes)" if len(shapes) > 3 else "")
-        rows.append([rec.model, item.path.name, str(len(rec.samples)), str(rec.calls), human(rec.nbytes), shown])
-    return f"{render_table(rows)}\nrecorded {len(written)} model(s) into {output} ({human(total)} on disk)"
+def _report(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("errors", []), list):
+        return None
+    return data
+
+
+def _write(output: Path, merged: Merged, errors: list[str]) -> Path | None:
+    """Write ``merged`` (replacing older recordings of the same model); None when it holds no sample."""
+    if not merged.samples:
+        return None
+    sha = merged.meta["model_sha256"]
+    path = output / file_name(sha, merged.meta["model"])
+    try:
+        write_stored(path, merged.meta, merged.samples)
+    except OSError as exc:
+        errors.append(f"cannot write {path}: {exc.strerror or exc}")
+        return None
+    for old in output.glob(f"*-{sha[:SHA_DIGITS]}.npz"):
+        if old != path and _recording_of(old, sha):
+            with contextlib.suppress(OSError):
+                old.unlink()
+    return path
+
+
+def _recording_of(path: Path, sha: str) -> bool:
+    try:
+        return bool(read_meta(path)["model_sha256"] == sha)
+    except ShrinkrayError:
+        return False
+
+
+def summary(done: Finished, output: Path, expected: Sequence[Expected] = (), command: Sequence[str] = ()) -> str:
+    """The coverage table (per model: calls, what ran and what was kept, bytes, skipped feeds; the
+    project's configured models that never ran) and what went wrong, for people."""
+    lines = []
+    written = [r for r in done.recorded if r.path is not None]
+    if done.recorded:
+        rows = [["model", "recording", "calls", "ran", "kept", "bytes", "skipped"]]
+        for item in done.recorded:
+            meta = item.merged.meta
+            size = item.path.stat().st_size if item.path is not None else 0
+            skipped = "; ".join(f"{n} {reason}" for reason, n in meta["skipped"]) or "-"
+            rows.append([meta["model"], item.path.name if item.path else "(nothing kept)", str(meta["calls"]),
+                         item.merged.seen, item.merged.kept, human(size), skipped])
+        recorded = {r.merged.meta["model_sha256"] for r in done.recorded}
+        for model in expected:
+            if model.sha256 not in recorded:
+                rows.append([model.relpath, "(never ran)", "0", "-", "-", "-", "-"])
+        lines.append(render_table(rows))
+        total = sum(r.path.stat().st_size for r in written if r.path is not None)
+        lines.append(f"recorded {len(written)} model(s) into {output} ({human(total)} on disk)")
+    else:
+        lines.append(f"nothing recorded into {output}: {_why_nothing(done, command)}")
+    for item in done.recorded:
+        over = dict(item.merged.meta["skipped"]).get("over the byte cap")
+        if over:
+            lines.append(f"note: {item.merged.meta['model']}: {over} feed(s) alone exceed --max-bytes and were left "
+                         "out; raise --max-bytes to keep such feeds")
+    missing = [m for m in expected if m.sha256 not in {r.merged.meta["model_sha256"] for r in done.recorded}]
+    for model in missing:
+        need = ("method auto fits its choices to real inputs and will stop the build without them"
+                if model.method == "auto" else "its build verifies on generated inputs (a smoke check) meanwhile")
+        lines.append(f"note: {model.relpath} is configured but the command never ran it: {need}; run code that "
+                     f"loads it (a test, an example) under `hatch-shrinkray record --output {output} -- COMMAND`")
+    if done.lost:
+        lines.append(f"warning: {done.lost} Python process(es) ended without writing what they recorded "
+                     "(os._exit, a signal or a crash; multiprocessing workers end through os._exit unless they "
+                     "exit normally): their calls are missing")
+    lines += [f"warning: {quoted(e, 300)}" for e in done.errors]
+    return "\n".join(lines)
+
+
+def _why_nothing(done: Finished, command: Sequence[str]) -> str:
+    if done.booted == 0:
+        if _isolated(command):
+            return ("the command runs Python with -I or -E, which ignore PYTHONPATH, through which recording reaches "
+                    "it: drop the flag")
+        return ("no Python process of the command started with recording on (is it a Python program? interpreters "
+                "started with -I or -E, and tools that clear the environment, such as tox or nox, ignore "
+                "PYTHONPATH)")
+    if not any(r.get("onnxruntime") for r in done.reports) and not done.lost:
+        return f"{done.booted} Python process(es) ran, and none imported onnxruntime"
+    if not any(r.get("sessions") for r in done.reports) and not done.lost:
+        return "onnxruntime was imported, but no InferenceSession was created from a model file or bytes"
+    if not any(r.get("calls") for r in done.reports) and not done.lost:
+        return ("sessions were created but run() was never called (run_with_iobinding and run_with_ort_values are "
+                "not recorded)")
+    return "the processes that ran models ended without writing what they recorded (see below)"
+
+
+def _isolated(command: Sequence[str]) -> bool:
+    """Whether ``command`` is a Python interpreter given -I or -E (alone or among other short flags)."""
+    if not command or not Path(command[0]).name.startswith("python"):
+        return False
+    for arg in command[1:]:
+        if not arg.startswith("-") or arg.startswith("--") or arg == "-":
+            return False
+        flags = arg[1:]
+        for _k, flag in enumerate(flags):
+            if flag in "IE":
+                return True
+            if flag in "cmWX":  # takes an argument: the rest of the command is not our business
+                return False
+    return False

@@ -13,7 +13,7 @@ import itertools
 import os
 import shlex
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from hatch_shrinkray.checking.models import Configured, Prepared, prepare
 from hatch_shrinkray.checking.sensitive import ranked
 from hatch_shrinkray.checking.verdict import Verdict, judge
 from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.files import file_sha256
 from hatch_shrinkray.shipping.ship import Display
 
 
@@ -37,6 +38,8 @@ class Settings:
     max_flip_rate: float = 0.0
     """Share of shadow decisions that may flip (``--search`` and ``--shadow``)."""
     cwd: Path | None = None
+    timeout: float | None = None
+    """Seconds one run of the command may take (``--timeout``); None: no limit."""
 
 
 @dataclass(frozen=True)
@@ -75,12 +78,13 @@ def run_check(configured: Configured, settings: Settings, app: Display) -> Check
         prepared = prepare(configured, tmp / "models", app)
         targets = tuple(p.target() for p in targets_of(prepared))
         app.display_info(f"check: run 1 of 2, with the original models: {shown(settings.command)}")
-        original = observe(settings.command, lambda r: Instructions("original", False, settings.threshold, r, targets),
-                           record=tmp / "recorded", cwd=settings.cwd)
+        original = run_command(settings, prepared, "run 1 of 2, with the original models",
+                               lambda r: Instructions("original", False, settings.threshold, r, targets),
+                               record=tmp / "recorded")
         require_evidence(original, prepared, settings)
         app.display_info(f"check: run 2 of 2, with the shrunk models: {shown(settings.command)}")
-        shrunk = observe(settings.command, lambda r: Instructions("shrunk", False, settings.threshold, r, targets),
-                         cwd=settings.cwd)
+        shrunk = run_command(settings, prepared, "run 2 of 2, with the shrunk models",
+                             lambda r: Instructions("shrunk", False, settings.threshold, r, targets))
         verdict = judge(original, shrunk)
         hints = {} if verdict.passed else sensitive_hints(prepared, original, tmp / "recorded")
         return Checked(settings.command, tuple(prepared), verdict, hints)
@@ -92,10 +96,32 @@ def run_shadow(configured: Configured, settings: Settings, app: Display) -> Shad
         targets = tuple(p.target() for p in targets_of(prepared))
         app.display_info(f"check --shadow: the original models answer, the shrunk ones run beside them: "
                          f"{shown(settings.command)}")
-        run = observe(settings.command, lambda r: Instructions("original", True, settings.threshold, r, targets),
-                      cwd=settings.cwd)
+        run = run_command(settings, prepared, "the shadow run",
+                          lambda r: Instructions("original", True, settings.threshold, r, targets))
         require_evidence(run, prepared, settings)
         return Shadowed(tuple(prepared), run)
+
+
+def run_command(settings: Settings, prepared: Sequence[Prepared], which: str,
+                instructions: Callable[[str], Instructions], *, record: Path | None = None) -> Observed:
+    """One run of the command (``which`` names it in messages), within ``settings.timeout``.
+
+    ``check`` swapped in the shrunk copy of the bytes it read; a command that rewrites a configured
+    model (a test re-exporting it) would make it judge other bytes than it shrank, and blame the
+    weights. So every model file is hashed again after the run, and a changed one is refused."""
+    observed = observe(settings.command, instructions, record=record, cwd=settings.cwd, timeout=settings.timeout)
+    for p in prepared:
+        try:
+            now = file_sha256(p.source)
+        except OSError as exc:
+            now = f"unreadable ({exc.strerror or exc})"
+        if now != p.sha256:
+            raise ShrinkrayError(
+                f"changed while `{shown(settings.command)}` ran ({which}): check shrank and swapped in the bytes it "
+                "read before, so this run judged other bytes, and nothing is judged", path=p.relpath,
+                hint="make the command leave the model file alone (write re-exports elsewhere), then run check "
+                     "again")
+    return observed
 
 
 def require_evidence(run: Observed, prepared: Sequence[Prepared], settings: Settings) -> None:

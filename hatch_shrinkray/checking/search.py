@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from hatch_shrinkray.auto.guard import decide, score
-from hatch_shrinkray.capture.observe import ModelSeen, Observed, observe
+from hatch_shrinkray.capture.observe import ModelSeen, Observed
 from hatch_shrinkray.capture.swap import Instructions
-from hatch_shrinkray.checking.check import Settings, require_evidence, shown, targets_of
+from hatch_shrinkray.checking.check import Settings, require_evidence, run_command, shown, targets_of
 from hatch_shrinkray.checking.models import Configured, Prepared, prepare
 from hatch_shrinkray.checking.sensitive import ranked
 from hatch_shrinkray.checking.verdict import Verdict, judge, tally
@@ -90,8 +90,9 @@ def run_search(configured: Configured, settings: Settings, app: Display, max_run
         targets = tuple(p.target() for p in prepared)
         app.display_info(f"check --search: run with the original models (recording their feeds): "
                          f"{shown(settings.command)}")
-        original = observe(settings.command, lambda r: Instructions("original", False, settings.threshold, r, targets),
-                           record=tmp / "recorded", cwd=settings.cwd)
+        original = run_command(settings, prepared, "the run with the original models",
+                               lambda r: Instructions("original", False, settings.threshold, r, targets),
+                               record=tmp / "recorded")
         require_evidence(original, prepared, settings)
         found = []
         for index, p in enumerate(prepared):
@@ -199,9 +200,8 @@ class _Search:
             self.runs -= 1
             seen = self.original.models.get(self.prepared.sha256, ModelSeen())
             return Trial(dict(tensors), judge(self.original, self.original), seen, p, self.prepared.sha256, True)
-        observed = observe(self.settings.command,
-                           lambda r: Instructions("shrunk", True, self.settings.threshold, r, (p.target(),)),
-                           cwd=self.settings.cwd)
+        observed = run_command(self.settings, (self.prepared,), f"search run {self.runs}",
+                               lambda r: Instructions("shrunk", True, self.settings.threshold, r, (p.target(),)))
         verdict = judge(self.original, observed)
         seen = observed.models.get(p.sha256, ModelSeen())
         trial = Trial(dict(tensors), verdict, seen, p, file_sha256(p.shrunk), False)
@@ -270,8 +270,8 @@ def _joint(configured: Configured, settings: Settings, app: Display, *, original
     prepared = [p for p in prepare(configured, workdir, app, plans=plans) if p.sha256 in plans and p.shrunk]
     targets = tuple(p.target() for p in prepared)
     app.display_info("check --search: every plan at once")
-    observed = observe(settings.command, lambda r: Instructions("shrunk", False, settings.threshold, r, targets),
-                       cwd=settings.cwd)
+    observed = run_command(settings, prepared, "the run with every plan at once",
+                           lambda r: Instructions("shrunk", False, settings.threshold, r, targets))
     return judge(original, observed)
 
 

@@ -12,6 +12,7 @@ from hatch_shrinkray.checking.models import Prepared
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.onnxgraph.modelio import load_model
 from hatch_shrinkray.registry import Dedup
+from hatch_shrinkray.samples import Calibration, Sequencing
 from hatch_shrinkray.verification.recordings import find_recording, read_recording
 
 
@@ -22,7 +23,9 @@ def ranked(prepared: Prepared, recorded: Path, *, with_plan: bool = True) -> lis
         path, _ = find_recording(recorded, prepared.sha256, prepared.relpath)
     except ShrinkrayError:
         return []
-    feeds = [dict(s) for s in read_recording(path).samples]
+    rec = read_recording(path)
+    units = rec.units or tuple(f"call:{c}" for c in rec.picked)
+    feeds = Calibration([dict(s) for s in rec.samples], Sequencing(units, rec.feedback, rec.streams))
     options = prepared.options if with_plan else replace(prepared.options, plan=())
     model = load_model(prepared.source).model
     if options.dedup:  # the engine dedups first: rank the tensors the method and the plan will see

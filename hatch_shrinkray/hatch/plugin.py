@@ -6,10 +6,11 @@ Importing this module must stay cheap: hatchling constructs a throw-away instanc
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import FrameType
 from typing import Any, ClassVar
 
@@ -19,9 +20,9 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.hatch.include import check_outside, include
 from hatch_shrinkray.result import human
-from hatch_shrinkray.shipping.config import PLUGIN_NAME, HookConfig, hook_table, load_config
+from hatch_shrinkray.shipping.config import PLUGIN_NAME, HookConfig, hook_table, load_config, recording_paths
 from hatch_shrinkray.shipping.manifest import read_manifest
-from hatch_shrinkray.shipping.ship import PREFIX, engine_needed, engine_requirements, ship_models
+from hatch_shrinkray.shipping.ship import PREFIX, engine_needed, engine_requirements, printable_lines, ship_models
 from hatch_shrinkray.signals import Terminated, deferred, on_sigterm, redeliver, stop_request
 
 TARGETS = ("wheel", "sdist")
@@ -77,7 +78,8 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
         target_hooks = getattr(self.build_config, "target_config", {}).get("hooks", {})
         table = hook_table(self.target_name if PLUGIN_NAME in target_hooks else None)
         return load_config(self.config, Path(self.root), self.target_name, table,
-                           dependencies=self.metadata.core.dependencies)
+                           dependencies=self.metadata.core.dependencies,
+                           recordings_optional=bool(read_manifest(Path(self.root))))
 
     def dependencies(self) -> list[str]:
         """The engine's requirements, only when this build has models to shrink.
@@ -105,16 +107,17 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
                 self._workdir = self._make_workdir()
             config, root, workdir = self._load(), Path(self.root), Path(self._workdir.name)
             check_outside(workdir, root)
-            shipped = ship_models(config, root, workdir, self.app, read_manifest(root))
+            shipped = ship_models(config, root, workdir, self.app, read_manifest(root, self.app.display_warning))
             include(shipped, config, build_data, workdir, self.app)
             self._drop(path for model in shipped for path in model.obsolete)
+            self._leave_out_recordings(config, root)
         except BaseException as exc:
             self._cleanup()
             stop = stop_request(exc)  # also SIGTERM during `import onnxruntime` (an ImportError caused by it)
             if isinstance(stop, Terminated):
                 redeliver(stop.signum)
             if isinstance(exc, ShrinkrayError):
-                self.app.abort(f"shrinkray: {exc}")
+                self.app.abort(printable_lines(f"shrinkray: {exc}"))
             raise
         finally:
             self.initializing = False
@@ -136,6 +139,39 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
         for relpath in relpaths:
             self.build_config.build_reserved_paths.add(self.build_config.get_distribution_path(relpath))
             self.app.display_debug(f"shrinkray: leaving out {relpath} (external data of the original)")
+
+    def _leave_out_recordings(self, config: HookConfig, root: Path) -> None:
+        """Recordings (the ``inputs`` the build verified on) are for building, not for shipping: a wheel
+        needs none, and our sdist ships the shrunk models and the manifest, so a wheel built from it
+        needs none either. They are left out unless the target's or the build's ``include``,
+        ``only-include`` or ``force-include`` names them (or a path inside them): included on purpose.
+        An sdist of the originals (``sdist = "original"``) keeps them, as its wheels shrink again."""
+        if config.ships_originals:
+            return
+        for relpath in recording_paths(config, root):
+            if self._included_on_purpose(relpath):
+                continue
+            path = root / relpath
+            files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+            reserved = self.build_config.build_reserved_paths
+            reserved.add(os.path.normpath(relpath))  # the directory, skipped as a whole by the walk
+            reserved.update(self.build_config.get_distribution_path(os.path.relpath(f, root)) for f in files)
+            self.app.display_debug(f"shrinkray: leaving out {relpath} (recorded inputs are not shipped)")
+
+    def _included_on_purpose(self, relpath: str) -> bool:
+        named: list[str] = []
+        for table in (getattr(self.build_config, "target_config", {}), getattr(self.build_config, "build_config", {})):
+            for key in ("include", "only-include"):
+                value = table.get(key, [])
+                named += [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+            forced = table.get("force-include", {})
+            named += [k for k in forced if isinstance(k, str)] if isinstance(forced, dict) else []
+        target = PurePosixPath(relpath)
+        for entry in named:
+            name = PurePosixPath(entry.strip("/"))
+            if name == target or target in name.parents:
+                return True
+        return False
 
     def finalize(self, version: str, build_data: dict[str, Any], artifact_path: str) -> None:
         """Say how big the archive came out (after hatchling wrote it), then clean up."""

@@ -25,7 +25,7 @@ from google.protobuf.message import DecodeError, Message
 from onnx import ModelProto, TensorProto
 
 from hatch_shrinkray.errors import ShrinkrayError, quoted
-from hatch_shrinkray.files import file_sha256
+from hatch_shrinkray.files import NotRegular, TooLarge, file_sha256, read_regular
 from hatch_shrinkray.onnxgraph.graph import scopes
 from hatch_shrinkray.signals import deferred
 
@@ -38,7 +38,8 @@ class Loaded:
     model: ModelProto
     label: str
     size: int
-    """Bytes on disk (model file plus external data files), or the serialized size."""
+    """Bytes read: the model file plus what its tensors take in its external data files (not the
+    parts of a shared data file other models use), or the serialized size."""
     path: Path | None
     data_files: tuple[Path, ...] = ()
     sha256: dict[str, str] = field(default_factory=dict)
@@ -114,6 +115,7 @@ def load_model(source: str | os.PathLike[str] | ModelProto) -> Loaded:
     size = len(data)
     del data
     data_files = _resolve_external(model, path)
+    referenced = _referenced_bytes(model, path) if data_files else 0
     if data_files:
         for data_file in data_files:
             digests[str(data_file)] = _data_sha256(data_file, label)
@@ -122,7 +124,7 @@ def load_model(source: str | os.PathLike[str] | ModelProto) -> Loaded:
         except Exception as exc:  # onnx raises OSError, ValueError or its own ValidationError here
             raise ShrinkrayError(f"cannot read its external data: {str(exc).splitlines()[0][:300]}", path=label,
                                  hint="re-export the model with its data file") from exc
-        size += sum(p.stat().st_size for p in data_files)
+        size += referenced
     return Loaded(model, label, size, path, tuple(data_files), digests)
 
 
@@ -135,7 +137,13 @@ def _read(path: Path) -> bytes:
         raise ShrinkrayError("is a directory, not an .onnx file", path=label,
                              hint="pass the .onnx file inside it (globs like dir/*.onnx work)")
     try:
-        data = path.read_bytes()
+        data = read_regular(path, TWO_GB)
+    except NotRegular as exc:
+        raise ShrinkrayError(f"is {exc.kind}, not an .onnx file", path=label,
+                             hint="pass the model file itself") from exc
+    except TooLarge as exc:
+        raise ShrinkrayError("is over 2 GB, more than one protobuf file can hold, so it is not an ONNX model",
+                             path=label, hint="a model this big keeps its weights in external data files") from exc
     except OSError as exc:
         raise ShrinkrayError(f"cannot read: {exc.strerror}", path=label, hint="check file permissions") from exc
     if not data:
@@ -260,8 +268,62 @@ def _check_extents(model: ModelProto, path: Path) -> None:
                                  path=str(path), hint="the data file is truncated; copy or export it again")
 
 
+def _referenced_bytes(model: ModelProto, path: Path) -> int:
+    """The bytes of its data files that the model's tensors take, each range counted once: all of
+    a data file of its own, and only its part of one it shares with another model (two models may
+    point into one ``weights.bin``; the other's tensors are not this model's input)."""
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for t in _tensors(model):
+        if t.data_location != TensorProto.EXTERNAL:
+            continue
+        entries = {e.key: e.value for e in t.external_data}
+        location = entries["location"]
+        size = (path.parent / location).stat().st_size
+        try:
+            offset = int(entries.get("offset") or 0)
+            end = offset + int(entries["length"]) if entries.get("length") else size
+        except ValueError:
+            offset, end = 0, size
+        spans.setdefault(location, []).append((offset, min(end, size)))
+    total = 0
+    for ranges in spans.values():
+        reached = 0
+        for start, end in sorted(ranges):
+            begin = max(start, reached)
+            if end > begin:
+                total += end - begin
+                reached = end
+    return total
+
+
+PACKED_4BIT = {TensorProto.INT4, TensorProto.UINT4, getattr(TensorProto, "FLOAT4E2M1", -1)}
+
+
 def fits_one_file(model: ModelProto) -> bool:
-    """Whether ``model`` can be one protobuf file; ByteSize() itself fails for protos over 2 GB."""
+    """Whether ``model`` can be one protobuf file.
+
+    The weights' bytes are added up from their shapes first: ``ByteSize()`` serializes the whole
+    model to measure it (protobuf's upb backend has no size-only pass), which for a model over
+    2 GB first fails only after holding most of it twice (8.5 GB peak for a 2.4 GB model).
+    """
+    payload = 0
+    for t in _tensors(model):
+        if t.data_location == TensorProto.EXTERNAL:
+            continue
+        count = 1
+        for d in t.dims:
+            count *= d
+        if t.data_type in PACKED_4BIT:
+            payload += (count + 1) // 2
+        elif t.data_type == TensorProto.STRING:
+            payload += t.ByteSize()
+        else:
+            try:
+                payload += count * onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+            except (KeyError, TypeError, ValueError):
+                payload += t.ByteSize()
+        if payload >= SINGLE_FILE_LIMIT:
+            return False
     try:
         return int(model.ByteSize()) < SINGLE_FILE_LIMIT
     except Exception:  # google.protobuf.message.EncodeError: "Failed to serialize proto"

@@ -115,9 +115,14 @@ def encode_weights(model: ModelProto, encoder: TensorEncoder, options: ShrinkOpt
         if rows_decodable(site, dec):
             note = f"{note}; {ROWS_NOTE}".lstrip("; ")
         records.append(record(site, dec.label, note, dec.stored_bytes, error_stats(w, dec.decoded)))
-        # Keep only what gets stored: the float reconstruction of every weight at once would
-        # cost as much memory as the model itself.
-        plans[id(site.scope)].append((site, dataclasses.replace(dec, decoded=np.empty(0, dec.decoded.dtype))))
+        if not dec.nodes:
+            # Stored in place of the weight (float-levels): written now, so the stored arrays of
+            # every weight are never held at once beside the model (as much memory again).
+            site.tensor.CopyFrom(_tensor(_only(dec), site.name))
+        else:
+            # Keep only what gets stored: the float reconstruction of every weight at once would
+            # cost as much memory as the model itself.
+            plans[id(site.scope)].append((site, dataclasses.replace(dec, decoded=np.empty(0, dec.decoded.dtype))))
         del w, dec
     for items in plans.values():
         _apply(items, names)

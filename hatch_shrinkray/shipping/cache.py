@@ -18,13 +18,16 @@ import functools
 import hashlib
 import json
 import os
+import stat
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hatch_shrinkray.files import file_sha256, write_atomically
-from hatch_shrinkray.options import ShrinkOptions
+from hatch_shrinkray.errors import ShrinkrayError, printable
+from hatch_shrinkray.files import file_sha256, read_regular, write_atomically
+from hatch_shrinkray.options import INPUTS_MAX_FILE_BYTES, ShrinkOptions
 from hatch_shrinkray.shipping.manifest import ManifestEntry
 from hatch_shrinkray.sizes import Sizes
 
@@ -59,12 +62,51 @@ class CachedShrink:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CachedShrink:
-        return cls(entry=ManifestEntry.from_dict(data["entry"]), original_size=int(data["original_size"]),
-                   shrunk_size=int(data["shrunk_size"]), seconds=float(data["seconds"]),
-                   summary=data.get("summary"), kept=str(data.get("kept") or ""),
-                   kept_original=data.get("kept_original"),
-                   sizes=None if not data.get("sizes") else (Sizes.from_dict(data["sizes"][0]),
-                                                             Sizes.from_dict(data["sizes"][1])))
+        """The record ``data`` holds; KeyError, TypeError or ValueError when it is not shaped like
+        one, or holds text that would not print as it reads (control characters, escapes)."""
+        if not isinstance(data, dict):
+            raise TypeError("a record is not an object")
+        unprintable = next(_unprintable(data), None)
+        if unprintable is not None:
+            raise ValueError(f"the record holds unprintable text {unprintable!r:.60}")
+        sizes = [data["original_size"], data["shrunk_size"]]
+        if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in sizes):
+            raise TypeError("sizes must be non-negative integers")
+        seconds = data["seconds"]
+        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 0 <= seconds < float("inf"):
+            raise TypeError("seconds must be a finite number")
+        for key in ("summary", "kept_original"):
+            if not isinstance(data.get(key), (str, type(None))):
+                raise TypeError(f"{key} must be text")
+        if not isinstance(data.get("kept") or "", str):
+            raise TypeError("kept must be text")
+        return cls(entry=ManifestEntry.from_dict(data["entry"]), original_size=sizes[0], shrunk_size=sizes[1],
+                   seconds=float(seconds), summary=data.get("summary"), kept=data.get("kept") or "",
+                   kept_original=data.get("kept_original"), sizes=_sizes(data.get("sizes")))
+
+
+def _sizes(value: Any) -> tuple[Sizes, Sizes] | None:
+    """The record's raw, wheel and web bytes of the original and the shrunk model (None: not
+    recorded); TypeError when they are not shaped like that."""
+    if value is None:
+        return None
+    if not (isinstance(value, list) and len(value) == 2):
+        raise TypeError("sizes must be two objects")
+    return Sizes.from_dict(value[0]), Sizes.from_dict(value[1])
+
+
+def _unprintable(value: Any) -> Iterator[str]:
+    """Every string (key or value) in ``value`` that :func:`printable` would change."""
+    if isinstance(value, str):
+        if printable(value) != value:
+            yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _unprintable(key)
+            yield from _unprintable(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _unprintable(item)
 
 
 def default_cache_dir() -> Path:
@@ -94,13 +136,19 @@ def cache_key(model_sha256: str, options: ShrinkOptions, versions: dict[str, str
 
 
 def inputs_digest(path: Path) -> str:
-    """The sha256 of a sample file, or of a recording directory's ``.npz`` files (names and contents)."""
-    if not path.is_dir():
-        return file_sha256(path)
-    digest = hashlib.sha256()
-    for member in sorted(path.glob("*.npz")):
-        digest.update(member.name.encode() + b"\0" + file_sha256(member).encode() + b"\0")
-    return digest.hexdigest()
+    """The sha256 of a sample file, or of a recording directory's ``.npz`` files (names and
+    contents); only regular files of a bounded size are read (a FIFO or ``/dev/zero`` never ends)."""
+    try:
+        if not path.is_dir():
+            return file_sha256(path, INPUTS_MAX_FILE_BYTES)
+        digest = hashlib.sha256()
+        for member in sorted(path.glob("*.npz")):
+            digest.update(member.name.encode() + b"\0" + file_sha256(member, INPUTS_MAX_FILE_BYTES).encode() + b"\0")
+        return digest.hexdigest()
+    except OSError as exc:
+        where = getattr(exc, "path", None) or exc.filename or path
+        raise ShrinkrayError(f"cannot read the sample inputs: {exc.strerror or exc}", path=str(where),
+                             hint="`inputs` names a .npz file or a recording directory of regular files") from exc
 
 
 @functools.cache
@@ -118,8 +166,43 @@ def code_fingerprint() -> str:
     return digest.hexdigest()
 
 
+RECORD_MAX_BYTES = 16 << 20
+"""A record is a few kilobytes; the reader never takes more than this."""
+
+
+def private_problem(directory: Path) -> str | None:
+    """Why ``directory`` is not private enough to take shrunk models from, or ``None``.
+
+    Whoever can write the cache chooses the bytes a build ships and the figures it prints, so the
+    directory must belong to this user (or root) and be writable by nobody else, as ssh requires
+    of its keys. A directory that does not exist yet is fine: it is created 0700. Not checked on
+    Windows, where POSIX modes say nothing."""
+    if os.name != "posix":
+        return None
+    try:
+        info = directory.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if not stat.S_ISDIR(info.st_mode):
+        return "is not a directory"
+    if info.st_uid not in (os.geteuid(), 0):
+        return f"belongs to another user (uid {info.st_uid})"
+    writers = [who for who, bit in (("group", stat.S_IWGRP), ("others", stat.S_IWOTH)) if info.st_mode & bit]
+    if writers:
+        return f"is writable by {' and '.join(writers)} (mode {stat.S_IMODE(info.st_mode):04o})"
+    return None
+
+
 class ShrinkCache:
-    """One cache directory; ``get`` and ``put`` never raise for I/O trouble (a cache is optional)."""
+    """One cache directory; ``get`` and ``put`` never raise for I/O trouble (a cache is optional).
+
+    Entries are taken on their word only as far as the directory is private
+    (:func:`private_problem`, checked by the caller before use): a record must be well formed and
+    printable, and name the original it was made from; its model file must hash to the record's
+    ``shrunk_sha256``. What ships is re-hashed while it is copied out and loaded in onnxruntime
+    (``shipping.ship``)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -127,14 +210,17 @@ class ShrinkCache:
     def _paths(self, key: str) -> tuple[Path, Path]:
         return self.directory / f"{key}.onnx", self.directory / f"{key}.json"
 
-    def get(self, key: str) -> tuple[Path, CachedShrink] | None:
-        """The cached model file and its record, if the entry is complete and intact."""
+    def get(self, key: str, original_sha256: str | None = None) -> tuple[Path, CachedShrink] | None:
+        """The cached model file and its record, if the entry is complete and intact (and, with
+        ``original_sha256``, made from that original)."""
         model, record = self._paths(key)
         try:
-            cached = CachedShrink.from_dict(json.loads(record.read_text(encoding="utf-8")))
+            cached = CachedShrink.from_dict(json.loads(read_regular(record, RECORD_MAX_BYTES).decode("utf-8")))
+            if original_sha256 is not None and cached.entry.original_sha256 != original_sha256:
+                return None
             if file_sha256(model) != cached.entry.shrunk_sha256:
                 return None
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
             return None
         return model, cached
 
@@ -142,7 +228,8 @@ class ShrinkCache:
         """Store an entry; returns why it could not be stored, or ``None`` on success."""
         model, record_path = self._paths(key)
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            self.directory.parent.mkdir(parents=True, exist_ok=True)
+            self.directory.mkdir(mode=0o700, exist_ok=True)
             write_atomically(model, shrunk_model.read_bytes())
             text = json.dumps(record.to_dict(), sort_keys=True, indent=2).encode()
             write_atomically(record_path, text)

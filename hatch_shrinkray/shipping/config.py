@@ -81,6 +81,9 @@ class ModelEntry:
     relpath: str
     """POSIX path relative to the project root: the manifest key and the force-include target."""
     options: ShrinkOptions
+    names: Mapping[str, str] = field(default_factory=dict, compare=False)
+    """Option field -> how the user wrote it (``tool.hatch.build.hooks.shrinkray.samples``, the
+    override's table when one set it, or ``--samples``), for messages about this model."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,23 @@ class HookConfig:
         return self.target == "sdist" and self.sdist == "original"
 
 
+def recording_paths(config: HookConfig, root: Path) -> list[str]:
+    """The ``inputs`` paths of the configured models that lie inside the project, relative to ``root``
+    (POSIX), each once: the recordings a build verifies on."""
+    found = set()
+    for model in config.models:
+        inputs = model.options.verify.inputs if model.options.verify is not None else None
+        if inputs is None:
+            continue
+        try:
+            relative = Path(inputs).resolve().relative_to(root.resolve())
+        except ValueError:  # outside the project: never packed anyway
+            continue
+        if relative.parts:
+            found.add(PurePosixPath(*relative.parts).as_posix())
+    return sorted(found)
+
+
 def hook_table(target: str | None = None) -> str:
     """The TOML path of the hook's table: global, or the given target's own (which replaces it)."""
     if target is None:
@@ -113,12 +133,14 @@ def hook_table(target: str | None = None) -> str:
 
 def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
                 table: str | None = None, models_root: Path | None = None, *,
-                dependencies: Sequence[str] = ()) -> HookConfig:
+                dependencies: Sequence[str] = (), recordings_optional: bool = False) -> HookConfig:
     """Check ``raw`` (the hook's table) against the project at ``root``; ``dependencies`` (the
     project's ``[project].dependencies``) give the default ``runtimes``.
 
     ``models`` globs match files under ``models_root`` (a built wheel's unpacked files), or under
     ``root`` by default; ``inputs`` and ``cache`` paths stay relative to the project ``root``.
+    ``recordings_optional``: an ``inputs`` path that does not exist is dropped instead of refused
+    (a build from our sdist, whose manifest covers the models and which ships no recording).
     Raises :class:`ConfigurationError` listing every problem found.
     """
     globs_root = models_root or root
@@ -141,15 +163,21 @@ def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
             models = match_models(globs_root, patterns, f"{table}.models", errors)
 
     overrides = _read_overrides(raw.get("overrides", []), globs_root, table, set(models), errors)
+    if recordings_optional:
+        for settings in (base, *(override for _, override, _ in overrides)):
+            if isinstance(settings.get("inputs"), str) and not (root / settings["inputs"]).exists():
+                del settings["inputs"]
 
     errors += _value_errors(base, base_names, overrides, root)
     entries = []
     for relpath in sorted(models):
         settings = dict(base)
-        for selected, override, _ in overrides:
+        names = {f: f"{table}.{key}" for key, f in ENGINE_KEYS.items()}
+        for selected, override, override_table in overrides:
             if relpath in selected:
                 settings.update(override)
-        entries.append(ModelEntry(relpath, _options(settings, root)))
+                names.update({ENGINE_KEYS[k]: f"{override_table}.{k}" for k in override if k in ENGINE_KEYS})
+        entries.append(ModelEntry(relpath, _options(settings, root), names))
 
     sdist = raw.get("sdist", "shrunk")
     if sdist not in SDIST_CHOICES:
@@ -412,11 +440,13 @@ def _options(settings: Mapping[str, Any], root: Path) -> ShrinkOptions:
     return ShrinkOptions(**shrink, verify=VerifyOptions(**verify))
 
 
-def command_line_config(patterns: list[str], options: ShrinkOptions, models_root: Path) -> HookConfig:
-    """The configuration ``--models GLOB`` flags give: every selected model with the same options."""
+def command_line_config(patterns: list[str], options: ShrinkOptions, names: Mapping[str, str],
+                        models_root: Path) -> HookConfig:
+    """The configuration ``--models GLOB`` flags give: every selected model with the same options
+    (``names``: how the flags are spelled)."""
     errors: list[str] = []
     models = match_models(models_root, patterns, "--models", errors)
     if errors:
         raise ConfigurationError(errors, "--models")
     return HookConfig(table="--models", target="wheel",
-                      models=tuple(ModelEntry(relpath, options) for relpath in sorted(models)))
+                      models=tuple(ModelEntry(relpath, options, names) for relpath in sorted(models)))

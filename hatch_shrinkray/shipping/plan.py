@@ -20,9 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.files import read_regular
 from hatch_shrinkray.options import ENCODINGS, ShrinkOptions
 
 PLAN_NAME = "shrinkray-plan.json"
+MAX_BYTES = 64 << 20
+"""A plan file lists tensors of a few models: kilobytes. Larger is not a plan."""
 FORMAT = "hatch-shrinkray-plan"
 VERSION = 1
 
@@ -57,11 +60,13 @@ def read_plan(path: Path) -> dict[str, PlanEntry]:
     label = str(path)
     hint = "hatch-shrinkray check --search writes it; fix the entry or delete the file and search again"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(path, MAX_BYTES).decode("utf-8"))
     except OSError as exc:
-        raise ShrinkrayError(f"cannot read the plan: {exc.strerror or exc}", path=label) from exc
+        raise ShrinkrayError(f"cannot read the plan: {exc.strerror or exc}", path=label, hint=hint) from exc
     except (ValueError, UnicodeDecodeError) as exc:
         raise ShrinkrayError(f"the plan is not valid JSON: {exc}", path=label, hint=hint) from exc
+    except RecursionError as exc:
+        raise ShrinkrayError("the plan is not a plan: its JSON is nested too deeply", path=label, hint=hint) from exc
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ShrinkrayError(f"not a hatch-shrinkray plan (format is not {FORMAT!r})", path=label, hint=hint)
     if data.get("version") != VERSION:
@@ -78,16 +83,25 @@ def _entry(sha: str, item: Any, label: str, hint: str) -> PlanEntry:
     if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
         raise ShrinkrayError(f"`models` key {sha!r} is not a sha256", path=label, hint=hint)
     try:
-        tensors = tuple(sorted((str(t["scope"]), str(t["tensor"]), str(t["encoding"])) for t in item["tensors"]))
-        entry = PlanEntry(str(item["model"]), str(item["method"]), tensors, dict(item.get("checked") or {}))
-    except (KeyError, TypeError) as exc:
-        raise ShrinkrayError(f"`{where}` lacks {exc} or is not shaped like a plan entry", path=label,
-                             hint=hint) from exc
+        if not isinstance(item["tensors"], list) or not isinstance(item.get("checked") or {}, dict):
+            raise TypeError("tensors must be a list and checked an object")
+        tensors = tuple(sorted((_text(t["scope"]), _text(t["tensor"]), _text(t["encoding"])) for t in item["tensors"]))
+        entry = PlanEntry(_text(item["model"]), _text(item["method"]), tensors, dict(item.get("checked") or {}))
+    except KeyError as exc:
+        raise ShrinkrayError(f"`{where}` lacks {exc}", path=label, hint=hint) from exc
+    except TypeError as exc:
+        raise ShrinkrayError(f"`{where}` is not shaped like a plan entry ({exc})", path=label, hint=hint) from exc
     bad = [f"{t} = {e!r}" for _, t, e in tensors if e not in ENCODINGS]
     if bad:
         raise ShrinkrayError(f"`{where}.tensors` has unknown encodings ({', '.join(bad[:3])}); "
                              f"one of {', '.join(ENCODINGS)}", path=label, hint=hint)
     return entry
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{value!r:.40} is not a string")
+    return value
 
 
 def write_plan(path: Path, entries: Mapping[str, PlanEntry]) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.files import read_regular
 from hatch_shrinkray.shipping.config import hook_table
 
 if sys.version_info >= (3, 11):
@@ -19,6 +20,8 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 TOOL_TABLE = "tool.hatch-shrinkray"
+MAX_BYTES = 16 << 20
+"""A pyproject.toml is kilobytes; a bigger one (or a FIFO, a device) is not read."""
 
 
 def project_table(project: Path) -> tuple[dict[str, Any], str]:
@@ -26,13 +29,15 @@ def project_table(project: Path) -> tuple[dict[str, Any], str]:
     path = project / "pyproject.toml"
     hint = "run in the project's directory, pass --project DIR, or select models with --models"
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_regular(path, MAX_BYTES).decode("utf-8"))
     except FileNotFoundError as exc:
         raise ShrinkrayError("no pyproject.toml here", path=str(path), hint=hint) from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise ShrinkrayError(f"cannot read: {exc}", path=str(path)) from exc
     except tomllib.TOMLDecodeError as exc:
         raise ShrinkrayError(f"invalid TOML: {exc}", path=str(path)) from exc
+    except RecursionError as exc:
+        raise ShrinkrayError("invalid TOML: nested too deeply", path=str(path)) from exc
     for table in (TOOL_TABLE, hook_table("wheel"), hook_table()):
         value: Any = data
         for key in table.split("."):

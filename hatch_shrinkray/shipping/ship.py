@@ -30,20 +30,35 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import shutil
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
-from hatch_shrinkray.errors import CHECK_HINT, RECORD_HINT, AlreadyQuantizedError, ShrinkrayError
+from hatch_shrinkray.errors import (
+    CHECK_HINT,
+    RECORD_HINT,
+    AlreadyQuantizedError,
+    OptionError,
+    PlanError,
+    ShrinkrayError,
+    printable,
+)
 from hatch_shrinkray.evidence import MIN_UNITS
 from hatch_shrinkray.files import copy_hashed, file_sha256
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import human, size_change
-from hatch_shrinkray.shipping.cache import CachedShrink, ShrinkCache, cache_key, default_cache_dir
+from hatch_shrinkray.shipping.cache import (
+    CACHE_ENV,
+    CachedShrink,
+    ShrinkCache,
+    cache_key,
+    default_cache_dir,
+    private_problem,
+)
 from hatch_shrinkray.shipping.config import HookConfig, ModelEntry
+from hatch_shrinkray.shipping.datafiles import ProjectTree, Readers, Tree
 from hatch_shrinkray.shipping.manifest import MANIFEST_NAME, ManifestEntry, pass_through_problem, tool_versions
 from hatch_shrinkray.shipping.plan import PLAN_NAME, PlanEntry
 
@@ -123,6 +138,89 @@ class Shipped:
         return self.outcome in ("shrunk", "cached")
 
 
+class Sanitized:
+    """A display that prints every line as data: names and figures can come from files we did not
+    write (a model's tensor names, a plan, a cache record), and a control character in them must not
+    move the cursor, colour the log or fake a line (:func:`errors.printable`)."""
+
+    def __init__(self, app: Display) -> None:
+        self.app = app
+
+    def display_info(self, message: str = "") -> None:
+        self.app.display_info(printable_lines(message))
+
+    def display_waiting(self, message: str = "") -> None:
+        self.app.display_waiting(printable_lines(message))
+
+    def display_success(self, message: str = "") -> None:
+        self.app.display_success(printable_lines(message))
+
+    def display_warning(self, message: str = "") -> None:
+        self.app.display_warning(printable_lines(message))
+
+    def display_debug(self, message: str = "", level: int = 1) -> None:
+        self.app.display_debug(printable_lines(message), level)
+
+
+def printable_lines(text: str) -> str:
+    """``text`` with each of its lines made printable (tables keep their line breaks)."""
+    return "\n".join(printable(line) for line in text.split("\n"))
+
+
+LOAD_CHECK = """
+import sys
+try:
+    import onnxruntime as ort
+except Exception as exc:
+    print("cannot import onnxruntime: " + " ".join(str(exc).split())[:300])
+    sys.exit(4)
+options = ort.SessionOptions()
+options.log_severity_level = 4
+options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+try:
+    ort.InferenceSession(sys.argv[1], options, providers=["CPUExecutionProvider"])
+except Exception as exc:
+    print(" ".join(str(exc).split())[:300])
+    sys.exit(3)
+"""
+"""Creates an onnxruntime session from a file, in a process of its own: bytes we did not just
+write (a cache entry, a manifest match) may crash onnxruntime, which must not take the build down
+without a word. Optimizations are off: the graph is resolved, typed and given kernels, which is
+what loading proves, without folding every weight (seconds and gigabytes on a big model)."""
+LOAD_TIMEOUT = 900
+
+
+def onnxruntime_installed() -> bool:
+    """Whether onnxruntime can be loaded here (not in an isolated build from our sdist, which
+    installs nothing heavy)."""
+    import importlib.util
+
+    return importlib.util.find_spec("onnxruntime") is not None
+
+
+def load_problem(path: Path) -> str | None:
+    """Why onnxruntime cannot create a session from ``path``, or ``None`` when it can (or when
+    onnxruntime is not installed: see :func:`onnxruntime_installed`)."""
+    import subprocess
+    import sys
+
+    if not onnxruntime_installed():
+        return None
+    try:
+        proc = subprocess.run([sys.executable, "-c", LOAD_CHECK, str(path)], capture_output=True, text=True,
+                              check=False, timeout=LOAD_TIMEOUT, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return f"onnxruntime did not load it within {LOAD_TIMEOUT} s"
+    except OSError as exc:
+        return f"cannot start {sys.executable} to load it: {exc.strerror or exc}"
+    said = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+    if proc.returncode in {0, 4}:  # 4: onnxruntime does not import; nothing to judge with
+        return None
+    if proc.returncode == 3:
+        return f"onnxruntime cannot load it: {said}"
+    return f"onnxruntime crashed loading it (exit code {proc.returncode})"
+
+
 def passes_through(model: ModelEntry, sha256: str, manifest: Mapping[str, ManifestEntry]) -> bool:
     """Whether these bytes are what a manifest says hatch-shrinkray shipped for this path."""
     entry = manifest.get(model.relpath)
@@ -145,15 +243,21 @@ def _read_sha256(root: Path, model: ModelEntry) -> str:
 
 
 def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
-                manifest_in: Mapping[str, ManifestEntry], *, keep_failed: bool = False) -> list[Shipped]:
+                manifest_in: Mapping[str, ManifestEntry], *, keep_failed: bool = False,
+                tree: Tree | None = None) -> list[Shipped]:
     """Shrink (or pass through) every configured model under ``root``; say what ships instead.
 
     ``manifest_in`` maps model paths to what hatch-shrinkray shipped for them before: a model
     whose bytes are that entry's ``shrunk_sha256`` passes through. A model with an entry in the
     plan file gets that plan. ``keep_failed`` (``check`` only, which ships nothing) writes models
-    that fail verification too; they are never cached.
+    that fail verification too; they are never cached. ``tree`` lists the other files of the
+    archive (by default: the files under ``root``), for the models that read a shrunk model's
+    external data too (see ``datafiles``).
     """
+    app = Sanitized(app)
     cache = _open_cache(config, app)
+    readers = Readers(tree or ProjectTree(root))
+    sidecars_of: dict[str, tuple[str, ...]] = {}
     shipped: list[Shipped] = []
     generated: list[str] = []
     weak: list[str] = []
@@ -183,10 +287,15 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
             with writing_to(workdir):
                 target.parent.mkdir(parents=True, exist_ok=True)
                 record, outcome = _shrink_one(model, _content_sha256(sha256, _hashes(root, sidecars.values())),
-                                              root, target, sidecars, cache=cache, app=app, keep_failed=keep_failed)
+                                              root, target, sidecars, cache=cache, app=app, keep_failed=keep_failed,
+                                              model_file_sha256=sha256)
         except ShrinkrayError as exc:
             if exc.path and Path(exc.path) == source:
                 exc.path = model.relpath  # the path the user wrote, not the build's absolute one
+            if isinstance(exc, OptionError):
+                exc.name_options(model.names)
+            if isinstance(exc, PlanError):
+                exc.name_plan(config.plan_file.name if config.plan_file is not None else PLAN_NAME)
             raise
         if record is None:  # already quantized: reported, shipped as it is, nothing claimed about it
             shipped.append(Shipped(model.relpath, outcome, size, size, ((model.relpath, source),)))
@@ -199,17 +308,20 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
         files = [(model.relpath, target)]
         files += [((PurePosixPath(model.relpath).parent / data.name).as_posix(), data)
                   for data in _data_files_beside(target)]
-        shipped_data = {rel for rel, _ in files}
+        sidecars_of[model.relpath] = tuple(sidecars.values())
         app.display_success(_success_line(model.relpath, record, outcome == "cached"))
         if plan is not None:
-            _confirm_plan(model.relpath, plan, record.entry.shrunk_sha256, app)
+            confirm_plan(model.relpath, plan, record.entry.shrunk_sha256, app)
         verified = record.entry.verification
         if verified is not None and verified.get("real_inputs") is False:
             generated.append(model.relpath)
         elif verified is not None and (verified.get("evidence") or {}).get("weak"):
             weak.append(model.relpath)
+        for note in (record.entry.verification or {}).get("notes", []):  # e.g. no recording of this model
+            app.display_warning(f"{PREFIX} {model.relpath}: {note}")
         shipped.append(Shipped(model.relpath, outcome, record.original_size, record.shrunk_size, tuple(files),
-                               tuple(s for s in sidecars.values() if s not in shipped_data), record.entry))
+                               entry=record.entry))
+    shipped = _drop_obsolete_data(shipped, sidecars_of, readers, app)
     if generated:
         app.display_warning(f"{PREFIX} {', '.join(generated)}: verified on generated inputs only, a smoke check; "
                             f"{RECORD_HINT}")
@@ -221,10 +333,45 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
     return shipped
 
 
+def _drop_obsolete_data(shipped: list[Shipped], sidecars_of: Mapping[str, tuple[str, ...]], readers: Readers,
+                        app: Display) -> list[Shipped]:
+    """Each shrunk model's original data files, marked obsolete (left out of the archive) unless
+    a model that ships its original bytes (not configured, passed through, unchanged) reads them;
+    a shipped file that would take such a data file's place is refused."""
+    replaced = {s.relpath for s in shipped if s.new_bytes}
+    kept_as_is = {s.relpath for s in shipped if not s.new_bytes}
+    out = []
+    for model in shipped:
+        obsolete, written = [], {rel for rel, _ in model.files}
+        for rel in sorted(written - {model.relpath} if model.new_bytes else ()):
+            clash = sorted(readers.of(rel) - replaced)
+            if clash:
+                raise ShrinkrayError(f"the shrunk model's data file {rel} would replace the file of that name, which "
+                                     f"{clash[0]} reads", path=model.relpath,
+                                     hint=f"configure {clash[0]} too, or rename its data file")
+        for data in sidecars_of.get(model.relpath, ()):
+            still = sorted(readers.of(data) - replaced)
+            if still:
+                why = "is configured but ships its original bytes" if still[0] in kept_as_is else "is not configured"
+                app.display_warning(f"{PREFIX} {model.relpath}: {data} stays in the archive ("
+                                    f"{human(readers.tree.size(data))}): {still[0]} reads it too and {why}; configure "
+                                    f"{', '.join(still)} as well to leave it out")
+            elif data not in written:
+                obsolete.append(data)
+        out.append(replace(model, obsolete=tuple(obsolete)))
+    return out
+
+
 def _pass_through(relpath: str, entry: ManifestEntry, source: Path, target: Path, *, sha256: str,
                   workdir: Path) -> None:
-    """Copy a manifest match into the work directory, checking it on the way (see manifest)."""
+    """Copy a manifest match into the work directory, checking it on the way (see manifest): its
+    entry and structure always, and that onnxruntime loads it where onnxruntime is installed (the
+    bytes checked are hashed again, so they are the bytes shipped)."""
     problem = pass_through_problem(source, entry)
+    if problem is None and onnxruntime_installed():
+        problem = load_problem(source)
+        if problem is None and _read_sha256_of(source, relpath) != sha256:
+            raise _changed(relpath)
     if problem:
         raise ShrinkrayError(f"matches its entry in {MANIFEST_NAME} but {problem}; refusing to ship it",
                              path=relpath,
@@ -234,6 +381,13 @@ def _pass_through(relpath: str, entry: ManifestEntry, source: Path, target: Path
         copied = copy_hashed(source, target)
     if copied != sha256:
         raise _changed(relpath)
+
+
+def _read_sha256_of(path: Path, relpath: str) -> str:
+    try:
+        return file_sha256(path)
+    except OSError as exc:
+        raise _changed(relpath) from exc
 
 
 def _changed(relpath: str) -> ShrinkrayError:
@@ -265,6 +419,12 @@ def _open_cache(config: HookConfig, app: Display) -> ShrinkCache | None:
         app.display_debug(f"{PREFIX} cache disabled (cache = false)")
         return None
     directory = config.cache_dir or default_cache_dir()
+    problem = private_problem(directory)
+    if problem:
+        raise ShrinkrayError(f"the cache directory {directory} {problem}; whoever can write there chooses the "
+                             "models your builds ship, so it is not used",
+                             hint=f"chmod 700 {directory} if it is yours, point `cache` (or {CACHE_ENV}) at a "
+                                  "directory of your own, or set `cache = false`")
     app.display_debug(f"{PREFIX} cache directory {directory}")
     return ShrinkCache(directory)
 
@@ -286,20 +446,24 @@ def _planned(config: HookConfig, model: ModelEntry, sha256: str, app: Display) -
     return replace(model, options=plan.apply(model.options)), plan
 
 
-def _confirm_plan(relpath: str, plan: PlanEntry, shipped_sha256: str, app: Display) -> None:
+def confirm_plan(relpath: str, plan: PlanEntry, shipped_sha256: str, app: Display) -> None:
     """Say whether these bytes are the very model ``check`` accepted."""
     accepted = plan.checked.get("shrunk_sha256")
     if accepted == shipped_sha256:
-        verdict = plan.checked.get("verdict", "")
+        verdict = str(plan.checked.get("verdict", ""))
         app.display_success(f"{PREFIX} {relpath}: this is the model `check` accepted ({verdict})")
     elif accepted:
         app.display_warning(f"{PREFIX} {relpath}: differs from the model `check` accepted (the options, inputs or "
                             "tool versions changed since): its tests did not judge these bytes; run "
                             f"`{CHECK_HINT}` again")
+    else:
+        app.display_warning(f"{PREFIX} {relpath}: the plan does not record which model `check` accepted, so nothing "
+                            f"says its tests judged these bytes; run `{CHECK_HINT}` again")
 
 
 def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Path, sidecars: Mapping[str, str], *,
-                cache: ShrinkCache | None, app: Display, keep_failed: bool = False) -> tuple[CachedShrink | None, str]:
+                cache: ShrinkCache | None, app: Display, keep_failed: bool = False,
+                model_file_sha256: str | None = None) -> tuple[CachedShrink | None, str]:
     """The record for ``model`` and the outcome: ``shrunk``, ``cached`` or ``unchanged`` (bytes at
     ``target``; unchanged = the original's, when no weight qualified or the result was not
     smaller), or ``already-quantized`` (no record; ship the original).
@@ -314,11 +478,11 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
     versions = tool_versions()
     if cache is not None:
         key = cache_key(original_sha256, model.options, versions)
-        hit = cache.get(key)
-        if hit is not None:
-            app.display_debug(f"{PREFIX} cache hit {key[:16]} for {model.relpath}")
-            shutil.copyfile(hit[0], target)
-            unchanged = hit[1].entry.shrunk_sha256 == original_sha256 or hit[1].kept_original is not None
+        hit = cache.get(key, original_sha256)
+        if hit is not None and _take_cached(hit, target, key, model.relpath, app, original=model_file_sha256):
+            # the model file's own bytes (its content digest covers its data files too): nothing shrunk
+            unchanged = hit[1].entry.shrunk_sha256 in (original_sha256, model_file_sha256) \
+                or hit[1].kept_original is not None
             return hit[1], "unchanged" if unchanged else "cached"
     try:
         from hatch_shrinkray.engine import shrink  # heavy: onnx, onnxruntime, numpy
@@ -363,6 +527,24 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
         if problem:
             app.display_debug(f"{PREFIX} could not write the cache entry: {problem}")
     return record, "unchanged" if unchanged else "shrunk"
+
+
+def _take_cached(hit: tuple[Path, CachedShrink], target: Path, key: str, relpath: str, app: Display, *,
+                 original: str | None) -> bool:
+    """Copy a cache entry's model to ``target`` if it is what its record says and onnxruntime
+    loads it (unless it is byte for byte the model file itself, ``original``: a model with nothing
+    to shrink, which ships as the user gave it); otherwise say why, and the model is shrunk again
+    (and the entry rewritten)."""
+    path, record = hit
+    copied = copy_hashed(path, target)
+    problem = "its bytes changed while they were read" if copied != record.entry.shrunk_sha256 \
+        else None if copied == original else load_problem(target)
+    if problem:
+        app.display_warning(f"{PREFIX} {relpath}: cache entry {key[:16]} is not used ({problem}); shrinking again")
+        target.unlink(missing_ok=True)
+        return False
+    app.display_debug(f"{PREFIX} cache hit {key[:16]} for {relpath}")
+    return True
 
 
 def _content_sha256(model_sha256: str, sidecars: Mapping[str, str]) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 from onnx import ModelProto
 
-from hatch_shrinkray.errors import RECORD_HINT, ShrinkrayError
+from hatch_shrinkray.errors import RECORD_HINT, OptionError, ShrinkrayError
 from hatch_shrinkray.options import VerifyOptions
 from hatch_shrinkray.samples import Sequencing
 from hatch_shrinkray.verification.npz import HINT, read_arrays
@@ -56,12 +56,15 @@ class Samples:
     real: bool
     notes: tuple[str, ...] = field(default_factory=tuple)
     units: tuple[str, ...] = ()
-    """Per feed, the independent unit it belongs to (a stream, a test case, a call); empty: one unit
-    per feed."""
+    """Per feed, the independent unit it belongs to (``test:<node id>``, ``stream:<k>``, ``call:<n>``,
+    ``sample:<i>``); empty: one unit per feed."""
     feedback: tuple[tuple[str, str], ...] = ()
-    """(input, output) pairs of a recurrent model: the output of one step is that input at the next."""
+    """(input, output) pairs of a recurrent model: the output of a stream's step feeds that input at
+    the next step."""
     streams: tuple[tuple[int, ...], ...] = ()
-    """Feed indices of each stream of a recurrent model, in step order."""
+    """With feedback: each stream's feed indices in step order. As loaded, the later steps of a stream
+    lack the feedback inputs: they are the output of the step before, of whichever model runs the
+    stream (``samples.run_in_order``)."""
 
     def sequencing(self) -> Sequencing:
         units = self.units if len(self.units) == len(self.feeds) else tuple(
@@ -106,12 +109,22 @@ def load_samples(path: Path, specs: list[InputSpec], *, model_sha256: str, model
         notes = (note,) if note else ()
     if is_recording(path):
         rec = read_recording(path)
-        feeds = _validated([dict(s) for s in rec.samples], specs, path)
-        source = f"recording {_shown(path)} ({len(feeds)} of {rec.calls} calls)"
-        return Samples(feeds, source, True, notes)
+        later = {i for stream in rec.streams for i in stream[1:]}
+        fed = {name for name, _ in rec.feedback}
+        feeds = _validated([dict(s) for s in rec.samples], specs, path,
+                           lambda i: fed if i in later else set())
+        units = rec.units or tuple(f"call:{c}" for c in rec.picked)
+        source = f"recording {_shown(path)} ({_counted(rec, len(feeds))})"
+        return Samples(feeds, source, True, notes, units, rec.feedback, rec.streams)
     arrays = read_arrays(path)
     feeds = _validated(_npz_feeds(arrays, specs, path), specs, path)
-    return Samples(feeds, _shown(path), True, notes)
+    return Samples(feeds, _shown(path), True, notes, tuple(f"sample:{i}" for i in range(len(feeds))))
+
+
+def _counted(rec: Any, kept: int) -> str:
+    if rec.streams and rec.feedback:
+        return f"{len(rec.streams)} streams, {kept} steps of {rec.calls} calls"
+    return f"{kept} of {rec.calls} calls"
 
 
 def _shown(path: Path) -> str:
@@ -141,20 +154,22 @@ def _npz_feeds(arrays: dict[str, Any], specs: list[InputSpec], path: Path) -> li
     return [{s.name: arrays[s.name] for s in specs}]
 
 
-def _validated(feeds: list[Feed], specs: list[InputSpec], path: Path) -> list[Feed]:
-    """The feeds cast to the inputs' types, or a ShrinkrayError naming the array that cannot be used."""
+def _validated(feeds: list[Feed], specs: list[InputSpec], path: Path,
+               fed_back: Callable[[int], set[str]] = lambda i: set()) -> list[Feed]:
+    """The feeds cast to the inputs' types, or a ShrinkrayError naming the array that cannot be used.
+    ``fed_back(i)``: the inputs feed ``i`` may lack (a later step of a stream)."""
     label = str(path)
     if not feeds:
         raise ShrinkrayError("holds 0 samples: there is nothing to verify on", path=label, hint=HINT)
     names = {s.name for s in specs}
     out: list[Feed] = []
     for i, feed in enumerate(feeds):
-        if set(feed) != names:
-            missing = sorted(names - set(feed))
+        if not set(feed) <= names or not names - fed_back(i) <= set(feed):
+            missing = sorted(names - fed_back(i) - set(feed))
             raise ShrinkrayError(f"sample {i} lacks inputs {', '.join(missing)}" if missing else
                                  f"sample {i} has arrays {', '.join(sorted(set(feed) - names))} that match no "
                                  "model input", path=label, hint=f"the model's inputs are: {', '.join(sorted(names))}")
-        out.append({s.name: _cast(feed[s.name], s, label, i, len(feeds)) for s in specs})
+        out.append({s.name: _cast(feed[s.name], s, label, i, len(feeds)) for s in specs if s.name in feed})
     return out
 
 
@@ -169,15 +184,27 @@ def _cast(arr: npt.NDArray[Any], spec: InputSpec, label: str, index: int, count:
             and not (arr.dtype.kind in "biu" and target.kind == "f"):
         raise ShrinkrayError(f"{where} is {arr.dtype} but the input takes {target}", path=label,
                              hint="save the array with the input's dtype")
+    if spec.shape and (arr.ndim != len(spec.shape) or any(
+            isinstance(d, int) and d > 0 and n != d for n, d in zip(arr.shape, spec.shape, strict=True))):
+        wanted = ", ".join(str(d) if isinstance(d, int) and d > 0 else str(d or "?") for d in spec.shape)
+        raise ShrinkrayError(f"{where} has shape ({', '.join(map(str, arr.shape))}) but the input takes ({wanted})",
+                             path=label, hint="every sample must fit the model's inputs; record them "
+                                                           "again from the model as it is now")
     if arr.dtype.kind == "f" and arr.size and not np.isfinite(arr).any():
         raise ShrinkrayError(f"{where} is entirely NaN/inf: outputs computed from it check nothing", path=label,
                              hint="use real inputs")
     return np.ascontiguousarray(arr.astype(target, copy=False))
 
 
+GENERATED_MAX_BYTES = 1_000_000_000
+"""The most generated inputs may take, all samples together: what a sample file may hold."""
+
+
 def generate(specs: list[InputSpec], options: VerifyOptions, fallback: int | None = None) -> list[Feed]:
     """Seeded random samples; symbolic dimensions from ``options.dims``, else ``fallback`` (a retry),
-    else ``options.default_dim``, else a plausible size (see the module docstring)."""
+    else ``options.default_dim``, else a plausible size (see the module docstring). Their size is
+    checked before anything is allocated: an OptionError names the options that make it."""
+    _check_generated_size(specs, options, fallback)
     rng = np.random.default_rng(options.seed)
     samples: list[Feed] = []
     for _ in range(options.samples):
@@ -191,6 +218,39 @@ def generate(specs: list[InputSpec], options: VerifyOptions, fallback: int | Non
                                                  options))
         samples.append(feed)
     return samples
+
+
+def _check_generated_size(specs: list[InputSpec], options: VerifyOptions, fallback: int | None) -> None:
+    total, keys, shapes = 0, ["<<samples>>"], []
+    dims = options.dim_map()
+    for spec in specs:
+        dtype = ORT_TYPES.get(spec.type)
+        if dtype is None or dtype is np.str_:
+            continue
+        shape = generated_shape(spec, options, fallback)
+        count = 1
+        for size in shape:
+            count *= size
+        total += count * np.dtype(dtype).itemsize * options.samples
+        shapes.append(f"{spec.name} {'x'.join(map(str, shape)) or 'scalar'}")
+        for d, value in zip(spec.shape, shape, strict=True):
+            if (isinstance(d, int) and d > 0) or value == 1:
+                continue
+            key = f"<<dims:{d}>>" if str(d) in dims else "<<default_dim>>" if options.default_dim is not None \
+                else f"<<dims:{d or 'NAME'}>>"
+            if key not in keys:
+                keys.append(key)
+        kind = np.dtype(dtype)
+        if kind.kind in "iu":
+            info = np.iinfo(kind)
+            if max(options.int_low, int(info.min)) >= min(options.int_high, int(info.max) + 1):
+                raise OptionError(f"<<int_range>> [{options.int_low}, {options.int_high}) holds no value of input "
+                                  f"{spec.name!r}, which is {kind}", hint="give a range the input's type can hold")
+    if total > GENERATED_MAX_BYTES:
+        listed = ", ".join(keys[:-1]) + f" or {keys[-1]}" if len(keys) > 1 else keys[0]
+        raise OptionError(f"generated inputs would take {total / 1e9:.1f} GB ({options.samples} samples of "
+                          f"{'; '.join(shapes)}), over the {GENERATED_MAX_BYTES / 1e9:.0f} GB they may take; "
+                          f"lower {listed}", hint="or verify on real inputs: " + RECORD_HINT)
 
 
 def generated_shape(spec: InputSpec, options: VerifyOptions, fallback: int | None = None) -> tuple[int, ...]:

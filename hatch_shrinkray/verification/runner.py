@@ -32,6 +32,7 @@ from hatch_shrinkray.verification.inputs import (
 )
 from hatch_shrinkray.verification.judges import THRESHOLD
 from hatch_shrinkray.verification.judging import Judged, evidence_of, expectations, judge_outputs
+from hatch_shrinkray.verification.recordings import NoRecording
 
 RETRY_DIMS = (224, 16, 1)
 """Sizes for symbolic dimensions tried in turn when the model does not run on the plausible ones."""
@@ -148,6 +149,11 @@ def prepare_samples(path: Path, specs: list[InputSpec], *, sha256: str, name: st
     return Prepared(samples, None, every)
 
 
+def _missing_note(exc: NoRecording) -> str:
+    return (f"{exc.path} holds no recording of this model: verified on generated inputs instead, a smoke check "
+            f"(record it: run the code that uses it under `hatch-shrinkray record --output {exc.path} -- COMMAND`)")
+
+
 def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
                       sha256: str | None = None, name: str | None = None,
                       prepared: Prepared | None = None, threshold: float = THRESHOLD) -> Reference:
@@ -160,10 +166,14 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
     except Exception as exc:  # e.g. UnicodeDecodeError for a name that is not UTF-8
         raise ShrinkrayError(f"onnxruntime cannot read its inputs and outputs: {one_line(exc)}", path=label,
                              hint="re-export the model") from exc
-    if options.inputs is not None:
-        if prepared is None:
+    notes: tuple[str, ...] = ()
+    if options.inputs is not None and prepared is None:
+        try:
             prepared = prepare_samples(Path(options.inputs), specs, sha256=sha256 or model_sha256(original),
                                        name=name or label)
+        except NoRecording as exc:  # data-free: generated inputs, and a warning that says so
+            notes = (_missing_note(exc),)
+    if prepared is not None:
         samples = prepared.samples
         feeds = [samples.feeds[i] for i in prepared.held]
         seq = prepared.seq.subset(prepared.held)
@@ -185,7 +195,7 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
         except Exception as exc:
             tried.append(one_line(exc))
             continue
-        samples = Samples(feeds, describe_generated(specs, options, dim), False)
+        samples = Samples(feeds, describe_generated(specs, options, dim), False, notes)
         return _checked(Reference(samples, feeds, samples.sequencing(), outputs, names, None, False, {}, []), label,
                         options, threshold)
     raise ShrinkrayError("the original model does not run on generated inputs (" + tried[0] + ")",

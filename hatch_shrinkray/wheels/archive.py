@@ -11,34 +11,51 @@ The file appears only when complete (temporary file beside it, then an atomic re
 from __future__ import annotations
 
 import base64
+import calendar
 import csv
 import hashlib
 import io
 import os
 import shutil
+import struct
 import tempfile
 import time
 import zipfile
+import zlib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.errors import ShrinkrayError, one_line, quoted
+from hatch_shrinkray.signals import deferred
 
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")
 ZIP_EPOCH = 315532800  # 1980-01-01: the earliest time a zip entry can hold
+NAME_MAX = 255
+"""The longest file name (one path component) common file systems hold, in bytes."""
+RECORD_MAX_BYTES = 64 << 20
+"""RECORD lists a line per file: megabytes at most for the largest wheels."""
+LOCAL_HEADER = struct.Struct("<4s5H3L2H")
+"""A zip local file header: signature, version, flags, method, time, date, CRC, sizes, name and
+extra field lengths."""
 
 
 @dataclass(frozen=True)
 class Wheel:
-    """A checked wheel: its path, its ``.dist-info`` directory and its file entries."""
+    """A checked wheel: its path, its ``.dist-info`` directory and its file entries (each name
+    once: see ``duplicates``)."""
 
     path: Path
     dist_info: str
     entries: tuple[zipfile.ZipInfo, ...]
+    duplicates: tuple[str, ...] = ()
+    """Names the archive holds more than once, every copy with the same bytes: written once.
+    Copies that differ are refused: which one an installer takes is up to the installer."""
+    record_fields: Mapping[str, list[str]] = field(default_factory=dict)
+    """By name: the sha256 and size fields RECORD gets for the entry's bytes as read and checked."""
 
     @property
     def record(self) -> str:
@@ -62,12 +79,18 @@ def open_wheel(path: Path) -> Wheel:
     try:
         with zipfile.ZipFile(path) as zf:
             infos = [i for i in zf.infolist() if not i.is_dir()]
+            _check_names(infos, label)
+            _check_layout(zf, label)
             record_text = _read_record(zf, infos, label)
-            wheel = Wheel(path, _dist_info(infos, label), tuple(infos))
-            _check_record(zf, wheel, record_text)
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
-        raise ShrinkrayError(f"cannot read the wheel: {exc}", path=label,
+            dist_info = _dist_info(infos, label)
+            fields = _check_record(zf, Wheel(path, dist_info, tuple(infos)), record_text)
+            wheel = _unique(Wheel(path, dist_info, tuple(infos)), fields, label)
+    except (zipfile.BadZipFile, OSError, EOFError, zlib.error, ValueError, OverflowError) as exc:
+        raise ShrinkrayError(f"cannot read the wheel: {one_line(exc, 200)}", path=label,
                              hint="rebuild it; the file is damaged or not a zip archive") from exc
+    except NotImplementedError as exc:  # zipfile: "That compression method is not supported"
+        raise ShrinkrayError(f"an entry uses a compression method wheels do not ({exc})", path=label,
+                             hint="rebuild the wheel; wheels are stored or deflated zip archives") from exc
     expected = f"{name.replace('-', '_')}-{version}.dist-info".lower()
     if wheel.dist_info.lower() != expected:
         raise ShrinkrayError(f"its metadata directory is {wheel.dist_info}, the file name says {expected}",
@@ -75,12 +98,68 @@ def open_wheel(path: Path) -> Wheel:
     return wheel
 
 
-def _dist_info(infos: list[zipfile.ZipInfo], label: str) -> str:
+def _check_names(infos: list[zipfile.ZipInfo], label: str) -> None:
+    """Refuse entry names that escape the install directory, that name one file two ways
+    (``a//b``, ``a/./b``), that are a file and a directory at once, and encrypted entries."""
+    files = {i.filename for i in infos}
     for info in infos:
-        pure = PurePosixPath(info.filename)
-        if pure.is_absolute() or ".." in pure.parts or "\\" in info.filename or not info.filename:
-            raise ShrinkrayError(f"unsafe entry name {info.filename!r}", path=label,
+        name = info.filename
+        pure = PurePosixPath(name)
+        if pure.is_absolute() or ".." in pure.parts or "\\" in name or not name:
+            raise ShrinkrayError(f"unsafe entry name {quoted(name)}", path=label,
                                  hint="this wheel would write outside site-packages; do not install it")
+        if pure.as_posix() != name or "." in pure.parts or "\0" in name:
+            raise ShrinkrayError(f"entry name {quoted(name)} is not a plain relative path", path=label,
+                                 hint="rebuild the wheel")
+        if any(len(part.encode()) > NAME_MAX for part in pure.parts):
+            raise ShrinkrayError(f"entry name {quoted(name)} has a part longer than {NAME_MAX} bytes, which no file "
+                                 "system holds", path=label, hint="rebuild the wheel; it cannot be installed")
+        parent = next((p.as_posix() for p in pure.parents if p.as_posix() in files), None)
+        if parent is not None:
+            raise ShrinkrayError(f"{quoted(parent)} is both a file and the directory of {quoted(name)}", path=label,
+                                 hint="rebuild the wheel; no installer can unpack it")
+        if info.flag_bits & 0x1:
+            raise ShrinkrayError(f"entry {quoted(name)} is encrypted", path=label, hint="rebuild the wheel")
+
+
+def _check_layout(zf: zipfile.ZipFile, label: str) -> None:
+    """Refuse entries whose stored bytes overlap: the zip-bomb layout, where many entries point into
+    the same compressed data and reading them all (as the RECORD check must) would never end.
+    Without overlap, what is read is bounded by deflate's ratio (about 1000:1) times the file."""
+    assert zf.fp is not None
+    end, previous = 0, ""
+    for info in sorted(zf.infolist(), key=lambda i: i.header_offset):
+        if info.header_offset < end:
+            raise ShrinkrayError(f"entries {quoted(previous)} and {quoted(info.filename)} overlap in the archive",
+                                 path=label, hint="this is how zip bombs are made; do not install it")
+        zf.fp.seek(info.header_offset)
+        header = zf.fp.read(LOCAL_HEADER.size)
+        if len(header) != LOCAL_HEADER.size or header[:4] != b"PK\x03\x04":
+            raise zipfile.BadZipFile(f"bad local header for {info.filename}")
+        name_length, extra_length = LOCAL_HEADER.unpack(header)[-2:]
+        end = info.header_offset + LOCAL_HEADER.size + name_length + extra_length + info.compress_size
+        previous = info.filename
+
+
+def _unique(wheel: Wheel, fields: list[list[str]], label: str) -> Wheel:
+    """``wheel`` with each name once and RECORD's fields of each entry. Copies of one name with
+    the same bytes are kept once; copies that differ (or of RECORD itself) are refused."""
+    by_name: dict[str, zipfile.ZipInfo] = {}
+    record: dict[str, list[str]] = {}
+    duplicates: list[str] = []
+    for info, entry_fields in zip(wheel.entries, fields, strict=True):
+        name = info.filename
+        if name in by_name:
+            if record[name] != entry_fields or name == wheel.record:
+                raise ShrinkrayError(f"the archive holds {quoted(name)} more than once, with different bytes",
+                                     path=label, hint="rebuild the wheel; which copy counts is up to each installer")
+            if name not in duplicates:
+                duplicates.append(name)
+        by_name[name], record[name] = info, entry_fields
+    return Wheel(wheel.path, wheel.dist_info, tuple(by_name.values()), tuple(sorted(duplicates)), record)
+
+
+def _dist_info(infos: list[zipfile.ZipInfo], label: str) -> str:
     tops = {PurePosixPath(i.filename).parts[0] for i in infos if len(PurePosixPath(i.filename).parts) == 2
             and i.filename.endswith("/RECORD")}
     dist_infos = sorted(t for t in tops if t.endswith(".dist-info"))
@@ -98,61 +177,121 @@ def _read_record(zf: zipfile.ZipFile, infos: list[zipfile.ZipInfo], label: str) 
                              path=label, hint="rewrite the wheel before signing it")
     if not records:
         raise ShrinkrayError("the wheel has no .dist-info/RECORD", path=label, hint="rebuild the wheel")
-    return zf.read(records[0]).decode("utf-8")
+    with zf.open(records[0]) as fh:
+        data = fh.read(RECORD_MAX_BYTES + 1)
+    if len(data) > RECORD_MAX_BYTES:
+        raise ShrinkrayError(f"its RECORD is over {RECORD_MAX_BYTES >> 20} MB", path=label, hint="rebuild the wheel")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ShrinkrayError(f"its RECORD is not UTF-8 text ({exc.reason} at byte {exc.start})", path=label,
+                             hint="rebuild the wheel; the wheel spec requires a UTF-8 RECORD") from exc
 
 
-def _check_record(zf: zipfile.ZipFile, wheel: Wheel, record_text: str) -> None:
-    listed = {row[0]: row for row in csv.reader(io.StringIO(record_text)) if row}
+def _check_record(zf: zipfile.ZipFile, wheel: Wheel, record_text: str) -> list[list[str]]:
+    """Every entry read through (zipfile checks its CRC) and hashed; refused when RECORD leaves it
+    out or lists another hash. RECORD's sha256 and size fields of each entry, in entry order."""
+    try:
+        listed = {row[0]: row for row in csv.reader(io.StringIO(record_text)) if row}
+    except csv.Error as exc:
+        raise ShrinkrayError(f"its RECORD is not a CSV file ({exc})", path=str(wheel.path),
+                             hint="rebuild the wheel") from exc
+    fields = []
     for info in wheel.entries:
-        if info.filename == wheel.record:
-            continue
         row = listed.get(info.filename)
-        if row is None:
+        if row is None and info.filename != wheel.record:
             raise ShrinkrayError(f"{info.filename} is in the archive but not in RECORD", path=str(wheel.path),
                                  hint="rebuild the wheel")
-        if len(row) >= 2 and row[1].startswith("sha256="):
-            with zf.open(info) as fh:
-                actual = _copy(fh, None)[0]
-            if actual != row[1]:
-                raise ShrinkrayError(f"{info.filename} does not match its RECORD hash", path=str(wheel.path),
-                                     hint="the wheel is damaged; rebuild it")
+        algorithm, _, expected = row[1].partition("=") if row is not None and len(row) >= 2 else ("", "", "")
+        with zf.open(info) as fh:
+            digest, size, other = _read_digests(fh, algorithm if algorithm in RECORD_HASHES else None)
+        fields.append([digest, str(size)])
+        if expected and (other if algorithm != "sha256" else digest.partition("=")[2]) != expected:
+            raise ShrinkrayError(f"{info.filename} does not match its RECORD hash", path=str(wheel.path),
+                                 hint="the wheel is damaged; rebuild it")
+    return fields
 
 
-def extract(wheel: Wheel, directory: Path) -> None:
-    """Every file of the wheel under ``directory`` (names were checked by :func:`open_wheel`)."""
-    with zipfile.ZipFile(wheel.path) as zf:
-        for info in wheel.entries:
-            target = directory / info.filename
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with zf.open(info) as src, open(target, "wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
+RECORD_HASHES = ("sha256", "sha384", "sha512", "sha3_256", "sha3_384", "sha3_512", "blake2b", "blake2s")
+"""RECORD hash algorithms checked (the wheel spec allows any of hashlib's guaranteed ones but md5
+and sha1); an entry under another name is still read through and CRC-checked."""
+
+
+def _read_digests(fh: IO[bytes], other: str | None) -> tuple[str, int, str]:
+    """RECORD's sha256 field and the size of a stream, and its digest under ``other`` (urlsafe
+    base64, no padding)."""
+    digest = hashlib.sha256()
+    extra = hashlib.new(other) if other is not None and other != "sha256" else None
+    size = 0
+    for chunk in iter(lambda: fh.read(1 << 20), b""):
+        digest.update(chunk)
+        if extra is not None:
+            extra.update(chunk)
+        size += len(chunk)
+    return f"sha256={_b64(digest.digest())}", size, "" if extra is None else _b64(extra.digest())
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def extract(zf: zipfile.ZipFile, info: zipfile.ZipInfo, target: Path) -> None:
+    """One entry's bytes into ``target`` (names were checked by :func:`open_wheel`)."""
+    with zf.open(info) as src, open(target, "wb") as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+
+
+def head(zf: zipfile.ZipFile, info: zipfile.ZipInfo, size: int) -> bytes:
+    """The first ``size`` bytes of an entry (decompressing no more than that)."""
+    with zf.open(info) as src:
+        return src.read(size)
+
+
+ZIP_END = calendar.timegm((2107, 12, 31, 23, 59, 59))
+"""The last second a zip entry can hold (its year is stored as 7 bits from 1980)."""
 
 
 def source_date_epoch() -> int | None:
-    """``SOURCE_DATE_EPOCH`` as a zip-representable time, or ``None`` when unset."""
+    """``SOURCE_DATE_EPOCH`` as a zip-representable time, or ``None`` when unset. Earlier than 1980
+    becomes 1980 (as hatchling does); past 2107 cannot be written and is an error."""
     value = os.environ.get("SOURCE_DATE_EPOCH")
     if not value:
         return None
     try:
-        return max(int(value), ZIP_EPOCH)
+        seconds = int(value)
     except ValueError as exc:
-        raise ShrinkrayError(f"SOURCE_DATE_EPOCH must be an integer number of seconds; got {value!r}") from exc
+        raise ShrinkrayError(f"SOURCE_DATE_EPOCH must be an integer number of seconds; got {quoted(value)}",
+                             hint="set it to a time from 1980 to 2107, e.g. `git log -1 --format=%ct`, "
+                                  "or unset it") from exc
+    if seconds > ZIP_END:
+        raise ShrinkrayError(f"SOURCE_DATE_EPOCH is {quoted(value)}, past 2107-12-31 23:59:59, the last time a zip "
+                             "entry can hold", hint="set it to a time from 1980 to 2107, or unset it")
+    return max(seconds, ZIP_EPOCH)
 
 
 def write_wheel(wheel: Wheel, destination: Path, replace: Mapping[str, Path], drop: frozenset[str]) -> None:
     """Write ``wheel`` to ``destination`` with the entries in ``replace`` taking the given files'
-    bytes and the entries in ``drop`` left out; ``RECORD`` is rebuilt. Atomic."""
+    bytes and the entries in ``drop`` left out; ``RECORD`` is rebuilt. Atomic.
+
+    Entries that keep their bytes are copied as they are stored, compressed bytes and CRC
+    included (never unpacked to disk or memory, never compressed again); only replaced entries
+    are compressed, with their original's method. A full or read-only destination is one
+    ShrinkrayError, and nothing is left there."""
     epoch = source_date_epoch()
-    fd, tmp = tempfile.mkstemp(dir=destination.parent, prefix=f".{destination.name}.", suffix=".tmp")
-    os.close(fd)
+    tmp: str | None = None
     try:
+        with deferred():  # a signal right after mkstemp is delivered inside the try, which cleans up
+            fd, tmp = tempfile.mkstemp(dir=destination.parent, prefix=f".{destination.name}.", suffix=".tmp")
+        os.close(fd)
         with zipfile.ZipFile(wheel.path) as src, zipfile.ZipFile(tmp, "w") as out:
             rows: list[list[str]] = []
             for info in _ordered(wheel, drop):
                 entry = _entry(info, epoch)
-                with (open(replace[info.filename], "rb") if info.filename in replace else src.open(info)) as fh, \
-                        out.open(entry, "w", force_zip64=True) as dst:
-                    rows.append([info.filename, *_copy(fh, dst)])
+                if info.filename in replace:
+                    with open(replace[info.filename], "rb") as fh, out.open(entry, "w", force_zip64=True) as dst:
+                        rows.append([info.filename, *_copy(fh, dst)])
+                else:
+                    rows.append([info.filename, *_copy_stored(src, info, out, entry, wheel.record_fields)])
             rows.append([wheel.record, "", ""])
             text = io.StringIO()
             csv.writer(text, lineterminator="\n").writerows(rows)
@@ -162,9 +301,47 @@ def write_wheel(wheel: Wheel, destination: Path, replace: Mapping[str, Path], dr
             os.fsync(fh.fileno())
         os.chmod(tmp, _mode_of(wheel.path))
         os.replace(tmp, destination)
+    except OSError as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        raise ShrinkrayError(f"cannot write the wheel: {exc.strerror or exc}", path=str(destination),
+                             hint="free some space there or choose another -o directory") from exc
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _copy_stored(src: zipfile.ZipFile, info: zipfile.ZipInfo, out: zipfile.ZipFile, entry: zipfile.ZipInfo,
+                 wheel_fields: Mapping[str, list[str]]) -> list[str]:
+    """Append ``info``'s stored (compressed) bytes to ``out`` under ``entry``; RECORD's fields.
+
+    zipfile has no public call for this, so the entry is written the way ``ZipFile.open(..., "w")``
+    writes one (local header at the current position, then the data; ``filelist`` and
+    ``start_dir`` for the central directory), with the sizes and CRC known up front. The bytes
+    copied are the ones :func:`open_wheel` decompressed, CRC-checked and hashed against RECORD.
+    """
+    assert src.fp is not None and out.fp is not None
+    src.fp.seek(info.header_offset)
+    header = src.fp.read(LOCAL_HEADER.size)
+    if len(header) != LOCAL_HEADER.size or header[:4] != b"PK\x03\x04":
+        raise zipfile.BadZipFile(f"bad local header for {info.filename}")
+    name_length, extra_length = LOCAL_HEADER.unpack(header)[-2:]
+    src.fp.seek(info.header_offset + LOCAL_HEADER.size + name_length + extra_length)
+    entry.CRC, entry.compress_size, entry.file_size = info.CRC, info.compress_size, info.file_size
+    entry.header_offset = out.fp.tell()
+    out.fp.write(entry.FileHeader(max(info.file_size, info.compress_size) > zipfile.ZIP64_LIMIT))
+    remaining = info.compress_size
+    while remaining:
+        chunk = src.fp.read(min(remaining, 1 << 20))
+        if not chunk:
+            raise zipfile.BadZipFile(f"{info.filename} is truncated")
+        out.fp.write(chunk)
+        remaining -= len(chunk)
+    out.filelist.append(entry)
+    out.NameToInfo[entry.filename] = entry
+    out.start_dir = out.fp.tell()
+    return list(wheel_fields[info.filename])
 
 
 def _ordered(wheel: Wheel, drop: frozenset[str]) -> Iterator[zipfile.ZipInfo]:
@@ -183,16 +360,15 @@ def _entry(info: zipfile.ZipInfo, epoch: int | None) -> zipfile.ZipInfo:
     return entry
 
 
-def _copy(src: IO[bytes], dst: IO[bytes] | None) -> list[str]:
-    """Copy ``src`` to ``dst`` (or just read it); RECORD's hash and size fields for its bytes."""
+def _copy(src: IO[bytes], dst: IO[bytes]) -> list[str]:
+    """Copy ``src`` to ``dst``; RECORD's hash and size fields for its bytes."""
     digest = hashlib.sha256()
     size = 0
     for chunk in iter(lambda: src.read(1 << 20), b""):
         digest.update(chunk)
-        if dst is not None:
-            dst.write(chunk)
+        dst.write(chunk)
         size += len(chunk)
-    return ["sha256=" + base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode("ascii"), str(size)]
+    return [f"sha256={_b64(digest.digest())}", str(size)]
 
 
 def _mode_of(path: Path) -> int:

@@ -1,12 +1,15 @@
 """``hatch-shrinkray wheel``: shrink the models inside a wheel that any backend built.
 
-The wheel's files are unpacked into a temporary directory, and the configuration's ``models``
-globs select files there; each selected model then goes through exactly what the Hatch hook does
-(``shipping.ship``: same engine, options, cache and report lines), and the archive is written
-anew with the shipped bytes and a fresh ``RECORD``. A model whose bytes a manifest of the project
-lists as shipped by hatch-shrinkray passes through without the engine, and one that is already
-quantized (our own decode pattern included) is reported and kept. Nothing is left behind when a
-model fails verification: the output wheel only appears once every model passed.
+The configuration's ``models`` globs select entries of the wheel (matched against an empty
+placeholder per entry, so they mean what they mean in a project); only the selected models, the
+data files they read and the other models beside them are unpacked into a temporary directory.
+Each selected model then goes through exactly what the Hatch hook does (``shipping.ship``: same
+engine, options, cache and report lines), and the archive is written anew: every other entry is
+copied as it is stored (no temporary copy, so the space needed is about the models'), with the
+shipped bytes and a fresh ``RECORD``. A model whose bytes a manifest of the project lists as
+shipped by hatch-shrinkray passes through without the engine, and one that is already quantized
+(our own decode pattern included) is reported and kept. Nothing is left behind when a model fails
+verification: the output wheel only appears once every model passed.
 """
 
 from __future__ import annotations
@@ -14,16 +17,56 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import zipfile
 from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.shipping.config import HookConfig
+from hatch_shrinkray.shipping.datafiles import Readers
 from hatch_shrinkray.shipping.manifest import ManifestEntry, file_sha256
-from hatch_shrinkray.shipping.ship import Display, Shipped, ship_models
+from hatch_shrinkray.shipping.ship import PREFIX, Display, Shipped, ship_models, writing_to
 from hatch_shrinkray.signals import deferred
-from hatch_shrinkray.wheels.archive import extract, open_wheel, write_wheel
+from hatch_shrinkray.wheels.archive import Wheel, extract, head, open_wheel, write_wheel
+
+ONNX_START = b"\x08"
+"""What a serialized ModelProto starts with (field 1, ir_version, as every exporter writes it
+first): an entry that does not is not unpacked to look for external-data references."""
+
+
+class WheelTree:
+    """A wheel's entries as files under ``root``: empty placeholders, filled in with an entry's
+    bytes only when something reads it (:meth:`materialize`)."""
+
+    def __init__(self, wheel: Wheel, root: Path, archive: zipfile.ZipFile) -> None:
+        self.root, self.archive = root, archive
+        self.infos = {i.filename: i for i in wheel.entries}
+        self._real: set[str] = set()
+        for name in self.infos:
+            path = root / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+
+    def files_in(self, directory: str) -> list[str]:
+        prefix = f"{directory}/" if directory else ""
+        return sorted(n for n in self.infos if n.startswith(prefix) and "/" not in n[len(prefix):])
+
+    def materialize(self, relpath: str) -> Path:
+        if relpath not in self._real and relpath in self.infos:
+            extract(self.archive, self.infos[relpath], self.root / relpath)
+            self._real.add(relpath)
+        return self.root / relpath
+
+    def fetch(self, relpath: str) -> Path | None:
+        if relpath not in self._real and head(self.archive, self.infos[relpath], len(ONNX_START)) != ONNX_START:
+            return None
+        return self.materialize(relpath)
+
+    def size(self, relpath: str) -> int:
+        info = self.infos.get(relpath)
+        return 0 if info is None else info.file_size
 
 
 @dataclass(frozen=True)
@@ -47,22 +90,37 @@ def rewrite_wheel(source: Path, destination: Path, configure: Callable[[Path], H
     path: a model with one of those ``shrunk_sha256`` passes through.
     """
     wheel = open_wheel(source)
+    for name in wheel.duplicates:
+        app.display_warning(f"{PREFIX} {source.name}: {name} is in the archive more than once, with the same bytes; "
+                            "written once")
     root: Path | None = None
+    stack = ExitStack()
     try:
         with deferred():  # a signal right after mkdtemp is delivered inside the try, which cleans up
             root = _work_directory()
         files, work = root / "files", root / "work"
-        extract(wheel, files)
-        config = configure(files)
-        shipped = tuple(ship_models(config, files, work, app, _by_content(config, files, manifest)))
+        archive = stack.enter_context(zipfile.ZipFile(wheel.path))
+        with writing_to(root):
+            tree = WheelTree(wheel, files, archive)
+            config = configure(files)
+            for model in config.models:
+                tree.materialize(model.relpath)
+            matches = _by_content(config, files, manifest)
+            readers = Readers(tree)
+            for model in config.models:
+                if model.relpath not in matches and not config.ships_originals:
+                    for data in readers.refs(model.relpath):
+                        tree.materialize(data)
+        shipped = tuple(ship_models(config, files, work, app, matches, tree=tree))
         replace = {rel: path for model in shipped if model.new_bytes for rel, path in model.files}
         drop = frozenset(rel for model in shipped for rel in model.obsolete)
-        changed = bool(replace or drop)
+        changed = bool(replace or drop or wheel.duplicates)
         if changed:
             write_wheel(wheel, destination, replace, drop)
         elif destination.resolve() != source.resolve():
             _copy_atomically(source, destination)
     finally:
+        stack.close()
         if root is not None:
             shutil.rmtree(root, ignore_errors=True)
     return Rewritten(source, destination, shipped, changed)
@@ -98,6 +156,11 @@ def _copy_atomically(source: Path, destination: Path) -> None:
         os.close(fd)
         shutil.copyfile(source, tmp)
         os.replace(tmp, destination)
+    except OSError as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        raise ShrinkrayError(f"cannot write the wheel: {exc.strerror or exc}", path=str(destination),
+                             hint="free some space there or choose another -o directory") from exc
     except BaseException:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)

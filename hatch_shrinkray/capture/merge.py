@@ -1,0 +1,165 @@
+"""One recording per model from the parts the processes of a run wrote (``capture.recorder.part_of``).
+
+Parts are ordered by their content, never by process id or finishing order, and calls are numbered
+across them in that order, so the same run gives the same file, byte for byte. Repeated feeds are
+kept once, and so are repeated streams (a stream equal to another, or to the start of a longer one).
+The model's path becomes relative to the project root (its file name when outside it): recordings
+are committed and shared, and name no directory of the machine that made them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from hatch_shrinkray.capture.select import Sample, Stream, choose_samples, choose_streams
+from hatch_shrinkray.verification.recordings import BYTES_MODEL, Stored
+
+OTHER_FEEDBACK = "later steps of streams that fed back other outputs"
+
+
+@dataclass(frozen=True)
+class Part:
+    meta: dict[str, Any]
+    samples: list[Sample]
+    """Calls numbered within the part."""
+
+    @property
+    def content(self) -> str:
+        h = hashlib.sha256(json.dumps({k: v for k, v in self.meta.items() if k != "model"}, sort_keys=True).encode())
+        for sample in self.samples:
+            h.update(sample.digest.encode())
+        return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class Merged:
+    meta: dict[str, Any]
+    samples: list[Stored]
+    seen: str
+    """What ran, for the summary: ``12 tests``, ``64 calls``, ``40 streams``."""
+    kept: str
+
+
+def merge(parts: Sequence[Part], max_samples: int, max_bytes: int, root: Path) -> Merged:
+    ordered = sorted(parts, key=lambda p: p.content)
+    offsets, total = [], 0
+    for p in ordered:
+        offsets.append(total)
+        total += p.meta["calls"]
+    skipped: Counter[str] = Counter()
+    for p in ordered:
+        skipped.update(dict(p.meta["skipped"]))
+    feedbacks = Counter(tuple(tuple(pair) for pair in p.meta["feedback"]) for p in ordered if p.meta["feedback"])
+    feedback = max(feedbacks, key=lambda f: (feedbacks[f], -_first(ordered, f))) if feedbacks else ()
+    tests = sorted({t for p in ordered for t in p.meta.get("tests", [])})
+    meta: dict[str, Any] = {"model_sha256": ordered[0].meta["model_sha256"], "model": _model(ordered, root),
+                            "inputs": ordered[0].meta["inputs"], "calls": total,
+                            "feedback": [list(p) for p in feedback]}
+    if not feedback:
+        rows = sorted((("" if label.startswith("call:") else label, sample)
+                       for p, offset in zip(ordered, offsets, strict=True)
+                       for label, sample in zip(p.meta["units"], _samples(p, offset), strict=True)),
+                      key=lambda r: r[1].call)
+        units: dict[str, list[Sample]] = {}
+        first: dict[str, int] = {}
+        seen_feeds: set[str] = set()
+        for label, sample in rows:  # repeated feeds: the first call keeps it
+            units.setdefault(label, [])
+            first.setdefault(label, sample.call)
+            if sample.digest not in seen_feeds:
+                seen_feeds.add(sample.digest)
+                units[label].append(sample)
+        chosen = choose_samples([(k, units[k]) for k in sorted(units, key=first.__getitem__)], max_samples, max_bytes)
+        meta.update(units=[label for label, _ in chosen], picked=[s.call for _, s in chosen], streams=[],
+                    samples=len(chosen))
+        samples = [s.stored for _, s in chosen]
+        seen = f"{len(tests)} test{'s' * (len(tests) != 1)}" if tests else f"{total} calls"
+        groups = {label for label, _ in chosen if label.startswith("test:")}
+        kept_text = f"{len(chosen)} sample{'s' * (len(chosen) != 1)}" + (
+            f" from {len(groups)} test{'s' * (len(groups) != 1)}" if groups else "")
+    else:
+        streams = _streams(ordered, offsets, feedback, skipped)
+        chosen_streams = choose_streams(streams, max_samples, max_bytes)
+        steps = sorted((s.call, k) for k, stream in enumerate(chosen_streams) for s in stream.steps)
+        position = {call: i for i, (call, _) in enumerate(steps)}
+        by_call = {s.call: s for stream in chosen_streams for s in stream.steps}
+        meta.update(units=[f"stream:{k}" for _, k in steps], picked=[c for c, _ in steps], samples=len(steps),
+                    streams=[[position[s.call] for s in stream.steps] for stream in chosen_streams],
+                    stream_steps=[stream.ran for stream in chosen_streams])
+        samples = [by_call[c].stored for c, _ in steps]
+        ran = sum(p.meta.get("streams_ran", 0) for p in ordered) or len(streams)
+        seen = f"{ran} stream{'s' * (ran != 1)}"
+        cut = sum(len(s.steps) < s.ran for s in chosen_streams)
+        kept_text = (f"{len(chosen_streams)} stream{'s' * (len(chosen_streams) != 1)}, {len(steps)} steps"
+                     + (f" ({cut} cut to a prefix)" if cut else ""))
+    meta["skipped"] = sorted([k, v] for k, v in skipped.items() if v)
+    return Merged(meta, samples, seen, kept_text)
+
+
+def _first(parts: Sequence[Part], feedback: tuple[tuple[str, ...], ...]) -> int:
+    return next(i for i, p in enumerate(parts) if tuple(tuple(x) for x in p.meta["feedback"]) == feedback)
+
+
+def _samples(part: Part, offset: int) -> list[Sample]:
+    return [dataclasses.replace(s, call=offset + s.call) for s in part.samples]
+
+
+def _streams(parts: Sequence[Part], offsets: Sequence[int], feedback: tuple[tuple[str, ...], ...],
+             skipped: Counter[str]) -> list[Stream]:
+    """Every stream of every part (samples of stateless parts as one-step streams), repeats dropped."""
+    streams: list[Stream] = []
+    for p, offset in zip(parts, offsets, strict=True):
+        samples = _samples(p, offset)
+        same = tuple(tuple(x) for x in p.meta["feedback"]) == feedback
+        if not p.meta["feedback"]:
+            streams += [Stream(label if label.startswith("test:") else "", (s,), 1)
+                        for label, s in zip(p.meta["units"], samples, strict=True)]
+            continue
+        groups = p.meta.get("stream_groups") or [""] * len(p.meta["streams"])
+        ran = p.meta.get("stream_steps") or [len(s) for s in p.meta["streams"]]
+        for indices, group, steps_ran in zip(p.meta["streams"], groups, ran, strict=True):
+            steps = tuple(samples[i] for i in indices)
+            if not same:
+                skipped[OTHER_FEEDBACK] += len(steps) - 1
+            streams.append(Stream(group, steps, steps_ran) if same else Stream(group, steps[:1], 1))
+    streams.sort(key=lambda s: s.steps[0].call)
+    prefixes: set[tuple[int, str]] = set()
+    for stream in streams:
+        h = hashlib.sha256()
+        for k, step in enumerate(stream.steps[:-1]):
+            h.update(step.digest.encode())
+            prefixes.add((k + 1, h.hexdigest()))
+    kept, whole = [], set()
+    for stream in streams:
+        h = hashlib.sha256()
+        for step in stream.steps:
+            h.update(step.digest.encode())
+        key = (len(stream.steps), h.hexdigest())
+        if key in prefixes or key in whole:
+            continue  # the same feeds as (the start of) another stream
+        whole.add(key)
+        kept.append(stream)
+    return kept
+
+
+def _model(parts: Sequence[Part], root: Path) -> str:
+    """The model's path relative to ``root`` (POSIX), else its file name, else ``<bytes>``."""
+    paths = sorted({p.meta["model"] for p in parts if p.meta["model"] != BYTES_MODEL})
+    if not paths:
+        return BYTES_MODEL
+    path = Path(paths[0])
+    try:
+        relative = Path(os.path.relpath(os.path.realpath(path), os.path.realpath(root)))
+    except ValueError:  # another drive
+        return path.name
+    if relative.parts and relative.parts[0] != os.pardir and not relative.is_absolute():
+        return PurePosixPath(*relative.parts).as_posix()
+    return path.name

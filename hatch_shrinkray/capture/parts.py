@@ -1,0 +1,72 @@
+"""The file each process leaves per model at exit (a *part*), read back by ``run.finish`` moments later.
+
+Not a recording: a private, temporary file in the run directory, laid out to be written and read
+in one go (a part of a long stream holds thousands of arrays, and a zip member each would cost
+more to write and read than the recording itself). ``HSRPART1``, the length of a JSON header, the
+header (the part's metadata as a recording's ``__meta__``, and per sample its digest, stored and
+decoded bytes and its members: input index, suffix, CRC, size, method, length and the CRC32 of the
+stored bytes), then every member's stored bytes in that order. A part that is cut short or
+damaged is refused as a whole (``ShrinkrayError``), and the others are merged without it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import zlib
+from pathlib import Path
+from typing import Any
+
+from hatch_shrinkray.capture.select import Sample
+from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.verification.npz import Blob
+from hatch_shrinkray.verification.recordings import FORMAT, VERSION, check_meta
+
+MAGIC = b"HSRPART1"
+_LENGTH = struct.Struct("<Q")
+
+
+def write_part(path: Path, meta: dict[str, Any], samples: list[Sample]) -> None:
+    """Write a part (created with the umask's mode; complete under ``path`` or not there at all)."""
+    rows = [[s.call, s.digest, s.nbytes, s.decoded,
+             [[j, suffix, b.crc, b.size, b.method, len(b.data), zlib.crc32(b.data)] for j, suffix, b in s.stored]]
+            for s in samples]
+    header = json.dumps({"meta": {**meta, "format": FORMAT, "version": VERSION}, "samples": rows},
+                        sort_keys=True).encode()
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666), "wb") as fh:
+        fh.write(MAGIC + _LENGTH.pack(len(header)) + header)
+        for s in samples:
+            for _, _, blob in s.stored:
+                fh.write(blob.data)
+    os.replace(tmp, path)
+
+
+def read_part(path: Path) -> tuple[dict[str, Any], list[Sample]]:
+    """A part's checked metadata and samples (calls numbered within the part)."""
+    label = str(path)
+    try:
+        data = path.read_bytes()
+        if data[:len(MAGIC)] != MAGIC:
+            raise ValueError("not a part")
+        (length,) = _LENGTH.unpack_from(data, len(MAGIC))
+        start = len(MAGIC) + _LENGTH.size
+        header = json.loads(data[start:start + length])
+        meta = check_meta(header["meta"], label)
+        offset = start + length
+        samples = []
+        for call, digest, nbytes, decoded, members in header["samples"]:
+            stored = []
+            for j, suffix, crc, size, method, size_stored, data_crc in members:
+                chunk = data[offset:offset + size_stored]
+                offset += size_stored
+                if len(chunk) != size_stored or zlib.crc32(chunk) != data_crc:
+                    raise ValueError("cut short or damaged")
+                stored.append((int(j), str(suffix), Blob(int(crc), int(size), chunk, int(method))))
+            samples.append(Sample(int(call), tuple(stored), str(digest), int(nbytes), int(decoded)))
+        if offset != len(data) or len(samples) != meta["samples"]:
+            raise ValueError("its samples do not match its header")
+    except (OSError, ValueError, KeyError, TypeError, struct.error, RecursionError) as exc:
+        raise ShrinkrayError(f"unreadable part: {exc}", path=label) from exc
+    return meta, samples

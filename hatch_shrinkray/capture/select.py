@@ -1,0 +1,172 @@
+"""Which recorded samples a recording keeps: enough independent evidence within hard bounds.
+
+*Count first, spread over units.* A stateless model's samples are taken round-robin over its units
+(the pytest tests that ran it, or each call outside tests): one sample of every unit before a second
+of any, the units of a round in an order that spreads them (first, last, middle, quarters, ...), and
+within a unit, calls spread the same way. So 64 calls of one test and 1 call of another keep both
+tests, and 1000 standalone calls keep an even spread of them.
+
+*Whole streams.* A recurrent model's units are its streams, and a stream counts as one sample for
+``max_samples``. The first ``MIN_STREAMS`` streams (in the same spreading order) share the byte budget
+evenly, each cut to a prefix at a common water level when they do not all fit; when they all fit
+whole, further streams are added while the budget allows.
+
+*Hard bounds.* A sample is taken only if the total stays within ``max_bytes`` of stored bytes (its
+members' compressed data and zip headers, ``recordings.stored_bytes``) and within the reader's limit
+on decoded bytes (``npz.MAX_BYTES``): a large feed never pushes out the small ones, it is left out.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from hatch_shrinkray.verification.npz import MAX_BYTES as MAX_DECODED
+from hatch_shrinkray.verification.recordings import Stored
+
+MIN_STREAMS = 16
+"""Streams that share the byte budget before any further stream is added (issue 19: >= 16 streams
+when that many ran)."""
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Sample:
+    call: int
+    """Index of the call among all calls of the model (the processes' calls one after the other)."""
+    stored: Stored
+    digest: str
+    nbytes: int
+    """Stored bytes, headers included (``recordings.stored_bytes``)."""
+    decoded: int
+
+
+@dataclass(frozen=True)
+class Stream:
+    group: str
+    """The test it ran in (``test:<node id>``), or empty outside tests."""
+    steps: tuple[Sample, ...]
+    ran: int
+    """Steps that ran (``steps`` may be a prefix)."""
+
+
+def spreading(n: int) -> list[int]:
+    """``range(n)`` in an order whose every prefix is spread evenly: first, last, middle, quarters, ..."""
+    if n <= 0:
+        return []
+    order = [0] + ([n - 1] if n > 1 else [])
+    queue = deque([(0, n - 1)])
+    while queue:
+        low, high = queue.popleft()
+        if high - low < 2:
+            continue
+        middle = (low + high) // 2
+        order.append(middle)
+        queue += [(low, middle), (middle, high)]
+    return order
+
+
+def round_robin(groups: Sequence[Sequence[T]]) -> list[T]:
+    """Every item, one of each group per round (groups in spreading order), each group's items in
+    spreading order."""
+    orders = [spreading(len(g)) for g in groups]
+    visit = spreading(len(groups))
+    out: list[T] = []
+    for r in range(max((len(g) for g in groups), default=0)):
+        out += [groups[g][orders[g][r]] for g in visit if r < len(orders[g])]
+    return out
+
+
+def distinct(samples: Sequence[Sample]) -> list[Sample]:
+    """``samples`` without repeated feeds (the first of each kept)."""
+    seen: set[str] = set()
+    out = []
+    for s in samples:
+        if s.digest not in seen:
+            seen.add(s.digest)
+            out.append(s)
+    return out
+
+
+def choose_samples(units: Sequence[tuple[str, Sequence[Sample]]], max_samples: int,
+                   max_bytes: int) -> list[tuple[str, Sample]]:
+    """A stateless model's samples, with their unit labels, in call order. ``units``: labelled groups
+    in the order they first ran; the label ``""`` holds standalone calls, each its own unit."""
+    groups: list[list[tuple[str, Sample]]] = []
+    for label, samples in units:
+        if label:
+            groups.append([(label, s) for s in samples])
+        else:
+            groups += [[(f"call:{s.call}", s)] for s in samples]
+    groups.sort(key=lambda g: g[0][1].call if g else 0)
+    chosen: list[tuple[str, Sample]] = []
+    stored = decoded = 0
+    for label, s in round_robin(groups):
+        if len(chosen) >= max_samples:
+            break
+        if stored + s.nbytes <= max_bytes and decoded + s.decoded <= MAX_DECODED:
+            chosen.append((label, s))
+            stored += s.nbytes
+            decoded += s.decoded
+    return sorted(chosen, key=lambda c: c[1].call)
+
+
+def choose_streams(streams: Sequence[Stream], max_samples: int, max_bytes: int) -> list[Stream]:
+    """A recurrent model's streams (prefixes where the budget runs out), in the order they started."""
+    by_group: dict[str, list[Stream]] = {}
+    singles: list[list[Stream]] = []
+    for s in sorted(streams, key=lambda s: s.steps[0].call):
+        if s.group:
+            by_group.setdefault(s.group, []).append(s)
+        else:
+            singles.append([s])
+    groups = sorted([*by_group.values(), *singles], key=lambda g: g[0].steps[0].call)
+    ordered = round_robin(groups)
+    first = ordered[:min(MIN_STREAMS, max_samples)]
+    level = _water_level(first, max_bytes)
+    chosen: list[Stream] = []
+    stored = decoded = 0
+    for index, stream in enumerate(ordered):
+        if len(chosen) >= max_samples:
+            break
+        cap = level if index < len(first) else min(level, max_bytes - stored)
+        steps = _prefix(stream.steps, min(cap, max_bytes - stored), MAX_DECODED - decoded)
+        if steps:
+            chosen.append(Stream(stream.group, steps, stream.ran))
+            stored += sum(s.nbytes for s in steps)
+            decoded += sum(s.decoded for s in steps)
+    return sorted(chosen, key=lambda s: s.steps[0].call)
+
+
+def _prefix(steps: Sequence[Sample], max_bytes: int, max_decoded: int) -> tuple[Sample, ...]:
+    stored = decoded = 0
+    for k, step in enumerate(steps):
+        stored += step.nbytes
+        decoded += step.decoded
+        if stored > max_bytes or decoded > max_decoded:
+            return tuple(steps[:k])
+    return tuple(steps)
+
+
+def _water_level(streams: Sequence[Stream], max_bytes: int) -> int:
+    """The largest per-stream byte cap at which the streams' prefixes fit in ``max_bytes`` together
+    (``max_bytes`` when they all fit whole)."""
+    def total(cap: int) -> int:
+        return sum(sum(s.nbytes for s in _prefix(stream.steps, cap, MAX_DECODED)) for stream in streams)
+
+    if total(max_bytes) <= max_bytes:
+        return max_bytes
+    levels = sorted({sum(s.nbytes for s in stream.steps[:k + 1]) for stream in streams
+                     for k in range(len(stream.steps))})
+    low, high = 0, len(levels) - 1  # levels[low - 1] fits; find the last that does
+    best = 0
+    while low <= high:
+        middle = (low + high) // 2
+        if total(levels[middle]) <= max_bytes:
+            best, low = levels[middle], middle + 1
+        else:
+            high = middle - 1
+    return best

@@ -1,0 +1,136 @@
+"""Recordings in builds (issue 19 items 4/5): never packed into the sdist or the wheel unless included
+on purpose, not needed to build a wheel from our sdist, and a recording directory that lacks a model
+falls back to generated inputs with a warning (data-free methods) or stops with one line (``auto``).
+Real hatchling builds in this process, as ``tests/test_hook_inprocess.py`` drives them."""
+
+from __future__ import annotations
+
+import sys
+import tarfile
+import tempfile
+import textwrap
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hardening import MODEL, build, cli, write_project
+
+from hatch_shrinkray.verification.recordings import Recording, write_recording
+
+from onnx_builders import mlp, save
+
+IN_WHEEL = "toymodel/models/a.onnx"
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HATCH_SHRINKRAY_CACHE_DIR", str(tmp_path / "cache"))
+    for name in ("HATCH_BUILD_NO_HOOKS", "HATCH_BUILD_HOOKS_ONLY", "HATCH_BUILD_CLEAN"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+
+
+def recorded(root: Path, directory: str, model: Path) -> Path:
+    """A recording of ``model`` in ``root/directory``, as `record` writes it."""
+    import hashlib
+
+    rng = np.random.default_rng(0)
+    samples = tuple({"x": rng.standard_normal((2, 256)).astype(np.float32)} for _ in range(12))
+    label = model.relative_to(root).as_posix() if model.is_relative_to(root) else model.name
+    rec = Recording(hashlib.sha256(model.read_bytes()).hexdigest(), label, ("x",), samples, 12, tuple(range(12)),
+                    tuple(f"call:{i}" for i in range(12)))
+    (root / directory).mkdir(parents=True, exist_ok=True)
+    return write_recording(root / directory, rec)
+
+
+def members(path: Path) -> list[str]:
+    if path.suffix == ".whl":
+        with zipfile.ZipFile(path) as zf:
+            return zf.namelist()
+    with tarfile.open(path) as tar:
+        return [m.name.split("/", 1)[1] for m in tar.getmembers()]
+
+
+@pytest.mark.parametrize("where", ["tests/shrinkray-inputs", "src/toymodel/recordings"])
+def test_recordings_are_not_shipped_and_a_wheel_from_the_sdist_needs_none(tmp_path: Path, where: str,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    root = write_project(tmp_path / "toymodel", f'inputs = "{where}"\n')
+    save(mlp(), root / MODEL)
+    (root / "tests").mkdir(exist_ok=True)
+    (root / "tests/test_a.py").write_text("def test(): pass\n")
+    recording = recorded(root, where, root / MODEL)
+    sdist = build(root, "sdist")
+    wheel = build(root, "wheel")
+    assert "on 12 recorded samples; " in capsys.readouterr().err  # too few units to fit: verified on all 12
+    shipped = members(sdist) + members(wheel)
+    assert not any(recording.name in m for m in shipped), shipped
+    assert "tests/test_a.py" in members(sdist)  # the rest of tests/ still ships
+    assert any(m.endswith(".shrinkray-manifest.json") for m in members(sdist))
+
+    with tarfile.open(sdist) as tar:
+        tar.extractall(tmp_path / "unpacked", filter="data")
+    unpacked = tmp_path / "unpacked/toymodel-0.1.0"
+    assert not (unpacked / where).exists()
+    again = build(unpacked, "wheel", tmp_path / "again")
+    with zipfile.ZipFile(again) as zf, zipfile.ZipFile(wheel) as first:
+        assert zf.read(IN_WHEEL) == first.read(IN_WHEEL)
+    assert "already shrunk (manifest match)" in capsys.readouterr().err
+
+
+def test_recordings_included_on_purpose_are_shipped(tmp_path: Path) -> None:
+    root = write_project(tmp_path / "toymodel", 'inputs = "data/inputs"\n')
+    save(mlp(), root / MODEL)
+    text = (root / "pyproject.toml").read_text()
+    (root / "pyproject.toml").write_text(text + '\n[tool.hatch.build.targets.sdist]\n'
+                                         'include = ["src", "data/inputs", "pyproject.toml"]\n')
+    recording = recorded(root, "data/inputs", root / MODEL)
+    assert f"data/inputs/{recording.name}" in members(build(root, "sdist"))
+
+
+def test_a_directory_without_the_model_falls_back_to_generated_inputs(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    root = write_project(tmp_path / "toymodel", 'inputs = "tests/shrinkray-inputs"\n')
+    save(mlp(), root / MODEL)
+    other = save(mlp(256, 128), tmp_path / "other.onnx")
+    recorded(root, "tests/shrinkray-inputs", other)
+    wheel = build(root)
+    with zipfile.ZipFile(wheel) as zf:
+        assert IN_WHEEL in zf.namelist()
+    err = capsys.readouterr().err
+    assert "on 8 generated samples" in err
+    assert (f"shrinkray: {MODEL}: {root / 'tests/shrinkray-inputs'} holds no recording of this model: verified on "
+            "generated inputs instead") in err
+
+
+def test_auto_without_a_recording_of_its_model_is_one_line(tmp_path: Path) -> None:
+    model_path = save(mlp(), tmp_path / "a.onnx")
+    other = save(mlp(256, 128), tmp_path / "other.onnx")
+    recorded(tmp_path, "rec", other)
+    proc = cli("shrink", str(model_path), "-o", str(tmp_path / "out"), "--method", "auto", "--inputs",
+               str(tmp_path / "rec"))
+    assert proc.returncode == 1
+    first = proc.stderr.splitlines()[0]
+    assert first.startswith("error: ") and "fits its choices to real inputs" in first
+    assert "holds no recording of this model" in first and "hatch-shrinkray record --output" in first
+    assert "Traceback" not in proc.stderr
+
+
+def test_record_lists_configured_models_that_never_ran(tmp_path: Path) -> None:
+    root = write_project(tmp_path / "toymodel", 'inputs = "tests/shrinkray-inputs"\n')
+    used = save(mlp(), root / MODEL)
+    save(mlp(256, 64), root / "src/toymodel/models/unused.onnx")
+    script = root / "use.py"
+    script.write_text(textwrap.dedent(f"""
+        import numpy as np, onnxruntime as ort
+        ort.InferenceSession({str(used)!r}).run(None, {{"x": np.ones((1, 256), np.float32)}})
+    """))
+    proc = cli("record", "-o", str(root / "tests/shrinkray-inputs"), "--", sys.executable, str(script), cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].split() == ["model", "recording", "calls", "ran", "kept", "bytes", "skipped"]
+    assert lines[1].split()[0] == MODEL  # relative to the project root
+    assert lines[2].split()[:4] == ["src/toymodel/models/unused.onnx", "(never", "ran)", "0"]
+    assert any(line.startswith("note: src/toymodel/models/unused.onnx is configured but the command never ran it")
+               for line in lines), proc.stdout

@@ -410,3 +410,18 @@ def test_compare_shows_the_three_sizes(tmp_path: Path) -> None:
     assert head[0].split() == ["raw", "wheel", "(deflate", "6)", "web", "(brotli", "11)"], head
     assert head[2].startswith("shrunk") and f"{sizes.wheel_bytes(out / 'model.onnx')} (" in head[2]
     assert "~ web estimated" in proc.stdout
+
+
+def test_the_cache_record_keeps_the_sizes_and_refuses_malformed_ones() -> None:
+    from hatch_shrinkray.shipping.cache import CachedShrink
+    from hatch_shrinkray.shipping.manifest import ManifestEntry
+
+    pair = (sizes.Sizes(100, 90, 80, True), sizes.Sizes(30, 20, 10, False))
+    record = CachedShrink(ManifestEntry("a" * 64, "b" * 64, "int8"), 100, 30, 1.0, None, sizes=pair)
+    data = json.loads(json.dumps(record.to_dict()))
+    assert CachedShrink.from_dict(data).sizes == pair
+    assert CachedShrink.from_dict({**data, "sizes": None}).sizes is None
+    for bad in ([pair[0].to_dict()], [{"raw": -1, "wheel": 1, "web": 1}, pair[1].to_dict()],
+                [{**pair[0].to_dict(), "web_estimated": "yes"}, pair[1].to_dict()], "big"):
+        with pytest.raises(TypeError):
+            CachedShrink.from_dict({**data, "sizes": bad})

@@ -38,6 +38,7 @@ from hatch_shrinkray.options import (
 from hatch_shrinkray.shipping.config import ConfigurationError, HookConfig
 from hatch_shrinkray.shipping.ship import confirm_plan, engine_missing, printable_lines
 from hatch_shrinkray.signals import Terminated, redeliver, stop_request, terminate_raises
+from hatch_shrinkray.sizes import BROTLI_HINT, DEFAULT_TARGET, TARGETS, brotli_problem
 
 DEFAULT_TIMEOUT = 3600.0
 """``check --timeout``: an hour per run of the command, generous for a test suite; a hang ends."""
@@ -48,7 +49,7 @@ FLAG_NAMES = {"method": "--method", "min_elements": "--min-elements", "scheme": 
               "int_range": "--int-range", "max_rel_l2": "--max-rel-l2", "min_cosine": "--min-cosine",
               "min_top1": "--min-top1", "budget_rel_l2": "--budget-rel-l2", "budget_cosine": "--budget-cosine",
               "budget_agreement": "--budget-agreement", "budget_load": "--budget-load", "encodings": "--encoding",
-              "plan": "--plan", "runtimes": "--runtime", "judges": "--judge"}
+              "plan": "--plan", "runtimes": "--runtime", "judges": "--judge", "target": "--target"}
 
 
 def _verify_args(p: argparse.ArgumentParser) -> None:
@@ -92,7 +93,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", type=Path, required=True, help="output directory")
     _shrink_args(s)
     s.add_argument("--force", action="store_true", help="overwrite existing outputs")
-    s.add_argument("--sizes", action="store_true", help="also report gzip/zstd/brotli sizes")
+    s.add_argument("--sizes", action="store_true",
+                   help="measure the web size (brotli 11, ~0.3 MB/s) instead of estimating it, and print a size table")
     s.add_argument("--json", type=Path, metavar="FILE", help="write the full report as JSON ('-' for stdout)")
     s.add_argument("--plan", type=Path, metavar="FILE",
                    help="apply the per-tensor plan this plan file holds for each model's bytes (check --search)")
@@ -118,6 +120,8 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("compare", help="verify a shrunk model against its original and compare sizes")
     c.add_argument("original", type=Path)
     c.add_argument("shrunk", type=Path)
+    c.add_argument("--sizes", action="store_true", help="measure the web size (brotli 11, ~0.3 MB/s) instead of "
+                                                        "estimating it")
     _verify_args(c)
 
     r = sub.add_parser("record", help="run a command and record the inputs its onnxruntime sessions see",
@@ -183,10 +187,15 @@ def _shrink_args(s: argparse.ArgumentParser) -> None:
                    help="leave tensors consumed by this op type (repeatable)")
     s.add_argument("--no-dedup", action="store_true", help="do not merge identical tensors first")
     s.add_argument("--scheme", default="symmetric", help=f"int8 scheme: {', '.join(SCHEMES)}")
-    s.add_argument("--levels", type=int, default=256, help="float-levels: levels per channel (2..65536)")
+    s.add_argument("--levels", type=int, default=None,
+                   help="levels per channel: int8 3..255 (default 255, plain int8; fewer = a smaller download), "
+                        "float-levels 2..65536 (default 256)")
     s.add_argument("--decode", default="float",
                    help=f"int8 decode: {', '.join(DECODES)} (fast = DequantizeLinear before MatMul, int8 activations)")
     s.add_argument("--block-size", type=int, default=32, help="int4 block size (default 32)")
+    s.add_argument("--target", default=DEFAULT_TARGET, metavar="SIZE",
+                   help=f"the size that counts: {', '.join(TARGETS)} (default {DEFAULT_TARGET}: the wheel's deflated "
+                        "member; web: brotli 11, needs the compress extra; disk: the raw file)")
     s.add_argument("--runtime", action="append", default=[], metavar="TARGET",
                    help="where the model will run: onnxruntime>=X.Y, web or openvino (repeatable); methods "
                         "those runtimes cannot load, or would decode per inference, are refused")
@@ -233,7 +242,7 @@ def _shrink_options(args: argparse.Namespace) -> ShrinkOptions:
                          block_size=args.block_size, verify=None if args.no_verify else _verify_options(args),
                          budget_rel_l2=args.budget_rel_l2, budget_cosine=args.budget_cosine,
                          budget_agreement=args.budget_agreement, budget_load=args.budget_load,
-                         encodings=_encodings(args.encoding), runtimes=tuple(args.runtime))
+                         encodings=_encodings(args.encoding), runtimes=tuple(args.runtime), target=args.target)
     errors = option_errors(opts, FLAG_NAMES)
     if errors:
         raise ShrinkrayError("; ".join(errors))
@@ -266,12 +275,12 @@ def _expand(patterns: Sequence[str]) -> tuple[list[Path], list[str]]:
 
 def cmd_shrink(args: argparse.Namespace) -> int:
     from hatch_shrinkray.engine import shrink
-    from hatch_shrinkray.onnxgraph.modelio import external_data_files
-    from hatch_shrinkray.report import compressed_sizes, result_json, shrink_report
+    from hatch_shrinkray.report import result_json, shrink_report
     from hatch_shrinkray.shipping.manifest import file_sha256
     from hatch_shrinkray.shipping.plan import read_plan
 
     options = _shrink_options(args)
+    _need_brotli(options, args.sizes)
     plans = read_plan(args.plan) if args.plan is not None else {}
     files, unmatched = _expand(args.models)
     failures = 0
@@ -296,7 +305,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
             if args.plan is not None and plan is None and src.is_file():
                 print(f"{src}: {args.plan} has no plan for these bytes (a retrained model has none); shrinking "
                       f"with {options.method} as given", file=sys.stderr)
-            result = shrink(src, dest, plan.apply(options) if plan is not None else options)
+            result = shrink(src, dest, plan.apply(options) if plan is not None else options, exact_web=args.sizes)
         except ShrinkrayError as exc:
             if isinstance(exc, PlanError):
                 exc.name_plan(str(args.plan))
@@ -305,16 +314,20 @@ def cmd_shrink(args: argparse.Namespace) -> int:
             continue
         if plan is not None:
             confirm_plan(str(src), plan, file_sha256(dest), _Stderr(args.verbose))
-        sizes = None
-        if args.sizes:
-            sizes = {"original": compressed_sizes([src, *external_data_files(src)]),
-                     "shrunk": compressed_sizes([dest, *(dest.parent / n for n in result.external_data)])}
-        print(shrink_report(result, sizes, tensors=args.verbose))
-        reports.append(result_json(result, sizes))
+        print(shrink_report(result, args.sizes, tensors=args.verbose))
+        reports.append(result_json(result))
     written = args.json is None or _write_report(args.json, json.dumps(reports, indent=2, sort_keys=True), args.verbose)
     if failures:
         print(f"{failures} of {len(files) + len(unmatched)} models failed", file=sys.stderr)
     return 1 if failures or not written else 0
+
+
+def _need_brotli(options: ShrinkOptions, sizes: bool) -> None:
+    """One line, before any model, when brotli quality 11 must be measured and cannot be."""
+    problem = brotli_problem()
+    if problem and (options.target == "web" or sizes):
+        what = "--target web counts" if options.target == "web" else "--sizes measures"
+        raise ShrinkrayError(f"{what} brotli quality 11 bytes, and {problem}", hint=BROTLI_HINT)
 
 
 def _write_report(path: Path, text: str, verbose: bool) -> bool:
@@ -423,21 +436,20 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from hatch_shrinkray.onnxgraph.modelio import external_data_files
-    from hatch_shrinkray.report import compressed_sizes, table, verification_report
+    from hatch_shrinkray.report import model_files, sizes_table, verification_report
+    from hatch_shrinkray.sizes import measure
     from hatch_shrinkray.verification.runner import verify
 
+    _need_brotli(ShrinkOptions(), args.sizes)
     # Checked like `shrink` checks its input first, so a bad file gets the same one-line message.
     options = _verify_options(args)
     errors = option_errors(ShrinkOptions(verify=options), FLAG_NAMES)
     if errors:
         raise ShrinkrayError("; ".join(errors))
-    files = {path: [path, *external_data_files(path)] for path in (args.original, args.shrunk)}
+    files = {path: model_files(path) for path in (args.original, args.shrunk)}
     result = verify(args.original, args.shrunk, options)
-    a, b = compressed_sizes(files[args.original]), compressed_sizes(files[args.shrunk])
-    rows = [["", *a], ["original", *map(str, a.values())], ["shrunk", *map(str, b.values())],
-            ["ratio", *(f"{100 * b[k] / a[k]:.1f}%" for k in a)]]
-    print(table(rows))
+    print(sizes_table(measure(files[args.original], exact_web=args.sizes),
+                      measure(files[args.shrunk], exact_web=args.sizes)))
     print("\n" + verification_report(result))
     if not result.passed:
         print(f"error: {args.shrunk}: differs too much from {args.original}", file=sys.stderr)

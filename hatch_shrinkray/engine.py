@@ -44,6 +44,7 @@ from hatch_shrinkray.registry import METHODS, Dedup
 from hatch_shrinkray.result import KeptFloat, ShrinkResult, TensorRecord, VerifyResult, human, kept_reason
 from hatch_shrinkray.samples import Calibration
 from hatch_shrinkray.signals import deferred
+from hatch_shrinkray.sizes import BROTLI_HINT, Sizes, brotli_problem, measure
 from hatch_shrinkray.verification.inputs import specs_of_model
 from hatch_shrinkray.verification.recordings import NoRecording
 from hatch_shrinkray.verification.runner import (
@@ -80,7 +81,7 @@ def quantization_signs(model: ModelProto) -> str | None:
 
 
 def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.PathLike[str] | None = None,
-           options: ShrinkOptions | None = None, *, keep_failed: bool = False) -> ShrinkResult:
+           options: ShrinkOptions | None = None, *, keep_failed: bool = False, exact_web: bool = False) -> ShrinkResult:
     """Shrink ``source`` with ``options.method``, verify, and write ``destination`` atomically.
 
     Raises ShrinkrayError (or its subclasses AlreadyQuantizedError / VerificationError) for every
@@ -89,11 +90,18 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
     written: the original is, and ``kept_original`` says why. ``keep_failed`` writes a model that
     fails verification too, with the failed figures in its result: for ``check``, which lets the
     package's own tests judge it and never ships it.
+
+    "Smaller" is in the bytes ``options.target`` counts (``sizes``); the result carries the raw,
+    wheel and web sizes of both models, web measured (brotli 11) with target ``web`` or
+    ``exact_web``, else estimated.
     """
     options = options or ShrinkOptions()
     problems = option_errors(options)
     if problems:
         raise ShrinkrayError("invalid options: " + "; ".join(problems))
+    exact_web = exact_web or options.target == "web"
+    if exact_web and brotli_problem():
+        raise ShrinkrayError(f"target web counts brotli quality 11 bytes, and {brotli_problem()}", hint=BROTLI_HINT)
     start = time.perf_counter()
     loaded = load_model(source)
     signs = quantization_signs(loaded.model)
@@ -119,14 +127,17 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
     kept_original: str | None = None
     try:
         output = _write(work, dest, loaded.label, checker)
-        if any(r.encoding != "kept" for r in records) and not _smaller(output.size, loaded.size, options.method):
-            kept_original = (f"{options.method} would not make it smaller ({human(output.size)}, "
-                             f"{100 * output.size / loaded.size:.1f}% of the input)")
+        original_sizes = measure(_files(loaded, original_ref), exact_web=exact_web)
+        shrunk_sizes = measure(output.files(), exact_web=exact_web)
+        encoded = any(r.encoding != "kept" for r in records)
+        if encoded and not _smaller(shrunk_sizes, original_sizes, options.target, options.method):
+            kept_original = _not_smaller(options, shrunk_sizes, original_sizes)
             output.discard()
             records = [replace(r, encoding="kept", stored_bytes=r.original_bytes, note=f"original kept; {r.encoding}")
                        if r.encoding != "kept" else r for r in records]
             work = load_model(source).model
             output = _write(work, dest, loaded.label, checker)
+            shrunk_sizes = measure(output.files(), exact_web=exact_web)
         del work  # the working copy can be big; onnxruntime reads the staged file from here on
         loaded.model = ModelProto()
         # Scopes point at their parents and children, so the weight sites built while encoding hold
@@ -152,7 +163,8 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
         original_size=loaded.size, shrunk_size=output.size, tensors=tuple(records),
         seconds=time.perf_counter() - start, verification=verification, options=options.describe(),
         external_data=tuple(p.name for p in extra), kept_original=kept_original, kept_float=kept_float,
-        not_weights=max(0, loaded.size - weight_bytes), source_sha256=dict(loaded.sha256))
+        not_weights=max(0, loaded.size - weight_bytes), source_sha256=dict(loaded.sha256),
+        original_sizes=original_sizes, shrunk_sizes=shrunk_sizes)
 
 
 def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: ShrinkOptions,
@@ -209,11 +221,40 @@ def _refuse_if_changed(loaded: Loaded, cause: BaseException | None = None) -> No
 
 
 SIZE_NEUTRAL = {"float-levels"}
-"""Methods that keep the raw size by design (they pay off once compressed): judged by growth."""
+"""Methods that keep the raw size by design (they pay off compressed): a few bytes more on disk
+from serializing the model anew do not count against them."""
+TARGET_WORDS = {"wheel": "the wheel", "web": "the web download", "disk": "on disk"}
 
 
-def _smaller(size: int, original: int, method: str) -> bool:
-    return size <= original if method in SIZE_NEUTRAL else size < original
+def _smaller(shrunk: Sizes, original: Sizes, target: str, method: str) -> bool:
+    """The never-larger rule: smaller in the bytes the target counts, and (but for SIZE_NEUTRAL
+    methods) no larger on disk: a download a few bytes smaller does not pay for a model that takes
+    twice the space once installed. float-levels used to be judged raw only, and on Silero VAD it
+    shipped the original at every level though its wheel member is 35% smaller."""
+    return shrunk.of(target) < original.of(target) and (method in SIZE_NEUTRAL or shrunk.raw <= original.raw)
+
+
+def _not_smaller(options: ShrinkOptions, shrunk: Sizes, original: Sizes) -> str:
+    """Why the original ships, in the sizes that decided it."""
+    def change(kind: str) -> str:
+        before, after = original.of(kind), shrunk.of(kind)
+        return f"{human(before)} -> {human(after)}, {100 * after / max(1, before):.1f}%"
+
+    target = options.target
+    if shrunk.of(target) < original.of(target):
+        why = f"on disk: {change('disk')}, though {TARGET_WORDS[target]} would be {change(target)}"
+    else:
+        why = f"{TARGET_WORDS[target]}: {change(target)}"
+        if target == "disk" and options.method in SIZE_NEUTRAL:
+            why += f"; {options.method} keeps the raw size and pays off compressed: target wheel or web"
+    return f"{options.method} would not make it smaller ({why})"
+
+
+def _files(loaded: Loaded, original_ref: str | bytes) -> bytes | list[Path]:
+    """What the original's sizes are measured on: its bytes, or its file and data files."""
+    if isinstance(original_ref, bytes):
+        return original_ref
+    return [Path(original_ref), *loaded.data_files]
 
 
 def _encode(work: ModelProto, options: ShrinkOptions, calibration: Calibration | None,
@@ -283,6 +324,13 @@ class Output:
 
     def commit(self) -> tuple[Path, ...]:
         return self.staged.commit() if self.staged is not None else ()
+
+    def files(self) -> bytes | list[Path]:
+        """The bytes, or the staged file and its data file (outputs over 2 GB)."""
+        if isinstance(self.ref, bytes):
+            return self.ref
+        assert self.staged is not None
+        return [Path(self.ref), *self.staged.data_files]
 
     def discard(self) -> None:
         if self.staged is not None:

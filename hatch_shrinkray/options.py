@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from hatch_shrinkray.files import file_kind
+from hatch_shrinkray.sizes import DEFAULT_TARGET, TARGETS
 
 METHODS = ("int8", "float-levels", "fp16", "dedup", "dynamic", "int4", "auto")
 ENCODINGS = ("float32", "fp16", "int16", "int12", "int10", "int8", "int6", "int4")
@@ -23,6 +24,12 @@ per-channel integer codes (int8 as method int8 writes them; the other widths rou
 SCHEMES = ("symmetric", "asymmetric")
 DECODES = ("float", "fast")
 NAMED_RUNTIMES = ("web", "openvino")
+LEVELS = {"int8": (3, 255, 255), "float-levels": (2, 65536, 256)}
+"""``levels`` per method: lowest, highest, default. int8's 255 is plain int8 (codes -127..127);
+fewer levels are fewer distinct codes in the same int8 container (smaller once compressed)."""
+ANY_LEVELS = (2, 65536, 256)
+"""Methods without levels check only that the value could belong to one (an override may switch
+the method of some models while the table's ``levels`` stays)."""
 JUDGES = ("auto", "map", "sequence", "top-1", "decision", "segments", "equal", "values", "off")
 """What ``judges`` may set an output's judge to (``verification.judges``; ``auto``: detected)."""
 RUNTIME_FLOOR = re.compile(r"^onnxruntime\s*(?:(>=|==|~=|>)\s*([0-9]+(?:\.[0-9]+)*))?$")
@@ -89,7 +96,9 @@ class ShrinkOptions:
     exclude_ops: tuple[str, ...] = ()
     dedup: bool = True
     scheme: str = "symmetric"
-    levels: int = 256
+    levels: int | None = None
+    """Levels per channel: ``int8`` 3..255 (default 255, plain int8), ``float-levels`` 2..65536
+    (default 256). None: the method's default (``level_count``)."""
     decode: str = "float"
     block_size: int = 32
     verify: VerifyOptions | None = field(default_factory=VerifyOptions)
@@ -114,6 +123,15 @@ class ShrinkOptions:
     plan: tuple[tuple[str, str, str], ...] = ()
     """``(scope, tensor name, encoding)``, exact: the per-tensor plan ``hatch-shrinkray check --search``
     found for this very model (``shipping.plan``); it takes precedence over ``encodings``."""
+    target: str = DEFAULT_TARGET
+    """The size that counts (``sizes``): ``wheel`` (the zip member, deflate level 6), ``web`` (brotli
+    quality 11) or ``disk`` (raw). The never-larger rule and the methods' size choices use it."""
+
+    def level_count(self) -> int:
+        """``levels``, or the method's default when unset."""
+        if self.levels is not None:
+            return self.levels
+        return LEVELS.get(self.method, ANY_LEVELS)[2]
 
     def describe(self) -> dict[str, Any]:
         """A JSON-ready dict of the options that affect the output (for manifests and cache keys)."""
@@ -123,6 +141,7 @@ class ShrinkOptions:
             if isinstance(value, VerifyOptions):
                 value = {g.name: _jsonable(getattr(value, g.name)) for g in fields(value)}
             out[f.name] = _jsonable(value)
+        out["levels"] = self.level_count()
         return out
 
 
@@ -166,8 +185,9 @@ def option_errors(opts: ShrinkOptions, names: Mapping[str, str] | None = None) -
         errors.append(f"{n('min_elements')} must be a positive integer; got {opts.min_elements!r}")
     if opts.scheme not in SCHEMES:
         errors.append(f"{n('scheme')} must be one of {', '.join(SCHEMES)}; got {opts.scheme!r}")
-    if not _is_int(opts.levels) or not 2 <= opts.levels <= 65536:
-        errors.append(f"{n('levels')} must be an integer from 2 to 65536; got {opts.levels!r}")
+    errors += _levels_errors(opts, n("levels"))
+    if opts.target not in TARGETS:
+        errors.append(f"{n('target')} must be one of {', '.join(TARGETS)}; got {opts.target!r}")
     if opts.decode not in DECODES:
         errors.append(f"{n('decode')} must be one of {', '.join(DECODES)}; got {opts.decode!r}")
     if not _is_int(opts.block_size) or opts.block_size < 16 or opts.block_size & (opts.block_size - 1):
@@ -252,6 +272,15 @@ def _sample_file_problem(path: Path) -> str | None:
     if info.st_size > INPUTS_MAX_FILE_BYTES:
         return f"is {info.st_size / 1e9:.1f} GB, over the {INPUTS_MAX_FILE_BYTES / 1e9:.0f} GB a sample file may take"
     return None
+def _levels_errors(opts: ShrinkOptions, name: str) -> list[str]:
+    if opts.levels is None:
+        return []
+    low, high, _ = LEVELS.get(opts.method, ANY_LEVELS)
+    if _is_int(opts.levels) and low <= opts.levels <= high:
+        return []
+    which = f" with method {opts.method}" if opts.method in LEVELS else ""
+    plain = " (255: plain int8)" if opts.method == "int8" else ""
+    return [f"{name} must be an integer from {low} to {high}{which}{plain}; got {opts.levels!r}"]
 
 
 def _is_int(value: object) -> bool:

@@ -2,43 +2,12 @@
 
 from __future__ import annotations
 
-import gzip
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from hatch_shrinkray.errors import RECORD_HINT
 from hatch_shrinkray.result import ShrinkResult, VerifyResult, human, render_table
-
-BROTLI_QUALITY = 9  # q11 is 20-45x slower for < 1% on weight data (see the encodings note)
-ZSTD_LEVEL = 19
-
-
-def _compressors() -> dict[str, Callable[[bytes], int]]:
-    out: dict[str, Callable[[bytes], int]] = {"gzip-9": lambda b: len(gzip.compress(b, 9, mtime=0))}
-    try:
-        import zstandard
-
-        out[f"zstd-{ZSTD_LEVEL}"] = lambda b: len(zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(b))
-    except ImportError:
-        pass
-    try:
-        import brotli
-
-        out[f"brotli-{BROTLI_QUALITY}"] = lambda b: len(brotli.compress(b, quality=BROTLI_QUALITY))
-    except ImportError:
-        pass
-    return out
-
-
-def compressed_sizes(paths: Sequence[Path]) -> dict[str, int]:
-    """Raw and compressed sizes of a model (its data files included), with what is installed."""
-    data = b"".join(Path(p).read_bytes() for p in paths)
-    sizes = {"raw": len(data)}
-    for name, fn in _compressors().items():
-        sizes[name] = fn(data)
-    return sizes
-
+from hatch_shrinkray.sizes import Sizes
 
 table = render_table
 
@@ -58,6 +27,8 @@ def one_line(result: ShrinkResult) -> str:
     """``model.onnx: 21.23 MB -> 5.98 MB (28.2%), 39 tensors int8, cos 0.999, 1.2 s; kept float: ...``."""
     text = (f"{result.source}: {human(result.original_size)} -> {human(result.shrunk_size)} "
             f"({100 * result.ratio:.1f}%)")
+    if result.size_text():
+        text += f", {result.size_text()}"
     if result.kept_original is not None:
         text += f", original kept: {result.kept_original}"
     else:
@@ -68,18 +39,29 @@ def one_line(result: ShrinkResult) -> str:
     return f"{text}; {kept}" if kept else text
 
 
-def shrink_report(result: ShrinkResult, sizes: dict[str, dict[str, int]] | None = None,
-                  tensors: bool = True) -> str:
+def sizes_table(original: Sizes, shrunk: Sizes, target: str | None = None) -> str:
+    """Raw, wheel and web bytes of both models and their ratios; the target's column is marked."""
+    def head(kind: str, label: str) -> str:
+        return f"{label} (target)" if kind == target else label
+
+    kinds = (("disk", "raw"), ("wheel", "wheel (deflate 6)"), ("web", "web (brotli 11)"))
+    rows = [["", *(head(k, label) for k, label in kinds)]]
+    for name, s in (("original", original), ("shrunk", shrunk)):
+        rows.append([name, *(("~" if k == "web" and s.web_estimated else "") + f"{s.of(k)} ({human(s.of(k))})"
+                             for k, _ in kinds)])
+    rows.append(["ratio", *(f"{100 * shrunk.of(k) / original.of(k):.1f}%" if original.of(k) else "-"
+                            for k, _ in kinds)])
+    text = table(rows)
+    if original.web_estimated or shrunk.web_estimated:
+        text += "\n~ web estimated (LZMA; 1.00-1.09x brotli 11 measured): --sizes or target web measures it"
+    return text
+
+
+def shrink_report(result: ShrinkResult, sizes: bool = False, tensors: bool = True) -> str:
+    """The one line, then (``sizes``) the size table, the tensors, and the verification."""
     parts = [one_line(result)]
-    if sizes:
-        kinds = list(next(iter(sizes.values())))
-        rows = [["", *kinds]]
-        for label, s in sizes.items():
-            rows.append([label, *(human(s[k]) for k in kinds)])
-        if len(sizes) == 2:
-            a, b = sizes.values()
-            rows.append(["ratio", *(f"{100 * b[k] / a[k]:.1f}%" if a[k] else "-" for k in kinds)])
-        parts.append(table(rows))
+    if sizes and result.original_sizes is not None and result.shrunk_sizes is not None:
+        parts.append(sizes_table(result.original_sizes, result.shrunk_sizes, result.target))
     if tensors and result.tensors:
         rows = [["tensor", "scope", "shape", "bytes", "stored", "encoding", "rel err", "note"]]
         for t in result.tensors:
@@ -105,9 +87,13 @@ def verification_report(verification: VerifyResult) -> str:
     return "\n".join(lines)
 
 
-def result_json(result: ShrinkResult, sizes: dict[str, dict[str, int]] | None = None) -> dict[str, Any]:
-    out = result.to_dict()
-    if sizes:
-        out["sizes"] = sizes
-    return out
+def result_json(result: ShrinkResult) -> dict[str, Any]:
+    return result.to_dict()
+
+
+def model_files(path: Path) -> list[Path]:
+    """A model file and its external-data files (what a wheel ships for it)."""
+    from hatch_shrinkray.onnxgraph.modelio import external_data_files
+
+    return [path, *external_data_files(path)]
 

@@ -19,7 +19,7 @@ def test_shrink_writes_verified_outputs_and_reports(tmp_path: Path) -> None:
     a = save(mlp(512, 512), tmp_path / "a.onnx")
     proc = cli("shrink", str(a), "-o", str(tmp_path / "out"), "--sizes", "--json", str(tmp_path / "r.json"))
     assert proc.returncode == 0, proc.stderr
-    assert "a.onnx" in proc.stdout and "gzip-9" in proc.stdout and "cos" in proc.stdout
+    assert "a.onnx" in proc.stdout and "web (brotli 11)" in proc.stdout and "cos" in proc.stdout
     onnx.checker.check_model(str(tmp_path / "out" / "a.onnx"), full_check=True)
     report = json.loads((tmp_path / "r.json").read_text())
     assert report[0]["verification"]["passed"] is True

@@ -201,4 +201,4 @@ def test_error_is_a_shrinkray_error_listing_everything(root: Path) -> None:
     assert str(info.value) == (
         "Invalid configuration for build hook `shrinkray`:\n"
         f"- Field `{T}.models` pattern `x/*.onnx` matches no file\n"
-        f"- Field `{T}.levels` must be an integer from 2 to 65536; got 1")
+        f"- Field `{T}.levels` must be an integer from 3 to 255 with method int8 (255: plain int8); got 1")

@@ -226,7 +226,7 @@ def test_bad_config_lists_every_error(tmp_path: Path, capsys: pytest.CaptureFixt
         "shrinkray: Invalid configuration for build hook `shrinkray`:",
         f"- Unknown field `{table}.methd`; did you mean `method`?",
         f"- Unknown field `{table}.models2`; did you mean `models`?",
-        f"- Field `{table}.levels` must be an integer from 2 to 65536; got 1",
+        f"- Field `{table}.levels` must be an integer from 3 to 255 with method int8 (255: plain int8); got 1",
     ]
 
 

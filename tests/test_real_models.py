@@ -52,6 +52,7 @@ def test_build_line_says_why_silero_op18_stays_at_two_thirds(tmp_path: Path, mon
     shutil.copyfile(silero_vad_op18(), root / MODEL)
     build(root, out=tmp_path / "dist")
     line = next(ln for ln in capsys.readouterr().err.splitlines() if ln.startswith(f"shrinkray: {MODEL}: "))
-    assert "2.85 MB -> 1.81 MB (63.7%), fp16, cos " in line, line
+    assert "2.85 MB -> 1.81 MB (63.7%), wheel 1.95 MB -> 1.09 MB (55.9%), web ~" in line, line
+    assert "estimated), fp16, cos " in line, line
     assert line.endswith("; kept float: 21 tensors below min-elements (112.16 KB); "
                          "663.03 KB of the input is not weights (graph, names, metadata)"), line

@@ -20,7 +20,15 @@ from hatch_shrinkray.methods import packing
 from hatch_shrinkray.methods._decode import float_decode
 from hatch_shrinkray.methods.fp16 import Fp16Encoder
 from hatch_shrinkray.numerics import gptq
-from hatch_shrinkray.numerics.quant import FLUSH, NotEncodable, Quantized, quantize_symmetric, scale_shape
+from hatch_shrinkray.numerics.entropy import estimated_bytes
+from hatch_shrinkray.numerics.quant import (
+    FLUSH,
+    NotEncodable,
+    Quantized,
+    code_bounds,
+    quantize_symmetric,
+    scale_shape,
+)
 from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext
 
 F32 = np.float32
@@ -30,7 +38,8 @@ MIN_ROWS_PER_FEATURE = 2
 @dataclass(frozen=True)
 class Candidate:
     kind: str
-    """``int4-block`` | ``int4`` | ``int6`` | ``int8`` | ``int10`` | ``int12`` | ``int16`` | ``fp16`` | ``fp32``."""
+    """``int4-block`` | ``int4`` | ``int6`` | ``int8`` | ``int8-<k>levels`` (k < 255 codes per channel in
+    int8, ``level_kind``) | ``int10`` | ``int12`` | ``int16`` | ``fp16`` | ``fp32``."""
     label: str
     stored_bytes: int
     decoded: npt.NDArray[Any]
@@ -40,6 +49,14 @@ class Candidate:
     """Estimated output error energy on the calibration data (``dW H dW^T``; plain ``|dW|^2``
     without calibration moments)."""
     note: str = ""
+
+    def target_bytes(self, target: str) -> int:
+        """Its bytes as ``target`` (``wheel``, ``web``, ``disk``) counts them, estimated from what it
+        stores (``numerics.entropy``): codes and scales, or the float32 weight itself when kept. The
+        MatMulNBits blocks (written by onnxruntime's quantizer) count their raw bytes."""
+        if self.decode is not None:
+            return estimated_bytes(self.decode.stored, target)
+        return estimated_bytes({"w": self.decoded}, target) if self.kind == "fp32" else self.stored_bytes
 
     @property
     def bits(self) -> int:
@@ -77,14 +94,28 @@ def int4_block(w: npt.NDArray[np.float32], block: int) -> tuple[npt.NDArray[np.f
     return np.ascontiguousarray(decoded, dtype=F32), n * blocks * (block // 2 + 4)
 
 
+INT8_LEVELS = 255
+
+
+def level_kind(levels: int) -> str:
+    """The candidate kind of ``levels`` codes per channel in an int8 container (255: plain int8)."""
+    return "int8" if levels == INT8_LEVELS else f"int8-{levels}levels"
+
+
 def int_candidate(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.NDArray[np.float64] | None,
-                  lay: Layout | None, *, rows_seen: int = 0, bits: int = 8) -> Candidate:
+                  lay: Layout | None, *, rows_seen: int = 0, bits: int = 8, levels: int | None = None) -> Candidate:
     """Symmetric per-channel ``bits``-bit codes (int8 as a plain tensor, other widths packed);
-    output-error-aware rounding where moments exist for the weight's axis."""
+    output-error-aware rounding where moments exist for the weight's axis. ``levels`` (int8 only,
+    3..255) keeps that many codes per channel on the same grid, decoded exactly like int8 (the
+    rounding then picks among those codes only)."""
     axis = ctx.axis
+    if levels is not None and bits != 8:
+        raise ValueError("levels apply to int8 codes only")
+    levels = INT8_LEVELS if bits == 8 and levels is None else levels
     where = "per-tensor" if axis is None else f"axis {axis}"
-    kind = f"int{bits}"
-    q0 = quantize_symmetric(w, axis, bits)
+    kind = level_kind(levels) if levels is not None else f"int{bits}"
+    name = kind if levels in (None, INT8_LEVELS) else f"int8 {levels} levels"
+    q0 = quantize_symmetric(w, axis, bits, levels)
     if bits != 8 and q0.nonfinite is not None:
         raise NotEncodable("packed codes keep no non-finite sentinel")
 
@@ -93,7 +124,7 @@ def int_candidate(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.N
             return float_decode(q, w.dtype, ctx.opset, label)
         return packing.packed_decode(q.codes, q.scale, bits, opset=ctx.opset, decoded=q.decoded, label=label)
 
-    base = decode(q0, f"{kind} {where}")
+    base = decode(q0, f"{name} {where}")
     rtn_err = error_energy(w, q0.decoded, moments, lay)
     if moments is None or lay is None or q0.nonfinite is not None or axis != (1 if lay.transpose else 0):
         return Candidate(kind, base.label, base.stored_bytes, q0.decoded, base, rtn_err, "round-to-nearest")
@@ -108,9 +139,11 @@ def int_candidate(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.N
     per = rows.shape[0] // g
     codes = np.empty_like(rows)
     scale = np.empty_like(s0)
+    bounds = code_bounds(rows.min(axis=1), rows.max(axis=1), levels) if levels is not None else None
     for i in range(g):
         sl = slice(i * per, (i + 1) * per)
-        r = gptq.round_rows(rows[sl], s0[sl], moments[i], bits)
+        r = gptq.round_rows(rows[sl], s0[sl], moments[i], bits,
+                            None if bounds is None else (bounds[0][sl], bounds[1][sl]))
         codes[sl] = r.codes
         scale[sl] = r.scale
     exact = (rows.min(axis=1) == rows.max(axis=1)) | (np.abs(rows).max(axis=1) < FLUSH)
@@ -129,7 +162,7 @@ def int_candidate(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.N
     err = error_energy(w, decoded, moments, lay)
     if err >= rtn_err:
         return Candidate(kind, base.label, base.stored_bytes, q0.decoded, base, rtn_err, "round-to-nearest")
-    dec = decode(q, f"{kind} {where} gptq")
+    dec = decode(q, f"{name} {where} gptq")
     gain = rtn_err / err if err > 0 else float("inf")
     return Candidate(kind, dec.label, dec.stored_bytes, decoded, dec, err,
                      f"output-aware rounding: {gain:.2f}x less output error than round-to-nearest")

@@ -118,7 +118,8 @@ def _fit(site: Site, options: ShrinkOptions, opset: int, lay: Layout | None,
         axis, how = lowest_error_axis(w, how)  # type: ignore[arg-type]  # float32 site
     ctx = EncodeContext(options, opset, tuple(n for n, _ in site.consumers), axis, how)
     with contextlib.suppress(NotEncodable):
-        return int_candidate(w, ctx, moments[0], lay, rows_seen=moments[1], bits=8)  # type: ignore[arg-type]
+        return int_candidate(w, ctx, moments[0], lay, rows_seen=moments[1],  # type: ignore[arg-type]
+                             levels=options.level_count())
     return None
 
 

@@ -19,12 +19,35 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.hatch.include import check_outside, include
+from hatch_shrinkray.result import human
 from hatch_shrinkray.shipping.config import PLUGIN_NAME, HookConfig, hook_table, load_config, recording_paths
 from hatch_shrinkray.shipping.manifest import read_manifest
-from hatch_shrinkray.shipping.ship import engine_needed, engine_requirements, printable_lines, ship_models
+from hatch_shrinkray.shipping.ship import PREFIX, engine_needed, engine_requirements, printable_lines, ship_models
 from hatch_shrinkray.signals import Terminated, deferred, on_sigterm, redeliver, stop_request
 
 TARGETS = ("wheel", "sdist")
+PYPI_FILE_LIMIT = 100 * 1024 * 1024
+"""PyPI's default limit per uploaded file (warehouse ``MAX_FILESIZE = 100 * ONE_MIB``); a project
+can ask for more."""
+PYPI_NEAR = 0.9
+"""Warn from this share of the limit on: the next release of the model may cross it."""
+LIMITS_URL = "https://docs.pypi.org/project-management/storage-limits#requesting-a-file-size-limit-increase"
+WEB_REQUIREMENT = "brotli>=1.1"
+"""What a build with target ``web`` measures its sizes with (the ``compress`` extra's brotli)."""
+
+
+def archive_summary(path: Path) -> tuple[str, str]:
+    """``(level, line)`` for a built archive: its size, and how it stands against PyPI's limit
+    (``warning`` near it or above it; a build is never failed for it)."""
+    size = path.stat().st_size
+    line = f"{PREFIX} {path.name}: {human(size)}"
+    limit = f"PyPI's default limit of {human(PYPI_FILE_LIMIT)} (100 MiB) per file"
+    if size > PYPI_FILE_LIMIT:
+        return "warning", (f"{line}, over {limit}: PyPI will refuse the upload unless the project has a file size "
+                           f"limit increase ({LIMITS_URL})")
+    if size >= PYPI_NEAR * PYPI_FILE_LIMIT:
+        return "warning", f"{line}, {100 * size / PYPI_FILE_LIMIT:.0f}% of {limit}"
+    return "info", line
 
 
 def _editable_build() -> bool:
@@ -66,10 +89,12 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
         if self.target_name not in TARGETS or _editable_build():
             return []
         try:
-            needed = engine_needed(self._load(), Path(self.root), read_manifest(Path(self.root)))
+            config = self._load()
+            needed = engine_needed(config, Path(self.root), read_manifest(Path(self.root)))
+            web = any(m.options.target == "web" for m in config.models)
         except ShrinkrayError:
-            needed = True
-        return engine_requirements() if needed else []
+            needed, web = True, False
+        return [*engine_requirements(), *([WEB_REQUIREMENT] if web else [])] if needed else []
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         if self.target_name not in TARGETS or version != "standard":
@@ -149,7 +174,13 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
         return False
 
     def finalize(self, version: str, build_data: dict[str, Any], artifact_path: str) -> None:
-        self._cleanup()
+        """Say how big the archive came out (after hatchling wrote it), then clean up."""
+        try:
+            if self._workdir is not None and Path(artifact_path).is_file():
+                level, line = archive_summary(Path(artifact_path))
+                (self.app.display_warning if level == "warning" else self.app.display_info)(line)
+        finally:
+            self._cleanup()
 
     def _cleanup(self) -> None:
         if self._workdir is not None:

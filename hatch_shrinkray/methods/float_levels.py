@@ -17,7 +17,7 @@ class FloatLevelsEncoder:
     name = "float-levels"
 
     def encode(self, w: npt.NDArray[np.floating], ctx: EncodeContext) -> Decode:
-        levels = ctx.options.levels
+        levels = ctx.options.level_count()
         q = quantize_affine(w, ctx.axis, levels + 1 if _has_nonfinite(w) else levels)
         decoded = q.decoded.astype(w.dtype)
         where = "per-tensor" if ctx.axis is None else f"axis {ctx.axis}"

@@ -7,6 +7,11 @@ faster at small batch but with int8 activations, hence opt-in and never raising 
 the build's onnxruntime does not fuse it (a MatMul that its MatMul+Add fusion turned into a Gemm
 first, as in Magika), the DequantizeLinear would run on every inference, so that weight is
 decoded in float instead and its record says so.
+
+``levels = k`` (3..254) keeps at most k distinct codes per channel on the same uniform grid (codes
+-m..m with scale amax/m for k = 2m+1; an even k gives the extra code to the channel's wider side):
+the same container, nodes and load cost as int8, and a smaller download, since deflate and brotli
+store each code in about the empirical entropy of the codes (benchmarks/DOWNLOAD.md).
 """
 
 from __future__ import annotations
@@ -29,17 +34,21 @@ from hatch_shrinkray.onnxgraph.modelio import fits_one_file
 from hatch_shrinkray.result import TensorRecord
 
 PER_AXIS_DQ_OPSET = 13
+INT8_LEVELS = 255
+"""Every symmetric int8 code (-127..127): ``levels`` below it keep fewer per channel (module docstring)."""
 
 
 class Int8Encoder:
     name = "int8"
 
     def encode(self, w: npt.NDArray[np.floating], ctx: EncodeContext) -> Decode:
-        where = "per-tensor" if ctx.axis is None else f"axis {ctx.axis}"
+        levels = ctx.options.level_count() if ctx.options.method == "int8" else INT8_LEVELS
+        where = ("" if levels == INT8_LEVELS else f"{levels} levels ") + (
+            "per-tensor" if ctx.axis is None else f"axis {ctx.axis}")
         if ctx.options.scheme == "asymmetric":
-            q = quantize_affine(w, ctx.axis, 256)
+            q = quantize_affine(w, ctx.axis, 256 if levels == INT8_LEVELS else levels)
             return float_decode(q, w.dtype, ctx.opset, f"int8 asymmetric {where}")
-        q = quantize_symmetric(w, ctx.axis, 8)
+        q = quantize_symmetric(w, ctx.axis, 8, levels)
         if self._fast(w, ctx) and q.nonfinite is None:
             return _dequantize_linear(q, ctx.axis, where)
         return float_decode(q, w.dtype, ctx.opset, f"int8 {where}")

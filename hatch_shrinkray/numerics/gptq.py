@@ -37,6 +37,8 @@ TRIAL_VALUES = 1 << 22
 """Weight values per batch of scale trials (bounds the temporaries to a few tens of MB)."""
 
 F64 = npt.NDArray[np.float64]
+Bounds = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]
+"""Per row ``(neg, pos)``: the codes allowed are ``-neg .. pos`` (``quant.code_bounds``)."""
 
 
 @dataclass(frozen=True)
@@ -59,19 +61,27 @@ def output_error(dw: F64, h: F64) -> F64:
     return out
 
 
-def _rtn(w: F64, s: F64, qmax: int) -> F64:
-    return np.clip(np.rint(w / s[:, None]), -qmax, qmax)
+def _rtn(w: F64, s: F64, bounds: Bounds) -> F64:
+    return np.clip(np.rint(w / s[:, None]), -bounds[0][:, None], bounds[1][:, None])
 
 
-def round_rows(w: F64, scale: F64, h: F64, bits: int = 8) -> Rounded:
-    """Codes for ``w`` ``[rows, K]`` given RTN scales ``[rows]`` and ``h`` ``[K, K]``."""
+def symmetric_bounds(rows: int, bits: int) -> Bounds:
+    """Every code of a ``bits``-bit symmetric grid, for each of ``rows``."""
     qmax = 2 ** (bits - 1) - 1
-    rtn = _rtn(w, scale, qmax)
+    full = np.full(rows, qmax, dtype=np.int64)
+    return full, full.copy()
+
+
+def round_rows(w: F64, scale: F64, h: F64, bits: int = 8, bounds: Bounds | None = None) -> Rounded:
+    """Codes for ``w`` ``[rows, K]`` given RTN scales ``[rows]`` and ``h`` ``[K, K]``, within
+    ``bounds`` (default: the whole ``bits``-bit grid; fewer levels: ``quant.code_bounds``)."""
+    bounds = symmetric_bounds(w.shape[0], bits) if bounds is None else bounds
+    rtn = _rtn(w, scale, bounds)
     rtn_err = output_error(w - rtn * scale[:, None], h)
-    best_s = scale * np.asarray(ALPHAS)[np.argmin(_trial_errors(w, scale, h, qmax), axis=0)]
-    clipped = _rtn(w, best_s, qmax)
+    best_s = scale * np.asarray(ALPHAS)[np.argmin(_trial_errors(w, scale, h, bounds), axis=0)]
+    clipped = _rtn(w, best_s, bounds)
     clip_err = output_error(w - clipped * best_s[:, None], h)
-    codes = gptq(w, best_s, h, qmax)
+    codes = gptq(w, best_s, h, bounds)
     err = output_error(w - codes * best_s[:, None], h)
     use_gptq = err < clip_err
     codes = np.where(use_gptq[:, None], codes, clipped)
@@ -83,7 +93,7 @@ def round_rows(w: F64, scale: F64, h: F64, bits: int = 8) -> Rounded:
     return Rounded(codes, best_s, float(rtn_err.sum()), float(final_err.sum()))
 
 
-def _trial_errors(w: F64, scale: F64, h: F64, qmax: int) -> F64:
+def _trial_errors(w: F64, scale: F64, h: F64, bounds: Bounds) -> F64:
     """``[len(ALPHAS), rows]``: error of round-to-nearest at ``scale * alpha`` per factor and row,
     weighted by each input feature's activation energy (the diagonal of ``h``; GPTQ then handles the
     correlations). On PP-OCRv4/v6 rec scales chosen this way left GPTQ less output error at every
@@ -94,16 +104,21 @@ def _trial_errors(w: F64, scale: F64, h: F64, qmax: int) -> F64:
     energy = np.diag(h).astype(np.float32)
     alphas = np.asarray(ALPHAS)
     out = np.empty((len(alphas), rows))
+    low, high = -bounds[0][:, None].astype(np.float32), bounds[1][:, None].astype(np.float32)
     step = max(1, TRIAL_VALUES // max(1, rows * k))
     for t0 in range(0, len(alphas), step):
         s = (alphas[t0:t0 + step, None] * scale[None, :]).astype(np.float32)[:, :, None]  # [trials, rows, 1]
-        dw = w32[None] - np.clip(np.rint(w32[None] / s), -qmax, qmax) * s
+        dw = w32[None] - np.clip(np.rint(w32[None] / s), low, high) * s
         out[t0:t0 + step] = (dw * dw) @ energy
     return out
 
 
-def gptq(w: F64, s: F64, h: F64, qmax: int) -> F64:
-    """GPTQ with activation order and lazy block updates; returns codes ``[rows, K]``."""
+def gptq(w: F64, s: F64, h: F64, bounds: Bounds | int) -> F64:
+    """GPTQ with activation order and lazy block updates; returns codes ``[rows, K]``, each rounded
+    to the nearest code its row allows (``bounds``, or ``-qmax .. qmax`` given an int)."""
+    if isinstance(bounds, int):
+        full = np.full(w.shape[0], bounds, dtype=np.int64)
+        bounds = (full, full)
     k = w.shape[1]
     h = h.copy()
     dead = np.diag(h) <= 0
@@ -114,7 +129,8 @@ def gptq(w: F64, s: F64, h: F64, qmax: int) -> F64:
     inv_perm = np.argsort(perm, kind="stable")
     u = _inverse_factor(h[np.ix_(perm, perm)])
     if u is None:
-        return _rtn(w, s, qmax)
+        return _rtn(w, s, bounds)
+    low, high = -bounds[0].astype(np.float64), bounds[1].astype(np.float64)
     wt = np.ascontiguousarray(w[:, perm].T)  # [K, rows]: each input feature a contiguous row
     q = np.zeros_like(wt)
     for i1 in range(0, k, BLOCK):
@@ -123,7 +139,7 @@ def gptq(w: F64, s: F64, h: F64, qmax: int) -> F64:
         err = np.zeros_like(block)
         u1 = u[i1:i2, i1:i2]
         for j in range(i2 - i1):
-            codes = np.clip(np.rint(block[j] / s), -qmax, qmax)
+            codes = np.clip(np.rint(block[j] / s), low, high)
             q[i1 + j] = codes
             e = (block[j] - codes * s) / u1[j, j]
             block[j + 1:] -= u1[j, j + 1:, None] * e

@@ -90,25 +90,34 @@ def _finite_rows(w: FloatArray, axis: int | None, nonfinite: NonFinite | None) -
     return rows.min(axis=1).astype(np.float64), rows.max(axis=1).astype(np.float64)
 
 
-def quantize_symmetric(w: FloatArray, axis: int | None, bits: int = 8) -> Quantized:
+def quantize_symmetric(w: FloatArray, axis: int | None, bits: int = 8, levels: int | None = None) -> Quantized:
     """Symmetric codes in [-(2^(b-1)-1), 2^(b-1)-1]; -2^(b-1) is the non-finite sentinel.
 
-    Zero stays exactly zero and no zero-point is needed, so decoding is a single Mul.
+    Zero stays exactly zero and no zero-point is needed, so decoding is a single Mul. ``levels``
+    (3 .. 2^b - 1, default all of them) asks for fewer distinct codes per channel, on the same
+    uniform grid (``code_bounds``): the container and the decode stay those of ``bits``.
     """
     nonfinite = find_nonfinite(w)
     qmax = 2 ** (bits - 1) - 1
+    levels = 2 * qmax + 1 if levels is None else levels
+    if not 3 <= levels <= 2 * qmax + 1:
+        raise ValueError(f"{bits}-bit codes hold 3 to {2 * qmax + 1} levels; got {levels}")
     lo, hi = _finite_rows(w, axis, nonfinite)
+    neg, pos = code_bounds(lo, hi, levels)
     amax = np.maximum(np.abs(lo), np.abs(hi))
     constant = lo == hi
-    scale64 = np.where(constant, amax, amax / qmax)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        spread = np.maximum(np.abs(np.minimum(lo, 0.0)) / neg, np.maximum(hi, 0.0) / pos)
+    scale64 = np.where(constant, amax, spread)
     scale64 = np.where(scale64 == 0, 1.0, scale64)
     dead = (~constant) & (amax < FLUSH)
     scale64 = np.where(dead, 1.0, scale64)
-    scale = _fit(scale64.astype(F32), np.where(constant, 1.0, float(qmax)))
+    scale = _fit(scale64.astype(F32), np.where(constant, 1.0, np.maximum(neg, pos).astype(np.float64)))
     shp = scale_shape(w.shape, axis)
     s = scale.reshape(shp) if shp else scale.reshape(())
+    low, high = (-neg.reshape(shp), pos.reshape(shp)) if shp else (-int(neg[0]), int(pos[0]))
     dtype = np.int8 if bits <= 8 else np.int16
-    codes, decoded = _encode(w, s, None, low=-qmax, high=qmax, dtype=np.dtype(dtype))
+    codes, decoded = _encode(w, s, None, low=low, high=high, dtype=np.dtype(dtype))
     _fix_channels(codes, decoded, dead, constant, axis, zero=0)
     sentinel = None
     if nonfinite is not None:
@@ -116,6 +125,19 @@ def quantize_symmetric(w: FloatArray, axis: int | None, bits: int = 8) -> Quanti
         codes[nonfinite.mask] = sentinel
         decoded[nonfinite.mask] = nonfinite.value
     return Quantized(codes, s.astype(F32), None, decoded, nonfinite, sentinel)
+
+
+def code_bounds(lo: FloatArray, hi: FloatArray, levels: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Per channel ``(neg, pos)``: the codes are ``-neg .. pos`` (``neg + pos + 1 = levels``).
+
+    An odd count is symmetric (255: -127..127, plain int8; 63: -31..31); an even count gives its
+    extra level to the side where the channel reaches farther (ties: the positive side).
+    """
+    half = (levels - 1) // 2
+    extra = (levels - 1) % 2
+    neg_side = np.abs(np.minimum(lo, 0.0)) > np.maximum(hi, 0.0)
+    neg = np.full(np.shape(lo), half, dtype=np.int64) + extra * neg_side
+    return neg, levels - 1 - neg
 
 
 def quantize_affine(w: FloatArray, axis: int | None, levels: int) -> Quantized:
@@ -190,17 +212,19 @@ def _slices(shape: tuple[int, ...]) -> list[slice]:
     return [slice(i, i + step) for i in range(0, shape[0], step)]
 
 
-def _part(param: npt.NDArray[Any] | None, sl: slice) -> Any:
+def _part(param: npt.NDArray[Any] | int | None, sl: slice) -> Any:
     """The slice of a broadcast parameter matching ``w[sl]`` (axis 0 may be size 1)."""
-    if param is None or param.ndim == 0 or param.shape[0] == 1:
+    if param is None or isinstance(param, int) or param.ndim == 0 or param.shape[0] == 1:
         return param
     return param[sl]
 
 
-def _encode(w: FloatArray, s: npt.NDArray[np.float32], z: npt.NDArray[np.float32] | None, *, low: int, high: int,
+def _encode(w: FloatArray, s: npt.NDArray[np.float32], z: npt.NDArray[np.float32] | None, *,
+            low: int | npt.NDArray[np.int64], high: int | npt.NDArray[np.int64],
             dtype: np.dtype[Any]) -> tuple[npt.NDArray[Any], npt.NDArray[np.float32]]:
-    """Codes = clip(rint(w / s [+ z])) in float64, and decoded = (codes [- z]) * s in float32,
-    slice by slice. Non-finite entries get code 0 here (the caller sets the sentinel)."""
+    """Codes = clip(rint(w / s [+ z]), low, high) in float64, and decoded = (codes [- z]) * s in
+    float32, slice by slice; ``low``/``high`` are numbers or per-channel arrays shaped like ``s``.
+    Non-finite entries get code 0 here (the caller sets the sentinel)."""
     codes = np.empty(w.shape, dtype=dtype)
     decoded = np.empty(w.shape, dtype=F32)
     for sl in _slices(w.shape):
@@ -211,7 +235,8 @@ def _encode(w: FloatArray, s: npt.NDArray[np.float32], z: npt.NDArray[np.float32
             q += zp
         q[~np.isfinite(part)] = 0 if zp is None else np.broadcast_to(zp, q.shape)[~np.isfinite(part)]
         np.rint(q, out=q)
-        np.clip(q, low, high, out=q)
+        q += 0.0  # -0.0 (a small negative value rounded to 0) becomes +0.0, as Cast of code 0 gives
+        np.clip(q, _part(low, sl), _part(high, sl), out=q)
         codes[sl] = q
         c = q.astype(F32)
         if zp is not None:

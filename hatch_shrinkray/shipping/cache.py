@@ -29,6 +29,7 @@ from hatch_shrinkray.errors import ShrinkrayError, printable
 from hatch_shrinkray.files import file_sha256, read_regular, write_atomically
 from hatch_shrinkray.options import INPUTS_MAX_FILE_BYTES, ShrinkOptions
 from hatch_shrinkray.shipping.manifest import ManifestEntry
+from hatch_shrinkray.sizes import Sizes
 
 CACHE_ENV = "HATCH_SHRINKRAY_CACHE_DIR"
 KEY_VERSION = 2
@@ -50,11 +51,14 @@ class CachedShrink:
     """What stayed float and why (``ShrinkResult.kept_summary()``)."""
     kept_original: str | None = None
     """Why the original ships instead (``ShrinkResult.kept_original``)."""
+    sizes: tuple[Sizes, Sizes] | None = None
+    """Raw, wheel and web bytes of the original and the shrunk model, for the report line."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"entry": self.entry.to_dict(), "original_size": self.original_size,
                 "shrunk_size": self.shrunk_size, "seconds": self.seconds, "summary": self.summary,
-                "kept": self.kept, "kept_original": self.kept_original}
+                "kept": self.kept, "kept_original": self.kept_original,
+                "sizes": None if self.sizes is None else [s.to_dict() for s in self.sizes]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CachedShrink:
@@ -78,7 +82,17 @@ class CachedShrink:
             raise TypeError("kept must be text")
         return cls(entry=ManifestEntry.from_dict(data["entry"]), original_size=sizes[0], shrunk_size=sizes[1],
                    seconds=float(seconds), summary=data.get("summary"), kept=data.get("kept") or "",
-                   kept_original=data.get("kept_original"))
+                   kept_original=data.get("kept_original"), sizes=_sizes(data.get("sizes")))
+
+
+def _sizes(value: Any) -> tuple[Sizes, Sizes] | None:
+    """The record's raw, wheel and web bytes of the original and the shrunk model (None: not
+    recorded); TypeError when they are not shaped like that."""
+    if value is None:
+        return None
+    if not (isinstance(value, list) and len(value) == 2):
+        raise TypeError("sizes must be two objects")
+    return Sizes.from_dict(value[0]), Sizes.from_dict(value[1])
 
 
 def _unprintable(value: Any) -> Iterator[str]:

@@ -48,7 +48,7 @@ from hatch_shrinkray.errors import (
 from hatch_shrinkray.evidence import MIN_UNITS
 from hatch_shrinkray.files import copy_hashed, file_sha256
 from hatch_shrinkray.options import ShrinkOptions
-from hatch_shrinkray.result import human
+from hatch_shrinkray.result import human, size_change
 from hatch_shrinkray.shipping.cache import (
     CACHE_ENV,
     CachedShrink,
@@ -519,7 +519,9 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
         seconds=result.seconds,
         summary=None if verification is None else
         verification.summary() + ("" if verification.passed else "; FAILS verification (kept for check only)"),
-        kept=result.kept_summary(), kept_original=result.kept_original)
+        kept=result.kept_summary(), kept_original=result.kept_original,
+        sizes=None if result.original_sizes is None or result.shrunk_sizes is None or unchanged else
+        (result.original_sizes, result.shrunk_sizes))
     if cache is not None and (verification is None or verification.passed):
         problem = cache.put(cache_key(read, model.options, versions), target, record)
         if problem:
@@ -603,8 +605,9 @@ def _success_line(relpath: str, record: CachedShrink, cached: bool) -> str:
     ratio = record.shrunk_size / record.original_size if record.original_size else 1.0
     figure = record.summary or "not verified (verify = false)"
     timing = f"cached, {record.seconds:.1f} s saved" if cached else f"{record.seconds:.1f} s"
+    sizes = f", {size_change(*record.sizes)}" if record.sizes is not None else ""
     line = (f"{PREFIX} {relpath}: {human(record.original_size)} -> {human(record.shrunk_size)} "
-            f"({100 * ratio:.1f}%), {record.entry.method}, {figure}, {timing}")
+            f"({100 * ratio:.1f}%){sizes}, {record.entry.method}, {figure}, {timing}")
     return f"{line}; {record.kept}" if record.kept else line
 
 

@@ -199,14 +199,14 @@ def _shrink_args(s: argparse.ArgumentParser) -> None:
     s.add_argument("--runtime", action="append", default=[], metavar="TARGET",
                    help="where the model will run: onnxruntime>=X.Y, web or openvino (repeatable); methods "
                         "those runtimes cannot load, or would decode per inference, are refused")
-    b = ShrinkOptions()
-    s.add_argument("--budget-rel-l2", type=float, default=b.budget_rel_l2,
-                   help=f"auto: largest output relative L2 on the verification inputs (default {b.budget_rel_l2})")
-    s.add_argument("--budget-cosine", type=float, default=b.budget_cosine,
-                   help=f"auto: smallest output cosine (default {b.budget_cosine})")
-    s.add_argument("--budget-agreement", type=float, default=b.budget_agreement,
-                   help="auto: smallest share of unchanged argmax / >0.5 decisions "
-                        f"(default {b.budget_agreement})")
+    s.add_argument("--budget-rel-l2", type=float, default=None,
+                   help="auto: largest output relative L2 on the fitting inputs (default: as round-to-nearest "
+                        "int8 does there, twice that where the outputs carry decisions)")
+    s.add_argument("--budget-cosine", type=float, default=None,
+                   help="auto: smallest output cosine (default: relative to round-to-nearest int8's)")
+    s.add_argument("--budget-agreement", type=float, default=None,
+                   help="auto: smallest share of unchanged argmax / >0.5 decisions (default: at least "
+                        "round-to-nearest int8's on the same inputs)")
     s.add_argument("--budget-load", type=float, default=None,
                    help="auto: the most its decodes may cost to fold at load, as a multiple of int8 of every "
                         f"weight (default {LOAD_BUDGET}, {WEB_LOAD_BUDGET} with a web target; inf: size first)")

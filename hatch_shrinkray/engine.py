@@ -394,13 +394,12 @@ def _calibration(loaded: Loaded, original: str | bytes, options: ShrinkOptions,
     try:
         prepared = prepare_samples(Path(inputs), specs_of_model(loaded.model), sha256=sha256, name=loaded.label,
                                    split="holdout" if needs_data else "cross")
-    except NoRecording as exc:  # verification notes it and falls back to generated inputs, unless data is a must
-        if needs_data:
-            raise ShrinkrayError(f"method {options.method} fits its choices to real inputs, and {exc.path} holds no "
-                                 "recording of this model", path=loaded.label,
-                                 hint=f"record one: run the code that uses it under `hatch-shrinkray record "
-                                      f"--output {exc.path} -- COMMAND`") from exc
-        return None, ""
+    except NoRecording as exc:  # verification notes it and falls back to generated inputs
+        # A model the recorded program never ran (the first build after `record` often has one):
+        # auto has nothing to fit, so it ships what it falls back to anyway, and says so.
+        return None, (f"auto fell back to int8 round-to-nearest: {exc.path} holds no recording of this model, "
+                      f"and auto fits its choices to one (record it: run the code that uses it under "
+                      f"`hatch-shrinkray record --output {exc.path} -- COMMAND`)" if needs_data else "")
     if not prepared.samples.real:
         if needs_data:
             raise needs_real_inputs(options.method)

@@ -102,13 +102,14 @@ class ShrinkOptions:
     decode: str = "float"
     block_size: int = 32
     verify: VerifyOptions | None = field(default_factory=VerifyOptions)
-    budget_rel_l2: float = 0.05
-    """``auto``: largest relative L2 of any output allowed on the verification inputs."""
-    budget_cosine: float = 0.998
-    """``auto``: smallest cosine similarity of any output allowed."""
-    budget_agreement: float = 0.998
+    budget_rel_l2: float | None = None
+    """``auto``: largest relative L2 of any output allowed on the fitting inputs. None (the default):
+    relative to round-to-nearest int8 on the same inputs (``auto.budget.Limits``)."""
+    budget_cosine: float | None = None
+    """``auto``: smallest cosine similarity of any output allowed (None: relative to int8's)."""
+    budget_agreement: float | None = None
     """``auto``: smallest share of unchanged discrete answers (per-position argmax of class scores,
-    ``> 0.5`` decisions of probability outputs)."""
+    ``> 0.5`` decisions of probability outputs). None: at least round-to-nearest int8's."""
     budget_load: float | None = None
     """``auto``: the most its decodes may cost onnxruntime to fold when a session is created, as a
     multiple of every weight at int8 (bytes the folding writes). Packed 4/6/10/12-bit codes cost
@@ -194,7 +195,7 @@ def option_errors(opts: ShrinkOptions, names: Mapping[str, str] | None = None) -
         errors.append(f"{n('block_size')} must be a power of two >= 16; got {opts.block_size!r}")
     for key, (lo, hi) in RANGES.items():
         value = getattr(opts, key)
-        if key == "budget_load" and value is None:
+        if value is None:
             continue
         if not in_range(value, lo, hi):
             errors.append(f"{n(key)} must be a number from {lo} to {hi}; got {value!r}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -55,17 +56,17 @@ def encodings(result: object) -> dict[str, str]:
 
 def test_sensitive_tensor_kept_precise_others_compact(tmp_path: Path) -> None:
     src = save(sensitive_mlp(), tmp_path / "m.onnx")
-    opts = ShrinkOptions(method="auto", verify=VerifyOptions(inputs=calib(tmp_path)), budget_rel_l2=0.01,
-                         budget_agreement=0.0)
+    opts = ShrinkOptions(method="auto", verify=VerifyOptions(inputs=calib(tmp_path)))  # the default budget
     result = shrink(src, tmp_path / "out.onnx", opts)
     enc = encodings(result)
     assert enc["S"].startswith(("int16", "fp16", "kept")), enc
-    compact = ("int4", "int6", "int8", "int10")
-    assert enc["A"].startswith(compact) and enc["B"].startswith(compact), enc
+    # The others on int8's ladder, at least one below int8's 255 levels: the budget is int8's own answers.
+    assert enc["A"].startswith("int8") and enc["B"].startswith("int8"), enc
+    assert "levels" in enc["A"] + enc["B"], enc
     assert all(t.note for t in result.tensors)
     # The budget is met on the 16 calibration samples; the 16 held-out ones show how well that carries over.
     assert result.verification is not None and result.verification.calibration == 16
-    assert result.verification.samples == 16 and result.verification.worst_rel_l2 <= 0.02
+    assert result.verification.samples == 16 and result.verification.worst_rel_l2 <= 0.05
     assert "auto's plan kept: on 16 held-out units" in result.verification.fitting
     plain = shrink(src, None, ShrinkOptions(method="int8", verify=None))
     assert result.shrunk_size < 0.75 * result.original_size
@@ -215,14 +216,19 @@ def test_soft_agreement_counts_near_flips() -> None:
 
 def test_loose_budget_reaches_int4_and_the_written_model_matches_the_search(tmp_path: Path) -> None:
     src = save(sensitive_mlp(), tmp_path / "m.onnx")
-    opts = ShrinkOptions(method="auto", budget_rel_l2=0.3, budget_cosine=0.9, budget_agreement=0.0,
+    # On disk 4-bit blocks are the smallest rung; in the wheel few int8 levels deflate below them.
+    opts = ShrinkOptions(method="auto", budget_rel_l2=0.3, budget_cosine=0.9, budget_agreement=0.0, target="disk",
                          verify=VerifyOptions(inputs=calib(tmp_path), max_rel_l2=0.3, min_cosine=0.9, min_top1=0.0))
     result = shrink(src, tmp_path / "out.onnx", opts)
     enc = encodings(result)
     assert enc["A"].startswith("int4") and enc["B"].startswith("int4"), enc
+    wheel = shrink(src, tmp_path / "wheel.onnx", replace(opts, target="wheel"))
+    assert any("levels" in e for e in encodings(wheel).values()), encodings(wheel)
+    assert wheel.shrunk_sizes is not None and result.shrunk_sizes is not None
+    assert wheel.shrunk_sizes.wheel <= result.shrunk_sizes.wheel
     assert "MatMulNBits" in {n.op_type for n in onnx.load(str(tmp_path / "out.onnx")).graph.node}
     summary = result.tensors[0].note
-    searched = float(summary.split("budget met: rel-L2 ")[1].split(",")[0])
+    searched = float(summary.split(" met: rel-L2 ")[1].split(",")[0])
     assert result.verification is not None
     assert result.verification.worst_rel_l2 == pytest.approx(searched, rel=0.05)
 
@@ -282,22 +288,18 @@ def test_unit_length_embeddings_are_not_class_scores() -> None:
     assert deviation([[logits]], [[moved * 3]]).risk > 0
 
 
-def test_openvino_target_gets_no_packed_rungs(tmp_path: Path) -> None:
-    """Packed codes decode with BitShift, which OpenVINO computes wrongly on bytes. Without a target
-    this budget takes a packed rung; for OpenVINO every weight climbs to the next unpacked rung. A web
-    target may keep packed rungs (under its tighter load budget)."""
+def test_no_packed_rungs_for_any_target(tmp_path: Path) -> None:
+    """auto's ladder below int8 is fewer levels in int8 containers (``Cast -> Mul``, int8's load cost
+    and every runtime's support); packed codes (BitShift, which OpenVINO computes wrongly on bytes,
+    and about twice int8's folding at load) are never written, whatever the runtimes."""
     src = save(sensitive_mlp(), tmp_path / "m.onnx")
-    ops: dict[tuple[str, ...], set[str]] = {}
     for runtimes in ((), ("openvino",), ("web",)):
-        opts = ShrinkOptions(method="auto", verify=VerifyOptions(inputs=calib(tmp_path)), budget_rel_l2=0.01,
-                             budget_agreement=0.0, runtimes=runtimes)
+        opts = ShrinkOptions(method="auto", verify=VerifyOptions(inputs=calib(tmp_path)), runtimes=runtimes)
         result = shrink(src, tmp_path / "out.onnx", opts)
         assert result.verification is not None and result.verification.passed
-        ops[runtimes] = {n.op_type for n in onnx.load(str(tmp_path / "out.onnx")).graph.node}
-        if runtimes == ("openvino",):
-            assert not any(e.startswith(("int4 axis", "int6", "int10", "int12")) for e in encodings(result).values())
-    assert "BitShift" in ops[()]
-    assert not {"BitShift", "Mod", "Sum"} & ops[("openvino",)]
+        ops = {n.op_type for n in onnx.load(str(tmp_path / "out.onnx")).graph.node}
+        assert not {"BitShift", "Mod", "Sum"} & ops, (runtimes, ops)
+        assert not any(e.startswith(("int4 axis", "int6", "int10", "int12")) for e in encodings(result).values())
 
 
 def test_load_budget_is_tighter_for_the_web_unless_set() -> None:

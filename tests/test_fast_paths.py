@@ -177,8 +177,9 @@ def stacked(n: int) -> Any:
 
 
 def test_low_rungs_measured_for_the_largest_weights_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """int8 of every weight is measured alone; int4/int6 only for the weights holding the first
-    ``LOW_RUNGS_SHARE`` of the bytes (here: the first of three equal weights); the rest are estimates."""
+    """int8 of every weight is measured alone; its rungs below int8 (``MEASURED_LEVELS``, and
+    MatMulNBits' 4-bit blocks) only for the weights holding the first ``LOW_RUNGS_SHARE`` of the bytes
+    (here: the first of three equal weights); the rest are estimates."""
     monkeypatch.setattr(auto_method, "LOW_RUNGS_SHARE", 0.3)
     m = stacked(3)
     x = np.random.default_rng(0).standard_normal((12, 16, 256)).astype(np.float32)
@@ -188,7 +189,8 @@ def test_low_rungs_measured_for_the_largest_weights_only(tmp_path: Path, monkeyp
     assert analysis is not None
     measured = {w.site.name: {c.kind for c, done in zip(w.candidates, w.measured, strict=True) if done}
                 for w in analysis.weights}
-    assert measured["W0"] >= {"int8", "int6"} and measured["W0"] & {"int4", "int4-block"}
+    assert measured["W0"] >= {"int8", *(f"int8-{k}levels" for k in auto_method.MEASURED_LEVELS)}
+    assert measured["W0"] & {"int4", "int4-block"}
     for name in ("W1", "W2"):
         assert measured[name] == {"int8"}, measured
     w1 = next(w for w in analysis.weights if w.site.name == "W1")

@@ -93,10 +93,10 @@ def test_decode_is_exact_and_folded_at_load(tmp_path: Path, opset: int, as_const
 
 
 @pytest.mark.parametrize("load_factor", [3.0, None])
-def test_auto_uses_packed_levels_for_conv_weights(tmp_path: Path, load_factor: float | None) -> None:
-    """A loose budget sends a Conv weight (no MatMulNBits there) below 8 bits where the load cap
-    (``budget-load``) allows; under the default cap (1.25x int8's folded bytes) a lone packed weight
-    is too costly to load, and the weight stays int8. Either result verifies."""
+def test_auto_takes_fewer_int8_levels_not_packed_codes_for_conv_weights(tmp_path: Path, load_factor: float | None) -> None:
+    """A loose budget sends a Conv weight (no MatMulNBits there) to fewer levels in int8 codes, whatever
+    the load cap (``budget-load``): they load like int8, where packed codes would cost twice its
+    folding and compress worse. Either result verifies."""
     m = conv_model(13, False, (64, 64, 3, 3))
     src = save(m, tmp_path / "conv.onnx")
     x = np.random.default_rng(2).standard_normal((32, 1, 64, 8, 8)).astype(np.float32)  # 16 units a side
@@ -106,9 +106,10 @@ def test_auto_uses_packed_levels_for_conv_weights(tmp_path: Path, load_factor: f
                          verify=VerifyOptions(inputs=tmp_path / "x.npz", max_rel_l2=0.2, min_cosine=0.97))
     result = shrink(src, tmp_path / "out.onnx", opts)
     (rec,) = result.encoded
-    assert rec.encoding.startswith(("int4", "int6") if load_factor else "int8"), rec
+    assert rec.encoding.startswith("int8 ") and "levels" in rec.encoding, rec
     assert result.verification is not None and result.verification.passed
-    assert result.ratio < (0.22 if load_factor else 0.3)
+    assert result.shrunk_sizes is not None and result.original_sizes is not None
+    assert result.shrunk_sizes.wheel < 0.2 * result.original_sizes.wheel  # int8's own: about 0.27x
 
 
 def embedding_model(tied: bool) -> onnx.ModelProto:

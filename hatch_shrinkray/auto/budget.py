@@ -45,22 +45,17 @@ class Deviation:
     so the search applies verification's own agreement gate."""
 
     def within(self, options: ShrinkOptions) -> bool:
-        """Within the budget, and within verification's limits: the search must never pick a
-        model that the verification after it rejects on the same inputs."""
-        v = options.verify
-        if v is not None and not (self.rel_l2 <= v.max_rel_l2 and self.cosine >= v.min_cosine
-                                  and not any(agreement_fails(f, n, v.min_top1) for n, f in self.flips)):
-            return False
-        return (self.rel_l2 <= options.budget_rel_l2 and self.cosine >= options.budget_cosine
-                and self.agreement >= options.budget_agreement)
+        """Within the absolute budget (``Limits.of`` without a reference)."""
+        return Limits.of(options).within(self)
 
     def load(self, options: ShrinkOptions) -> float:
-        """How much of the budget this deviation uses, summed over its terms (additive estimate)."""
-        total = self.energy / max(options.budget_rel_l2, 1e-12) ** 2
-        total += (1.0 - self.cosine) / max(1.0 - options.budget_cosine, 1e-12)
-        if options.budget_agreement > 0:
-            total += self.risk / max(1.0 - options.budget_agreement, 1e-6)
-        return total
+        """How much of the absolute budget this deviation uses (``Limits.load``)."""
+        return Limits.of(options).load(self)
+
+    @property
+    def decides(self) -> bool:
+        """Some output carries discrete answers (argmax positions or thresholded probabilities)."""
+        return bool(self.flips) or self.risk > 0 or self.top1 < 1.0
 
     def scaled(self, ratio: float) -> Deviation:
         """The deviation of an error ``ratio`` times as large in energy (proxy for unmeasured levels)."""
@@ -73,6 +68,88 @@ class Deviation:
 
 
 ZERO = Deviation(0.0, 1.0, 1.0, 0.0, 0.0)
+
+
+SPEND = 0.5
+"""The share of what output-aware rounding wins over round-to-nearest int8 (on the fitting samples)
+that ``auto`` spends on bytes by default; the rest is its margin on units it was not fitted on."""
+
+
+def _between(plain: float, fitted: float, *, higher: bool = False) -> float:
+    """``SPEND`` of the way from ``fitted`` back to ``plain`` where ``fitted`` is better (higher or
+    lower), else ``plain``."""
+    better = fitted > plain if higher else fitted < plain
+    return fitted + SPEND * (plain - fitted) if better else plain
+
+ABSOLUTE = (0.05, 0.998, 0.998)
+"""rel-L2, cosine and agreement limits when a budget is unset and there is no reference to be
+relative to (the per-tensor report of ``sensitivity``)."""
+DECISION_SLACK = 2.0
+"""With discrete answers to keep, the budget is the answers (agreement at least round-to-nearest
+int8's); relative L2 may then reach this multiple of int8's, so that fewer levels fitted by
+output-aware rounding can spend the error int8's rounding wasted: on PP-OCRv6 rec, 63 levels with
+output-aware rounding kept 177/200 held-out lines at rel-L2 0.096 where round-to-nearest int8 kept
+171 at 0.074 (benchmarks/DOWNLOAD.md)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What ``auto`` may spend: limits on the worst output's relative L2, cosine and agreement, and
+    verification's own limits (the search must never pick a model that the verification after it
+    rejects on the same inputs).
+
+    An unset budget key is *relative to round-to-nearest int8* on the same fitting inputs: as many
+    answers kept (soft agreement, which counts near-flips), and int8's error (``DECISION_SLACK``
+    times it where answers exist). So by default ``auto`` ships the smallest assignment that is as
+    good as plain int8 where it was fitted; the do-no-harm guard then checks that on units it
+    never saw."""
+
+    rel_l2: float
+    cosine: float
+    agreement: float
+    verify: VerifyOptions | None = None
+    relative: bool = False
+    """Some limit was taken from round-to-nearest int8's deviation."""
+
+    @classmethod
+    def of(cls, options: ShrinkOptions, int8: Deviation | None = None, fitted: Deviation | None = None) -> Limits:
+        """The limits for ``options``; unset keys relative to round-to-nearest ``int8``'s deviation
+        and, when given, to ``fitted`` (every weight int8 with output-aware rounding): half of what
+        the fitted rounding wins over round-to-nearest is spent on bytes (``SPEND``), the rest kept
+        as a margin, so that the plan still beats round-to-nearest on units it was not fitted on."""
+        rel, cos, agree = ABSOLUTE
+        if int8 is not None:
+            best = fitted if fitted is not None else int8
+            slack = DECISION_SLACK if int8.decides else 1.0
+            rel = max(_between(int8.rel_l2, best.rel_l2) * slack, 1e-9)
+            cos = 1.0 - max(1.0 - _between(int8.cosine, best.cosine, higher=True), 0.0) * slack * slack
+            agree = _between(int8.agreement, best.agreement, higher=True) if int8.decides else 0.0
+        relative = int8 is not None and None in (options.budget_rel_l2, options.budget_cosine,
+                                                  options.budget_agreement)
+        return cls(rel if options.budget_rel_l2 is None else options.budget_rel_l2,
+                   cos if options.budget_cosine is None else options.budget_cosine,
+                   agree if options.budget_agreement is None else options.budget_agreement,
+                   options.verify, relative)
+
+    def within(self, d: Deviation) -> bool:
+        v = self.verify
+        if v is not None and not (d.rel_l2 <= v.max_rel_l2 and d.cosine >= v.min_cosine
+                                  and not any(agreement_fails(f, n, v.min_top1) for n, f in d.flips)):
+            return False
+        return d.rel_l2 <= self.rel_l2 and d.cosine >= self.cosine and d.agreement >= self.agreement
+
+    def load(self, d: Deviation) -> float:
+        """How much of the budget ``d`` uses, summed over its terms (additive estimate)."""
+        total = d.energy / max(self.rel_l2, 1e-12) ** 2
+        total += (1.0 - d.cosine) / max(1.0 - self.cosine, 1e-12)
+        if self.agreement > 0:
+            total += d.risk / max(1.0 - self.agreement, 1e-6)
+        return total
+
+    def text(self) -> str:
+        base = " (relative to round-to-nearest int8)" if self.relative else ""
+        return (f"rel-L2 <= {self.rel_l2:.2e}, cos >= {self.cosine:.6f}, agreement >= "
+                f"{100 * self.agreement:.2f}%{base}")
 BROKEN = Deviation(float("inf"), -1.0, 0.0, float("inf"), float("inf"), 0.0)
 
 

@@ -97,6 +97,15 @@ def int4_block(w: npt.NDArray[np.float32], block: int) -> tuple[npt.NDArray[np.f
 INT8_LEVELS = 255
 
 
+def levels_of(kind: str) -> int | None:
+    """The codes per channel of an int8 candidate kind (``int8``: 255; None for other kinds)."""
+    if kind == "int8":
+        return INT8_LEVELS
+    if kind.startswith("int8-") and kind.endswith("levels"):
+        return int(kind[len("int8-"):-len("levels")])
+    return None
+
+
 def level_kind(levels: int) -> str:
     """The candidate kind of ``levels`` codes per channel in an int8 container (255: plain int8)."""
     return "int8" if levels == INT8_LEVELS else f"int8-{levels}levels"

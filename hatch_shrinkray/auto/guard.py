@@ -6,8 +6,8 @@ many independent samples they generalise (PP-OCRv6 rec: +11 points of identical 
 or many correlated steps of few streams, they fit those and lose elsewhere (Silero VAD: 6 of 24
 held-out clips kept their speech segments under ``auto``, 19 under round-to-nearest). So each is
 judged against round-to-nearest on units it never saw (cross-fitted folds for ``int8``, the
-held-out half for ``auto``), with the package's judges: *decisions first* (fewer changed answers,
-then fewer flipped decisions), *then error* (the sum over outputs of squared relative L2). A tie on
+held-out half for ``auto``), with the package's judges: *decisions first* (fewer flipped decisions,
+then fewer changed answers), *then error* (the sum over outputs of squared relative L2). A tie on
 decisions goes to the smaller error, except for ``auto``, whose plans trade error for bytes within
 its accuracy budget: it must keep as many answers and decisions as round-to-nearest, and may
 spend error to do it in fewer bytes. Losing means falling back, and the report line says so.
@@ -41,7 +41,12 @@ class Score:
     describes: str = "answers"
 
     def key(self, with_error: bool = True) -> tuple[int, int, float]:
-        return self.changed, self.flips, self.error if with_error else 0.0
+        """Flipped decisions first: a held-out half holds a few dozen answers (lines, clips), where
+        one answer either way is chance, and thousands of decisions (characters, 32 ms steps,
+        labels), which tell the two apart (PP-OCRv6 rec, 32 held-out lines: a plan keeping 185 of
+        200 unseen lines against int8's 171 changed 3 held-out lines against its 2, with 20
+        flipped characters against 25)."""
+        return self.flips, self.changed, self.error if with_error else 0.0
 
     def text(self) -> str:
         return (f"{self.changed} {self.describes} changed, {self.flips} decisions flipped, "

@@ -1,15 +1,23 @@
-"""``auto``: the smallest model whose outputs stay within an accuracy budget on the verification inputs.
+"""``auto``: the smallest download whose answers stay as good as round-to-nearest int8's.
 
-Per weight it chooses among 4-bit blocks (MatMul initializers, via onnxruntime's MatMulNBits),
-int8 per-channel with output-error-aware rounding (``gptq``), a 16-bit encoding (int16 or fp16)
-and the original float32 (``candidates``). A few tensors of a model are often far more sensitive
-than the rest (one Silero VAD weight of 54.9 among values of 0.04; the CTC heads of PaddleOCR);
-uniform int8 changes many answers because of them, while most weights tolerate much more.
+Per weight it chooses among int8 with fewer levels (7, 15, 31, 63 or 127 codes per channel, decoded
+exactly like int8: same nodes, same load cost), int8, a 16-bit encoding (int16 or fp16), the
+original float32 and, where the declared runtimes run MatMulNBits, 4-bit blocks; each lossy rung
+with output-aware rounding fitted on the recording (``candidates``). Sizes are the ``target``'s
+(the wheel's deflated member by default, ``numerics.entropy``), since int8 codes are already at
+their entropy limit there and only fewer levels make the download smaller (issue 20). A few
+tensors of a model are often far more sensitive than the rest (one Silero VAD weight of 54.9 among
+values of 0.04; the CTC heads of PaddleOCR); the rest tolerate far fewer levels.
 
-Steps: inputs (the user's ``.npz`` or generated ones) -> one probe session with the weights as
-inputs (``probe``) -> activation moments for output-aware rounding (``calib``) -> candidates ->
-one-tensor-at-a-time sensitivity and the knapsack search (``search``) -> write the chosen
-encodings. Every record's note says what was chosen and why.
+The budget, unless set, is round-to-nearest int8 itself on the fitting samples (``budget.Limits``):
+as many answers kept, and its error (twice it where the outputs carry answers). Packed 4/6/10/12-bit
+codes are not on the ladder: they compress worse than int8 codes with as few levels and cost about
+twice int8's load (benchmarks/DOWNLOAD.md, LOAD.md), so ``auto`` loads like int8.
+
+Steps: inputs -> one probe session with the weights as inputs (``probe``) -> activation moments
+for output-aware rounding (``calib``) -> candidates -> one-tensor-at-a-time sensitivity and the
+knapsack search in target bytes (``search``) -> write the chosen encodings; the engine then keeps
+the plan only if the do-no-harm guard finds it no worse than int8 on held-out units.
 """
 
 from __future__ import annotations
@@ -26,9 +34,18 @@ import numpy as np
 import numpy.typing as npt
 from onnx import ModelProto
 
-from hatch_shrinkray.auto.budget import BROKEN, ZERO, Baseline, Deviation, deviation
+from hatch_shrinkray import progress
+from hatch_shrinkray.auto.budget import BROKEN, ZERO, Baseline, Deviation, Limits, deviation
 from hatch_shrinkray.auto.calib import Layout, Moments, layout, patches, rows_per_sample
-from hatch_shrinkray.auto.candidates import Candidate, fp32, int4_block, int_candidate, sixteen_bit
+from hatch_shrinkray.auto.candidates import (
+    INT8_LEVELS,
+    Candidate,
+    fp32,
+    int4_block,
+    int_candidate,
+    levels_of,
+    sixteen_bit,
+)
 from hatch_shrinkray.auto.guard import Outcome, decide, score
 from hatch_shrinkray.auto.probe import Probe, site_key, weights_as_inputs
 from hatch_shrinkray.auto.search import Option, refine, search, try_uniform, within_load
@@ -50,7 +67,7 @@ MAX_EVALS = 400
 """Single-tensor sensitivity runs (largest weights first); weights not reached get int8 as method
 int8 would: the analysis is bounded by (MAX_EVALS + 2) runs on 8 feeds."""
 LOW_RUNGS_SHARE = 0.5
-"""Every weight's int8 is measured alone; its rungs below int8 (int4, int6) only for the largest
+"""Every weight's int8 is measured alone; its rungs below int8 (``MEASURED_LEVELS``) only for the largest
 weights that make up this share of the weights' bytes, where the size is won. The other rungs are
 estimated from the nearest measured one, scaled by the ratio of their calibrated output errors
 (``_proxy``): a weight's output deviation grows with its layer's output error. The search then
@@ -58,17 +75,20 @@ checks its choices with real runs of the assembled model, so an estimate can cos
 the budget. (Measuring every rung of every weight took 270 runs on PP-OCRv6 rec: most of auto's
 time; benchmarks/REAL_INPUTS.md.)"""
 
-SENSITIVITY_FEEDS = 8
+SENSITIVITY_FEEDS = 4
 """Single-tensor runs use this many feeds, evenly spread over the inputs (samples are often
 grouped: all clean lines, then all degraded ones): energies need less data than the budget check."""
-MAX_REFINE = 24
+MAX_REFINE = 8
 """Full-model runs for the greedy clean-up after the bisection (largest savings first)."""
 
 NBITS = "int4-block"
 """Kind of the MatMulNBits candidate (written by onnxruntime's quantizer, not by a decode chain)."""
-PACKED_LOW = (4, 6)
-PACKED_HIGH = (10, 12)
-"""Code widths besides 8 and 16 bits (``packing``): rungs below and above int8."""
+LEVELS = (7, 15, 31, 63, 127)
+"""The rungs below int8: codes per channel in an int8 container (``int_candidate(levels=...)``).
+Seven is the floor: below it output-aware rounding kept 2.5% of PP-OCRv6's lines (DOWNLOAD.md)."""
+MEASURED_LEVELS = (31,)
+"""The rungs below int8 measured alone for the largest weights; the others are scaled from the
+nearest measured one (``_proxy``)."""
 
 Key = tuple[str, str]
 
@@ -82,6 +102,8 @@ class Weight:
     deviations: list[Deviation]
     """Per candidate, the model's deviation with this weight alone encoded (``ZERO`` for fp32)."""
     measured: list[bool]
+    plain: npt.NDArray[Any] | None = None
+    """What round-to-nearest int8 decodes the weight to (the budget's and the guard's reference)."""
     fixed: str = ""
     """Why the weight's sensitivity is unknown and it gets int8 regardless (empty: measured)."""
 
@@ -189,8 +211,11 @@ class Auto:
         if cal is None:
             return None
         opset = opset_version(model)
-        weights = [self._weight(s, options, opset, cal.lays[site_key(s)], cal.moments.get(site_key(s)))
-                   for s in cal.sites]
+        weights = []
+        with progress.task("auto: candidate encodings", total=len(cal.sites)) as made:
+            for s in cal.sites:
+                weights.append(self._weight(s, options, opset, cal.lays[site_key(s)], cal.moments.get(site_key(s))))
+                made.advance()
         LOG.info("auto: %d weights, %d feeds, candidates ready after %.1f s", len(weights), len(calibration),
                  time.perf_counter() - start)
         subset = calibration.seq.spread(SENSITIVITY_FEEDS)
@@ -210,6 +235,12 @@ class Auto:
         judges = _judges(probe, options)
         baseline = Baseline(base, judges)
         quick = Baseline([base[k] for k in analysis.subset], judges)
+        plain = {site_key(w.site): w.plain for w in weights if w.plain is not None}
+        fitted = {site_key(w.site): next((c.decoded for c in w.candidates if c.kind == "int8"), w.plain)
+                  for w in weights if w.plain is not None}
+        limits = Limits.of(options, deviation(baseline, probe.run(plain)), deviation(baseline, probe.run(fitted)))
+        quick_limits = Limits.of(options, deviation(quick, probe.run(plain, subset=analysis.subset)),
+                                 deviation(quick, probe.run(fitted, subset=analysis.subset)))
 
         def replaced(choice: tuple[int, ...]) -> dict[Key, npt.NDArray[Any]]:
             return {site_key(w.site): w.candidates[c].decoded for w, c in zip(weights, choice, strict=True)}
@@ -225,24 +256,30 @@ class Auto:
             if len(analysis.subset) == len(base):
                 return evaluate(choice)
             first = deviation(quick, probe.run(replaced(choice), subset=analysis.subset))
-            return evaluate(choice) if first.within(options) else first
+            return evaluate(choice) if quick_limits.within(first) else BROKEN
 
-        table = [[Option(c.stored_bytes, d.load(options), _load(w, c))
-                  for c, d in zip(w.candidates, w.deviations, strict=True)] for w in weights]
-        found = search(table, screened, lambda d: d.within(options))
-        found = try_uniform(table, found, _uniform(weights), screened, lambda d: d.within(options))
-        found = refine(table, found, screened, lambda d: d.within(options), MAX_REFINE)
-        int8_load = sum(next((_load(w, c) for c in w.candidates if c.kind == "int8"), 0) for w in weights)
-        cap = load_budget(options) * int8_load
-        found = within_load(table, found, cap, screened, lambda d: d.within(options))
+        with progress.task("auto: sizes of the candidates", total=len(weights)) as sizing:
+            table = []
+            for w in weights:
+                table.append([Option(c.target_bytes(options.target), limits.load(d), _load(w, c))
+                              for c, d in zip(w.candidates, w.deviations, strict=True)])
+                sizing.advance()
+        with progress.task("auto: searching the assignment"):
+            found = search(table, screened, limits.within)
+            found = try_uniform(table, found, _uniform(weights), screened, limits.within)
+            found = refine(table, found, screened, limits.within, MAX_REFINE)
+            int8_load = sum(next((_load(w, c) for c in w.candidates if c.kind == "int8"), 0) for w in weights)
+            cap = load_budget(options) * int8_load
+            found = within_load(table, found, cap, screened, limits.within)
         LOG.info("auto: search done (%d runs): %s", probe.runs - runs, found.deviation.text())
-        if not found.deviation.within(options):
+        if not limits.within(found.deviation):
             raise ShrinkrayError(
-                f"auto: even the original weights miss the budget on the probe session ({found.deviation.text()})",
-                hint="loosen budget-rel-l2 / budget-cosine / budget-agreement")
+                f"auto: even the original weights miss the budget on the probe session ({found.deviation.text()}; "
+                f"budget {limits.text()})",
+                hint="loosen budget-rel-l2 / budget-cosine / budget-agreement, or leave them unset")
         chosen = {site_key(w.site): (w, w.candidates[c]) for w, c in zip(weights, found.choice, strict=True)}
-        summary = (f"budget met: {found.deviation.text()} ({found.evaluations} assignments checked, "
-                   f"{probe.runs} runs in all)")
+        summary = (f"budget {limits.text()} met: {found.deviation.text()} ({found.evaluations} assignments "
+                   f"checked, {probe.runs} runs in all)")
         return chosen, summary
 
     def write_choice(self, model: ModelProto, analysis: Analysis, options: ShrinkOptions,
@@ -272,17 +309,18 @@ class Auto:
 
             cands.append(Candidate(NBITS, f"int4 block {options.block_size} (MatMulNBits)", nbytes, decoded,
                                    None, error_energy(w, decoded, moments, lay)))
-        # Packed int4 only where MatMulNBits' 4-bit blocks (finer scales) are not available.
-        packed = runtimes.packed_ok(targets)
-        for bits in ((PACKED_LOW if not cands else PACKED_LOW[1:]) + (8, *PACKED_HIGH) if packed else (8,)):
+        for levels in (*LEVELS, INT8_LEVELS):
             with contextlib.suppress(NotEncodable):
-                cands.append(int_candidate(w, ctx, moments, lay, rows_seen=rows_seen, bits=bits))
+                cands.append(int_candidate(w, ctx, moments, lay, rows_seen=rows_seen, levels=levels))
         sixteen = sixteen_bit(w, ctx, moments, lay)
         if sixteen is not None:
             cands.append(sixteen)
         cands = [c for c in cands if c.stored_bytes < w.nbytes]
         cands.append(fp32(w))
-        return Weight(site, ctx, lay, cands, [ZERO] * len(cands), [False] * len(cands))
+        plain = None
+        with contextlib.suppress(NotEncodable):
+            plain = Int8Encoder().encode(w, ctx).decoded
+        return Weight(site, ctx, lay, cands, [ZERO] * len(cands), [False] * len(cands), plain)
 
 
 @dataclass(frozen=True)
@@ -349,11 +387,15 @@ def _load(w: Weight, c: Candidate) -> int:
 
 
 def _uniform(weights: list[Weight]) -> list[tuple[int, ...]]:
-    """Per rung of the ladder (4, 6, 8, ... bits): every weight at its smallest candidate of at
-    least that many bits (its last, float32, where none)."""
-    rungs = sorted({c.bits for w in weights for c in w.candidates})
-    return [tuple(next((j for j, c in enumerate(w.candidates) if c.bits >= b), len(w.candidates) - 1)
-                  for w in weights) for b in rungs]
+    """Per rung of the ladder (4 bits, then 7 ... 255 levels, then 16 bits): every weight at its
+    first candidate on at least that rung (its last, float32, where none)."""
+    rungs = sorted({_rung(c) for w in weights for c in w.candidates})
+    return [tuple(next((j for j, c in enumerate(w.candidates) if _rung(c) >= r), len(w.candidates) - 1)
+                  for w in weights) for r in rungs]
+
+
+def _rung(c: Candidate) -> tuple[int, int]:
+    return c.bits, levels_of(c.kind) or 0
 
 
 def _main_names(model: ModelProto) -> set[str]:
@@ -419,24 +461,35 @@ def _sensitivity(weights: list[Weight], probe: Probe, base: list[list[npt.NDArra
     baseline = Baseline([base[k] for k in subset], judges)
     total = sum(w.site.size for w in weights)
     covered = 0
-    for i in order:
-        w = weights[i]
-        key = site_key(w.site)
-        if budget <= 0:
-            _fixed_int8(w, "not measured (single-tensor run budget spent on larger weights)")
-            continue
-        lossy = [j for j, c in enumerate(w.candidates) if c.kind != "fp32"]
-        reference = [j for j in lossy if w.candidates[j].kind == "int8"] or lossy[:1]
-        low = [j for j in lossy if w.candidates[j].bits < 8] if covered < LOW_RUNGS_SHARE * total else []
-        covered += w.site.size
-        for j in [*reference, *low][:budget]:
-            got = probe.run({key: w.candidates[j].decoded}, subset=subset)
-            w.deviations[j] = deviation(baseline, got)
-            w.measured[j] = True
-            budget -= 1
-        _proxy(w)
-        if _unexercised(w):
-            _fixed_int8(w, "not exercised by the verification inputs (no output changed)")
+    with progress.task("auto: sensitivity, one weight at a time", total=len(order)) as measured:
+        for i in order:
+            budget -= _measure(weights[i], probe, baseline, subset, budget,
+                               low_rungs=covered < LOW_RUNGS_SHARE * total)
+            covered += weights[i].site.size
+            measured.advance()
+
+
+def _measure(w: Weight, probe: Probe, baseline: Baseline, subset: list[int], budget: int, *,
+             low_rungs: bool) -> int:
+    """One weight alone: its int8, and (``low_rungs``) its measured rungs below int8, within
+    ``budget`` runs; the runs it took."""
+    key = site_key(w.site)
+    if budget <= 0:
+        _fixed_int8(w, "not measured (single-tensor run budget spent on larger weights)")
+        return 0
+    lossy = [j for j, c in enumerate(w.candidates) if c.kind != "fp32"]
+    reference = [j for j in lossy if w.candidates[j].kind == "int8"] or lossy[:1]
+    low = [j for j in lossy if levels_of(w.candidates[j].kind) in MEASURED_LEVELS or w.candidates[j].bits < 8
+           ] if low_rungs else []
+    runs = [*reference, *low][:budget]
+    for j in runs:
+        got = probe.run({key: w.candidates[j].decoded}, subset=subset)
+        w.deviations[j] = deviation(baseline, got)
+        w.measured[j] = True
+    _proxy(w)
+    if _unexercised(w):
+        _fixed_int8(w, "not exercised by the verification inputs (no output changed)")
+    return len(runs)
 
 
 def _fixed_int8(w: Weight, why: str) -> None:

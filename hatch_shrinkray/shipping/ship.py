@@ -316,7 +316,10 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
         if verified is not None and verified.get("real_inputs") is False:
             generated.append(model.relpath)
         elif verified is not None and (verified.get("evidence") or {}).get("weak"):
-            weak.append(model.relpath)
+            # A plan fitted on one half is verified on the other: weak there is not "nothing fitted".
+            fitted = " kept:" in str(verified.get("fitting", ""))
+            weak.append(f"{model.relpath} (its fitted choice was judged on the held-out units only)" if fitted
+                        else model.relpath)
         for note in (record.entry.verification or {}).get("notes", []):  # e.g. no recording of this model
             app.display_warning(f"{PREFIX} {model.relpath}: {note}")
         shipped.append(Shipped(model.relpath, outcome, record.original_size, record.shrunk_size, tuple(files),
@@ -327,8 +330,8 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
                             f"{RECORD_HINT}")
     if weak:
         app.display_warning(f"{PREFIX} {', '.join(weak)}: verified on fewer than {MIN_UNITS} independent units "
-                            "(streams, test cases, calls): weak evidence, and nothing fitted to it; record more "
-                            "of the program's real use")
+                            "(streams, test cases, calls): weak evidence; record more of the program's real use "
+                            "(below that, nothing is fitted to the recording)")
     app.display_success(_total_line(shipped, time.perf_counter() - start))
     return shipped
 

@@ -118,6 +118,38 @@ def test_readme_is_short_and_keeps_the_test_command() -> None:
     assert sorted(re.findall(r": (\w+\.md)$", nav, flags=re.M)) == sorted(p.name for p in DOCS.glob("*.md"))
 
 
+def _block(text: str, marker: str) -> str:
+    return text.split(f"<!-- {marker} -->\n```sh\n", 1)[1].split("\n```\n", 1)[0]
+
+
+@pytest.mark.parametrize("marker", ["install-cli", "frontends"])
+def test_install_recipes_are_the_readmes(marker: str) -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert _block(readme, marker) == _block((DOCS / "quickstart.md").read_text(encoding="utf-8"), marker)
+
+
+@pytest.mark.slow
+def test_install_recipes_for_the_command_line(tmp_path: Path) -> None:
+    """Each line of the README's command-line recipe, run as written (the checkout for
+    /path/to/hatch-shrinkray), in a fresh venv: `hatch-shrinkray` then runs."""
+    block = _block((REPO / "README.md").read_text(encoding="utf-8"), "install-cli")
+    lines = [line.split("  #", 1)[0].strip() for line in block.splitlines()
+             if line.strip() and not line.startswith("#")]
+    first, wheels = lines[0], lines[1:]
+    for n, recipe in enumerate([[first], wheels]):
+        venv = tmp_path / f"venv{n}"
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        env = {**os.environ, "WHEELHOUSE": str(tmp_path / "wheelhouse"), "PATH": f"{venv / 'bin'}:{os.environ['PATH']}"}
+        env.pop("VIRTUAL_ENV", None)
+        for line in recipe:
+            proc = subprocess.run(["sh", "-c", line.replace("/path/to/hatch-shrinkray", str(REPO))], env=env,
+                                  capture_output=True, text=True, check=False, timeout=1800)
+            assert proc.returncode == 0, f"{line}\n{proc.stderr[-2000:]}"
+        run = subprocess.run([str(venv / "bin" / "hatch-shrinkray"), "info", str(MODEL)], capture_output=True,
+                             text=True, check=False)
+        assert run.returncode == 0 and "fc0.weight" in run.stdout, run.stderr
+
+
 def test_the_site_builds_strictly(tmp_path: Path) -> None:
     pytest.importorskip("mkdocs", reason="the docs extra is not installed (pip install -e '.[docs]'); CI builds it")
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],

@@ -150,6 +150,59 @@ def test_install_recipes_for_the_command_line(tmp_path: Path) -> None:
         assert run.returncode == 0 and "fc0.weight" in run.stdout, run.stderr
 
 
+SETUPTOOLS_PROJECT = """\
+[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "mypkg"
+version = "1.0"
+
+[tool.setuptools]
+packages = ["mypkg"]
+
+[tool.setuptools.package-data]
+mypkg = ["models/*.onnx"]
+
+[tool.hatch-shrinkray]
+models = ["mypkg/models/*.onnx"]
+"""
+
+
+@pytest.mark.slow
+def test_slim_sdist_recipe(tmp_path: Path) -> None:
+    """The quick start's slim sdist on the `hatch-shrinkray wheel` path, as written, on a setuptools
+    project: the sdist has no model, the wheel has the shrunk one."""
+    import tarfile
+    import zipfile
+
+    text = (DOCS / "quickstart.md").read_text(encoding="utf-8").split("<!-- slim-sdist -->\n", 1)[1]
+    manifest_in = text.split("```text\n", 1)[1].split("```", 1)[0]
+    commands = text.split("```sh\n", 1)[1].split("```", 1)[0]
+    root = tmp_path / "mypkg"
+    (root / "mypkg" / "models").mkdir(parents=True)
+    (root / "mypkg" / "__init__.py").write_text("")
+    shutil.copyfile(MODEL, root / "mypkg" / "models" / "model.onnx")
+    (root / "pyproject.toml").write_text(SETUPTOOLS_PROJECT)
+    (root / "MANIFEST.in").write_text("\n".join(line for line in manifest_in.splitlines()
+                                                if not line.startswith("# ")) + "\n")
+    env = _env(tmp_path / "cache")
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    env.pop("VIRTUAL_ENV", None)
+    for line in commands.splitlines():
+        command = line.split("  #", 1)[0].strip()
+        proc = subprocess.run(["sh", "-c", command], cwd=root, env=env, capture_output=True, text=True,
+                              check=False, timeout=900)
+        assert proc.returncode == 0, f"{command}\n{proc.stderr[-2000:]}"
+    (sdist,) = (root / "dist").glob("*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        assert not [n for n in tar.getnames() if n.endswith(".onnx")]
+    (wheel,) = (root / "dist").glob("*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        assert zf.getinfo("mypkg/models/model.onnx").file_size < MODEL.stat().st_size / 3
+
+
 def test_the_site_builds_strictly(tmp_path: Path) -> None:
     pytest.importorskip("mkdocs", reason="the docs extra is not installed (pip install -e '.[docs]'); CI builds it")
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],

@@ -4,7 +4,7 @@
 - setuptools with nudenet's layout (``setup.py`` + ``MANIFEST.in`` + ``package_data``) and the real
   ``320n.onnx`` from the pinned ``nudenet==3.4.2`` sdist (cached like the other real models);
 - flit-core with example_project's digits classifier;
-- the ``hatch-shrinkray wheel`` step of every cibuildwheel ``repair-wheel-command`` in the README,
+- the ``hatch-shrinkray wheel`` step of every cibuildwheel ``repair-wheel-command`` in docs/quickstart.md,
   run as written after cibuildwheel's ``{wheel}``/``{dest_dir}`` substitution.
 
 The build environments (setuptools, flit-core) and the venvs (numpy, onnxruntime) come from the
@@ -201,8 +201,8 @@ def test_flit_project(tmp_path: Path, env: dict[str, str]) -> None:
 
 
 def repair_commands() -> dict[str, str]:
-    """platform -> repair-wheel-command, from the README's cibuildwheel block."""
-    text = (REPO / "README.md").read_text()
+    """platform -> repair-wheel-command, from the cibuildwheel block of the docs' quick start."""
+    text = (REPO / "docs" / "quickstart.md").read_text()
     block = text.split("<!-- cibuildwheel -->", 1)[1].split("```toml", 1)[1].split("```", 1)[0]
     return dict(re.findall(r'\[tool\.cibuildwheel\.(\w+)\]\nrepair-wheel-command = "([^"]+)"', block))
 

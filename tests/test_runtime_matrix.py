@@ -7,8 +7,9 @@ must load, compute within verification's tolerances and (for the float-computing
 no decode per inference (the kernels onnxruntime's profiler reports equal the original's); what
 they refuse must really fail there. OpenVINO keeps weight decompression
 (Convert/Multiply) as layers of the compiled model by design, so there the extra layers are
-recorded, not failed. The README's "Where the shrunk model runs" table is generated
-from these results (``SHRINKRAY_WRITE_README=1`` rewrites it; otherwise a stale table fails).
+recorded, not failed. The docs' table ("Where the shrunk models run") is generated from
+``runtime_matrix.json``, which must equal these results (``SHRINKRAY_WRITE_MATRIX=1`` rewrites it;
+otherwise a stale file fails).
 
 Tier ``compat`` (``python -m pytest -m compat``; CI runs it after the default suite): the runtimes
 are installed once into the test cache (~1.5 GB), which takes minutes on a fresh machine.
@@ -16,6 +17,7 @@ are installed once into the test cache (~1.5 GB), which takes minutes on a fresh
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -43,8 +45,9 @@ from realmodels import magika
 
 pytestmark = pytest.mark.compat
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-BEGIN, END = "<!-- runtime-matrix:begin -->", "<!-- runtime-matrix:end -->"
+REPO = Path(__file__).resolve().parents[1]
+MATRIX = Path(__file__).resolve().parent / "runtime_matrix.json"
+"""The measured matrix as the docs show it (docs/hooks.py renders it; tests/test_docs.py checks its axes)."""
 SAME = 1.25, 1e-3
 """A float-computing encoding computes "the same" in a runtime when its deviation from the original
 there is at most 1.25x (+1e-3 relative L2) what the build's onnxruntime, where verification runs,
@@ -211,27 +214,25 @@ def _label(extra: dict[str, float]) -> str:
     return "✓" if not other else f"✓ decoded per inference ({', '.join(other[:3])})"
 
 
-def render() -> str:
-    names = [*METHODS, *PACKED, "auto: int16"]
-    head = "| encoding | " + " | ".join(RUNTIMES) + " |"
-    rows = [head, "|---" * (len(RUNTIMES) + 1) + "|"]
-    for name in names:
-        rows.append(f"| {name} | " + " | ".join(CELLS.get((name, rt), "?") for rt in RUNTIMES) + " |")
-    return "\n".join(rows)
+def encodings() -> list[str]:
+    """The matrix's rows, in order."""
+    return [*METHODS, *PACKED, "auto: int16"]
 
 
-def test_readme_table_is_the_matrix() -> None:
+def render() -> dict[str, Any]:
+    return {"runtimes": list(RUNTIMES),
+            "cells": {name: {rt: CELLS.get((name, rt), "?") for rt in RUNTIMES} for name in encodings()}}
+
+
+def test_documented_matrix_is_the_measured_one() -> None:
     if any((n, rt) not in CELLS for n in [*METHODS, *PACKED] for rt in RUNTIMES):
         pytest.skip("the matrix did not run in every runtime in this session")
-    table = render()
-    text = README.read_text()
-    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    if os.environ.get("SHRINKRAY_WRITE_README"):
-        text = text[:start] + "\n" + table + "\n" + text[end:]
-        README.write_text(text)
-        start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    assert text[start:end].strip() == table, (
-        "README's runtime table is stale; rerun with SHRINKRAY_WRITE_README=1 python -m pytest -m compat")
+    measured = render()
+    if os.environ.get("SHRINKRAY_WRITE_MATRIX"):
+        MATRIX.write_text(json.dumps(measured, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert json.loads(MATRIX.read_text(encoding="utf-8")) == measured, (
+        "tests/runtime_matrix.json (the docs' runtime table) is stale; rerun with "
+        "SHRINKRAY_WRITE_MATRIX=1 python -m pytest -m compat")
 
 
 def test_the_engine_works_with_its_own_onnxruntime_floor(tmp_path: Path) -> None:
@@ -242,7 +243,7 @@ def test_the_engine_works_with_its_own_onnxruntime_floor(tmp_path: Path) -> None
     floor = re.search(r'"onnxruntime>=([0-9.]+)"', pyproject)
     assert floor, "pyproject.toml must declare an onnxruntime floor"
     try:
-        python = runtimes.python_runtime(floor.group(1), engine=README.parent)
+        python = runtimes.python_runtime(floor.group(1), engine=REPO)
     except runtimes.Unavailable as exc:
         pytest.skip(f"onnxruntime {floor.group(1)} cannot be installed here: {exc}")
     np.savez(tmp_path / "x.npz", bytes=np.random.default_rng(0).integers(0, 257, (4, 2, 2048)).astype(np.int32))

@@ -1,0 +1,189 @@
+"""mkdocs hook: the pages that must follow the code are generated from it at build time.
+
+* ``<!-- generated: configuration -->``: every key the configuration table accepts
+  (``shipping/config.py``), its TOML type, its default (``options.py``) and its meaning
+  (``shipping/keys.py``);
+* ``<!-- generated: cli -->``: every command and flag of ``hatch-shrinkray``, from the argparse
+  parser ``cli.parser()`` itself;
+* ``<!-- generated: runtimes -->``: the runtime compatibility table, from
+  ``tests/runtime_matrix.json``, which the compatibility tests (``python -m pytest -m compat``)
+  compare with what they measure.
+
+The benchmark plots are added to the site from ``benchmarks/`` (one copy in the repository).
+``tests/test_docs.py`` checks that these generators cover every key, command and flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+MATRIX = ROOT / "tests" / "runtime_matrix.json"
+IMAGES = {"img/curves.png": ROOT / "benchmarks" / "curves.png", "img/results.png": ROOT / "benchmarks" / "results.png"}
+
+KIND_WORDS = {"string": "string", "integer": "integer", "boolean": "boolean", "number": "number",
+              "strings": "array of strings", "path": "path", "dims": "table of integers",
+              "range": "array of two integers", "encodings": "table of strings", "judges": "table of strings"}
+HOOK_KEY_KINDS = {"models": "array of strings", "sdist": "string", "cache": "boolean or path",
+                  "overrides": "array of tables", "plan": "path or false"}
+"""The TOML types of the keys ``shipping/config.py`` reads itself (the engine keys' are in its ``_KINDS``)."""
+
+
+def config_keys() -> list[str]:
+    """Every key the configuration table accepts (hatchling's own reserved keys aside), in table order."""
+    from hatch_shrinkray.shipping import config
+
+    hook = [k for k in config._HOOK_KEYS if k != "models"]
+    return ["models", *config.ENGINE_KEYS, *hook]
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return str(value)
+
+
+def _code(text: str) -> str:
+    return f"`{text}`"
+
+
+def _default(key: str) -> str:
+    from hatch_shrinkray.options import ShrinkOptions, VerifyOptions
+    from hatch_shrinkray.shipping import config
+    from hatch_shrinkray.shipping.keys import KEY_HELP
+
+    shown = KEY_HELP[key][0]
+    if shown is not None:
+        return shown
+    name = config.ENGINE_KEYS[key]
+    for options in (ShrinkOptions(), VerifyOptions()):
+        if name in {f.name for f in fields(options)}:
+            value = getattr(options, name)
+            if config._KINDS.get(key) in ("dims", "encodings", "judges"):
+                return _code("{}" if not value else str(dict(value)))
+            return _code(_toml(value))
+    raise KeyError(f"no default for `{key}`: give one in hatch_shrinkray/shipping/keys.py")
+
+
+def config_reference() -> str:
+    from hatch_shrinkray.shipping import config
+    from hatch_shrinkray.shipping.keys import KEY_HELP
+
+    rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    for key in config_keys():
+        kind = HOOK_KEY_KINDS.get(key) or KIND_WORDS[config._KINDS[key]]
+        rows.append(f"| `{key}` | {kind} | {_default(key).replace('|', '&#124;')} | {KEY_HELP[key][1]} |")
+    engine = ", ".join(f"`{k}`" for k in config.ENGINE_KEYS)
+    reserved = ", ".join(f"`{k}`" for k in config.RESERVED_KEYS)
+    return "\n".join([
+        *rows, "",
+        f"Allowed in an `overrides` table besides `models`: {engine}.", "",
+        f"Hatchling's own keys of every hook table are accepted and left to hatchling: {reserved}.",
+    ])
+
+
+def _flags(action: argparse.Action) -> str:
+    if not action.option_strings:
+        name = action.metavar if isinstance(action.metavar, str) else action.dest
+        return f"`{name}`" + (" ..." if action.nargs in ("+", "*", argparse.REMAINDER) else "")
+    metavar = action.metavar
+    if action.nargs == 0:
+        value = ""
+    elif isinstance(metavar, tuple):
+        value = " " + " ".join(metavar)
+    else:
+        value = " " + (metavar or action.dest.upper())
+    return ", ".join(f"`{flag}{value}`" for flag in action.option_strings)
+
+
+def _default_text(action: argparse.Action) -> str:
+    default = action.default
+    if action.nargs == 0 or default in (None, [], argparse.SUPPRESS) or action.required:
+        return ""
+    if isinstance(default, list):
+        return " ".join(map(str, default))
+    return str(default)
+
+
+def _cell(text: str | None) -> str:
+    """Help text as plain text in a table cell: no markdown emphasis, links or HTML from it."""
+    text = (text or "").replace("\n", " ")
+    for char, escaped in (("&", "&amp;"), ("<", "&lt;"), ("|", "&#124;"), ("*", "\\*"), ("[", "\\["), ("_", "\\_")):
+        text = text.replace(char, escaped)
+    return text
+
+
+def _action_rows(actions: list[argparse.Action]) -> list[str]:
+    rows = ["| argument | default | meaning |", "|---|---|---|"]
+    for action in actions:
+        if isinstance(action, argparse._HelpAction) or action.help == argparse.SUPPRESS:
+            continue
+        if action.dest == "argv" and not action.option_strings and action.nargs != argparse.REMAINDER:
+            continue  # check's COMMAND is split off before parsing (its usage line shows it)
+        help_text = action.help or ""
+        if action.required and action.option_strings:
+            help_text = f"required; {help_text}" if help_text else "required"
+        rows.append(f"| {_flags(action)} | {_cell(_default_text(action))} | {_cell(help_text)} |")
+    return rows
+
+
+def commands() -> dict[str, argparse.ArgumentParser]:
+    """``hatch-shrinkray``'s subcommands by name, from the parser the command line uses."""
+    from hatch_shrinkray.cli import parser
+
+    sub = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def cli_reference() -> str:
+    from hatch_shrinkray.cli import parser
+
+    top = parser()
+    sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    helps = {choice.dest: choice.help for choice in sub._choices_actions}
+    out = ["Options before the command:", "", *_action_rows([a for a in top._actions if a is not sub]), ""]
+    for name, command in commands().items():
+        summary = helps.get(name) or ""
+        out += [f"## hatch-shrinkray {name}", "", _cell(summary[:1].upper() + summary[1:]) + ".", ""]
+        if command.description:
+            out += [_cell(command.description), ""]
+        usage = command.format_usage().removeprefix("usage: ").strip()
+        out += ["```text", " ".join(usage.split()), "```", ""]
+        out += [*_action_rows(command._actions), ""]
+    return "\n".join(out)
+
+
+def runtimes_table() -> str:
+    data = json.loads(MATRIX.read_text(encoding="utf-8"))
+    runtimes: list[str] = data["runtimes"]
+    rows = [f"| encoding | {' | '.join(runtimes)} |", "|---" * (len(runtimes) + 1) + "|"]
+    for encoding, cells in data["cells"].items():
+        rows.append(f"| {encoding} | " + " | ".join(cells[r] for r in runtimes) + " |")
+    return "\n".join(rows)
+
+
+GENERATORS = {"<!-- generated: configuration -->": config_reference, "<!-- generated: cli -->": cli_reference,
+              "<!-- generated: runtimes -->": runtimes_table}
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    for marker, generate in GENERATORS.items():
+        if marker in markdown:
+            markdown = markdown.replace(marker, generate())
+    return markdown
+
+
+def on_files(files: Any, config: Any) -> Any:
+    from mkdocs.structure.files import File
+
+    for uri, path in IMAGES.items():
+        files.append(File.generated(config, uri, abs_src_path=str(path)))
+    return files

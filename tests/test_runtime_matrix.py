@@ -60,11 +60,11 @@ METHODS: dict[str, dict[str, Any]] = {
     "int4": {"method": "int4"}, "dynamic": {"method": "dynamic"},
     "int8, decode fast": {"method": "int8", "decode": "fast"},
 }
-PACKED = {f"auto: int{b} (packed)": b for b in packing.BITS}
-"""The decode chains ``auto`` emits besides int8/fp16/MatMulNBits, each on every weight."""
+PACKED = {f"encodings: int{b} (packed)": b for b in packing.BITS}
+"""The decode chains the `encodings` key (and plans) write besides int8/fp16/MatMulNBits, each on every weight."""
 RUNTIMES = ("onnxruntime 1.16.3", "onnxruntime 1.23.2", "onnxruntime newest", "onnxruntime-node",
             "onnxruntime-web", "openvino")
-FLOAT_COMPUTE = ("int8", "fp16", "float-levels", *PACKED, "auto: int16")
+FLOAT_COMPUTE = ("int8", "fp16", "float-levels", *PACKED, "encodings: int16")
 PER_INFERENCE = {"DequantizeLinear": "DequantizeLinear per inference", "MatMulNBits": "MatMulNBits",
                  "ConvInteger": "int8 compute", "MatMulInteger": "int8 compute",
                  "DynamicQuantizeLinear": "int8 compute"}
@@ -90,7 +90,7 @@ def variants(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for name, kw in METHODS.items():
         files[name] = out / f"{name.replace(', ', '-')}.onnx"
         shrink(src, files[name], ShrinkOptions(**kw, verify=None))
-    for name, bits in [*PACKED.items(), ("auto: int16", 16)]:
+    for name, bits in [*PACKED.items(), ("encodings: int16", 16)]:
         m = onnx.load(str(src))
         encode_weights(m, _Packed(bits), ShrinkOptions())
         files[name] = out / f"packed-int{bits}.onnx"
@@ -174,7 +174,7 @@ def test_every_encoding_in_runtime(runtime: str, variants: dict[str, Path], feed
         if name in METHODS:
             refused = refusal(model, METHODS[name]["method"], METHODS[name].get("decode", "float"), targets)
         else:
-            refused = None if name == "auto: int16" or packed_ok(targets) else "auto uses no packed codes here"
+            refused = None if name == "encodings: int16" or packed_ok(targets) else "packed codes are refused here"
         got = run(path, feeds)
         if "error" in got:
             CELLS[(name, runtime)] = f"✗ {_short(got['error'])}"
@@ -216,7 +216,7 @@ def _label(extra: dict[str, float]) -> str:
 
 def encodings() -> list[str]:
     """The matrix's rows, in order."""
-    return [*METHODS, *PACKED, "auto: int16"]
+    return [*METHODS, *PACKED, "encodings: int16"]
 
 
 def render() -> dict[str, Any]:

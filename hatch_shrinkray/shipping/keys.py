@@ -26,11 +26,13 @@ KEY_HELP: dict[str, tuple[str | None, str]] = {
     "decode": (None, "`int8`: `float` (`Cast -> Mul`, folded at load) or `fast` (`DequantizeLinear` before "
                "MatMul, opset >= 13, int8 activations; kept only where the build's onnxruntime fuses it)"),
     "block-size": (None, "`int4` block size"),
-    "budget-rel-l2": (None, "`auto`: the largest relative L2 of any output on the calibration samples (0 to 1)"),
-    "budget-cosine": (None, "`auto`: the smallest cosine of any output (0 to 1)"),
-    "budget-agreement": (None, "`auto`: the smallest share of unchanged discrete answers (0 to 1)"),
+    "budget-rel-l2": ("round-to-nearest int8's", "`auto`: the largest relative L2 of any output on the fitting "
+                      "samples (0 to 1); unset: int8's (twice it where outputs carry answers)"),
+    "budget-cosine": ("round-to-nearest int8's", "`auto`: the smallest cosine of any output (0 to 1)"),
+    "budget-agreement": ("round-to-nearest int8's", "`auto`: the smallest share of unchanged discrete answers "
+                         "(0 to 1); unset: at least int8's, with a margin"),
     "budget-load": ("`1.25` (`1.0` with a `web` runtime)", "`auto`: the most its decodes may cost to fold when a "
-                    "session is created, as a multiple of int8 of every weight; `inf` puts size first"),
+                    "session is created, as a multiple of int8 of every weight (its rungs fold at most int8's)"),
     "encodings": (None, "per-tensor encodings whatever the method: `{ \"conv1.*\" = \"fp16\" }` (name globs; "
                   "`float32`, `fp16`, `int16`, `int12`, `int10`, `int8`, `int6`, `int4`); two patterns that "
                   "give one tensor different encodings are an error"),

@@ -93,7 +93,8 @@ def test_decode_is_exact_and_folded_at_load(tmp_path: Path, opset: int, as_const
 
 
 @pytest.mark.parametrize("load_factor", [3.0, None])
-def test_auto_takes_fewer_int8_levels_not_packed_codes_for_conv_weights(tmp_path: Path, load_factor: float | None) -> None:
+def test_auto_takes_fewer_int8_levels_not_packed_codes_for_conv_weights(tmp_path: Path,
+                                                                         load_factor: float | None) -> None:
     """A loose budget sends a Conv weight (no MatMulNBits there) to fewer levels in int8 codes, whatever
     the load cap (``budget-load``): they load like int8, where packed codes would cost twice its
     folding and compress worse. Either result verifies."""

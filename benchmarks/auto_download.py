@@ -1,0 +1,210 @@
+"""``auto`` against the download (issue 20, items 3-4): per model, the bytes users pay (raw, wheel, brotli),
+identical answers on the task's held-out test data, shrink time (wall and CPU) and session creation
+time, for round-to-nearest int8, int8 with the recording, ``auto`` (wheel and web targets), fp16, onnxruntime's
+``quantize_dynamic`` and 4-bit MatMulNBits (ours ``dynamic`` / ``int4``), and onnx-shrink-ray 0.0.11 (default and
+per-channel), side by side in one run.
+
+    python -m benchmarks.auto_download run [KEY ...]     # shrink + evaluate (cached per engine commit)
+    python -m benchmarks.auto_download report            # -> benchmarks/AUTO_DOWNLOAD.md
+
+Recordings are ``benchmarks/record_task.py``'s (the task pipeline on calibration items none of the test
+items share), as in ``download.py``; every shrink is the CLI (``download.shrink``). Load time: session
+creation CPU time (``time.process_time`` around ``InferenceSession``), median of ``LOADS`` runs interleaved
+over the variants, in this venv's onnxruntime.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import corpus
+from benchmarks.common import CACHE_DIR, make_session, sha256_file
+from benchmarks.download import _load, _save, evaluate, log, shrink, sizes_of
+from benchmarks.record_task import RECORDINGS, record
+from benchmarks.variants import PEER_VENV, engine_key, ensure_peer_venv
+
+BENCH_DIR = Path(__file__).resolve().parent
+OUT = CACHE_DIR / "auto_download"
+KEYS = ("ppocrv6_rec", "magika", "silero_vad")
+LOADS = 7
+BROTLI_KEYS = ("ppocrv6_rec",)
+"""Models whose files get brotli 11 measured (slow: ~0.3 MB/s); the others show the LZMA estimate."""
+WHAT = {"ppocrv6_rec": "lines", "silero_vad": "32 ms decisions", "magika": "labels"}
+
+OURS: dict[str, list[str]] = {
+    "int8, round-to-nearest": ["--method", "int8", "--no-verify"],
+    "int8 with the recording": ["--method", "int8", "--inputs", "{rec}"],
+    "auto, target wheel": ["--method", "auto", "--inputs", "{rec}"],
+    "auto, target web": ["--method", "auto", "--inputs", "{rec}", "--target", "web"],
+    "fp16": ["--method", "fp16", "--no-verify"],
+    "quantize_dynamic (ours dynamic)": ["--method", "dynamic", "--no-verify"],
+    "MatMulNBits 4-bit (ours int4)": ["--method", "int4", "--no-verify"],
+}
+PEER: dict[str, list[str]] = {
+    "onnx-shrink-ray default": ["--action", "integer_weights"],
+    "onnx-shrink-ray per-channel": ["--action", "integer_weights", "--per-channel"],
+}
+
+
+def peer(model: Path, name: str, args: list[str], work: Path) -> dict[str, Any]:
+    py = ensure_peer_venv() / "bin" / "python" if not (PEER_VENV / "bin" / "python").exists() else \
+        PEER_VENV / "bin" / "python"
+    dest = work / "-".join(name.split())
+    dest.mkdir(parents=True, exist_ok=True)
+    cmd = [str(py), "-m", "onnx_shrink_ray.shrink", *args, "--output_dir", str(dest), "--output_suffix",
+           "_peer.onnx", str(model)]
+    t0 = time.perf_counter()
+    before = os.times()
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    after = os.times()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{name}: {proc.stderr[-2000:]}")
+    out = next(dest.glob("*_peer.onnx"))
+    return {"file": str(out), "seconds": time.perf_counter() - t0,
+            "cpu": (after.children_user + after.children_system) - (before.children_user + before.children_system),
+            "report": None, "command": "python -m onnx_shrink_ray.shrink " + " ".join(args) + " MODEL"}
+
+
+def ours(model: Path, name: str, args: list[str], rec: Path, work: Path) -> dict[str, Any]:
+    before = os.times()
+    try:
+        got = shrink(model, name, args, rec, work)
+    except RuntimeError as exc:
+        return {"error": str(exc)[-600:], "command": "hatch-shrinkray shrink MODEL -o OUT " + " ".join(
+            a.format(rec="REC") for a in args)}
+    after = os.times()
+    got["cpu"] = (after.children_user + after.children_system) - (before.children_user + before.children_system)
+    return got
+
+
+def load_times(files: dict[str, str]) -> dict[str, float]:
+    """Median session creation CPU seconds per file, ``LOADS`` rounds interleaved over the files."""
+    times: dict[str, list[float]] = {n: [] for n in files}
+    for _ in range(LOADS):
+        for name, path in files.items():
+            t0 = time.process_time()
+            make_session(path, threads=1)
+            times[name].append(time.process_time() - t0)
+    return {n: statistics.median(v) for n, v in times.items()}
+
+
+def run_model(key: str, fresh: bool) -> dict[str, Any]:
+    eng = engine_key()
+    cache = OUT / "results" / f"{key}.json"
+    prev = _load(cache)
+    if prev.get("engine") == eng and not fresh:
+        return prev
+    model = corpus.model_path(key)
+    rec = RECORDINGS / key
+    recording = record(key, model, rec)
+    work = OUT / "work" / key
+    shrunk: dict[str, Any] = {}
+    for name, args in OURS.items():
+        log(f"{key}: {name}")
+        shrunk[name] = ours(model, name, args, rec, work)
+    for name, args in PEER.items():
+        log(f"{key}: {name}")
+        try:
+            shrunk[name] = peer(model, name, args, work)
+        except (RuntimeError, StopIteration, subprocess.CalledProcessError) as exc:
+            shrunk[name] = {"error": str(exc)[-600:], "command": " ".join(args)}
+    files = {n: v["file"] for n, v in shrunk.items() if "file" in v}
+    answers = evaluate(key, model, files)
+    loads = load_times({"original": str(model), **files})
+    sizes_cache = _load(OUT / "sizes.json")
+    sizes = {n: sizes_of(Path(p), sizes_cache, brotli=key in BROTLI_KEYS) for n, p in
+             {"original": str(model), **files}.items()}
+    _save(OUT / "sizes.json", sizes_cache)
+    result = {"key": key, "engine": eng, "model": str(model), "model_sha256": sha256_file(model),
+              "recording": recording, "variants": shrunk, "answers": answers, "loads": loads, "sizes": sizes}
+    _save(cache, result)
+    return result
+
+
+def _mb(n: float | None) -> str:
+    return "-" if n is None else f"{n / 1e6:.3f}"
+
+
+def write_report(results: list[dict[str, Any]]) -> Path:
+    lines = ["# `auto` and the download (issue 20)", "",
+             f"Engine `{results[0]['engine'] if results else '?'}`; written "
+             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on the shared 2-vCPU VM (other jobs ran at "
+             "the same time: CPU seconds are the figure to read, wall seconds are indicative). Commands:", "",
+             "```sh", "python -m benchmarks.auto_download run      # shrink, evaluate, time (cached per engine commit)",
+             "python -m benchmarks.auto_download report", "```", "",
+             "Sizes in MB (10^6 bytes): raw file; wheel = the zip member at deflate 6 as hatchling writes it; web = "
+             "brotli 11 where measured (PP-OCRv6), else `~` the LZMA estimate reports show. identical = answers "
+             "identical to the original's on the task's held-out test data (none of it recorded). load = session "
+             f"creation CPU time, median of {LOADS} interleaved runs, as a multiple of round-to-nearest int8's.", ""]
+    for r in results:
+        ans, sizes, loads = r["answers"], r["sizes"], r["loads"]
+        base = "int8, round-to-nearest"
+        lines += [f"## {r['key']}", "", f"Recording: {_rec(r['recording'])}. Test data: {ans['original']['n']} "
+                  f"{WHAT[r['key']]}.", "",
+                  "| variant | raw | wheel | web | identical | wheel / int8 | web / int8 | load / int8 | shrink wall s "
+                  "| shrink CPU s | what auto / the guard said | command |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        o = sizes["original"]
+        lines.append(f"| original | {_mb(o['raw'])} | {_mb(o['wheel'])} | {_web(o)} | - | - | - | "
+                     f"{loads['original'] / loads[base]:.2f}x | - | - | - | - |")
+        for name, v in r["variants"].items():
+            if "error" in v:
+                lines.append(f"| {name} | failed: {v['error'][-200:]!r} | | | | | | | | | | `{v['command']}` |")
+                continue
+            s, a = sizes[name], ans[name]
+            note = ""
+            rep = v.get("report") or {}
+            ver = rep.get("verification") or {}
+            if ver.get("fitting"):
+                note = str(ver["fitting"]).replace("|", "/")[:260]
+            lines.append(
+                f"| {name} | {_mb(s['raw'])} | {_mb(s['wheel'])} | {_web(s)} | {100 * a['same'] / a['n']:.2f}% "
+                f"({a['same']}/{a['n']}) | {s['wheel'] / sizes[base]['wheel']:.2f}x | "
+                f"{_webv(s) / _webv(sizes[base]):.2f}x | {loads[name] / loads[base]:.2f}x | {v['seconds']:.0f} | "
+                f"{v.get('cpu', 0):.0f} | {note} | `{v['command']}` |")
+        lines.append("")
+    path = BENCH_DIR / "AUTO_DOWNLOAD.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _rec(recording: dict[str, Any]) -> str:
+    summary = str(recording.get("summary", "")).splitlines()
+    return summary[2].split("  ")[0] + ": " + " ".join(summary[2].split()[3:6]) if len(summary) > 2 else "?"
+
+
+def _webv(s: dict[str, Any]) -> float:
+    return float(s.get("web") or s["estimate"])
+
+
+def _web(s: dict[str, Any]) -> str:
+    return _mb(s["web"]) if s.get("web") else "~" + _mb(s["estimate"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("action", choices=["run", "report"])
+    ap.add_argument("keys", nargs="*", default=list(KEYS))
+    ap.add_argument("--fresh", action="store_true")
+    args = ap.parse_args()
+    if args.action == "run":
+        for key in args.keys:
+            run_model(key, args.fresh)
+    results = [r for k in KEYS if (r := _load(OUT / "results" / f"{k}.json"))]
+    print(write_report(results))
+    print(json.dumps({r["key"]: {n: a.get("same") for n, a in r["answers"].items()} for r in results}))
+
+
+if __name__ == "__main__":
+    main()

@@ -160,3 +160,15 @@ def test_streams_run_in_closed_loop_on_their_own_state() -> None:
     assert full[2]["state"][0] == 3.0  # open loop: the original's state
     stacked = grouped(original, seq, 0)
     assert len(stacked) == 1 and stacked[0].shape == (3, 1)
+
+
+def test_a_map_rounded_a_hair_past_one_is_still_a_map() -> None:
+    """A sigmoid along another kernel path (the probe session of output-aware rounding) gave
+    PP-OCRv4's detector 1.0000001: the map must still be judged by its regions, not as values
+    (which let the guard keep a rounding on relative L2 alone)."""
+    rng = np.random.default_rng(0)
+    page = rng.uniform(0.0, 1.0, (1, 1, 64, 96)).astype(np.float32)
+    page[0, 0, 3, 5] = np.float32(1.0000001)
+    assert isinstance(detect([page, page * 0.5]), Maps)
+    page[0, 0, 3, 5] = 1.01  # a real excursion is no probability
+    assert not isinstance(detect([page]), Maps)

@@ -75,8 +75,15 @@ def detect(ref: Arrays, *, recurrent: bool = False, fed_back: bool = False) -> J
     return Values()
 
 
+UNIT_SLACK = 1e-6
+"""How far outside [0, 1] a probability may round: a sigmoid computed along another kernel path (the
+probe session that takes the weights as inputs) gave PP-OCRv4's detector map a 1.0000001, and the
+map was judged as plain values, its regions never compared (the do-no-harm guard then kept a
+rounding that changed a golden OCR line: benchmarks/PACKAGES.md)."""
+
+
 def _in_unit_range(ref: Arrays) -> bool:
-    return all(bool(((np.asarray(r) >= 0) & (np.asarray(r) <= 1)).all()) for r in ref)
+    return all(bool(((np.asarray(r) >= -UNIT_SLACK) & (np.asarray(r) <= 1 + UNIT_SLACK)).all()) for r in ref)
 
 
 def _map(ref: Arrays, first: npt.NDArray[Any]) -> bool:

@@ -16,6 +16,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from hatch_shrinkray.options import (
     in_range,
     option_errors,
 )
-from hatch_shrinkray.shipping.config import ConfigurationError, HookConfig
+from hatch_shrinkray.shipping.config import ENGINE_KEYS, VERIFY_TABLE_KEYS, CommandLine, ConfigurationError, HookConfig
 from hatch_shrinkray.shipping.ship import confirm_plan, engine_missing, printable_lines
 from hatch_shrinkray.signals import Terminated, redeliver, stop_request, terminate_raises
 from hatch_shrinkray.sizes import BROTLI_HINT, DEFAULT_TARGET, TARGETS, brotli_problem
@@ -50,6 +51,17 @@ FLAG_NAMES = {"method": "--method", "min_elements": "--min-elements", "scheme": 
               "min_top1": "--min-top1", "budget_rel_l2": "--budget-rel-l2", "budget_cosine": "--budget-cosine",
               "budget_agreement": "--budget-agreement", "budget_load": "--budget-load", "encodings": "--encoding",
               "plan": "--plan", "runtimes": "--runtime", "judges": "--judge", "target": "--target"}
+
+
+TABLE_KEYS = {"method": "method", "min_elements": "min-elements", "exclude_tensor": "exclude-tensors",
+              "exclude_op": "exclude-ops", "no_dedup": "dedup", "scheme": "scheme", "levels": "levels",
+              "decode": "decode", "block_size": "block-size", "target": "target", "runtime": "runtimes",
+              "budget_rel_l2": "budget-rel-l2", "budget_cosine": "budget-cosine",
+              "budget_agreement": "budget-agreement", "budget_load": "budget-load", "encoding": "encodings",
+              "no_verify": "verify", "inputs": "inputs", "dim": "dims", "default_dim": "default-dim",
+              "samples": "samples", "int_range": "int-range", "max_rel_l2": "max-rel-l2",
+              "min_cosine": "min-cosine", "min_top1": "min-top1", "judge": "judges"}
+"""Flag destination -> the configuration key it overrides (``--exclude-tensor`` -> ``exclude-tensors``)."""
 
 
 def _verify_args(p: argparse.ArgumentParser) -> None:
@@ -249,6 +261,42 @@ def _shrink_options(args: argparse.Namespace) -> ShrinkOptions:
     return opts
 
 
+def _command_line(args: argparse.Namespace, models: Sequence[str] = (), models_flag: str = "--models") -> CommandLine:
+    """The flags the user gave (not argparse's defaults), as keys that override the project's
+    table one by one; ``models`` globs replace its ``models``."""
+    options = _shrink_options(args)
+    verify = options.verify
+    settings: dict[str, Any] = {}
+    names: dict[str, str] = {}
+    for dest in sorted(set(TABLE_KEYS) & args.given):
+        key = TABLE_KEYS[dest]
+        if key == "verify":
+            value: Any = False
+        elif key in VERIFY_TABLE_KEYS:
+            if verify is None:
+                continue
+            value = ((verify.int_low, verify.int_high) if key == "int-range" else
+                     str(Path(verify.inputs).absolute()) if key == "inputs" and verify.inputs is not None else
+                     getattr(verify, ENGINE_KEYS[key]))
+        else:
+            value = getattr(options, ENGINE_KEYS[key])
+        settings[key], names[key] = value, "--" + dest.replace("_", "-")
+    return CommandLine(settings, names, tuple(models), models_flag)
+
+
+def _given(argv: Sequence[str]) -> frozenset[str]:
+    """The destinations ``argv`` sets itself: parsed again with every default suppressed."""
+    p = parser()
+    parsers = [p]
+    while parsers:
+        for action in parsers.pop()._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                parsers.extend(action.choices.values())
+            else:
+                action.default = argparse.SUPPRESS
+    return frozenset(vars(p.parse_args(argv)))
+
+
 def _encodings(items: Sequence[str]) -> tuple[tuple[str, str], ...]:
     pairs = []
     for item in items:
@@ -362,22 +410,15 @@ class _Stderr:
 
 def cmd_wheel(args: argparse.Namespace) -> int:
     from hatch_shrinkray.result import human
-    from hatch_shrinkray.shipping.config import command_line_config, load_config
+    from hatch_shrinkray.shipping.config import load_config
     from hatch_shrinkray.shipping.manifest import read_manifest
-    from hatch_shrinkray.shipping.project import project_table
+    from hatch_shrinkray.shipping.project import find_table
     from hatch_shrinkray.wheels.rewrite import rewrite_wheel
 
-    options = _shrink_options(args)
     project = args.project.resolve()
-    configure: Callable[[Path], HookConfig]
-    if args.models:
-        configure = functools.partial(command_line_config, args.models, options, FLAG_NAMES)
-    else:
-        raw, table = project_table(project)
-        if options != ShrinkOptions():
-            raise ShrinkrayError(f"shrink options on the command line need --models; without it the models "
-                                 f"and their options come from `{table}`", path=str(project / "pyproject.toml"))
-        configure = functools.partial(load_config, raw, project, "wheel", table)
+    raw, table = find_table(project, required=not args.models)
+    configure: Callable[[Path], HookConfig] = functools.partial(
+        load_config, raw, project, "wheel", table or "--models", flags=_command_line(args, args.models or ()))
     created = not args.in_place and not args.output.exists()
     outputs = _wheel_destinations(args)
     display = _Stderr(args.verbose)
@@ -553,12 +594,15 @@ def _check_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
     from hatch_shrinkray.checking.models import Configured
     from hatch_shrinkray.shipping.config import ModelEntry, load_config
     from hatch_shrinkray.shipping.plan import PLAN_NAME, read_plan
-    from hatch_shrinkray.shipping.project import project_table
+    from hatch_shrinkray.shipping.project import find_table
 
     options = _shrink_options(args)
-    if args.models:
+    project = (args.project or Path(".")).resolve()
+    inside = [_inside(m, project) for m in args.models]
+    raw, table = find_table(project, required=not args.models or args.project is not None)
+    if table is None or None in inside:  # model files outside a configured project: the flags alone
         if args.project is not None:
-            raise ShrinkrayError("name MODEL files or --project, not both")
+            raise ShrinkrayError("MODEL files must lie inside --project", path=args.models[inside.index(None)])
         files, unmatched = _expand(args.models)
         missing = [*unmatched, *(str(f) for f in files if not f.is_file())]
         if missing:
@@ -569,15 +613,21 @@ def _check_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
                             models=tuple(ModelEntry(f.name, options, FLAG_NAMES) for f in files), plan_file=plan_file,
                             plans=plans)
         return Configured(config, tuple(f.resolve().parent for f in files)), plan_file
-    project = (args.project or Path(".")).resolve()
-    raw, table = project_table(project)
-    if options != ShrinkOptions() or args.plan is not None:
-        raise ShrinkrayError(f"shrink options and --plan on the command line need MODEL files; without them the "
-                             f"models, their options and the plan file come from `{table}`",
-                             path=str(project / "pyproject.toml"))
-    config = load_config(raw, project, "wheel", table)
+    config = load_config(raw, project, "wheel", table, flags=_command_line(args, [m for m in inside if m], "MODEL"))
+    if args.plan is not None:
+        config = replace(config, plan_file=args.plan, plans=read_plan(args.plan) if args.plan.is_file() else {})
+        return Configured(config, tuple(project for _ in config.models)), args.plan
     plan_file = None if raw.get("plan") is False else (config.plan_file or project / PLAN_NAME)
     return Configured(config, tuple(project for _ in config.models)), plan_file
+
+
+def _inside(pattern: str, project: Path) -> str | None:
+    """``pattern`` (a MODEL argument) relative to ``project``, or None when it lies outside."""
+    absolute = Path(pattern).absolute()
+    try:
+        return absolute.relative_to(project).as_posix()
+    except ValueError:
+        return None
 
 
 def _write_plan(path: Path | None, entries: dict[str, Any], project: bool) -> str:
@@ -611,6 +661,7 @@ def _split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
 def main(argv: Sequence[str] | None = None) -> int:
     own, command = _split_command(list(sys.argv[1:] if argv is None else argv))
     args = parser().parse_args(own)
+    args.given = _given(own)
     if command is not None:
         args.argv = command
     commands = {"shrink": cmd_shrink, "info": cmd_info, "compare": cmd_compare, "wheel": cmd_wheel,

@@ -181,4 +181,4 @@ def test_check_without_the_model_or_the_command_is_one_line(project: Path) -> No
     empty = cli("check", cwd=project)
     assert empty.returncode == 1 and empty.stderr.startswith("error: no command to check with")
     missing = cli("check", str(project / "nope.onnx"), "--", *PYTEST, cwd=project)
-    assert missing.returncode == 1 and "no such model file" in missing.stderr
+    assert missing.returncode == 1 and "pattern `nope.onnx` matches no file" in missing.stderr

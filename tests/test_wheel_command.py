@@ -191,9 +191,9 @@ def test_configuration_errors_are_listed_with_the_table(wheel: Path, project: Pa
     assert "- Field `tool.hatch-shrinkray.method` must be one of" in done.stderr
     assert "Traceback" not in done.stderr
 
-    flags = cli("wheel", str(wheel), "-o", str(tmp_path / "out"), "--method", "fp16", cwd=project, env=env)
+    flags = cli("wheel", str(wheel), "-o", str(tmp_path / "out"), "--levels", "300", cwd=project, env=env)
     assert flags.returncode == 1
-    assert "shrink options on the command line need --models" in flags.stderr
+    assert "--levels must be an integer from 3 to 255" in flags.stderr, flags.stderr
 
     bare = cli("wheel", str(wheel), "-o", str(tmp_path / "out"), cwd=tmp_path, env=env)
     assert bare.returncode == 1

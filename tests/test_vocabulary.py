@@ -1,0 +1,112 @@
+"""One vocabulary across commands (issue 22 item 4): the same model selection and inputs resolution in
+``shrink``, ``wheel``, ``check`` and the hook; flags override the table key by key; verdict lines;
+hints quoting the user's command; no internal names; files with the user's umask.
+
+Every CLI case runs the installed console script in a fresh process, as a user runs it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hardening import build, cli
+from hatchling.builders.wheel import WheelBuilder
+
+from onnx_builders import mlp, run, save
+
+MODEL = "toymodel/models/a.onnx"
+SOURCE = f"src/{MODEL}"
+
+
+def write_project(root: Path, table: str) -> Path:
+    (root / "src/toymodel/models").mkdir(parents=True)
+    (root / "src/toymodel/__init__.py").write_text("")
+    save(mlp(), root / SOURCE)
+    (root / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n\n'
+        '[project]\nname = "toymodel"\nversion = "0.1.0"\n\n'
+        '[tool.hatch.build.targets.wheel]\npackages = ["src/toymodel"]\n\n' + table)
+    return root
+
+
+def recorded_inputs(root: Path) -> None:
+    """``inputs.npz``: 3 samples of the model's one input (generated inputs would be 8)."""
+    import onnx
+
+    graph = onnx.load(root / SOURCE).graph
+    (x,) = [i for i in graph.input if i.name not in {t.name for t in graph.initializer}]
+    dims = [d.dim_value or 1 for d in x.type.tensor_type.shape.dim]
+    feeds = np.random.default_rng(0).standard_normal((3, *dims)).astype(np.float32)
+    run(root / SOURCE, {x.name: feeds[0]})  # the samples are valid inputs
+    np.savez(root / "inputs.npz", **{x.name: feeds})
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    return {**os.environ, "HATCH_SHRINKRAY_CACHE_DIR": str(tmp_path / "cache"), "TMPDIR": str(temp)}
+
+
+def wheel_of(project: Path) -> Path:
+    return Path(next(WheelBuilder(str(project)).build(directory=str(project / "dist"), versions=["standard"])))
+
+
+def test_wheel_flags_override_the_table_key_by_key(tmp_path: Path, env: dict[str, str]) -> None:
+    """--models and --method change those keys; the table's `inputs` and tolerances stay."""
+    project = write_project(tmp_path / "p", '[tool.hatch-shrinkray]\nmodels = ["toymodel/models/*.onnx"]\n'
+                                            'inputs = "inputs.npz"\nmin-elements = 1\n')
+    recorded_inputs(project)
+    wheel = wheel_of(project)
+    done = cli("wheel", str(wheel), "-o", str(tmp_path / "out"), "--models", "toymodel/**/*.onnx",
+               "--method", "fp16", cwd=project, env=env)
+    assert done.returncode == 0, done.stderr
+    assert ", fp16, " in done.stderr
+    assert "3 recorded samples" in done.stderr or "3 real samples" in done.stderr, done.stderr
+    assert "generated inputs" not in done.stderr
+
+
+def test_wheel_method_auto_with_a_table(tmp_path: Path, env: dict[str, str]) -> None:
+    project = write_project(tmp_path / "p", '[tool.hatch-shrinkray]\nmodels = ["toymodel/models/*.onnx"]\n'
+                                            'inputs = "inputs.npz"\n')
+    recorded_inputs(project)
+    wheel = wheel_of(project)
+    done = cli("wheel", str(wheel), "-o", str(tmp_path / "out"), "--method", "auto", cwd=project, env=env,
+               timeout=900)
+    assert done.returncode == 0, done.stderr
+    assert "auto" in done.stderr
+    assert (tmp_path / "out" / wheel.name).is_file()
+
+
+def test_wheel_takes_source_paths_and_the_hook_takes_wheel_paths(tmp_path: Path, env: dict[str, str]) -> None:
+    project = write_project(tmp_path / "p", '[tool.hatch-shrinkray]\nmodels = ["src/toymodel/models/*.onnx"]\n')
+    wheel = wheel_of(project)
+    from_table = cli("wheel", str(wheel), "-o", str(tmp_path / "one"), cwd=project, env=env)
+    assert from_table.returncode == 0, from_table.stderr
+    assert f"shrinkray: {MODEL}: " in from_table.stderr
+    flag = cli("wheel", str(wheel), "-o", str(tmp_path / "two"), "--models", "src/toymodel/**/*.onnx",
+               cwd=project, env=env)
+    assert flag.returncode == 0, flag.stderr
+    assert f"shrinkray: {MODEL}: " in flag.stderr
+
+    hooked = write_project(tmp_path / "h", '[tool.hatch.build.hooks.shrinkray]\nmodels = ["toymodel/models/*.onnx"]\n')
+    with zipfile.ZipFile(build(hooked, out=tmp_path / "dist")) as zf:
+        assert len(zf.read(MODEL)) < 0.3 * (hooked / SOURCE).stat().st_size
+
+
+def test_check_takes_wheel_paths_and_the_table_options(tmp_path: Path, env: dict[str, str]) -> None:
+    """`check MODEL` in a project selects by either spelling and keeps the table's other keys."""
+    project = write_project(tmp_path / "p", '[tool.hatch-shrinkray]\nmodels = ["src/toymodel/models/*.onnx"]\n'
+                                            'method = "fp16"\n')
+    command = ["--", sys.executable, "-c", "pass"]
+    done = cli("check", MODEL, *command, cwd=project, env=env)
+    assert "no such model file" not in done.stderr, done.stderr
+    assert "matches no file" not in done.stderr, done.stderr
+    assert ", fp16, " in done.stderr, done.stderr
+    flagged = cli("check", SOURCE, "--method", "int8", *command, cwd=project, env=env)
+    assert ", int8, " in flagged.stderr, flagged.stderr

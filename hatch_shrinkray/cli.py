@@ -331,6 +331,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     _need_brotli(options, args.sizes)
     plans = read_plan(args.plan) if args.plan is not None else {}
     files, unmatched = _expand(args.models)
+    configured = _project_options(args, files)
     failures = 0
     for pattern in unmatched:
         print(f"error: {pattern}: matches no file", file=sys.stderr)
@@ -352,8 +353,9 @@ def cmd_shrink(args: argparse.Namespace) -> int:
             plan = plans.get(file_sha256(src)) if args.plan is not None and src.is_file() else None
             if args.plan is not None and plan is None and src.is_file():
                 print(f"{src}: {args.plan} has no plan for these bytes (a retrained model has none); shrinking "
-                      f"with {options.method} as given", file=sys.stderr)
-            result = shrink(src, dest, plan.apply(options) if plan is not None else options, exact_web=args.sizes)
+                      f"with {configured.get(src, options).method} as given", file=sys.stderr)
+            chosen = configured.get(src, options)
+            result = shrink(src, dest, plan.apply(chosen) if plan is not None else chosen, exact_web=args.sizes)
         except ShrinkrayError as exc:
             if isinstance(exc, PlanError):
                 exc.name_plan(str(args.plan))
@@ -368,6 +370,25 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     if failures:
         print(f"{failures} of {len(files) + len(unmatched)} models failed", file=sys.stderr)
     return 1 if failures or not written else 0
+
+
+def _project_options(args: argparse.Namespace, files: Sequence[Path]) -> dict[Path, ShrinkOptions]:
+    """The options of each file inside the current directory's project, as its configuration table
+    gives them (overrides included) with the flags given overriding it key by key; {} when there is
+    no table (the flags alone then)."""
+    from hatch_shrinkray.shipping.config import load_config
+    from hatch_shrinkray.shipping.project import find_table
+
+    root = Path.cwd()
+    raw, table = find_table(root)
+    inside = {f: _inside(str(f), root) for f in files if f.is_file()}
+    relpaths = {f: r for f, r in inside.items() if r is not None}
+    if table is None or not relpaths:
+        return {}
+    config = load_config(raw, root, "wheel", table, flags=_command_line(args, sorted(set(relpaths.values())), "MODEL"))
+    by_path = {m.relpath: m.options for m in config.models}
+    print(f"shrink: options from `{table}` in pyproject.toml; the flags given override them", file=sys.stderr)
+    return {f: by_path[r] for f, r in relpaths.items() if r in by_path}
 
 
 def _need_brotli(options: ShrinkOptions, sizes: bool) -> None:
@@ -522,6 +543,12 @@ def cmd_record(args: argparse.Namespace) -> int:
     print(summary(done, args.output, _configured_models(root), command))
     for problem in done.unwritten:
         print(f"error: {problem}", file=sys.stderr)
+    if code:
+        print(f"verdict: exit {code}: the command's own exit code, passed through (what it recorded is kept "
+              "above)", file=sys.stderr)
+    elif done.unwritten:
+        print(f"verdict: exit 1: {len(done.unwritten)} recording(s) could not be written (the error lines above)",
+              file=sys.stderr)
     return code or (1 if done.unwritten else 0)
 
 
@@ -574,9 +601,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         written = _write_plan(plan_file, entries, not args.models) if entries else None
         print(report.render_search(searched, written))
         data = report.search_json(searched)
-        joint_failed = searched.joint is not None and not searched.joint.passed
-        refused = any(f.best is None or not f.accepted for f in searched.found)
-        code = 1 if joint_failed or not searched.found or refused else 0
+        code = 1 if report.search_failures(searched) else 0
     else:
         checked = run_check(configured, settings, display)
         print(report.render_check(checked))

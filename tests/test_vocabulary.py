@@ -110,3 +110,37 @@ def test_check_takes_wheel_paths_and_the_table_options(tmp_path: Path, env: dict
     assert ", fp16, " in done.stderr, done.stderr
     flagged = cli("check", SOURCE, "--method", "int8", *command, cwd=project, env=env)
     assert ", int8, " in flagged.stderr, flagged.stderr
+
+
+def test_shrink_in_a_project_uses_its_table_and_the_flags(tmp_path: Path, env: dict[str, str]) -> None:
+    project = write_project(tmp_path / "p", '[tool.hatch-shrinkray]\nmodels = ["src/toymodel/models/*.onnx"]\n'
+                                            'inputs = "inputs.npz"\nmethod = "fp16"\n')
+    recorded_inputs(project)
+    done = cli("shrink", SOURCE, "-o", str(tmp_path / "out"), cwd=project, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "fp16" in done.stdout and "3 recorded" in done.stdout + done.stderr, done.stdout + done.stderr
+    flagged = cli("shrink", SOURCE, "-o", str(tmp_path / "out2"), "--method", "int8", cwd=project, env=env)
+    assert flagged.returncode == 0, flagged.stderr
+    assert "int8" in flagged.stdout and "3 recorded" in flagged.stdout + flagged.stderr, flagged.stdout
+
+
+def test_dynamic_keeps_a_nan_weight_instead_of_failing_on_it(tmp_path: Path, env: dict[str, str]) -> None:
+    """quantize_dynamic fails on a NaN weight with "scale issue" (and its messages name the renamed
+    copy it was given, ``~sr0~1``): the weight stays float, the rest is quantized."""
+    from onnx import helper
+
+    from onnx_builders import init, model, vi
+
+    rng = np.random.default_rng(0)
+    mask = rng.standard_normal((64, 64)).astype(np.float32)
+    mask[3, 3] = np.nan
+    net = model([helper.make_node("MatMul", ["x", "mask.weight"], ["m"], name="masking"),
+                 helper.make_node("MatMul", ["x", "dense.weight"], ["y"], name="dense")],
+                [vi("x", [1, 64])], [vi("y", [1, 64]), vi("m", [1, 64])],
+                [init("mask.weight", mask), init("dense.weight", rng.standard_normal((64, 64)).astype(np.float32))])
+    save(net, tmp_path / "m.onnx")
+    done = cli("-v", "shrink", "m.onnx", "-o", "out", "--method", "dynamic", "--min-elements", "1", "--max-rel-l2", "0.5",
+               "--min-cosine", "0.9", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "~sr" not in done.stdout + done.stderr
+    assert "mask.weight" in done.stdout and "NaN or inf" in done.stdout, done.stdout

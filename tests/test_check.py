@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 import textwrap
 import zipfile
@@ -107,6 +108,12 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root
 
 
+def current_umask() -> int:
+    mask = os.umask(0o22)
+    os.umask(mask)
+    return mask
+
+
 def test_check_names_the_regression_then_the_plan_fixes_it(project: Path) -> None:
     before = cli("check", "--json", "-", "--", *PYTEST, cwd=project)
     assert before.returncode == 1, before.stdout + before.stderr
@@ -125,6 +132,8 @@ def test_check_names_the_regression_then_the_plan_fixes_it(project: Path) -> Non
     # The tests' own feeds are too few independent units to trust a plan fitted to them.
     weak = cli("check", "--search", "--", *PYTEST, cwd=project)
     assert weak.returncode == 1, weak.stdout + weak.stderr
+    assert weak.stdout.splitlines()[-1].startswith("verdict: FAILS, exit 1: src/pkg/models/net.onnx: the plan found "
+                                                   "was not kept"), weak.stdout
     assert "with int8 and W1 fp16" in weak.stdout
     assert "the plan is not written: the searched run's own feeds (the plan was fitted to them) hold" \
         in weak.stdout and not (project / PLAN_NAME).exists()
@@ -141,6 +150,8 @@ def test_check_names_the_regression_then_the_plan_fixes_it(project: Path) -> Non
     assert "with int8 and W1 fp16" in search.stdout
     assert "the plan kept: on 32 held-out units (the recording " in search.stdout
     plan = read_plan(project / PLAN_NAME)
+    assert (project / PLAN_NAME).stat().st_mode & 0o777 == 0o666 & ~current_umask()  # a file to commit, not private
+    assert "verdict: ok" in search.stdout.splitlines()[-1]
     entry = plan[sha]
     assert entry.model == MODEL and entry.method == "int8" and entry.tensors == (("main", "W1", "fp16"),)
     assert entry.checked["shadow_flips"] == 0 and entry.checked["shadow_decisions"] > 300

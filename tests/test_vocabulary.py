@@ -139,8 +139,24 @@ def test_dynamic_keeps_a_nan_weight_instead_of_failing_on_it(tmp_path: Path, env
                 [vi("x", [1, 64])], [vi("y", [1, 64]), vi("m", [1, 64])],
                 [init("mask.weight", mask), init("dense.weight", rng.standard_normal((64, 64)).astype(np.float32))])
     save(net, tmp_path / "m.onnx")
-    done = cli("-v", "shrink", "m.onnx", "-o", "out", "--method", "dynamic", "--min-elements", "1", "--max-rel-l2", "0.5",
-               "--min-cosine", "0.9", cwd=tmp_path, env=env)
+    done = cli("-v", "shrink", "m.onnx", "-o", "out", "--method", "dynamic", "--min-elements", "1",
+               "--max-rel-l2", "0.5", "--min-cosine", "0.9", cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr
     assert "~sr" not in done.stdout + done.stderr
     assert "mask.weight" in done.stdout and "NaN or inf" in done.stdout, done.stdout
+
+
+def test_files_we_write_get_the_users_umask(tmp_path: Path, env: dict[str, str]) -> None:
+    """A rewritten wheel and a JSON report get the mode any file the user writes gets (mkstemp
+    would make them 0600); the plan file's mode is checked in tests/test_check.py."""
+    project = write_project(tmp_path / "p", '[tool.hatch-shrinkray]\nmodels = ["toymodel/models/*.onnx"]\n')
+    wheel = wheel_of(project)
+    mask = os.umask(0o22)
+    os.umask(mask)
+    done = cli("wheel", str(wheel), "-o", str(tmp_path / "out"), cwd=project, env=env)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out" / wheel.name).stat().st_mode & 0o777 == 0o666 & ~mask
+    report = cli("shrink", str(project / SOURCE), "-o", str(tmp_path / "shrunk"), "--json", str(tmp_path / "r.json"),
+                 cwd=tmp_path, env=env)
+    assert report.returncode == 0, report.stderr
+    assert (tmp_path / "r.json").stat().st_mode & 0o777 == 0o666 & ~mask

@@ -16,8 +16,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shlex
 import secrets
+import shlex
 import shutil
 import subprocess
 import tempfile

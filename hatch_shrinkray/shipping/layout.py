@@ -49,5 +49,5 @@ def project_layout(root: Path) -> Layout:
 
         sources = WheelBuilder(str(root)).config.sources
         return Layout(tuple((s.replace("\\", "/"), r.replace("\\", "/")) for s, r in sources.items()))
-    except Exception:  # noqa: BLE001 - not a project hatchling can lay out: the common src layout
+    except Exception:  # not a project hatchling can lay out (setuptools, flit, ...): the common src layout
         return Layout((("src/", ""),)) if (root / "src").is_dir() else Layout()

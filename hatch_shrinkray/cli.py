@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hatch_shrinkray.capture import env
-from hatch_shrinkray.errors import OptionError, PlanError, ShrinkrayError, VerificationError
+from hatch_shrinkray.errors import OptionError, PlanError, ShrinkrayError, VerificationError, set_invocation
 from hatch_shrinkray.files import write_atomically
 from hatch_shrinkray.options import (
     DECODES,
@@ -295,6 +295,27 @@ def _given(argv: Sequence[str]) -> frozenset[str]:
             else:
                 action.default = argparse.SUPPRESS
     return frozenset(vars(p.parse_args(argv)))
+
+
+def _as_check_args(args: argparse.Namespace) -> list[str]:
+    """The models and the shrink and verification flags the user gave, as ``check`` takes them (its
+    MODEL arguments take the same spellings as ``--models``), for hints that quote their command."""
+    tokens = [str(m) for m in getattr(args, "models", None) or ()]
+    if "project" in args.given and args.project is not None:
+        tokens += ["--project", str(args.project)]
+    for dest in TABLE_KEYS:
+        if dest not in args.given:
+            continue
+        value, flag = getattr(args, dest), "--" + dest.replace("_", "-")
+        if isinstance(value, bool):
+            tokens += [flag] if value else []
+        elif dest == "int_range":
+            tokens += [flag, *map(str, value)]
+        elif isinstance(value, list):
+            tokens += [t for v in value for t in (flag, str(v))]
+        elif value is not None:
+            tokens += [flag, str(value)]
+    return tokens
 
 
 def _encodings(items: Sequence[str]) -> tuple[tuple[str, str], ...]:
@@ -689,6 +710,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.given = _given(own)
     if command is not None:
         args.argv = command
+    if args.command in ("shrink", "wheel", "check"):
+        set_invocation(_as_check_args(args), args.argv if args.command == "check" else ())
     commands = {"shrink": cmd_shrink, "info": cmd_info, "compare": cmd_compare, "wheel": cmd_wheel,
                 "record": cmd_record, "check": cmd_check}
     try:

@@ -160,3 +160,15 @@ def test_files_we_write_get_the_users_umask(tmp_path: Path, env: dict[str, str])
                  cwd=tmp_path, env=env)
     assert report.returncode == 0, report.stderr
     assert (tmp_path / "r.json").stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_failure_hint_quotes_the_users_command_and_names_the_method(tmp_path: Path, env: dict[str, str]) -> None:
+    save(mlp(), tmp_path / "m.onnx")
+    np.savez(tmp_path / "in.npz", x=np.random.default_rng(0).standard_normal((6, 1, 256)).astype(np.float32))
+    done = cli("shrink", "m.onnx", "-o", "out", "--levels", "7", "--max-rel-l2", "0.01", "--inputs", "in.npz",
+               cwd=tmp_path, env=env)
+    assert done.returncode == 1
+    first = done.stderr.splitlines()[0]
+    assert "shrunk model (int8 with 7 levels) differs too much" in first, first
+    assert ("hatch-shrinkray check --search m.onnx --levels 7 --inputs in.npz --max-rel-l2 0.01 -- python -m pytest"
+            in first), first

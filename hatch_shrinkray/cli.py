@@ -465,6 +465,7 @@ def cmd_wheel(args: argparse.Namespace) -> int:
     outputs = _wheel_destinations(args)
     display = _Stderr(args.verbose)
     manifest = read_manifest(project, display.display_warning)
+    rewrote = False
     for source, destination in outputs:
         try:
             done = rewrite_wheel(source, destination, configure, manifest, display)
@@ -480,6 +481,10 @@ def cmd_wheel(args: argparse.Namespace) -> int:
         what = "rewrote" if done.changed else "copied unchanged" if destination != source else "left unchanged"
         count = f"{len(done.shipped)} model" + ("s" if len(done.shipped) != 1 else "")
         print(f"{destination}: {what} ({count}, {human(before)} -> {human(after)})")
+        rewrote = rewrote or done.changed
+    if rewrote and not (table or "").startswith("tool.hatch."):  # the hook shrinks a Hatch project's sdist itself
+        print("note: only wheels are rewritten; this project's sdist still holds the original models (for a slim "
+              "sdist, leave them out of it, or build with the Hatch hook, which shrinks them there too)")
     return 0
 
 

@@ -115,7 +115,8 @@ def parser() -> argparse.ArgumentParser:
     w = sub.add_parser("wheel", help="shrink the models inside built wheels (any build backend)",
                        description="Rewrite wheels with their models shrunk and verified as the build hook "
                                    "would. The configuration is [tool.hatch-shrinkray] (or the hook's table) "
-                                   "of the project's pyproject.toml, or the command line with --models.")
+                                   "of the project's pyproject.toml; --models and the options below override its "
+                                   "keys one by one (without a table, they configure alone).")
     w.add_argument("wheels", nargs="+", type=Path, metavar="WHEEL", help="wheel files")
     where = w.add_mutually_exclusive_group()
     where.add_argument("-o", "--output", type=Path, default=Path("wheelhouse"),
@@ -124,8 +125,8 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--project", type=Path, default=Path("."),
                    help="the project whose pyproject.toml configures the models (default: the current directory)")
     w.add_argument("--models", action="append", metavar="GLOB",
-                   help="configure from the command line: models inside the wheel (repeatable; ** allowed), "
-                        "shrunk with the options below")
+                   help="the models to shrink instead of the table's `models`: paths inside the wheel or in the "
+                        "project (pkg/models/*.onnx or src/pkg/models/*.onnx; repeatable; ** allowed)")
     _shrink_args(w)
     _verify_args(w)
 
@@ -159,9 +160,12 @@ def parser() -> argparse.ArgumentParser:
                     "report every test that regressed (exit 1). --shadow: one run in which every call also runs "
                     "the shrunk model and the differences are counted. --search: the smallest per-tensor plan the "
                     "tests accept, written into the plan file the hook reads.",
-        usage="hatch-shrinkray check [MODEL... | --project DIR] [options] -- COMMAND [ARGS...]")
+        usage="hatch-shrinkray check [MODEL...] [--project DIR] [options] -- COMMAND [ARGS...]")
     k.add_argument("models", nargs="*", metavar="MODEL",
-                   help="model files to check, shrunk with the options below (default: the project's configuration)")
+                   help="the models to check (default: the project's `models`): paths or globs in the project or "
+                        "inside the wheel (src/pkg/m.onnx or pkg/m.onnx), with the project's options and the flags "
+                        "below overriding them key by key; outside a configured project, model files shrunk with "
+                        "the flags alone")
     k.add_argument("--project", type=Path, default=None,
                    help="the project whose pyproject.toml configures the models (default: the current directory)")
     mode = k.add_mutually_exclusive_group()

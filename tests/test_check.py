@@ -171,6 +171,9 @@ def test_check_names_the_regression_then_the_plan_fixes_it(project: Path) -> Non
 def test_shadow_counts_flips_over_every_call(project: Path) -> None:
     proc = cli("check", "--shadow", "--json", "-", "--", *PYTEST, cwd=project)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # flips beyond --max-flip-rate 0
+    (verdict,) = [line for line in proc.stdout.splitlines() if line.startswith("verdict:")]
+    assert verdict.startswith("verdict: FAILS the flip gate (--max-flip-rate 0, the default: no decision may flip), "
+                              "exit 1: src/pkg/models/net.onnx: "), verdict
     assert "3 passed" in proc.stdout  # the program got the original's answers: its tests pass
     data = json.loads(proc.stdout[proc.stdout.index("\n{") + 1:])
     (m,) = data["models"]

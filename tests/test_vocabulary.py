@@ -172,3 +172,10 @@ def test_failure_hint_quotes_the_users_command_and_names_the_method(tmp_path: Pa
     assert "shrunk model (int8 with 7 levels) differs too much" in first, first
     assert ("hatch-shrinkray check --search m.onnx --levels 7 --inputs in.npz --max-rel-l2 0.01 -- python -m pytest"
             in first), first
+
+
+def test_record_says_why_it_exits_non_zero(tmp_path: Path, env: dict[str, str]) -> None:
+    done = cli("record", "-o", "rec", "--", sys.executable, "-c", "import sys; sys.exit(3)", cwd=tmp_path, env=env)
+    assert done.returncode == 3
+    assert done.stderr.splitlines()[-1].startswith("verdict: exit 3: the command's own exit code, passed through"), \
+        done.stderr

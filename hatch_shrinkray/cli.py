@@ -44,6 +44,8 @@ from hatch_shrinkray.sizes import BROTLI_HINT, DEFAULT_TARGET, TARGETS, brotli_p
 DEFAULT_TIMEOUT = 3600.0
 """``check --timeout``: an hour per run of the command, generous for a test suite; a hang ends."""
 MAX_TIMEOUT = 7 * 24 * 3600.0
+COMMAND_LINE = "the command line"
+"""The table name of a configuration from model files and flags alone (no project table)."""
 FLAG_NAMES = {"method": "--method", "min_elements": "--min-elements", "scheme": "--scheme",
               "levels": "--levels", "decode": "--decode", "block_size": "--block-size", "inputs": "--inputs",
               "dims": "--dim", "default_dim": "--default-dim", "samples": "--samples",
@@ -305,8 +307,9 @@ def _as_check_args(args: argparse.Namespace) -> list[str]:
     """The models and the shrink and verification flags the user gave, as ``check`` takes them (its
     MODEL arguments take the same spellings as ``--models``), for hints that quote their command."""
     tokens = [str(m) for m in getattr(args, "models", None) or ()]
-    if "project" in args.given and args.project is not None:
-        tokens += ["--project", str(args.project)]
+    for dest in ("project", "plan"):
+        if dest in args.given and getattr(args, dest) is not None:
+            tokens += [f"--{dest}", str(getattr(args, dest))]
     for dest in TABLE_KEYS:
         if dest not in args.given:
             continue
@@ -628,7 +631,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     elif args.search:
         searched = run_search(configured, settings, display, args.max_runs)
         entries = plan_entries(searched, command, args.max_flip_rate)
-        written = _write_plan(plan_file, entries, not args.models) if entries else None
+        written = _write_plan(plan_file, entries, configured.config.table != COMMAND_LINE) if entries else None
         print(report.render_search(searched, written))
         data = report.search_json(searched)
         code = 1 if report.search_failures(searched) else 0
@@ -664,7 +667,7 @@ def _check_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
             raise ShrinkrayError("no such model file", path=missing[0])
         plan_file = args.plan or Path(PLAN_NAME)
         plans = read_plan(plan_file) if plan_file.is_file() else {}
-        config = HookConfig(table="the command line", target="wheel",
+        config = HookConfig(table=COMMAND_LINE, target="wheel",
                             models=tuple(ModelEntry(f.name, options, FLAG_NAMES) for f in files), plan_file=plan_file,
                             plans=plans)
         return Configured(config, tuple(f.resolve().parent for f in files)), plan_file

@@ -16,11 +16,12 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from hatch_shrinkray.capture import env
-from hatch_shrinkray.errors import OptionError, PlanError, ShrinkrayError, VerificationError
+from hatch_shrinkray.errors import OptionError, PlanError, ShrinkrayError, VerificationError, set_invocation
 from hatch_shrinkray.files import write_atomically
 from hatch_shrinkray.options import (
     DECODES,
@@ -35,7 +36,7 @@ from hatch_shrinkray.options import (
     in_range,
     option_errors,
 )
-from hatch_shrinkray.shipping.config import ConfigurationError, HookConfig
+from hatch_shrinkray.shipping.config import ENGINE_KEYS, VERIFY_TABLE_KEYS, CommandLine, ConfigurationError, HookConfig
 from hatch_shrinkray.shipping.ship import confirm_plan, engine_missing, printable_lines
 from hatch_shrinkray.signals import Terminated, redeliver, stop_request, terminate_raises
 from hatch_shrinkray.sizes import BROTLI_HINT, DEFAULT_TARGET, TARGETS, brotli_problem
@@ -43,6 +44,8 @@ from hatch_shrinkray.sizes import BROTLI_HINT, DEFAULT_TARGET, TARGETS, brotli_p
 DEFAULT_TIMEOUT = 3600.0
 """``check --timeout``: an hour per run of the command, generous for a test suite; a hang ends."""
 MAX_TIMEOUT = 7 * 24 * 3600.0
+COMMAND_LINE = "the command line"
+"""The table name of a configuration from model files and flags alone (no project table)."""
 FLAG_NAMES = {"method": "--method", "min_elements": "--min-elements", "scheme": "--scheme",
               "levels": "--levels", "decode": "--decode", "block_size": "--block-size", "inputs": "--inputs",
               "dims": "--dim", "default_dim": "--default-dim", "samples": "--samples",
@@ -50,6 +53,17 @@ FLAG_NAMES = {"method": "--method", "min_elements": "--min-elements", "scheme": 
               "min_top1": "--min-top1", "budget_rel_l2": "--budget-rel-l2", "budget_cosine": "--budget-cosine",
               "budget_agreement": "--budget-agreement", "budget_load": "--budget-load", "encodings": "--encoding",
               "plan": "--plan", "runtimes": "--runtime", "judges": "--judge", "target": "--target"}
+
+
+TABLE_KEYS = {"method": "method", "min_elements": "min-elements", "exclude_tensor": "exclude-tensors",
+              "exclude_op": "exclude-ops", "no_dedup": "dedup", "scheme": "scheme", "levels": "levels",
+              "decode": "decode", "block_size": "block-size", "target": "target", "runtime": "runtimes",
+              "budget_rel_l2": "budget-rel-l2", "budget_cosine": "budget-cosine",
+              "budget_agreement": "budget-agreement", "budget_load": "budget-load", "encoding": "encodings",
+              "no_verify": "verify", "inputs": "inputs", "dim": "dims", "default_dim": "default-dim",
+              "samples": "samples", "int_range": "int-range", "max_rel_l2": "max-rel-l2",
+              "min_cosine": "min-cosine", "min_top1": "min-top1", "judge": "judges"}
+"""Flag destination -> the configuration key it overrides (``--exclude-tensor`` -> ``exclude-tensors``)."""
 
 
 def _verify_args(p: argparse.ArgumentParser) -> None:
@@ -103,7 +117,8 @@ def parser() -> argparse.ArgumentParser:
     w = sub.add_parser("wheel", help="shrink the models inside built wheels (any build backend)",
                        description="Rewrite wheels with their models shrunk and verified as the build hook "
                                    "would. The configuration is [tool.hatch-shrinkray] (or the hook's table) "
-                                   "of the project's pyproject.toml, or the command line with --models.")
+                                   "of the project's pyproject.toml; --models and the options below override its "
+                                   "keys one by one (without a table, they configure alone).")
     w.add_argument("wheels", nargs="+", type=Path, metavar="WHEEL", help="wheel files")
     where = w.add_mutually_exclusive_group()
     where.add_argument("-o", "--output", type=Path, default=Path("wheelhouse"),
@@ -112,8 +127,8 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--project", type=Path, default=Path("."),
                    help="the project whose pyproject.toml configures the models (default: the current directory)")
     w.add_argument("--models", action="append", metavar="GLOB",
-                   help="configure from the command line: models inside the wheel (repeatable; ** allowed), "
-                        "shrunk with the options below")
+                   help="the models to shrink instead of the table's `models`: paths inside the wheel or in the "
+                        "project (pkg/models/*.onnx or src/pkg/models/*.onnx; repeatable; ** allowed)")
     _shrink_args(w)
     _verify_args(w)
 
@@ -147,9 +162,12 @@ def parser() -> argparse.ArgumentParser:
                     "report every test that regressed (exit 1). --shadow: one run in which every call also runs "
                     "the shrunk model and the differences are counted. --search: the smallest per-tensor plan the "
                     "tests accept, written into the plan file the hook reads.",
-        usage="hatch-shrinkray check [MODEL... | --project DIR] [options] -- COMMAND [ARGS...]")
+        usage="hatch-shrinkray check [MODEL...] [--project DIR] [options] -- COMMAND [ARGS...]")
     k.add_argument("models", nargs="*", metavar="MODEL",
-                   help="model files to check, shrunk with the options below (default: the project's configuration)")
+                   help="the models to check (default: the project's `models`): paths or globs in the project or "
+                        "inside the wheel (src/pkg/m.onnx or pkg/m.onnx), with the project's options and the flags "
+                        "below overriding them key by key; outside a configured project, model files shrunk with "
+                        "the flags alone")
     k.add_argument("--project", type=Path, default=None,
                    help="the project whose pyproject.toml configures the models (default: the current directory)")
     mode = k.add_mutually_exclusive_group()
@@ -249,6 +267,64 @@ def _shrink_options(args: argparse.Namespace) -> ShrinkOptions:
     return opts
 
 
+def _command_line(args: argparse.Namespace, models: Sequence[str] = (), models_flag: str = "--models") -> CommandLine:
+    """The flags the user gave (not argparse's defaults), as keys that override the project's
+    table one by one; ``models`` globs replace its ``models``."""
+    options = _shrink_options(args)
+    verify = options.verify
+    settings: dict[str, Any] = {}
+    names: dict[str, str] = {}
+    for dest in sorted(set(TABLE_KEYS) & args.given):
+        key = TABLE_KEYS[dest]
+        if key == "verify":
+            value: Any = False
+        elif key in VERIFY_TABLE_KEYS:
+            if verify is None:
+                continue
+            value = ((verify.int_low, verify.int_high) if key == "int-range" else
+                     str(Path(verify.inputs).absolute()) if key == "inputs" and verify.inputs is not None else
+                     getattr(verify, ENGINE_KEYS[key]))
+        else:
+            value = getattr(options, ENGINE_KEYS[key])
+        settings[key], names[key] = value, "--" + dest.replace("_", "-")
+    return CommandLine(settings, names, tuple(models), models_flag)
+
+
+def _given(argv: Sequence[str]) -> frozenset[str]:
+    """The destinations ``argv`` sets itself: parsed again with every default suppressed."""
+    p = parser()
+    parsers = [p]
+    while parsers:
+        for action in parsers.pop()._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                parsers.extend(action.choices.values())
+            else:
+                action.default = argparse.SUPPRESS
+    return frozenset(vars(p.parse_args(argv)))
+
+
+def _as_check_args(args: argparse.Namespace) -> list[str]:
+    """The models and the shrink and verification flags the user gave, as ``check`` takes them (its
+    MODEL arguments take the same spellings as ``--models``), for hints that quote their command."""
+    tokens = [str(m) for m in getattr(args, "models", None) or ()]
+    for dest in ("project", "plan"):
+        if dest in args.given and getattr(args, dest) is not None:
+            tokens += [f"--{dest}", str(getattr(args, dest))]
+    for dest in TABLE_KEYS:
+        if dest not in args.given:
+            continue
+        value, flag = getattr(args, dest), "--" + dest.replace("_", "-")
+        if isinstance(value, bool):
+            tokens += [flag] if value else []
+        elif dest == "int_range":
+            tokens += [flag, *map(str, value)]
+        elif isinstance(value, list):
+            tokens += [t for v in value for t in (flag, str(v))]
+        elif value is not None:
+            tokens += [flag, str(value)]
+    return tokens
+
+
 def _encodings(items: Sequence[str]) -> tuple[tuple[str, str], ...]:
     pairs = []
     for item in items:
@@ -283,6 +359,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     _need_brotli(options, args.sizes)
     plans = read_plan(args.plan) if args.plan is not None else {}
     files, unmatched = _expand(args.models)
+    configured = _project_options(args, files)
     failures = 0
     for pattern in unmatched:
         print(f"error: {pattern}: matches no file", file=sys.stderr)
@@ -304,8 +381,9 @@ def cmd_shrink(args: argparse.Namespace) -> int:
             plan = plans.get(file_sha256(src)) if args.plan is not None and src.is_file() else None
             if args.plan is not None and plan is None and src.is_file():
                 print(f"{src}: {args.plan} has no plan for these bytes (a retrained model has none); shrinking "
-                      f"with {options.method} as given", file=sys.stderr)
-            result = shrink(src, dest, plan.apply(options) if plan is not None else options, exact_web=args.sizes)
+                      f"with {configured.get(src, options).method} as given", file=sys.stderr)
+            chosen = configured.get(src, options)
+            result = shrink(src, dest, plan.apply(chosen) if plan is not None else chosen, exact_web=args.sizes)
         except ShrinkrayError as exc:
             if isinstance(exc, PlanError):
                 exc.name_plan(str(args.plan))
@@ -320,6 +398,25 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     if failures:
         print(f"{failures} of {len(files) + len(unmatched)} models failed", file=sys.stderr)
     return 1 if failures or not written else 0
+
+
+def _project_options(args: argparse.Namespace, files: Sequence[Path]) -> dict[Path, ShrinkOptions]:
+    """The options of each file inside the current directory's project, as its configuration table
+    gives them (overrides included) with the flags given overriding it key by key; {} when there is
+    no table (the flags alone then)."""
+    from hatch_shrinkray.shipping.config import load_config
+    from hatch_shrinkray.shipping.project import find_table
+
+    root = Path.cwd()
+    raw, table = find_table(root)
+    inside = {f: _inside(str(f), root) for f in files if f.is_file()}
+    relpaths = {f: r for f, r in inside.items() if r is not None}
+    if table is None or not relpaths:
+        return {}
+    config = load_config(raw, root, "wheel", table, flags=_command_line(args, sorted(set(relpaths.values())), "MODEL"))
+    by_path = {m.relpath: m.options for m in config.models}
+    print(f"shrink: options from `{table}` in pyproject.toml; the flags given override them", file=sys.stderr)
+    return {f: by_path[r] for f, r in relpaths.items() if r in by_path}
 
 
 def _need_brotli(options: ShrinkOptions, sizes: bool) -> None:
@@ -362,26 +459,20 @@ class _Stderr:
 
 def cmd_wheel(args: argparse.Namespace) -> int:
     from hatch_shrinkray.result import human
-    from hatch_shrinkray.shipping.config import command_line_config, load_config
+    from hatch_shrinkray.shipping.config import load_config
     from hatch_shrinkray.shipping.manifest import read_manifest
-    from hatch_shrinkray.shipping.project import project_table
+    from hatch_shrinkray.shipping.project import find_table
     from hatch_shrinkray.wheels.rewrite import rewrite_wheel
 
-    options = _shrink_options(args)
     project = args.project.resolve()
-    configure: Callable[[Path], HookConfig]
-    if args.models:
-        configure = functools.partial(command_line_config, args.models, options, FLAG_NAMES)
-    else:
-        raw, table = project_table(project)
-        if options != ShrinkOptions():
-            raise ShrinkrayError(f"shrink options on the command line need --models; without it the models "
-                                 f"and their options come from `{table}`", path=str(project / "pyproject.toml"))
-        configure = functools.partial(load_config, raw, project, "wheel", table)
+    raw, table = find_table(project, required=not args.models)
+    configure: Callable[[Path], HookConfig] = functools.partial(
+        load_config, raw, project, "wheel", table or "--models", flags=_command_line(args, args.models or ()))
     created = not args.in_place and not args.output.exists()
     outputs = _wheel_destinations(args)
     display = _Stderr(args.verbose)
     manifest = read_manifest(project, display.display_warning)
+    rewrote = False
     for source, destination in outputs:
         try:
             done = rewrite_wheel(source, destination, configure, manifest, display)
@@ -397,6 +488,10 @@ def cmd_wheel(args: argparse.Namespace) -> int:
         what = "rewrote" if done.changed else "copied unchanged" if destination != source else "left unchanged"
         count = f"{len(done.shipped)} model" + ("s" if len(done.shipped) != 1 else "")
         print(f"{destination}: {what} ({count}, {human(before)} -> {human(after)})")
+        rewrote = rewrote or done.changed
+    if rewrote and not (table or "").startswith("tool.hatch."):  # the hook shrinks a Hatch project's sdist itself
+        print("note: only wheels are rewritten; this project's sdist still holds the original models (for a slim "
+              "sdist, leave them out of it, or build with the Hatch hook, which shrinks them there too)")
     return 0
 
 
@@ -481,6 +576,12 @@ def cmd_record(args: argparse.Namespace) -> int:
     print(summary(done, args.output, _configured_models(root), command))
     for problem in done.unwritten:
         print(f"error: {problem}", file=sys.stderr)
+    if code:
+        print(f"verdict: exit {code}: the command's own exit code, passed through (what it recorded is kept "
+              "above)", file=sys.stderr)
+    elif done.unwritten:
+        print(f"verdict: exit 1: {len(done.unwritten)} recording(s) could not be written (the error lines above)",
+              file=sys.stderr)
     return code or (1 if done.unwritten else 0)
 
 
@@ -530,12 +631,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     elif args.search:
         searched = run_search(configured, settings, display, args.max_runs)
         entries = plan_entries(searched, command, args.max_flip_rate)
-        written = _write_plan(plan_file, entries, not args.models) if entries else None
+        written = _write_plan(plan_file, entries, configured.config.table != COMMAND_LINE) if entries else None
         print(report.render_search(searched, written))
         data = report.search_json(searched)
-        joint_failed = searched.joint is not None and not searched.joint.passed
-        refused = any(f.best is None or not f.accepted for f in searched.found)
-        code = 1 if joint_failed or not searched.found or refused else 0
+        code = 1 if report.search_failures(searched) else 0
     else:
         checked = run_check(configured, settings, display)
         print(report.render_check(checked))
@@ -553,31 +652,40 @@ def _check_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
     from hatch_shrinkray.checking.models import Configured
     from hatch_shrinkray.shipping.config import ModelEntry, load_config
     from hatch_shrinkray.shipping.plan import PLAN_NAME, read_plan
-    from hatch_shrinkray.shipping.project import project_table
+    from hatch_shrinkray.shipping.project import find_table
 
     options = _shrink_options(args)
-    if args.models:
+    project = (args.project or Path(".")).resolve()
+    inside = [_inside(m, project) for m in args.models]
+    raw, table = find_table(project, required=not args.models or args.project is not None)
+    if table is None or None in inside:  # model files outside a configured project: the flags alone
         if args.project is not None:
-            raise ShrinkrayError("name MODEL files or --project, not both")
+            raise ShrinkrayError("MODEL files must lie inside --project", path=args.models[inside.index(None)])
         files, unmatched = _expand(args.models)
         missing = [*unmatched, *(str(f) for f in files if not f.is_file())]
         if missing:
             raise ShrinkrayError("no such model file", path=missing[0])
         plan_file = args.plan or Path(PLAN_NAME)
         plans = read_plan(plan_file) if plan_file.is_file() else {}
-        config = HookConfig(table="the command line", target="wheel",
+        config = HookConfig(table=COMMAND_LINE, target="wheel",
                             models=tuple(ModelEntry(f.name, options, FLAG_NAMES) for f in files), plan_file=plan_file,
                             plans=plans)
         return Configured(config, tuple(f.resolve().parent for f in files)), plan_file
-    project = (args.project or Path(".")).resolve()
-    raw, table = project_table(project)
-    if options != ShrinkOptions() or args.plan is not None:
-        raise ShrinkrayError(f"shrink options and --plan on the command line need MODEL files; without them the "
-                             f"models, their options and the plan file come from `{table}`",
-                             path=str(project / "pyproject.toml"))
-    config = load_config(raw, project, "wheel", table)
+    config = load_config(raw, project, "wheel", table, flags=_command_line(args, [m for m in inside if m], "MODEL"))
+    if args.plan is not None:
+        config = replace(config, plan_file=args.plan, plans=read_plan(args.plan) if args.plan.is_file() else {})
+        return Configured(config, tuple(project for _ in config.models)), args.plan
     plan_file = None if raw.get("plan") is False else (config.plan_file or project / PLAN_NAME)
     return Configured(config, tuple(project for _ in config.models)), plan_file
+
+
+def _inside(pattern: str, project: Path) -> str | None:
+    """``pattern`` (a MODEL argument) relative to ``project``, or None when it lies outside."""
+    absolute = Path(pattern).absolute()
+    try:
+        return absolute.relative_to(project).as_posix()
+    except ValueError:
+        return None
 
 
 def _write_plan(path: Path | None, entries: dict[str, Any], project: bool) -> str:
@@ -611,8 +719,11 @@ def _split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
 def main(argv: Sequence[str] | None = None) -> int:
     own, command = _split_command(list(sys.argv[1:] if argv is None else argv))
     args = parser().parse_args(own)
+    args.given = _given(own)
     if command is not None:
         args.argv = command
+    if args.command in ("shrink", "wheel", "check"):
+        set_invocation(_as_check_args(args), args.argv if args.command == "check" else ())
     commands = {"shrink": cmd_shrink, "info": cmd_info, "compare": cmd_compare, "wheel": cmd_wheel,
                 "record": cmd_record, "check": cmd_check}
     try:

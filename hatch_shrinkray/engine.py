@@ -25,12 +25,12 @@ from hatch_shrinkray.auto.method import guarded_auto, needs_real_inputs
 from hatch_shrinkray.auto.rounding import Int8, fit_int8
 from hatch_shrinkray.auto.sensitivity import keep_hint, rank
 from hatch_shrinkray.errors import (
-    CHECK_HINT,
     RECORD_HINT,
     AlreadyQuantizedError,
     PlanError,
     ShrinkrayError,
     VerificationError,
+    check_hint,
     one_line,
     quoted,
 )
@@ -187,7 +187,7 @@ def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: 
         if not verification.real:
             hint = f"this ran on generated inputs, which prove little either way: {RECORD_HINT}; or {hint}"
         raise VerificationError(
-            f"shrunk model ({options.method}) differs too much from the original on {verification.basis()}",
+            f"shrunk model ({options.label()}) differs too much from the original on {verification.basis()}",
             path=loaded.label, table=verification.table(
                 {"max rel L2": v.max_rel_l2, "min cosine": v.min_cosine, "min agreement": v.min_top1}),
             hint=hint)
@@ -206,7 +206,7 @@ def _check_plan(loaded: Loaded, options: ShrinkOptions) -> None:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise PlanError(f"the plan names tensor {quoted(name)} in {quoted(scope)}{more}, which the model does not "
                         "have", path=loaded.label,
-                        hint=f"the plan was edited or made for another model; find one again with `{CHECK_HINT}`, "
+                        hint=f"the plan was edited or made for another model; find one again with `{check_hint()}`, "
                              "or delete its entry")
 
 
@@ -375,7 +375,7 @@ def _failure_hint(original: str | bytes, options: ShrinkOptions, reference: Refe
                                                    not reference.seq.recurrent else []), *reference.complete()]))
     except (ShrinkrayError, MemoryError):
         return generic
-    return f"{found}; or let your tests judge: {CHECK_HINT}" if found else generic
+    return f"{found}; or let your tests judge: {check_hint()}" if found else generic
 
 
 def _calibration(loaded: Loaded, original: str | bytes, options: ShrinkOptions,

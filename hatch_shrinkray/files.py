@@ -10,8 +10,8 @@ import errno
 import hashlib
 import io
 import os
+import secrets
 import stat
-import tempfile
 from pathlib import Path
 
 from hatch_shrinkray.signals import deferred
@@ -119,7 +119,7 @@ def write_atomically(path: Path, data: bytes) -> None:
             fh.write(data)
         return
     with deferred():  # no signal between creating the temporary file and owning it
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = create_beside(path)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -129,3 +129,17 @@ def write_atomically(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def create_beside(path: Path) -> tuple[int, str]:
+    """A new temporary file beside ``path`` (to be renamed over it), open for writing: ``(fd, name)``
+    as ``tempfile.mkstemp`` returns them, but created with mode 0666 less the umask, the mode any
+    file the user writes gets (mkstemp's 0600 would make a plan file, a wheel or a report private).
+    Call it inside ``signals.deferred()``."""
+    for _ in range(100):
+        tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        try:
+            return os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), str(tmp)
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "cannot create a temporary file", str(path.parent))

@@ -134,6 +134,12 @@ class ShrinkOptions:
             return self.levels
         return LEVELS.get(self.method, ANY_LEVELS)[2]
 
+    def label(self) -> str:
+        """The method as messages name it: ``int8 with 15 levels`` when the levels are not its default."""
+        if self.method in LEVELS and self.level_count() != LEVELS[self.method][2]:
+            return f"{self.method} with {self.level_count()} levels"
+        return self.method
+
     def describe(self) -> dict[str, Any]:
         """A JSON-ready dict of the options that affect the output (for manifests and cache keys)."""
         out: dict[str, Any] = {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 import textwrap
 import zipfile
@@ -107,6 +108,12 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root
 
 
+def current_umask() -> int:
+    mask = os.umask(0o22)
+    os.umask(mask)
+    return mask
+
+
 def test_check_names_the_regression_then_the_plan_fixes_it(project: Path) -> None:
     before = cli("check", "--json", "-", "--", *PYTEST, cwd=project)
     assert before.returncode == 1, before.stdout + before.stderr
@@ -125,6 +132,8 @@ def test_check_names_the_regression_then_the_plan_fixes_it(project: Path) -> Non
     # The tests' own feeds are too few independent units to trust a plan fitted to them.
     weak = cli("check", "--search", "--", *PYTEST, cwd=project)
     assert weak.returncode == 1, weak.stdout + weak.stderr
+    assert weak.stdout.splitlines()[-1].startswith("verdict: FAILS, exit 1: src/pkg/models/net.onnx: the plan found "
+                                                   "was not kept"), weak.stdout
     assert "with int8 and W1 fp16" in weak.stdout
     assert "the plan is not written: the searched run's own feeds (the plan was fitted to them) hold" \
         in weak.stdout and not (project / PLAN_NAME).exists()
@@ -141,6 +150,8 @@ def test_check_names_the_regression_then_the_plan_fixes_it(project: Path) -> Non
     assert "with int8 and W1 fp16" in search.stdout
     assert "the plan kept: on 32 held-out units (the recording " in search.stdout
     plan = read_plan(project / PLAN_NAME)
+    assert (project / PLAN_NAME).stat().st_mode & 0o777 == 0o666 & ~current_umask()  # a file to commit, not private
+    assert "verdict: ok" in search.stdout.splitlines()[-1]
     entry = plan[sha]
     assert entry.model == MODEL and entry.method == "int8" and entry.tensors == (("main", "W1", "fp16"),)
     assert entry.checked["shadow_flips"] == 0 and entry.checked["shadow_decisions"] > 300
@@ -160,6 +171,9 @@ def test_check_names_the_regression_then_the_plan_fixes_it(project: Path) -> Non
 def test_shadow_counts_flips_over_every_call(project: Path) -> None:
     proc = cli("check", "--shadow", "--json", "-", "--", *PYTEST, cwd=project)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # flips beyond --max-flip-rate 0
+    (verdict,) = [line for line in proc.stdout.splitlines() if line.startswith("verdict:")]
+    assert verdict.startswith("verdict: FAILS the flip gate (--max-flip-rate 0, the default: no decision may flip), "
+                              "exit 1: src/pkg/models/net.onnx: "), verdict
     assert "3 passed" in proc.stdout  # the program got the original's answers: its tests pass
     data = json.loads(proc.stdout[proc.stdout.index("\n{") + 1:])
     (m,) = data["models"]
@@ -181,4 +195,4 @@ def test_check_without_the_model_or_the_command_is_one_line(project: Path) -> No
     empty = cli("check", cwd=project)
     assert empty.returncode == 1 and empty.stderr.startswith("error: no command to check with")
     missing = cli("check", str(project / "nope.onnx"), "--", *PYTEST, cwd=project)
-    assert missing.returncode == 1 and "no such model file" in missing.stderr
+    assert missing.returncode == 1 and "pattern `nope.onnx` matches no file" in missing.stderr

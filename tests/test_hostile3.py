@@ -850,7 +850,7 @@ def test_a_plan_naming_a_tensor_the_model_lacks_is_an_error(tmp_path: Path) -> N
     line = one_error(cli("shrink", str(src), "-o", str(tmp_path / "out"), "--plan", str(plan)))
     assert line == (f"error: {src}: the plan in {plan} names tensor 'W9' in 'main', which the model does not have (the "
                     "plan was edited or made for another model; find one again with `hatch-shrinkray check --search "
-                    "-- python -m pytest`, or delete its entry)"), line
+                    f"{src} --plan {plan} -- python -m pytest`, or delete its entry)"), line
     assert files_under(tmp_path / "out") == []
     root = write_project(tmp_path / "toymodel")
     save(mlp(), root / MODEL)

@@ -97,6 +97,8 @@ def test_wheel_is_rewritten_with_a_correct_record(wheel: Path, project: Path, en
     assert f"shrinkray: {MODEL}: 272.54 KB -> " in done.stderr, done.stderr
     assert "shrinkray: total 1 model (1 shrunk)" in done.stderr
     assert f"{out}: rewrote (1 model," in done.stdout
+    assert done.stdout.splitlines()[-1].startswith("note: only wheels are rewritten; this project's sdist still "
+                                                   "holds the original models (for a slim sdist, "), done.stdout
     assert wheel.read_bytes() == original, "the input wheel changed"
     assert record_problems(out) == []
     checked = check_wheel_contents(out)
@@ -191,9 +193,9 @@ def test_configuration_errors_are_listed_with_the_table(wheel: Path, project: Pa
     assert "- Field `tool.hatch-shrinkray.method` must be one of" in done.stderr
     assert "Traceback" not in done.stderr
 
-    flags = cli("wheel", str(wheel), "-o", str(tmp_path / "out"), "--method", "fp16", cwd=project, env=env)
+    flags = cli("wheel", str(wheel), "-o", str(tmp_path / "out"), "--levels", "300", cwd=project, env=env)
     assert flags.returncode == 1
-    assert "shrink options on the command line need --models" in flags.stderr
+    assert "--levels must be an integer from 3 to 255" in flags.stderr, flags.stderr
 
     bare = cli("wheel", str(wheel), "-o", str(tmp_path / "out"), cwd=tmp_path, env=env)
     assert bare.returncode == 1
@@ -209,6 +211,7 @@ def test_hook_table_configures_when_no_tool_table(wheel: Path, project: Path, en
     done = cli("wheel", str(wheel), "-o", str(tmp_path / "out"), "--project", str(project), cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr
     assert "(1 shrunk)" in done.stderr
+    assert "note: only wheels are rewritten" not in done.stdout  # the hook shrinks this project's sdist itself
 
 
 def test_verification_failure_writes_nothing(wheel: Path, project: Path, env: dict[str, str],

@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import secrets
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -299,7 +300,8 @@ def summary(done: Finished, output: Path, expected: Sequence[Expected] = (), com
         need = ("method auto fits its choices to real inputs and will stop the build without them"
                 if model.method == "auto" else "its build verifies on generated inputs (a smoke check) meanwhile")
         lines.append(f"note: {model.relpath} is configured but the command never ran it: {need}; run code that "
-                     f"loads it (a test, an example) under `hatch-shrinkray record --output {output} -- COMMAND`")
+                     f"loads it (a test, an example) under `hatch-shrinkray record --output {output} -- "
+                     f"{shlex.join(command) if command else 'COMMAND'}`")
     if done.lost:
         lines.append(f"warning: {done.lost} Python process(es) ended without writing what they recorded "
                      "(os._exit, a signal or a crash; multiprocessing workers end through os._exit unless they "

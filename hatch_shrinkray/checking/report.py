@@ -126,7 +126,10 @@ def render_shadow(shadowed: Shadowed, max_flip_rate: float = 0.0) -> str:
              "in closed loop, on the shrunk model's own state)"]
     failures = shadow_failures(shadowed, max_flip_rate)
     if failures:
-        lines.append("verdict: FAILS: " + "; ".join(failures))
+        gate = (f"--max-flip-rate {max_flip_rate:g}, the default: no decision may flip" if max_flip_rate == 0
+                else f"--max-flip-rate {max_flip_rate:g}")
+        lines.append(f"verdict: FAILS the flip gate ({gate}), exit 1: " + "; ".join(failures)
+                     + "; allow a share with --max-flip-rate RATE, or let `check --search` find a plan that passes")
     elif run.exit_code:
         lines.append(f"verdict: the command itself failed (exit {run.exit_code}) with the original models")
     else:
@@ -194,7 +197,23 @@ def render_search(searched: Searched, written: str | None) -> str:
                                                + ", ".join(r.test for r in j.regressions[:5])))
     if written:
         lines.append(written)
+    failures = search_failures(searched)
+    lines.append(f"verdict: FAILS, exit 1: {'; '.join(failures)}" if failures else
+                 "verdict: ok: every searched model has a plan its tests accept")
     return "\n".join(lines)
+
+
+def search_failures(searched: Searched) -> list[str]:
+    """Why ``check --search`` fails (empty: it passes)."""
+    if not searched.found:
+        return ["no configured model was run by the command, so nothing was searched"]
+    out = [f"{f.prepared.relpath}: no plan passed within {f.runs} run(s) (--max-runs)" for f in searched.found
+           if f.best is None]
+    out += [f"{f.prepared.relpath}: the plan found was not kept ({f.guard or 'refused'})" for f in searched.found
+            if f.best is not None and not f.accepted]
+    if searched.joint is not None and not searched.joint.passed:
+        out.append("each plan passes alone, but not all of them at once")
+    return out
 
 
 def search_json(searched: Searched) -> dict[str, Any]:

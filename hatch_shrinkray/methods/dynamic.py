@@ -20,12 +20,13 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import onnx
 from onnx import ModelProto
 
 from hatch_shrinkray.errors import ShrinkrayError, one_line
 from hatch_shrinkray.onnxgraph.encoding import Calibration, DataFree
-from hatch_shrinkray.onnxgraph.graph import FLOAT_TYPES, Names, find_sites, scopes
+from hatch_shrinkray.onnxgraph.graph import FLOAT_TYPES, Names, Site, find_sites, scopes
 from hatch_shrinkray.onnxgraph.rewrite import record, skip_reason
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import TensorRecord
@@ -39,7 +40,8 @@ class Dynamic(DataFree):
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
         sites = [s for s in find_sites(model) if s.dtype in FLOAT_TYPES and s.size >= options.min_elements]
-        excluded = [s for s in sites if skip_reason(s, options) is not None]
+        reasons = [skip_reason(s, options) or _non_finite(s) for s in sites]
+        excluded = [s for s, reason in zip(sites, reasons, strict=True) if reason is not None]
         token = _free_token(model)
         back = _neutralize(model, token)
         exclude_nodes = sorted({n.name for s in excluded for n, _ in s.consumers})
@@ -53,21 +55,26 @@ class Dynamic(DataFree):
                                  nodes_to_exclude=exclude_nodes)
                 result = onnx.load(str(out))
             except Exception as exc:  # onnxruntime raises bare Exceptions for unsupported graphs
-                raise ShrinkrayError(f"onnxruntime's quantize_dynamic failed: {one_line(exc)}",
+                said = _ours(token).sub(lambda m: back.get(m.group(0)) or m.group(0), one_line(exc))
+                raise ShrinkrayError(f"onnxruntime's quantize_dynamic failed: {said}",
                                      hint="use method int8, which keeps computation in float") from exc
             finally:
                 quiet.setLevel(level)
         _restore(result, token, back)
         remaining = {t.name for t in result.graph.initializer}
         records = []
-        for site in sites:
-            reason = skip_reason(site, options)
+        for site, reason in zip(sites, reasons, strict=True):
             if reason is None and site.location == "initializer" and site.name not in remaining:
                 records.append(record(site, "dynamic int8 (onnxruntime)", stored=site.size))
             else:
                 records.append(record(site, "kept", reason or "not quantized by quantize_dynamic"))
         model.CopyFrom(result)
         return records
+
+
+def _non_finite(site: Site) -> str | None:
+    """The quantizer fails on a NaN or inf weight ("scale issue"); such a weight stays float."""
+    return None if np.isfinite(site.array()).all() else "holds NaN or inf, which quantize_dynamic cannot scale"
 
 
 def _free_token(model: ModelProto) -> str:
@@ -113,7 +120,7 @@ def _neutralize(model: ModelProto, token: str) -> dict[str, str]:
 def _restore(model: ModelProto, token: str, back: dict[str, str]) -> None:
     """Map our names back. A name the quantizer added gets its readable form (our names inside
     it replaced by the originals), made unique against everything else in the model."""
-    ours = re.compile(re.escape(token) + r"n?\d+")
+    ours = _ours(token)
     interface = {v.name for v in (*model.graph.input, *model.graph.output)}
     names = Names(ModelProto())
     names.used.update(name for name in back.values() if name)
@@ -130,6 +137,11 @@ def _restore(model: ModelProto, token: str, back: dict[str, str]) -> None:
         return added[name]
 
     _rename(model, original, lambda n: original(n.name))
+
+
+def _ours(token: str) -> re.Pattern[str]:
+    """Our names, in a name the quantizer made or in a message it raised."""
+    return re.compile(re.escape(token) + r"n?\d+")
 
 
 def _rename(model: ModelProto, tensor: Callable[[str], str], node: Callable[[onnx.NodeProto], str]) -> None:

@@ -21,6 +21,7 @@ from packaging.version import Version
 
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.options import ShrinkOptions, VerifyOptions, option_errors
+from hatch_shrinkray.shipping.layout import Layout, project_layout
 from hatch_shrinkray.shipping.plan import PLAN_NAME, PlanEntry, read_plan
 
 PLUGIN_NAME = "shrinkray"
@@ -45,6 +46,7 @@ _VERIFY_KEYS = {
     "inputs": "inputs", "dims": "dims", "default-dim": "default_dim", "int-range": "int_range",
     "samples": "samples", "seed": "seed", "judges": "judges",
 }
+VERIFY_TABLE_KEYS = frozenset(_VERIFY_KEYS)
 ENGINE_KEYS: dict[str, str] = {**_SHRINK_KEYS, "verify": "verify", **_VERIFY_KEYS}
 """TOML key -> the field name :func:`option_errors` uses; allowed at top level and in overrides."""
 
@@ -84,6 +86,19 @@ class ModelEntry:
     names: Mapping[str, str] = field(default_factory=dict, compare=False)
     """Option field -> how the user wrote it (``tool.hatch.build.hooks.shrinkray.samples``, the
     override's table when one set it, or ``--samples``), for messages about this model."""
+
+
+@dataclass(frozen=True)
+class CommandLine:
+    """What a command's flags say: each given flag overrides its key of the table (of every model,
+    overrides included); ``models`` globs, when given, replace the table's ``models``."""
+
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    """TOML key -> value, typed as the table's values are read (``inputs``: an absolute path)."""
+    names: Mapping[str, str] = field(default_factory=dict)
+    """TOML key -> the flag that set it (``--method``), for messages."""
+    models: tuple[str, ...] = ()
+    models_flag: str = "--models"
 
 
 @dataclass(frozen=True)
@@ -133,17 +148,23 @@ def hook_table(target: str | None = None) -> str:
 
 def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
                 table: str | None = None, models_root: Path | None = None, *,
-                dependencies: Sequence[str] = (), recordings_optional: bool = False) -> HookConfig:
-    """Check ``raw`` (the hook's table) against the project at ``root``; ``dependencies`` (the
-    project's ``[project].dependencies``) give the default ``runtimes``.
+                dependencies: Sequence[str] = (), recordings_optional: bool = False,
+                flags: CommandLine | None = None, layout: Layout | None = None) -> HookConfig:
+    """Check ``raw`` (the hook's table) against the project at ``root``, with ``flags`` (a
+    command's) overriding it key by key; ``dependencies`` (the project's
+    ``[project].dependencies``) give the default ``runtimes``. The one resolution the hook,
+    ``shrink``, ``wheel`` and ``check`` share.
 
     ``models`` globs match files under ``models_root`` (a built wheel's unpacked files), or under
-    ``root`` by default; ``inputs`` and ``cache`` paths stay relative to the project ``root``.
+    ``root`` by default, spelled as project paths or as in-wheel paths (``layout``, by default the
+    project's: :mod:`hatch_shrinkray.shipping.layout`); ``inputs`` and ``cache`` paths stay
+    relative to the project ``root``.
     ``recordings_optional``: an ``inputs`` path that does not exist is dropped instead of refused
     (a build from our sdist, whose manifest covers the models and which ships no recording).
     Raises :class:`ConfigurationError` listing every problem found.
     """
-    globs_root = models_root or root
+    flags = flags or CommandLine()
+    globs = _Globs(models_root or root, layout or project_layout(root), models_root is not None)
     table = table or hook_table()
     errors: list[str] = []
     allowed = (*_HOOK_KEYS, *ENGINE_KEYS, *RESERVED_KEYS)
@@ -153,16 +174,20 @@ def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
     if "runtimes" not in raw:
         base["runtimes"] = default_runtimes(dependencies)
     base_names = {f: _field(table, key) for key, f in ENGINE_KEYS.items()}
+    flag_names = {ENGINE_KEYS[k]: flag for k, flag in flags.names.items()}
 
     models: list[str] = []
-    if "models" not in raw:
+    if flags.models:
+        models = globs.match(list(flags.models), flags.models_flag, errors)
+    elif "models" not in raw:
         errors.append(f"{_field(table, 'models')} is required")
     else:
         patterns = _read_strings(raw["models"], f"{table}.models", errors)
         if patterns is not None:
-            models = match_models(globs_root, patterns, f"{table}.models", errors)
+            models = globs.match(patterns, f"{table}.models", errors)
 
-    overrides = _read_overrides(raw.get("overrides", []), globs_root, table, set(models), errors)
+    overrides = _read_overrides(raw.get("overrides", []), globs, table, set(models), errors,
+                                selected_here=not flags.models)
     if recordings_optional:
         for settings in (base, *(override for _, override, _ in overrides)):
             if isinstance(settings.get("inputs"), str) and not (root / settings["inputs"]).exists():
@@ -177,7 +202,12 @@ def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
             if relpath in selected:
                 settings.update(override)
                 names.update({ENGINE_KEYS[k]: f"{override_table}.{k}" for k in override if k in ENGINE_KEYS})
+        settings.update(flags.settings)
+        names.update(flag_names)
         entries.append(ModelEntry(relpath, _options(settings, root), names))
+    if flags.settings:
+        errors += [e for e in option_errors(_options({**base, **flags.settings}, root), {**base_names, **flag_names})
+                   if e not in errors]
 
     sdist = raw.get("sdist", "shrunk")
     if sdist not in SDIST_CHOICES:
@@ -328,41 +358,54 @@ def _read_dims(value: Any, path: str, errors: list[str]) -> tuple[tuple[str, int
     return tuple(dims)
 
 
-def match_models(root: Path, patterns: list[str], path: str, errors: list[str]) -> list[str]:
-    """The files under ``root`` that ``patterns`` select, in pattern order; every pattern must
-    match something (``path`` names the setting in messages)."""
-    if not patterns:
-        errors.append(f"Field `{path}` must list at least one glob pattern")
-    models: list[str] = []
-    for pattern in patterns:
-        matched = _glob(root, pattern, path, errors)
-        if matched is not None and not matched:
-            errors.append(f"Field `{path}` pattern `{pattern}` matches no file")
-        models += [m for m in matched or [] if m not in models]
-    return models
+@dataclass(frozen=True)
+class _Globs:
+    """Where ``models`` globs look (the project, or a wheel's unpacked files) and how a path there
+    is also spelled (in the wheel, or in the project)."""
+
+    root: Path
+    layout: Layout
+    in_wheel: bool
+
+    def match(self, patterns: list[str], path: str, errors: list[str]) -> list[str]:
+        """The files that ``patterns`` select, in pattern order; every pattern must match something
+        (``path`` names the setting in messages)."""
+        if not patterns:
+            errors.append(f"Field `{path}` must list at least one glob pattern")
+        models: list[str] = []
+        for pattern in patterns:
+            matched = self.glob(pattern, path, errors)
+            if matched is not None and not matched:
+                errors.append(f"Field `{path}` pattern `{pattern}` matches no file")
+            models += [m for m in matched or [] if m not in models]
+        return models
+
+    def glob(self, pattern: str, path: str, errors: list[str]) -> list[str] | None:
+        """Relative POSIX paths of the files ``pattern`` matches in either spelling, sorted.
+
+        Patterns must stay inside the project: the force-include target is the same relative path,
+        and a file outside the root has no place in the archive.
+        """
+        pure = PurePosixPath(pattern)
+        if not pattern or pure.is_absolute() or Path(pattern).is_absolute() or ".." in pure.parts:
+            errors.append(f"Field `{path}` pattern `{pattern}` must be a relative path inside the project")
+            return None
+        found: set[str] = set()
+        for spelling in self.layout.spellings(pattern, self.in_wheel):
+            try:
+                found |= {p.relative_to(self.root).as_posix() for p in self.root.glob(spelling) if p.is_file()}
+            except ValueError as exc:
+                errors.append(f"Field `{path}` pattern `{pattern}` is not a valid glob: {exc}")
+                return None
+        return sorted(found)
 
 
-def _glob(root: Path, pattern: str, path: str, errors: list[str]) -> list[str] | None:
-    """Project-relative POSIX paths of the files ``pattern`` matches, sorted.
+def _read_overrides(value: Any, globs: _Globs, table: str, models: set[str], errors: list[str], *,
+                    selected_here: bool = True) -> list[tuple[set[str], dict[str, Any], str]]:
+    """``(matched model paths, engine settings, TOML path)`` for each override, in order.
 
-    Patterns must stay inside the project: the force-include target is the same relative path,
-    and a file outside the root has no place in the archive.
-    """
-    pure = PurePosixPath(pattern)
-    if not pattern or pure.is_absolute() or Path(pattern).is_absolute() or ".." in pure.parts:
-        errors.append(f"Field `{path}` pattern `{pattern}` must be a relative path inside the project")
-        return None
-    try:
-        found = root.glob(pattern)
-        return sorted({p.relative_to(root).as_posix() for p in found if p.is_file()})
-    except ValueError as exc:
-        errors.append(f"Field `{path}` pattern `{pattern}` is not a valid glob: {exc}")
-        return None
-
-
-def _read_overrides(value: Any, root: Path, table: str, models: set[str],
-                    errors: list[str]) -> list[tuple[set[str], dict[str, Any], str]]:
-    """``(matched model paths, engine settings, TOML path)`` for each override, in order."""
+    An override that matches none of the models is an error when the table selected them
+    (``selected_here``), not when a command's flags chose a few of them."""
     path = f"{table}.overrides"
     if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
         errors.append(f"Field `{path}` must be an array of tables")
@@ -381,8 +424,8 @@ def _read_overrides(value: Any, root: Path, table: str, models: set[str],
             errors.append(f"{_field(override_table, 'models')} is required")
         else:
             for pattern in _read_strings(override["models"], f"{override_table}.models", errors) or []:
-                hits = set(_glob(root, pattern, f"{override_table}.models", errors) or []) & models
-                if not hits and models:
+                hits = set(globs.glob(pattern, f"{override_table}.models", errors) or []) & models
+                if not hits and models and selected_here:
                     errors.append(f"{_field(override_table, 'models')} pattern `{pattern}` matches "
                                   f"none of the models selected by `{table}.models`")
                 matched |= hits
@@ -438,15 +481,3 @@ def _options(settings: Mapping[str, Any], root: Path) -> ShrinkOptions:
     if "inputs" in settings:
         verify["inputs"] = root / settings["inputs"]
     return ShrinkOptions(**shrink, verify=VerifyOptions(**verify))
-
-
-def command_line_config(patterns: list[str], options: ShrinkOptions, names: Mapping[str, str],
-                        models_root: Path) -> HookConfig:
-    """The configuration ``--models GLOB`` flags give: every selected model with the same options
-    (``names``: how the flags are spelled)."""
-    errors: list[str] = []
-    models = match_models(models_root, patterns, "--models", errors)
-    if errors:
-        raise ConfigurationError(errors, "--models")
-    return HookConfig(table="--models", target="wheel",
-                      models=tuple(ModelEntry(relpath, options, names) for relpath in sorted(models)))

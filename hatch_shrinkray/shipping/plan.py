@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.files import read_regular
+from hatch_shrinkray.files import create_beside, read_regular
 from hatch_shrinkray.options import ENCODINGS, ShrinkOptions
+from hatch_shrinkray.signals import deferred
 
 PLAN_NAME = "shrinkray-plan.json"
 MAX_BYTES = 64 << 20
@@ -106,7 +106,8 @@ def _text(value: Any) -> str:
 
 def write_plan(path: Path, entries: Mapping[str, PlanEntry]) -> None:
     """Write the plan file atomically (a reader sees the old file or the complete new one)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with deferred():  # no signal between creating the temporary file and owning it
+        fd, tmp = create_beside(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(render(entries))

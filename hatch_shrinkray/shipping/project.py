@@ -26,11 +26,22 @@ MAX_BYTES = 16 << 20
 
 def project_table(project: Path) -> tuple[dict[str, Any], str]:
     """The configuration table of the project at ``project`` and its TOML path."""
+    raw, table = find_table(project, required=True)
+    assert table is not None
+    return raw, table
+
+
+def find_table(project: Path, *, required: bool = False) -> tuple[dict[str, Any], str | None]:
+    """The configuration table of the project at ``project`` and its TOML path; ``({}, None)``
+    when there is no ``pyproject.toml`` or no table in it, unless ``required``. A table that
+    cannot be read is an error either way."""
     path = project / "pyproject.toml"
     hint = "run in the project's directory, pass --project DIR, or select models with --models"
     try:
         data = tomllib.loads(read_regular(path, MAX_BYTES).decode("utf-8"))
     except FileNotFoundError as exc:
+        if not required:
+            return {}, None
         raise ShrinkrayError("no pyproject.toml here", path=str(path), hint=hint) from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise ShrinkrayError(f"cannot read: {exc}", path=str(path)) from exc
@@ -46,4 +57,6 @@ def project_table(project: Path) -> tuple[dict[str, Any], str]:
             if not isinstance(value, dict):
                 raise ShrinkrayError(f"Field `{table}` must be a table", path=str(path))
             return value, table
+    if not required:
+        return {}, None
     raise ShrinkrayError(f"no [{TOOL_TABLE}] table (nor a [{hook_table()}] table)", path=str(path), hint=hint)

@@ -37,12 +37,12 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 from hatch_shrinkray.errors import (
-    CHECK_HINT,
     RECORD_HINT,
     AlreadyQuantizedError,
     OptionError,
     PlanError,
     ShrinkrayError,
+    check_hint,
     printable,
 )
 from hatch_shrinkray.evidence import MIN_UNITS
@@ -438,10 +438,11 @@ def _planned(config: HookConfig, model: ModelEntry, sha256: str, app: Display) -
     name = config.plan_file.name if config.plan_file is not None else PLAN_NAME
     plan = config.plans.get(sha256)
     if plan is None:
-        if any(p.model == model.relpath for p in config.plans.values()):
+        stale = [p for p in config.plans.values() if p.model == model.relpath]
+        if stale:
             app.display_warning(f"{PREFIX} {model.relpath}: {name} holds a plan for other bytes of this model (it "
                                 f"changed since it was checked); shipping {model.options.method} without it; run "
-                                f"`{CHECK_HINT}` again")
+                                f"`{_again(stale[0])}` again")
         return model, None
     listed = ", ".join(f"{t} {e}" for _, t, e in plan.tensors[:4]) + (" ..." if len(plan.tensors) > 4 else "")
     what = f"sets {len(plan.tensors)} tensor(s): {listed}" if plan.tensors else "keeps the method as configured"
@@ -458,10 +459,16 @@ def confirm_plan(relpath: str, plan: PlanEntry, shipped_sha256: str, app: Displa
     elif accepted:
         app.display_warning(f"{PREFIX} {relpath}: differs from the model `check` accepted (the options, inputs or "
                             "tool versions changed since): its tests did not judge these bytes; run "
-                            f"`{CHECK_HINT}` again")
+                            f"`{_again(plan)}` again")
     else:
         app.display_warning(f"{PREFIX} {relpath}: the plan does not record which model `check` accepted, so nothing "
-                            f"says its tests judged these bytes; run `{CHECK_HINT}` again")
+                            f"says its tests judged these bytes; run `{_again(plan)}` again")
+
+
+def _again(plan: PlanEntry) -> str:
+    """The search that made ``plan``, with the test command it recorded."""
+    command = plan.checked.get("command")
+    return check_hint(command if isinstance(command, str) and command else None)
 
 
 def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Path, sidecars: Mapping[str, str], *,

@@ -14,7 +14,6 @@ from __future__ import annotations
 import errno
 import io
 import os
-import secrets
 import struct
 import tokenize
 import zipfile
@@ -27,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.files import create_beside
 from hatch_shrinkray.signals import deferred
 
 MAX_BYTES = 1_000_000_000
@@ -168,7 +168,10 @@ def write_blobs(path: Path, members: Sequence[tuple[str, Blob]]) -> None:
     """A zip file of ``members`` (``name`` -> ``name.npy``), as ``numpy.savez_compressed`` readers
     expect, written atomically: readers see the old file or the new one. The file gets the mode new
     files get (the user's umask), like any file the user writes."""
-    tmp = _create_beside(path)
+    with deferred():  # no signal between creating the file and owning its name
+        fd, name = create_beside(path)
+    os.close(fd)
+    tmp = Path(name)
     try:
         with open(tmp, "wb") as fh:
             central, offset = [], 0
@@ -195,16 +198,3 @@ def write_blobs(path: Path, members: Sequence[tuple[str, Blob]]) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-
-
-def _create_beside(path: Path) -> Path:
-    """A new, empty temporary file beside ``path``, created with mode 0666 less the umask."""
-    for _ in range(100):
-        tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-        with deferred():  # no signal between creating the file and owning its name
-            try:
-                os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-            except FileExistsError:
-                continue
-            return tmp
-    raise FileExistsError(errno.EEXIST, "cannot create a temporary file", str(path.parent))

@@ -18,7 +18,6 @@ import io
 import os
 import shutil
 import struct
-import tempfile
 import time
 import zipfile
 import zlib
@@ -30,6 +29,7 @@ from typing import IO
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from hatch_shrinkray.errors import ShrinkrayError, one_line, quoted
+from hatch_shrinkray.files import create_beside
 from hatch_shrinkray.signals import deferred
 
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")
@@ -280,8 +280,8 @@ def write_wheel(wheel: Wheel, destination: Path, replace: Mapping[str, Path], dr
     epoch = source_date_epoch()
     tmp: str | None = None
     try:
-        with deferred():  # a signal right after mkstemp is delivered inside the try, which cleans up
-            fd, tmp = tempfile.mkstemp(dir=destination.parent, prefix=f".{destination.name}.", suffix=".tmp")
+        with deferred():  # a signal right after the file is created is delivered inside the try, which cleans up
+            fd, tmp = create_beside(destination)
         os.close(fd)
         with zipfile.ZipFile(wheel.path) as src, zipfile.ZipFile(tmp, "w") as out:
             rows: list[list[str]] = []

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.files import create_beside
 from hatch_shrinkray.shipping.config import HookConfig
 from hatch_shrinkray.shipping.datafiles import Readers
 from hatch_shrinkray.shipping.manifest import ManifestEntry, file_sha256
@@ -151,8 +152,8 @@ def _by_content(config: HookConfig, files: Path, manifest: Mapping[str, Manifest
 def _copy_atomically(source: Path, destination: Path) -> None:
     tmp: str | None = None
     try:
-        with deferred():  # a signal right after mkstemp is delivered inside the try, which cleans up
-            fd, tmp = tempfile.mkstemp(dir=destination.parent, prefix=f".{destination.name}.", suffix=".tmp")
+        with deferred():  # a signal right after the file is created is delivered inside the try, which cleans up
+            fd, tmp = create_beside(destination)
         os.close(fd)
         shutil.copyfile(source, tmp)
         os.replace(tmp, destination)

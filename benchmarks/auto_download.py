@@ -109,6 +109,7 @@ def run_model(key: str, fresh: bool) -> dict[str, Any]:
     rec = RECORDINGS / key
     recording = record(key, model, rec)
     work = OUT / "work" / key
+    (CACHE_DIR / "download").mkdir(parents=True, exist_ok=True)  # download.shrink runs its commands there
     shrunk: dict[str, Any] = {}
     for name, args in OURS.items():
         log(f"{key}: {name}")

@@ -372,7 +372,8 @@ def _failure_hint(original: str | bytes, options: ShrinkOptions, reference: Refe
         if options.dedup:
             Dedup().apply(model, options)
         found = keep_hint(rank(model, options, [*(reference.calibration.feeds if reference.calibration and
-                                                   not reference.seq.recurrent else []), *reference.complete()]))
+                                                   not reference.seq.recurrent else []), *reference.complete()]),
+                          method=options.label())
     except (ShrinkrayError, MemoryError):
         return generic
     return f"{found}; or let your tests judge: {check_hint()}" if found else generic

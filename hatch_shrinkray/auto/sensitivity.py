@@ -86,8 +86,9 @@ def _context(site: Site, options: ShrinkOptions, opset: int) -> EncodeContext:
     return EncodeContext(options, opset, tuple(n for n, _ in site.consumers), axis, how)
 
 
-def keep_hint(ranked: Sequence[Sensitive], limit: int = 3) -> str:
-    """The most harmful tensors and the config lines that would keep them ('' when none harms)."""
+def keep_hint(ranked: Sequence[Sensitive], limit: int = 3, *, method: str = "int8") -> str:
+    """The most harmful tensors under ``method`` (each measured alone in its encoding) and the config
+    lines that would keep them ('' when none harms)."""
     top = [s for s in ranked if s.load > 0 and s.load >= SHARE_OF_WORST * ranked[0].load][:limit]
     if not top:
         return ""
@@ -95,5 +96,6 @@ def keep_hint(ranked: Sequence[Sensitive], limit: int = 3) -> str:
                       for s in top)
     quoted = [json.dumps(s.name) for s in top]
     fp16 = ", ".join(f"{q} = {json.dumps('fp16')}" for q in quoted)
-    return (f"alone as {top[0].encoding}, these change the outputs most: {shown}; keep them with "
+    return (f"with {method}, these change the outputs most (each measured alone as {top[0].encoding}): {shown}; "
+            f"keep them with "
             f"`exclude-tensors = [{', '.join(quoted)}]` (float32) or `encodings = {{ {fp16} }}`")

@@ -154,14 +154,14 @@ def write_report(results: list[dict[str, Any]]) -> Path:
         lines += [f"## {r['key']}", "", f"Recording: {_rec(r['recording'])}. Test data: {ans['original']['n']} "
                   f"{WHAT[r['key']]}.", "",
                   "| variant | raw | wheel | web | identical | wheel / int8 | web / int8 | load / int8 | shrink wall s "
-                  "| shrink CPU s | what auto / the guard said | command |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| shrink CPU s | build's evidence | what auto / the guard said | command |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         o = sizes["original"]
         lines.append(f"| original | {_mb(o['raw'])} | {_mb(o['wheel'])} | {_web(o)} | - | - | - | "
-                     f"{loads['original'] / loads[base]:.2f}x | - | - | - | - |")
+                     f"{loads['original'] / loads[base]:.2f}x | - | - | - | - | - |")
         for name, v in r["variants"].items():
             if "error" in v:
-                lines.append(f"| {name} | failed: {v['error'][-200:]!r} | | | | | | | | | | `{v['command']}` |")
+                lines.append(f"| {name} | failed: {v['error'][-200:]!r} | | | | | | | | | | | `{v['command']}` |")
                 continue
             s, a = sizes[name], ans[name]
             note = ""
@@ -169,11 +169,12 @@ def write_report(results: list[dict[str, Any]]) -> Path:
             ver = rep.get("verification") or {}
             if ver.get("fitting"):
                 note = str(ver["fitting"]).replace("|", "/")[:260]
+            evidence = _evidence(ver.get("evidence"))
             lines.append(
                 f"| {name} | {_mb(s['raw'])} | {_mb(s['wheel'])} | {_web(s)} | {100 * a['same'] / a['n']:.2f}% "
                 f"({a['same']}/{a['n']}) | {s['wheel'] / sizes[base]['wheel']:.2f}x | "
                 f"{_webv(s) / _webv(sizes[base]):.2f}x | {loads[name] / loads[base]:.2f}x | {v['seconds']:.0f} | "
-                f"{v.get('cpu', 0):.0f} | {note} | `{v['command']}` |")
+                f"{v.get('cpu', 0):.0f} | {evidence} | {note} | `{v['command']}` |")
         lines.append("")
     path = BENCH_DIR / "AUTO_DOWNLOAD.md"
     path.write_text("\n".join(lines) + "\n")
@@ -183,6 +184,17 @@ def write_report(results: list[dict[str, Any]]) -> Path:
 def _rec(recording: dict[str, Any]) -> str:
     summary = str(recording.get("summary", "")).splitlines()
     return summary[2].split("  ")[0] + ": " + " ".join(summary[2].split()[3:6]) if len(summary) > 2 else "?"
+
+
+def _evidence(e: dict[str, Any] | None) -> str:
+    """The verification's evidence counts, as the build line gives them."""
+    if not e:
+        return "not verified"
+    from hatch_shrinkray.evidence import Evidence
+
+    fields = {k: e[k] for k in ("units", "changed_units", "unit_kind", "answers", "changed_answers", "decisions",
+                                "flips", "real", "describes") if k in e}
+    return Evidence(**fields).text()
 
 
 def _webv(s: dict[str, Any]) -> float:

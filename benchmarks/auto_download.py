@@ -5,7 +5,7 @@ time, for round-to-nearest int8, int8 with the recording, ``auto`` (wheel and we
 per-channel), side by side in one run.
 
     python -m benchmarks.auto_download run [KEY ...]     # shrink + evaluate (cached per engine commit)
-    python -m benchmarks.auto_download report            # -> benchmarks/AUTO_DOWNLOAD.md
+    python -m benchmarks.auto_download report            # -> benchmarks/AUTO_DOWNLOAD.md, auto_download.png
 
 Recordings are ``benchmarks/record_task.py``'s (the task pipeline on calibration items none of the test
 items share), as in ``download.py``; every shrink is the CLI (``download.shrink``). Load time: session
@@ -205,6 +205,36 @@ def _web(s: dict[str, Any]) -> str:
     return _mb(s["web"]) if s.get("web") else "~" + _mb(s["estimate"])
 
 
+def plot(results: list[dict[str, Any]]) -> Path:
+    """Per model, wheel bytes against identical answers on the held-out test data, one point per variant
+    (the Pareto front is the upper left)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, max(1, len(results)), figsize=(5.5 * max(1, len(results)), 4.6))
+    axes = axes if len(results) > 1 else [axes]
+    for ax, r in zip(axes, results, strict=False):
+        for name, v in r["variants"].items():
+            if "error" in v or name not in r["answers"]:
+                continue
+            a = r["answers"][name]
+            x, y = r["sizes"][name]["wheel"] / 1e6, 100 * a["same"] / a["n"]
+            ours = not name.startswith("onnx-shrink-ray")
+            ax.scatter([x], [y], marker="o" if ours else "x", s=36, color="C0" if name.startswith("auto") else
+                       ("C1" if ours else "C3"))
+            ax.annotate(name, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        ax.set_title(f"{r['key']} ({WHAT[r['key']]})")
+        ax.set_xlabel("wheel member, MB (deflate 6)")
+        ax.set_ylabel("identical to the original, % of held-out answers")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = BENCH_DIR / "auto_download.png"
+    fig.savefig(path, dpi=110)
+    return path
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("action", choices=["run", "report"])
@@ -216,6 +246,7 @@ def main() -> None:
             run_model(key, args.fresh)
     results = [r for k in KEYS if (r := _load(OUT / "results" / f"{k}.json"))]
     print(write_report(results))
+    print(plot(results))
     print(json.dumps({r["key"]: {n: a.get("same") for n, a in r["answers"].items()} for r in results}))
 
 

@@ -23,7 +23,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 MATRIX = ROOT / "tests" / "runtime_matrix.json"
-IMAGES = {"img/curves.png": ROOT / "benchmarks" / "curves.png", "img/results.png": ROOT / "benchmarks" / "results.png"}
+IMAGES = {"img/curves.png": ROOT / "benchmarks" / "curves.png", "img/results.png": ROOT / "benchmarks" / "results.png",
+          "img/auto_download.png": ROOT / "benchmarks" / "auto_download.png"}
 
 KIND_WORDS = {"string": "string", "integer": "integer", "boolean": "boolean", "number": "number",
               "strings": "array of strings", "path": "path", "dims": "table of integers",

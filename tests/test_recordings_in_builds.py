@@ -116,7 +116,8 @@ def test_auto_without_a_recording_of_its_model_falls_back_to_int8_and_says_so(tm
     proc = cli("shrink", str(model_path), "-o", str(tmp_path / "out"), "--method", "auto", "--inputs",
                str(tmp_path / "rec"))
     assert proc.returncode == 0, proc.stderr
-    assert "auto fell back to int8 round-to-nearest" in proc.stdout and "holds no recording of this model" in proc.stdout
+    assert "auto fell back to int8 round-to-nearest" in proc.stdout
+    assert "holds no recording of this model" in proc.stdout
     assert "hatch-shrinkray record --output" in proc.stdout and "generated" in proc.stdout
     assert (tmp_path / "out/a.onnx").read_bytes() == (tmp_path / "plain/a.onnx").read_bytes()
     assert "Traceback" not in proc.stderr

@@ -181,3 +181,20 @@ def test_deeply_nested_metadata_is_one_error_line(tmp_path: Path) -> None:
     proc = cli("shrink", str(model_path), "-o", str(tmp_path / "o"), "--inputs", str(path))
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "not a readable recording" in proc.stderr
+
+
+def test_a_second_run_that_replaces_a_recording_says_so(two_models: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    """Tests first, a calibration script second, into one directory: the second recording of a model
+    replaces the first (one recording per model), and the summary says how many samples went and how
+    to keep both."""
+    a, _, script = two_models
+    out = tmp_path / "rec"
+    first = cli("record", "-o", str(out), "--", sys.executable, str(script), str(a), "5")
+    assert first.returncode == 0, first.stderr
+    assert "replaced an earlier one" not in first.stdout
+    second = cli("record", "-o", str(out), "--", sys.executable, str(script), str(a), "3")
+    assert second.returncode == 0, second.stderr
+    assert "a.onnx: this run's recording replaced an earlier one (5 samples)" in second.stdout, second.stdout
+    assert "sh -c 'COMMAND1; COMMAND2'" in second.stdout
+    (only,) = out.glob("*.npz")
+    assert read_recording(only).calls == 3

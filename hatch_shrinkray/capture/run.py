@@ -94,6 +94,8 @@ class Recorded:
     path: Path | None
     """None when every call was skipped (nothing to write)."""
     merged: Merged
+    replaced: int = 0
+    """Samples of an earlier run's recording of the same model that this one replaced."""
 
 
 @dataclass
@@ -226,7 +228,9 @@ def finish(run_dir: Path, output: Path, max_samples: int = MAX_SAMPLES, max_byte
             by_model[meta["model_sha256"]].append(Part(meta, samples))
         for sha in sorted(by_model):
             merged = merge(by_model[sha], max_samples, max_bytes, root or Path.cwd())
-            done.recorded.append(Recorded(_write(output, merged, done.unwritten), merged))
+            earlier = _earlier_samples(output, merged.meta["model_sha256"])
+            written = _write(output, merged, done.unwritten)
+            done.recorded.append(Recorded(written, merged, earlier if written is not None else 0))
         done.recorded.sort(key=lambda r: (r.path is None, r.path.name if r.path else r.merged.meta["model"]))
         return done
     finally:
@@ -261,6 +265,17 @@ def _write(output: Path, merged: Merged, errors: list[str]) -> Path | None:
     return path
 
 
+def _earlier_samples(output: Path, sha: str) -> int:
+    """Samples held by the recordings of this model already in ``output`` (an earlier run's)."""
+    total = 0
+    for old in output.glob(f"*-{sha[:SHA_DIGITS]}.npz"):
+        with contextlib.suppress(ShrinkrayError, KeyError, TypeError, ValueError):
+            meta = read_meta(old)
+            if meta["model_sha256"] == sha:
+                total += int(meta.get("samples", len(meta.get("picked", []))) or 0)
+    return total
+
+
 def _recording_of(path: Path, sha: str) -> bool:
     try:
         return bool(read_meta(path)["model_sha256"] == sha)
@@ -291,6 +306,10 @@ def summary(done: Finished, output: Path, expected: Sequence[Expected] = (), com
     else:
         lines.append(f"nothing recorded into {output}: {_why_nothing(done, command)}")
     for item in done.recorded:
+        if item.replaced:
+            lines.append(f"note: {item.merged.meta['model']}: this run's recording replaced an earlier one "
+                         f"({item.replaced} samples); to keep the samples of several commands, run them under one "
+                         "record: `hatch-shrinkray record --output DIR -- sh -c 'COMMAND1; COMMAND2'`")
         over = dict(item.merged.meta["skipped"]).get("over the byte cap")
         if over:
             lines.append(f"note: {item.merged.meta['model']}: {over} feed(s) alone exceed --max-bytes and were left "

@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
+from hatch_shrinkray import progress
 from hatch_shrinkray.errors import (
     CHECK_HINT,
     RECORD_HINT,
@@ -254,7 +255,14 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
     archive (by default: the files under ``root``), for the models that read a shrunk model's
     external data too (see ``datafiles``).
     """
-    app = Sanitized(app)
+    with progress.task("models", total=len(config.models)) as counted:
+        return _ship_models(config, root, workdir, Sanitized(app), manifest_in, keep_failed=keep_failed, tree=tree,
+                            counted=counted)
+
+
+def _ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
+                 manifest_in: Mapping[str, ManifestEntry], *, keep_failed: bool, tree: Tree | None,
+                 counted: progress.Step) -> list[Shipped]:
     cache = _open_cache(config, app)
     readers = Readers(tree or ProjectTree(root))
     sidecars_of: dict[str, tuple[str, ...]] = {}
@@ -262,7 +270,8 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
     generated: list[str] = []
     weak: list[str] = []
     start = time.perf_counter()
-    for configured in config.models:
+    for index, configured in enumerate(config.models):
+        counted.at(index, configured.relpath)
         model = configured
         source = root / model.relpath
         target = workdir / model.relpath
@@ -321,6 +330,7 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
             app.display_warning(f"{PREFIX} {model.relpath}: {note}")
         shipped.append(Shipped(model.relpath, outcome, record.original_size, record.shrunk_size, tuple(files),
                                entry=record.entry))
+    counted.at(len(config.models), "")
     shipped = _drop_obsolete_data(shipped, sidecars_of, readers, app)
     if generated:
         app.display_warning(f"{PREFIX} {', '.join(generated)}: verified on generated inputs only, a smoke check; "

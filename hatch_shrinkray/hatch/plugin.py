@@ -89,13 +89,15 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
         """
         if self.target_name not in TARGETS or _editable_build():
             return []
+        methods: set[str] | None = None
         try:
             config = self._load()
             needed = engine_needed(config, Path(self.root), read_manifest(Path(self.root)))
             web = any(m.options.target == "web" for m in config.models)
+            methods = {m.options.method for m in config.models} | {p.method for p in config.plans.values()}
         except ShrinkrayError:
             needed, web = True, False
-        return [*engine_requirements(), *([WEB_REQUIREMENT] if web else [])] if needed else []
+        return [*engine_requirements(methods), *([WEB_REQUIREMENT] if web else [])] if needed else []
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         if self.target_name not in TARGETS or version != "standard":

@@ -135,6 +135,15 @@ def cache_key(model_sha256: str, options: ShrinkOptions, versions: dict[str, str
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
+def engine_free_key(model_sha256: str, options: ShrinkOptions) -> str:
+    """The name of the newest entry for these bytes and options made by this hatch-shrinkray, by
+    whichever onnx and onnxruntime: what a build environment without the engine looks up (an
+    isolated build whose models are all cached installs no engine; see ``shipping.ship``)."""
+    from hatch_shrinkray import __version__
+
+    return cache_key(model_sha256, options, {"hatch-shrinkray": __version__, "engine": "any"})
+
+
 def inputs_digest(path: Path) -> str:
     """The sha256 of a sample file, or of a recording directory's ``.npz`` files (names and
     contents); only regular files of a bounded size are read (a FIFO or ``/dev/zero`` never ends)."""
@@ -224,8 +233,19 @@ class ShrinkCache:
             return None
         return model, cached
 
-    def put(self, key: str, shrunk_model: Path, record: CachedShrink) -> str | None:
-        """Store an entry; returns why it could not be stored, or ``None`` on success."""
+    def latest(self, alias: str, original_sha256: str) -> tuple[Path, CachedShrink] | None:
+        """The entry ``alias`` (an :func:`engine_free_key`) last pointed at, checked like ``get``."""
+        try:
+            key = read_regular(self.directory / f"{alias}.latest", 128).decode("ascii").strip()
+        except (OSError, ValueError):
+            return None
+        if len(key) != 64 or any(c not in "0123456789abcdef" for c in key):
+            return None
+        return self.get(key, original_sha256)
+
+    def put(self, key: str, shrunk_model: Path, record: CachedShrink, alias: str | None = None) -> str | None:
+        """Store an entry (and point ``alias`` at it); returns why it could not be stored, or ``None``
+        on success."""
         model, record_path = self._paths(key)
         try:
             self.directory.parent.mkdir(parents=True, exist_ok=True)
@@ -233,6 +253,8 @@ class ShrinkCache:
             write_atomically(model, shrunk_model.read_bytes())
             text = json.dumps(record.to_dict(), sort_keys=True, indent=2).encode()
             write_atomically(record_path, text)
+            if alias is not None:
+                write_atomically(self.directory / f"{alias}.latest", key.encode())
         except OSError as exc:
             return f"{type(exc).__name__}: {exc}"
         return None

@@ -56,11 +56,18 @@ from hatch_shrinkray.shipping.cache import (
     ShrinkCache,
     cache_key,
     default_cache_dir,
+    engine_free_key,
     private_problem,
 )
 from hatch_shrinkray.shipping.config import HookConfig, ModelEntry
 from hatch_shrinkray.shipping.datafiles import ProjectTree, Readers, Tree
-from hatch_shrinkray.shipping.manifest import MANIFEST_NAME, ManifestEntry, pass_through_problem, tool_versions
+from hatch_shrinkray.shipping.manifest import (
+    MANIFEST_NAME,
+    ManifestEntry,
+    external_data_refs,
+    pass_through_problem,
+    tool_versions,
+)
 from hatch_shrinkray.shipping.plan import PLAN_NAME, PlanEntry
 
 PREFIX = "shrinkray:"
@@ -71,23 +78,31 @@ ENGINE_MODULES = ("onnx", "onnxruntime", "numpy", "onnx_ir", "ml_dtypes")
 """What the engine imports: hatch-shrinkray-core installs without them."""
 
 
-def engine_requirements() -> list[str]:
-    """What a build that shrinks must install: the engine extra of this very version, and that
-    extra's requirements spelled out (pip deems ``core[engine]==V`` satisfied by the installed core
-    and ignores the extra when it checks build requirements)."""
+ONLY_FOR = {"onnx-ir": frozenset({"int4", "auto"}), "threadpoolctl": frozenset({"int8", "auto"}),
+            "rich": frozenset()}
+"""Requirements of the engine extra that a build needs only for some methods (onnx-ir: onnxruntime's
+MatMulNBits quantizer; threadpoolctl: one BLAS thread while fitting), or never (rich: the CLI's live
+progress). Each package fewer is one less to resolve and install in every isolated build
+environment that shrinks (benchmarks/BUILD_TIME.md)."""
+
+
+def engine_requirements(methods: Iterable[str] | None = None) -> list[str]:
+    """What a build that shrinks with ``methods`` (None: any) must install: the engine extra's
+    requirements, spelled out, less those in ``ONLY_FOR`` that no method needs. Not
+    ``core[engine]==V``: that would install the whole extra, and pip deems it satisfied by the
+    installed core anyway when it checks build requirements."""
     from importlib import metadata
 
     from packaging.requirements import Requirement
-
-    from hatch_shrinkray import __version__
 
     try:
         declared = [Requirement(r) for r in metadata.requires(CORE) or []]
     except metadata.PackageNotFoundError:
         declared = []
-    engine = [f"{r.name}{r.specifier}" for r in declared if r.marker is not None
-              and r.marker.evaluate({"extra": "engine"}) and not r.marker.evaluate({"extra": ""})]
-    return [f"{CORE}[engine]=={__version__}", *engine]
+    wanted = None if methods is None else set(methods)
+    return [f"{r.name}{r.specifier}" for r in declared if r.marker is not None
+            and r.marker.evaluate({"extra": "engine"}) and not r.marker.evaluate({"extra": ""})
+            and (r.name not in ONLY_FOR or (ONLY_FOR[r.name] & wanted if wanted is not None else r.name != "rich"))]
 
 
 def engine_missing(exc: ModuleNotFoundError) -> ShrinkrayError | None:
@@ -229,10 +244,41 @@ def passes_through(model: ModelEntry, sha256: str, manifest: Mapping[str, Manife
 
 
 def engine_needed(config: HookConfig, root: Path, manifest: Mapping[str, ManifestEntry]) -> bool:
-    """Whether this build will shrink anything (and so needs onnx and onnxruntime installed)."""
+    """Whether this build will shrink anything (and so needs onnx and onnxruntime installed).
+
+    Where the engine is not installed (an isolated build environment, before the hook asked for
+    it), a model whose shrink the cache holds needs none either: installing onnxruntime and its
+    dependencies cost an isolated build more than everything else the hook does (benchmarks/
+    BUILD_TIME.md), to copy bytes out of the cache."""
     if config.ships_originals:
         return False
-    return not all(passes_through(m, _read_sha256(root, m), manifest) for m in config.models)
+    pending = [(m, sha) for m in config.models if not passes_through(m, sha := _read_sha256(root, m), manifest)]
+    if not pending:
+        return False
+    if engine_installed():
+        return True
+    return not all(_cached_without_engine(config, root, m, sha) for m, sha in pending)
+
+
+def engine_installed() -> bool:
+    """Whether the engine's modules can be imported here (without importing them)."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(name) is not None for name in ("onnx", "onnxruntime", "numpy"))
+
+
+def _cached_without_engine(config: HookConfig, root: Path, model: ModelEntry, sha256: str) -> bool:
+    """Whether the cache holds this model's shrink for its options (and plan), made by this
+    hatch-shrinkray with any engine; only for models without external data (their cache key covers
+    the data files, which takes the engine to find)."""
+    if not config.cache or external_data_refs(root / model.relpath) != {}:
+        return False
+    directory = config.cache_dir or default_cache_dir()
+    if private_problem(directory):
+        return False
+    plan = config.plans.get(sha256)
+    options = plan.apply(model.options) if plan is not None else model.options
+    return ShrinkCache(directory).latest(engine_free_key(sha256, options), sha256) is not None
 
 
 def _read_sha256(root: Path, model: ModelEntry) -> str:
@@ -316,7 +362,7 @@ def _ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
             continue
         files = [(model.relpath, target)]
         files += [((PurePosixPath(model.relpath).parent / data.name).as_posix(), data)
-                  for data in _data_files_beside(target)]
+                  for data in (_data_files_beside(target) if outcome == "shrunk" else ())]  # never cached
         sidecars_of[model.relpath] = tuple(sidecars.values())
         app.display_success(_success_line(model.relpath, record, outcome == "cached"))
         if plan is not None:
@@ -489,6 +535,9 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
     if cache is not None:
         key = cache_key(original_sha256, model.options, versions)
         hit = cache.get(key, original_sha256)
+        if hit is None and not engine_installed():  # what this hatch-shrinkray made with any engine
+            key = engine_free_key(original_sha256, model.options)
+            hit = cache.latest(key, original_sha256)
         if hit is not None and _take_cached(hit, target, key, model.relpath, app, original=model_file_sha256):
             # the model file's own bytes (its content digest covers its data files too): nothing shrunk
             unchanged = hit[1].entry.shrunk_sha256 in (original_sha256, model_file_sha256) \
@@ -533,7 +582,8 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
         sizes=None if result.original_sizes is None or result.shrunk_sizes is None or unchanged else
         (result.original_sizes, result.shrunk_sizes))
     if cache is not None and (verification is None or verification.passed):
-        problem = cache.put(cache_key(read, model.options, versions), target, record)
+        problem = cache.put(cache_key(read, model.options, versions), target, record,
+                            alias=engine_free_key(read, model.options))
         if problem:
             app.display_debug(f"{PREFIX} could not write the cache entry: {problem}")
     return record, "unchanged" if unchanged else "shrunk"
@@ -584,6 +634,8 @@ def _data_files_beside(target: Path) -> list[Path]:
 def _sidecars(source: Path, relpath: str) -> dict[str, str]:
     """The original's external-data files: absolute path (as the engine names them) ->
     project-relative path (ShrinkrayError for a corrupt model or a missing/escaping data file)."""
+    if external_data_refs(source) == {}:  # read without onnx: most models have no data file
+        return {}
     from hatch_shrinkray.onnxgraph.modelio import external_data_files
 
     parent = PurePosixPath(relpath).parent

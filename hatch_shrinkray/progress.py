@@ -24,6 +24,11 @@ While another program writes to the same terminal (``check`` and ``record`` run 
 command), ``external()`` suspends a live display and plain lines take its place.
 
 ``HATCH_SHRINKRAY_PROGRESS_INTERVAL`` (seconds) sets the interval; tests set it low.
+
+The reporter is found through a context variable: a thread started inside ``reporting`` sees none
+unless it runs in a copy of the context (``contextvars.copy_context().run``), so open tasks in the
+thread that drives the work and advance them from anywhere (``Step`` is thread-safe enough for
+counting: the ticker only reads it).
 """
 
 from __future__ import annotations

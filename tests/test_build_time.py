@@ -11,6 +11,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
 from hardening import MODEL, REPO, write_project
 from hatchling.builders.wheel import WheelBuilder
 from packaging.requirements import Requirement
@@ -77,3 +78,28 @@ def test_a_build_without_the_engine_ships_what_the_cache_holds(tmp_path: Path) -
     with zipfile.ZipFile(a) as za, zipfile.ZipFile(b) as zb:
         assert za.read(member) == zb.read(member)
         assert len(zb.read(member)) < 0.6 * silero_vad().stat().st_size
+
+
+def test_a_cached_model_onnxruntime_loaded_is_not_loaded_again(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The load check of a cache hit is a second Python importing onnxruntime (1-2 s per model and
+    target); the cache remembers which bytes this onnxruntime loaded (after verifying them), so only
+    other bytes are checked again (tests/test_hostile3.py: an entry rewritten with bytes that do not
+    load is still refused)."""
+    from importlib import metadata
+
+    from hardening import build
+
+    from hatch_shrinkray.files import file_sha256
+
+    monkeypatch.setenv("HATCH_SHRINKRAY_CACHE_DIR", str(tmp_path / "cache"))
+    root = write_project(tmp_path / "proj", 'method = "fp16"\n')
+    shutil.copyfile(silero_vad(), root / MODEL)
+    build(root, out=tmp_path / "one")
+    (record,) = (tmp_path / "cache").glob("*.json")
+    marker = record.with_suffix(".loads")
+    shrunk = file_sha256(record.with_suffix(".onnx"))
+    assert marker.read_text() == f"{shrunk} loads in onnxruntime {metadata.version('onnxruntime')}\n"
+    marker.unlink()
+    build(root, out=tmp_path / "two")  # a hit without the note: checked, and noted again
+    assert marker.read_text() == f"{shrunk} loads in onnxruntime {metadata.version('onnxruntime')}\n"

@@ -14,6 +14,7 @@ same bytes.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -135,6 +136,10 @@ def cache_key(model_sha256: str, options: ShrinkOptions, versions: dict[str, str
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
+def _loads_line(shrunk_sha256: str, runtime: str) -> str:
+    return f"{shrunk_sha256} loads in onnxruntime {runtime}\n"
+
+
 def engine_free_key(model_sha256: str, options: ShrinkOptions) -> str:
     """The name of the newest entry for these bytes and options made by this hatch-shrinkray, by
     whichever onnx and onnxruntime: what a build environment without the engine looks up (an
@@ -232,6 +237,22 @@ class ShrinkCache:
         except (OSError, ValueError, KeyError, TypeError, RecursionError):
             return None
         return model, cached
+
+    def loaded(self, key: str, shrunk_sha256: str, runtime: str) -> bool:
+        """Whether onnxruntime ``runtime`` loaded these very bytes before (:meth:`note_loaded`)."""
+        try:
+            said = read_regular(self.directory / f"{key}.loads", 512).decode("utf-8")
+        except (OSError, ValueError):
+            return False
+        return said == _loads_line(shrunk_sha256, runtime)
+
+    def note_loaded(self, key: str, shrunk_sha256: str, runtime: str) -> None:
+        """Remember that onnxruntime ``runtime`` loads the entry's bytes: a build that takes it again
+        with the same onnxruntime skips the load check, a second Python process importing
+        onnxruntime (1-2 s per model and target; benchmarks/BUILD_TIME.md). Other bytes (an entry
+        rewritten since, whatever its record says) or another onnxruntime are checked again."""
+        with contextlib.suppress(OSError):
+            write_atomically(self.directory / f"{key}.loads", _loads_line(shrunk_sha256, runtime).encode())
 
     def latest(self, alias: str, original_sha256: str) -> tuple[Path, CachedShrink] | None:
         """The entry ``alias`` (an :func:`engine_free_key`) last pointed at, checked like ``get``."""

@@ -538,7 +538,8 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
         if hit is None and not engine_installed():  # what this hatch-shrinkray made with any engine
             key = engine_free_key(original_sha256, model.options)
             hit = cache.latest(key, original_sha256)
-        if hit is not None and _take_cached(hit, target, key, model.relpath, app, original=model_file_sha256):
+        if hit is not None and _take_cached(hit, target, key, model.relpath, app, original=model_file_sha256,
+                                            cache=cache, runtime=versions["onnxruntime"]):
             # the model file's own bytes (its content digest covers its data files too): nothing shrunk
             unchanged = hit[1].entry.shrunk_sha256 in (original_sha256, model_file_sha256) \
                 or hit[1].kept_original is not None
@@ -582,23 +583,28 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
         sizes=None if result.original_sizes is None or result.shrunk_sizes is None or unchanged else
         (result.original_sizes, result.shrunk_sizes))
     if cache is not None and (verification is None or verification.passed):
-        problem = cache.put(cache_key(read, model.options, versions), target, record,
-                            alias=engine_free_key(read, model.options))
+        key = cache_key(read, model.options, versions)
+        problem = cache.put(key, target, record, alias=engine_free_key(read, model.options))
         if problem:
             app.display_debug(f"{PREFIX} could not write the cache entry: {problem}")
+        elif verification is not None:  # onnxruntime just loaded and ran these bytes
+            cache.note_loaded(key, shrunk_sha256, versions["onnxruntime"])
     return record, "unchanged" if unchanged else "shrunk"
 
 
 def _take_cached(hit: tuple[Path, CachedShrink], target: Path, key: str, relpath: str, app: Display, *,
-                 original: str | None) -> bool:
+                 original: str | None, cache: ShrinkCache, runtime: str) -> bool:
     """Copy a cache entry's model to ``target`` if it is what its record says and onnxruntime
     loads it (unless it is byte for byte the model file itself, ``original``: a model with nothing
-    to shrink, which ships as the user gave it); otherwise say why, and the model is shrunk again
-    (and the entry rewritten)."""
+    to shrink, which ships as the user gave it, or the cache saw this onnxruntime load these very
+    bytes); otherwise say why, and the model is shrunk again (and the entry rewritten)."""
     path, record = hit
     copied = copy_hashed(path, target)
+    known = copied == original or cache.loaded(key, copied, runtime)
     problem = "its bytes changed while they were read" if copied != record.entry.shrunk_sha256 \
-        else None if copied == original else load_problem(target)
+        else None if known else load_problem(target)
+    if problem is None and not known and onnxruntime_installed():
+        cache.note_loaded(key, copied, runtime)
     if problem:
         app.display_warning(f"{PREFIX} {relpath}: cache entry {key[:16]} is not used ({problem}); shrinking again")
         target.unlink(missing_ok=True)

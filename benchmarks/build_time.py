@@ -92,6 +92,9 @@ def main() -> None:
     ap.add_argument("--only", action="append", default=[], help="frontends to run (default: all)")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "BUILD_TIME.md")
     ap.add_argument("--label", default="", help="a title for this table (e.g. before / after)")
+    ap.add_argument("--backend-path", type=Path, default=None,
+                    help="a checkout whose hatch_shrinkray the --no-isolation builds import (PYTHONPATH), to compare "
+                         "another revision with the one installed in this venv")
     args = ap.parse_args()
     frontends = args.only or list(FRONTENDS)
     with tempfile.TemporaryDirectory(prefix="build-time-bench-") as tmp:
@@ -104,6 +107,8 @@ def main() -> None:
                "UV_CACHE_DIR": str(work / "uv-cache")}
         for name in ("PYTHONPATH", "VIRTUAL_ENV", "HATCH_BUILD_NO_HOOKS", "HATCH_ENV_ACTIVE"):
             env.pop(name, None)
+        if args.backend_path is not None:
+            env["PYTHONPATH"] = str(args.backend_path.resolve())
         roots = {True: project(work, True), False: project(work, False)}
         warm = work / "warm-cache"
         variants = [(f, hook, cache) for f in frontends for hook, cache in
@@ -138,8 +143,9 @@ def main() -> None:
         rows.append(f"| {v[0]} | {'yes' if v[1] else 'no'} | {v[2]} | {wall:.1f} | {cpu:.1f} | "
                     f"{wall / floor[0]:.2f} / {cpu / floor[1]:.2f} | {shrunk:.1f} | {(wall - shrunk) / floor[0]:.2f} | "
                     f"{', '.join(f'{w:.1f}' for w in walls[v])} |")
-    command = "python benchmarks/build_time.py --repeats {} {}".format(
-        args.repeats, " ".join(f"--only '{f}'" for f in args.only))
+    command = "python benchmarks/build_time.py --repeats {} {}{}".format(
+        args.repeats, " ".join(f"--only '{f}'" for f in args.only),
+        f" --backend-path {args.backend_path}" if args.backend_path else "")
     text = (f"## {args.label or 'Build time'}\n\nCommand: `{command.strip()}` ({time.strftime('%Y-%m-%d %H:%M')}, "
             f"{os.cpu_count()} cores shared with other jobs).\n\n" + "\n".join(rows) + "\n")
     print(text)

@@ -97,8 +97,8 @@ def test_a_cached_model_onnxruntime_loaded_is_not_loaded_again(tmp_path: Path,
     shutil.copyfile(silero_vad(), root / MODEL)
     build(root, out=tmp_path / "one")
     (record,) = (tmp_path / "cache").glob("*.json")
-    marker = record.with_suffix(".loads")
     shrunk = file_sha256(record.with_suffix(".onnx"))
+    marker = tmp_path / "cache" / f"{shrunk}.loads"
     assert marker.read_text() == f"{shrunk} loads in onnxruntime {metadata.version('onnxruntime')}\n"
     marker.unlink()
     build(root, out=tmp_path / "two")  # a hit without the note: checked, and noted again

@@ -238,21 +238,23 @@ class ShrinkCache:
             return None
         return model, cached
 
-    def loaded(self, key: str, shrunk_sha256: str, runtime: str) -> bool:
+    def loaded(self, sha256: str, runtime: str) -> bool:
         """Whether onnxruntime ``runtime`` loaded these very bytes before (:meth:`note_loaded`)."""
         try:
-            said = read_regular(self.directory / f"{key}.loads", 512).decode("utf-8")
+            said = read_regular(self.directory / f"{sha256}.loads", 512).decode("utf-8")
         except (OSError, ValueError):
             return False
-        return said == _loads_line(shrunk_sha256, runtime)
+        return said == _loads_line(sha256, runtime)
 
-    def note_loaded(self, key: str, shrunk_sha256: str, runtime: str) -> None:
-        """Remember that onnxruntime ``runtime`` loads the entry's bytes: a build that takes it again
-        with the same onnxruntime skips the load check, a second Python process importing
+    def note_loaded(self, sha256: str, runtime: str) -> None:
+        """Remember that onnxruntime ``runtime`` loads the model whose bytes have ``sha256``: a build
+        that ships them again with the same onnxruntime (a cache hit, or the manifest match of the
+        wheel built from our sdist) skips the load check, a second Python process importing
         onnxruntime (1-2 s per model and target; benchmarks/BUILD_TIME.md). Other bytes (an entry
         rewritten since, whatever its record says) or another onnxruntime are checked again."""
         with contextlib.suppress(OSError):
-            write_atomically(self.directory / f"{key}.loads", _loads_line(shrunk_sha256, runtime).encode())
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            write_atomically(self.directory / f"{sha256}.loads", _loads_line(sha256, runtime).encode())
 
     def latest(self, alias: str, original_sha256: str) -> tuple[Path, CachedShrink] | None:
         """The entry ``alias`` (an :func:`engine_free_key`) last pointed at, checked like ``get``."""

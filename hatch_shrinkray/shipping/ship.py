@@ -329,7 +329,7 @@ def _ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
             continue
         if passes_through(model, sha256, manifest_in):
             entry = manifest_in[model.relpath]
-            _pass_through(model.relpath, entry, source, target, sha256=sha256, workdir=workdir)
+            _pass_through(model.relpath, entry, source, target, sha256=sha256, workdir=workdir, cache=cache)
             app.display_success(f"{PREFIX} {model.relpath}: already shrunk (manifest match); shipping as-is "
                                 f"({human(size)})")
             shipped.append(Shipped(model.relpath, "pass-through", size, size, ((model.relpath, target),),
@@ -419,15 +419,19 @@ def _drop_obsolete_data(shipped: list[Shipped], sidecars_of: Mapping[str, tuple[
 
 
 def _pass_through(relpath: str, entry: ManifestEntry, source: Path, target: Path, *, sha256: str,
-                  workdir: Path) -> None:
+                  workdir: Path, cache: ShrinkCache | None) -> None:
     """Copy a manifest match into the work directory, checking it on the way (see manifest): its
-    entry and structure always, and that onnxruntime loads it where onnxruntime is installed (the
-    bytes checked are hashed again, so they are the bytes shipped)."""
+    entry and structure always, and that onnxruntime loads it where onnxruntime is installed and
+    the cache has not seen this onnxruntime load these bytes (the bytes checked are hashed again,
+    so they are the bytes shipped)."""
     problem = pass_through_problem(source, entry)
-    if problem is None and onnxruntime_installed():
+    runtime = tool_versions()["onnxruntime"]
+    if problem is None and onnxruntime_installed() and not (cache is not None and cache.loaded(sha256, runtime)):
         problem = load_problem(source)
         if problem is None and _read_sha256_of(source, relpath) != sha256:
             raise _changed(relpath)
+        if problem is None and cache is not None:
+            cache.note_loaded(sha256, runtime)
     if problem:
         raise ShrinkrayError(f"matches its entry in {MANIFEST_NAME} but {problem}; refusing to ship it",
                              path=relpath,
@@ -588,7 +592,7 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
         if problem:
             app.display_debug(f"{PREFIX} could not write the cache entry: {problem}")
         elif verification is not None:  # onnxruntime just loaded and ran these bytes
-            cache.note_loaded(key, shrunk_sha256, versions["onnxruntime"])
+            cache.note_loaded(shrunk_sha256, versions["onnxruntime"])
     return record, "unchanged" if unchanged else "shrunk"
 
 
@@ -600,11 +604,11 @@ def _take_cached(hit: tuple[Path, CachedShrink], target: Path, key: str, relpath
     bytes); otherwise say why, and the model is shrunk again (and the entry rewritten)."""
     path, record = hit
     copied = copy_hashed(path, target)
-    known = copied == original or cache.loaded(key, copied, runtime)
+    known = copied == original or cache.loaded(copied, runtime)
     problem = "its bytes changed while they were read" if copied != record.entry.shrunk_sha256 \
         else None if known else load_problem(target)
     if problem is None and not known and onnxruntime_installed():
-        cache.note_loaded(key, copied, runtime)
+        cache.note_loaded(copied, runtime)
     if problem:
         app.display_warning(f"{PREFIX} {relpath}: cache entry {key[:16]} is not used ({problem}); shrinking again")
         target.unlink(missing_ok=True)

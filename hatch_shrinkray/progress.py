@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -167,8 +168,11 @@ class LiveReporter(Reporter):
         )
 
         self.console = Console(file=stream)
+        # rich would send what we print to stdout through the display, on stderr: only when stdout is
+        # the terminal too (`shrink ... > report.txt` must still fill the file).
         self.bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                             TimeElapsedColumn(), TimeRemainingColumn(), console=self.console, transient=True)
+                             TimeElapsedColumn(), TimeRemainingColumn(), console=self.console, transient=True,
+                             redirect_stdout=_isatty(sys.stdout))
         self.ids: dict[int, Any] = {}
         self.suspended = 0
         self.bars.start()
@@ -230,6 +234,13 @@ def reporting(reporter: Reporter | None) -> Iterator[Reporter | None]:
         _current.reset(token)
         if reporter is not None:
             reporter.close()
+
+
+def _isatty(stream: TextIO | None) -> bool:
+    try:
+        return stream is not None and stream.isatty()
+    except (AttributeError, ValueError):  # replaced or closed
+        return False
 
 
 def active() -> Reporter | None:

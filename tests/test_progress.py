@@ -4,7 +4,10 @@ terminal, nothing when quiet, nothing at all without a reporter."""
 from __future__ import annotations
 
 import io
+import sys
 import time
+
+import pytest
 
 from hatch_shrinkray import progress
 
@@ -76,3 +79,17 @@ def test_library_loops_report_without_knowing_the_reporter() -> None:
             time.sleep(0.1)
     assert any(line.startswith("merging 1/3 (33%) model 1, ") for line in lines), lines
     assert list(progress.tracked([1, 2], "no reporter")) == [1, 2]
+
+
+def test_a_live_display_leaves_a_redirected_stdout_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`hatch-shrinkray shrink ... > report.txt` on a terminal: the report still goes to the file."""
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    stdout = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", stdout)
+    with progress.reporting(progress.for_stream(Tty(), quiet=False)), progress.task("shrink", total=1):
+        print("the report")
+        assert sys.stdout is stdout
+    assert stdout.getvalue() == "the report\n"

@@ -9,7 +9,9 @@ the same entry).
 Each entry is two files, ``<key>.onnx`` and ``<key>.json``, each written to a temporary file in the
 cache directory and renamed into place; the record is renamed last and names the model's sha256,
 so a reader never trusts a half-written entry and concurrent builds can only race to write the
-same bytes.
+same bytes. Two kinds of small files, written the same way, sit beside them: ``<alias>.latest``
+names the entry a build without the engine takes (:func:`engine_free_key`), and
+``<sha256>.loads`` says which onnxruntime loaded those bytes (:meth:`ShrinkCache.note_loaded`).
 """
 
 from __future__ import annotations

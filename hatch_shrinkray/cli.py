@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from hatch_shrinkray import progress
 from hatch_shrinkray.capture import env
 from hatch_shrinkray.errors import OptionError, PlanError, ShrinkrayError, VerificationError, set_invocation
 from hatch_shrinkray.files import write_atomically
@@ -41,6 +42,8 @@ from hatch_shrinkray.shipping.ship import confirm_plan, engine_missing, printabl
 from hatch_shrinkray.signals import Terminated, redeliver, stop_request, terminate_raises
 from hatch_shrinkray.sizes import BROTLI_HINT, DEFAULT_TARGET, TARGETS, brotli_problem
 
+QUIET_HELP = ("no progress (on a terminal a live display; on a pipe a line at least every 30 s, "
+              f"{progress.INTERVAL_ENV} seconds) and no informational lines; warnings, errors and results remain")
 DEFAULT_TIMEOUT = 3600.0
 """``check --timeout``: an hour per run of the command, generous for a test suite; a hang ends."""
 MAX_TIMEOUT = 7 * 24 * 3600.0
@@ -95,6 +98,7 @@ def parser() -> argparse.ArgumentParser:
         prog="hatch-shrinkray",
         description="Shrink ONNX models (weights-only quantization), verified with onnxruntime.")
     p.add_argument("-v", "--verbose", action="store_true", help="show tracebacks and per-tensor details")
+    p.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
     sub = p.add_subparsers(dest="command", required=True)
 
     info = sub.add_parser("info", help="show a model's weights and how much of the file they are")
@@ -193,6 +197,8 @@ def parser() -> argparse.ArgumentParser:
     _shrink_args(k)
     _verify_args(k)
     k.set_defaults(argv=[])  # everything after `--`, split off before parsing (see main)
+    for command in sub.choices.values():  # before or after the command's name
+        command.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET_HELP)
     return p
 
 
@@ -366,7 +372,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
         failures += 1
     reports = []
     seen: set[Path] = set()
-    for src in files:
+    for src in progress.tracked(files, "shrink"):
         dest = args.output / src.name
         try:
             if dest in seen:
@@ -391,7 +397,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
             _error(exc, args.verbose)
             continue
         if plan is not None:
-            confirm_plan(str(src), plan, file_sha256(dest), _Stderr(args.verbose))
+            confirm_plan(str(src), plan, file_sha256(dest), _Stderr(args.verbose, args.quiet))
         print(shrink_report(result, args.sizes, tensors=args.verbose))
         reports.append(result_json(result))
     written = args.json is None or _write_report(args.json, json.dumps(reports, indent=2, sort_keys=True), args.verbose)
@@ -442,19 +448,25 @@ def _write_report(path: Path, text: str, verbose: bool) -> bool:
 
 
 class _Stderr:
-    """The hook's five report calls, for the terminal: the same lines a build prints."""
+    """The hook's five report calls, for the terminal: the same lines a build prints (``-q``: only
+    the warnings, as ``hatch -q build``)."""
 
-    def __init__(self, verbose: bool) -> None:
+    def __init__(self, verbose: bool, quiet: bool = False) -> None:
         self.verbose = verbose
+        self.quiet = quiet
 
-    def display_info(self, message: str = "") -> None:
+    def display_warning(self, message: str = "") -> None:
         print(printable_lines(message), file=sys.stderr, flush=True)
 
-    display_waiting = display_success = display_warning = display_info
+    def display_info(self, message: str = "") -> None:
+        if not self.quiet:
+            self.display_warning(message)
+
+    display_waiting = display_success = display_info
 
     def display_debug(self, message: str = "", level: int = 1) -> None:
         if self.verbose:
-            self.display_info(message)
+            self.display_warning(message)
 
 
 def cmd_wheel(args: argparse.Namespace) -> int:
@@ -470,10 +482,10 @@ def cmd_wheel(args: argparse.Namespace) -> int:
         load_config, raw, project, "wheel", table or "--models", flags=_command_line(args, args.models or ()))
     created = not args.in_place and not args.output.exists()
     outputs = _wheel_destinations(args)
-    display = _Stderr(args.verbose)
+    display = _Stderr(args.verbose, args.quiet)
     manifest = read_manifest(project, display.display_warning)
     rewrote = False
-    for source, destination in outputs:
+    for source, destination in progress.tracked(outputs, "wheel", detail=lambda pair: pair[0].name):
         try:
             done = rewrite_wheel(source, destination, configure, manifest, display)
         except BaseException as exc:
@@ -621,7 +633,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     configured, plan_file = _check_config(args)
     settings = Settings(command, args.pytest or looks_like_pytest(command), args.threshold, args.max_flip_rate,
                         timeout=args.timeout)
-    display = _Stderr(args.verbose)
+    display = _Stderr(args.verbose, args.quiet)
     data: dict[str, Any]
     if args.shadow:
         shadowed = run_shadow(configured, settings, display)
@@ -727,7 +739,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = {"shrink": cmd_shrink, "info": cmd_info, "compare": cmd_compare, "wheel": cmd_wheel,
                 "record": cmd_record, "check": cmd_check}
     try:
-        with terminate_raises():  # SIGTERM unwinds like Ctrl-C, so staging files are removed
+        with terminate_raises(), progress.reporting(progress.for_stream(sys.stderr, quiet=args.quiet)):
             return commands[args.command](args)
     except BrokenPipeError:
         # The reader went away (`hatch-shrinkray info m.onnx | head`): no traceback, and nothing more

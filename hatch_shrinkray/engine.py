@@ -19,6 +19,7 @@ from pathlib import Path
 import onnx
 from onnx import ModelProto
 
+from hatch_shrinkray import progress
 from hatch_shrinkray.auto.choices import encode_chosen
 from hatch_shrinkray.auto.guard import Outcome
 from hatch_shrinkray.auto.method import guarded_auto, needs_real_inputs
@@ -96,6 +97,14 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
     ``exact_web``, else estimated.
     """
     options = options or ShrinkOptions()
+    name = "the model" if isinstance(source, ModelProto) else Path(source).name
+    with progress.task(f"{name}: {options.method}") as stage:
+        return _shrink(source, destination, options, keep_failed=keep_failed, exact_web=exact_web, stage=stage)
+
+
+def _shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.PathLike[str] | None,
+            options: ShrinkOptions, *, keep_failed: bool, exact_web: bool, stage: progress.Step) -> ShrinkResult:
+    stage.show("loading")
     problems = option_errors(options)
     if problems:
         raise ShrinkrayError("invalid options: " + "; ".join(problems))
@@ -115,7 +124,9 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
     small, weight_bytes = _census(loaded.model, options)
     work = loaded.model
     method = METHODS[options.method]
+    stage.show("reading the samples")
     prepared, fitting = _calibration(loaded, original_ref, options, method.calibrates(options))
+    stage.show("encoding")
     calibration = prepared.calibration if prepared is not None else None
     with one_blas_thread():
         held = prepared.held_out if prepared is not None else None
@@ -126,6 +137,7 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
     output: Output | None = None
     kept_original: str | None = None
     try:
+        stage.show("writing and measuring")
         output = _write(work, dest, loaded.label, checker)
         original_sizes = measure(_files(loaded, original_ref), exact_web=exact_web)
         shrunk_sizes = measure(output.files(), exact_web=exact_web)
@@ -147,6 +159,7 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
         gc.collect()
         verification: VerifyResult | None = None
         if options.verify is not None and kept_original is None:
+            stage.show("verifying")
             try:
                 verification = _verify(loaded, original_ref, output, options, prepared=prepared,
                                        checker=checker, fitting=fitting, keep_failed=keep_failed)

@@ -26,8 +26,8 @@ else:  # pragma: no cover
 
 REPO = Path(__file__).resolve().parents[1]
 ENGINE = f"hatch-shrinkray-core[engine]=={hatch_shrinkray.__version__}"
-ENGINE_REQUIREMENTS = [ENGINE, "numpy>=1.24", "onnx-ir>=0.1.10", "onnx>=1.16", "onnxruntime>=1.22",
-                       "threadpoolctl>=3.1"]
+ENGINE_REQUIREMENTS = ["numpy>=1.24", "onnx>=1.16", "onnxruntime>=1.22", "threadpoolctl>=3.1"]
+"""What a build shrinking with int8 installs: not rich (the CLI's), not onnx-ir (int4 and auto's)."""
 
 
 def pyproject(path: Path) -> dict:  # type: ignore[type-arg]

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hatch_shrinkray import progress
 from hatch_shrinkray.capture import env
 from hatch_shrinkray.capture.env import MAX_BYTES, MAX_SAMPLES
 from hatch_shrinkray.capture.outcomes import OUTCOMES
@@ -86,7 +87,8 @@ def observe(command: Sequence[str], instructions: Callable[[str], Instructions],
         variables["PYTEST_PLUGINS"] = ",".join(p for p in plugins if p)
         start = time.perf_counter()
         try:  # Ctrl-C included: the recording environment removes its run directory on the way out
-            returncode = _run(command, {**os.environ, **variables}, cwd, timeout)
+            with progress.external():  # the command writes to the terminal meanwhile
+                returncode = _run(command, {**os.environ, **variables}, cwd, timeout)
         except OSError as exc:
             raise ShrinkrayError(f"cannot run {command[0]}: {exc.strerror or exc}",
                                  hint="check the command after --") from exc

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hatch_shrinkray import progress
 from hatch_shrinkray.capture import env
 from hatch_shrinkray.capture.env import MAX_BYTES, MAX_SAMPLES
 from hatch_shrinkray.capture.merge import Merged, Part, merge
@@ -182,7 +183,8 @@ def record(command: Sequence[str], output: Path, max_samples: int = MAX_SAMPLES,
         raise ShrinkrayError("no command to record", hint="hatch-shrinkray record --output DIR -- COMMAND [ARGS...]")
     with recording_environment(output, max_samples, max_bytes) as (variables, run_dir):
         try:
-            proc = subprocess.run(list(command), env={**os.environ, **variables}, check=False)
+            with progress.task(f"record: running `{shlex.join(command)}`"), progress.external():
+                proc = subprocess.run(list(command), env={**os.environ, **variables}, check=False)
         except OSError as exc:
             raise ShrinkrayError(f"cannot run {command[0]}: {exc.strerror or exc}",
                                  hint="check the command after --") from exc
@@ -219,14 +221,16 @@ def finish(run_dir: Path, output: Path, max_samples: int = MAX_SAMPLES, max_byte
         done.booted = len(boots)
         done.lost = len(using)
         by_model: dict[str, list[Part]] = defaultdict(list)
-        for path in (p for p in files if p.suffix == ".part"):
+        parts = [p for p in files if p.suffix == ".part"]
+        for path in progress.tracked(parts, "record: reading the parts the processes wrote"):
             try:
                 meta, samples = read_part(path)
             except ShrinkrayError as exc:
                 done.errors.append(f"a part could not be read ({exc.message})")
                 continue
             by_model[meta["model_sha256"]].append(Part(meta, samples))
-        for sha in sorted(by_model):
+        for sha in progress.tracked(sorted(by_model), "record: merging and writing recordings",
+                                    detail=lambda sha: str(by_model[sha][0].meta.get("model", sha[:12]))):
             merged = merge(by_model[sha], max_samples, max_bytes, root or Path.cwd())
             earlier = _earlier_samples(output, merged.meta["model_sha256"])
             written = _write(output, merged, done.unwritten)

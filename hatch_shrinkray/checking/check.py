@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from hatch_shrinkray import progress
 from hatch_shrinkray.auto.sensitivity import keep_hint
 from hatch_shrinkray.capture.observe import ModelSeen, Observed, observe
 from hatch_shrinkray.capture.swap import Instructions
@@ -73,7 +74,8 @@ def targets_of(prepared: Sequence[Prepared]) -> list[Prepared]:
 
 
 def run_check(configured: Configured, settings: Settings, app: Display) -> Checked:
-    with tempfile.TemporaryDirectory(prefix="hatch-shrinkray-check-") as name:
+    with tempfile.TemporaryDirectory(prefix="hatch-shrinkray-check-") as name, \
+            progress.task("check: runs of the command", total=2) as runs:
         tmp = Path(name)
         prepared = prepare(configured, tmp / "models", app)
         targets = tuple(p.target() for p in targets_of(prepared))
@@ -82,9 +84,11 @@ def run_check(configured: Configured, settings: Settings, app: Display) -> Check
                                lambda r: Instructions("original", False, settings.threshold, r, targets),
                                record=tmp / "recorded")
         require_evidence(original, prepared, settings)
+        runs.advance()
         app.display_info(f"check: run 2 of 2, with the shrunk models: {shown(settings.command)}")
         shrunk = run_command(settings, prepared, "run 2 of 2, with the shrunk models",
                              lambda r: Instructions("shrunk", False, settings.threshold, r, targets))
+        runs.advance()
         verdict = judge(original, shrunk)
         hints = {} if verdict.passed else sensitive_hints(prepared, original, tmp / "recorded")
         return Checked(settings.command, tuple(prepared), verdict, hints)
@@ -109,7 +113,9 @@ def run_command(settings: Settings, prepared: Sequence[Prepared], which: str,
     ``check`` swapped in the shrunk copy of the bytes it read; a command that rewrites a configured
     model (a test re-exporting it) would make it judge other bytes than it shrank, and blame the
     weights. So every model file is hashed again after the run, and a changed one is refused."""
-    observed = observe(settings.command, instructions, record=record, cwd=settings.cwd, timeout=settings.timeout)
+    with progress.task(f"{which}: `{shown(settings.command)}`"):
+        observed = observe(settings.command, instructions, record=record, cwd=settings.cwd,
+                           timeout=settings.timeout)
     for p in prepared:
         try:
             now = file_sha256(p.source)

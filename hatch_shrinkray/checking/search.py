@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from hatch_shrinkray import progress
 from hatch_shrinkray.auto.guard import decide, score
 from hatch_shrinkray.capture.observe import ModelSeen, Observed
 from hatch_shrinkray.capture.swap import Instructions
@@ -128,8 +129,15 @@ class _Search:
         self.runs = 0
         self.best: Trial | None = None
         self.ladder = LADDERS.get(prepared.options.method, DEFAULT_LADDER)
+        self.step = progress.Step(progress.Task("", None, 0.0), None)
 
     def run(self, recorded: Path) -> Found:
+        label = f"check --search: {self.prepared.relpath}, runs (at most {self.max_runs})"
+        with progress.task(label, total=self.max_runs) as self.step:
+            return self._run(recorded)
+
+    def _run(self, recorded: Path) -> Found:
+        self.step.show("ranking the tensors")
         order = [(s.scope, s.name) for s in ranked(replace(self.prepared, options=replace(
             self.prepared.options, plan=())), recorded)]
         names = tuple(n for _, n in order)
@@ -202,6 +210,7 @@ class _Search:
             return Trial(dict(tensors), judge(self.original, self.original), seen, p, self.prepared.sha256, True)
         observed = run_command(self.settings, (self.prepared,), f"search run {self.runs}",
                                lambda r: Instructions("shrunk", True, self.settings.threshold, r, (p.target(),)))
+        self.step.at(self.runs, "")
         verdict = judge(self.original, observed)
         seen = observed.models.get(p.sha256, ModelSeen())
         trial = Trial(dict(tensors), verdict, seen, p, file_sha256(p.shrunk), False)

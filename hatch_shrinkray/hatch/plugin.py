@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from hatchling.builders.config import BuilderConfig
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
+from hatch_shrinkray import progress
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.hatch.include import check_outside, include
 from hatch_shrinkray.result import human
@@ -88,13 +89,15 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
         """
         if self.target_name not in TARGETS or _editable_build():
             return []
+        methods: set[str] | None = None
         try:
             config = self._load()
             needed = engine_needed(config, Path(self.root), read_manifest(Path(self.root)))
             web = any(m.options.target == "web" for m in config.models)
+            methods = {m.options.method for m in config.models} | {p.method for p in config.plans.values()}
         except ShrinkrayError:
             needed, web = True, False
-        return [*engine_requirements(), *([WEB_REQUIREMENT] if web else [])] if needed else []
+        return [*engine_requirements(methods), *([WEB_REQUIREMENT] if web else [])] if needed else []
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         if self.target_name not in TARGETS or version != "standard":
@@ -107,7 +110,8 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
                 self._workdir = self._make_workdir()
             config, root, workdir = self._load(), Path(self.root), Path(self._workdir.name)
             check_outside(workdir, root)
-            shipped = ship_models(config, root, workdir, self.app, read_manifest(root, self.app.display_warning))
+            with progress.reporting(self._reporter()):
+                shipped = ship_models(config, root, workdir, self.app, read_manifest(root, self.app.display_warning))
             include(shipped, config, build_data, workdir, self.app)
             self._drop(path for model in shipped for path in model.obsolete)
             self._leave_out_recordings(config, root)
@@ -121,6 +125,16 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
             raise
         finally:
             self.initializing = False
+
+    def _reporter(self) -> progress.Reporter | None:
+        """Plain lines through hatch's own ``display_info`` (never rich: the build environment does not
+        have it, and a frontend's output is rarely a terminal), so they obey hatch's verbosity:
+        ``hatch -q build`` or ``HATCH_QUIET=1`` silences them with every other info line of the
+        build, as a user of hatch expects; a config key would make quiet a property of the project
+        rather than of the invocation (quiet in CI, talkative at the desk)."""
+        if getattr(self.app, "verbosity", 0) < 0:
+            return None
+        return progress.Reporter(self.app.display_info, prefix=f"{PREFIX} ")
 
     @staticmethod
     def _make_workdir() -> tempfile.TemporaryDirectory[str]:

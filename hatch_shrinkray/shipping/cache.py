@@ -9,11 +9,14 @@ the same entry).
 Each entry is two files, ``<key>.onnx`` and ``<key>.json``, each written to a temporary file in the
 cache directory and renamed into place; the record is renamed last and names the model's sha256,
 so a reader never trusts a half-written entry and concurrent builds can only race to write the
-same bytes.
+same bytes. Two kinds of small files, written the same way, sit beside them: ``<alias>.latest``
+names the entry a build without the engine takes (:func:`engine_free_key`), and
+``<sha256>.loads`` says which onnxruntime loaded those bytes (:meth:`ShrinkCache.note_loaded`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -135,6 +138,19 @@ def cache_key(model_sha256: str, options: ShrinkOptions, versions: dict[str, str
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
+def _loads_line(shrunk_sha256: str, runtime: str) -> str:
+    return f"{shrunk_sha256} loads in onnxruntime {runtime}\n"
+
+
+def engine_free_key(model_sha256: str, options: ShrinkOptions) -> str:
+    """The name of the newest entry for these bytes and options made by this hatch-shrinkray, by
+    whichever onnx and onnxruntime: what a build environment without the engine looks up (an
+    isolated build whose models are all cached installs no engine; see ``shipping.ship``)."""
+    from hatch_shrinkray import __version__
+
+    return cache_key(model_sha256, options, {"hatch-shrinkray": __version__, "engine": "any"})
+
+
 def inputs_digest(path: Path) -> str:
     """The sha256 of a sample file, or of a recording directory's ``.npz`` files (names and
     contents); only regular files of a bounded size are read (a FIFO or ``/dev/zero`` never ends)."""
@@ -224,8 +240,37 @@ class ShrinkCache:
             return None
         return model, cached
 
-    def put(self, key: str, shrunk_model: Path, record: CachedShrink) -> str | None:
-        """Store an entry; returns why it could not be stored, or ``None`` on success."""
+    def loaded(self, sha256: str, runtime: str) -> bool:
+        """Whether onnxruntime ``runtime`` loaded these very bytes before (:meth:`note_loaded`)."""
+        try:
+            said = read_regular(self.directory / f"{sha256}.loads", 512).decode("utf-8")
+        except (OSError, ValueError):
+            return False
+        return said == _loads_line(sha256, runtime)
+
+    def note_loaded(self, sha256: str, runtime: str) -> None:
+        """Remember that onnxruntime ``runtime`` loads the model whose bytes have ``sha256``: a build
+        that ships them again with the same onnxruntime (a cache hit, or the manifest match of the
+        wheel built from our sdist) skips the load check, a second Python process importing
+        onnxruntime (1-2 s per model and target; benchmarks/BUILD_TIME.md). Other bytes (an entry
+        rewritten since, whatever its record says) or another onnxruntime are checked again."""
+        with contextlib.suppress(OSError):
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            write_atomically(self.directory / f"{sha256}.loads", _loads_line(sha256, runtime).encode())
+
+    def latest(self, alias: str, original_sha256: str) -> tuple[Path, CachedShrink] | None:
+        """The entry ``alias`` (an :func:`engine_free_key`) last pointed at, checked like ``get``."""
+        try:
+            key = read_regular(self.directory / f"{alias}.latest", 128).decode("ascii").strip()
+        except (OSError, ValueError):
+            return None
+        if len(key) != 64 or any(c not in "0123456789abcdef" for c in key):
+            return None
+        return self.get(key, original_sha256)
+
+    def put(self, key: str, shrunk_model: Path, record: CachedShrink, alias: str | None = None) -> str | None:
+        """Store an entry (and point ``alias`` at it); returns why it could not be stored, or ``None``
+        on success."""
         model, record_path = self._paths(key)
         try:
             self.directory.parent.mkdir(parents=True, exist_ok=True)
@@ -233,6 +278,8 @@ class ShrinkCache:
             write_atomically(model, shrunk_model.read_bytes())
             text = json.dumps(record.to_dict(), sort_keys=True, indent=2).encode()
             write_atomically(record_path, text)
+            if alias is not None:
+                write_atomically(self.directory / f"{alias}.latest", key.encode())
         except OSError as exc:
             return f"{type(exc).__name__}: {exc}"
         return None

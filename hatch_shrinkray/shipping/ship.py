@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
+from hatch_shrinkray import progress
 from hatch_shrinkray.errors import (
     RECORD_HINT,
     AlreadyQuantizedError,
@@ -55,11 +56,18 @@ from hatch_shrinkray.shipping.cache import (
     ShrinkCache,
     cache_key,
     default_cache_dir,
+    engine_free_key,
     private_problem,
 )
 from hatch_shrinkray.shipping.config import HookConfig, ModelEntry
 from hatch_shrinkray.shipping.datafiles import ProjectTree, Readers, Tree
-from hatch_shrinkray.shipping.manifest import MANIFEST_NAME, ManifestEntry, pass_through_problem, tool_versions
+from hatch_shrinkray.shipping.manifest import (
+    MANIFEST_NAME,
+    ManifestEntry,
+    external_data_refs,
+    pass_through_problem,
+    tool_versions,
+)
 from hatch_shrinkray.shipping.plan import PLAN_NAME, PlanEntry
 
 PREFIX = "shrinkray:"
@@ -70,23 +78,31 @@ ENGINE_MODULES = ("onnx", "onnxruntime", "numpy", "onnx_ir", "ml_dtypes")
 """What the engine imports: hatch-shrinkray-core installs without them."""
 
 
-def engine_requirements() -> list[str]:
-    """What a build that shrinks must install: the engine extra of this very version, and that
-    extra's requirements spelled out (pip deems ``core[engine]==V`` satisfied by the installed core
-    and ignores the extra when it checks build requirements)."""
+ONLY_FOR = {"onnx-ir": frozenset({"int4", "auto"}), "threadpoolctl": frozenset({"int8", "auto"}),
+            "rich": frozenset()}
+"""Requirements of the engine extra that a build needs only for some methods (onnx-ir: onnxruntime's
+MatMulNBits quantizer; threadpoolctl: one BLAS thread while fitting), or never (rich: the CLI's live
+progress). Each package fewer is one less to resolve and install in every isolated build
+environment that shrinks (benchmarks/BUILD_TIME.md)."""
+
+
+def engine_requirements(methods: Iterable[str] | None = None) -> list[str]:
+    """What a build that shrinks with ``methods`` (None: any) must install: the engine extra's
+    requirements, spelled out, less those in ``ONLY_FOR`` that no method needs. Not
+    ``core[engine]==V``: that would install the whole extra, and pip deems it satisfied by the
+    installed core anyway when it checks build requirements."""
     from importlib import metadata
 
     from packaging.requirements import Requirement
-
-    from hatch_shrinkray import __version__
 
     try:
         declared = [Requirement(r) for r in metadata.requires(CORE) or []]
     except metadata.PackageNotFoundError:
         declared = []
-    engine = [f"{r.name}{r.specifier}" for r in declared if r.marker is not None
-              and r.marker.evaluate({"extra": "engine"}) and not r.marker.evaluate({"extra": ""})]
-    return [f"{CORE}[engine]=={__version__}", *engine]
+    wanted = None if methods is None else set(methods)
+    return [f"{r.name}{r.specifier}" for r in declared if r.marker is not None
+            and r.marker.evaluate({"extra": "engine"}) and not r.marker.evaluate({"extra": ""})
+            and (r.name not in ONLY_FOR or (ONLY_FOR[r.name] & wanted if wanted is not None else r.name != "rich"))]
 
 
 def engine_missing(exc: ModuleNotFoundError) -> ShrinkrayError | None:
@@ -228,10 +244,41 @@ def passes_through(model: ModelEntry, sha256: str, manifest: Mapping[str, Manife
 
 
 def engine_needed(config: HookConfig, root: Path, manifest: Mapping[str, ManifestEntry]) -> bool:
-    """Whether this build will shrink anything (and so needs onnx and onnxruntime installed)."""
+    """Whether this build will shrink anything (and so needs onnx and onnxruntime installed).
+
+    Where the engine is not installed (an isolated build environment, before the hook asked for
+    it), a model whose shrink the cache holds needs none either: installing onnxruntime and its
+    dependencies cost an isolated build more than everything else the hook does (benchmarks/
+    BUILD_TIME.md), to copy bytes out of the cache."""
     if config.ships_originals:
         return False
-    return not all(passes_through(m, _read_sha256(root, m), manifest) for m in config.models)
+    pending = [(m, sha) for m in config.models if not passes_through(m, sha := _read_sha256(root, m), manifest)]
+    if not pending:
+        return False
+    if engine_installed():
+        return True
+    return not all(_cached_without_engine(config, root, m, sha) for m, sha in pending)
+
+
+def engine_installed() -> bool:
+    """Whether the engine's modules can be imported here (without importing them)."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(name) is not None for name in ("onnx", "onnxruntime", "numpy"))
+
+
+def _cached_without_engine(config: HookConfig, root: Path, model: ModelEntry, sha256: str) -> bool:
+    """Whether the cache holds this model's shrink for its options (and plan), made by this
+    hatch-shrinkray with any engine; only for models without external data (their cache key covers
+    the data files, which takes the engine to find)."""
+    if not config.cache or external_data_refs(root / model.relpath) != {}:
+        return False
+    directory = config.cache_dir or default_cache_dir()
+    if private_problem(directory):
+        return False
+    plan = config.plans.get(sha256)
+    options = plan.apply(model.options) if plan is not None else model.options
+    return ShrinkCache(directory).latest(engine_free_key(sha256, options), sha256) is not None
 
 
 def _read_sha256(root: Path, model: ModelEntry) -> str:
@@ -254,7 +301,14 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
     archive (by default: the files under ``root``), for the models that read a shrunk model's
     external data too (see ``datafiles``).
     """
-    app = Sanitized(app)
+    with progress.task("models", total=len(config.models)) as counted:
+        return _ship_models(config, root, workdir, Sanitized(app), manifest_in, keep_failed=keep_failed, tree=tree,
+                            counted=counted)
+
+
+def _ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
+                 manifest_in: Mapping[str, ManifestEntry], *, keep_failed: bool, tree: Tree | None,
+                 counted: progress.Step) -> list[Shipped]:
     cache = _open_cache(config, app)
     readers = Readers(tree or ProjectTree(root))
     sidecars_of: dict[str, tuple[str, ...]] = {}
@@ -262,7 +316,8 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
     generated: list[str] = []
     weak: list[str] = []
     start = time.perf_counter()
-    for configured in config.models:
+    for index, configured in enumerate(config.models):
+        counted.at(index, configured.relpath)
         model = configured
         source = root / model.relpath
         target = workdir / model.relpath
@@ -274,7 +329,7 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
             continue
         if passes_through(model, sha256, manifest_in):
             entry = manifest_in[model.relpath]
-            _pass_through(model.relpath, entry, source, target, sha256=sha256, workdir=workdir)
+            _pass_through(model.relpath, entry, source, target, sha256=sha256, workdir=workdir, cache=cache)
             app.display_success(f"{PREFIX} {model.relpath}: already shrunk (manifest match); shipping as-is "
                                 f"({human(size)})")
             shipped.append(Shipped(model.relpath, "pass-through", size, size, ((model.relpath, target),),
@@ -307,7 +362,7 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
             continue
         files = [(model.relpath, target)]
         files += [((PurePosixPath(model.relpath).parent / data.name).as_posix(), data)
-                  for data in _data_files_beside(target)]
+                  for data in (_data_files_beside(target) if outcome == "shrunk" else ())]  # never cached
         sidecars_of[model.relpath] = tuple(sidecars.values())
         app.display_success(_success_line(model.relpath, record, outcome == "cached"))
         if plan is not None:
@@ -324,6 +379,7 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
             app.display_warning(f"{PREFIX} {model.relpath}: {note}")
         shipped.append(Shipped(model.relpath, outcome, record.original_size, record.shrunk_size, tuple(files),
                                entry=record.entry))
+    counted.at(len(config.models), "")
     shipped = _drop_obsolete_data(shipped, sidecars_of, readers, app)
     if generated:
         app.display_warning(f"{PREFIX} {', '.join(generated)}: verified on generated inputs only, a smoke check; "
@@ -366,15 +422,19 @@ def _drop_obsolete_data(shipped: list[Shipped], sidecars_of: Mapping[str, tuple[
 
 
 def _pass_through(relpath: str, entry: ManifestEntry, source: Path, target: Path, *, sha256: str,
-                  workdir: Path) -> None:
+                  workdir: Path, cache: ShrinkCache | None) -> None:
     """Copy a manifest match into the work directory, checking it on the way (see manifest): its
-    entry and structure always, and that onnxruntime loads it where onnxruntime is installed (the
-    bytes checked are hashed again, so they are the bytes shipped)."""
+    entry and structure always, and that onnxruntime loads it where onnxruntime is installed and
+    the cache has not seen this onnxruntime load these bytes (the bytes checked are hashed again,
+    so they are the bytes shipped)."""
     problem = pass_through_problem(source, entry)
-    if problem is None and onnxruntime_installed():
+    runtime = tool_versions()["onnxruntime"]
+    if problem is None and onnxruntime_installed() and not (cache is not None and cache.loaded(sha256, runtime)):
         problem = load_problem(source)
         if problem is None and _read_sha256_of(source, relpath) != sha256:
             raise _changed(relpath)
+        if problem is None and cache is not None:
+            cache.note_loaded(sha256, runtime)
     if problem:
         raise ShrinkrayError(f"matches its entry in {MANIFEST_NAME} but {problem}; refusing to ship it",
                              path=relpath,
@@ -489,7 +549,11 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
     if cache is not None:
         key = cache_key(original_sha256, model.options, versions)
         hit = cache.get(key, original_sha256)
-        if hit is not None and _take_cached(hit, target, key, model.relpath, app, original=model_file_sha256):
+        if hit is None and not engine_installed():  # what this hatch-shrinkray made with any engine
+            key = engine_free_key(original_sha256, model.options)
+            hit = cache.latest(key, original_sha256)
+        if hit is not None and _take_cached(hit, target, key, model.relpath, app, original=model_file_sha256,
+                                            cache=cache, runtime=versions["onnxruntime"]):
             # the model file's own bytes (its content digest covers its data files too): nothing shrunk
             unchanged = hit[1].entry.shrunk_sha256 in (original_sha256, model_file_sha256) \
                 or hit[1].kept_original is not None
@@ -533,22 +597,28 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
         sizes=None if result.original_sizes is None or result.shrunk_sizes is None or unchanged else
         (result.original_sizes, result.shrunk_sizes))
     if cache is not None and (verification is None or verification.passed):
-        problem = cache.put(cache_key(read, model.options, versions), target, record)
+        key = cache_key(read, model.options, versions)
+        problem = cache.put(key, target, record, alias=engine_free_key(read, model.options))
         if problem:
             app.display_debug(f"{PREFIX} could not write the cache entry: {problem}")
+        elif verification is not None:  # onnxruntime just loaded and ran these bytes
+            cache.note_loaded(shrunk_sha256, versions["onnxruntime"])
     return record, "unchanged" if unchanged else "shrunk"
 
 
 def _take_cached(hit: tuple[Path, CachedShrink], target: Path, key: str, relpath: str, app: Display, *,
-                 original: str | None) -> bool:
+                 original: str | None, cache: ShrinkCache, runtime: str) -> bool:
     """Copy a cache entry's model to ``target`` if it is what its record says and onnxruntime
     loads it (unless it is byte for byte the model file itself, ``original``: a model with nothing
-    to shrink, which ships as the user gave it); otherwise say why, and the model is shrunk again
-    (and the entry rewritten)."""
+    to shrink, which ships as the user gave it, or the cache saw this onnxruntime load these very
+    bytes); otherwise say why, and the model is shrunk again (and the entry rewritten)."""
     path, record = hit
     copied = copy_hashed(path, target)
+    known = copied == original or cache.loaded(copied, runtime)
     problem = "its bytes changed while they were read" if copied != record.entry.shrunk_sha256 \
-        else None if copied == original else load_problem(target)
+        else None if known else load_problem(target)
+    if problem is None and not known and onnxruntime_installed():
+        cache.note_loaded(copied, runtime)
     if problem:
         app.display_warning(f"{PREFIX} {relpath}: cache entry {key[:16]} is not used ({problem}); shrinking again")
         target.unlink(missing_ok=True)
@@ -584,6 +654,8 @@ def _data_files_beside(target: Path) -> list[Path]:
 def _sidecars(source: Path, relpath: str) -> dict[str, str]:
     """The original's external-data files: absolute path (as the engine names them) ->
     project-relative path (ShrinkrayError for a corrupt model or a missing/escaping data file)."""
+    if external_data_refs(source) == {}:  # read without onnx: most models have no data file
+        return {}
     from hatch_shrinkray.onnxgraph.modelio import external_data_files
 
     parent = PurePosixPath(relpath).parent

@@ -4,8 +4,10 @@ on the same inputs with default session options (what users get); ``compare`` ju
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import hashlib
+import itertools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +16,7 @@ from typing import Any
 import numpy.typing as npt
 from onnx import ModelProto
 
+from hatch_shrinkray import progress
 from hatch_shrinkray.errors import RECORD_HINT, ShrinkrayError, one_line
 from hatch_shrinkray.numerics.threads import NO_SPINNING
 from hatch_shrinkray.options import VerifyOptions
@@ -79,10 +82,21 @@ def session(model: ModelRef, label: str) -> Any:
                              hint="the model needs ops or types onnxruntime's CPU provider lacks") from exc
 
 
-def run_all(sess: Any, feeds: list[Feed], seq: Sequencing | None = None) -> Outputs:
-    """The session's outputs per feed; a recurrent model's streams in closed loop."""
+def run_all(sess: Any, feeds: list[Feed], seq: Sequencing | None = None, step: str = "") -> Outputs:
+    """The session's outputs per feed; a recurrent model's streams in closed loop. ``step`` names
+    the run in progress reports (samples done / total, and the stream it is in)."""
     names = [o.name for o in sess.get_outputs()]
-    return run_in_order(lambda feed: list(sess.run(None, feed)), feeds, seq or Sequencing.plain(len(feeds)), names)
+    seq = seq or Sequencing.plain(len(feeds))
+    streams = list(itertools.accumulate(len(s) for s in seq.streams)) if seq.recurrent else []
+    with progress.task(step or "running the model on the samples", total=len(feeds)) as done:
+        def run(feed: Feed) -> list[Any]:
+            outputs = list(sess.run(None, feed))
+            calls = done.task.done
+            stream = bisect.bisect_right(streams, calls)
+            done.advance(1, f"stream {stream + 1} of {len(streams)}" if stream < len(streams) else "")
+            return outputs
+
+        return run_in_order(run, feeds, seq, names)
 
 
 def model_sha256(model: ModelRef) -> str:
@@ -178,7 +192,7 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
         feeds = [samples.feeds[i] for i in prepared.held]
         seq = prepared.seq.subset(prepared.held)
         try:
-            outputs = run_all(sess, feeds, seq)
+            outputs = run_all(sess, feeds, seq, "verifying: the original model")
         except Exception as exc:
             raise ShrinkrayError(f"the original model fails on the sample inputs: {one_line(exc)}",
                                  path=label, hint=f"check the arrays in {samples.source}") from exc
@@ -191,7 +205,7 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
     for dim in candidates:
         feeds = generate(specs, options, dim)
         try:
-            outputs = run_all(sess, feeds)
+            outputs = run_all(sess, feeds, step="verifying: the original model")
         except Exception as exc:
             tried.append(one_line(exc))
             continue
@@ -219,7 +233,7 @@ def verify_against(reference: Reference, shrunk: ModelRef, label: str, options: 
                    checker: str = "full") -> VerifyResult:
     sess = session(shrunk, label)
     try:
-        got = run_all(sess, reference.feeds, reference.seq)
+        got = run_all(sess, reference.feeds, reference.seq, "verifying: the shrunk model")
     except Exception as exc:
         raise ShrinkrayError(f"the shrunk model fails to run: {one_line(exc)}", path=label,
                              hint="please report this as a bug; use method fp16 meanwhile") from exc

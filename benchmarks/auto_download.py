@@ -58,8 +58,9 @@ PEER: dict[str, list[str]] = {
 
 
 def peer(model: Path, name: str, args: list[str], work: Path) -> dict[str, Any]:
-    py = ensure_peer_venv() / "bin" / "python" if not (PEER_VENV / "bin" / "python").exists() else \
-        PEER_VENV / "bin" / "python"
+    py = PEER_VENV / "bin" / "python"
+    if not py.exists():
+        py = ensure_peer_venv()
     dest = work / "-".join(name.split())
     dest.mkdir(parents=True, exist_ok=True)
     cmd = [str(py), "-m", "onnx_shrink_ray.shrink", *args, "--output_dir", str(dest), "--output_suffix",
@@ -110,16 +111,23 @@ def run_model(key: str, fresh: bool) -> dict[str, Any]:
     recording = record(key, model, rec)
     work = OUT / "work" / key
     (CACHE_DIR / "download").mkdir(parents=True, exist_ok=True)  # download.shrink runs its commands there
-    shrunk: dict[str, Any] = {}
+    partial = OUT / "partial" / f"{key}.json"
+    done = _load(partial)
+    shrunk: dict[str, Any] = done.get("shrunk", {}) if done.get("engine") == eng and not fresh else {}
     for name, args in OURS.items():
-        log(f"{key}: {name}")
-        shrunk[name] = ours(model, name, args, rec, work)
+        if name not in shrunk:
+            log(f"{key}: {name}")
+            shrunk[name] = ours(model, name, args, rec, work)
+            _save(partial, {"engine": eng, "shrunk": shrunk})
     for name, args in PEER.items():
+        if name in shrunk:
+            continue
         log(f"{key}: {name}")
         try:
             shrunk[name] = peer(model, name, args, work)
         except (RuntimeError, StopIteration, subprocess.CalledProcessError) as exc:
             shrunk[name] = {"error": str(exc)[-600:], "command": " ".join(args)}
+        _save(partial, {"engine": eng, "shrunk": shrunk})
     files = {n: v["file"] for n, v in shrunk.items() if "file" in v}
     answers = evaluate(key, model, files)
     loads = load_times({"original": str(model), **files})

@@ -187,8 +187,11 @@ def test_recordings_are_found_by_content_then_by_name(tmp_path: Path) -> None:
     assert "on 8 generated samples" in proc.stdout
     assert "note: " in proc.stdout and "holds no recording of this model" in proc.stdout
     auto = cli("shrink", str(other), "-o", str(tmp_path / "o2"), "--method", "auto", "--inputs", str(out))
-    assert auto.returncode == 1 and "holds no recording of this model" in auto.stderr
-    assert "Traceback" not in auto.stderr and len(auto.stderr.strip().splitlines()) == 2
+    # auto has nothing to fit there: it ships int8 round-to-nearest, smoke-checked, and says both
+    assert auto.returncode == 0, auto.stderr
+    assert "auto fell back to int8 round-to-nearest" in auto.stdout
+    assert "holds no recording of this model" in auto.stdout
+    assert "Traceback" not in auto.stderr
 
 
 def test_multi_input_model_records_every_input(tmp_path: Path) -> None:

@@ -128,6 +128,12 @@ def run_model(key: str, fresh: bool) -> dict[str, Any]:
         except (RuntimeError, StopIteration, subprocess.CalledProcessError) as exc:
             shrunk[name] = {"error": str(exc)[-600:], "command": " ".join(args)}
         _save(partial, {"engine": eng, "shrunk": shrunk})
+    for name, v in shrunk.items():
+        if "file" in v:
+            try:
+                make_session(v["file"], threads=1)
+            except Exception as exc:  # the peer's Silero VAD file does not load
+                shrunk[name] = {"error": f"does not load in onnxruntime: {str(exc)[-300:]}", "command": v["command"]}
     files = {n: v["file"] for n, v in shrunk.items() if "file" in v}
     answers = evaluate(key, model, files)
     loads = load_times({"original": str(model), **files})
@@ -159,7 +165,8 @@ def write_report(results: list[dict[str, Any]]) -> Path:
     for r in results:
         ans, sizes, loads = r["answers"], r["sizes"], r["loads"]
         base = "int8, round-to-nearest"
-        lines += [f"## {r['key']}", "", f"Recording: {_rec(r['recording'])}. Test data: {ans['original']['n']} "
+        lines += [f"## {r['key']}", "", f"Engine `{r['engine']}`. Recording: {_rec(r['recording'])}. Test data: "
+                  f"{ans['original']['n']} "
                   f"{WHAT[r['key']]}.", "",
                   "| variant | raw | wheel | web | identical | wheel / int8 | web / int8 | load / int8 | shrink wall s "
                   "| shrink CPU s | build's evidence | what auto / the guard said | command |",

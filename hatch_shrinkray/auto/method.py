@@ -48,7 +48,7 @@ from hatch_shrinkray.auto.candidates import (
 )
 from hatch_shrinkray.auto.guard import Outcome, decide, score
 from hatch_shrinkray.auto.probe import Probe, site_key, weights_as_inputs
-from hatch_shrinkray.auto.search import Option, refine, search, try_uniform, within_load
+from hatch_shrinkray.auto.search import Found, Option, refine, search, try_uniform, within_load
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.methods import runtimes
 from hatch_shrinkray.methods.int8 import Int8Encoder
@@ -102,8 +102,13 @@ class Weight:
     deviations: list[Deviation]
     """Per candidate, the model's deviation with this weight alone encoded (``ZERO`` for fp32)."""
     measured: list[bool]
-    plain: npt.NDArray[Any] | None = None
-    """What round-to-nearest int8 decodes the weight to (the budget's and the guard's reference)."""
+    rtn: Candidate | None = None
+    """Round-to-nearest int8 of the weight (the budget's reference, and what ships when nothing on
+    the ladder is smaller while keeping int8's answers)."""
+
+    @property
+    def plain(self) -> npt.NDArray[Any] | None:
+        return None if self.rtn is None else self.rtn.decoded
     fixed: str = ""
     """Why the weight's sensitivity is unknown and it gets int8 regardless (empty: measured)."""
 
@@ -238,7 +243,8 @@ class Auto:
         plain = {site_key(w.site): w.plain for w in weights if w.plain is not None}
         fitted = {site_key(w.site): next((c.decoded for c in w.candidates if c.kind == "int8"), w.plain)
                   for w in weights if w.plain is not None}
-        limits = Limits.of(options, deviation(baseline, probe.run(plain)), deviation(baseline, probe.run(fitted)))
+        fitted_dev = deviation(baseline, probe.run(fitted))
+        limits = Limits.of(options, deviation(baseline, probe.run(plain)), fitted_dev)
         quick_limits = Limits.of(options, deviation(quick, probe.run(plain, subset=analysis.subset)),
                                  deviation(quick, probe.run(fitted, subset=analysis.subset)))
 
@@ -271,12 +277,18 @@ class Auto:
             int8_load = sum(next((_load(w, c) for c in w.candidates if c.kind == "int8"), 0) for w in weights)
             cap = load_budget(options) * int8_load
             found = within_load(table, found, cap, screened, limits.within)
+        found, plain_wins = _no_larger_than_int8(table, weights, found, fitted_dev, limits=limits,
+                                                 target=options.target)
         LOG.info("auto: search done (%d runs): %s", probe.runs - runs, found.deviation.text())
         if not limits.within(found.deviation):
             raise ShrinkrayError(
                 f"auto: even the original weights miss the budget on the probe session ({found.deviation.text()}; "
                 f"budget {limits.text()})",
                 hint="loosen budget-rel-l2 / budget-cosine / budget-agreement, or leave them unset")
+        if plain_wins:
+            chosen = {site_key(w.site): (w, w.rtn if w.rtn is not None else w.candidates[-1]) for w in weights}
+            return chosen, ("nothing smaller than round-to-nearest int8 kept its answers on the fitting samples: "
+                            f"round-to-nearest int8 ({probe.runs} runs in all)")
         chosen = {site_key(w.site): (w, w.candidates[c]) for w, c in zip(weights, found.choice, strict=True)}
         summary = (f"budget {limits.text()} met: {found.deviation.text()} ({found.evaluations} assignments "
                    f"checked, {probe.runs} runs in all)")
@@ -319,7 +331,8 @@ class Auto:
         cands.append(fp32(w))
         plain = None
         with contextlib.suppress(NotEncodable):
-            plain = Int8Encoder().encode(w, ctx).decoded
+            dec = Int8Encoder().encode(w, ctx)
+            plain = Candidate("int8", dec.label, dec.stored_bytes, dec.decoded, dec, 0.0, "round-to-nearest")
         return Weight(site, ctx, lay, cands, [ZERO] * len(cands), [False] * len(cands), plain)
 
 
@@ -384,6 +397,25 @@ def _load(w: Weight, c: Candidate) -> int:
     if c.decode is None or rows_decodable(w.site, c.decode):
         return 0
     return c.decode.folded_bytes
+
+
+def _no_larger_than_int8(table: list[list[Option]], weights: list[Weight], found: Found, fitted: Deviation, *,
+                         limits: Limits, target: str) -> tuple[Found, bool]:
+    """The smallest of ``found``, every weight at its int8 with output-aware rounding (when within the
+    limits) and every weight at round-to-nearest int8 (within the default limits by construction;
+    True when it is the one): the search moves weights by estimated energies and can end above
+    int8 where the fitting samples are few, or where output-aware rounding does worse than plain
+    rounding (Magika, 10 fitting samples: every large weight at int16, 1.99x int8's wheel bytes)."""
+    def size(c: tuple[int, ...]) -> int:
+        return sum(table[i][j].stored_bytes for i, j in enumerate(c))
+
+    choice = tuple(next((j for j, c in enumerate(w.candidates) if c.kind == "int8"), len(w.candidates) - 1)
+                   for w in weights)
+    if size(choice) < size(found.choice) and limits.within(fitted):
+        found = Found(choice, fitted, found.lam, found.evaluations)
+    rtn = [w.rtn.target_bytes(target) if w.rtn is not None else table[i][-1].stored_bytes
+           for i, w in enumerate(weights)]
+    return found, limits.relative and sum(rtn) < size(found.choice)
 
 
 def _uniform(weights: list[Weight]) -> list[tuple[int, ...]]:

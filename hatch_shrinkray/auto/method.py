@@ -244,7 +244,8 @@ class Auto:
         fitted = {site_key(w.site): next((c.decoded for c in w.candidates if c.kind == "int8"), w.plain)
                   for w in weights if w.plain is not None}
         fitted_dev = deviation(baseline, probe.run(fitted))
-        limits = Limits.of(options, deviation(baseline, probe.run(plain)), fitted_dev)
+        plain_dev = deviation(baseline, probe.run(plain))
+        limits = Limits.of(options, plain_dev, fitted_dev)
         quick_limits = Limits.of(options, deviation(quick, probe.run(plain, subset=analysis.subset)),
                                  deviation(quick, probe.run(fitted, subset=analysis.subset)))
 
@@ -277,7 +278,7 @@ class Auto:
             int8_load = sum(next((_load(w, c) for c in w.candidates if c.kind == "int8"), 0) for w in weights)
             cap = load_budget(options) * int8_load
             found = within_load(table, found, cap, screened, limits.within)
-        found, plain_wins = _no_larger_than_int8(table, weights, found, fitted_dev, limits=limits,
+        found, plain_wins = _no_larger_than_int8(table, weights, found, fitted_dev, plain=plain_dev, limits=limits,
                                                  target=options.target)
         LOG.info("auto: search done (%d runs): %s", probe.runs - runs, found.deviation.text())
         if not limits.within(found.deviation):
@@ -400,7 +401,7 @@ def _load(w: Weight, c: Candidate) -> int:
 
 
 def _no_larger_than_int8(table: list[list[Option]], weights: list[Weight], found: Found, fitted: Deviation, *,
-                         limits: Limits, target: str) -> tuple[Found, bool]:
+                         plain: Deviation, limits: Limits, target: str) -> tuple[Found, bool]:
     """The smallest of ``found``, every weight at its int8 with output-aware rounding (when within the
     limits) and every weight at round-to-nearest int8 (within the default limits by construction;
     True when it is the one): the search moves weights by estimated energies and can end above
@@ -415,7 +416,7 @@ def _no_larger_than_int8(table: list[list[Option]], weights: list[Weight], found
         found = Found(choice, fitted, found.lam, found.evaluations)
     rtn = [w.rtn.target_bytes(target) if w.rtn is not None else table[i][-1].stored_bytes
            for i, w in enumerate(weights)]
-    return found, limits.relative and sum(rtn) < size(found.choice)
+    return found, limits.within(plain) and sum(rtn) < size(found.choice)
 
 
 def _uniform(weights: list[Weight]) -> list[tuple[int, ...]]:

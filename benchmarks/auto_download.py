@@ -100,6 +100,29 @@ def load_times(files: dict[str, str]) -> dict[str, float]:
     return {n: statistics.median(v) for n, v in times.items()}
 
 
+NOTES = """## What these say (2026-11-26)
+
+* **PP-OCRv6 rec** (64 recorded lines, 32 fitted on): `auto` ships 0.87x round-to-nearest int8's wheel member at
+  185/200 held-out lines identical (int8: 171, int8 with the recording: 189); with `--target web` 0.84x / 0.81x
+  brotli at 183. Issue 20's bars (0.80x int8's wheel; brotli <= 0.70x onnx-shrink-ray's default, 3.59 MB) are
+  not met: `auto` keeps half of what output-aware rounding wins as a margin (`auto.budget.SPEND`). That share
+  was chosen on 100 other lines (seed 555, neither recorded nor in this test set): spending 3/4 of it reached
+  0.78x at 90/100 lines against int8's 92, half of it 0.87x at 93.
+* **Magika** (20 recorded files, 10 fitted on): output-aware rounding does worse than plain rounding on these
+  samples, so nothing smaller than int8 keeps int8's answers there, and `auto` ships round-to-nearest int8
+  (before that rule it shipped every large weight as int16, 1.99x int8's wheel).
+* **Silero VAD** (17 recorded streams, 8 held out): the wheel-target plan lost the do-no-harm guard (2 vs 1
+  streams changed) and int8 shipped; the web-target plan tied it (1 vs 1 decisions flipped) and shipped at
+  0.93x, with 10 more of 36000 held-out decisions changed than int8.
+* **Load**: `auto` creates its session in 0.96-1.05x int8's CPU time (newest onnxruntime); its rungs are int8
+  codes (`Cast -> Mul`), int16 and fp16, so the other runtimes' load figures of int8 and fp16
+  (`LOAD.md`) apply. onnx-shrink-ray's default takes 2.1-3.1x.
+* **Time**: `auto` took 142 s of CPU on the 21 MB PP-OCRv6 rec (bar: 60 s), int8 with the recording 67 s; most
+  of it is onnxruntime running the 32 fitting lines (0.1 s each) for the single-weight sensitivities and the
+  search's checks.
+"""
+
+
 def run_model(key: str, fresh: bool) -> dict[str, Any]:
     eng = engine_key()
     cache = OUT / "results" / f"{key}.json"
@@ -192,7 +215,7 @@ def write_report(results: list[dict[str, Any]]) -> Path:
                 f"{v.get('cpu', 0):.0f} | {evidence} | {note} | `{v['command']}` |")
         lines.append("")
     path = BENCH_DIR / "AUTO_DOWNLOAD.md"
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text("\n".join(lines) + "\n" + NOTES)
     return path
 
 

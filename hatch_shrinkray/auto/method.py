@@ -241,8 +241,9 @@ class Auto:
         baseline = Baseline(base, judges)
         quick = Baseline([base[k] for k in analysis.subset], judges)
         plain = {site_key(w.site): w.plain for w in weights if w.plain is not None}
-        fitted = {site_key(w.site): next((c.decoded for c in w.candidates if c.kind == "int8"), w.plain)
-                  for w in weights if w.plain is not None}
+        int8 = _int8_choice(weights)
+        fitted = {site_key(w.site): w.candidates[c].decoded for w, c in zip(weights, int8, strict=True)
+                  if w.plain is not None}
         fitted_dev = deviation(baseline, probe.run(fitted))
         plain_dev = deviation(baseline, probe.run(plain))
         limits = Limits.of(options, plain_dev, fitted_dev)
@@ -275,11 +276,12 @@ class Auto:
             found = search(table, screened, limits.within)
             found = try_uniform(table, found, _uniform(weights), screened, limits.within)
             found = refine(table, found, screened, limits.within, MAX_REFINE)
-            int8_load = sum(next((_load(w, c) for c in w.candidates if c.kind == "int8"), 0) for w in weights)
+            int8_load = sum(_load(w, w.candidates[c]) for w, c in zip(weights, int8, strict=True)
+                            if w.candidates[c].kind == "int8")
             cap = load_budget(options) * int8_load
             found = within_load(table, found, cap, screened, limits.within)
-        found, plain_wins = _no_larger_than_int8(table, weights, found, fitted_dev, plain=plain_dev, limits=limits,
-                                                 target=options.target)
+        found, plain_wins = _no_larger_than_int8(table, weights, found, (int8, fitted_dev), plain=plain_dev,
+                                                 limits=limits, target=options.target)
         LOG.info("auto: search done (%d runs): %s", probe.runs - runs, found.deviation.text())
         if not limits.within(found.deviation):
             raise ShrinkrayError(
@@ -370,10 +372,7 @@ def _judge_plan(model: ModelProto, analysis: Analysis, chosen: dict[Key, tuple[W
     probe = Probe(weights_as_inputs(model, set(originals)), list(held.feeds), originals, held.seq)
     base = probe.run()
     plan = {k: c.decoded for k, (_, c) in chosen.items()}
-    plain: dict[Key, npt.NDArray[Any]] = {}
-    for w in analysis.weights:
-        with contextlib.suppress(NotEncodable):
-            plain[site_key(w.site)] = Int8Encoder().encode(w.site.array(), w.ctx).decoded  # type: ignore[arg-type]
+    plain = {site_key(w.site): w.plain for w in analysis.weights if w.plain is not None}  # computed once, in _weight
     names = probe.names[: probe.n_outputs]
     fitted = score(names, base, probe.run(plan), probe.seq, options.verify)
     rtn = score(names, base, probe.run(plain), probe.seq, options.verify)
@@ -400,18 +399,25 @@ def _load(w: Weight, c: Candidate) -> int:
     return c.decode.folded_bytes
 
 
-def _no_larger_than_int8(table: list[list[Option]], weights: list[Weight], found: Found, fitted: Deviation, *,
-                         plain: Deviation, limits: Limits, target: str) -> tuple[Found, bool]:
-    """The smallest of ``found``, every weight at its int8 with output-aware rounding (when within the
-    limits) and every weight at round-to-nearest int8 (within the default limits by construction;
-    True when it is the one): the search moves weights by estimated energies and can end above
-    int8 where the fitting samples are few, or where output-aware rounding does worse than plain
-    rounding (Magika, 10 fitting samples: every large weight at int16, 1.99x int8's wheel bytes)."""
+def _int8_choice(weights: list[Weight]) -> tuple[int, ...]:
+    """Every weight at its int8 candidate (output-aware rounding), or float32 where it has none."""
+    return tuple(next((j for j, c in enumerate(w.candidates) if c.kind == "int8"), len(w.candidates) - 1)
+                 for w in weights)
+
+
+def _no_larger_than_int8(table: list[list[Option]], weights: list[Weight], found: Found,
+                         int8: tuple[tuple[int, ...], Deviation], *, plain: Deviation, limits: Limits,
+                         target: str) -> tuple[Found, bool]:
+    """The smallest of ``found``, the ``int8`` assignment (output-aware rounding, with its deviation)
+    and every weight at round-to-nearest int8, each only when within the limits (verification's
+    included); True when round-to-nearest is the one. The search moves weights by estimated
+    energies and can end above int8 where the fitting samples are few, or where output-aware
+    rounding does worse than plain rounding (Magika, 10 fitting samples: every large weight at
+    int16, 1.99x int8's wheel bytes)."""
     def size(c: tuple[int, ...]) -> int:
         return sum(table[i][j].stored_bytes for i, j in enumerate(c))
 
-    choice = tuple(next((j for j, c in enumerate(w.candidates) if c.kind == "int8"), len(w.candidates) - 1)
-                   for w in weights)
+    choice, fitted = int8
     if size(choice) < size(found.choice) and limits.within(fitted):
         found = Found(choice, fitted, found.lam, found.evaluations)
     rtn = [w.rtn.target_bytes(target) if w.rtn is not None else table[i][-1].stored_bytes

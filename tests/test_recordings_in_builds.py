@@ -19,6 +19,7 @@ from hardening import MODEL, build, cli, write_project
 from hatch_shrinkray.verification.recordings import Recording, write_recording
 
 from onnx_builders import mlp, save
+from realmodels import silero_vad
 
 IN_WHEEL = "toymodel/models/a.onnx"
 
@@ -102,6 +103,33 @@ def test_a_directory_without_the_model_falls_back_to_generated_inputs(tmp_path: 
     assert "on 8 generated samples" in err
     assert (f"shrinkray: {MODEL}: {root / 'tests/shrinkray-inputs'} holds no recording of this model: verified on "
             "generated inputs instead") in err
+
+
+def test_an_unrecorded_model_that_fails_its_smoke_check_ships_the_original_and_the_build_goes_on(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The first build after `record` on silero-vad stopped on a model its tests never ran: int8 on
+    generated noise drifts past the limits (a recurrent model fed noise), which proves nothing about
+    the shrunk model. The build ships that model's original bytes, says why and how to shrink it, and
+    shrinks the recorded one as before; the CLI does the same with exit 0."""
+    root = write_project(tmp_path / "toymodel", 'inputs = "tests/shrinkray-inputs"\n')
+    vad = root / "src/toymodel/models/vad.onnx"
+    vad.write_bytes(silero_vad().read_bytes())
+    save(mlp(), root / MODEL)
+    recorded(root, "tests/shrinkray-inputs", root / MODEL)
+    wheel = build(root)
+    with zipfile.ZipFile(wheel) as zf:
+        assert zf.read("toymodel/models/vad.onnx") == vad.read_bytes()
+        assert len(zf.read(IN_WHEEL)) < (root / MODEL).stat().st_size / 2
+    err = capsys.readouterr().err
+    line = next(x for x in err.splitlines() if x.startswith("shrinkray: src/toymodel/models/vad.onnx: int8 differs"))
+    assert "on 8 generated samples" in line and "holds none of this model" in line, line
+    assert line.endswith("-- COMMAND`; shipping the original"), line
+    proc = cli("shrink", str(vad), "-o", str(tmp_path / "out"), "--inputs", str(root / "tests/shrinkray-inputs"))
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "out/vad.onnx").read_bytes() == vad.read_bytes()
+    assert "original kept: int8 differs too much from the original on 8 generated samples" in proc.stdout
+    without = cli("shrink", str(vad), "-o", str(tmp_path / "out2"))  # no recording configured: as before
+    assert without.returncode == 1 and "differs too much" in without.stderr
 
 
 def test_auto_without_a_recording_of_its_model_falls_back_to_int8_and_says_so(tmp_path: Path) -> None:

@@ -320,8 +320,9 @@ def summary(done: Finished, output: Path, expected: Sequence[Expected] = (), com
                          "out; raise --max-bytes to keep such feeds")
     missing = [m for m in expected if m.sha256 not in {r.merged.meta["model_sha256"] for r in done.recorded}]
     for model in missing:
-        need = ("method auto fits its choices to real inputs and will stop the build without them"
-                if model.method == "auto" else "its build verifies on generated inputs (a smoke check) meanwhile")
+        need = ("method auto fits its choices to real inputs: without them its build ships int8 round-to-nearest"
+                if model.method == "auto" else
+                "its build verifies on generated inputs (a smoke check) meanwhile and ships its original if it fails")
         lines.append(f"note: {model.relpath} is configured but the command never ran it: {need}; run code that "
                      f"loads it (a test, an example) under `hatch-shrinkray record --output {output} -- "
                      f"{shlex.join(command) if command else 'COMMAND'}`")

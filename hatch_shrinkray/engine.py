@@ -21,7 +21,7 @@ from onnx import ModelProto
 
 from hatch_shrinkray import progress
 from hatch_shrinkray.auto.choices import encode_chosen
-from hatch_shrinkray.auto.guard import Outcome
+from hatch_shrinkray.auto.guard import Verdict
 from hatch_shrinkray.auto.method import guarded_auto, needs_real_inputs
 from hatch_shrinkray.auto.rounding import Int8, fit_int8
 from hatch_shrinkray.auto.sensitivity import keep_hint, rank
@@ -301,7 +301,7 @@ def _files(loaded: Loaded, original_ref: str | bytes) -> bytes | list[Path]:
 
 
 def _encode(work: ModelProto, options: ShrinkOptions, calibration: Calibration | None,
-            held: Calibration | None, label: str) -> tuple[list[TensorRecord], Outcome | None]:
+            held: Calibration | None, label: str) -> tuple[list[TensorRecord], Verdict | None]:
     """Run dedup, the chosen encodings (a plan) and the method on ``work`` in place, with the guard's
     verdict on what the method fitted (None: nothing was fitted); their errors name the model."""
     try:
@@ -322,7 +322,7 @@ def _encode(work: ModelProto, options: ShrinkOptions, calibration: Calibration |
 
 
 def _apply(work: ModelProto, options: ShrinkOptions, calibration: Calibration | None,
-           held: Calibration | None) -> tuple[list[TensorRecord], Outcome | None]:
+           held: Calibration | None) -> tuple[list[TensorRecord], Verdict | None]:
     """The method, guarded where it fits data; ``auto`` without enough evidence ships int8 as
     round-to-nearest writes it."""
     if options.method == "int8":

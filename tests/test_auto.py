@@ -314,3 +314,54 @@ def test_load_budget_is_tighter_for_the_web_unless_set() -> None:
     assert load_budget(ShrinkOptions(budget_load=2.0)) == 2.0
     assert option_errors(ShrinkOptions(budget_load=0.5)) == [
         "budget_load must be a number from 1.0 to inf; got 0.5"]
+
+
+def _file_features(data: bytes) -> np.ndarray:
+    """Magika's input for one file: its first and last 1024 bytes, padded with 256."""
+    head, tail = list(data[:1024]), list(data[-1024:]) if len(data) > 1024 else []
+    return np.array(head + [256] * (1024 - len(head)) + [256] * (1024 - len(tail)) + tail, np.int32)
+
+
+def test_auto_says_when_round_to_nearest_ships_and_spends_error_only_for_bytes(tmp_path: Path) -> None:
+    """Magika on 20 calls of 4 of this interpreter's own library files (source, data, archives, images,
+    sound). When nothing smaller than
+    round-to-nearest int8 keeps the fitting samples' answers, auto ships exactly round-to-nearest
+    int8 and says so (it used to print "auto's plan kept" for the same bytes, compared with
+    themselves); a kept plan with more held-out error than round-to-nearest must be at least 1%
+    smaller in the target's bytes (a tie on decisions goes to the smaller error otherwise)."""
+    import hashlib
+    import re
+    import sysconfig
+
+    from hardening import cli
+
+    from hatch_shrinkray.verification.recordings import Recording, write_recording
+
+    from realmodels import magika
+
+    source = magika()
+    root = Path(sysconfig.get_paths()["stdlib"])
+    kinds = {".py", ".txt", ".json", ".xml", ".html", ".cfg", ".pem", ".so", ".gz", ".png", ".wav", ".zip"}
+    files = sorted(p for p in root.rglob("*") if p.suffix in kinds and p.is_file() and p.stat().st_size > 64)
+    pick = np.random.default_rng(1).choice(len(files), 80, replace=False)
+    samples = tuple({"bytes": np.stack([_file_features(files[j].read_bytes()) for j in pick[i:i + 4]])}
+                    for i in range(0, 80, 4))
+    rec = Recording(hashlib.sha256(source.read_bytes()).hexdigest(), "model.onnx", ("bytes",), samples, 20,
+                    tuple(range(20)), tuple(f"call:{i}" for i in range(20)))
+    (tmp_path / "rec").mkdir()
+    write_recording(tmp_path / "rec", rec)
+    env = {**__import__("os").environ, "HATCH_SHRINKRAY_CACHE_DIR": str(tmp_path / "cache")}
+    plain = cli("shrink", str(source), "-o", str(tmp_path / "rtn"), "--method", "int8", "--no-verify", env=env)
+    auto = cli("shrink", str(source), "-o", str(tmp_path / "auto"), "--method", "auto", "--inputs",
+               str(tmp_path / "rec"), env=env)
+    assert plain.returncode == auto.returncode == 0, plain.stderr + auto.stderr
+    line = auto.stdout.splitlines()[0]
+    same = (tmp_path / "auto/model.onnx").read_bytes() == (tmp_path / "rtn/model.onnx").read_bytes()
+    assert ("auto's plan kept" in line) != same, line
+    if "auto shipped int8 round-to-nearest" in line:
+        assert same and "nothing smaller than round-to-nearest int8 kept its answers" in line
+    kept = re.search(r"auto's plan kept: .*rel-L2 (\S+) vs (\S+) for round-to-nearest", line)
+    if kept and float(kept[1]) > float(kept[2]):
+        wheel = re.search(r"wheel \S+ \S+ -> (\S+) (\S+)", line)
+        rtn_wheel = re.search(r"wheel \S+ \S+ -> (\S+) (\S+)", plain.stdout)
+        assert wheel and rtn_wheel and wheel[2] == rtn_wheel[2] and float(wheel[1]) < 0.99 * float(rtn_wheel[1])

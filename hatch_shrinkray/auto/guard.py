@@ -77,6 +77,23 @@ class Outcome:
         return f"{self.what} not kept (round-to-nearest ships): {judged}, {versus}"
 
 
+@dataclass(frozen=True)
+class Unfitted:
+    """Nothing fitted ships, for a reason found before any comparison (``auto``: nothing smaller
+    than round-to-nearest int8 kept its answers on the fitting samples, so comparing that with
+    itself on the held-out half would only print "plan kept")."""
+
+    reason: str
+    kept: bool = False
+
+    def text(self) -> str:
+        return self.reason
+
+
+Verdict = Outcome | Unfitted
+"""What became of a data-fitted choice, as the report line says it."""
+
+
 def score(names: Sequence[str], reference: Outputs, got: Outputs, seq: Sequencing,
           options: VerifyOptions | None) -> Score:
     """``got`` against the ``reference`` outputs (the original's) with the package's judges."""

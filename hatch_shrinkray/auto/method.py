@@ -46,7 +46,7 @@ from hatch_shrinkray.auto.candidates import (
     levels_of,
     sixteen_bit,
 )
-from hatch_shrinkray.auto.guard import Outcome, decide, score
+from hatch_shrinkray.auto.guard import Outcome, Unfitted, Verdict, decide, score
 from hatch_shrinkray.auto.probe import Probe, site_key, weights_as_inputs
 from hatch_shrinkray.auto.search import Found, Option, refine, search, try_uniform, within_load
 from hatch_shrinkray.errors import ShrinkrayError
@@ -289,9 +289,8 @@ class Auto:
                 f"budget {limits.text()})",
                 hint="loosen budget-rel-l2 / budget-cosine / budget-agreement, or leave them unset")
         if plain_wins:
-            chosen = {site_key(w.site): (w, w.rtn if w.rtn is not None else w.candidates[-1]) for w in weights}
-            return chosen, ("nothing smaller than round-to-nearest int8 kept its answers on the fitting samples: "
-                            f"round-to-nearest int8 ({probe.runs} runs in all)")
+            chosen = {site_key(w.site): (w, _rtn(w)) for w in weights}
+            return chosen, f"{PLAIN_WINS}: round-to-nearest int8 ({probe.runs} runs in all)"
         chosen = {site_key(w.site): (w, w.candidates[c]) for w, c in zip(weights, found.choice, strict=True)}
         summary = (f"budget {limits.text()} met: {found.deviation.text()} ({found.evaluations} assignments "
                    f"checked, {probe.runs} runs in all)")
@@ -344,7 +343,14 @@ class Guarded:
     """What ``auto`` wrote, and the guard's verdict on its plan (None when nothing was fitted)."""
 
     records: list[TensorRecord]
-    outcome: Outcome | None
+    outcome: Verdict | None
+
+
+SMALLER = 0.99
+"""A plan at least 1% under round-to-nearest int8's target bytes may spend error for them: two int8
+roundings of one weight differ by a fraction of a percent in estimated compressed bytes, which is
+not a saving to trade answers' margins for."""
+PLAIN_WINS = "nothing smaller than round-to-nearest int8 kept its answers on the fitting samples"
 
 
 def guarded_auto(model: ModelProto, options: ShrinkOptions, calibration: Calibration,
@@ -356,8 +362,10 @@ def guarded_auto(model: ModelProto, options: ShrinkOptions, calibration: Calibra
     if analysis is None:
         return Guarded(encode_weights(model, Int8Encoder(), options), None)
     chosen, summary = auto.choose(analysis, options)
-    outcome = None
-    if held is not None and len(held):
+    outcome: Verdict | None = None
+    if all(c is _rtn(w) for w, c in chosen.values()):
+        outcome = Unfitted(f"auto shipped int8 round-to-nearest: {PLAIN_WINS}")
+    elif held is not None and len(held):
         outcome = _judge_plan(model, analysis, chosen, options, held)
     del analysis
     if outcome is not None and not outcome.kept:
@@ -376,7 +384,17 @@ def _judge_plan(model: ModelProto, analysis: Analysis, chosen: dict[Key, tuple[W
     names = probe.names[: probe.n_outputs]
     fitted = score(names, base, probe.run(plan), probe.seq, options.verify)
     rtn = score(names, base, probe.run(plain), probe.seq, options.verify)
-    return decide("auto's plan", fitted, rtn, held.seq.unit_count(), "the held-out half", by_error=False)
+    target = options.target
+    smaller = sum(c.target_bytes(target) for _, c in chosen.values()) < SMALLER * sum(
+        _rtn(w).target_bytes(target) for w, _ in chosen.values())
+    # A plan may spend error for bytes; one no smaller than round-to-nearest int8 has nothing to
+    # spend it on, so a tie on decisions goes to the smaller error, as for int8's own rounding.
+    return decide("auto's plan", fitted, rtn, held.seq.unit_count(), "the held-out half", by_error=not smaller)
+
+
+def _rtn(w: Weight) -> Candidate:
+    """The weight's round-to-nearest int8, or its float32 where int8 cannot encode it."""
+    return w.rtn if w.rtn is not None else w.candidates[-1]
 
 
 def _judges(probe: Probe, options: ShrinkOptions) -> list[str]:
@@ -420,8 +438,7 @@ def _no_larger_than_int8(table: list[list[Option]], weights: list[Weight], found
     choice, fitted = int8
     if size(choice) < size(found.choice) and limits.within(fitted):
         found = Found(choice, fitted, found.lam, found.evaluations)
-    rtn = [w.rtn.target_bytes(target) if w.rtn is not None else table[i][-1].stored_bytes
-           for i, w in enumerate(weights)]
+    rtn = [_rtn(w).target_bytes(target) for w in weights]
     return found, limits.within(plain) and sum(rtn) < size(found.choice)
 
 

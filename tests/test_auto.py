@@ -323,10 +323,9 @@ def _file_features(data: bytes) -> np.ndarray:
 
 
 def test_auto_says_when_round_to_nearest_ships_and_spends_error_only_for_bytes(tmp_path: Path) -> None:
-    """Magika on 20 calls of 4 of this interpreter's own library files (source, data, archives, images,
-    sound). When nothing smaller than
-    round-to-nearest int8 keeps the fitting samples' answers, auto ships exactly round-to-nearest
-    int8 and says so (it used to print "auto's plan kept" for the same bytes, compared with
+    """Magika on 20 calls of 4 of this interpreter's own library files (source, data, archives,
+    images, sound). When nothing smaller than round-to-nearest int8 keeps the fitting samples'
+    answers, auto ships exactly round-to-nearest int8 and says so (it used to print "auto's plan kept" for the same bytes, compared with
     themselves); a kept plan with more held-out error than round-to-nearest must be at least 1%
     smaller in the target's bytes (a tie on decisions goes to the smaller error otherwise)."""
     import hashlib

@@ -549,6 +549,33 @@ def load(path: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+FOLLOW_UP = """## Follow-up, after the run above (2026-11-26, engine `7128cb8`+)
+
+**Why int8 with the recording fails 4 upstream tests of rapidocr and round-to-nearest 1.** The four
+(`test_det_cls_rec`, `test_input_bytes`, `test_input_path`, `test_input_str`) are one image
+(`ch_en_num.jpg`) and one assertion (`result[0][1] == "正品促销"`): one independent unit, as
+round-to-nearest's one (`test_word_ocr`, `见` for `見`). Swapping models in the int8+rec wheel: with
+the round-to-nearest detector every upstream test passes (output-aware rounding of the recogniser
+fixes `test_word_ocr`); the detector's output-aware rounding is the cause. What it changes: the
+headline's box moves by one pixel at two corners (`[[6,2],[322,9],[320,104],[4,97]]` ->
+`[[6,2],[322,9],[319,104],[4,96]]`); with the angle classifier on, the recogniser then reads `""`
+(score 0) there and the line is dropped; with `use_cls=False` the same box reads `正品促销` at 0.999.
+No judge of the detector's map can see a one-pixel shift (IoU ~0.99); the guard compared the
+detector on the recording's 17 pages with the map judge (2 maps changed against round-to-nearest's
+3, 2287 against 3795 flipped pixels) and kept it, and on 60 held-out pages the int8+rec wheel keeps
+20 pages identical against round-to-nearest's 7. `hatch-shrinkray check -- python -m pytest tests`
+is the tool that judges as the package's tests do, and names this regression.
+
+**silero-vad's first build after `record`** (the int8+rec project above without its `overrides`
+table, built with hatchling in-process): it used to stop on `silero_vad_half.onnx`, which the tests
+never ran (int8 on generated noise drifts past the limits). It now ships that model's original and
+`silero_vad_op18_ifless.onnx`'s, each with a line saying why and the `record` command that lets the
+next build shrink them, shrinks the other four as before, and the build succeeds (10.28 MB -> 6.11 MB
+of models, 18 s).
+"""
+"""Findings from after the run (hand-written: ``report`` appends them so a re-run keeps them)."""
+
+
 def report(work: Path, rev: str) -> str:
     from benchmarks.packages_silero import PATHS
 
@@ -563,7 +590,7 @@ def report(work: Path, rev: str) -> str:
            ".venv/bin/python -m benchmarks.packages --report-only", "```", ""]
     for pkg in (SILERO, OCR):
         md += package_report(pkg, work, PATHS)
-    return "\n".join(md) + "\n"
+    return "\n".join(md) + "\n\n" + FOLLOW_UP
 
 
 def package_report(pkg: dict[str, Any], work: Path, paths: dict[str, str]) -> list[str]:

@@ -12,6 +12,7 @@ medians are reported: the command's wall time from start to exit (``record``'s m
 included) and the loop's own time.
 
     python -m benchmarks.record_overhead --runs 7
+    python -m benchmarks.record_overhead --runs 3 --cwd PROJECT --command 'python -m pytest tests'
 """
 
 from __future__ import annotations
@@ -62,13 +63,40 @@ def run(cmd: list[str]) -> tuple[float, float]:
     return wall, loop
 
 
+def command_overhead(command: str, cwd: Path, runs: int) -> dict[str, float]:
+    """A user's own command (``sh -c COMMAND`` in ``cwd``, with this interpreter's ``bin`` first on
+    PATH) alone and under ``hatch-shrinkray record``, interleaved; median wall seconds of each."""
+    console = Path(sys.executable).parent / "hatch-shrinkray"
+    times: dict[str, list[float]] = {"alone": [], "record": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(runs):
+            for which in (["alone", "record"] if r % 2 == 0 else ["record", "alone"]):
+                cmd = ["sh", "-c", command]
+                if which == "record":
+                    cmd = [str(console), "record", "-q", "-o", str(Path(tmp) / f"rec-{r}"), "--", *cmd]
+                start = time.perf_counter()
+                subprocess.run(cmd, cwd=cwd, capture_output=True, check=False)
+                times[which].append(time.perf_counter() - start)
+                print(f"{which} {r}: {times[which][-1]:.1f} s", file=sys.stderr)
+    alone, recorded = statistics.median(times["alone"]), statistics.median(times["record"])
+    return {"alone": alone, "record": recorded, "ratio": recorded / alone, "runs": runs}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--command", help="measure this shell command (a package's tests, say) instead of the "
+                                          "synthetic workloads")
+    parser.add_argument("--cwd", type=Path, default=Path.cwd(), help="where --command runs")
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--clips", type=int, default=6, help="silero: 5-second clips per run")
     parser.add_argument("--calls", type=int, default=5000, help="mlp: calls per run")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    if args.command:
+        got = command_overhead(args.command, args.cwd, args.runs)
+        print(f"alone {got['alone']:.1f} s, under record {got['record']:.1f} s: x{got['ratio']:.2f} "
+              f"(medians of {args.runs} interleaved runs)")
+        return
     from onnx_builders import mlp, save
     from realmodels import silero_vad
 

@@ -325,9 +325,9 @@ def _file_features(data: bytes) -> np.ndarray:
 def test_auto_says_when_round_to_nearest_ships_and_spends_error_only_for_bytes(tmp_path: Path) -> None:
     """Magika on 20 calls of 4 of this interpreter's own library files (source, data, archives,
     images, sound). When nothing smaller than round-to-nearest int8 keeps the fitting samples'
-    answers, auto ships exactly round-to-nearest int8 and says so (it used to print "auto's plan kept" for the same bytes, compared with
-    themselves); a kept plan with more held-out error than round-to-nearest must be at least 1%
-    smaller in the target's bytes (a tie on decisions goes to the smaller error otherwise)."""
+    answers, auto ships exactly round-to-nearest int8 and says so (it used to print "auto's plan
+    kept" for the same bytes, compared with themselves); on 10 held-out units a tie on decisions
+    goes to the smaller error."""
     import hashlib
     import re
     import sysconfig
@@ -359,8 +359,63 @@ def test_auto_says_when_round_to_nearest_ships_and_spends_error_only_for_bytes(t
     assert ("auto's plan kept" in line) != same, line
     if "auto shipped int8 round-to-nearest" in line:
         assert same and "nothing smaller than round-to-nearest int8 kept its answers" in line
-    kept = re.search(r"auto's plan kept: .*rel-L2 (\S+) vs (\S+) for round-to-nearest", line)
-    if kept and float(kept[1]) > float(kept[2]):
-        wheel = re.search(r"wheel \S+ \S+ -> (\S+) (\S+)", line)
-        rtn_wheel = re.search(r"wheel \S+ \S+ -> (\S+) (\S+)", plain.stdout)
-        assert wheel and rtn_wheel and wheel[2] == rtn_wheel[2] and float(wheel[1]) < 0.99 * float(rtn_wheel[1])
+    # 10 held-out calls are too few to tell a tie on decisions from chance: a kept plan has no more error.
+    kept = re.search(r"auto's plan kept: on 10 held-out units .*rel-L2 (\S+) vs (\S+) for round-to-nearest", line)
+    assert kept is None or float(kept[1]) <= float(kept[2]), line
+
+
+WORDS = ["def", "class", "import", "return", "self", "value", "data", "model", "the", "of", "and", "to", "in",
+         "for", "if", "else", "while", "with", "as", "from"]
+
+
+def _generated_file(rng: np.random.Generator) -> bytes:
+    """A small file of one of five kinds (prose-like text, JSON, deflated bytes, an ELF-like binary,
+    HTML), seeded."""
+    kind = int(rng.integers(0, 5))
+    if kind == 0:
+        return "\n".join(" ".join(rng.choice(WORDS, rng.integers(2, 9))) for _ in range(rng.integers(20, 200))).encode()
+    if kind == 1:
+        import json
+
+        table = {str(i): [int(x) for x in rng.integers(0, 999, 5)] for i in range(rng.integers(5, 80))}
+        return json.dumps(table).encode()
+    if kind == 2:
+        import zlib
+
+        return zlib.compress(rng.integers(0, 40, rng.integers(2000, 9000)).astype(np.uint8).tobytes())
+    if kind == 3:
+        return b"\x7fELF\x02\x01\x01" + bytes(rng.integers(0, 4, rng.integers(3000, 9000)).astype(np.uint8))
+    return b"<html><body>" + b"".join(b"<p>%s</p>" % " ".join(rng.choice(WORDS, 6)).encode()
+                                      for _ in range(rng.integers(10, 90))) + b"</body></html>"
+
+
+def test_auto_on_few_held_out_units_spends_no_error_on_a_tie(tmp_path: Path) -> None:
+    """Magika recorded on 20 calls of 4 generated files, 10 held out. The search finds a plan 1.6%
+    smaller than round-to-nearest int8 that ties it on the 40 held-out decisions at 1.4x its error;
+    it had shipped and changed 1 of 380 unseen labels. Ten units cannot tell that tie from chance, so
+    the smaller error wins and round-to-nearest int8 ships, and the line says so."""
+    import hashlib
+    import re
+
+    from hatch_shrinkray.verification.recordings import Recording, write_recording
+
+    from realmodels import magika
+
+    source = magika()
+    rng = np.random.default_rng(3)
+    samples = tuple({"bytes": np.stack([_file_features(_generated_file(rng)) for _ in range(4)])} for _ in range(20))
+    rec = Recording(hashlib.sha256(source.read_bytes()).hexdigest(), "model.onnx", ("bytes",), samples, 20,
+                    tuple(range(20)), tuple(f"call:{i}" for i in range(20)))
+    (tmp_path / "rec").mkdir()
+    write_recording(tmp_path / "rec", rec)
+    options = ShrinkOptions(method="auto", verify=VerifyOptions(inputs=tmp_path / "rec"))
+    auto = shrink(source, tmp_path / "auto.onnx", options)
+    plain = shrink(source, tmp_path / "rtn.onnx", ShrinkOptions(method="int8", verify=None))
+    assert auto.verification is not None
+    said = auto.verification.fitting
+    versus = re.search(r"on 10 held-out units \(the held-out half\), 0 vs 0 labels changed, 0 vs 0 decisions flipped, "
+                       r"rel-L2 (\S+) vs (\S+) for round-to-nearest", said)
+    assert said.startswith("auto's plan not kept (round-to-nearest ships)") and versus, said
+    assert float(versus[1]) > float(versus[2])
+    assert (tmp_path / "auto.onnx").read_bytes() == (tmp_path / "rtn.onnx").read_bytes()
+    del plain

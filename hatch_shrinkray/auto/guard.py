@@ -8,8 +8,9 @@ held-out clips kept their speech segments under ``auto``, 19 under round-to-near
 judged against round-to-nearest on units it never saw (cross-fitted folds for ``int8``, the
 held-out half for ``auto``), with the package's judges: *decisions first* (fewer flipped decisions,
 then fewer changed answers), *then error* (the sum over outputs of squared relative L2). A tie on
-decisions goes to the smaller error, except for ``auto``, whose plans trade error for bytes within
-its accuracy budget: it must keep as many answers and decisions as round-to-nearest, and may
+decisions goes to the smaller error, except for an ``auto`` plan at least 1% smaller than
+round-to-nearest judged on at least ``MIN_UNITS`` held-out units: it trades error for bytes within
+its accuracy budget, so it must keep as many answers and decisions as round-to-nearest, and may
 spend error to do it in fewer bytes. Losing means falling back, and the report line says so.
 """
 

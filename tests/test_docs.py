@@ -268,6 +268,16 @@ def _scenario(name: str, tmp: Path) -> tuple[str, dict[str, str]]:
         out = _build(root, cache)
     elif name == "verification":
         out = _build(_project(root, f"models = [{models}]\nmax-rel-l2 = 0.001\n"), cache)
+    elif name == "unrecorded-original":  # the recording holds another model only; noise fails a strict limit
+        import numpy as np
+
+        from hatch_shrinkray.verification.recordings import Recording, write_recording
+
+        _project(root, f'models = [{models}]\ninputs = "tests/shrinkray-inputs"\nmax-rel-l2 = 0.001\n')
+        (root / "tests/shrinkray-inputs").mkdir(parents=True)
+        write_recording(root / "tests/shrinkray-inputs", Recording(
+            "0" * 64, "other.onnx", ("x",), ({"x": np.zeros((1, 4), np.float32)},), 1, (0,), ("call:0",)))
+        out = _build(root, cache)
     elif name == "cache-private":
         cache.mkdir(mode=0o777)
         cache.chmod(0o777)

@@ -322,6 +322,7 @@ def _file_features(data: bytes) -> np.ndarray:
     return np.array(head + [256] * (1024 - len(head)) + [256] * (1024 - len(tail)) + tail, np.int32)
 
 
+@pytest.mark.extended
 def test_auto_says_when_round_to_nearest_ships_and_spends_error_only_for_bytes(tmp_path: Path) -> None:
     """Magika on 20 calls of 4 of this interpreter's own library files (source, data, archives,
     images, sound). When nothing smaller than round-to-nearest int8 keeps the fitting samples'
@@ -389,6 +390,7 @@ def _generated_file(rng: np.random.Generator) -> bytes:
                                       for _ in range(rng.integers(10, 90))) + b"</body></html>"
 
 
+@pytest.mark.extended
 def test_auto_on_few_held_out_units_spends_no_error_on_a_tie(tmp_path: Path) -> None:
     """Magika recorded on 20 calls of 4 generated files, 10 held out. The search finds a plan 1.6%
     smaller than round-to-nearest int8 that ties it on the 40 held-out decisions at 1.4x its error;

@@ -114,6 +114,7 @@ def current_umask() -> int:
     return mask
 
 
+@pytest.mark.extended
 def test_check_names_the_regression_then_the_plan_fixes_it(project: Path) -> None:
     before = cli("check", "--json", "-", "--", *PYTEST, cwd=project)
     assert before.returncode == 1, before.stdout + before.stderr

@@ -269,6 +269,7 @@ def test_cli_int8_with_31_levels_reports_three_sizes(tmp_path: Path) -> None:
     assert again.returncode == 0 and (out / "model.onnx").read_bytes() == first  # deterministic
 
 
+@pytest.mark.extended
 def test_cli_target_web_measures_brotli_and_sizes_prints_the_table(tmp_path: Path) -> None:
     proc = cli("shrink", str(silero_vad()), "-o", str(tmp_path / "o"), "--levels", "63", "--target", "web",
                "--no-verify", "--sizes")

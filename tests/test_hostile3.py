@@ -554,6 +554,7 @@ def in_namespace(setup: str, command: str, after: str, tmp_path: Path) -> tuple[
     return (int((tmp_path / "rc").read_text()), (tmp_path / "stdout").read_text(), (tmp_path / "stderr").read_text())
 
 
+@pytest.mark.extended
 def test_wheel_streams_a_4_gib_entry_through_a_tiny_tmpdir(big_wheel: Path, tmp_path: Path) -> None:
     import zipfile
 

@@ -9,7 +9,7 @@ dynamic range such as Silero's 54.9 among values around 0.04), and the original 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -49,14 +49,24 @@ class Candidate:
     """Estimated output error energy on the calibration data (``dW H dW^T``; plain ``|dW|^2``
     without calibration moments)."""
     note: str = ""
+    _sizes: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """``target_bytes`` per target, computed once: the search's table, the no-larger-than-int8 rule
+    and the guard all ask (a deflate of every stored tensor each time)."""
 
     def target_bytes(self, target: str) -> int:
         """Its bytes as ``target`` (``wheel``, ``web``, ``disk``) counts them, estimated from what it
         stores (``numerics.entropy``): codes and scales, or the float32 weight itself when kept. The
         MatMulNBits blocks (written by onnxruntime's quantizer) count their raw bytes."""
-        if self.decode is not None:
-            return estimated_bytes(self.decode.stored, target)
-        return estimated_bytes({"w": self.decoded}, target) if self.kind == "fp32" else self.stored_bytes
+        size = self._sizes.get(target)
+        if size is None:
+            if self.decode is not None:
+                size = estimated_bytes(self.decode.stored, target)
+            elif self.kind == "fp32":
+                size = estimated_bytes({"w": self.decoded}, target)
+            else:
+                size = self.stored_bytes
+            self._sizes[target] = size
+        return size
 
     @property
     def bits(self) -> int:

@@ -136,6 +136,14 @@ def _shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.P
     dest = Path(destination) if destination is not None else None
     output: Output | None = None
     kept_original: str | None = None
+
+    def original_instead(staged: Output, shrunk: list[TensorRecord]) -> tuple[Output, list[TensorRecord], Sizes]:
+        """The original, staged in place of the shrunk model (it ships after all), with the records
+        and sizes that say so."""
+        staged.discard()
+        again = _write(load_model(source).model, dest, loaded.label, checker)
+        return again, _all_kept(shrunk), measure(again.files(), exact_web=exact_web)
+
     try:
         stage.show("writing and measuring")
         output = _write(work, dest, loaded.label, checker)
@@ -144,11 +152,8 @@ def _shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.P
         encoded = any(r.encoding != "kept" for r in records)
         if encoded and not _smaller(shrunk_sizes, original_sizes, options.target, options.method):
             kept_original = _not_smaller(options, shrunk_sizes, original_sizes)
-            output.discard()
-            records = _all_kept(records)
             del work
-            output = _write(load_model(source).model, dest, loaded.label, checker)
-            shrunk_sizes = measure(output.files(), exact_web=exact_web)
+            output, records, shrunk_sizes = original_instead(output, records)
         else:
             del work  # the working copy can be big; onnxruntime reads the staged file from here on
         loaded.model = ModelProto()
@@ -166,10 +171,7 @@ def _shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.P
             except UnrecordedFailure as exc:
                 _refuse_if_changed(loaded, exc)
                 kept_original, verification = exc.reason, None
-                output.discard()
-                records = _all_kept(records)
-                output = _write(load_model(source).model, dest, loaded.label, checker)
-                shrunk_sizes = measure(output.files(), exact_web=exact_web)
+                output, records, shrunk_sizes = original_instead(output, records)
             except ShrinkrayError as exc:
                 _refuse_if_changed(loaded, exc)  # a file swapped mid-run explains any failure; say so
                 raise

@@ -322,6 +322,23 @@ def _file_features(data: bytes) -> np.ndarray:
     return np.array(head + [256] * (1024 - len(head)) + [256] * (1024 - len(tail)) + tail, np.int32)
 
 
+def _magika_recording(directory: Path, files: list[list[bytes]]) -> tuple[Path, Path]:
+    """Magika's model, and a recording of one call per group of ``files`` in ``directory``."""
+    import hashlib
+
+    from hatch_shrinkray.verification.recordings import Recording, write_recording
+
+    from realmodels import magika
+
+    source = magika()
+    samples = tuple({"bytes": np.stack([_file_features(data) for data in call])} for call in files)
+    n = len(samples)
+    directory.mkdir()
+    write_recording(directory, Recording(hashlib.sha256(source.read_bytes()).hexdigest(), "model.onnx", ("bytes",),
+                                         samples, n, tuple(range(n)), tuple(f"call:{i}" for i in range(n))))
+    return source, directory
+
+
 @pytest.mark.extended
 def test_auto_says_when_round_to_nearest_ships_and_spends_error_only_for_bytes(tmp_path: Path) -> None:
     """Magika on 20 calls of 4 of this interpreter's own library files (source, data, archives,
@@ -329,28 +346,19 @@ def test_auto_says_when_round_to_nearest_ships_and_spends_error_only_for_bytes(t
     answers, auto ships exactly round-to-nearest int8 and says so (it used to print "auto's plan
     kept" for the same bytes, compared with themselves); on 10 held-out units a tie on decisions
     goes to the smaller error."""
-    import hashlib
+    import os
     import re
     import sysconfig
 
     from hardening import cli
 
-    from hatch_shrinkray.verification.recordings import Recording, write_recording
-
-    from realmodels import magika
-
-    source = magika()
     root = Path(sysconfig.get_paths()["stdlib"])
     kinds = {".py", ".txt", ".json", ".xml", ".html", ".cfg", ".pem", ".so", ".gz", ".png", ".wav", ".zip"}
     files = sorted(p for p in root.rglob("*") if p.suffix in kinds and p.is_file() and p.stat().st_size > 64)
     pick = np.random.default_rng(1).choice(len(files), 80, replace=False)
-    samples = tuple({"bytes": np.stack([_file_features(files[j].read_bytes()) for j in pick[i:i + 4]])}
-                    for i in range(0, 80, 4))
-    rec = Recording(hashlib.sha256(source.read_bytes()).hexdigest(), "model.onnx", ("bytes",), samples, 20,
-                    tuple(range(20)), tuple(f"call:{i}" for i in range(20)))
-    (tmp_path / "rec").mkdir()
-    write_recording(tmp_path / "rec", rec)
-    env = {**__import__("os").environ, "HATCH_SHRINKRAY_CACHE_DIR": str(tmp_path / "cache")}
+    source, _ = _magika_recording(tmp_path / "rec", [[files[j].read_bytes() for j in pick[i:i + 4]]
+                                                     for i in range(0, 80, 4)])
+    env = {**os.environ, "HATCH_SHRINKRAY_CACHE_DIR": str(tmp_path / "cache")}
     plain = cli("shrink", str(source), "-o", str(tmp_path / "rtn"), "--method", "int8", "--no-verify", env=env)
     auto = cli("shrink", str(source), "-o", str(tmp_path / "auto"), "--method", "auto", "--inputs",
                str(tmp_path / "rec"), env=env)
@@ -396,21 +404,11 @@ def test_auto_on_few_held_out_units_spends_no_error_on_a_tie(tmp_path: Path) -> 
     smaller than round-to-nearest int8 that ties it on the 40 held-out decisions at 1.4x its error;
     it had shipped and changed 1 of 380 unseen labels. Ten units cannot tell that tie from chance, so
     the smaller error wins and round-to-nearest int8 ships, and the line says so."""
-    import hashlib
     import re
 
-    from hatch_shrinkray.verification.recordings import Recording, write_recording
-
-    from realmodels import magika
-
-    source = magika()
     rng = np.random.default_rng(3)
-    samples = tuple({"bytes": np.stack([_file_features(_generated_file(rng)) for _ in range(4)])} for _ in range(20))
-    rec = Recording(hashlib.sha256(source.read_bytes()).hexdigest(), "model.onnx", ("bytes",), samples, 20,
-                    tuple(range(20)), tuple(f"call:{i}" for i in range(20)))
-    (tmp_path / "rec").mkdir()
-    write_recording(tmp_path / "rec", rec)
-    options = ShrinkOptions(method="auto", verify=VerifyOptions(inputs=tmp_path / "rec"))
+    source, rec = _magika_recording(tmp_path / "rec", [[_generated_file(rng) for _ in range(4)] for _ in range(20)])
+    options = ShrinkOptions(method="auto", verify=VerifyOptions(inputs=rec))
     auto = shrink(source, tmp_path / "auto.onnx", options)
     plain = shrink(source, tmp_path / "rtn.onnx", ShrinkOptions(method="int8", verify=None))
     assert auto.verification is not None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,20 +106,32 @@ def as_calibration(samples: Calibration | Sequence[Feed]) -> Calibration:
     return Calibration(feeds, Sequencing.plain(len(feeds)))
 
 
-def run_in_order(run: Run, feeds: Sequence[Feed], seq: Sequencing, names: Sequence[str]) -> list[Outputs]:
-    """Every feed's outputs (in ``names`` order); streams in closed loop on ``run``'s own outputs."""
-    out: list[Outputs | None] = [None] * len(feeds)
+def run_in_order(run: Run, feeds: Sequence[Feed], seq: Sequencing, names: Sequence[str],
+                 workers: int = 1) -> list[Outputs]:
+    """Every feed's outputs (in ``names`` order); streams in closed loop on ``run``'s own outputs.
+    ``workers`` > 1 runs that many streams or lone feeds at once (``run`` must be thread-safe, as an
+    onnxruntime session's ``run`` is); each stream still runs step after step, so the outputs are
+    the same whatever the number of workers."""
     index = {n: k for k, n in enumerate(names)}
-    for stream in seq.streams if seq.feedback else ():
+    jobs: list[Sequence[int]] = list(seq.streams) if seq.feedback else []
+    inside = {i for stream in jobs for i in stream}
+    jobs += [(i,) for i in range(len(feeds)) if i not in inside]
+    out: list[Outputs | None] = [None] * len(feeds)
+
+    def job(stream: Sequence[int]) -> None:
         previous: Outputs | None = None
         for i in stream:
             feed = feeds[i] if previous is None else {
                 **feeds[i], **{inp: previous[index[o]] for inp, o in seq.feedback}}
             previous = run(feed)
             out[i] = previous
-    for i, feed in enumerate(feeds):
-        if out[i] is None:
-            out[i] = run(feed)
+
+    if workers > 1 and len(jobs) > 1:
+        with ThreadPoolExecutor(min(workers, len(jobs))) as pool:
+            list(pool.map(job, jobs))
+    else:
+        for stream in jobs:
+            job(stream)
     return [o for o in out if o is not None]
 
 

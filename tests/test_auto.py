@@ -14,7 +14,7 @@ from hatch_shrinkray import ShrinkOptions, VerifyOptions, shrink
 from hatch_shrinkray.auto.budget import deviation
 from hatch_shrinkray.auto.calib import Layout, Moments, patches
 from hatch_shrinkray.auto.candidates import int4_block
-from hatch_shrinkray.auto.search import Option, search, try_uniform
+from hatch_shrinkray.auto.search import Found, Option, refine, search, try_uniform
 from hatch_shrinkray.numerics.gptq import output_error, round_rows
 from hatch_shrinkray.options import option_errors
 
@@ -193,6 +193,64 @@ def test_uniform_assignment_wins_where_the_energy_estimate_misleads() -> None:
     better = try_uniform(table, found, [(0, 0), (1, 1), (2, 2)], evaluate, ok)
     assert better.choice == (1, 1) and better.evaluations == found.evaluations + 2
     assert try_uniform(table, better, [(0, 0), (2, 2)], evaluate, ok).choice == (1, 1)  # never larger
+
+
+def test_refine_settles_screened_moves_in_one_run_and_falls_back_one_by_one() -> None:
+    """Three weights at their largest rung, each with a smaller one. Where the moves the screen lets
+    through hold together, one evaluation settles them; where together they break the budget, the
+    moves are evaluated one by one and the answer is the one-by-one answer."""
+    from hatch_shrinkray.auto.budget import Deviation
+
+    table = [[Option(10, 0.4), Option(40, 0.0)], [Option(10, 0.5), Option(30, 0.0)], [Option(10, 2.0), Option(20, 0.0)]]
+    start = (1, 1, 1)
+
+    def run(limit: float) -> tuple[Found, Found, list[tuple[int, ...]]]:
+        calls: list[tuple[int, ...]] = []
+
+        def evaluate(choice: tuple[int, ...]) -> Deviation:
+            calls.append(choice)
+            e = sum(table[i][c].energy for i, c in enumerate(choice))
+            return Deviation(e, 1.0, 1.0, e, 0.0)
+
+        def ok(d: Deviation) -> bool:
+            return d.energy <= limit
+
+        found = Found(start, evaluate(start), 0.0, 1)
+        calls.clear()
+        one_by_one = refine(table, found, evaluate, ok, 8)
+        serial = len(calls)
+        calls.clear()
+        screened = refine(table, found, evaluate, ok, 8, screen=lambda c: table[2][c[2]].energy == 0.0)
+        assert serial == 3
+        return one_by_one, screened, calls
+
+    one_by_one, screened, calls = run(1.0)  # moves 0 and 1 hold together (0.9); the screen stops move 2
+    assert screened.choice == one_by_one.choice == (0, 0, 1)
+    assert calls == [(0, 0, 1)]
+    one_by_one, screened, calls = run(0.45)  # together they do not: one by one, only move 0 holds
+    assert screened.choice == one_by_one.choice == (0, 1, 1)
+    assert calls[0] == (0, 0, 1) and len(calls) == 4
+
+
+def test_streams_run_in_closed_loop_alike_on_one_worker_or_several() -> None:
+    """Streams and lone feeds spread over workers: every output is the one a single worker gives,
+    each stream still fed its own previous state."""
+    from hatch_shrinkray.samples import Sequencing, run_in_order
+
+    seen: list[float] = []
+
+    def run(feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        seen.append(float(feed["x"][0]))
+        state = feed["x"] + 2 * feed["state"]
+        return [state, state]
+
+    feeds = [{"x": np.array([float(i)]), "state": np.zeros(1)} for i in range(9)]
+    seq = Sequencing(tuple(f"u{i}" for i in range(9)), (("state", "stateN"),), ((0, 1, 2), (3, 4), (6, 7, 8)))
+    single = run_in_order(run, feeds, seq, ["out", "stateN"])
+    several = run_in_order(run, feeds, seq, ["out", "stateN"], workers=3)
+    assert [float(o[0][0]) for o in single] == [float(o[0][0]) for o in several] == [
+        0.0, 1.0, 4.0, 3.0, 10.0, 5.0, 6.0, 19.0, 46.0]
+    assert sorted(seen) == sorted(2 * [float(i) for i in range(9)])
 
 
 @pytest.mark.parametrize(("field", "value"), [("budget_rel_l2", -1.0), ("budget_cosine", 2.0),

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from hatch_shrinkray.options import ShrinkOptions, VerifyOptions
 from hatch_shrinkray.result import OutputComparison
-from hatch_shrinkray.verification.compare import Expected, agreement, agreement_fails, compare, expect
+from hatch_shrinkray.verification.compare import Expected, agreement, agreement_fails, compare, dots, expect
 from hatch_shrinkray.verification.judges import judge_for
 from hatch_shrinkray.verification.judges.labels import Values
 
@@ -217,10 +217,10 @@ def _quick(e: Expected, square: float | None, got: npt.NDArray[Any]) -> OutputCo
     figures up to rounding); None where ``compare`` has to look closer."""
     if square is None or got.shape != e.flat.shape or got.dtype.kind != "f" or not np.isfinite(got).all():
         return None
-    b = got.astype(np.float64)
-    yy, xy = float(b @ b), float(e.flat @ b)
+    sums = dots(e.flat, got)
+    yy, xy = sums.yy, sums.xy
     nx, ny = math.sqrt(square), math.sqrt(yy)
-    rel = math.sqrt(max(square + yy - 2 * xy, 0.0)) / nx if nx > 0 else (0.0 if yy == 0 else math.inf)
+    rel = math.sqrt(sums.dd) / nx if nx > 0 else (0.0 if yy == 0 else math.inf)
     cos = xy / (nx * ny) if nx > 0 and ny > 0 else (1.0 if nx == ny else 0.0)
     agree = agreement(e, got)
     if agree is None:

@@ -27,6 +27,7 @@ import logging
 import math
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -54,6 +55,7 @@ from hatch_shrinkray.evidence import MIN_UNITS
 from hatch_shrinkray.methods import runtimes
 from hatch_shrinkray.methods.int8 import Int8Encoder
 from hatch_shrinkray.numerics.quant import NotEncodable
+from hatch_shrinkray.numerics.threads import cores
 from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
 from hatch_shrinkray.onnxgraph.encoding import Calibration, Decode, EncodeContext
 from hatch_shrinkray.onnxgraph.graph import Names, Site, find_sites, opset_version
@@ -218,9 +220,11 @@ class Auto:
             return None
         opset = opset_version(model)
         weights = []
-        with progress.task("auto: candidate encodings", total=len(cal.sites)) as made:
-            for s in cal.sites:
-                weights.append(self._weight(s, options, opset, cal.lays[site_key(s)], cal.moments.get(site_key(s))))
+        with progress.task("auto: candidate encodings", total=len(cal.sites)) as made, \
+                ThreadPoolExecutor(cores()) as pool:  # weights are independent; numpy lets go of the lock
+            for w in pool.map(lambda s: self._weight(s, options, opset, cal.lays[site_key(s)],
+                                                     cal.moments.get(site_key(s))), cal.sites):
+                weights.append(w)
                 made.advance()
         LOG.info("auto: %d weights, %d feeds, candidates ready after %.1f s", len(weights), len(calibration),
                  time.perf_counter() - start)
@@ -245,17 +249,32 @@ class Auto:
         int8 = _int8_choice(weights)
         fitted = {site_key(w.site): w.candidates[c].decoded for w, c in zip(weights, int8, strict=True)
                   if w.plain is not None}
-        fitted_dev = deviation(baseline, probe.run(fitted))
-        plain_dev = deviation(baseline, probe.run(plain))
+        fitted_out, plain_out = probe.run(fitted), probe.run(plain)
+        fitted_dev, plain_dev = deviation(baseline, fitted_out), deviation(baseline, plain_out)
         limits = Limits.of(options, plain_dev, fitted_dev)
-        quick_limits = Limits.of(options, deviation(quick, probe.run(plain, subset=analysis.subset)),
-                                 deviation(quick, probe.run(fitted, subset=analysis.subset)))
+        quick_limits = Limits.of(options, deviation(quick, [plain_out[i] for i in analysis.subset]),
+                                 deviation(quick, [fitted_out[i] for i in analysis.subset]))
+
+        rest = [i for i in range(len(base)) if i not in set(analysis.subset)]
 
         def replaced(choice: tuple[int, ...]) -> dict[Key, npt.NDArray[Any]]:
             return {site_key(w.site): w.candidates[c].decoded for w, c in zip(weights, choice, strict=True)}
 
         def evaluate(choice: tuple[int, ...]) -> Deviation:
             return deviation(baseline, probe.run(replaced(choice)))
+
+        verdicts: dict[tuple[int, ...], bool] = {}
+        last: list[tuple[tuple[int, ...], list[Any]]] = []
+
+        def quick_run(choice: tuple[int, ...]) -> tuple[list[Any], bool]:
+            """The subset's outputs and whether they keep the budget; a choice runs once (the
+            outputs of the latest one are kept, for the full run that often follows it)."""
+            if last and last[0][0] == choice:
+                return last[0][1], verdicts[choice]
+            part = probe.run(replaced(choice), subset=analysis.subset)
+            verdicts[choice] = quick_limits.within(deviation(quick, part))
+            last[:] = [(choice, part)]
+            return part, verdicts[choice]
 
         def screened(choice: tuple[int, ...]) -> Deviation:
             """An assignment runs on every feed only once it keeps the budget on the single-tensor
@@ -264,8 +283,15 @@ class Auto:
             over the budget: at worst a few bytes more, never a looser budget.)"""
             if len(analysis.subset) == len(base):
                 return evaluate(choice)
-            first = deviation(quick, probe.run(replaced(choice), subset=analysis.subset))
-            return evaluate(choice) if quick_limits.within(first) else BROKEN
+            part, ok = quick_run(choice)
+            if not ok:
+                return BROKEN
+            outputs: list[Any] = [None] * len(base)  # the subset's outputs are not run again
+            for i, o in zip(analysis.subset, part, strict=True):
+                outputs[i] = o
+            for i, o in zip(rest, probe.run(replaced(choice), subset=rest), strict=True):
+                outputs[i] = o
+            return deviation(baseline, outputs)
 
         with progress.task("auto: sizes of the candidates", total=len(weights)) as sizing:
             table = []
@@ -276,7 +302,9 @@ class Auto:
         with progress.task("auto: searching the assignment"):
             found = search(table, screened, limits.within)
             found = try_uniform(table, found, _uniform(weights), screened, limits.within)
-            found = refine(table, found, screened, limits.within, MAX_REFINE)
+            found = refine(table, found, screened, limits.within, MAX_REFINE,
+                           screen=None if len(analysis.subset) == len(base) else
+                           lambda c: verdicts[c] if c in verdicts else quick_run(c)[1])
             int8_load = sum(_load(w, w.candidates[c]) for w, c in zip(weights, int8, strict=True)
                             if w.candidates[c].kind == "int8")
             cap = load_budget(options) * int8_load

@@ -19,7 +19,7 @@ import numpy.typing as npt
 import onnx
 from onnx import ModelProto, TensorProto, helper
 
-from hatch_shrinkray.numerics.threads import NO_SPINNING
+from hatch_shrinkray.numerics.threads import NO_SPINNING, feed_workers
 from hatch_shrinkray.onnxgraph.graph import Names, Site, find_sites
 from hatch_shrinkray.samples import Feed, Sequencing, run_in_order
 
@@ -94,6 +94,9 @@ class Probe:
         opts = ort.SessionOptions()
         opts.log_severity_level = 4
         opts.add_session_config_entry(*NO_SPINNING)
+        self.workers = feed_workers(len(feeds))
+        if self.workers > 1:
+            opts.intra_op_num_threads = 1
         self.probe = probe
         self.session = ort.InferenceSession(probe.model.SerializeToString(), opts,
                                             providers=["CPUExecutionProvider"])
@@ -117,7 +120,8 @@ class Probe:
         indices = list(range(len(self.feeds))) if subset is None else list(subset)
         seq = self.seq.subset(indices)
         feeds = [self.feeds[i] for i in indices]
-        return run_in_order(lambda feed: list(self.session.run(names, {**feed, **weights})), feeds, seq, names)
+        return run_in_order(lambda feed: list(self.session.run(names, {**feed, **weights})), feeds, seq, names,
+                            self.workers)
 
     def captures(self) -> Iterator[tuple[int, list[npt.NDArray[Any]], list[npt.NDArray[Any]]]]:
         """Per feed, in the order the program ran them: (index, model outputs, captured tensors) with

@@ -119,10 +119,17 @@ def try_uniform(table: Sequence[Sequence[Option]], found: Found, seeds: Sequence
 
 
 def refine(table: Sequence[Sequence[Option]], found: Found, evaluate: Callable[[tuple[int, ...]], Deviation],
-           within: Callable[[Deviation], bool], max_evals: int) -> Found:
+           within: Callable[[Deviation], bool], max_evals: int, *,
+           screen: Callable[[tuple[int, ...]], bool] | None = None) -> Found:
     """Greedy clean-up after the bisection: try moving single weights one step smaller, biggest
     saving first, and keep every move the real model tolerates. The Lagrangian chain moves all
-    weights with one multiplier, so it can stop with slack that one weight could still use."""
+    weights with one multiplier, so it can stop with slack that one weight could still use.
+
+    ``screen`` (a cheap, necessary check, such as the budget on a few feeds): the moves are first
+    taken together wherever they pass it, and one evaluation of the result settles them all; only
+    when that fails are they evaluated one by one. Each move adds error, so where the result is
+    within the budget every step towards it was too, and the answer is the one-by-one answer in
+    one evaluation instead of one per move."""
     if not within(found.deviation):
         return found
     choice = list(found.choice)
@@ -135,8 +142,22 @@ def refine(table: Sequence[Sequence[Option]], found: Found, evaluate: Callable[[
             j = max(smaller, key=lambda k: (options[k].stored_bytes, -k))
             moves.append((cur - options[j].stored_bytes, i, j))
     moves.sort(key=lambda m: (-m[0], m[1]))
+    tried = moves[:max_evals]
     evals = 0
-    for _, i, j in moves[:max_evals]:
+    if screen is not None:
+        trial = list(choice)
+        for _, i, j in tried:
+            step = list(trial)
+            step[i] = j
+            if screen(tuple(step)):
+                trial = step
+        if trial == choice:
+            return found
+        dev = evaluate(tuple(trial))
+        evals += 1
+        if within(dev):
+            return Found(tuple(trial), dev, found.lam, found.evaluations + evals)
+    for _, i, j in tried:
         trial = list(choice)
         trial[i] = j
         dev = evaluate(tuple(trial))

@@ -139,7 +139,7 @@ def gptq(w: F64, s: F64, h: F64, bounds: Bounds | int) -> F64:
         err = np.zeros_like(block)
         u1 = u[i1:i2, i1:i2]
         for j in range(i2 - i1):
-            codes = np.clip(np.rint(block[j] / s), low, high)
+            codes = np.minimum(np.maximum(np.rint(block[j] / s), low), high)  # np.clip, without its wrapper's cost
             q[i1 + j] = codes
             e = (block[j] - codes * s) / u1[j, j]
             block[j + 1:] -= u1[j, j + 1:, None] * e

@@ -12,6 +12,7 @@ sessions run hundreds of short calls, so they sleep instead (``NO_SPINNING``; nu
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any
 
 NO_SPINNING = ("session.intra_op.allow_spinning", "0")
@@ -27,3 +28,20 @@ def one_blas_thread() -> Any:
     except ModuleNotFoundError:
         return contextlib.nullcontext()
     return threadpool_limits(limits=1, user_api="blas")
+
+
+def cores() -> int:
+    """The CPUs this process may run on (its affinity where the OS tells it, as in a container)."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except AttributeError:  # macOS, Windows
+        return max(os.cpu_count() or 1, 1)
+
+
+def feed_workers(feeds: int) -> int:
+    """How many feeds a session that runs ``feeds`` of them at a time should run at once: one per
+    core when there are at least two per core, each on one onnxruntime thread (on 2 cores, PP-OCRv6
+    rec's 32 lines ran in 1.15 s of wall and 2.3 s of CPU that way, against 1.3-1.5 s and 2.4-2.9 s
+    one after the other on two intra-op threads); 1 (onnxruntime's own threads) for fewer feeds."""
+    n = cores()
+    return n if n > 1 and feeds >= 2 * n else 1

@@ -293,11 +293,15 @@ class Auto:
                 outputs[i] = o
             return deviation(baseline, outputs)
 
-        with progress.task("auto: sizes of the candidates", total=len(weights)) as sizing:
+        def row(w: Weight) -> list[Option]:
+            return [Option(c.target_bytes(options.target), limits.load(d), _load(w, c))
+                    for c, d in zip(w.candidates, w.deviations, strict=True)]
+
+        with progress.task("auto: sizes of the candidates", total=len(weights)) as sizing, \
+                ThreadPoolExecutor(cores()) as pool:  # zlib and brotli let go of the lock
             table = []
-            for w in weights:
-                table.append([Option(c.target_bytes(options.target), limits.load(d), _load(w, c))
-                              for c, d in zip(w.candidates, w.deviations, strict=True)])
+            for options_of_w in pool.map(row, weights):
+                table.append(options_of_w)
                 sizing.advance()
         with progress.task("auto: searching the assignment"):
             found = search(table, screened, limits.within)

@@ -12,6 +12,7 @@ which is what the output-error-aware rounding needs.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,19 +127,26 @@ class Probe:
     def captures(self) -> Iterator[tuple[int, list[npt.NDArray[Any]], list[npt.NDArray[Any]]]]:
         """Per feed, in the order the program ran them: (index, model outputs, captured tensors) with
         the original weights; one feed at a time so the activations of many samples are never all
-        in memory at once."""
+        in memory at once. The next feed runs while the caller works on this one."""
         weights = self._weights(None)
         self.runs += 1
         index = {n: k for k, n in enumerate(self.names)}
         starts = {s[0]: s for s in self.seq.streams} if self.seq.feedback else {}
         inside = {i for s in starts.values() for i in s}
-        for i in range(len(self.feeds)):
-            if i in inside and i not in starts:
-                continue
-            previous: list[npt.NDArray[Any]] | None = None
-            for j in starts.get(i, (i,)):
-                feed = self.feeds[j] if previous is None else {
-                    **self.feeds[j], **{inp: previous[index[o]] for inp, o in self.seq.feedback}}
-                got = list(self.session.run(None, {**feed, **weights}))
-                previous = got
+        steps = [(j, k > 0) for i in range(len(self.feeds)) if i in starts or i not in inside
+                 for k, j in enumerate(starts.get(i, (i,)))]
+
+        def run(j: int, previous: list[npt.NDArray[Any]] | None) -> list[npt.NDArray[Any]]:
+            feed = self.feeds[j] if previous is None else {
+                **self.feeds[j], **{inp: previous[index[o]] for inp, o in self.seq.feedback}}
+            return list(self.session.run(None, {**feed, **weights}))
+
+        with ThreadPoolExecutor(1) as pool:
+            pending = pool.submit(run, steps[0][0], None) if steps else None
+            for n, (j, _) in enumerate(steps):
+                assert pending is not None
+                got = pending.result()
+                if n + 1 < len(steps):
+                    after, continues = steps[n + 1]
+                    pending = pool.submit(run, after, got if continues else None)
                 yield j, got[: self.n_outputs], got[self.n_outputs:]

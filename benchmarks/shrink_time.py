@@ -46,7 +46,8 @@ def _run(engine: Path, model: Path, rec: Path, args: list[str]) -> tuple[float, 
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         subprocess.run([sys.executable, "-m", "hatch_shrinkray", "shrink", str(model), "-o", str(Path(tmp) / "out"),
-                        *args, "--inputs", str(rec), "-q"], env=env, cwd=tmp, check=True)
+                        *args, "--inputs", str(rec), "-q"], env=env, cwd=tmp, check=True,
+                       stdout=subprocess.DEVNULL)
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

@@ -13,6 +13,7 @@ import glob
 import hashlib
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -147,8 +148,10 @@ def _shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.P
     try:
         stage.show("writing and measuring")
         output = _write(work, dest, loaded.label, checker)
-        original_sizes = measure(_files(loaded, original_ref), exact_web=exact_web)
-        shrunk_sizes = measure(output.files(), exact_web=exact_web)
+        with ThreadPoolExecutor(1) as pool:  # the compressors let go of the lock: both at once
+            original = pool.submit(measure, _files(loaded, original_ref), exact_web=exact_web)
+            shrunk_sizes = measure(output.files(), exact_web=exact_web)
+            original_sizes = original.result()
         encoded = any(r.encoding != "kept" for r in records)
         if encoded and not _smaller(shrunk_sizes, original_sizes, options.target, options.method):
             kept_original = _not_smaller(options, shrunk_sizes, original_sizes)

@@ -173,6 +173,36 @@ def test_search_is_monotone_chain_bisection() -> None:
     assert len(calls) <= 3
 
 
+@pytest.mark.parametrize(("screen_limit", "evaluations"), [(1.5, 2), (3.0, 4)])
+def test_search_with_a_screen_finds_the_same_point_in_no_more_evaluations(screen_limit: float,
+                                                                          evaluations: int) -> None:
+    """The screen (a looser necessary check, as the budget on a few feeds is) narrows the bisection
+    without evaluations; where it agrees with the real check one more evaluation settles it, where
+    it is looser the bisection goes on above its point, and the answer is the one without it."""
+    from hatch_shrinkray.auto.budget import Deviation
+
+    table = [[Option(10, 2.0), Option(20, 1.0), Option(40, 0.0)], [Option(10, 1.0), Option(20, 0.5), Option(40, 0.0)],
+             [Option(10, 0.8), Option(20, 0.2), Option(40, 0.0)]]
+    calls: list[tuple[int, ...]] = []
+
+    def energy(choice: tuple[int, ...]) -> float:
+        return sum(table[i][c].energy for i, c in enumerate(choice))
+
+    def evaluate(choice: tuple[int, ...]) -> Deviation:
+        calls.append(choice)
+        return Deviation(energy(choice), 1.0, 1.0, energy(choice), 0.0)
+
+    def ok(d: Deviation) -> bool:
+        return d.energy <= 1.5
+
+    plain = search(table, evaluate, ok)
+    calls.clear()
+    screened = search(table, evaluate, ok, lambda c: energy(c) <= screen_limit)
+    assert screened.choice == plain.choice == (2, 1, 1)
+    assert plain.evaluations == 4  # the lossless point, then three bisection steps
+    assert len(calls) == screened.evaluations == evaluations  # agreeing screen: the lossless point and its own
+
+
 def test_uniform_assignment_wins_where_the_energy_estimate_misleads() -> None:
     """Estimated energies say weight 0 must stay large; the real model (``real``) tolerates every
     weight at its middle rung (40 bytes), smaller than where the chain stops: try_uniform finds it."""

@@ -283,6 +283,8 @@ class Auto:
             over the budget: at worst a few bytes more, never a looser budget.)"""
             if len(analysis.subset) == len(base):
                 return evaluate(choice)
+            if choice in verdicts and not (last and last[0][0] == choice):  # screened before, outputs gone
+                return evaluate(choice) if verdicts[choice] else BROKEN
             part, ok = quick_run(choice)
             if not ok:
                 return BROKEN
@@ -304,11 +306,11 @@ class Auto:
                 table.append(options_of_w)
                 sizing.advance()
         with progress.task("auto: searching the assignment"):
-            found = search(table, screened, limits.within)
+            screen = None if len(analysis.subset) == len(base) else lambda c: (
+                verdicts[c] if c in verdicts else quick_run(c)[1])
+            found = search(table, screened, limits.within, screen)
             found = try_uniform(table, found, _uniform(weights), screened, limits.within)
-            found = refine(table, found, screened, limits.within, MAX_REFINE,
-                           screen=None if len(analysis.subset) == len(base) else
-                           lambda c: verdicts[c] if c in verdicts else quick_run(c)[1])
+            found = refine(table, found, screened, limits.within, MAX_REFINE, screen=screen)
             int8_load = sum(_load(w, w.candidates[c]) for w, c in zip(weights, int8, strict=True)
                             if w.candidates[c].kind == "int8")
             cap = load_budget(options) * int8_load

@@ -128,7 +128,14 @@ def run_in_order(run: Run, feeds: Sequence[Feed], seq: Sequencing, names: Sequen
 
     if workers > 1 and len(jobs) > 1:
         with ThreadPoolExecutor(min(workers, len(jobs))) as pool:
-            list(pool.map(job, jobs))
+            futures = [pool.submit(job, stream) for stream in jobs]
+            try:
+                for future in futures:
+                    future.result()
+            except BaseException:  # a failed run or Ctrl-C: the jobs not started are dropped, not run
+                for future in futures:
+                    future.cancel()
+                raise
     else:
         for stream in jobs:
             job(stream)

@@ -27,7 +27,6 @@ import logging
 import math
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -55,7 +54,7 @@ from hatch_shrinkray.evidence import MIN_UNITS
 from hatch_shrinkray.methods import runtimes
 from hatch_shrinkray.methods.int8 import Int8Encoder
 from hatch_shrinkray.numerics.quant import NotEncodable
-from hatch_shrinkray.numerics.threads import cores
+from hatch_shrinkray.numerics.threads import thread_pool, workers
 from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
 from hatch_shrinkray.onnxgraph.encoding import Calibration, Decode, EncodeContext
 from hatch_shrinkray.onnxgraph.graph import Names, Site, find_sites, opset_version
@@ -221,7 +220,7 @@ class Auto:
         opset = opset_version(model)
         weights = []
         with progress.task("auto: candidate encodings", total=len(cal.sites)) as made, \
-                ThreadPoolExecutor(cores()) as pool:  # weights are independent; numpy lets go of the lock
+                thread_pool(workers()) as pool:  # weights are independent; numpy lets go of the lock
             for w in pool.map(lambda s: self._weight(s, options, opset, cal.lays[site_key(s)],
                                                      cal.moments.get(site_key(s))), cal.sites):
                 weights.append(w)
@@ -300,7 +299,7 @@ class Auto:
                     for c, d in zip(w.candidates, w.deviations, strict=True)]
 
         with progress.task("auto: sizes of the candidates", total=len(weights)) as sizing, \
-                ThreadPoolExecutor(cores()) as pool:  # zlib and brotli let go of the lock
+                thread_pool(workers()) as pool:  # zlib and brotli let go of the lock
             table = []
             for options_of_w in pool.map(row, weights):
                 table.append(options_of_w)

@@ -7,12 +7,18 @@ machine (a CI runner, a parallel build, the shared benchmark VM) OpenBLAS's busy
 One thread also makes the sums, hence the chosen codes, the same whatever the number of cores.
 onnxruntime's worker threads busy-wait between operators by default in the same way; the engine's
 sessions run hundreds of short calls, so they sleep instead (``NO_SPINNING``; numerics unchanged).
+Independent pieces of work (the feeds of one check, the candidates of different weights) run on up
+to ``MAX_WORKERS`` threads at once, as onnxruntime and numpy let go of the interpreter lock; each
+piece still runs alone on one thread, so the results are the same whatever the number of workers
+(benchmarks/SHRINK_TIME.md: byte-identical models, ``auto`` 0.69x the wall time on 2 cores).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 NO_SPINNING = ("session.intra_op.allow_spinning", "0")
@@ -38,10 +44,34 @@ def cores() -> int:
         return max(os.cpu_count() or 1, 1)
 
 
+MAX_WORKERS = 4
+"""Threads the engine runs at once at most (feeds, weights): each holds its own activations or
+copies of a weight, which for a big model are big."""
+
+
+def workers() -> int:
+    """Threads for independent pieces of work: one per core, up to ``MAX_WORKERS``."""
+    return min(cores(), MAX_WORKERS)
+
+
 def feed_workers(feeds: int) -> int:
     """How many feeds a session that runs ``feeds`` of them at a time should run at once: one per
-    core when there are at least two per core, each on one onnxruntime thread (on 2 cores, PP-OCRv6
-    rec's 32 lines ran in 1.15 s of wall and 2.3 s of CPU that way, against 1.3-1.5 s and 2.4-2.9 s
-    one after the other on two intra-op threads); 1 (onnxruntime's own threads) for fewer feeds."""
-    n = cores()
+    core (up to ``MAX_WORKERS``) when there are at least two per worker, each on one
+    onnxruntime thread (on 2 cores, PP-OCRv6 rec's 32 lines ran in 1.15 s of wall and 2.3 s of CPU
+    that way, against 1.3-1.5 s and 2.4-2.9 s one after the other on two intra-op threads); 1
+    (onnxruntime's own threads) for fewer feeds."""
+    n = workers()
     return n if n > 1 and feeds >= 2 * n else 1
+
+
+@contextlib.contextmanager
+def thread_pool(threads: int) -> Iterator[ThreadPoolExecutor]:
+    """A ``ThreadPoolExecutor`` that, when the body fails or is interrupted (Ctrl-C), drops the work
+    not yet started instead of running it all first (what leaving a plain executor does)."""
+    pool = ThreadPoolExecutor(threads)
+    try:
+        yield pool
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)

@@ -120,8 +120,8 @@ NOTES = """## What these say (2026-11-26)
   codes (`Cast -> Mul`), int16 and fp16, so the other runtimes' load figures of int8 and fp16
   (`LOAD.md`) apply. onnx-shrink-ray's default takes 2.1-3.1x.
 * **Time** (`SHRINK_TIME.md`, `python -m benchmarks.shrink_time --runs 3`, engines interleaved): `auto` on the
-  21 MB PP-OCRv6 rec takes 60.5 s wall / 94 s CPU (runs: 57.6-61.9 s; bar: 60 s on 2 cores), against 87.8 s /
-  127 s for engine `98d6c70`, with byte-identical output; int8 with the recording 41.4 s against 49.3 s. The
+  21 MB PP-OCRv6 rec takes 49.0 s wall / 77 s CPU (runs: 45.1-52.6 s; bar: 60 s on 2 cores), against 77.9 s /
+  115 s for engine `98d6c70`, with byte-identical output; int8 with the recording 35.5 s against 43.5 s. The
   shrink seconds in the table above are those of the runs that made it (older engines, busier machine). What
   is left is mostly onnxruntime running the fitting lines: about 40 runs of 4 or 32 lines for the single-weight
   sensitivities and the search's checks, two lines at a time on one thread each.

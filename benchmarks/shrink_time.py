@@ -55,6 +55,11 @@ def _run(engine: Path, model: Path, rec: Path, args: list[str]) -> tuple[float, 
     return wall, cpu, digest
 
 
+def _sha(rev: str) -> str:
+    return subprocess.run(["git", "rev-parse", "--short=12", rev], capture_output=True, text=True, cwd=REPO_DIR,
+                          check=True).stdout.strip()
+
+
 def measure(keys: list[str], engines: list[str], runs: int) -> list[dict[str, Any]]:
     dirs = {rev: engine_dir(rev) or REPO_DIR for rev in engines}
     rows = []
@@ -75,9 +80,7 @@ def measure(keys: list[str], engines: list[str], runs: int) -> list[dict[str, An
     return rows
 
 
-def report(rows: list[dict[str, Any]], engines: list[str], runs: int, command: str) -> str:
-    shas = {rev: subprocess.run(["git", "rev-parse", "--short=12", rev], capture_output=True, text=True,
-                                cwd=REPO_DIR, check=True).stdout.strip() for rev in engines}
+def report(rows: list[dict[str, Any]], engines: list[str], shas: dict[str, str], runs: int, command: str) -> str:
     lines = ["# Shrink time with a recording, engine against engine", "",
              f"Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on the shared 2-vCPU VM (other jobs may "
              f"run: read CPU seconds alongside wall). Command: `{command}`. Medians of {runs} interleaved runs per "
@@ -102,9 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if shutil.which("git") is None:
         raise SystemExit("git is needed to snapshot the engines")
+    shas = {rev: _sha(rev) for rev in args.engines}  # before the runs: a commit made meanwhile is not measured
     rows = measure(args.keys, args.engines, args.runs)
     command = "python -m benchmarks.shrink_time " + " ".join(sys.argv[1:] if argv is None else argv)
-    text = report(rows, args.engines, args.runs, command.strip())
+    text = report(rows, args.engines, shas, args.runs, command.strip())
     tmp = OUT.with_suffix(".tmp")
     tmp.write_text(text)
     tmp.replace(OUT)

@@ -10,7 +10,7 @@ sessions run hundreds of short calls, so they sleep instead (``NO_SPINNING``; nu
 Independent pieces of work (the feeds of one check, the candidates of different weights) run on up
 to ``MAX_WORKERS`` threads at once, as onnxruntime and numpy let go of the interpreter lock; each
 piece still runs alone on one thread, so the results are the same whatever the number of workers
-(benchmarks/SHRINK_TIME.md: byte-identical models, ``auto`` 0.69x the wall time on 2 cores).
+(benchmarks/SHRINK_TIME.md: byte-identical models, ``auto`` 0.63x the wall time on 2 cores).
 """
 
 from __future__ import annotations

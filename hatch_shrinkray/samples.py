@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from hatch_shrinkray.pool import thread_pool
 
 Feed = dict[str, npt.NDArray[Any]]
 Outputs = list[npt.NDArray[Any]]
@@ -127,15 +128,9 @@ def run_in_order(run: Run, feeds: Sequence[Feed], seq: Sequencing, names: Sequen
             out[i] = previous
 
     if workers > 1 and len(jobs) > 1:
-        with ThreadPoolExecutor(min(workers, len(jobs))) as pool:
-            futures = [pool.submit(job, stream) for stream in jobs]
-            try:
-                for future in futures:
-                    future.result()
-            except BaseException:  # a failed run or Ctrl-C: the jobs not started are dropped, not run
-                for future in futures:
-                    future.cancel()
-                raise
+        with thread_pool(min(workers, len(jobs))) as pool:  # a failed run or Ctrl-C drops the jobs not started
+            for _ in pool.map(job, jobs):
+                pass
     else:
         for stream in jobs:
             job(stream)

@@ -289,7 +289,7 @@ def test_a_failed_feed_or_weight_drops_the_work_not_yet_started() -> None:
     import threading
     import time
 
-    from hatch_shrinkray.numerics.threads import thread_pool
+    from hatch_shrinkray.pool import thread_pool
     from hatch_shrinkray.samples import Sequencing, run_in_order
 
     ran: list[int] = []

@@ -54,12 +54,13 @@ from hatch_shrinkray.evidence import MIN_UNITS
 from hatch_shrinkray.methods import runtimes
 from hatch_shrinkray.methods.int8 import Int8Encoder
 from hatch_shrinkray.numerics.quant import NotEncodable
-from hatch_shrinkray.numerics.threads import thread_pool, workers
+from hatch_shrinkray.numerics.threads import workers
 from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
 from hatch_shrinkray.onnxgraph.encoding import Calibration, Decode, EncodeContext
 from hatch_shrinkray.onnxgraph.graph import Names, Site, find_sites, opset_version
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights, record, rows_decodable, skip_reason
 from hatch_shrinkray.options import LOAD_BUDGET, WEB_LOAD_BUDGET, ShrinkOptions
+from hatch_shrinkray.pool import thread_pool
 from hatch_shrinkray.result import TensorRecord
 from hatch_shrinkray.samples import Feed, as_calibration
 
@@ -254,7 +255,9 @@ class Auto:
         quick_limits = Limits.of(options, deviation(quick, [plain_out[i] for i in analysis.subset]),
                                  deviation(quick, [fitted_out[i] for i in analysis.subset]))
 
-        rest = [i for i in range(len(base)) if i not in set(analysis.subset)]
+        screening = len(analysis.subset) < len(base)
+        in_subset = set(analysis.subset)
+        rest = [i for i in range(len(base)) if i not in in_subset]
 
         def replaced(choice: tuple[int, ...]) -> dict[Key, npt.NDArray[Any]]:
             return {site_key(w.site): w.candidates[c].decoded for w, c in zip(weights, choice, strict=True)}
@@ -263,30 +266,30 @@ class Auto:
             return deviation(baseline, probe.run(replaced(choice)))
 
         verdicts: dict[tuple[int, ...], bool] = {}
-        last: list[tuple[tuple[int, ...], list[Any]]] = []
+        latest: dict[tuple[int, ...], list[Any]] = {}
 
-        def quick_run(choice: tuple[int, ...]) -> tuple[list[Any], bool]:
-            """The subset's outputs and whether they keep the budget; a choice runs once (the
-            outputs of the latest one are kept, for the full run that often follows it)."""
-            if last and last[0][0] == choice:
-                return last[0][1], verdicts[choice]
-            part = probe.run(replaced(choice), subset=analysis.subset)
-            verdicts[choice] = quick_limits.within(deviation(quick, part))
-            last[:] = [(choice, part)]
-            return part, verdicts[choice]
+        def passes(choice: tuple[int, ...]) -> bool:
+            """Whether ``choice`` keeps the budget on the single-tensor runs' feeds; each choice runs
+            there once, and the outputs of the latest are kept for the full run that often follows."""
+            if choice not in verdicts:
+                part = probe.run(replaced(choice), subset=analysis.subset)
+                verdicts[choice] = quick_limits.within(deviation(quick, part))
+                latest.clear()
+                latest[choice] = part
+            return verdicts[choice]
 
         def screened(choice: tuple[int, ...]) -> Deviation:
             """An assignment runs on every feed only once it keeps the budget on the single-tensor
             runs' feeds: about half of the bisection's points and most clean-up moves do not, and
             that check costs a fraction of a full run. (A point the subset rejects is treated as
             over the budget: at worst a few bytes more, never a looser budget.)"""
-            if len(analysis.subset) == len(base):
+            if not screening:
                 return evaluate(choice)
-            if choice in verdicts and not (last and last[0][0] == choice):  # screened before, outputs gone
-                return evaluate(choice) if verdicts[choice] else BROKEN
-            part, ok = quick_run(choice)
-            if not ok:
+            if not passes(choice):
                 return BROKEN
+            part = latest.get(choice)
+            if part is None:  # screened earlier; its outputs on the subset are gone
+                return evaluate(choice)
             outputs: list[Any] = [None] * len(base)  # the subset's outputs are not run again
             for i, o in zip(analysis.subset, part, strict=True):
                 outputs[i] = o
@@ -305,8 +308,7 @@ class Auto:
                 table.append(options_of_w)
                 sizing.advance()
         with progress.task("auto: searching the assignment"):
-            screen = None if len(analysis.subset) == len(base) else lambda c: (
-                verdicts[c] if c in verdicts else quick_run(c)[1])
+            screen = passes if screening else None
             found = search(table, screened, limits.within, screen)
             found = try_uniform(table, found, _uniform(weights), screened, limits.within)
             found = refine(table, found, screened, limits.within, MAX_REFINE, screen=screen)

@@ -95,23 +95,24 @@ def search(table: Sequence[Sequence[Option]], evaluate: Callable[[tuple[int, ...
     if not check(hi):
         return Found(chain[hi], seen[hi], lam_of[hi], len(seen))
     if screen is not None:
-        top = hi
-        while lo < top:
-            mid = (lo + top) // 2
-            if screen(chain[mid]):
-                top = mid
-            else:
-                lo = mid + 1
+        lo = _first(lo, hi, lambda i: screen(chain[i]))
         if check(lo):
             return Found(chain[lo], seen[lo], lam_of[lo], len(seen))
         lo += 1
+    hi = _first(lo, hi, check)
+    return Found(chain[hi], seen[hi], lam_of[hi], len(seen))
+
+
+def _first(lo: int, hi: int, passes: Callable[[int], bool]) -> int:
+    """The smallest index in ``lo .. hi`` that ``passes`` (bisection: ``hi`` passes, and so does
+    every index above a passing one)."""
     while lo < hi:
         mid = (lo + hi) // 2
-        if check(mid):
+        if passes(mid):
             hi = mid
         else:
             lo = mid + 1
-    return Found(chain[hi], seen[hi], lam_of[hi], len(seen))
+    return hi
 
 
 def try_uniform(table: Sequence[Sequence[Option]], found: Found, seeds: Sequence[tuple[int, ...]],

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 NO_SPINNING = ("session.intra_op.allow_spinning", "0")
@@ -63,15 +61,3 @@ def feed_workers(feeds: int) -> int:
     n = workers()
     return n if n > 1 and feeds >= 2 * n else 1
 
-
-@contextlib.contextmanager
-def thread_pool(threads: int) -> Iterator[ThreadPoolExecutor]:
-    """A ``ThreadPoolExecutor`` that, when the body fails or is interrupted (Ctrl-C), drops the work
-    not yet started instead of running it all first (what leaving a plain executor does)."""
-    pool = ThreadPoolExecutor(threads)
-    try:
-        yield pool
-    except BaseException:
-        pool.shutdown(wait=True, cancel_futures=True)
-        raise
-    pool.shutdown(wait=True)

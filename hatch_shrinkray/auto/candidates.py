@@ -39,7 +39,8 @@ MIN_ROWS_PER_FEATURE = 2
 class Candidate:
     kind: str
     """``int4-block`` | ``int4`` | ``int6`` | ``int8`` | ``int8-<k>levels`` (k < 255 codes per channel in
-    int8, ``level_kind``) | ``int10`` | ``int12`` | ``int16`` | ``fp16`` | ``fp32``."""
+    int8, ``level_kind``) | ``int8-<h>+<c>levels`` (h codes for a head's competing classes, c for the
+    others, ``split``) | ``int10`` | ``int12`` | ``int16`` | ``fp16`` | ``fp32``."""
     label: str
     stored_bytes: int
     decoded: npt.NDArray[Any]
@@ -67,6 +68,11 @@ class Candidate:
                 size = self.stored_bytes
             self._sizes[target] = size
         return size
+
+    @property
+    def split(self) -> bool:
+        """Two level counts over the channels (``split``), not one rung of the ladder."""
+        return "+" in self.kind
 
     @property
     def bits(self) -> int:
@@ -111,7 +117,7 @@ def levels_of(kind: str) -> int | None:
     """The codes per channel of an int8 candidate kind (``int8``: 255; None for other kinds)."""
     if kind == "int8":
         return INT8_LEVELS
-    if kind.startswith("int8-") and kind.endswith("levels"):
+    if kind.startswith("int8-") and kind.endswith("levels") and "+" not in kind:
         return int(kind[len("int8-"):-len("levels")])
     return None
 
@@ -185,6 +191,28 @@ def int_candidate(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.N
     gain = rtn_err / err if err > 0 else float("inf")
     return Candidate(kind, dec.label, dec.stored_bytes, decoded, dec, err,
                      f"output-aware rounding: {gain:.2f}x less output error than round-to-nearest")
+
+
+def split(w: npt.NDArray[np.float32], hot: Candidate, cold: Candidate, mask: npt.NDArray[np.bool_], *, axis: int,
+          moments: npt.NDArray[np.float64] | None, lay: Layout | None) -> Candidate:
+    """The channels along ``axis`` where ``mask`` is True from ``hot``, the others from ``cold`` (two
+    int8 candidates of one weight with per-channel scales on ``axis``): still int8 codes times one
+    scale per channel, decoded by the same nodes. Output-aware rounding is per channel (each row
+    of GPTQ carries only its own error forward), so the halves are exactly what each rounding made."""
+    hd, cd = hot.decode, cold.decode
+    if hd is None or cd is None or set(hd.stored) != {"q", "scale"} or set(cd.stored) != {"q", "scale"}:
+        raise NotEncodable("only plain int8 codes with per-channel scales split by channel")
+    shape = [1] * w.ndim
+    shape[axis] = w.shape[axis]
+    pick = mask.reshape(shape)
+    stored = {"q": np.where(pick, hd.stored["q"], cd.stored["q"]),
+              "scale": np.where(pick, hd.stored["scale"], cd.stored["scale"]).astype(F32)}
+    decoded = np.where(pick, hot.decoded, cold.decoded).astype(hot.decoded.dtype)
+    h, c = levels_of(hot.kind), levels_of(cold.kind)
+    label = f"int8 {h} levels for {int(mask.sum())} competing classes, {c} for {int((~mask).sum())} others, axis {axis}"
+    dec = Decode(stored, hd.nodes, decoded, label)
+    return Candidate(f"int8-{h}+{c}levels", label, dec.stored_bytes, decoded, dec,
+                     error_energy(w, decoded, moments, lay), f"classes that never compete on the recording: {c} levels")
 
 
 def sixteen_bit(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.NDArray[np.float64] | None,

@@ -45,8 +45,10 @@ from hatch_shrinkray.auto.candidates import (
     int_candidate,
     levels_of,
     sixteen_bit,
+    split,
 )
 from hatch_shrinkray.auto.guard import Outcome, Unfitted, Verdict, decide, score
+from hatch_shrinkray.auto.heads import classes_axis, competing
 from hatch_shrinkray.auto.probe import Probe, site_key, weights_as_inputs
 from hatch_shrinkray.auto.search import Found, Option, refine, search, try_uniform, within_load
 from hatch_shrinkray.errors import ShrinkrayError
@@ -89,6 +91,12 @@ NBITS = "int4-block"
 LEVELS = (7, 15, 31, 63, 127)
 """The rungs below int8: codes per channel in an int8 container (``int_candidate(levels=...)``).
 Seven is the floor: below it output-aware rounding kept 2.5% of PP-OCRv6's lines (DOWNLOAD.md)."""
+SPLIT_HOT = (63, 127, INT8_LEVELS)
+SPLIT_COLD = (7, 15)
+"""A classifier head's split candidates (``heads``): these levels for the classes that compete on
+the fitting samples, times these for the rest. Each is measured alone: the calibrated output
+error weighs every class alike, so it cannot stand in for the answers that only competing
+classes move."""
 MEASURED_LEVELS = (31,)
 """The rungs below int8 measured alone for the largest weights; the others are scaled from the
 nearest measured one (``_proxy``)."""
@@ -220,10 +228,13 @@ class Auto:
             return None
         opset = opset_version(model)
         weights = []
+        heads = competing(model.graph, cal.sites, cal.probe.names[: cal.probe.n_outputs], cal.base,
+                          _judges(cal.probe, options))
         with progress.task("auto: candidate encodings", total=len(cal.sites)) as made, \
                 thread_pool(workers()) as pool:  # weights are independent; numpy lets go of the lock
             for w in pool.map(lambda s: self._weight(s, options, opset, cal.lays[site_key(s)],
-                                                     cal.moments.get(site_key(s))), cal.sites):
+                                                     cal.moments.get(site_key(s)), head=heads.get(site_key(s))),
+                              cal.sites):
                 weights.append(w)
                 made.advance()
         LOG.info("auto: %d weights, %d feeds, candidates ready after %.1f s", len(weights), len(calibration),
@@ -344,7 +355,8 @@ class Auto:
 
     @staticmethod
     def _weight(site: Site, options: ShrinkOptions, opset: int, lay: Layout | None,
-                calibration: tuple[npt.NDArray[np.float64], int] | None) -> Weight:
+                calibration: tuple[npt.NDArray[np.float64], int] | None, *,
+                head: npt.NDArray[np.bool_] | None = None) -> Weight:
         moments, rows_seen = calibration if calibration is not None else (None, 0)
         w: npt.NDArray[np.float32] = site.array()  # type: ignore[assignment]  # float32 site
         axis, how = choose_axis(site.consumers, site.shape)
@@ -362,6 +374,8 @@ class Auto:
         for levels in (*LEVELS, INT8_LEVELS):
             with contextlib.suppress(NotEncodable):
                 cands.append(int_candidate(w, ctx, moments, lay, rows_seen=rows_seen, levels=levels))
+        if head is not None and ctx.axis is not None and ctx.axis == classes_axis(site):
+            cands.extend(_splits(w, cands, head, axis=ctx.axis, moments=moments, lay=lay))
         sixteen = sixteen_bit(w, ctx, moments, lay)
         if sixteen is not None:
             cands.append(sixteen)
@@ -372,6 +386,20 @@ class Auto:
             dec = Int8Encoder().encode(w, ctx)
             plain = Candidate("int8", dec.label, dec.stored_bytes, dec.decoded, dec, 0.0, "round-to-nearest")
         return Weight(site, ctx, lay, cands, [ZERO] * len(cands), [False] * len(cands), plain)
+
+
+def _splits(w: npt.NDArray[np.float32], cands: list[Candidate], head: npt.NDArray[np.bool_], *, axis: int,
+            moments: npt.NDArray[np.float64] | None, lay: Layout | None) -> list[Candidate]:
+    """A classifier head's candidates with ``SPLIT_HOT`` levels for its competing classes and
+    ``SPLIT_COLD`` for the others (``heads``), built from the weight's level candidates."""
+    by_levels = {levels_of(c.kind): c for c in cands}
+    out = []
+    for hot in SPLIT_HOT:
+        for cold in SPLIT_COLD:
+            if hot in by_levels and cold in by_levels:
+                with contextlib.suppress(NotEncodable):
+                    out.append(split(w, by_levels[hot], by_levels[cold], head, axis=axis, moments=moments, lay=lay))
+    return out
 
 
 @dataclass(frozen=True)
@@ -488,8 +516,8 @@ def _no_larger_than_int8(table: list[list[Option]], weights: list[Weight], found
 def _uniform(weights: list[Weight]) -> list[tuple[int, ...]]:
     """Per rung of the ladder (4 bits, then 7 ... 255 levels, then 16 bits): every weight at its
     first candidate on at least that rung (its last, float32, where none)."""
-    rungs = sorted({_rung(c) for w in weights for c in w.candidates})
-    return [tuple(next((j for j, c in enumerate(w.candidates) if _rung(c) >= r), len(w.candidates) - 1)
+    rungs = sorted({_rung(c) for w in weights for c in w.candidates if not c.split})
+    return [tuple(next((j for j, c in enumerate(w.candidates) if not c.split and _rung(c) >= r), len(w.candidates) - 1)
                   for w in weights) for r in rungs]
 
 
@@ -580,7 +608,8 @@ def _measure(w: Weight, probe: Probe, baseline: Baseline, subset: list[int], bud
     reference = [j for j in lossy if w.candidates[j].kind == "int8"] or lossy[:1]
     low = [j for j in lossy if levels_of(w.candidates[j].kind) in MEASURED_LEVELS or w.candidates[j].bits < 8
            ] if low_rungs else []
-    runs = [*reference, *low][:budget]
+    splits = [j for j in lossy if w.candidates[j].split]
+    runs = [*reference, *low, *splits][:budget]
     for j in runs:
         got = probe.run({key: w.candidates[j].decoded}, subset=subset)
         w.deviations[j] = deviation(baseline, got)
@@ -604,7 +633,7 @@ def _fixed_int8(w: Weight, why: str) -> None:
 def _proxy(w: Weight) -> None:
     """Unmeasured levels: the deviation of the measured level whose calibrated output error is
     nearest (in ratio), scaled by the ratio of the two errors."""
-    measured = [j for j, c in enumerate(w.candidates) if w.measured[j] and c.weight_error > 0]
+    measured = [j for j, c in enumerate(w.candidates) if w.measured[j] and c.weight_error > 0 and not c.split]
     for j, c in enumerate(w.candidates):
         if c.kind == "fp32" or w.measured[j]:
             continue

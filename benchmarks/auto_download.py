@@ -6,6 +6,7 @@ per-channel), side by side in one run.
 
     python -m benchmarks.auto_download run [KEY ...]     # shrink + evaluate (cached per engine commit)
     python -m benchmarks.auto_download report            # -> benchmarks/AUTO_DOWNLOAD.md, auto_download.png
+    python -m benchmarks.auto_download loads [KEY ...]   # load times again, on a quiet machine
 
 Recordings are ``benchmarks/record_task.py``'s (the task pipeline on calibration items none of the test
 items share), as in ``download.py``; every shrink is the CLI (``download.shrink``). Load time: session
@@ -281,13 +282,19 @@ def plot(results: list[dict[str, Any]]) -> Path:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("action", choices=["run", "report"])
+    ap.add_argument("action", choices=["run", "report", "loads"])
     ap.add_argument("keys", nargs="*", default=list(KEYS))
     ap.add_argument("--fresh", action="store_true")
     args = ap.parse_args()
     if args.action == "run":
         for key in args.keys:
             run_model(key, args.fresh)
+    if args.action == "loads":  # the same files: a run's loads share the machine with its shrinks
+        for key in args.keys:
+            result = _load(OUT / "results" / f"{key}.json")
+            files = {n: v["file"] for n, v in result["variants"].items() if "file" in v}
+            result["loads"] = load_times({"original": result["model"], **files})
+            _save(OUT / "results" / f"{key}.json", result)
     results = [r for k in KEYS if (r := _load(OUT / "results" / f"{k}.json"))]
     print(write_report(results))
     print(plot(results))

@@ -91,7 +91,7 @@ NBITS = "int4-block"
 LEVELS = (7, 15, 31, 63, 127)
 """The rungs below int8: codes per channel in an int8 container (``int_candidate(levels=...)``).
 Seven is the floor: below it output-aware rounding kept 2.5% of PP-OCRv6's lines (DOWNLOAD.md)."""
-SPLIT_HOT = (63, 127, INT8_LEVELS)
+SPLIT_HOT = (127, INT8_LEVELS)
 SPLIT_COLD = (7, 15)
 """A classifier head's split candidates (``heads``): these levels for the classes that compete on
 the fitting samples, times these for the rest. Each is measured alone: the calibrated output

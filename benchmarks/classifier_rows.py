@@ -1,5 +1,5 @@
-"""An experiment for issue 20, not a method: fewer int8 levels for the rows of a CTC classifier whose
-class never competes on the calibration lines.
+"""The experiment behind ``auto``'s classifier heads (``hatch_shrinkray/auto/heads.py``): fewer int8
+levels for the rows of a CTC classifier whose class never competes on the calibration lines.
 
     python -m benchmarks.classifier_rows
 

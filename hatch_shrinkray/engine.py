@@ -334,7 +334,11 @@ def _apply(work: ModelProto, options: ShrinkOptions, calibration: Calibration | 
         fitted = fit_int8(work, options, calibration)
         return fitted.records, fitted.outcome
     if options.method == "auto" and calibration is not None:
-        guarded = guarded_auto(work, options, calibration, held)
+        def int8(model: ModelProto) -> tuple[list[TensorRecord], Verdict | None]:
+            fitted = fit_int8(model, replace(options, method="int8"), calibration)
+            return fitted.records, fitted.outcome
+
+        guarded = guarded_auto(work, options, calibration, held, int8)
         return guarded.records, guarded.outcome
     if options.method == "auto":  # without evidence enough to fit anything
         return Int8().plain(work, options), None

@@ -550,3 +550,24 @@ def test_auto_on_few_held_out_units_spends_no_error_on_a_tie(tmp_path: Path) -> 
     assert float(versus[1]) > float(versus[2])
     assert (tmp_path / "auto.onnx").read_bytes() == (tmp_path / "rtn.onnx").read_bytes()
     del plain
+
+
+def test_what_the_guard_chose_over_verifications_limits_is_named() -> None:
+    """Where the guard's choice would fail verification on the held-out half (the build would fail),
+    ``auto`` ships its caller's fallback instead (``int8`` with output-aware rounding); the line names
+    what was over which limit. Within the limits nothing changes."""
+    from hatch_shrinkray.auto.guard import Outcome, Score, Unfitted
+    from hatch_shrinkray.auto.method import over_limits
+
+    plan = Score(2, 14, 0.111 ** 2, "lines", rel_l2=0.111, cosine=0.99379)
+    rtn = Score(2, 25, 0.132 ** 2, "lines", rel_l2=0.132, cosine=0.991)
+    opts = ShrinkOptions(method="auto", verify=VerifyOptions())
+    kept = Outcome("auto's plan", True, plan, rtn, 32, "the held-out half")
+    assert over_limits(kept, opts) == ("auto's plan is over verification's limits on the held-out half "
+                                       "(rel-L2 0.111 > 0.1, cosine 0.993790 < 0.995)")
+    rejected = Outcome("auto's plan", False, plan, rtn, 32, "the held-out half")
+    assert over_limits(rejected, opts).startswith("round-to-nearest int8 is over verification's limits")
+    loose = replace(opts, verify=VerifyOptions(max_rel_l2=0.2, min_cosine=0.99))
+    assert over_limits(kept, loose) == over_limits(rejected, loose) == ""
+    assert over_limits(Unfitted("nothing fitted"), opts) == "" and over_limits(None, opts) == ""
+    assert over_limits(kept, replace(opts, verify=None)) == ""

@@ -40,6 +40,21 @@ class Score:
     error: float
     """Sum over outputs of squared relative L2."""
     describes: str = "answers"
+    rel_l2: float = 0.0
+    """The worst output's relative L2 (verification's limit applies to each output)."""
+    cosine: float = 1.0
+    """The worst output's cosine."""
+
+    def over(self, options: VerifyOptions | None) -> str:
+        """Which of verification's limits these figures break, in words (empty: none)."""
+        if options is None:
+            return ""
+        broken = []
+        if self.rel_l2 > options.max_rel_l2:
+            broken.append(f"rel-L2 {self.rel_l2:.3g} > {options.max_rel_l2:g}")
+        if self.cosine < options.min_cosine:
+            broken.append(f"cosine {self.cosine:.6f} < {options.min_cosine:g}")
+        return ", ".join(broken)
 
     def key(self, with_error: bool = True) -> tuple[int, int, float]:
         """Flipped decisions first: a held-out half holds a few dozen answers (lines, clips), where
@@ -103,9 +118,10 @@ def score(names: Sequence[str], reference: Outputs, got: Outputs, seq: Sequencin
     comparisons = judge_outputs(judged, got, seq, LOOSE)
     counted = [c for c in comparisons if c.judge != "off"]
     describes = {c.describes for c in counted if c.answers}
+    finite = [c for c in counted if c.rel_l2 == c.rel_l2]
     return Score(sum(c.changed_answers for c in counted), sum(c.flips for c in counted),
-                 sum(c.rel_l2 ** 2 for c in counted if c.rel_l2 == c.rel_l2),
-                 describes.pop() if len(describes) == 1 else "answers")
+                 sum(c.rel_l2 ** 2 for c in finite), describes.pop() if len(describes) == 1 else "answers",
+                 max((c.rel_l2 for c in finite), default=0.0), min((c.cosine for c in finite), default=1.0))
 
 
 def decide(what: str, fitted: Score, plain: Score, units: int, how: str, *, by_error: bool = True) -> Outcome:

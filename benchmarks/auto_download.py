@@ -103,10 +103,11 @@ def load_times(files: dict[str, str]) -> dict[str, float]:
 
 NOTES = """## What these say (2026-11-26)
 
-* **PP-OCRv6 rec** (64 recorded lines, 32 fitted on; engine `488bfed`): `auto` ships **0.71x** round-to-nearest
-  int8's wheel member (3.61 MB against 5.09) at 183/200 held-out lines identical (int8: 171, int8 with the
-  recording: 189); with `--target web` 0.69x int8's brotli at 182. Issue 20's wheel bar (<= 0.80x at >= int8's
-  lines) is met; its brotli bar (<= 0.70x onnx-shrink-ray's default, about 2.51 MB) is not: 3.37 MB is 0.94x.
+* **PP-OCRv6 rec** (64 recorded lines, 32 fitted on; engine `24a3c9a`, and `43214df` writes the same plan):
+  `auto` ships **0.71x** round-to-nearest int8's wheel member (3.61 MB against 5.09) at 183/200 held-out lines
+  identical (int8: 171, int8 with the recording: 189); with `--target web` 0.69x int8's brotli at 182. Issue
+  20's wheel bar (<= 0.80x at >= int8's lines) is met; its brotli bar (<= 0.70x onnx-shrink-ray's default,
+  about 2.51 MB) is not: 3.37 MB is 0.94x.
   What changed: the CTC head (`linear_8.w_0`, 120 x 18710, 42% of the weights) keeps 255 levels for the 159
   characters that are first or second choice somewhere on the 32 fitted lines and 7 levels for the other 18551
   (`auto/heads.py`); before, it kept 127 levels for all (4.41 MB, 0.87x, 185/200). Half of what output-aware
@@ -119,10 +120,17 @@ NOTES = """## What these say (2026-11-26)
   int8 ships. The web-target plan tied int8 on the held-out decisions (1 vs 1) at more error; on 8 held-out
   streams a tie goes to the smaller error now. Before that rule it shipped at 0.93x int8's wheel and changed 10
   more of the 36000 unseen decisions than int8.
-* **Load**: `auto` creates its session in 0.98-1.00x int8's CPU time on PP-OCRv6 rec (newest onnxruntime;
-  re-measured on a quiet machine with `python -m benchmarks.auto_download loads ppocrv6_rec`: the run's own
-  loads shared the machine with other jobs and put int8 with the recording, the same nodes, at 1.23x); its rungs are int8
-  codes (`Cast -> Mul`), int16 and fp16, so the other runtimes' load figures of int8 and fp16
+* **PP-OCRv4 rec** (a held-out check of the head split: another recogniser, 6625 classes, its own 64 recorded
+  lines; `python -m benchmarks.auto_download run ppocrv4_rec`, not in the table): with engine `24a3c9a` the
+  build failed. The plan passed the guard (fewer flips than int8) but measured rel-L2 0.111 on the held-out
+  half against verification's 0.1 (round-to-nearest int8: 0.132; the engine before the split: 0.097). Since
+  `43214df` what the guard chose is also held to verification's limits on the held-out half, and int8 with
+  output-aware rounding ships where it is over them (rel-L2 0.061, 28/32 held-out lines; the line says so).
+* **Load**: `auto` creates its session in 0.98-1.08x int8's CPU time on PP-OCRv6 rec (newest onnxruntime;
+  re-measured twice on a quieter machine with `python -m benchmarks.auto_download loads ppocrv6_rec`, where int8
+  with the recording, the same nodes, measured 0.92x and 1.10x: that is this VM's noise; the run's own loads
+  shared the machine with other jobs and put it at 1.23x); its
+  rungs are int8 codes (`Cast -> Mul`), int16 and fp16, so the other runtimes' load figures of int8 and fp16
   (`LOAD.md`) apply. onnx-shrink-ray's default takes 2.1-3.1x.
 * **Time** (`SHRINK_TIME.md`, `python -m benchmarks.shrink_time --runs 3`, engines interleaved): `auto` on the
   21 MB PP-OCRv6 rec takes 49.0 s wall / 77 s CPU (runs: 45.1-52.6 s; bar: 60 s on 2 cores), against 77.9 s /

@@ -132,12 +132,13 @@ NOTES = """## What these say (2026-11-26)
   shared the machine with other jobs and put it at 1.23x); its
   rungs are int8 codes (`Cast -> Mul`), int16 and fp16, so the other runtimes' load figures of int8 and fp16
   (`LOAD.md`) apply. onnx-shrink-ray's default takes 2.1-3.1x.
-* **Time** (`SHRINK_TIME.md`, `python -m benchmarks.shrink_time --runs 3`, engines interleaved): `auto` on the
-  21 MB PP-OCRv6 rec takes 49.0 s wall / 77 s CPU (runs: 45.1-52.6 s; bar: 60 s on 2 cores), against 77.9 s /
-  115 s for engine `98d6c70`, with byte-identical output; int8 with the recording 35.5 s against 43.5 s. The
-  shrink seconds in the table above are those of the runs that made it (older engines, busier machine). What
-  is left is mostly onnxruntime running the fitting lines: about 40 runs of 4 or 32 lines for the single-weight
-  sensitivities and the search's checks, two lines at a time on one thread each.
+* **Time** (`SHRINK_TIME.md`, `python -m benchmarks.shrink_time --engines 0cf6781 HEAD --runs 3`, engines
+  interleaved): `auto` on the 21 MB PP-OCRv6 rec takes 66.7 s wall / 104 s CPU against 59.8 s / 93 s for the
+  engine before the head split (`0cf6781`), 1.11x, on a VM about 20% slower than the day before (int8 with the
+  recording, unchanged code: 40.0 and 42.4 s, against 35.5 s then; `0cf6781`'s `auto` measured 49.0 s then). The
+  split adds its single-weight runs and, on this recording, 5 full checks to the search (14 assignments against 9):
+  the few-feed screen's first passing point fails the full check, and the bisection goes on above it. The 60 s
+  bar held the day before and does not today.
 """
 
 

@@ -7,7 +7,9 @@ with output-aware rounding fitted on the recording (``candidates``). Sizes are t
 (the wheel's deflated member by default, ``numerics.entropy``), since int8 codes are already at
 their entropy limit there and only fewer levels make the download smaller (issue 20). A few
 tensors of a model are often far more sensitive than the rest (one Silero VAD weight of 54.9 among
-values of 0.04; the CTC heads of PaddleOCR); the rest tolerate far fewer levels.
+values of 0.04; the CTC heads of PaddleOCR); the rest tolerate far fewer levels. A classifier head
+can also take two level counts, many for the classes that compete on the fitting samples and few
+for the rest (``heads``, ``_splits``).
 
 The budget, unless set, is round-to-nearest int8 itself on the fitting samples (``budget.Limits``):
 as many answers kept, and its error (twice it where the outputs carry answers). Packed 4/6/10/12-bit

@@ -127,20 +127,6 @@ NOTES = """## What these say (2026-11-26)
   limits on the held-out half, and where it is over them int8 with output-aware rounding ships and the line
   says so: 171/200 lines at 1.00x int8's wheel (round-to-nearest: 129, int8 with the recording: 170). No
   bytes won on this model; onnx-shrink-ray's files of it do not load in onnxruntime.
-* **Magika** (20 recorded calls of 4 files, 10 fitted on; engine `44a7341`): output-aware rounding does worse
-  than plain rounding on these samples, nothing smaller than int8 keeps int8's answers there, and `auto` ships
-  round-to-nearest int8 and says so (before that it printed "auto's plan kept" for the same bytes; before the
-  no-larger-than-int8 rule it shipped every large weight as int16, 1.99x int8's wheel).
-* **Silero VAD** (17 recorded streams, 8 held out; engine `44a7341`): both plans lose the do-no-harm guard and
-  int8 ships. The web-target plan tied int8 on the held-out decisions (1 vs 1) at more error; on 8 held-out
-  streams a tie goes to the smaller error now. Before that rule it shipped at 0.93x int8's wheel and changed 10
-  more of the 36000 unseen decisions than int8.
-* **PP-OCRv4 rec** (a held-out check of the head split: another recogniser, 6625 classes, its own 64 recorded
-  lines; `python -m benchmarks.auto_download run ppocrv4_rec`, not in the table): with engine `24a3c9a` the
-  build failed. The plan passed the guard (fewer flips than int8) but measured rel-L2 0.111 on the held-out
-  half against verification's 0.1 (round-to-nearest int8: 0.132; the engine before the split: 0.097). Since
-  `43214df` what the guard chose is also held to verification's limits on the held-out half, and int8 with
-  output-aware rounding ships where it is over them (rel-L2 0.061, 28/32 held-out lines; the line says so).
 * **Load**: `auto` creates its session in 0.98-1.08x int8's CPU time on PP-OCRv6 rec (newest onnxruntime;
   re-measured twice on a quieter machine with `python -m benchmarks.auto_download loads ppocrv6_rec`, where int8
   with the recording, the same nodes, measured 0.92x and 1.10x: that is this VM's noise; the run's own loads

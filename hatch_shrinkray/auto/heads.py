@@ -57,16 +57,15 @@ def competing(graph: GraphProto, sites: Sequence[Site], outputs: Sequence[str], 
         classes = _classes(site)
         if classes is None or classes < MIN_CLASSES:
             continue
-        node = site.consumers[0][0]
-        out = _reaches(node.output[0], consumers, constants, set(index))
-        if out is None:
+        reached = _reaches(site.consumers[0][0].output[0], consumers, constants, set(index))
+        if reached is None:
             continue
+        out, chain = reached
         o = index[out]
         ref = [np.asarray(feed[o]) for feed in base]
         if not ref or any(r.ndim < 2 or r.shape[-1] != classes for r in ref):
             continue
-        if any(n.op_type in ("Softmax", "LogSoftmax") and not _last_axis(n, ref[0].ndim)
-               for n in _chain(node.output[0], consumers, out)):
+        if any(n.op_type in ("Softmax", "LogSoftmax") and not _last_axis(n, ref[0].ndim) for n in chain):
             continue
         judge = judge_for(judges[o], ref)
         if judge is None or judge.name not in JUDGES:
@@ -100,13 +99,15 @@ def _classes(site: Site) -> int | None:
     return None if axis is None else site.shape[axis]
 
 
-def _reaches(start: str, consumers: dict[str, list[NodeProto]], constants: set[str], outputs: set[str]) -> str | None:
+def _reaches(start: str, consumers: dict[str, list[NodeProto]], constants: set[str],
+             outputs: set[str]) -> tuple[str, list[NodeProto]] | None:
     """The model output that ``start`` flows into through order-keeping ops alone, each the only
-    reader of its input (None if it branches or meets another op)."""
+    reader of its input, and those ops (None if it branches or meets another op)."""
     name = start
+    chain: list[NodeProto] = []
     for _ in range(16):
         if name in outputs:
-            return name
+            return name, chain
         readers = consumers.get(name, [])
         if len(readers) != 1:
             return None
@@ -116,18 +117,9 @@ def _reaches(start: str, consumers: dict[str, list[NodeProto]], constants: set[s
         others = [x for x in node.input if x != name]
         if any(x not in constants for x in others) or (node.op_type in ("Sub", "Div") and node.input[0] != name):
             return None
+        chain.append(node)
         name = node.output[0]
     return None
-
-
-def _chain(start: str, consumers: dict[str, list[NodeProto]], end: str) -> list[NodeProto]:
-    nodes: list[NodeProto] = []
-    name = start
-    while name != end:
-        node = consumers[name][0]
-        nodes.append(node)
-        name = node.output[0]
-    return nodes
 
 
 def _last_axis(node: NodeProto, rank: int) -> bool:

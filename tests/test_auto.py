@@ -173,7 +173,7 @@ def test_search_is_monotone_chain_bisection() -> None:
     assert len(calls) <= 3
 
 
-@pytest.mark.parametrize(("screen_limit", "evaluations"), [(1.5, 2), (3.0, 4)])
+@pytest.mark.parametrize(("screen_limit", "evaluations"), [(1.5, 1), (3.0, 3)])
 def test_search_with_a_screen_finds_the_same_point_in_no_more_evaluations(screen_limit: float,
                                                                           evaluations: int) -> None:
     """The screen (a looser necessary check, as the budget on a few feeds is) narrows the bisection
@@ -199,8 +199,35 @@ def test_search_with_a_screen_finds_the_same_point_in_no_more_evaluations(screen
     calls.clear()
     screened = search(table, evaluate, ok, lambda c: energy(c) <= screen_limit)
     assert screened.choice == plain.choice == (2, 1, 1)
-    assert plain.evaluations == 4  # the lossless point, then three bisection steps
-    assert len(calls) == screened.evaluations == evaluations  # agreeing screen: the lossless point and its own
+    assert plain.evaluations == 3  # three bisection steps; the lossless top is never run
+    assert len(calls) == screened.evaluations == evaluations  # agreeing screen: its own point only
+    assert (2, 2, 2) not in calls
+
+
+def test_search_runs_the_lossless_top_only_where_nothing_below_passes() -> None:
+    """The top of the chain (every weight lossless) costs a full run and, where anything below it
+    passes, changes nothing: it is evaluated only where the bisection ends there, and then its own
+    deviation is what the search reports, within the budget or not."""
+    from hatch_shrinkray.auto.budget import Deviation
+
+    table = [[Option(10, 2.0), Option(40, 0.0)], [Option(10, 1.0), Option(40, 0.0)]]
+    calls: list[tuple[int, ...]] = []
+
+    def run(floor: float) -> object:
+        def evaluate(choice: tuple[int, ...]) -> Deviation:
+            calls.append(choice)
+            e = floor + sum(table[i][c].energy for i, c in enumerate(choice))
+            return Deviation(e, 1.0, 1.0, e, 0.0)
+        return evaluate
+
+    def ok(d: Deviation) -> bool:
+        return d.energy <= 0.5
+
+    found = search(table, run(0.0), ok)  # type: ignore[arg-type]
+    assert found.choice == (1, 1) and calls[-1] == (1, 1) and ok(found.deviation)
+    calls.clear()
+    missed = search(table, run(1.0), ok)  # type: ignore[arg-type]  # even the top is over the budget
+    assert missed.choice == (1, 1) and not ok(missed.deviation) and missed.evaluations == len(set(calls))
 
 
 def test_uniform_assignment_wins_where_the_energy_estimate_misleads() -> None:

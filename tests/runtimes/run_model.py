@@ -35,11 +35,12 @@ def _ort(model: str, samples: list[dict[str, np.ndarray]]) -> tuple[str, list[li
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     so.enable_profiling = True
-    so.profile_file_prefix = os.path.join(tempfile.mkdtemp(prefix="shrinkray-profile-"), "p")
-    sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
-    outs = [[np.asarray(o) for o in sess.run(None, s)] for s in samples]
-    with open(sess.end_profiling()) as f:
-        return ort.__version__, outs, f.read()  # the caller counts the kernels (tests/runtimes.py)
+    with tempfile.TemporaryDirectory(prefix="shrinkray-profile-") as tmp:  # removed with the profile
+        so.profile_file_prefix = os.path.join(tmp, "p")
+        sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+        outs = [[np.asarray(o) for o in sess.run(None, s)] for s in samples]
+        with open(sess.end_profiling()) as f:
+            return ort.__version__, outs, f.read()  # the caller counts the kernels (tests/runtimes.py)
 
 
 def _openvino(model: str, samples: list[dict[str, np.ndarray]]) -> tuple[str, list[list[np.ndarray]], Any]:

@@ -49,7 +49,7 @@ from hatch_shrinkray.auto.candidates import (
     sixteen_bit,
     split,
 )
-from hatch_shrinkray.auto.guard import Outcome, Unfitted, Verdict, decide, score
+from hatch_shrinkray.auto.guard import Outcome, Scorer, Unfitted, Verdict, decide
 from hatch_shrinkray.auto.heads import classes_axis, competing
 from hatch_shrinkray.auto.probe import Probe, site_key, weights_as_inputs
 from hatch_shrinkray.auto.search import Found, Option, refine, search, try_uniform, within_load
@@ -474,8 +474,8 @@ def _judge_plan(model: ModelProto, analysis: Analysis, chosen: dict[Key, tuple[W
     plan = {k: c.decoded for k, (_, c) in chosen.items()}
     plain = {site_key(w.site): w.plain for w in analysis.weights if w.plain is not None}  # computed once, in _weight
     names = probe.names[: probe.n_outputs]
-    fitted = score(names, base, probe.run(plan), probe.seq, options.verify)
-    rtn = score(names, base, probe.run(plain), probe.seq, options.verify)
+    score = Scorer(names, base, probe.seq, options.verify)
+    fitted, rtn = score(probe.run(plan)), score(probe.run(plain))
     target = options.target
     smaller = sum(c.target_bytes(target) for _, c in chosen.values()) < SMALLER * sum(
         _rtn(w).target_bytes(target) for w, _ in chosen.values())

@@ -25,7 +25,7 @@ from onnx import ModelProto
 
 from hatch_shrinkray.auto.calib import Layout
 from hatch_shrinkray.auto.candidates import Candidate, int_candidate
-from hatch_shrinkray.auto.guard import Outcome, decide, score
+from hatch_shrinkray.auto.guard import Outcome, Scorer, decide
 from hatch_shrinkray.auto.method import Calibrated, Key, Planned, calibrate
 from hatch_shrinkray.auto.probe import site_key
 from hatch_shrinkray.methods.int8 import Int8Encoder, keep_fused
@@ -154,8 +154,8 @@ def _crossfit(cal: Calibrated, options: ShrinkOptions, opset: int, plan: dict[Ke
             got_fitted[i] = outs
     names = probe.names[: probe.n_outputs]
     verify = options.verify
-    fitted = score(names, cal.base, got_fitted, probe.seq, verify)
-    rtn = score(names, cal.base, got_plain, probe.seq, verify)
+    score = Scorer(names, cal.base, probe.seq, verify)
+    fitted, rtn = score(got_fitted), score(got_plain)
     return decide("output-aware rounding", fitted, rtn, probe.seq.unit_count(), f"{len(cal.folds)} cross-fitted folds")
 
 

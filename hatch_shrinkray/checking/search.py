@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hatch_shrinkray import progress
-from hatch_shrinkray.auto.guard import decide, score
+from hatch_shrinkray.auto.guard import Scorer, decide
 from hatch_shrinkray.capture.observe import ModelSeen, Observed
 from hatch_shrinkray.capture.swap import Instructions
 from hatch_shrinkray.checking.check import Settings, require_evidence, run_command, shown, targets_of
@@ -254,8 +254,8 @@ def _guarded(found: Found, recorded: Path, workdir: Path, app: Display) -> Found
     names, base = _outputs(p.source, samples, p.relpath)
     _, planned = _outputs(found.best.prepared.shrunk, samples, p.relpath)
     _, plain = _outputs(plain_path, samples, p.relpath)
-    outcome = decide("the plan", score(names, base, planned, seq, p.options.verify),
-                     score(names, base, plain, seq, p.options.verify), seq.unit_count(), held)
+    score = Scorer(names, base, seq, p.options.verify)
+    outcome = decide("the plan", score(planned), score(plain), seq.unit_count(), held)
     app.display_info(f"check --search: {p.relpath}: {outcome.text()}")
     return replace(found, guard=outcome.text(), accepted=outcome.kept)
 

@@ -13,7 +13,6 @@ import glob
 import hashlib
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from onnx import ModelProto
 
 from hatch_shrinkray import progress
 from hatch_shrinkray.auto.choices import encode_chosen
-from hatch_shrinkray.auto.guard import Verdict
+from hatch_shrinkray.auto.guard import Scorer, Verdict
 from hatch_shrinkray.auto.method import guarded_auto, needs_real_inputs
 from hatch_shrinkray.auto.rounding import Int8, fit_int8
 from hatch_shrinkray.auto.sensitivity import keep_hint, rank
@@ -42,6 +41,7 @@ from hatch_shrinkray.numerics.threads import one_blas_thread
 from hatch_shrinkray.onnxgraph.graph import FLOAT_TYPES, find_sites, scopes
 from hatch_shrinkray.onnxgraph.modelio import Loaded, Staged, changed_file, fits_one_file, load_model
 from hatch_shrinkray.options import ShrinkOptions, option_errors
+from hatch_shrinkray.pool import Background
 from hatch_shrinkray.registry import METHODS, Dedup
 from hatch_shrinkray.result import KeptFloat, ShrinkResult, TensorRecord, VerifyResult, human, kept_reason
 from hatch_shrinkray.samples import Calibration
@@ -127,16 +127,22 @@ def _shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.P
     method = METHODS[options.method]
     stage.show("reading the samples")
     prepared, fitting = _calibration(loaded, original_ref, options, method.calibrates(options))
+    dest = Path(destination) if destination is not None else None
+    output: Output | None = None
+    kept_original: str | None = None
+    # The original's sizes, meanwhile: compressing it (2.8 s for PP-OCRv6 rec's 21 MB, minutes at
+    # brotli 11) runs in the gaps the encoding leaves, not after it.
+    original_files = _files(loaded, original_ref)
+    original_sizes_job = Background(lambda: measure(original_files, exact_web=exact_web))
     stage.show("encoding")
     calibration = prepared.calibration if prepared is not None else None
     with one_blas_thread():
         held = prepared.held_out if prepared is not None else None
-        records, outcome = _encode(work, options, calibration, held, loaded.label)
+        early = _early_reference(loaded, original_ref, options, prepared, held)
+        original = Scorer(early.judged, early.seq) if early is not None else None
+        records, outcome = _encode(work, options, calibration, held, loaded.label, original=original)
     fitting = outcome.text() if outcome is not None else fitting
     kept_float = _kept_float(small, records)
-    dest = Path(destination) if destination is not None else None
-    output: Output | None = None
-    kept_original: str | None = None
 
     def original_instead(staged: Output, shrunk: list[TensorRecord]) -> tuple[Output, list[TensorRecord], Sizes]:
         """The original, staged in place of the shrunk model (it ships after all), with the records
@@ -148,10 +154,8 @@ def _shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.P
     try:
         stage.show("writing and measuring")
         output = _write(work, dest, loaded.label, checker)
-        with ThreadPoolExecutor(1) as pool:  # the compressors let go of the lock: both at once
-            original = pool.submit(measure, _files(loaded, original_ref), exact_web=exact_web)
-            shrunk_sizes = measure(output.files(), exact_web=exact_web)
-            original_sizes = original.result()
+        shrunk_sizes = measure(output.files(), exact_web=exact_web)
+        original_sizes = original_sizes_job.result()
         encoded = any(r.encoding != "kept" for r in records)
         if encoded and not _smaller(shrunk_sizes, original_sizes, options.target, options.method):
             kept_original = _not_smaller(options, shrunk_sizes, original_sizes)
@@ -170,7 +174,8 @@ def _shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.P
             stage.show("verifying")
             try:
                 verification = _verify(loaded, original_ref, output, options, prepared=prepared,
-                                       checker=checker, fitting=fitting, keep_failed=keep_failed)
+                                       checker=checker, fitting=fitting, keep_failed=keep_failed,
+                                       reference=early)
             except UnrecordedFailure as exc:
                 _refuse_if_changed(loaded, exc)
                 kept_original, verification = exc.reason, None
@@ -192,18 +197,34 @@ def _shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.P
         original_sizes=original_sizes, shrunk_sizes=shrunk_sizes)
 
 
+def _reference(loaded: Loaded, original_ref: str | bytes, options: ShrinkOptions,
+               prepared: Prepared | None) -> Reference:
+    assert options.verify is not None
+    try:
+        return reference_outputs(original_ref, loaded.label, options.verify, prepared=prepared)
+    except ShrinkrayError as exc:  # e.g. generated inputs too large for this model: name the model
+        exc.path = exc.path or loaded.label
+        raise
+
+
+def _early_reference(loaded: Loaded, original_ref: str | bytes, options: ShrinkOptions,
+                     prepared: Prepared | None, held: Calibration | None) -> Reference | None:
+    """``auto``'s verification reference, made before the encoding where its guard judges the
+    plan on the same held-out feeds: the original runs there once, not twice (3 s of PP-OCRv6
+    rec's 65). Other methods make it after, with the working copy freed (``_verify``)."""
+    if options.method != "auto" or options.verify is None or prepared is None or not held:
+        return None
+    return _reference(loaded, original_ref, options, prepared)
+
+
 def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: ShrinkOptions,
             *, prepared: Prepared | None, checker: str, fitting: str,
-            keep_failed: bool) -> VerifyResult:
+            keep_failed: bool, reference: Reference | None = None) -> VerifyResult:
     """Run both models on the samples; a failure raises VerificationError with the hint that fits."""
     assert options.verify is not None
     # Only now, with the working copy freed: the original's session and the model in memory
     # together peaked at 3.6x a 2.5 GB model.
-    try:
-        reference = reference_outputs(original_ref, loaded.label, options.verify, prepared=prepared)
-    except ShrinkrayError as exc:  # e.g. generated inputs too large for this model: name the model
-        exc.path = exc.path or loaded.label
-        raise
+    reference = reference or _reference(loaded, original_ref, options, prepared)
     verification = verify_against(reference, output.ref, loaded.label, options.verify, checker)
     verification = replace(verification, fitting=fitting)
     if not verification.passed and not keep_failed:
@@ -306,7 +327,8 @@ def _files(loaded: Loaded, original_ref: str | bytes) -> bytes | list[Path]:
 
 
 def _encode(work: ModelProto, options: ShrinkOptions, calibration: Calibration | None,
-            held: Calibration | None, label: str) -> tuple[list[TensorRecord], Verdict | None]:
+            held: Calibration | None, label: str, *,
+            original: Scorer | None = None) -> tuple[list[TensorRecord], Verdict | None]:
     """Run dedup, the chosen encodings (a plan) and the method on ``work`` in place, with the guard's
     verdict on what the method fitted (None: nothing was fitted); their errors name the model."""
     try:
@@ -317,7 +339,7 @@ def _encode(work: ModelProto, options: ShrinkOptions, calibration: Calibration |
             method_options = replace(
                 options, exclude_tensors=(*options.exclude_tensors, *(glob.escape(n) for n in sorted(stored))))
         mine = {(c.scope, c.name) for c in chosen}
-        applied, outcome = _apply(work, method_options, calibration, held)
+        applied, outcome = _apply(work, method_options, calibration, held, original)
         return records + [r for r in applied if r.name not in stored and (r.scope, r.name) not in mine] + chosen, \
             outcome
     except ShrinkrayError as exc:
@@ -327,7 +349,7 @@ def _encode(work: ModelProto, options: ShrinkOptions, calibration: Calibration |
 
 
 def _apply(work: ModelProto, options: ShrinkOptions, calibration: Calibration | None,
-           held: Calibration | None) -> tuple[list[TensorRecord], Verdict | None]:
+           held: Calibration | None, original: Scorer | None) -> tuple[list[TensorRecord], Verdict | None]:
     """The method, guarded where it fits data; ``auto`` without enough evidence ships int8 as
     round-to-nearest writes it."""
     if options.method == "int8":
@@ -338,7 +360,7 @@ def _apply(work: ModelProto, options: ShrinkOptions, calibration: Calibration | 
             fitted = fit_int8(model, replace(options, method="int8"), calibration)
             return fitted.records, fitted.outcome
 
-        guarded = guarded_auto(work, options, calibration, held, int8)
+        guarded = guarded_auto(work, options, calibration, held, fallback=int8, original=original)
         return guarded.records, guarded.outcome
     if options.method == "auto":  # without evidence enough to fit anything
         return Int8().plain(work, options), None

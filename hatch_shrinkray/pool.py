@@ -1,12 +1,17 @@
 """A thread pool that stops promptly: when the work fails or is interrupted (Ctrl-C), the pieces not
 yet started are dropped instead of all run first, which is what leaving a plain
-``ThreadPoolExecutor`` does (``samples.run_in_order``'s feeds, ``auto``'s weights)."""
+``ThreadPoolExecutor`` does (``samples.run_in_order``'s feeds, ``auto``'s weights); and one job in
+the background that an interrupted run never waits for."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
 
 
 @contextlib.contextmanager
@@ -19,3 +24,23 @@ def thread_pool(threads: int) -> Iterator[ThreadPoolExecutor]:
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
+
+
+class Background(Generic[T]):
+    """``job()`` in a daemon thread, its result (or its exception) when asked. An executor's threads
+    are joined when the interpreter exits, so a build interrupted during the engine's encoding
+    would first wait for the original's compression (minutes at brotli 11); a daemon thread is not."""
+
+    def __init__(self, job: Callable[[], T]) -> None:
+        self._future: Future[T] = Future()
+
+        def run() -> None:
+            try:
+                self._future.set_result(job())
+            except BaseException as exc:  # handed to whoever asks for the result
+                self._future.set_exception(exc)
+
+        threading.Thread(target=run, daemon=True, name="hatch-shrinkray-background").start()
+
+    def result(self) -> T:
+        return self._future.result()

@@ -353,6 +353,27 @@ def test_a_failed_feed_or_weight_drops_the_work_not_yet_started() -> None:
     assert len(done) <= 6
 
 
+def test_an_interrupted_run_does_not_wait_for_its_background_job() -> None:
+    """The engine measures the original's sizes in the background while it encodes (minutes at
+    brotli 11 for a big model). Ctrl-C meanwhile ends the process at once; a failing job's error
+    reaches whoever asks for its result."""
+    import subprocess
+    import sys
+    import time
+
+    from hatch_shrinkray.pool import Background
+
+    assert Background(lambda: 6 * 7).result() == 42
+    with pytest.raises(ZeroDivisionError):
+        Background(lambda: 1 // 0).result()
+    script = ("import time\nfrom hatch_shrinkray.pool import Background\n"
+              "job = Background(lambda: time.sleep(60))\nraise KeyboardInterrupt\n")
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=50, check=False)
+    assert proc.returncode != 0 and "KeyboardInterrupt" in proc.stderr
+    assert time.perf_counter() - start < 30
+
+
 @pytest.mark.parametrize(("field", "value"), [("budget_rel_l2", -1.0), ("budget_cosine", 2.0),
                                               ("budget_agreement", 1.5)])
 def test_budget_options_validated(field: str, value: float) -> None:

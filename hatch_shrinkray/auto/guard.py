@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from hatch_shrinkray.options import VerifyOptions
 from hatch_shrinkray.samples import Sequencing
-from hatch_shrinkray.verification.judging import LOOSE, expectations, judge_outputs
+from hatch_shrinkray.verification.judging import LOOSE, Judged, expectations, judge_outputs
 
 Outputs = Sequence[Sequence[npt.NDArray[Any]]]
 
@@ -112,12 +112,16 @@ Verdict = Outcome | Unfitted
 
 class Scorer:
     """The original's outputs on some units, judged once (``expectations``: 1.4 s for PP-OCRv6 rec's
-    32 held-out lines), so that every variant compared with them is only scored."""
+    32 held-out lines), so that every variant compared with them is only scored. The engine hands
+    ``auto`` its verification's reference this way: the original runs on the held-out half once."""
 
-    def __init__(self, names: Sequence[str], reference: Outputs, seq: Sequencing,
-                 options: VerifyOptions | None) -> None:
-        self.judged = expectations(names, reference, seq, options or VerifyOptions())
+    def __init__(self, judged: Sequence[Judged], seq: Sequencing) -> None:
+        self.judged = judged
         self.seq = seq
+
+    @classmethod
+    def of(cls, names: Sequence[str], reference: Outputs, seq: Sequencing, options: VerifyOptions | None) -> Scorer:
+        return cls(expectations(names, reference, seq, options or VerifyOptions()), seq)
 
     def __call__(self, got: Outputs) -> Score:
         """``got`` against the reference (the original's) with the package's judges."""

@@ -424,11 +424,13 @@ Fallback = Callable[[ModelProto], tuple[list[TensorRecord], Verdict | None]]
 
 
 def guarded_auto(model: ModelProto, options: ShrinkOptions, calibration: Calibration,
-                 held: Calibration | None, fallback: Fallback | None = None) -> Guarded:
+                 held: Calibration | None, *, fallback: Fallback | None = None,
+                 original: Scorer | None = None) -> Guarded:
     """``auto`` fitted on ``calibration``, its plan kept only if on the ``held`` units it does no
     worse than round-to-nearest int8 (``guard``); otherwise ``model`` gets round-to-nearest int8.
     Where what the guard chose is over verification's limits on the ``held`` units (the build
-    would fail), ``fallback`` writes ``model`` instead (``int8`` with output-aware rounding)."""
+    would fail), ``fallback`` writes ``model`` instead (``int8`` with output-aware rounding).
+    ``original``: the original's outputs on the ``held`` units, judged (else they are run here)."""
     auto = Auto()
     analysis = auto.analyse(model, options, calibration)
     if analysis is None:
@@ -438,7 +440,7 @@ def guarded_auto(model: ModelProto, options: ShrinkOptions, calibration: Calibra
     if all(c is _rtn(w) for w, c in chosen.values()):
         outcome = Unfitted(f"auto shipped int8 round-to-nearest: {PLAIN_WINS}")
     elif held is not None and len(held):
-        outcome = _judge_plan(model, analysis, chosen, options, held)
+        outcome = _judge_plan(model, analysis, chosen, options, held, original=original)
     del analysis
     over = over_limits(outcome, options)
     if over and fallback is not None:
@@ -466,15 +468,13 @@ def over_limits(outcome: Verdict | None, options: ShrinkOptions) -> str:
 
 
 def _judge_plan(model: ModelProto, analysis: Analysis, chosen: dict[Key, tuple[Weight, Candidate]],
-                options: ShrinkOptions, held: Calibration) -> Outcome:
+                options: ShrinkOptions, held: Calibration, *, original: Scorer | None) -> Outcome:
     """The plan and round-to-nearest int8 on the held-out units, each against the original."""
     originals = analysis.probe.originals
     probe = Probe(weights_as_inputs(model, set(originals)), list(held.feeds), originals, held.seq)
-    base = probe.run()
     plan = {k: c.decoded for k, (_, c) in chosen.items()}
     plain = {site_key(w.site): w.plain for w in analysis.weights if w.plain is not None}  # computed once, in _weight
-    names = probe.names[: probe.n_outputs]
-    score = Scorer(names, base, probe.seq, options.verify)
+    score = original or Scorer.of(probe.names[: probe.n_outputs], probe.run(), probe.seq, options.verify)
     fitted, rtn = score(probe.run(plan)), score(probe.run(plain))
     target = options.target
     smaller = sum(c.target_bytes(target) for _, c in chosen.values()) < SMALLER * sum(

@@ -101,7 +101,7 @@ def load_times(files: dict[str, str]) -> dict[str, float]:
     return {n: statistics.median(v) for n, v in times.items()}
 
 
-NOTES = """## What these say (2026-11-26)
+NOTES = """## What these say (2026-11-26, time and Magika's budget 2026-11-27)
 
 * **PP-OCRv6 rec** (64 recorded lines, 32 fitted on; engine `24a3c9a`, and `43214df` writes the same plan):
   `auto` ships **0.71x** round-to-nearest int8's wheel member (3.61 MB against 5.09) at 183/200 held-out lines
@@ -116,6 +116,13 @@ NOTES = """## What these say (2026-11-26)
   than plain rounding on these samples, nothing smaller than int8 keeps int8's answers there, and `auto` ships
   round-to-nearest int8 and says so (before that it printed "auto's plan kept" for the same bytes; before the
   no-larger-than-int8 rule it shipped every large weight as int16, 1.99x int8's wheel).
+  With more evidence and a looser budget (2026-11-27, engine `b15589e`, not in the table): recorded one file per
+  call (`magika_task.use(model, batch=1)` under `hatch-shrinkray record`: 80 calls, 40 fitted on), the default
+  budget still ships round-to-nearest int8 (380/380 test labels); with the budget set a priori to verification's
+  own limits (`--budget-rel-l2 0.1 --budget-cosine 0.995 --budget-agreement 0.99`) `auto` ships 0.56x int8's wheel
+  (0.400 MB) at 377/380, and its guard kept it (0 vs 1 held-out labels changed). Issue 20's Magika bar (<= 0.8x
+  at int8's answers) is between the two; `DOWNLOAD.md`'s ladder puts every uniform level count below 255 under
+  int8's answers too (127 levels: 0.87x, 349/350). One budget was tried, not a sweep over the test labels.
 * **Silero VAD** (17 recorded streams, 8 held out; engine `44a7341`): both plans lose the do-no-harm guard and
   int8 ships. The web-target plan tied int8 on the held-out decisions (1 vs 1) at more error; on 8 held-out
   streams a tie goes to the smaller error now. Before that rule it shipped at 0.93x int8's wheel and changed 10
@@ -133,13 +140,15 @@ NOTES = """## What these say (2026-11-26)
   shared the machine with other jobs and put it at 1.23x); its
   rungs are int8 codes (`Cast -> Mul`), int16 and fp16, so the other runtimes' load figures of int8 and fp16
   (`LOAD.md`) apply. onnx-shrink-ray's default takes 2.1-3.1x.
-* **Time** (`SHRINK_TIME.md`, `python -m benchmarks.shrink_time --engines 0cf6781 HEAD --runs 3`, engines
-  interleaved): `auto` on the 21 MB PP-OCRv6 rec takes 66.7 s wall / 104 s CPU against 59.8 s / 93 s for the
-  engine before the head split (`0cf6781`), 1.11x, on a VM about 20% slower than the day before (int8 with the
-  recording, unchanged code: 40.0 and 42.4 s, against 35.5 s then; `0cf6781`'s `auto` measured 49.0 s then). The
-  split adds its single-weight runs and, on this recording, 5 full checks to the search (14 assignments against 9):
-  the few-feed screen's first passing point fails the full check, and the bisection goes on above it. The 60 s
-  bar held the day before and does not today.
+* **Time** (`SHRINK_TIME.md`, `python -m benchmarks.shrink_time --engines b15589e HEAD --runs 3`, engines
+  interleaved, 2026-11-27): `auto` on the 21 MB PP-OCRv6 rec takes **56.3 s** wall / 90 s CPU (runs 56.1-61.9 s)
+  against 65.8 s / 105 s for `b15589e`, the engine of the table above: 0.86x, byte-identical output; within
+  issue 20's 60 s bar on this VM today. What changed, none of it in what ships: the search no longer runs the
+  chain's all-lossless top (deviation 0) unless the bisection ends there; the original runs once on the
+  held-out half, its outputs judged once, for both the guard and the verification; the original's sizes are
+  compressed while the model is encoded; the search's screen reuses the subset outputs the sensitivity runs
+  prepared. The day before, the same `b15589e`-era `auto` measured 66.7 s against 59.8 s for the engine before
+  the head split (`0cf6781`, 49.0 s on the faster VM of 2026-11-25): this VM's speed varies by 20%.
 """
 
 

@@ -245,9 +245,10 @@ class Auto:
         LOG.info("auto: %d weights, %d feeds, candidates ready after %.1f s", len(weights), len(calibration),
                  time.perf_counter() - start)
         subset = calibration.seq.spread(SENSITIVITY_FEEDS)
-        quick = _sensitivity(weights, cal.probe, cal.base, subset, _judges(cal.probe, options))
+        judges = _judges(cal.probe, options)
+        quick = _sensitivity(weights, cal.probe, cal.base, subset, judges)
         LOG.info("auto: sensitivity measured after %.1f s (%d runs)", time.perf_counter() - start, cal.probe.runs)
-        return Analysis(weights, cal.probe, cal.base, subset, (tuple(_judges(cal.probe, options)), quick))
+        return Analysis(weights, cal.probe, cal.base, subset, (tuple(judges), quick))
 
     def finish(self, model: ModelProto, analysis: Analysis, options: ShrinkOptions) -> list[TensorRecord]:
         """Search the budget's assignment and write it into ``model`` (the analysed model or a copy)."""

@@ -102,7 +102,7 @@ def search(table: Sequence[Sequence[Option]], evaluate: Callable[[tuple[int, ...
             return Found(chain[lo], seen[lo], lam_of[lo], len(seen))
         lo = min(lo + 1, hi)
     found = _first(lo, hi, check)
-    check(found)  # the top, where nothing below passed: its deviation, within or not
+    check(found)  # runs only for the top (every other point _first returns was checked): within or not
     return Found(chain[found], seen[found], lam_of[found], len(seen))
 
 

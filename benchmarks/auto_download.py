@@ -7,6 +7,7 @@ per-channel), side by side in one run.
     python -m benchmarks.auto_download run [KEY ...]     # shrink + evaluate (cached per engine commit)
     python -m benchmarks.auto_download report            # -> benchmarks/AUTO_DOWNLOAD.md, auto_download.png
     python -m benchmarks.auto_download loads [KEY ...]   # load times again, on a quiet machine
+    python -m benchmarks.auto_download runtimes [KEY ...] [--reps 5]   # load and memory in every runtime
 
 Recordings are ``benchmarks/record_task.py``'s (the task pipeline on calibration items none of the test
 items share), as in ``download.py``; every shrink is the CLI (``download.shrink``). Load time: session
@@ -199,6 +200,71 @@ def run_model(key: str, fresh: bool) -> dict[str, Any]:
     return result
 
 
+RUNTIME_VARIANTS = ("int8, round-to-nearest", "int8 with the recording", "auto, target wheel", "auto, target web")
+RUNTIMES = ("1.16.3", "1.18.0", "newest", "web")
+
+
+def runtime_loads(keys: list[str], reps: int) -> dict[str, Any]:
+    """Session creation CPU seconds and peak RSS of the loading process, per runtime, for the files of
+    the latest ``run``: one fresh process per (model, variant, runtime, repetition), repetitions
+    interleaved round-robin; medians (``load_cost``'s probes: onnxruntime 1.16.3 and 1.18.0 in venvs of
+    their own, this venv's newest, onnxruntime-web under Node)."""
+    from benchmarks.load_cost import _probe
+
+    files: dict[tuple[str, str], Path] = {}
+    for key in keys:
+        result = _load(OUT / "results" / f"{key}.json")
+        files[(key, "original")] = Path(result["model"])
+        for name in RUNTIME_VARIANTS:
+            v = result["variants"].get(name, {})
+            if "file" in v:
+                files[(key, name)] = Path(v["file"])
+    got: dict[str, list[dict[str, Any]]] = {}
+    for rep in range(reps):
+        for (key, name), path in files.items():
+            for rt in RUNTIMES:
+                got.setdefault(f"{key}|{name}|{rt}", []).append(_probe(rt, path, key))
+        log(f"runtimes: repetition {rep + 1}/{reps} done")
+    out: dict[str, Any] = {"reps": reps, "engine": {k: _load(OUT / "results" / f"{k}.json").get("engine")
+                                                     for k in keys}}
+    for name, rows in got.items():
+        ok = [g for g in rows if "error" not in g]
+        if not ok:
+            out[name] = {"error": rows[0]["error"]}
+            continue
+        cpu = "cpu" if "cpu" in ok[0] else "load_cpu"
+        out[name] = {"cpu": statistics.median(g[cpu] for g in ok),
+                     "peak_mib": statistics.median(g["peak_kb"] for g in ok) / 1024,
+                     "version": ok[0].get("ort") or ok[0].get("version")}
+    return out
+
+
+def runtime_table(data: dict[str, Any]) -> list[str]:
+    """The ``runtimes`` figures as ratios to round-to-nearest int8 in the same runtime."""
+    if not data:
+        return []
+    lines = ["## Load in every runtime", "",
+             "Session creation CPU time / peak memory of the loading process, each as a multiple of round-to-nearest "
+             f"int8's in the same runtime (medians of {data['reps']} fresh processes per cell, interleaved; "
+             "`python -m benchmarks.auto_download runtimes`). Issue 20's bar for `auto`: within 1.1x.", "",
+             "| model | variant | " + " | ".join(RUNTIMES) + " |", "|---|---|" + "---|" * len(RUNTIMES)]
+    keys = sorted({k.split("|")[0] for k in data if "|" in k}, key=KEYS.index)
+    for key in keys:
+        for name in ("original", *RUNTIME_VARIANTS[1:]):
+            cells = []
+            for rt in RUNTIMES:
+                row, base = data.get(f"{key}|{name}|{rt}", {}), data.get(f"{key}|{RUNTIME_VARIANTS[0]}|{rt}", {})
+                if "cpu" not in row or "cpu" not in base:
+                    cells.append("-" if not row else f"error: {row.get('error', '?')[:60]}")
+                    continue
+                cells.append(f"{row['cpu'] / base['cpu']:.2f}x / {row['peak_mib'] / base['peak_mib']:.2f}x")
+            lines.append(f"| {key} | {name} | " + " | ".join(cells) + " |")
+    versions = sorted({f"{k.split('|')[2]}: {v['version']}" for k, v in data.items()
+                       if "|" in k and isinstance(v, dict) and v.get("version")})
+    lines += ["", "Runtimes: " + ", ".join(versions) + ".", ""]
+    return lines
+
+
 def _mb(n: float | None) -> str:
     return "-" if n is None else f"{n / 1e6:.3f}"
 
@@ -244,6 +310,7 @@ def write_report(results: list[dict[str, Any]]) -> Path:
                 f"{_webv(s) / _webv(sizes[base]):.2f}x | {loads[name] / loads[base]:.2f}x | {v['seconds']:.0f} | "
                 f"{v.get('cpu', 0):.0f} | {evidence} | {note} | `{v['command']}` |")
         lines.append("")
+    lines += runtime_table(_load(OUT / "runtimes.json"))
     path = BENCH_DIR / "AUTO_DOWNLOAD.md"
     path.write_text("\n".join(lines) + "\n" + NOTES)
     return path
@@ -305,10 +372,13 @@ def plot(results: list[dict[str, Any]]) -> Path:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("action", choices=["run", "report", "loads"])
+    ap.add_argument("action", choices=["run", "report", "loads", "runtimes"])
     ap.add_argument("keys", nargs="*", default=list(KEYS))
     ap.add_argument("--fresh", action="store_true")
+    ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args()
+    if args.action == "runtimes":
+        _save(OUT / "runtimes.json", runtime_loads(args.keys, args.reps))
     if args.action == "run":
         for key in args.keys:
             run_model(key, args.fresh)

@@ -30,6 +30,7 @@ from hatch_shrinkray.options import (
     JUDGES,
     LOAD_BUDGET,
     METHODS,
+    ROUNDINGS,
     SCHEMES,
     WEB_LOAD_BUDGET,
     ShrinkOptions,
@@ -55,7 +56,8 @@ FLAG_NAMES = {"method": "--method", "min_elements": "--min-elements", "scheme": 
               "int_range": "--int-range", "max_rel_l2": "--max-rel-l2", "min_cosine": "--min-cosine",
               "min_top1": "--min-top1", "budget_rel_l2": "--budget-rel-l2", "budget_cosine": "--budget-cosine",
               "budget_agreement": "--budget-agreement", "budget_load": "--budget-load", "encodings": "--encoding",
-              "plan": "--plan", "runtimes": "--runtime", "judges": "--judge", "target": "--target"}
+              "plan": "--plan", "runtimes": "--runtime", "judges": "--judge", "target": "--target",
+              "rounding": "--rounding"}
 
 
 TABLE_KEYS = {"method": "method", "min_elements": "min-elements", "exclude_tensor": "exclude-tensors",
@@ -65,7 +67,7 @@ TABLE_KEYS = {"method": "method", "min_elements": "min-elements", "exclude_tenso
               "budget_agreement": "budget-agreement", "budget_load": "budget-load", "encoding": "encodings",
               "no_verify": "verify", "inputs": "inputs", "dim": "dims", "default_dim": "default-dim",
               "samples": "samples", "int_range": "int-range", "max_rel_l2": "max-rel-l2",
-              "min_cosine": "min-cosine", "min_top1": "min-top1", "judge": "judges"}
+              "min_cosine": "min-cosine", "min_top1": "min-top1", "judge": "judges", "rounding": "rounding"}
 """Flag destination -> the configuration key it overrides (``--exclude-tensor`` -> ``exclude-tensors``)."""
 
 
@@ -217,6 +219,10 @@ def _shrink_args(s: argparse.ArgumentParser) -> None:
     s.add_argument("--decode", default="float",
                    help=f"int8 decode: {', '.join(DECODES)} (fast = DequantizeLinear before MatMul, int8 activations)")
     s.add_argument("--block-size", type=int, default=32, help="int4 block size (default 32)")
+    s.add_argument("--rounding", default="output-aware", metavar="HOW",
+                   help=f"int8 codes with real inputs: {', '.join(ROUNDINGS)} (default output-aware: fitted to the "
+                        "inputs where that does no harm on units it was not fitted on; nearest: the inputs only "
+                        "verify)")
     s.add_argument("--target", default=DEFAULT_TARGET, metavar="SIZE",
                    help=f"the size that counts: {', '.join(TARGETS)} (default {DEFAULT_TARGET}: the wheel's deflated "
                         "member; web: brotli 11, needs the compress extra; disk: the raw file)")
@@ -266,7 +272,8 @@ def _shrink_options(args: argparse.Namespace) -> ShrinkOptions:
                          block_size=args.block_size, verify=None if args.no_verify else _verify_options(args),
                          budget_rel_l2=args.budget_rel_l2, budget_cosine=args.budget_cosine,
                          budget_agreement=args.budget_agreement, budget_load=args.budget_load,
-                         encodings=_encodings(args.encoding), runtimes=tuple(args.runtime), target=args.target)
+                         encodings=_encodings(args.encoding), runtimes=tuple(args.runtime), target=args.target,
+                         rounding=args.rounding)
     errors = option_errors(opts, FLAG_NAMES)
     if errors:
         raise ShrinkrayError("; ".join(errors))

@@ -23,6 +23,9 @@ ENCODINGS = ("float32", "fp16", "int16", "int12", "int10", "int8", "int6", "int4
 per-channel integer codes (int8 as method int8 writes them; the other widths round to nearest)."""
 SCHEMES = ("symmetric", "asymmetric")
 DECODES = ("float", "fast")
+ROUNDINGS = ("output-aware", "nearest")
+"""``rounding``: int8 codes fitted to the recorded inputs (kept only where they do no harm), or always
+round-to-nearest (the recording then only verifies)."""
 NAMED_RUNTIMES = ("web", "openvino")
 LEVELS = {"int8": (3, 255, 255), "float-levels": (2, 65536, 256)}
 """``levels`` per method: lowest, highest, default. int8's 255 is plain int8 (codes -127..127);
@@ -124,6 +127,11 @@ class ShrinkOptions:
     plan: tuple[tuple[str, str, str], ...] = ()
     """``(scope, tensor name, encoding)``, exact: the per-tensor plan ``hatch-shrinkray check --search``
     found for this very model (``shipping.plan``); it takes precedence over ``encodings``."""
+    rounding: str = "output-aware"
+    """``output-aware``: with real inputs, int8 codes (``int8``, ``auto``'s rungs) are rounded to keep
+    the model's outputs, where the do-no-harm guard keeps that; ``nearest``: always round-to-nearest,
+    the inputs only verify (a package's own tests may judge a fitted model worse than held-out data
+    does: ``hatch-shrinkray check`` says which)."""
     target: str = DEFAULT_TARGET
     """The size that counts (``sizes``): ``wheel`` (the zip member, deflate level 6), ``web`` (brotli
     quality 11) or ``disk`` (raw). The never-larger rule and the methods' size choices use it."""
@@ -195,6 +203,8 @@ def option_errors(opts: ShrinkOptions, names: Mapping[str, str] | None = None) -
     errors += _levels_errors(opts, n("levels"))
     if opts.target not in TARGETS:
         errors.append(f"{n('target')} must be one of {', '.join(TARGETS)}; got {opts.target!r}")
+    if opts.rounding not in ROUNDINGS:
+        errors.append(f"{n('rounding')} must be one of {', '.join(ROUNDINGS)}; got {opts.rounding!r}")
     if opts.decode not in DECODES:
         errors.append(f"{n('decode')} must be one of {', '.join(DECODES)}; got {opts.decode!r}")
     if not _is_int(opts.block_size) or opts.block_size < 16 or opts.block_size & (opts.block_size - 1):

@@ -197,3 +197,55 @@ def test_check_without_the_model_or_the_command_is_one_line(project: Path) -> No
     assert empty.returncode == 1 and empty.stderr.startswith("error: no command to check with")
     missing = cli("check", str(project / "nope.onnx"), "--", *PYTEST, cwd=project)
     assert missing.returncode == 1 and "pattern `nope.onnx` matches no file" in missing.stderr
+
+
+EXACT = textwrap.dedent('''
+    from pathlib import Path
+
+    import numpy as np
+    import onnxruntime as ort
+
+    ROOT = Path(__file__).resolve().parents[1]
+
+
+    def test_outputs_exactly():
+        golden = np.load(ROOT / "tests/golden.npz")
+        got = ort.InferenceSession(str(ROOT / "src/pkg/models/net.onnx"),
+                                   providers=["CPUExecutionProvider"]).run(None, {"x": golden["x"]})[0]
+        np.testing.assert_array_equal(got, golden["y"])
+''')
+
+
+def test_a_regression_under_fitted_codes_names_the_rounding_switch(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """int8 fitted to a recording (output-aware rounding, kept by the guard) and a test that any
+    rounding fails: the hint names ``rounding = "nearest"`` for that model; with it set, the model
+    ships round-to-nearest, the recording only verifies, and the hint is gone."""
+    k, n = 256, 128
+    rng = np.random.default_rng(2)
+    w = (rng.standard_normal((k, n)) * 0.1).astype(np.float32)
+    root = tmp_path / "proj"
+    (root / "src/pkg/models").mkdir(parents=True)
+    (root / "tests").mkdir()
+    path = save(model([helper.make_node("MatMul", ["x", "W"], ["y"])], [vi("x", ["batch", k])],
+                      [vi("y", ["batch", n])], [init("W", w)]), root / MODEL)
+    mix = rng.standard_normal((k, k)) * np.exp(rng.normal(0, 1, k))
+    np.savez(root / "inputs.npz", x=(rng.standard_normal((16, 64, k)) @ mix).astype(np.float32))
+    x = rng.standard_normal((8, k)).astype(np.float32)
+    np.savez(root / "tests/golden.npz", x=x, y=run(path, {"x": x})[0])
+    (root / "tests/test_model.py").write_text(EXACT)
+    table = '[tool.hatch.build.hooks.shrinkray]\nmodels = ["src/pkg/models/*.onnx"]\ninputs = "inputs.npz"\n'
+    (root / "pyproject.toml").write_text('[project]\nname = "pkg"\nversion = "0.1.0"\n\n' + table)
+    monkeypatch.setenv("HATCH_SHRINKRAY_CACHE_DIR", str(tmp_path / "cache"))
+    fitted = cli("check", "--", *PYTEST, cwd=root)
+    assert fitted.returncode == 1, fitted.stdout + fitted.stderr
+    assert "REGRESSED tests/test_model.py::test_outputs_exactly" in fitted.stdout
+    hint = f'hint: {MODEL}: its int8 codes were fitted to the recording'
+    assert hint in fitted.stdout and '`rounding = "nearest"` in an override for this model' in fitted.stdout
+    (root / "pyproject.toml").write_text('[project]\nname = "pkg"\nversion = "0.1.0"\n\n' + table
+                                         + '\n[[tool.hatch.build.hooks.shrinkray.overrides]]\n'
+                                           f'models = ["{MODEL}"]\nrounding = "nearest"\n')
+    nearest = cli("check", "--", *PYTEST, cwd=root)
+    assert nearest.returncode == 1, nearest.stdout + nearest.stderr  # any rounding fails an exact test
+    assert "REGRESSED tests/test_model.py::test_outputs_exactly" in nearest.stdout
+    assert hint not in nearest.stdout

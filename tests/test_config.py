@@ -62,7 +62,7 @@ def test_every_option_is_mapped(root: Path) -> None:
         "levels": 16, "decode": "fast", "block-size": 64, "verify": True, "max-rel-l2": 1,
         "min-cosine": 0.9, "min-top1": 0.5, "inputs": "data/inputs.npz", "dims": {"batch": 4},
         "default-dim": 2, "int-range": [1, 9], "samples": 3, "seed": 7, "sdist": "original",
-        "budget-rel-l2": 0.05, "budget-cosine": 0.999, "budget-agreement": 0.9,
+        "budget-rel-l2": 0.05, "budget-cosine": 0.999, "budget-agreement": 0.9, "rounding": "nearest",
         "cache": ".cache/sr", "dependencies": ["x"], "require-runtime-dependencies": False,
         "require-runtime-features": [], "enable-by-default": True,
     }
@@ -70,7 +70,7 @@ def test_every_option_is_mapped(root: Path) -> None:
     assert config.models[0].options == ShrinkOptions(
         method="int4", min_elements=10, exclude_tensors=("W",), exclude_ops=("Gather",), dedup=False,
         scheme="asymmetric", levels=16, decode="fast", block_size=64, budget_rel_l2=0.05,
-        budget_cosine=0.999, budget_agreement=0.9,
+        budget_cosine=0.999, budget_agreement=0.9, rounding="nearest",
         verify=VerifyOptions(inputs=root / "data/inputs.npz", dims=(("batch", 4),), default_dim=2,
                              int_low=1, int_high=9, samples=3, seed=7, max_rel_l2=1.0,
                              min_cosine=0.9, min_top1=0.5))
@@ -136,7 +136,7 @@ def test_all_type_and_value_errors_at_once(root: Path) -> None:
         "models": ["src/pkg/models/a.onnx"], "method": "int9", "min-elements": "big", "levels": 1,
         "exclude-ops": "Gather", "dedup": "yes", "block-size": 24, "verify": 1, "max-rel-l2": "0.1",
         "min-cosine": 2, "inputs": "data/missing.npz", "dims": {"batch": 0, "seq": "long"},
-        "int-range": [5], "seed": -1, "sdist": "tiny", "cache": 3,
+        "int-range": [5], "seed": -1, "sdist": "tiny", "cache": 3, "rounding": "closest",
     }
     assert errors_of(raw, root) == [
         f"Field `{T}.min-elements` must be an integer",
@@ -150,6 +150,7 @@ def test_all_type_and_value_errors_at_once(root: Path) -> None:
         f"Field `{T}.seed` must be a non-negative integer; got -1",
         f"Field `{T}.method` {ONE_OF}; got 'int9'",
         f"Field `{T}.levels` must be an integer from 2 to 65536; got 1",
+        f"Field `{T}.rounding` must be one of output-aware, nearest; got 'closest'",
         f"Field `{T}.block-size` must be a power of two >= 16; got 24",
         f"Field `{T}.inputs` names a file or directory that does not exist: {root / 'data/missing.npz'}",
         f"Field `{T}.min-cosine` must be a number from 0.0 to 1.0; got 2.0",

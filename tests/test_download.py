@@ -187,6 +187,10 @@ def test_output_aware_rounding_keeps_to_the_allowed_codes_and_beats_round_to_nea
     assert np.array_equal(again.decoded, cand.decoded)
     plain = int_candidate(w, ctx, h, lay, rows_seen=4096)
     assert plain.kind == "int8" and plain.label == "int8 axis 1 gptq"
+    # rounding = "nearest" (auto's rungs): the same moments estimate the error, the codes are round-to-nearest
+    nearest = int_candidate(w, ctx, h, lay, rows_seen=4096, levels=levels, fit=False)
+    assert nearest.label == rtn.label and np.array_equal(nearest.decoded, rtn.decoded)
+    assert nearest.weight_error == rtn_error or abs(nearest.weight_error - rtn_error) <= 1e-9 * rtn_error
 
 
 def test_estimated_target_bytes_of_a_candidate() -> None:

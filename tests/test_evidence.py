@@ -134,6 +134,34 @@ def test_output_aware_rounding_that_generalises_is_kept(tmp_path: Path) -> None:
     assert onnx.load(str(tmp_path / "out.onnx")).graph.node[0].op_type == "Cast"  # int8's decode, same bytes
 
 
+def test_rounding_nearest_ships_round_to_nearest_and_verifies_on_the_inputs(tmp_path: Path) -> None:
+    """Where the guard would keep output-aware rounding, ``--rounding nearest`` ships round-to-nearest
+    codes (the very bytes of int8 without inputs) and still verifies on the real inputs, saying so:
+    the switch for a package whose own tests judge the fitted codes worse."""
+    k, n = 256, 128
+    rng = np.random.default_rng(2)
+    w = (rng.standard_normal((k, n)) * 0.1).astype(np.float32)
+    src = save(model([helper.make_node("MatMul", ["x", "W"], ["y"])], [vi("x", ["batch", k])],
+                     [vi("y", ["batch", n])], [init("W", w)]), tmp_path / "m.onnx")
+    mix = rng.standard_normal((k, k)) * np.exp(rng.normal(0, 1, k))
+    np.savez(tmp_path / "in.npz", x=(rng.standard_normal((MIN_UNITS, 64, k)) @ mix).astype(np.float32))
+    fitted = cli("shrink", str(src), "-o", str(tmp_path / "fitted"), "--inputs", str(tmp_path / "in.npz"))
+    assert fitted.returncode == 0 and "output-aware rounding kept" in fitted.stdout, fitted.stdout + fitted.stderr
+    nearest = cli("shrink", str(src), "-o", str(tmp_path / "nearest"), "--inputs", str(tmp_path / "in.npz"),
+                  "--rounding", "nearest")
+    assert nearest.returncode == 0, nearest.stderr
+    assert 'round-to-nearest, as configured (rounding = "nearest"): the inputs only verify' in nearest.stdout
+    assert f"on {MIN_UNITS} recorded samples" in nearest.stdout or f"on {MIN_UNITS} samples" in nearest.stdout, \
+        nearest.stdout
+    shrink(src, tmp_path / "plain.onnx", ShrinkOptions(verify=None))
+    assert (tmp_path / "nearest" / "m.onnx").read_bytes() == (tmp_path / "plain.onnx").read_bytes()
+    assert (tmp_path / "fitted" / "m.onnx").read_bytes() != (tmp_path / "plain.onnx").read_bytes()
+    bad = cli("shrink", str(src), "-o", str(tmp_path / "bad"), "--inputs", str(tmp_path / "in.npz"),
+              "--rounding", "closest")
+    assert bad.returncode != 0 and "--rounding must be one of output-aware, nearest; got 'closest'" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
 def recurrent_model(decay: float = 0.995) -> onnx.ModelProto:
     """A leaky recurrent unit: stateN = decay * state + x W, p = sigmoid(stateN v). Its state carries
     every step's weight error forward, as Silero VAD's LSTM state does."""

@@ -128,11 +128,13 @@ def level_kind(levels: int) -> str:
 
 
 def int_candidate(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.NDArray[np.float64] | None,
-                  lay: Layout | None, *, rows_seen: int = 0, bits: int = 8, levels: int | None = None) -> Candidate:
+                  lay: Layout | None, *, rows_seen: int = 0, bits: int = 8, levels: int | None = None,
+                  fit: bool = True) -> Candidate:
     """Symmetric per-channel ``bits``-bit codes (int8 as a plain tensor, other widths packed);
     output-error-aware rounding where moments exist for the weight's axis. ``levels`` (int8 only,
     3..255) keeps that many codes per channel on the same grid, decoded exactly like int8 (the
-    rounding then picks among those codes only)."""
+    rounding then picks among those codes only). ``fit=False``: round-to-nearest codes whatever the
+    moments (which still estimate the error)."""
     axis = ctx.axis
     if levels is not None and bits != 8:
         raise ValueError("levels apply to int8 codes only")
@@ -151,7 +153,7 @@ def int_candidate(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.N
 
     base = decode(q0, f"{name} {where}")
     rtn_err = error_energy(w, q0.decoded, moments, lay)
-    if moments is None or lay is None or q0.nonfinite is not None or axis != (1 if lay.transpose else 0):
+    if not fit or moments is None or lay is None or q0.nonfinite is not None or axis != (1 if lay.transpose else 0):
         return Candidate(kind, base.label, base.stored_bytes, q0.decoded, base, rtn_err, "round-to-nearest")
     if rows_seen < MIN_ROWS_PER_FEATURE * moments.shape[-1]:
         # Fewer calibration rows than features: H is rank-deficient and any output-aware

@@ -69,6 +69,10 @@ class Score:
                 f"rel-L2 {self.error ** 0.5:.2e}")
 
 
+KEPT = " kept: "
+"""What a kept outcome's text says after its ``what`` (and only a kept one's)."""
+
+
 @dataclass(frozen=True)
 class Outcome:
     """The guard's verdict on one data-fitted choice."""
@@ -89,7 +93,7 @@ class Outcome:
                   f"{self.fitted.flips} vs {self.plain.flips} decisions flipped, rel-L2 "
                   f"{self.fitted.error ** 0.5:.2e} vs {self.plain.error ** 0.5:.2e} for round-to-nearest")
         if self.kept:
-            return f"{self.what} kept: {judged}, {versus}"
+            return f"{self.what}{KEPT}{judged}, {versus}"
         return f"{self.what} not kept (round-to-nearest ships): {judged}, {versus}"
 
 

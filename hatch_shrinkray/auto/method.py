@@ -380,7 +380,8 @@ class Auto:
                                    None, error_energy(w, decoded, moments, lay)))
         for levels in (*LEVELS, INT8_LEVELS):
             with contextlib.suppress(NotEncodable):
-                cands.append(int_candidate(w, ctx, moments, lay, rows_seen=rows_seen, levels=levels))
+                cands.append(int_candidate(w, ctx, moments, lay, rows_seen=rows_seen, levels=levels,
+                                           fit=options.rounding != "nearest"))
         if head is not None and ctx.axis is not None and ctx.axis == classes_axis(site):
             cands.extend(_splits(w, cands, head, axis=ctx.axis, moments=moments, lay=lay))
         sixteen = sixteen_bit(w, ctx, moments, lay)

@@ -58,7 +58,7 @@ class Int8:
     name = "int8"
 
     def calibrates(self, options: ShrinkOptions) -> bool:
-        return options.scheme == "symmetric" and options.decode == "float"
+        return options.scheme == "symmetric" and options.decode == "float" and options.rounding != "nearest"
 
     def apply(self, model: ModelProto, options: ShrinkOptions,
               calibration: Calibration | None) -> list[TensorRecord]:

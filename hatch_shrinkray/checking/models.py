@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from hatch_shrinkray.auto.guard import KEPT
 from hatch_shrinkray.capture.swap import Target
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.shipping.config import HookConfig, ModelEntry
@@ -32,6 +33,9 @@ class Prepared:
     verification: str
     """The tolerance verification's summary (with ``FAILS verification`` when it failed), or why none ran."""
     passed: bool
+    fitted: bool = False
+    """Its codes were fitted to the recording (output-aware rounding or ``auto``'s plan, kept by the
+    do-no-harm guard): what ``rounding = "nearest"`` would undo."""
 
     def target(self) -> Target:
         assert self.shrunk is not None
@@ -69,8 +73,9 @@ def prepare(configured: Configured, workdir: Path, app: Display,
         verification = entry_record.verification if entry_record is not None else None
         passed = verification is None or bool(verification.get("passed"))
         summary = _summary(verification, shipped.outcome)
+        fitted = verification is not None and KEPT in str(verification.get("fitting") or "")
         out.append(Prepared(entry.relpath, root / entry.relpath, sha, options, changed[0] if changed else None,
-                            shipped.original_size, shipped.shipped_size, summary, passed))
+                            shipped.original_size, shipped.shipped_size, summary, passed, fitted))
     return out
 
 

@@ -41,6 +41,10 @@ def render_check(checked: Checked) -> str:
     for relpath, hint in checked.hints.items():
         lines.append(f"hint: {relpath}: {hint}")
     if not v.passed:
+        lines += [f"hint: {p.relpath}: its int8 codes were fitted to the recording (output-aware rounding, kept "
+                  "because it did better on held-out recorded units); where your tests judge round-to-nearest "
+                  "better, ship that: `rounding = \"nearest\"` in an override for this model (or --rounding nearest), "
+                  "then run check again" for p in checked.prepared if p.fitted and p.shrunk is not None]
         lines.append("hint: or let the tests find the smallest model that passes them: "
                      f"hatch-shrinkray check --search -- {shlex.join(checked.command)}")
     return "\n".join(lines)

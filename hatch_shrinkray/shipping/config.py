@@ -39,7 +39,7 @@ _SHRINK_KEYS = {
     "decode": "decode", "block-size": "block_size", "budget-rel-l2": "budget_rel_l2",
     "budget-cosine": "budget_cosine", "budget-agreement": "budget_agreement", "budget-load": "budget_load",
     "encodings": "encodings",
-    "runtimes": "runtimes", "target": "target",
+    "runtimes": "runtimes", "target": "target", "rounding": "rounding",
 }
 _VERIFY_KEYS = {
     "max-rel-l2": "max_rel_l2", "min-cosine": "min_cosine", "min-top1": "min_top1",
@@ -53,7 +53,7 @@ ENGINE_KEYS: dict[str, str] = {**_SHRINK_KEYS, "verify": "verify", **_VERIFY_KEY
 _HOOK_KEYS = ("models", "sdist", "cache", "overrides", "plan")
 
 _KINDS = {
-    "method": "string", "scheme": "string", "decode": "string", "target": "string",
+    "method": "string", "scheme": "string", "decode": "string", "target": "string", "rounding": "string",
     "min-elements": "integer", "levels": "integer", "block-size": "integer",
     "default-dim": "integer", "samples": "integer", "seed": "integer",
     "dedup": "boolean", "verify": "boolean",

@@ -42,6 +42,11 @@ KEY_HELP: dict[str, tuple[str | None, str]] = {
     "target": (None, "the size that counts: `wheel` (the zip member, deflated as hatchling writes it), `web` "
                "(brotli quality 11; installs the `compress` extra) or `disk` (the raw file). A shrunk model "
                "ships only if it is smaller there"),
+    "rounding": ("`\"output-aware\"`", "int8 codes (`int8`, `auto`) with real `inputs`: `output-aware` rounds "
+                 "them to keep the outputs on the recording, where that does no harm on units it was not fitted "
+                 "on; `nearest` always rounds to nearest, and the inputs only verify. Set `nearest` for a model "
+                 "when `hatch-shrinkray check` shows your tests judge its fitted codes worse "
+                 "([Checking](checking.md))"),
     "verify": ("`true`", "compare the shrunk model's outputs with the original's; `false` turns verification off"),
     "max-rel-l2": (None, "verification: the largest relative L2 of any output (0 to 1)"),
     "min-cosine": (None, "verification: the smallest cosine of any output (0 to 1)"),

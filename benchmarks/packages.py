@@ -572,6 +572,28 @@ never ran (int8 on generated noise drifts past the limits). It now ships that mo
 `silero_vad_op18_ifless.onnx`'s, each with a line saying why and the `record` command that lets the
 next build shrink them, shrinks the other four as before, and the build succeeds (10.28 MB -> 6.11 MB
 of models, 18 s).
+
+**The switch `check` now names, tried on rapidocr (2026-11-27, engine `e60f52f`).** The int8+rec
+project above with one override, `rounding = "nearest"` for `ch_PP-OCRv4_det_infer.onnx` (what the
+hint of `hatch-shrinkray check` now says for a model whose fitted codes a regressing run used), the
+same recording, rewritten with `hatch-shrinkray wheel` (194 s; the detector's line says
+`round-to-nearest, as configured (rounding = "nearest"): the inputs only verify`, the recogniser's
+`output-aware rounding kept`), installed into a fresh venv beside the base packages, judged by the
+upstream tests and the same 60 held-out pages (`heldout_packages_ocr.py heldout`):
+
+| wheel | upstream passed / failed | regressions | held-out pages same | lines (box + text) | pages, boxes same |
+|---|---|---|---|---|---|
+| int8 (round-to-nearest) | 26 / 2 | 1 | 7/60 | 230/352 | 13/60 |
+| int8+rec | 23 / 5 | 4 | 20/60 | 296/352 | 28/60 |
+| int8+rec, detector `rounding = "nearest"` | 27 / 1 | **0** | 10/60 | 268/352 | 14/60 |
+
+(The one failure left, `test_long_img`, fails with the original wheel too: it downloads an image
+from github.com. The first two rows are the run above; "pages with identical boxes" counts pages
+whose box lists equal the original's, from the same `heldout.json` files.) So the package's own tests
+and its unseen pages disagree about the detector: the fitted one keeps 28 of 60 unseen pages' boxes
+against 13 for round-to-nearest, and breaks one upstream image. The guard decides on held-out
+recorded units and keeps it; the tests are the maintainer's to weigh, and `check` now says which
+switch trades one for the other.
 """
 """Findings from after the run (hand-written: ``report`` appends them so a re-run keeps them)."""
 

@@ -114,9 +114,12 @@ class Evidence:
             self.answers == self.decisions and self.changed_answers == self.flips)
         if self.answers and not said:
             parts.append(f"{self.changed_answers} of {self.answers} {self.describes} changed")
-        head = ", ".join(parts) or "no discrete answers"
-        text = (f"{head} over {self.units} {self.unit_kind} ({self.changed_units} changed; "
-                f"<= {percent(self.bound)} at 95%)")
+        if not parts:  # nothing counted: a bound on "changed" units would claim what was never compared
+            text = (f"no answers judged over {self.units} {self.unit_kind} (outputs compared as numbers only; "
+                    "`judges` says how your package reads an output)")
+        else:
+            text = (f"{', '.join(parts)} over {self.units} {self.unit_kind} ({self.changed_units} changed; "
+                    f"<= {percent(self.bound)} at 95%)")
         if not self.real:
             return f"{text}: generated inputs, no evidence"
         if self.weak:

@@ -36,6 +36,15 @@ def test_weak_evidence_below_the_minimum_and_not_at_it() -> None:
     assert generated.weak and "generated inputs, no evidence" in generated.text()
 
 
+def test_evidence_without_answers_claims_no_bound() -> None:
+    """Outputs judged as numbers only: no "(0 changed; <= 17% at 95%)", which reads as a measured
+    bound on changed answers that were never compared (ddddocr's logits and boxes)."""
+    none = Evidence(40, 0, "calls")
+    assert none.text() == ("no answers judged over 40 calls (outputs compared as numbers only; `judges` says how "
+                           "your package reads an output)")
+    assert "at 95%" not in none.text() and "at 95%" in Evidence(40, 0, "calls", decisions=80).text()
+
+
 def _bfs(mask: np.ndarray) -> tuple[np.ndarray, int]:  # type: ignore[type-arg]
     h, w = mask.shape
     lab = np.zeros((h, w), int)
@@ -101,6 +110,28 @@ def test_one_changed_character_is_one_changed_line() -> None:
     assert judge.answers([ref], [repeat], 0.5).changed == (False,)
     typo_answers = judge.answers([ref], [typo], 0.5)
     assert typo_answers.changed == (True,) and typo_answers.changed_items == 1
+
+
+def test_a_time_major_ctc_output_is_read_as_lines() -> None:
+    """``[T, 1, C]`` (torch's CTC layout, ddddocr's export): one line of T frames, not T lines of one
+    frame; detected from log-probabilities as from probabilities, and forced on raw logits."""
+    classes, frames = 6, 10
+    path = [0, 3, 3, 0, 0, 4, 0, 5, 5, 0]
+    probs = np.full((frames, 1, classes), 0.01, np.float32)
+    probs[np.arange(frames), 0, path] = 0.95
+    probs /= probs.sum(axis=-1, keepdims=True)
+    typo = probs.copy()
+    typo[5, 0] = probs[5, 0][[0, 1, 2, 3, 5, 4]]
+    assert decode(probs, 0) == [(3, 4, 5)]
+    for ref, got in ((probs, typo), (np.log(probs), np.log(typo))):
+        judge = detect([ref])
+        assert isinstance(judge, Sequences) and judge.blank == 0, judge.name
+        answers = judge.answers([ref], [got], 0.5)
+        assert answers.items == 1 and answers.changed == (True,) and answers.changed_items == 1
+    logits = np.log(probs) * 3.0 + 7.0  # raw scores: no softmax to detect, the judges key names it
+    assert detect([logits]).name == "values"
+    forced = judge_for("sequence", [logits])
+    assert isinstance(forced, Sequences) and forced.answers([logits], [logits], 0.5).items == 1
 
 
 def test_segments_report_how_far_a_boundary_moved() -> None:

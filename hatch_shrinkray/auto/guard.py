@@ -44,6 +44,8 @@ class Score:
     """The worst output's relative L2 (verification's limit applies to each output)."""
     cosine: float = 1.0
     """The worst output's cosine."""
+    judged: bool = True
+    """Some output had answers or decisions to count (else only the error compares)."""
 
     def over(self, options: VerifyOptions | None) -> str:
         """Which of verification's limits these figures break, in words (empty: none)."""
@@ -89,9 +91,11 @@ class Outcome:
 
     def text(self) -> str:
         judged = f"on {self.units} held-out units ({self.how})"
-        versus = (f"{self.fitted.changed} vs {self.plain.changed} {self.plain.describes} changed, "
-                  f"{self.fitted.flips} vs {self.plain.flips} decisions flipped, rel-L2 "
-                  f"{self.fitted.error ** 0.5:.2e} vs {self.plain.error ** 0.5:.2e} for round-to-nearest")
+        counted = (f"{self.fitted.changed} vs {self.plain.changed} {self.plain.describes} changed, "
+                   f"{self.fitted.flips} vs {self.plain.flips} decisions flipped, "
+                   if self.fitted.judged or self.plain.judged else "no answers to compare (numbers only), ")
+        versus = (f"{counted}rel-L2 {self.fitted.error ** 0.5:.2e} vs {self.plain.error ** 0.5:.2e} "
+                  "for round-to-nearest")
         if self.kept:
             return f"{self.what}{KEPT}{judged}, {versus}"
         return f"{self.what} not kept (round-to-nearest ships): {judged}, {versus}"
@@ -135,7 +139,8 @@ class Scorer:
         finite = [c for c in counted if c.rel_l2 == c.rel_l2]
         return Score(sum(c.changed_answers for c in counted), sum(c.flips for c in counted),
                      sum(c.rel_l2 ** 2 for c in finite), describes.pop() if len(describes) == 1 else "answers",
-                     max((c.rel_l2 for c in finite), default=0.0), min((c.cosine for c in finite), default=1.0))
+                     max((c.rel_l2 for c in finite), default=0.0), min((c.cosine for c in finite), default=1.0),
+                     any(c.answers or c.positions for c in counted))
 
 
 def decide(what: str, fitted: Score, plain: Score, units: int, how: str, *, by_error: bool = True) -> Outcome:

@@ -74,23 +74,26 @@ def targets_of(prepared: Sequence[Prepared]) -> list[Prepared]:
 
 
 def run_check(configured: Configured, settings: Settings, app: Display) -> Checked:
-    with tempfile.TemporaryDirectory(prefix="hatch-shrinkray-check-") as name, \
-            progress.task("check: runs of the command", total=2) as runs:
+    with tempfile.TemporaryDirectory(prefix="hatch-shrinkray-check-") as name:
         tmp = Path(name)
-        prepared = prepare(configured, tmp / "models", app)
-        targets = tuple(p.target() for p in targets_of(prepared))
-        app.display_info(f"check: run 1 of 2, with the original models: {shown(settings.command)}")
-        original = run_command(settings, prepared, "run 1 of 2, with the original models",
-                               lambda r: Instructions("original", False, settings.threshold, r, targets),
-                               record=tmp / "recorded")
-        require_evidence(original, prepared, settings)
-        runs.advance()
-        app.display_info(f"check: run 2 of 2, with the shrunk models: {shown(settings.command)}")
-        shrunk = run_command(settings, prepared, "run 2 of 2, with the shrunk models",
-                             lambda r: Instructions("shrunk", False, settings.threshold, r, targets))
-        runs.advance()
+        with progress.task("check: runs of the command", total=2) as runs:
+            prepared = prepare(configured, tmp / "models", app)
+            targets = tuple(p.target() for p in targets_of(prepared))
+            app.display_info(f"check: run 1 of 2, with the original models: {shown(settings.command)}")
+            original = run_command(settings, prepared, "run 1 of 2, with the original models",
+                                   lambda r: Instructions("original", False, settings.threshold, r, targets),
+                                   record=tmp / "recorded")
+            require_evidence(original, prepared, settings)
+            runs.advance()
+            app.display_info(f"check: run 2 of 2, with the shrunk models: {shown(settings.command)}")
+            shrunk = run_command(settings, prepared, "run 2 of 2, with the shrunk models",
+                                 lambda r: Instructions("shrunk", False, settings.threshold, r, targets))
+            runs.advance()
         verdict = judge(original, shrunk)
-        hints = {} if verdict.passed else sensitive_hints(prepared, original, tmp / "recorded")
+        if verdict.passed:
+            return Checked(settings.command, tuple(prepared), verdict, {})
+        with progress.task("check: for the hint, each weight of the models alone on the recorded feeds"):
+            hints = sensitive_hints(prepared, original, tmp / "recorded")
         return Checked(settings.command, tuple(prepared), verdict, hints)
 
 

@@ -9,7 +9,8 @@ added here serves every command. Each output gets the judge its shape and values
 judge      detected for                                                 an answer is
 ========== ============================================================ ==========================
 map        ``[N, C, H, W]`` in [0, 1] (H x W >= 256)                    a map's regions
-sequence   ``[N, T, C]`` softmax whose class 0 or C-1 dominates (CTC)   a decoded text line
+sequence   ``[N, T, C]`` or ``[T, 1, C]`` probabilities or log-         a decoded text line
+           probabilities whose class 0 or C-1 dominates (CTC)
 top-1      class scores (``[N, C]``, or softmax along the last axis)    a row's label
 decision   probabilities with a trailing axis of 1, or scalars          a call's decisions
 segments   ``decision`` outputs of a recurrent model, per stream        a stream's segments
@@ -32,7 +33,7 @@ from hatch_shrinkray.verification.judges.base import THRESHOLD, Answers, Arrays,
 from hatch_shrinkray.verification.judges.decisions import Decisions, Segments
 from hatch_shrinkray.verification.judges.labels import Equal, Labels, Values
 from hatch_shrinkray.verification.judges.maps import Maps
-from hatch_shrinkray.verification.judges.sequences import Sequences, blank_class
+from hatch_shrinkray.verification.judges.sequences import Sequences, batch_first, blank_class
 
 __all__ = ["JUDGE_NAMES", "THRESHOLD", "Answers", "Arrays", "Judge", "detect", "judge_for"]
 
@@ -64,7 +65,8 @@ def detect(ref: Arrays, *, recurrent: bool = False, fed_back: bool = False) -> J
         return Values()
     if _map(ref, first):
         return Maps()
-    if first.ndim == 3 and first.shape[-2] >= 2 and first.shape[-1] >= 3 and _softmax(first):
+    rows = batch_first(first)
+    if rows.ndim == 3 and rows.shape[-2] >= 2 and rows.shape[-1] >= 3 and (_softmax(rows) or _log_softmax(rows)):
         blank = blank_class(ref)
         if blank is not None:
             return Sequences(blank)
@@ -93,6 +95,16 @@ def _map(ref: Arrays, first: npt.NDArray[Any]) -> bool:
 
 def _softmax(first: npt.NDArray[Any]) -> bool:
     return bool(np.all((first >= 0) & (first <= 1)) and np.allclose(first.sum(axis=-1), 1, atol=1e-3))
+
+
+def _log_softmax(first: npt.NDArray[Any]) -> bool:
+    """Log-probabilities along the last axis (a CTC head ending in LogSoftmax): each row's
+    log-sum-exp is 0."""
+    if not (first <= 1e-6).all():
+        return False
+    rows = first.reshape(-1, first.shape[-1]).astype(np.float64)
+    top = rows.max(axis=1, keepdims=True)
+    return bool(np.allclose(top[:, 0] + np.log(np.exp(rows - top).sum(axis=1)), 0.0, atol=1e-3))
 
 
 def _class_scores(first: npt.NDArray[Any]) -> bool:

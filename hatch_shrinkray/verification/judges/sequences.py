@@ -37,10 +37,20 @@ def blank_class(ref: Arrays) -> int | None:
     return best
 
 
+def batch_first(x: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """``[batch, time, classes]``; a time-major ``[time, 1, classes]`` (torch's CTC layout, as ddddocr
+    exports it) turned so. A batch of one-frame lines would read no more than a character each."""
+    a: npt.NDArray[Any] = np.asarray(x)
+    if a.ndim == 3 and a.shape[1] == 1 and a.shape[0] > 1:
+        turned: npt.NDArray[Any] = a.transpose(1, 0, 2)
+        return turned
+    return a
+
+
 def decode(x: npt.NDArray[Any], blank: int | None) -> list[tuple[int, ...]]:
     """Greedy CTC per batch row: argmax per frame, repeats collapsed, blanks dropped (``blank``
     None: not CTC, the argmax sequence as it is)."""
-    a = np.asarray(x)
+    a = batch_first(x)
     rows = a.reshape(-1, a.shape[-2], a.shape[-1]).argmax(axis=2)
     if blank is None:
         return [tuple(int(c) for c in row) for row in rows]

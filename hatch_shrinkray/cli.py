@@ -677,6 +677,14 @@ def _check_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
     project = (args.project or Path(".")).resolve()
     inside = [_inside(m, project) for m in args.models]
     raw, table = find_table(project, required=not args.models or args.project is not None)
+    installed = _installed_root(args.models) if table is not None and args.project is None and None in inside \
+        else None
+    if installed is not None:  # an installed package's files: the table applies, matched by in-wheel path
+        root, relpaths = installed
+        config = load_config(raw, project, "wheel", table, models_root=root,
+                             flags=_command_line(args, relpaths, "MODEL"))
+        plan_file = None if raw.get("plan") is False else (config.plan_file or project / PLAN_NAME)
+        return Configured(config, tuple(root for _ in config.models)), plan_file
     if table is None or None in inside:  # model files outside a configured project: the flags alone
         if args.project is not None:
             raise ShrinkrayError("MODEL files must lie inside --project", path=args.models[inside.index(None)])
@@ -696,6 +704,24 @@ def _check_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
         return Configured(config, tuple(project for _ in config.models)), args.plan
     plan_file = None if raw.get("plan") is False else (config.plan_file or project / PLAN_NAME)
     return Configured(config, tuple(project for _ in config.models)), plan_file
+
+
+def _installed_root(patterns: Sequence[str]) -> tuple[Path, list[str]] | None:
+    """For MODEL files of an installed package (all under one ``site-packages`` or ``dist-packages``):
+    that directory and their paths in it, which are their paths inside the wheel; else None."""
+    files, unmatched = _expand(patterns)
+    if unmatched or not files:
+        return None
+    roots = set()
+    relpaths = []
+    for f in files:
+        absolute = f.absolute()
+        base = next((p for p in absolute.parents if p.name in ("site-packages", "dist-packages")), None)
+        if base is None or not f.is_file():
+            return None
+        roots.add(base)
+        relpaths.append(absolute.relative_to(base).as_posix())
+    return (roots.pop(), relpaths) if len(roots) == 1 else None
 
 
 def _inside(pattern: str, project: Path) -> str | None:

@@ -249,3 +249,35 @@ def test_a_regression_under_fitted_codes_names_the_rounding_switch(tmp_path: Pat
     assert nearest.returncode == 1, nearest.stdout + nearest.stderr  # any rounding fails an exact test
     assert "REGRESSED tests/test_model.py::test_outputs_exactly" in nearest.stdout
     assert hint not in nearest.stdout
+
+
+def test_an_installed_packages_models_get_the_projects_table(project: Path) -> None:
+    """The wheel path: the table's globs are in-wheel paths, the models live in an installed package
+    (a ``site-packages`` outside the project). Named as files there, they get the table's options,
+    matched by their in-wheel path (its ``inputs``, its ``judges``, which the shadow honours too),
+    not the flags alone."""
+    site = project.parent / "env" / "lib" / "python3.11" / "site-packages"
+    (site / "pkg" / "models").mkdir(parents=True)
+    installed = site / "pkg" / "models" / "net.onnx"
+    installed.write_bytes((project / MODEL).read_bytes())
+    np.savez(project / "inputs.npz", x=np.random.default_rng(3).standard_normal((16, 4, 128)).astype(np.float32))
+    script = project / "use.py"
+    script.write_text(textwrap.dedent(f'''
+        import numpy as np
+        import onnxruntime as ort
+        s = ort.InferenceSession({str(installed)!r}, providers=["CPUExecutionProvider"])
+        for seed in range(3):
+            s.run(None, {{"x": np.random.default_rng(seed).standard_normal((5, 128)).astype(np.float32)}})
+    '''))
+    table = ('[project]\nname = "pkg"\nversion = "0.1.0"\n\n[tool.hatch-shrinkray]\nmodels = ["pkg/models/*.onnx"]\n'
+             'inputs = "inputs.npz"\nmax-rel-l2 = 1\nmin-cosine = 0\nmin-top1 = 0\n')
+    (project / "pyproject.toml").write_text(table)
+    judged = cli("check", "--shadow", "--max-flip-rate", "1", str(installed), "--", sys.executable, str(script),
+                 cwd=project)
+    assert judged.returncode == 0, judged.stdout + judged.stderr
+    assert "pkg/models/net.onnx" in judged.stdout and "on 16 recorded samples" in judged.stderr + judged.stdout
+    assert "15 (top-1)" in judged.stdout  # 3 calls of 5 rows, each row's label a decision
+    (project / "pyproject.toml").write_text(table + 'judges = { "y" = "off" }\n')
+    unjudged = cli("check", "--shadow", str(installed), "--", sys.executable, str(script), cwd=project)
+    assert unjudged.returncode == 0, unjudged.stdout + unjudged.stderr
+    assert "no answers judged over 3 calls" in unjudged.stdout and "(top-1)" not in unjudged.stdout

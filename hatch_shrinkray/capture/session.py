@@ -124,11 +124,13 @@ class _Twin:
     OPEN = 64
     """Streams whose last outputs the twin remembers at once (interleaved streams on one session)."""
 
-    def __init__(self, session: Any, stats: ModelStats, original_first: bool, threshold: float) -> None:
+    def __init__(self, session: Any, stats: ModelStats, original_first: bool, threshold: float,
+                 judges: tuple[tuple[str, str], ...] = ()) -> None:
         self.session = session
         self.stats = stats
         self.original_first = original_first
         self.threshold = threshold
+        self.judges = dict(judges)
         self.lock = threading.Lock()
         self.tracker = StreamTracker()
         self.own: dict[int, dict[str, Any]] = {}
@@ -158,7 +160,7 @@ class _Twin:
                 del self.own[next(iter(self.own))]
             ref, got = (out, other) if self.original_first else (other, out)
             self.stats.observe(names, list(ref), list(got), self.threshold, unit=f"{id(self)}:{step.stream}",
-                               continued=step.step > 0, states=frozenset(self.states))
+                               continued=step.step > 0, states=frozenset(self.states), judges=self.judges)
 
 
 def _watch(session: Any, target: swap.Target, check: swap.Instructions, other: Any,
@@ -182,7 +184,7 @@ def _watch(session: Any, target: swap.Target, check: swap.Instructions, other: A
         return
     with _lock:
         seen.shadowed += 1
-    setattr(session, _TWIN, _Twin(twin, seen.stats, check.load == "original", check.threshold))
+    setattr(session, _TWIN, _Twin(twin, seen.stats, check.load == "original", check.threshold, target.judges))
 
 
 def _record_session(session: Any, identity: Callable[[], tuple[str, str] | None]) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -20,6 +21,7 @@ import numpy as np
 from hatch_shrinkray.evidence import Evidence
 from hatch_shrinkray.options import VerifyOptions
 from hatch_shrinkray.verification.compare import compare, expect
+from hatch_shrinkray.verification.judges import Judge, judge_for
 from hatch_shrinkray.verification.judges.labels import Values
 
 LOOSE = VerifyOptions(max_rel_l2=math.inf, min_cosine=-1.0, min_top1=0.0)
@@ -42,13 +44,19 @@ class OutputStats:
     near_ties: int = 0
     flipped_calls: int = 0
 
-    def add(self, name: str, ref: Any, got: Any, threshold: float, *, state: bool = False) -> None:
+    def add(self, name: str, ref: Any, got: Any, threshold: float, *, state: bool = False,
+            judge_name: str = "auto") -> None:
         """One call's values; ``state``: the output is fed back as an input (a recurrent state), whose
-        error shows in the outputs it feeds: numbers only, no decisions."""
+        error shows in the outputs it feeds: numbers only, no decisions. ``judge_name``: the judge
+        the ``judges`` key names for this output (``auto``: detected)."""
         if state and self.kind:
             self.kind, self.positions, self.flips, self.near_ties, self.flipped_calls = "", 0, 0, 0, 0
-        judge = Values() if state else None
         r = np.asarray(ref)
+        judge: Judge | None = None
+        if state:
+            judge = Values()
+        elif judge_name != "auto":
+            judge = judge_for(judge_name, [r]) or Values()
         c = compare(name, expect([r], threshold, judge) if judge is not None else [r], [np.asarray(got)], LOOSE,
                     threshold)
         self.calls += 1
@@ -103,7 +111,8 @@ class ModelStats:
     """This process's units by key: changed so far (keys are process-local; counts are merged)."""
 
     def observe(self, names: list[str], ref: list[Any], got: list[Any], threshold: float, *,
-                unit: str | None = None, continued: bool = False, states: frozenset[str] = frozenset()) -> None:
+                unit: str | None = None, continued: bool = False, states: frozenset[str] = frozenset(),
+                judges: Mapping[str, str] | None = None) -> None:
         with self.lock:
             self.calls += 1
             flips = 0
@@ -111,7 +120,8 @@ class ModelStats:
                 if isinstance(r, np.ndarray) and isinstance(g, np.ndarray):
                     stats = self.outputs.setdefault(name, OutputStats())
                     before = stats.flips
-                    stats.add(name, r, g, threshold, state=name in states)
+                    stats.add(name, r, g, threshold, state=name in states,
+                              judge_name=(judges or {}).get(name, "auto"))
                     flips += stats.flips - before
             key = unit if unit is not None else f"call{self.calls}"
             if key not in self._open:

@@ -36,6 +36,8 @@ class Target:
     """Resolved path of the original model file."""
     shrunk: str
     """Path of the shrunk model to load or shadow."""
+    judges: tuple[tuple[str, str], ...] = ()
+    """``(output, judge)`` from the ``judges`` key: how the shadow compares those outputs."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,8 @@ class Instructions:
         if data.get("format") != FORMAT:
             raise ValueError(f"format is {data.get('format')!r}")
         return cls(str(data["load"]), bool(data["shadow"]), float(data["threshold"]), str(data["reports"]),
-                   tuple(Target(**t) for t in data["targets"]))
+                   tuple(Target(**{**t, "judges": tuple((str(o), str(j)) for o, j in t.get("judges", ()))})
+                         for t in data["targets"]))
 
     def find(self, path_or_bytes: Any, identity: Callable[[], str | None]) -> Target | None:
         """The target this session is created from, by resolved path first (no hashing), then by

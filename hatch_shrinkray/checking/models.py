@@ -39,7 +39,8 @@ class Prepared:
 
     def target(self) -> Target:
         assert self.shrunk is not None
-        return Target(self.sha256, self.relpath, os.path.realpath(self.source), str(self.shrunk))
+        judges = self.options.verify.judges if self.options.verify is not None else ()
+        return Target(self.sha256, self.relpath, os.path.realpath(self.source), str(self.shrunk), judges)
 
 
 @dataclass(frozen=True)

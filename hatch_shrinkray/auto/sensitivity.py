@@ -92,7 +92,8 @@ def keep_hint(ranked: Sequence[Sensitive], limit: int = 3, *, method: str = "int
     top = [s for s in ranked if s.load > 0 and s.load >= SHARE_OF_WORST * ranked[0].load][:limit]
     if not top:
         return ""
-    shown = ", ".join(f"{s.name} (rel-L2 {s.deviation.rel_l2:.1e}, agreement {100 * s.deviation.top1:.2f}%)"
+    shown = ", ".join(f"{s.name} (rel-L2 {s.deviation.rel_l2:.1e}"
+                      + (f", agreement {100 * s.deviation.top1:.2f}%)" if s.deviation.decides else ")")
                       for s in top)
     quoted = [json.dumps(s.name) for s in top]
     fp16 = ", ".join(f"{q} = {json.dumps('fp16')}" for q in quoted)

@@ -491,7 +491,7 @@ def cmd_wheel(args: argparse.Namespace) -> int:
     outputs = _wheel_destinations(args)
     display = _Stderr(args.verbose, args.quiet)
     manifest = read_manifest(project, display.display_warning)
-    rewrote = False
+    rewrote = in_tree = False
     for source, destination in progress.tracked(outputs, "wheel", detail=lambda pair: pair[0].name):
         try:
             done = rewrite_wheel(source, destination, configure, manifest, display)
@@ -508,7 +508,11 @@ def cmd_wheel(args: argparse.Namespace) -> int:
         count = f"{len(done.shipped)} model" + ("s" if len(done.shipped) != 1 else "")
         print(f"{destination}: {what} ({count}, {human(before)} -> {human(after)})")
         rewrote = rewrote or done.changed
-    if rewrote and not (table or "").startswith("tool.hatch."):  # the hook shrinks a Hatch project's sdist itself
+        in_tree = in_tree or any((project / m.relpath).is_file() or (project / "src" / m.relpath).is_file()
+                                 for m in done.shipped)
+    # The hook shrinks a Hatch project's sdist itself; a project whose tree does not hold the models (a
+    # wheel rewritten from a stub project) has no sdist that could carry them.
+    if rewrote and in_tree and not (table or "").startswith("tool.hatch."):
         print("note: only wheels are rewritten; this project's sdist still holds the original models (for a slim "
               "sdist, leave them out of it, or build with the Hatch hook, which shrinks them there too)")
     return 0

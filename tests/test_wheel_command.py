@@ -100,6 +100,12 @@ def test_wheel_is_rewritten_with_a_correct_record(wheel: Path, project: Path, en
     assert done.stdout.splitlines()[-1].startswith("note: only wheels are rewritten; this project's sdist still "
                                                    "holds the original models (for a slim sdist, "), done.stdout
     assert wheel.read_bytes() == original, "the input wheel changed"
+    stub = tmp_path / "stub"  # someone else's wheel, rewritten from a project that holds only the table
+    stub.mkdir()
+    (stub / "pyproject.toml").write_text('[project]\nname = "stub"\nversion = "0"\n\n' + TABLE)
+    again = cli("wheel", str(wheel), "-o", str(tmp_path / "out-stub"), cwd=stub, env=env)
+    assert again.returncode == 0, again.stderr
+    assert "rewrote (1 model," in again.stdout and "note: only wheels are rewritten" not in again.stdout
     assert record_problems(out) == []
     checked = check_wheel_contents(out)
     assert checked.returncode == 0, checked.stdout + checked.stderr

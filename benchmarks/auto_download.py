@@ -145,8 +145,8 @@ NOTES = """## What these say (2026-11-26, time and Magika's budget 2026-11-27)
   a file with int8's very bytes (Magika's and Silero's int8 with the recording, where the guard kept
   round-to-nearest) measured 0.67x-1.32x of int8, so only a ratio well outside that band would say
   something; none is. Peak memory is 0.96x-1.02x of int8's in onnxruntime 1.16.3, 1.18.0 and the newest,
-  and 0.94x-1.15x in onnxruntime-web, where Silero's int8 bytes measured 1.12x against themselves. PP-OCRv6 rec (the original too) does not load in onnxruntime 1.16.3. onnx-shrink-ray's default
-  takes 2.1x.
+  and 0.94x-1.15x in onnxruntime-web, where Silero's int8 bytes measured 1.12x against themselves.
+  PP-OCRv6 rec (the original too) does not load in onnxruntime 1.16.3. onnx-shrink-ray's default takes 2.1x.
 * **Time** (`SHRINK_TIME.md`, `python -m benchmarks.shrink_time --engines b15589e HEAD --runs 3`, engines
   interleaved, 2026-11-27): `auto` on the 21 MB PP-OCRv6 rec takes **56.3 s** wall / 90 s CPU (runs 56.1-61.9 s)
   against 65.8 s / 105 s for `b15589e`, the engine of the table above: 0.86x, byte-identical output; within

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -173,63 +174,63 @@ def test_search_is_monotone_chain_bisection() -> None:
     assert len(calls) <= 3
 
 
+class _Energies:
+    """A search's evaluations on a table whose deviation is its summed energy, recorded."""
+
+    def __init__(self, table: list[list[Option]], limit: float) -> None:
+        self.table, self.limit, self.calls = table, limit, []  # type: list[tuple[int, ...]]
+
+    def energy(self, choice: tuple[int, ...]) -> float:
+        return sum(self.table[i][c].energy for i, c in enumerate(choice))
+
+    def evaluate(self, choice: tuple[int, ...]) -> Any:
+        from hatch_shrinkray.auto.budget import Deviation
+
+        self.calls.append(choice)
+        return Deviation(self.energy(choice), 1.0, 1.0, self.energy(choice), 0.0)
+
+    def ok(self, d: Any) -> bool:
+        return bool(d.energy <= self.limit)
+
+
 @pytest.mark.parametrize(("screen_limit", "evaluations"), [(1.5, 1), (3.0, 4)])
 def test_search_with_a_screen_finds_the_same_point(screen_limit: float, evaluations: int) -> None:
     """The screen (a looser necessary check, as the budget on a few feeds is) narrows the bisection
     without evaluations; where it agrees with the real check one more evaluation settles it, where
     it is looser everywhere its second point fails too (one full run more than bisecting without
     it) and the bisection goes on above, to the answer without it."""
-    from hatch_shrinkray.auto.budget import Deviation
-
-    table = [[Option(10, 2.0), Option(20, 1.0), Option(40, 0.0)], [Option(10, 1.0), Option(20, 0.5), Option(40, 0.0)],
-             [Option(10, 0.8), Option(20, 0.2), Option(40, 0.0)]]
-    calls: list[tuple[int, ...]] = []
-
-    def energy(choice: tuple[int, ...]) -> float:
-        return sum(table[i][c].energy for i, c in enumerate(choice))
-
-    def evaluate(choice: tuple[int, ...]) -> Deviation:
-        calls.append(choice)
-        return Deviation(energy(choice), 1.0, 1.0, energy(choice), 0.0)
-
-    def ok(d: Deviation) -> bool:
-        return d.energy <= 1.5
-
-    plain = search(table, evaluate, ok)
-    calls.clear()
-    screened = search(table, evaluate, ok, lambda c: energy(c) <= screen_limit)
+    e = _Energies([[Option(10, 2.0), Option(20, 1.0), Option(40, 0.0)],
+                   [Option(10, 1.0), Option(20, 0.5), Option(40, 0.0)],
+                   [Option(10, 0.8), Option(20, 0.2), Option(40, 0.0)]], 1.5)
+    plain = search(e.table, e.evaluate, e.ok)
+    e.calls.clear()
+    screened = search(e.table, e.evaluate, e.ok, lambda c: e.energy(c) <= screen_limit)
     assert screened.choice == plain.choice == (2, 1, 1)
     assert plain.evaluations == 3  # three bisection steps; the lossless top is never run
-    assert len(calls) == screened.evaluations == evaluations  # agreeing screen: its own point only
-    assert (2, 2, 2) not in calls
+    assert len(e.calls) == screened.evaluations == evaluations  # agreeing screen: its own point only
+    assert (2, 2, 2) not in e.calls
 
 
 def test_a_screen_that_lets_one_failing_point_through_bisects_again_above_it() -> None:
     """A screen judges a few feeds: near its own bottom point it can pass what the full check fails
     (PP-OCRv6 rec: point 129 of 271), and agree above. The second screen-only bisection above that
-    point finds the answer with one more full run, where bisecting with full runs took five more."""
-    from hatch_shrinkray.auto.budget import Deviation
+    point finds the answer with one more full run, where bisecting with full runs took more."""
+    e = _Energies([[Option(10 + k, 1.0 - k / 40), Option(100, 0.0)] for k in range(40)], 5.0)
+    plain = search(e.table, e.evaluate, e.ok)
+    e.calls.clear()
+    agreeing = search(e.table, e.evaluate, e.ok, lambda c: e.energy(c) <= 5.0)
+    (answer,) = e.calls  # an agreeing screen: one full run, at the answer
+    visited: list[tuple[int, ...]] = []
 
-    table = [[Option(10 + k, 1.0 - k / 40), Option(100, 0.0)] for k in range(40)]  # a chain of 41 points
-    calls: list[tuple[int, ...]] = []
+    def lenient_below(c: tuple[int, ...]) -> bool:  # passes the first point it is asked about below the answer
+        visited.append(c)
+        return e.energy(c) <= 5.0 or len(visited) == 1
 
-    def energy(choice: tuple[int, ...]) -> float:
-        return sum(table[i][c].energy for i, c in enumerate(choice))
-
-    def evaluate(choice: tuple[int, ...]) -> Deviation:
-        calls.append(choice)
-        return Deviation(energy(choice), 1.0, 1.0, energy(choice), 0.0)
-
-    def ok(d: Deviation) -> bool:
-        return d.energy <= 5.0
-
-    plain = search(table, evaluate, ok)
-    first = search(table, evaluate, ok, lambda c: energy(c) <= 5.0)
-    lenient = next(c for c in sorted({tuple(x) for x in calls}, key=energy, reverse=True) if not ok(evaluate(c)))
-    calls.clear()
-    screened = search(table, evaluate, ok, lambda c: energy(c) <= 5.0 or c == lenient)
-    assert screened.choice == plain.choice == first.choice
-    assert screened.evaluations == len(calls) <= 2 < plain.evaluations
+    e.calls.clear()
+    screened = search(e.table, e.evaluate, e.ok, lenient_below)
+    assert not e.ok(e.evaluate(e.calls[0])) and e.calls[0] != answer  # the screen let a failing point through
+    assert screened.choice == agreeing.choice == plain.choice == answer
+    assert screened.evaluations == 2 < plain.evaluations
 
 
 def test_search_runs_the_lossless_top_only_where_nothing_below_passes() -> None:

@@ -281,3 +281,5 @@ def test_an_installed_packages_models_get_the_projects_table(project: Path) -> N
     unjudged = cli("check", "--shadow", str(installed), "--", sys.executable, str(script), cwd=project)
     assert unjudged.returncode == 0, unjudged.stdout + unjudged.stderr
     assert "no answers judged over 3 calls" in unjudged.stdout and "(top-1)" not in unjudged.stdout
+    assert "verdict: nothing gated: no output had decisions to compare" in unjudged.stdout  # never "ok"
+    assert "verdict: ok" in judged.stdout and "closed loop" not in judged.stdout  # no recurrent model here

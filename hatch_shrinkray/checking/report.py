@@ -124,10 +124,14 @@ def render_shadow(shadowed: Shadowed, max_flip_rate: float = 0.0) -> str:
     evidence = [f"{p.relpath}: {seen.stats.evidence().text()}" for p in shadowed.prepared
                 if p.shrunk is not None and (seen := run.models.get(p.sha256)) is not None and seen.stats is not None
                 and seen.stats.calls]
+    compared = [(p, seen.stats) for p in shadowed.prepared if p.shrunk is not None
+                and (seen := run.models.get(p.sha256)) is not None and seen.stats is not None and seen.stats.calls]
+    streams = any(stats.streams for _, stats in compared)
+    unjudged = [p.relpath for p, stats in compared if not stats.positions]
     lines = [render_table(rows), *notes, *evidence,
              f"the command exited {run.exit_code} with the original models' answers ({run.seconds:.1f} s); every "
-             "call of the models above also ran the shrunk model on the same feeds (a recurrent model's streams "
-             "in closed loop, on the shrunk model's own state)"]
+             "call of the models above also ran the shrunk model on the same feeds"
+             + (" (a recurrent model's streams in closed loop, on the shrunk model's own state)" if streams else "")]
     failures = shadow_failures(shadowed, max_flip_rate)
     if failures:
         gate = (f"--max-flip-rate {max_flip_rate:g}, the default: no decision may flip" if max_flip_rate == 0
@@ -136,8 +140,13 @@ def render_shadow(shadowed: Shadowed, max_flip_rate: float = 0.0) -> str:
                      + "; allow a share with --max-flip-rate RATE, or let `check --search` find a plan that passes")
     elif run.exit_code:
         lines.append(f"verdict: the command itself failed (exit {run.exit_code}) with the original models")
+    elif compared and len(unjudged) == len(compared):
+        lines.append("verdict: nothing gated: no output had decisions to compare (numbers only, in the table); "
+                     "name how your package reads an output with `judges`, or let its tests judge: "
+                     "hatch-shrinkray check -- COMMAND")
     else:
-        lines.append(f"verdict: ok (at most --max-flip-rate {max_flip_rate:g} of the decisions flipped)")
+        lines.append(f"verdict: ok (at most --max-flip-rate {max_flip_rate:g} of the decisions flipped)"
+                     + (f"; not gated, no decisions to compare: {', '.join(unjudged)}" if unjudged else ""))
     return "\n".join(lines)
 
 

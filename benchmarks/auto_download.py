@@ -147,10 +147,12 @@ NOTES = """## What these say (2026-11-26, time and Magika's budget 2026-11-27)
   something; none is. Peak memory is 0.96x-1.02x of int8's in onnxruntime 1.16.3, 1.18.0 and the newest,
   and 0.94x-1.15x in onnxruntime-web, where Silero's int8 bytes measured 1.12x against themselves.
   PP-OCRv6 rec (the original too) does not load in onnxruntime 1.16.3. onnx-shrink-ray's default takes 2.1x.
-* **Time** (`SHRINK_TIME.md`, `python -m benchmarks.shrink_time --engines b15589e HEAD --runs 3`, engines
-  interleaved, 2026-11-27): `auto` on the 21 MB PP-OCRv6 rec takes **56.3 s** wall / 90 s CPU (runs 56.1-61.9 s)
-  against 65.8 s / 105 s for `b15589e`, the engine of the table above: 0.86x, byte-identical output; within
-  issue 20's 60 s bar on this VM today. What changed, none of it in what ships: the search no longer runs the
+* **Time** (`SHRINK_TIME.md`, `python -m benchmarks.shrink_time --engines 4bc6bdd HEAD --runs 3`, engines
+  interleaved, 2026-11-27 04:05): `auto` on the 21 MB PP-OCRv6 rec takes **51.5 s** wall / 81 s CPU (runs
+  46.6-53.6 s) against 56.2 s / 90 s for `4bc6bdd`: 0.92x, byte-identical output. What changed: where the
+  screen's first point fails the full check, the screen bisects once more above it (2 full runs of the search
+  instead of 6). Earlier the same day (`--engines b15589e HEAD`): 56.3 s against 65.8 s for `b15589e`, the
+  engine of the table above, 0.86x, byte-identical. What changed then, none of it in what ships: the search no longer runs the
   chain's all-lossless top (deviation 0) unless the bisection ends there; the original runs once on the
   held-out half, its outputs judged once, for both the guard and the verification; the original's sizes are
   compressed while the model is encoded; the search's screen reuses the subset outputs the sensitivity runs

@@ -153,8 +153,8 @@ NOTES = """## What these say (2026-11-26, time and Magika's budget 2026-11-27)
   screen's first point fails the full check, the screen bisects once more above it (2 full runs of the search
   instead of 6). Earlier the same day (`--engines b15589e HEAD`): 56.3 s against 65.8 s for `b15589e`, the
   engine of the table above, 0.86x, byte-identical. What changed then, none of it in what ships: the search
-  no longer runs the chain's all-lossless top (deviation 0) unless the bisection ends there; the original runs once on the
-  held-out half, its outputs judged once, for both the guard and the verification; the original's sizes are
+  no longer runs the chain's all-lossless top (deviation 0) unless the bisection ends there; the original runs
+  once on the held-out half, its outputs judged once, for both the guard and the verification; the original's sizes are
   compressed while the model is encoded; the search's screen reuses the subset outputs the sensitivity runs
   prepared. The day before, the same `b15589e`-era `auto` measured 66.7 s against 59.8 s for the engine before
   the head split (`0cf6781`, 49.0 s on the faster VM of 2026-11-25): this VM's speed varies by 20%.

@@ -479,6 +479,7 @@ class _Stderr:
 def cmd_wheel(args: argparse.Namespace) -> int:
     from hatch_shrinkray.result import human
     from hatch_shrinkray.shipping.config import load_config
+    from hatch_shrinkray.shipping.layout import project_layout
     from hatch_shrinkray.shipping.manifest import read_manifest
     from hatch_shrinkray.shipping.project import find_table
     from hatch_shrinkray.wheels.rewrite import rewrite_wheel
@@ -492,6 +493,7 @@ def cmd_wheel(args: argparse.Namespace) -> int:
     display = _Stderr(args.verbose, args.quiet)
     manifest = read_manifest(project, display.display_warning)
     rewrote = in_tree = False
+    layout = project_layout(project)  # how the wheel's paths are spelled in the project's tree
     for source, destination in progress.tracked(outputs, "wheel", detail=lambda pair: pair[0].name):
         try:
             done = rewrite_wheel(source, destination, configure, manifest, display)
@@ -508,8 +510,8 @@ def cmd_wheel(args: argparse.Namespace) -> int:
         count = f"{len(done.shipped)} model" + ("s" if len(done.shipped) != 1 else "")
         print(f"{destination}: {what} ({count}, {human(before)} -> {human(after)})")
         rewrote = rewrote or done.changed
-        in_tree = in_tree or any((project / m.relpath).is_file() or (project / "src" / m.relpath).is_file()
-                                 for m in done.shipped)
+        in_tree = in_tree or any((project / spelled).is_file() for m in done.shipped
+                                 for spelled in layout.spellings(m.relpath, in_wheel=False))
     # The hook shrinks a Hatch project's sdist itself; a project whose tree does not hold the models (a
     # wheel rewritten from a stub project) has no sdist that could carry them.
     if rewrote and in_tree and not (table or "").startswith("tool.hatch."):
@@ -683,13 +685,7 @@ def _check_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
     raw, table = find_table(project, required=not args.models or args.project is not None)
     installed = _installed_root(args.models) if table is not None and args.project is None and None in inside \
         else None
-    if installed is not None:  # an installed package's files: the table applies, matched by in-wheel path
-        root, relpaths = installed
-        config = load_config(raw, project, "wheel", table, models_root=root,
-                             flags=_command_line(args, relpaths, "MODEL"))
-        plan_file = None if raw.get("plan") is False else (config.plan_file or project / PLAN_NAME)
-        return Configured(config, tuple(root for _ in config.models)), plan_file
-    if table is None or None in inside:  # model files outside a configured project: the flags alone
+    if installed is None and (table is None or None in inside):  # files outside a configured project: the flags
         if args.project is not None:
             raise ShrinkrayError("MODEL files must lie inside --project", path=args.models[inside.index(None)])
         files, unmatched = _expand(args.models)
@@ -702,12 +698,15 @@ def _check_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
                             models=tuple(ModelEntry(f.name, options, FLAG_NAMES) for f in files), plan_file=plan_file,
                             plans=plans)
         return Configured(config, tuple(f.resolve().parent for f in files)), plan_file
-    config = load_config(raw, project, "wheel", table, flags=_command_line(args, [m for m in inside if m], "MODEL"))
+    # The project's table: for its own files, or for an installed package's, matched by their in-wheel paths.
+    root, relpaths = installed if installed is not None else (None, [m for m in inside if m])
+    config = load_config(raw, project, "wheel", table, models_root=root, flags=_command_line(args, relpaths, "MODEL"))
+    roots = tuple((root or project) for _ in config.models)
     if args.plan is not None:
         config = replace(config, plan_file=args.plan, plans=read_plan(args.plan) if args.plan.is_file() else {})
-        return Configured(config, tuple(project for _ in config.models)), args.plan
+        return Configured(config, roots), args.plan
     plan_file = None if raw.get("plan") is False else (config.plan_file or project / PLAN_NAME)
-    return Configured(config, tuple(project for _ in config.models)), plan_file
+    return Configured(config, roots), plan_file
 
 
 def _installed_root(patterns: Sequence[str]) -> tuple[Path, list[str]] | None:

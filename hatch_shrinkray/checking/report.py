@@ -121,11 +121,9 @@ def render_shadow(shadowed: Shadowed, max_flip_rate: float = 0.0) -> str:
             notes.append(f"{p.relpath}: the shrunk model failed on {seen.stats.errors} call(s): "
                          f"{seen.stats.first_error}")
         notes += [f"{p.relpath}: no shadow session: {e}" for e in seen.shadow_errors]
-    evidence = [f"{p.relpath}: {seen.stats.evidence().text()}" for p in shadowed.prepared
-                if p.shrunk is not None and (seen := run.models.get(p.sha256)) is not None and seen.stats is not None
-                and seen.stats.calls]
     compared = [(p, seen.stats) for p in shadowed.prepared if p.shrunk is not None
                 and (seen := run.models.get(p.sha256)) is not None and seen.stats is not None and seen.stats.calls]
+    evidence = [f"{p.relpath}: {stats.evidence().text()}" for p, stats in compared]
     streams = any(stats.streams for _, stats in compared)
     unjudged = [p.relpath for p, stats in compared if not stats.positions]
     lines = [render_table(rows), *notes, *evidence,

@@ -20,11 +20,23 @@ ALGORITHMS = ("sha256", "sha1", "md5")
 SUFFIXES = frozenset({".py", ".yaml", ".yml", ".json", ".toml", ".cfg", ".ini", ".txt"})
 """Where a pin is written: code and configuration, not data."""
 MAX_BYTES = 4 << 20
+MAX_FILES = 5000
+"""A project's package directory is searched up to this many files (a vendored tree is not)."""
+CHUNK = 1 << 20
+
+Member = tuple[str, int, Callable[[], bytes]]
+"""A file of the package: its path, its size and how to read it."""
 
 
-def digests(data: bytes) -> dict[str, str]:
-    """Hex digests of ``data``, per algorithm in ``ALGORITHMS``."""
-    return {a: hashlib.new(a, data, usedforsecurity=False).hexdigest() for a in ALGORITHMS}
+def digests(path: Path) -> dict[str, str]:
+    """Hex digests of the file at ``path``, per algorithm in ``ALGORITHMS``, read a chunk at a time (a
+    model can be gigabytes)."""
+    hashes = [hashlib.new(a, usedforsecurity=False) for a in ALGORITHMS]
+    with path.open("rb") as f:
+        while chunk := f.read(CHUNK):
+            for h in hashes:
+                h.update(chunk)
+    return {a: h.hexdigest() for a, h in zip(ALGORITHMS, hashes, strict=True)}
 
 
 @dataclass(frozen=True)
@@ -42,10 +54,9 @@ class Pin:
                 f"shrunk model's {self.algorithm} {self.shrunk}, or leave {self.model} out of `models`")
 
 
-def find_pins(members: Iterable[tuple[str, int, Callable[[], bytes]]],
-              models: Mapping[str, tuple[bytes, bytes]]) -> list[Pin]:
-    """The pins of ``models`` (path -> (original bytes, shrunk bytes)) in ``members`` ((path, size,
-    read) of the package's other files; text files up to ``MAX_BYTES`` are read)."""
+def find_pins(members: Iterable[Member], models: Mapping[str, tuple[Path, Path]]) -> list[Pin]:
+    """The pins of ``models`` (path -> (original file, shrunk file)) in ``members`` (the package's
+    other files; text files up to ``MAX_BYTES`` are read)."""
     wanted = {path: (digests(original), digests(shrunk)) for path, (original, shrunk) in models.items()}
     found = []
     for name, size, read in members:
@@ -59,18 +70,13 @@ def find_pins(members: Iterable[tuple[str, int, Callable[[], bytes]]],
     return found
 
 
-Member = tuple[str, int, Callable[[], bytes]]
-MAX_FILES = 5000
-"""A project's package directory is searched up to this many files (a vendored tree is not)."""
-
-
-def shrunk_models(shipped: Sequence[Shipped], originals: Path) -> dict[str, tuple[bytes, bytes]]:
-    """Path -> (original bytes under ``originals``, shipped bytes) of every model shipped changed."""
+def shrunk_models(shipped: Sequence[Shipped], originals: Path) -> dict[str, tuple[Path, Path]]:
+    """Path -> (original file under ``originals``, shipped file) of every model shipped changed."""
     out = {}
     for m in shipped:
         new = dict(m.files).get(m.relpath)
         if m.new_bytes and new is not None:
-            out[m.relpath] = ((originals / m.relpath).read_bytes(), new.read_bytes())
+            out[m.relpath] = (originals / m.relpath, new)
     return out
 
 

@@ -217,7 +217,7 @@ def runtime_loads(keys: list[str], reps: int) -> dict[str, Any]:
     the latest ``run``: one fresh process per (model, variant, runtime, repetition), repetitions
     interleaved round-robin; medians (``load_cost``'s probes: onnxruntime 1.16.3 and 1.18.0 in venvs of
     their own, this venv's newest, onnxruntime-web under Node)."""
-    from benchmarks.load_cost import _probe
+    from benchmarks.load_cost import _probe, medians
 
     files: dict[tuple[str, str], Path] = {}
     for key in keys:
@@ -237,15 +237,10 @@ def runtime_loads(keys: list[str], reps: int) -> dict[str, Any]:
         log(f"runtimes: repetition {rep + 1}/{reps} done")
     out: dict[str, Any] = {f"{k}|reps": reps for k in keys}
     for name, rows in got.items():
-        ok = [g for g in rows if "error" not in g]
-        if not ok:
-            out[name] = {"error": rows[0]["error"]}
-            continue
-        cpu = "cpu" if "cpu" in ok[0] else "load_cpu"
-        out[name] = {"cpu": statistics.median(g[cpu] for g in ok),
-                     "peak_mib": statistics.median(g["peak_kb"] for g in ok) / 1024,
-                     "version": ok[0].get("ort") or ok[0].get("version"),
-                     "cpu_runs": [g[cpu] for g in ok]}
+        cell = medians(rows)
+        if "error" not in cell:
+            cell["cpu_runs"] = [g.get("cpu", g.get("load_cpu")) for g in rows if "error" not in g]
+        out[name] = cell
     return out
 
 

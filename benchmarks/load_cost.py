@@ -128,6 +128,20 @@ def _probe(runtime: str, model: Path, key: str) -> dict[str, Any]:
     return out
 
 
+def medians(probes: list[dict[str, Any]]) -> dict[str, Any]:
+    """One cell's repeated ``_probe`` results: medians of CPU and wall seconds and peak MiB, the
+    runtime's version (the first error when none succeeded)."""
+    ok = [g for g in probes if "error" not in g]
+    if not ok:
+        return {"error": probes[0]["error"]}
+    cpu = "cpu" if "cpu" in ok[0] else "load_cpu"
+    wall = "wall" if "wall" in ok[0] else "load_wall"
+    return {"cpu": statistics.median(g[cpu] for g in ok),
+            "wall": statistics.median(g[wall] + g.get("first_wall", 0.0) for g in ok),
+            "peak_mib": statistics.median(g["peak_kb"] for g in ok) / 1024,
+            "version": ok[0].get("ort") or ok[0].get("version")}
+
+
 def measure(models: list[str], methods: list[str], rts: list[str], reps: int) -> dict[str, Any]:
     rows: dict[str, list[dict[str, Any]]] = {}
     files = {(k, m): (corpus.model_path(k) if m == "original" else OUT / f"{k}.{m}.onnx")
@@ -140,18 +154,7 @@ def measure(models: list[str], methods: list[str], rts: list[str], reps: int) ->
                 got = _probe(rt, path, key)
                 rows.setdefault(f"{rt}|{key}|{method}", []).append(got)
         print(f"repetition {rep + 1}/{reps} done", flush=True)
-    out: dict[str, Any] = {}
-    for name, got in rows.items():
-        ok = [g for g in got if "error" not in g]
-        if not ok:
-            out[name] = {"error": got[0]["error"]}
-            continue
-        cpu = "cpu" if "cpu" in ok[0] else "load_cpu"
-        wall = "wall" if "wall" in ok[0] else "load_wall"
-        out[name] = {"cpu": statistics.median(g[cpu] for g in ok),
-                     "wall": statistics.median(g[wall] + g.get("first_wall", 0.0) for g in ok),
-                     "peak_mib": statistics.median(g["peak_kb"] for g in ok) / 1024,
-                     "version": ok[0].get("ort") or ok[0].get("version")}
+    out: dict[str, Any] = {name: medians(got) for name, got in rows.items()}
     for name, row in out.items():  # each ratio against the original (and int8) of the same run
         rt, key, method = name.split("|")
         for ref in ("original", "int8"):

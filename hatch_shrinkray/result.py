@@ -59,6 +59,9 @@ class OutputComparison:
     changed: tuple[bool, ...] = field(default=(), repr=False)
     """Per sample (or stream) judged: did an answer change? For counting units; not reported."""
     detail: str = ""
+    waived: tuple[str, ...] = ()
+    """Numeric tolerances over their limit that did not count: the judge compared every answer of the
+    output and each one held (``verification.compare.tolerance_applies``)."""
 
     @property
     def ok(self) -> bool:
@@ -105,11 +108,11 @@ class VerifyResult:
 
     @property
     def worst_cosine(self) -> float:
-        return min((o.cosine for o in self.outputs), default=1.0)
+        return min((o.cosine for o in self.outputs if o.judge != "off"), default=1.0)
 
     @property
     def worst_rel_l2(self) -> float:
-        return max((o.rel_l2 for o in self.outputs), default=0.0)
+        return max((o.rel_l2 for o in self.outputs if o.judge != "off"), default=0.0)
 
     @property
     def weak(self) -> bool:
@@ -148,6 +151,8 @@ class VerifyResult:
             status = "ok" if o.ok else "FAIL: " + "; ".join(o.failures)
             if o.unchecked and o.ok:
                 status = f"not checked: the original is {o.unchecked}"
+            elif o.waived and o.ok:
+                status = f"ok: every answer held ({'; '.join(o.waived)}: not counted)"
             if o.judge == "off":
                 rows.append([o.name, "-", "-", "-", "-", "judge off", "not judged"])
                 continue

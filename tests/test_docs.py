@@ -253,6 +253,10 @@ def _build(root: Path, cache: Path) -> str:
     return proc.stdout + proc.stderr
 
 
+VALUES = 'judges = { probabilities = "values" }\n'
+"""The example's output judged as plain values, so that a tolerance gates it (its labels all hold)."""
+
+
 def _scenario(name: str, tmp: Path) -> tuple[str, dict[str, str]]:
     """What the scenario prints, and the paths to show as the docs do."""
     root = tmp / "mypkg"
@@ -267,13 +271,13 @@ def _scenario(name: str, tmp: Path) -> tuple[str, dict[str, str]]:
         (root / ".shrinkray-manifest.json").write_text("{}")
         out = _build(root, cache)
     elif name == "verification":
-        out = _build(_project(root, f"models = [{models}]\nmax-rel-l2 = 0.001\n"), cache)
+        out = _build(_project(root, f"models = [{models}]\nmax-rel-l2 = 0.001\n{VALUES}"), cache)
     elif name == "unrecorded-original":  # the recording holds another model only; noise fails a strict limit
         import numpy as np
 
         from hatch_shrinkray.verification.recordings import Recording, write_recording
 
-        _project(root, f'models = [{models}]\ninputs = "tests/shrinkray-inputs"\nmax-rel-l2 = 0.001\n')
+        _project(root, f'models = [{models}]\ninputs = "tests/shrinkray-inputs"\nmax-rel-l2 = 0.001\n{VALUES}')
         (root / "tests/shrinkray-inputs").mkdir(parents=True)
         write_recording(root / "tests/shrinkray-inputs", Recording(
             "0" * 64, "other.onnx", ("x",), ({"x": np.zeros((1, 4), np.float32)},), 1, (0,), ("call:0",)))

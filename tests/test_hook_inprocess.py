@@ -214,7 +214,7 @@ def test_cache_false_does_no_caching(tmp_path: Path) -> None:
 
 def test_verification_failure_fails_cleanly(tmp_path: Path, isolated: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
-    root = write_project(tmp_path / "toymodel", "max-rel-l2 = 0.0\nmin-cosine = 1.0\n")
+    root = write_project(tmp_path / "toymodel", 'max-rel-l2 = 0.0\nmin-cosine = 1.0\njudges = { y = "values" }\n')
     before = tree_digest(root)
     out = tmp_path / "dist"
     for target in ("wheel", "sdist"):

@@ -4,17 +4,24 @@ The end-to-end behaviour (the build line, the guard on real models) is in tests/
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import onnx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from onnx import helper
 
+from hatch_shrinkray import VerifyOptions, verify
 from hatch_shrinkray.evidence import MIN_UNITS, Evidence, upper_bound
 from hatch_shrinkray.samples import Sequencing, completed, grouped, run_in_order
 from hatch_shrinkray.verification.judges import detect, judge_for
 from hatch_shrinkray.verification.judges.decisions import Segments
 from hatch_shrinkray.verification.judges.maps import Maps, label
 from hatch_shrinkray.verification.judges.sequences import Sequences, decode
+
+from onnx_builders import init, model, vi
 
 
 def test_upper_bound_is_clopper_pearson() -> None:
@@ -203,3 +210,40 @@ def test_a_map_rounded_a_hair_past_one_is_still_a_map() -> None:
     assert isinstance(detect([page, page * 0.5]), Maps)
     page[0, 0, 3, 5] = 1.01  # a real excursion is no probability
     assert not isinstance(detect([page]), Maps)
+
+
+def _noise_map(scale: float) -> onnx.ModelProto:
+    """x[1, 1, 32, 32] -> Conv(3x3) -> Sigmoid -> * 1e-6: a detector's map on noise, every value far
+    below any region's threshold."""
+    w = np.random.default_rng(1).standard_normal((1, 1, 3, 3)).astype(np.float32) * scale
+    return model([helper.make_node("Conv", ["x", "W"], ["c"], pads=[1, 1, 1, 1]),
+                  helper.make_node("Sigmoid", ["c"], ["s"]), helper.make_node("Mul", ["s", "k"], ["map"])],
+                 [vi("x", [1, 1, 32, 32])], [vi("map", [1, 1, 32, 32])],
+                 [init("W", w), init("k", np.array(1e-6, np.float32))])
+
+
+def test_a_tolerance_cannot_veto_a_model_whose_answers_all_held() -> None:
+    """A map of noise (values of 1e-6) with another weight is far off in relative L2, yet no region
+    appears or vanishes on either side: its answers hold, so the build verifies; the figures stay
+    in the record. The same output judged as plain values is gated by the tolerance as before."""
+    original, other = _noise_map(1.0), _noise_map(-3.0)
+    held = verify(original, other)
+    (out,) = held.outputs
+    assert held.passed and out.judge == "map" and out.answers == 8 and not out.changed_answers
+    assert out.rel_l2 > 0.1 and out.waived and out.waived[0].startswith("rel L2")
+    assert "every answer held" in held.table()
+    assert held.to_dict()["outputs"][0]["rel_l2"] == out.rel_l2
+    gated = verify(original, other, VerifyOptions(judges=(("map", "values"),)))
+    assert not gated.passed and gated.outputs[0].failures[0].startswith("rel L2") and not gated.outputs[0].waived
+    off = verify(original, other, VerifyOptions(judges=(("map", "off"),))).outputs[0]
+    assert off.judge == "off" and math.isnan(off.rel_l2)  # not compared: no figure
+
+
+def test_a_map_below_every_threshold_on_both_sides_is_the_same() -> None:
+    """No region on either side is the same page, without dividing by the near-zero values."""
+    rng = np.random.default_rng(0)
+    ref = (rng.random((2, 1, 64, 64)) * 1e-7).astype(np.float32)
+    got = (rng.random((2, 1, 64, 64)) * 1e-9).astype(np.float32)
+    with np.errstate(all="raise"):
+        answers = Maps().answers(list(ref[:, None]), list(got[:, None]), 0.5)
+    assert answers.changed == (False, False) and answers.items == 2 and "0 of 0 matched" in answers.detail

@@ -83,7 +83,7 @@ def test_int4_does_not_mutate_the_callers_model() -> None:
 def test_verification_failure_writes_nothing(tmp_path: Path) -> None:
     src = save(mlp(512, 512), tmp_path / "m.onnx")
     out = tmp_path / "o.onnx"
-    strict = VerifyOptions(max_rel_l2=1e-9)
+    strict = VerifyOptions(max_rel_l2=1e-9, judges=(("y", "values"),))  # labels held: only values are gated
     with pytest.raises(VerificationError) as err:
         shrink(src, out, ShrinkOptions(verify=strict))
     assert "rel L2" in err.value.table and "FAIL" in err.value.table
@@ -138,4 +138,5 @@ def test_verify_accepts_model_protos_and_paths(tmp_path: Path) -> None:
     shrink(m, out)
     assert verify(m, out).passed
     assert verify(save(m, tmp_path / "m.onnx"), onnx.load(str(out))).passed
-    assert not verify(m, out, VerifyOptions(max_rel_l2=1e-9)).passed
+    assert not verify(m, out, VerifyOptions(max_rel_l2=1e-9, judges=(("y", "values"),))).passed
+    assert verify(m, out, VerifyOptions(max_rel_l2=1e-9)).passed  # its labels all held: no veto

@@ -24,6 +24,7 @@ import numpy.typing as npt
 
 from hatch_shrinkray.options import VerifyOptions
 from hatch_shrinkray.samples import Sequencing
+from hatch_shrinkray.verification.compare import tolerance_applies
 from hatch_shrinkray.verification.judging import LOOSE, Judged, expectations, judge_outputs
 
 Outputs = Sequence[Sequence[npt.NDArray[Any]]]
@@ -41,9 +42,10 @@ class Score:
     """Sum over outputs of squared relative L2."""
     describes: str = "answers"
     rel_l2: float = 0.0
-    """The worst output's relative L2 (verification's limit applies to each output)."""
+    """The worst relative L2 of an output verification's limit applies to (each output whose answers
+    are not all kept by its judge)."""
     cosine: float = 1.0
-    """The worst output's cosine."""
+    """The worst cosine of such an output."""
     judged: bool = True
     """Some output had answers or decisions to count (else only the error compares)."""
 
@@ -137,9 +139,10 @@ class Scorer:
         counted = [c for c in comparisons if c.judge != "off"]
         describes = {c.describes for c in counted if c.answers}
         finite = [c for c in counted if c.rel_l2 == c.rel_l2]
+        gated = [c for c in finite if tolerance_applies(c)]  # as verification will gate them
         return Score(sum(c.changed_answers for c in counted), sum(c.flips for c in counted),
                      sum(c.rel_l2 ** 2 for c in finite), describes.pop() if len(describes) == 1 else "answers",
-                     max((c.rel_l2 for c in finite), default=0.0), min((c.cosine for c in finite), default=1.0),
+                     max((c.rel_l2 for c in gated), default=0.0), min((c.cosine for c in gated), default=1.0),
                      any(c.answers or c.positions for c in counted))
 
 

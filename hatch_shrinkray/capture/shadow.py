@@ -117,6 +117,8 @@ class ModelStats:
             self.calls += 1
             flips = 0
             for name, r, g in zip(names, ref, got, strict=True):
+                if (judges or {}).get(name) == "off":
+                    continue  # switched off: not compared, so no figure either
                 if isinstance(r, np.ndarray) and isinstance(g, np.ndarray):
                     stats = self.outputs.setdefault(name, OutputStats())
                     before = stats.flips

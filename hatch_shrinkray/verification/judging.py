@@ -58,7 +58,8 @@ def judge_outputs(judged: Sequence[Judged], got: Outputs, seq: Sequencing, optio
     out = []
     for j in judged:
         if j.expected is None:
-            out.append(OutputComparison(j.name, 0.0, 0.0, 1.0, None, 0, judge="off"))
+            nan = float("nan")  # not compared: no figure to report
+            out.append(OutputComparison(j.name, nan, nan, nan, None, 0, judge="off"))
             continue
         c = compare(j.name, j.expected, grouped(got, seq, j.index), options)
         out.append(dataclasses.replace(c, unchecked=(unchecked or {}).get(j.name, "")))

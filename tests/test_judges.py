@@ -16,7 +16,9 @@ from onnx import helper
 from hatch_shrinkray import VerifyOptions, verify
 from hatch_shrinkray.evidence import MIN_UNITS, Evidence, upper_bound
 from hatch_shrinkray.samples import Sequencing, completed, grouped, run_in_order
+from hatch_shrinkray.verification.compare import compare, expect
 from hatch_shrinkray.verification.judges import detect, judge_for
+from hatch_shrinkray.verification.judges.boxes import Boxes
 from hatch_shrinkray.verification.judges.decisions import Segments
 from hatch_shrinkray.verification.judges.maps import Maps, label
 from hatch_shrinkray.verification.judges.sequences import Sequences, decode
@@ -247,3 +249,69 @@ def test_a_map_below_every_threshold_on_both_sides_is_the_same() -> None:
     with np.errstate(all="raise"):
         answers = Maps().answers(list(ref[:, None]), list(got[:, None]), 0.5)
     assert answers.changed == (False, False) and answers.items == 2 and "0 of 0 matched" in answers.detail
+
+
+def _candidates(found: list[tuple[float, float, float, float, int, float]], classes: int = 3,
+                n: int = 128) -> np.ndarray:  # type: ignore[type-arg]
+    """A YOLOv8 head ``[1, 4 + C, N]``: background candidates scoring 0.01, and per box (centre x,
+    centre y, width, height, class, score) the box itself and a weaker duplicate that NMS removes."""
+    rng = np.random.default_rng(0)
+    p = np.empty((n, 4 + classes), np.float32)
+    p[:, :2] = rng.uniform(0, 320, (n, 2))
+    p[:, 2:4] = rng.uniform(4, 40, (n, 2))
+    p[:, 4:] = 0.01
+    for k, (cx, cy, w, h, c, s) in enumerate(found):
+        p[2 * k] = [cx, cy, w, h, *([0.01] * classes)]
+        p[2 * k, 4 + c] = s
+        p[2 * k + 1] = [cx + 2, cy, w, h, *([0.01] * classes)]
+        p[2 * k + 1, 4 + c] = s * 0.8
+    return p.T[None].copy()
+
+
+FACES = [(100.0, 80.0, 40.0, 50.0, 0, 0.9), (220.0, 150.0, 30.0, 30.0, 2, 0.6)]
+
+
+def test_a_box_list_is_one_answer_per_image() -> None:
+    """Every candidate's coordinates count for nothing: an image's answer is its boxes after the
+    score threshold and NMS. One pixel off is the same answer, a box lost or relabelled is not."""
+    ref = _candidates(FACES)
+    judge = detect([ref])
+    assert isinstance(judge, Boxes) and judge.layout.channels_first and not judge.layout.final
+    shifted = _candidates([(x + 1, y - 1, w, h, c, s) for x, y, w, h, c, s in FACES])
+    lost = _candidates([*FACES[:1], (220.0, 150.0, 30.0, 30.0, 2, 0.2)])  # below the score threshold
+    relabelled = _candidates([*FACES[:1], (220.0, 150.0, 30.0, 30.0, 1, 0.6)])
+    same = judge.answers([ref], [shifted], 0.5)
+    assert same.changed == (False,) and same.items == 1 and "2 of 2 boxes drawn the same" in same.detail
+    assert judge.answers([ref, ref], [lost, ref], 0.5).changed == (True, False)
+    assert judge.answers([ref], [relabelled], 0.5).changed_items == 1
+    rows = ref.transpose(0, 2, 1).copy()  # [1, N, 4 + C]: the same candidates, the other way round
+    turned = detect([rows])
+    assert isinstance(turned, Boxes) and not turned.layout.channels_first
+    assert turned.answers([rows], [shifted.transpose(0, 2, 1)], 0.5).changed == (False,)
+    assert turned.answers([rows], [lost.transpose(0, 2, 1)], 0.5).changed == (True,)
+
+
+def test_boxes_after_nms_are_judged_whatever_their_count() -> None:
+    """``[N, 6]`` rows (x1, y1, x2, y2, score, class) from a graph with NMS: a shrunk model that finds
+    one box fewer has another shape, and is judged by its answers, not refused as a shape change."""
+    ref = np.array([[80, 55, 120, 105, 0.9, 0], [205, 135, 235, 165, 0.6, 2]], np.float32)
+    judge = detect([ref])
+    assert isinstance(judge, Boxes) and judge.layout.final
+    options = VerifyOptions()
+    nudged = compare("dets", expect([ref], judge=judge), [ref + np.array([1, 0, 1, 0, 0.01, 0], np.float32)],
+                     options)
+    assert nudged.ok and nudged.answers == 1 and not nudged.changed_answers
+    fewer = compare("dets", expect([ref], judge=judge), [ref[:1]], options)
+    assert not fewer.ok and fewer.judge == "boxes" and fewer.changed_answers == 1
+    scores_first = ref[:, [0, 1, 2, 3, 5, 4]]  # (…, class, score): told apart by which column is integral
+    assert isinstance(j := detect([scores_first]), Boxes) and j.layout.label == 4
+
+
+def test_what_is_not_a_box_list_is_not_judged_as_one() -> None:
+    rng = np.random.default_rng(0)
+    assert detect([rng.standard_normal((1, 22, 2100)).astype(np.float32)]).name == "values"
+    small = _candidates(FACES, n=20)  # 20 candidates: too few to tell from any other tensor
+    assert detect([small]).name == "values"
+    forced = judge_for("boxes", [small])
+    assert isinstance(forced, Boxes) and forced.answers([small], [small], 0.5).items == 1
+    assert judge_for("boxes", [rng.random((1, 10)).astype(np.float32)]).name == "values"  # type: ignore[union-attr]

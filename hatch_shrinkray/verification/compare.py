@@ -27,6 +27,7 @@ import numpy.typing as npt
 from hatch_shrinkray.options import VerifyOptions
 from hatch_shrinkray.result import OutputComparison
 from hatch_shrinkray.verification.judges import THRESHOLD, Judge, detect
+from hatch_shrinkray.verification.judges.boxes import Boxes
 from hatch_shrinkray.verification.judges.maps import THRESHOLDS as MAP_THRESHOLDS
 
 CHUNK = 1 << 15
@@ -178,8 +179,8 @@ def compare(name: str, ref: Arrays | Expected, got: Arrays, options: VerifyOptio
     one array per sample of ``ref``)."""
     e = ref if isinstance(ref, Expected) else expect(ref, threshold)
     c, tolerances = _figures(name, e, got, options)
-    if not answers or len(got) != len(e.arrays) or any(
-            np.shape(x) != np.shape(y) for x, y in zip(e.arrays, got, strict=True)):
+    if not answers or len(got) != len(e.arrays) or not all(
+            _comparable(e.judge, np.shape(x), np.shape(y)) for x, y in zip(e.arrays, got, strict=True)):
         return dataclasses.replace(c, judge=e.judge.name)
     a = e.judge.answers(e.arrays, got, e.threshold)
     c = dataclasses.replace(c, judge=e.judge.name, describes=e.judge.describes, answers=a.items,
@@ -187,6 +188,17 @@ def compare(name: str, ref: Arrays | Expected, got: Arrays, options: VerifyOptio
     if tolerances and not tolerance_applies(c):
         c = dataclasses.replace(c, failures=tuple(f for f in c.failures if f not in tolerances), waived=tolerances)
     return c
+
+
+def _ragged(judge: Judge) -> bool:
+    """Boxes after NMS in the graph: an image holds as many rows as boxes were found."""
+    return isinstance(judge, Boxes) and judge.layout.final
+
+
+def _comparable(judge: Judge, ref: tuple[int, ...], got: tuple[int, ...]) -> bool:
+    """Whether ``judge`` can compare a sample of these shapes: the same shape, or any number of rows
+    for a ragged output."""
+    return ref == got or (_ragged(judge) and len(ref) == len(got) and ref[:-2] == got[:-2] and ref[-1] == got[-1])
 
 
 def tolerance_applies(c: OutputComparison) -> bool:
@@ -202,8 +214,10 @@ def _figures(name: str, e: Expected, got: Arrays, options: VerifyOptions) -> tup
     which of the failures are the numeric tolerances' (``tolerance_applies`` decides whether they count)."""
     b = _flat(got)
     if e.flat.shape != b.shape:
-        return OutputComparison(name, float("inf"), float("inf"), 0.0, None, 0,
-                                (f"shape changed: {[x.shape for x in e.arrays]} -> {[x.shape for x in got]}",)), ()
+        shape = (f"shape changed: {[x.shape for x in e.arrays]} -> {[x.shape for x in got]}",)
+        # Boxes after NMS: how many rows there are is the judge's to count, as their values are.
+        inf = float("inf")
+        return OutputComparison(name, inf, inf, 0.0, None, 0, shape), shape if _ragged(e.judge) else ()
 
 
     if e.kind == "equal":

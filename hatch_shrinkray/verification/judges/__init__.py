@@ -14,6 +14,8 @@ sequence   ``[N, T, C]`` or ``[T, 1, C]`` probabilities or log-         a decode
 top-1      class scores (``[N, C]``, or softmax along the last axis)    a row's label
 decision   probabilities with a trailing axis of 1, or scalars          a call's decisions
 segments   ``decision`` outputs of a recurrent model, per stream        a stream's segments
+boxes      ``[B, 4+C, N]`` / ``[B, N, 4+C]`` candidates (scores in [0, 1],   an image's set of boxes
+           pixel coordinates, N >= 64) or ``[N, 6]`` rows after NMS
 equal      integer outputs                                              a sample's values
 values     everything else, and a recurrent model's state               (no answers: numbers only)
 ========== ============================================================ ==========================
@@ -30,6 +32,7 @@ import numpy.typing as npt
 
 from hatch_shrinkray.options import JUDGES as JUDGE_NAMES
 from hatch_shrinkray.verification.judges.base import THRESHOLD, Answers, Arrays, Judge
+from hatch_shrinkray.verification.judges.boxes import Boxes, layout_of
 from hatch_shrinkray.verification.judges.decisions import Decisions, Segments
 from hatch_shrinkray.verification.judges.labels import Equal, Labels, Values
 from hatch_shrinkray.verification.judges.maps import Maps
@@ -50,6 +53,9 @@ def judge_for(name: str, ref: Arrays, *, recurrent: bool = False, fed_back: bool
                             "equal": Equal, "values": Values}
     if name == "sequence":
         return Sequences(blank_class(ref))
+    if name == "boxes":
+        layout = layout_of(ref, forced=True)
+        return Boxes(layout) if layout is not None else Values()  # no box list in this shape: the table says values
     judge: Judge = made[name]()
     return judge
 
@@ -65,6 +71,9 @@ def detect(ref: Arrays, *, recurrent: bool = False, fed_back: bool = False) -> J
         return Values()
     if _map(ref, first):
         return Maps()
+    layout = layout_of(ref)
+    if layout is not None:
+        return Boxes(layout)
     rows = batch_first(first)
     if rows.ndim == 3 and rows.shape[-2] >= 2 and rows.shape[-1] >= 3 and (_softmax(rows) or _log_softmax(rows)):
         blank = blank_class(ref)

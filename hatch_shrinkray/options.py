@@ -33,7 +33,7 @@ fewer levels are fewer distinct codes in the same int8 container (smaller once c
 ANY_LEVELS = (2, 65536, 256)
 """Methods without levels check only that the value could belong to one (an override may switch
 the method of some models while the table's ``levels`` stays)."""
-JUDGES = ("auto", "map", "sequence", "boxes", "top-1", "decision", "segments", "equal", "values", "off")
+JUDGES = ("auto", "map", "sequence", "tags", "boxes", "top-1", "decision", "segments", "equal", "values", "off")
 """What ``judges`` may set an output's judge to (``verification.judges``; ``auto``: detected)."""
 RUNTIME_FLOOR = re.compile(r"^onnxruntime\s*(?:(>=|==|~=|>)\s*([0-9]+(?:\.[0-9]+)*))?$")
 """A runtime target: ``onnxruntime`` with an optional lower bound, or one of ``NAMED_RUNTIMES``."""

@@ -22,6 +22,7 @@ from hatch_shrinkray.verification.judges.boxes import Boxes
 from hatch_shrinkray.verification.judges.decisions import Segments
 from hatch_shrinkray.verification.judges.maps import Maps, label
 from hatch_shrinkray.verification.judges.sequences import Sequences, decode
+from hatch_shrinkray.verification.judges.tags import Tags, per_character
 
 from onnx_builders import init, model, vi
 
@@ -315,3 +316,63 @@ def test_what_is_not_a_box_list_is_not_judged_as_one() -> None:
     forced = judge_for("boxes", [small])
     assert isinstance(forced, Boxes) and forced.answers([small], [small], 0.5).items == 1
     assert judge_for("boxes", [rng.random((1, 10)).astype(np.float32)]).name == "values"  # type: ignore[union-attr]
+
+
+def _tag_scores(texts: list[list[int]], classes: int = 4) -> np.ndarray:  # type: ignore[type-arg]
+    """Softmax scores ``[texts, T, C]`` whose argmax per character is the given tag."""
+    tags = np.array(texts)
+    x = np.full((*tags.shape, classes), 0.05, np.float32)
+    np.put_along_axis(x, tags[..., None], 0.9, axis=2)
+    return x / x.sum(axis=2, keepdims=True)
+
+
+SEGMENTED = [[1, 0, 0, 2, 0, 0, 0, 3, 0, 0], [1, 0, 2, 0, 0, 0, 0, 0, 3, 0], [1, 0, 0, 0, 0, 2, 0, 0, 0, 0]]
+"""Three texts of ten characters tagged per character; tag 0 ("no break here") dominates, as CTC's blank."""
+
+
+def test_one_changed_tag_is_one_changed_text() -> None:
+    """A segmenter fed token ids ``[3, 10]`` answers ``[3, 10, 4]``: one tag per character. Taken for
+    CTC (its tag 0 dominates), a word break moved by one character collapses to the same "line";
+    counted per character it is 2 of 30. It is one of three texts."""
+    ref = _tag_scores(SEGMENTED)
+    moved = [row.copy() for row in SEGMENTED]
+    moved[1][2:4] = [0, 2]  # the second text's first word one character longer
+    got = _tag_scores(moved)
+    ids = {"ids": np.arange(30, dtype=np.float32).reshape(3, 10)}  # ids as floats, as nakdimon takes them
+    assert isinstance(detect([ref]), Sequences)  # without the feeds: CTC-looking
+    assert decode(ref, 0)[1] == decode(got, 0)[1]  # ... and greedy CTC hides the change
+    judge = judge_for("auto", [ref], characters=per_character([ref], [ids]))
+    assert isinstance(judge, Tags)
+    answers = judge.answers([ref], [got], 0.5)
+    assert (answers.items, answers.changed_items, answers.changed) == (3, 1, (True,))
+    assert "2 of 30 tags changed" in answers.detail
+    assert judge.answers([ref], [ref], 0.5).changed_items == 0
+    assert isinstance(judge_for("tags", [ref]), Tags)
+
+
+def test_a_ctc_recogniser_is_no_tagger() -> None:
+    """Scores ``[1, T, C]`` from a float image, or from audio of many more samples than frames, stay
+    CTC lines; token ids of another length, or not integral, make no tagger either."""
+    ref = _tag_scores(SEGMENTED[:1])
+    image = {"x": np.random.default_rng(0).random((1, 3, 32, 100)).astype(np.float32)}
+    audio = {"x": np.random.default_rng(0).standard_normal((1, 1600)).astype(np.float32)}
+    other_length = {"ids": np.arange(12).reshape(1, 12)}
+    fractional = {"ids": np.full((1, 10), 0.5, np.float32)}
+    for feed in (image, audio, other_length, fractional):
+        assert not per_character([ref], [feed])
+        assert isinstance(judge_for("auto", [ref], characters=per_character([ref], [feed])), Sequences)
+    assert per_character([ref], [{"ids": np.arange(10).reshape(1, 10)}])
+
+
+def test_verification_counts_a_taggers_texts() -> None:
+    """Through verification: integer ids ``[1, T]`` -> embedding -> ``[1, T, 4]`` logits; the table
+    names the judge and counts texts."""
+    rng = np.random.default_rng(0)
+    m = model([helper.make_node("Gather", ["E", "ids"], ["e"]), helper.make_node("MatMul", ["e", "W"], ["tags"])],
+              [vi("ids", [1, "T"], onnx.TensorProto.INT64)], [vi("tags", [1, "T", 4])],
+              [init("E", rng.standard_normal((64, 8)).astype(np.float32)),
+               init("W", rng.standard_normal((8, 4)).astype(np.float32))])
+    result = verify(m, m)
+    (out,) = result.outputs
+    assert result.passed and out.judge == "tags" and out.describes == "texts" and out.answers == 8
+    assert "tags 8/8 texts same" in result.table()

@@ -16,7 +16,7 @@ spend error to do it in fewer bytes. Losing means falling back, and the report l
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,8 +130,10 @@ class Scorer:
         self.seq = seq
 
     @classmethod
-    def of(cls, names: Sequence[str], reference: Outputs, seq: Sequencing, options: VerifyOptions | None) -> Scorer:
-        return cls(expectations(names, reference, seq, options or VerifyOptions()), seq)
+    def of(cls, names: Sequence[str], reference: Outputs, seq: Sequencing, options: VerifyOptions | None,
+           feeds: Sequence[Mapping[str, Any]] = ()) -> Scorer:
+        """``feeds``: the calls' inputs, which tell a tagger from a CTC recogniser as verification does."""
+        return cls(expectations(names, reference, seq, options or VerifyOptions(), feeds=feeds), seq)
 
     def __call__(self, got: Outputs) -> Score:
         """``got`` against the reference (the original's) with the package's judges."""

@@ -480,7 +480,7 @@ def _judge_plan(model: ModelProto, analysis: Analysis, chosen: dict[Key, tuple[W
     probe = Probe(weights_as_inputs(model, set(originals)), list(held.feeds), originals, held.seq)
     plan = {k: c.decoded for k, (_, c) in chosen.items()}
     plain = {site_key(w.site): w.plain for w in analysis.weights if w.plain is not None}  # computed once, in _weight
-    score = original or Scorer.of(probe.names[: probe.n_outputs], probe.run(), probe.seq, options.verify)
+    score = original or Scorer.of(probe.names[: probe.n_outputs], probe.run(), probe.seq, options.verify, probe.feeds)
     fitted, rtn = score(probe.run(plan)), score(probe.run(plain))
     target = options.target
     smaller = sum(c.target_bytes(target) for _, c in chosen.values()) < SMALLER * sum(

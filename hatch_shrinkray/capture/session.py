@@ -160,7 +160,8 @@ class _Twin:
                 del self.own[next(iter(self.own))]
             ref, got = (out, other) if self.original_first else (other, out)
             self.stats.observe(names, list(ref), list(got), self.threshold, unit=f"{id(self)}:{step.stream}",
-                               continued=step.step > 0, states=frozenset(self.states), judges=self.judges)
+                               continued=step.step > 0, states=frozenset(self.states), judges=self.judges,
+                               feed=feed)
 
 
 def _watch(session: Any, target: swap.Target, check: swap.Instructions, other: Any,

@@ -21,7 +21,7 @@ import numpy as np
 from hatch_shrinkray.evidence import Evidence
 from hatch_shrinkray.options import VerifyOptions
 from hatch_shrinkray.verification.compare import compare, expect
-from hatch_shrinkray.verification.judges import Judge, judge_for
+from hatch_shrinkray.verification.judges import Judge, judge_for, per_character
 from hatch_shrinkray.verification.judges.labels import Values
 
 LOOSE = VerifyOptions(max_rel_l2=math.inf, min_cosine=-1.0, min_top1=0.0)
@@ -45,20 +45,18 @@ class OutputStats:
     flipped_calls: int = 0
 
     def add(self, name: str, ref: Any, got: Any, threshold: float, *, state: bool = False,
-            judge_name: str = "auto") -> None:
+            judge_name: str = "auto", feed: Mapping[str, Any] | None = None) -> None:
         """One call's values; ``state``: the output is fed back as an input (a recurrent state), whose
         error shows in the outputs it feeds: numbers only, no decisions. ``judge_name``: the judge
-        the ``judges`` key names for this output (``auto``: detected)."""
+        the ``judges`` key names for this output (``auto``: detected, ``feed`` telling a tagger's
+        per-character scores from a CTC recogniser's)."""
         if state and self.kind:
             self.kind, self.positions, self.flips, self.near_ties, self.flipped_calls = "", 0, 0, 0, 0
         r = np.asarray(ref)
-        judge: Judge | None = None
-        if state:
-            judge = Values()
-        elif judge_name != "auto":
-            judge = judge_for(judge_name, [r]) or Values()
-        c = compare(name, expect([r], threshold, judge) if judge is not None else [r], [np.asarray(got)], LOOSE,
-                    threshold)
+        judge: Judge = Values()
+        if not state:
+            judge = judge_for(judge_name, [r], characters=feed is not None and per_character([r], [feed])) or Values()
+        c = compare(name, expect([r], threshold, judge), [np.asarray(got)], LOOSE, threshold)
         self.calls += 1
         self.worst_rel_l2 = max(self.worst_rel_l2, c.rel_l2)
         self.sum_rel_l2 += c.rel_l2
@@ -112,7 +110,7 @@ class ModelStats:
 
     def observe(self, names: list[str], ref: list[Any], got: list[Any], threshold: float, *,
                 unit: str | None = None, continued: bool = False, states: frozenset[str] = frozenset(),
-                judges: Mapping[str, str] | None = None) -> None:
+                judges: Mapping[str, str] | None = None, feed: Mapping[str, Any] | None = None) -> None:
         with self.lock:
             self.calls += 1
             flips = 0
@@ -123,7 +121,7 @@ class ModelStats:
                     stats = self.outputs.setdefault(name, OutputStats())
                     before = stats.flips
                     stats.add(name, r, g, threshold, state=name in states,
-                              judge_name=(judges or {}).get(name, "auto"))
+                              judge_name=(judges or {}).get(name, "auto"), feed=feed)
                     flips += stats.flips - before
             key = unit if unit is not None else f"call{self.calls}"
             if key not in self._open:

@@ -254,7 +254,7 @@ def _guarded(found: Found, recorded: Path, workdir: Path, app: Display) -> Found
     names, base = _outputs(p.source, samples, p.relpath)
     _, planned = _outputs(found.best.prepared.shrunk, samples, p.relpath)
     _, plain = _outputs(plain_path, samples, p.relpath)
-    score = Scorer.of(names, base, seq, p.options.verify)
+    score = Scorer.of(names, base, seq, p.options.verify, samples.feeds)
     outcome = decide("the plan", score(planned), score(plain), seq.unit_count(), held)
     app.display_info(f"check --search: {p.relpath}: {outcome.text()}")
     return replace(found, guard=outcome.text(), accepted=outcome.kept)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +21,7 @@ from hatch_shrinkray.options import VerifyOptions
 from hatch_shrinkray.result import OutputComparison
 from hatch_shrinkray.samples import Sequencing, group_units, grouped
 from hatch_shrinkray.verification.compare import Expected, compare, expect
-from hatch_shrinkray.verification.judges import THRESHOLD, judge_for
+from hatch_shrinkray.verification.judges import THRESHOLD, judge_for, per_character
 
 Outputs = Sequence[Sequence[npt.NDArray[Any]]]
 """Per feed, per output."""
@@ -40,14 +40,16 @@ class Judged:
 
 
 def expectations(names: Sequence[str], ref: Outputs, seq: Sequencing, options: VerifyOptions,
-                 threshold: float = THRESHOLD) -> list[Judged]:
-    """Each output's judge, detected from the original's per-call values unless ``options.judges``
+                 threshold: float = THRESHOLD, *, feeds: Sequence[Mapping[str, Any]] = ()) -> list[Judged]:
+    """Each output's judge, detected from the original's per-call values (and the calls' ``feeds``,
+    which tell a tagger's per-character scores from a CTC recogniser's) unless ``options.judges``
     names one, and its reference grouped as judged (a stream's steps stacked)."""
     fed_back = {o for _, o in seq.feedback}
     out = []
     for i, name in enumerate(names):
         per_call = [r[i] for r in ref]
-        judge = judge_for(options.judge_of(name), per_call, recurrent=seq.recurrent, fed_back=name in fed_back)
+        judge = judge_for(options.judge_of(name), per_call, recurrent=seq.recurrent, fed_back=name in fed_back,
+                          characters=per_character(per_call, feeds))
         out.append(Judged(i, name, None if judge is None else expect(grouped(ref, seq, i), threshold, judge)))
     return out
 

@@ -225,7 +225,7 @@ def _checked(ref: Reference, label: str, options: VerifyOptions, threshold: floa
         raise ShrinkrayError(f"on {ref.samples.source} the original's outputs check nothing ({listed})",
                              path=label, hint="verify on inputs that make the model compute something: "
                              + RECORD_HINT)
-    judged = expectations(ref.names, ref.outputs, ref.seq, options, threshold)
+    judged = expectations(ref.names, ref.outputs, ref.seq, options, threshold, feeds=ref.feeds)
     return dataclasses.replace(ref, unchecked=why, judged=judged)
 
 

@@ -11,11 +11,13 @@ judge      detected for                                                 an answe
 map        ``[N, C, H, W]`` in [0, 1] (H x W >= 256)                    a map's regions
 sequence   ``[N, T, C]`` or ``[T, 1, C]`` probabilities or log-         a decoded text line
            probabilities whose class 0 or C-1 dominates (CTC)
+tags       ``[N, T, C]`` scores whose ``[N, T]`` is a token-id          a text's tag sequence
+           input's shape (one tag per character)
+boxes      ``[B, 4+C, N]`` or ``[B, N, 4+C]`` candidates (scores in     an image's set of boxes
+           [0, 1], pixel coordinates, N >= 64), ``[N, 6]`` after NMS
 top-1      class scores (``[N, C]``, or softmax along the last axis)    a row's label
 decision   probabilities with a trailing axis of 1, or scalars          a call's decisions
 segments   ``decision`` outputs of a recurrent model, per stream        a stream's segments
-boxes      ``[B, 4+C, N]`` / ``[B, N, 4+C]`` candidates (scores in [0, 1],   an image's set of boxes
-           pixel coordinates, N >= 64) or ``[N, 6]`` rows after NMS
 equal      integer outputs                                              a sample's values
 values     everything else, and a recurrent model's state               (no answers: numbers only)
 ========== ============================================================ ==========================
@@ -37,20 +39,23 @@ from hatch_shrinkray.verification.judges.decisions import Decisions, Segments
 from hatch_shrinkray.verification.judges.labels import Equal, Labels, Values
 from hatch_shrinkray.verification.judges.maps import Maps
 from hatch_shrinkray.verification.judges.sequences import Sequences, batch_first, blank_class
+from hatch_shrinkray.verification.judges.tags import Tags, per_character
 
-__all__ = ["JUDGE_NAMES", "THRESHOLD", "Answers", "Arrays", "Judge", "detect", "judge_for"]
+__all__ = ["JUDGE_NAMES", "THRESHOLD", "Answers", "Arrays", "Judge", "detect", "judge_for", "per_character"]
 
 MAP_MIN_PIXELS = 256
 
 
-def judge_for(name: str, ref: Arrays, *, recurrent: bool = False, fed_back: bool = False) -> Judge | None:
-    """The judge ``name`` (``auto``: detected from the original's outputs ``ref``); None for ``off``."""
+def judge_for(name: str, ref: Arrays, *, recurrent: bool = False, fed_back: bool = False,
+              characters: bool = False) -> Judge | None:
+    """The judge ``name`` (``auto``: detected from the original's outputs ``ref``); None for ``off``.
+    ``characters``: the output has one row per character of a token-id input (``per_character``)."""
     if name == "off":
         return None
     if name == "auto":
-        return detect(ref, recurrent=recurrent, fed_back=fed_back)
+        return detect(ref, recurrent=recurrent, fed_back=fed_back, characters=characters)
     made: dict[str, Any] = {"map": Maps, "top-1": Labels, "decision": Decisions, "segments": Segments,
-                            "equal": Equal, "values": Values}
+                            "equal": Equal, "values": Values, "tags": Tags}
     if name == "sequence":
         return Sequences(blank_class(ref))
     if name == "boxes":
@@ -60,8 +65,9 @@ def judge_for(name: str, ref: Arrays, *, recurrent: bool = False, fed_back: bool
     return judge
 
 
-def detect(ref: Arrays, *, recurrent: bool = False, fed_back: bool = False) -> Judge:
-    """The judge an output's shape and values imply (``ref``: the original's values, per call)."""
+def detect(ref: Arrays, *, recurrent: bool = False, fed_back: bool = False, characters: bool = False) -> Judge:
+    """The judge an output's shape and values imply (``ref``: the original's values, per call;
+    ``characters``: it has one row of scores per character of a token-id input)."""
     first = np.asarray(ref[0])
     if fed_back:
         return Values()  # a recurrent state: its error shows in the outputs it feeds
@@ -74,6 +80,8 @@ def detect(ref: Arrays, *, recurrent: bool = False, fed_back: bool = False) -> J
     layout = layout_of(ref)
     if layout is not None:
         return Boxes(layout)
+    if characters and first.ndim == 3 and first.shape[-1] >= 2:
+        return Tags()  # before CTC: a dominant tag ("no break here") is no blank
     rows = batch_first(first)
     if rows.ndim == 3 and rows.shape[-2] >= 2 and rows.shape[-1] >= 3 and (_softmax(rows) or _log_softmax(rows)):
         blank = blank_class(ref)

@@ -4,7 +4,11 @@ The end-to-end behaviour (the build line, the guard on real models) is in tests/
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -13,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import helper
 
-from hatch_shrinkray import VerifyOptions, verify
+from hatch_shrinkray import ShrinkOptions, VerifyOptions, shrink, verify
 from hatch_shrinkray.evidence import MIN_UNITS, Evidence, upper_bound
 from hatch_shrinkray.samples import Sequencing, completed, grouped, run_in_order
 from hatch_shrinkray.verification.compare import compare, expect
@@ -23,8 +27,10 @@ from hatch_shrinkray.verification.judges.decisions import Segments
 from hatch_shrinkray.verification.judges.maps import Maps, label
 from hatch_shrinkray.verification.judges.sequences import Sequences, decode
 from hatch_shrinkray.verification.judges.tags import Tags, per_character
+from hatch_shrinkray.verification.recordings import Recording, write_recording
 
 from onnx_builders import init, model, vi
+from realmodels import nudenet_320n, wheel_member
 
 
 def test_upper_bound_is_clopper_pearson() -> None:
@@ -376,3 +382,46 @@ def test_verification_counts_a_taggers_texts() -> None:
     (out,) = result.outputs
     assert result.passed and out.judge == "tags" and out.describes == "texts" and out.answers == 8
     assert "tags 8/8 texts same" in result.table()
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.extended
+def test_nudenets_box_list_is_judged_as_boxes(tmp_path: Path) -> None:
+    """NudeNet's YOLOv8 head ``[1, 22, 2100]`` on 320x320 inputs: judged as an image's boxes, and the
+    first build without a recording verifies (noise finds no box on either side: every answer held)."""
+    result = shrink(nudenet_320n(), tmp_path / "n.onnx",
+                    ShrinkOptions(verify=VerifyOptions(dims=(("height", 320), ("width", 320)))))
+    assert result.verification is not None and result.verification.passed
+    (out,) = result.verification.outputs
+    assert (out.judge, out.describes, out.answers, out.changed_answers) == ("boxes", "images", 8, 0)
+
+
+@pytest.mark.extended
+def test_nakdimons_three_heads_are_judged_per_text(tmp_path: Path) -> None:
+    """Nakdimon (piper-tts's Hebrew diacritizer) takes character ids as floats ``[1, T]`` and answers
+    three ``[1, T, C]`` logits; piper reads the argmax per character. Recorded on 30 sentences, every
+    head is judged as a text's tags, and a text changed when any of its marks did."""
+    source = wheel_member("piper-tts==1.8.0", "piper/hebrew/nakdimon.onnx")
+    spec = importlib.util.spec_from_file_location(
+        "piper_hebrew_judges", wheel_member("piper-tts==1.8.0", "piper/hebrew/__init__.py"))
+    assert spec is not None and spec.loader is not None
+    hebrew = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hebrew)
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from benchmarks.tasks.nakdimon_task import SENTENCES
+
+    feeds = tuple({"input_1": np.array([[hebrew._CHAR_TO_ID[hebrew.normalize(c)] for c in s]], np.float32)}
+                  for s in SENTENCES)
+    (tmp_path / "rec").mkdir()
+    write_recording(tmp_path / "rec", Recording(hashlib.sha256(source.read_bytes()).hexdigest(), "nakdimon.onnx",
+                                                ("input_1",), feeds, len(feeds), tuple(range(len(feeds))),
+                                                tuple(f"call:{i}" for i in range(len(feeds)))))
+    result = shrink(source, tmp_path / "n.onnx", ShrinkOptions(verify=VerifyOptions(inputs=tmp_path / "rec")))
+    assert result.verification is not None and result.verification.passed
+    assert [(o.name, o.judge, o.describes, o.answers) for o in result.verification.outputs] == [
+        ("N", "tags", "texts", 30), ("D", "tags", "texts", 30), ("S", "tags", "texts", 30)]
+    evidence = result.verification.evidence
+    assert evidence is not None and evidence.units == 30 and evidence.describes == "texts"

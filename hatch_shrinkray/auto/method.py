@@ -67,6 +67,7 @@ from hatch_shrinkray.options import LOAD_BUDGET, WEB_LOAD_BUDGET, ShrinkOptions
 from hatch_shrinkray.pool import thread_pool
 from hatch_shrinkray.result import TensorRecord
 from hatch_shrinkray.samples import Feed, as_calibration
+from hatch_shrinkray.verification.judges import per_character
 
 FLOAT32 = 1
 LOG = logging.getLogger("hatch_shrinkray.auto")
@@ -234,7 +235,7 @@ class Auto:
         opset = opset_version(model)
         weights = []
         heads = competing(model.graph, cal.sites, cal.probe.names[: cal.probe.n_outputs], cal.base,
-                          _judges(cal.probe, options))
+                          _judges(cal.probe, options, cal.base))
         with progress.task("auto: candidate encodings", total=len(cal.sites)) as made, \
                 thread_pool(workers()) as pool:  # weights are independent; numpy lets go of the lock
             for w in pool.map(lambda s: self._weight(s, options, opset, cal.lays[site_key(s)],
@@ -245,7 +246,7 @@ class Auto:
         LOG.info("auto: %d weights, %d feeds, candidates ready after %.1f s", len(weights), len(calibration),
                  time.perf_counter() - start)
         subset = calibration.seq.spread(SENSITIVITY_FEEDS)
-        judges = _judges(cal.probe, options)
+        judges = _judges(cal.probe, options, cal.base)
         quick = _sensitivity(weights, cal.probe, cal.base, subset, judges)
         LOG.info("auto: sensitivity measured after %.1f s (%d runs)", time.perf_counter() - start, cal.probe.runs)
         return Analysis(weights, cal.probe, cal.base, subset, (tuple(judges), quick))
@@ -259,7 +260,7 @@ class Auto:
         """The budget's assignment (each weight's candidate) and a line saying how it was found."""
         weights, probe, base = analysis.weights, analysis.probe, analysis.base
         runs = probe.runs
-        judges = _judges(probe, options)
+        judges = _judges(probe, options, base)
         baseline = Baseline(base, judges)
         quick = analysis.quick[1] if analysis.quick is not None and analysis.quick[0] == tuple(judges) else \
             Baseline([base[k] for k in analysis.subset], judges)
@@ -502,10 +503,13 @@ def _rtn(w: Weight) -> Candidate:
     return w.rtn if w.rtn is not None else w.candidates[-1]
 
 
-def _judges(probe: Probe, options: ShrinkOptions) -> list[str]:
-    """Per model output, the judge the ``judges`` option names for it (``auto`` if none)."""
+def _judges(probe: Probe, options: ShrinkOptions, base: list[list[npt.NDArray[Any]]]) -> list[str]:
+    """Per model output, the judge the ``judges`` option names for it (``auto`` if none: detected,
+    ``tags`` where the probe's feeds show one row per character, as verification detects it)."""
     v = options.verify
-    return [v.judge_of(n) if v is not None else "auto" for n in probe.names[: probe.n_outputs]]
+    named = [v.judge_of(n) if v is not None else "auto" for n in probe.names[: probe.n_outputs]]
+    return ["tags" if j == "auto" and per_character([b[i] for b in base], probe.feeds) else j
+            for i, j in enumerate(named)]
 
 
 def load_budget(options: ShrinkOptions) -> float:

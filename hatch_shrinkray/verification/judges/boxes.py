@@ -36,6 +36,8 @@ MIN_CANDIDATES = 64
 """Fewest candidates for detecting the candidates' layout from values: a detector's head has
 thousands; a small ``[1, 8, 20]`` is as likely any other tensor."""
 UNIT_SLACK = 1e-6
+FINAL_COLUMNS = 6
+"""(x1, y1, x2, y2, score, class): other layouts after NMS (a batch index first) are not read."""
 
 
 @dataclass(frozen=True)
@@ -66,16 +68,19 @@ def layout_of(ref: Arrays, *, forced: bool = False) -> Layout | None:
     if not arrays or arrays[0].dtype.kind != "f" or not all(np.isfinite(a).all() for a in arrays):
         return None
     first = arrays[0]
-    if first.ndim in (2, 3) and first.shape[-1] in (6, 7) and all(a.ndim == first.ndim for a in arrays):
+    if first.ndim in (2, 3) and first.shape[-1] == FINAL_COLUMNS and all(a.ndim == first.ndim for a in arrays):
         final = _final(arrays, forced)
         if final is not None:
             return final
-    if first.ndim != 3 or any(a.shape != first.shape for a in arrays):
+    if any(a.ndim != 3 for a in arrays):
         return None
-    short, long_ = sorted(first.shape[1:])
-    if short < 5 or (not forced and (long_ < MIN_CANDIDATES or long_ < 2 * short)):
-        return None
+    short = min(first.shape[1:])
     channels_first = first.shape[1] == short
+    attributes = 1 if channels_first else 2  # the same axis in every call; the candidates' count may vary
+    if short < 5 or any(a.shape[attributes] != short for a in arrays):
+        return None
+    if not forced and any(a.shape[3 - attributes] < max(MIN_CANDIDATES, 2 * short) for a in arrays):
+        return None
     if forced:
         return Layout(False, channels_first)
     rows = [_candidates(a, channels_first) for a in arrays]
@@ -86,7 +91,7 @@ def layout_of(ref: Arrays, *, forced: bool = False) -> Layout | None:
 
 
 def _final(arrays: list[npt.NDArray[Any]], forced: bool) -> Layout | None:
-    rows = np.concatenate([a.reshape(-1, a.shape[-1]) for a in arrays])[:, :6]
+    rows = np.concatenate([a.reshape(-1, a.shape[-1]) for a in arrays])
     if forced and not rows.size:
         return Layout(True)
     if not rows.size:

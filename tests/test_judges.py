@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from onnx import helper
 
 from hatch_shrinkray import ShrinkOptions, VerifyOptions, shrink, verify
+from hatch_shrinkray.capture.shadow import ModelStats
 from hatch_shrinkray.evidence import MIN_UNITS, Evidence, upper_bound
 from hatch_shrinkray.samples import Sequencing, completed, grouped, run_in_order
 from hatch_shrinkray.verification.compare import compare, expect
@@ -425,3 +426,20 @@ def test_nakdimons_three_heads_are_judged_per_text(tmp_path: Path) -> None:
         ("N", "tags", "texts", 30), ("D", "tags", "texts", 30), ("S", "tags", "texts", 30)]
     evidence = result.verification.evidence
     assert evidence is not None and evidence.units == 30 and evidence.describes == "texts"
+
+
+def test_check_shadow_counts_answers_not_only_decisions() -> None:
+    """``check --shadow`` compares each call as verification does: a box list has no fine-grained
+    decisions, yet an image that lost a box is a changed call, and a tagger's text is one answer;
+    an output switched off is not compared at all."""
+    stats = ModelStats()
+    ref, lost = _candidates(FACES), _candidates([*FACES[:1], (220.0, 150.0, 30.0, 30.0, 2, 0.2)])
+    stats.observe(["boxes", "noise"], [ref, np.ones(3)], [ref, np.zeros(3)], 0.5, judges={"noise": "off"})
+    stats.observe(["boxes", "noise"], [ref, np.ones(3)], [lost, np.zeros(3)], 0.5, judges={"noise": "off"})
+    assert set(stats.outputs) == {"boxes"} and stats.outputs["boxes"].judge == "boxes"
+    assert (stats.units, stats.changed_units, stats.answers) == (2, 1, 2)
+    assert stats.evidence().text().startswith("1 of 2 images changed over 2 calls")
+    tagger = ModelStats()
+    scores, moved = _tag_scores(SEGMENTED), _tag_scores([SEGMENTED[0], [1, 0, 0, 2, 0, 0, 0, 0, 3, 0], SEGMENTED[2]])
+    tagger.observe(["tags"], [scores], [moved], 0.5, feed={"ids": np.ones((3, 10), np.int64)})
+    assert tagger.outputs["tags"].judge == "tags" and tagger.outputs["tags"].changed_answers == 1

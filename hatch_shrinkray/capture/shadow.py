@@ -43,6 +43,12 @@ class OutputStats:
     flips: int = 0
     near_ties: int = 0
     flipped_calls: int = 0
+    judge: str = ""
+    """What judged the output's answers (``verification.judges``: ``boxes``, ``tags``, ``map``, ...)."""
+    describes: str = ""
+    answers: int = 0
+    """Answers its judge compared (an image's boxes, a text's tags, a map's regions), over every call."""
+    changed_answers: int = 0
 
     def add(self, name: str, ref: Any, got: Any, threshold: float, *, state: bool = False,
             judge_name: str = "auto", feed: Mapping[str, Any] | None = None) -> None:
@@ -70,11 +76,15 @@ class OutputStats:
             self.flips += c.flips
             self.near_ties += c.near_ties
             self.flipped_calls += c.flips > 0
+        self.judge, self.describes = self.judge or c.judge, self.describes or c.describes
+        self.answers += c.answers
+        self.changed_answers += c.changed_answers
 
     def merge(self, other: OutputStats) -> None:
         for f in ("calls", "sum_rel_l2", "sum_cosine", "nonfinite_calls", "positions", "flips", "near_ties",
-                  "flipped_calls"):
+                  "flipped_calls", "answers", "changed_answers"):
             setattr(self, f, getattr(self, f) + getattr(other, f))
+        self.judge, self.describes = self.judge or other.judge, self.describes or other.describes
         self.worst_rel_l2 = max(self.worst_rel_l2, other.worst_rel_l2)
         self.worst_cosine = min(self.worst_cosine, other.worst_cosine)
         self.max_abs = max(self.max_abs, other.max_abs)
@@ -119,10 +129,10 @@ class ModelStats:
                     continue  # switched off: not compared, so no figure either
                 if isinstance(r, np.ndarray) and isinstance(g, np.ndarray):
                     stats = self.outputs.setdefault(name, OutputStats())
-                    before = stats.flips
+                    before = stats.flips + stats.changed_answers
                     stats.add(name, r, g, threshold, state=name in states,
                               judge_name=(judges or {}).get(name, "auto"), feed=feed)
-                    flips += stats.flips - before
+                    flips += stats.flips + stats.changed_answers - before  # a flip, or a changed answer
             key = unit if unit is not None else f"call{self.calls}"
             if key not in self._open:
                 self._open[key] = False
@@ -162,10 +172,18 @@ class ModelStats:
     def positions(self) -> int:
         return sum(o.positions for o in self.outputs.values())
 
+    @property
+    def answers(self) -> int:
+        return sum(o.answers for o in self.outputs.values())
+
     def evidence(self) -> Evidence:
-        """The decisions and units compared, with the bound on the share of units that changed."""
+        """The decisions, answers and units compared, with the bound on the share of units that changed."""
         kind = "streams" if self.streams else "calls"
-        return Evidence(self.units, self.changed_units, kind, decisions=self.positions, flips=self.flips)
+        describes = {o.describes for o in self.outputs.values() if o.answers}
+        return Evidence(self.units, self.changed_units, kind, answers=self.answers,
+                        changed_answers=sum(o.changed_answers for o in self.outputs.values()),
+                        decisions=self.positions, flips=self.flips,
+                        describes=describes.pop() if len(describes) == 1 else "answers")
 
     def to_dict(self) -> dict[str, Any]:
         return {"calls": self.calls, "errors": self.errors, "first_error": self.first_error,

@@ -125,7 +125,7 @@ def render_shadow(shadowed: Shadowed, max_flip_rate: float = 0.0) -> str:
                 and (seen := run.models.get(p.sha256)) is not None and seen.stats is not None and seen.stats.calls]
     evidence = [f"{p.relpath}: {stats.evidence().text()}" for p, stats in compared]
     streams = any(stats.streams for _, stats in compared)
-    unjudged = [p.relpath for p, stats in compared if not stats.positions]
+    unjudged = [p.relpath for p, stats in compared if not stats.positions and not stats.answers]
     lines = [render_table(rows), *notes, *evidence,
              f"the command exited {run.exit_code} with the original models' answers ({run.seconds:.1f} s); every "
              "call of the models above also ran the shrunk model on the same feeds"

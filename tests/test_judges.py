@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from hardening import cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import helper
@@ -355,6 +356,7 @@ def test_one_changed_tag_is_one_changed_text() -> None:
     assert "2 of 30 tags changed" in answers.detail
     assert judge.answers([ref], [ref], 0.5).changed_items == 0
     assert isinstance(judge_for("tags", [ref]), Tags)
+    assert judge_for("tags", [np.ones(4, np.float32)]).name == "values"  # type: ignore[union-attr]
 
 
 def test_a_ctc_recogniser_is_no_tagger() -> None:
@@ -371,14 +373,18 @@ def test_a_ctc_recogniser_is_no_tagger() -> None:
     assert per_character([ref], [{"ids": np.arange(10).reshape(1, 10)}])
 
 
-def test_verification_counts_a_taggers_texts() -> None:
-    """Through verification: integer ids ``[1, T]`` -> embedding -> ``[1, T, 4]`` logits; the table
-    names the judge and counts texts."""
+def _tagger() -> onnx.ModelProto:
+    """Integer ids ``[1, T]`` -> embedding -> ``[1, T, 4]`` logits."""
     rng = np.random.default_rng(0)
-    m = model([helper.make_node("Gather", ["E", "ids"], ["e"]), helper.make_node("MatMul", ["e", "W"], ["tags"])],
+    return model([helper.make_node("Gather", ["E", "ids"], ["e"]), helper.make_node("MatMul", ["e", "W"], ["tags"])],
               [vi("ids", [1, "T"], onnx.TensorProto.INT64)], [vi("tags", [1, "T", 4])],
               [init("E", rng.standard_normal((64, 8)).astype(np.float32)),
                init("W", rng.standard_normal((8, 4)).astype(np.float32))])
+
+
+def test_verification_counts_a_taggers_texts() -> None:
+    """Through verification: the table names the judge and counts texts."""
+    m = _tagger()
     result = verify(m, m)
     (out,) = result.outputs
     assert result.passed and out.judge == "tags" and out.describes == "texts" and out.answers == 8
@@ -443,3 +449,14 @@ def test_check_shadow_counts_answers_not_only_decisions() -> None:
     scores, moved = _tag_scores(SEGMENTED), _tag_scores([SEGMENTED[0], [1, 0, 0, 2, 0, 0, 0, 0, 3, 0], SEGMENTED[2]])
     tagger.observe(["tags"], [scores], [moved], 0.5, feed={"ids": np.ones((3, 10), np.int64)})
     assert tagger.outputs["tags"].judge == "tags" and tagger.outputs["tags"].changed_answers == 1
+
+
+def test_the_judges_key_names_the_new_judges(tmp_path: Path) -> None:
+    """``--judge OUTPUT=tags`` is accepted and used; an unknown name is one clear line that lists the
+    new judges."""
+    src = tmp_path / "t.onnx"
+    onnx.save(_tagger(), str(src))
+    tags = cli("compare", str(src), str(src), "--judge", "tags=tags")
+    assert tags.returncode == 0 and "tags 8/8 texts same" in tags.stdout + tags.stderr, tags.stdout + tags.stderr
+    bad = cli("compare", str(src), str(src), "--judge", "tags=tag")
+    assert bad.returncode != 0 and "tags, boxes" in bad.stderr and "Traceback" not in bad.stderr

@@ -203,9 +203,10 @@ def _comparable(judge: Judge, ref: tuple[int, ...], got: tuple[int, ...]) -> boo
 
 def tolerance_applies(c: OutputComparison) -> bool:
     """Whether the numeric tolerances (relative L2, cosine) may fail ``c``'s output: not when its judge
-    compared what the package takes from it and every answer held. Those figures measure values
-    nobody reads (a text detector's map of noise, 2.7e-7 everywhere, is 30% off in relative L2 while
-    its regions, the page's answer, are all there); they still gate outputs judged as plain values."""
+    compared what the package takes from it and every answer held. Those figures then measure values
+    nobody reads (a text detector's map of noise, near zero everywhere, is far off in relative L2
+    while its regions, the page's answer, are all there); they still gate outputs judged as plain
+    values, and outputs whose answers changed."""
     return c.judge in ("values", "") or not c.answers or c.changed_answers > 0
 
 
@@ -218,8 +219,6 @@ def _figures(name: str, e: Expected, got: Arrays, options: VerifyOptions) -> tup
         # Boxes after NMS: how many rows there are is the judge's to count, as their values are.
         inf = float("inf")
         return OutputComparison(name, inf, inf, 0.0, None, 0, shape), shape if _ragged(e.judge) else ()
-
-
     if e.kind == "equal":
         a = e.flat
         same = int(np.count_nonzero(a == b))

@@ -9,7 +9,7 @@ of (x1, y1, x2, y2, score, class), class and score in either order; every row wi
 
 Two images give the same answer when their boxes match one to one, same class, each pair drawn almost
 the same (IoU >= ``SAME``, as a map's regions, or no corner moved by more than ``SHIFT`` pixels: a
-10-pixel box one pixel off has an IoU of 0.82). Counting coordinates would call a model "0.3% off"
+10-pixel box one pixel off has an IoU of 0.82). Counting coordinates would call a model barely off
 while a face vanished, and a relative L2 over thousands of candidates nobody keeps would refuse a
 model whose boxes all stayed within a pixel.
 """

@@ -4,8 +4,8 @@ character of a text fed as ``[batch, T]`` token ids.
 The package reads the argmax tag of every character and builds the text from them (where words
 split, which vowel marks go on a letter), so a text's answer is its whole tag sequence: one changed
 tag is one changed text, however many characters agree. Greedy CTC decoding would collapse repeated
-tags and hide the change, and counting characters would call 18 changed tags in 1747 a pass while 15
-of 60 texts changed their segmentation.
+tags and hide the change, and counting characters would call a handful of changed tags in thousands
+a pass while a quarter of the texts changed their segmentation.
 
 Told apart from a CTC recogniser by what feeds it (``per_character``): a tagger's output has exactly
 the batch and length of a token-id input, where a recogniser takes a float image, or audio whose

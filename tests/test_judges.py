@@ -29,6 +29,7 @@ from hatch_shrinkray.verification.judges.decisions import Segments
 from hatch_shrinkray.verification.judges.maps import Maps, label
 from hatch_shrinkray.verification.judges.sequences import Sequences, decode
 from hatch_shrinkray.verification.judges.tags import Tags, per_character
+from hatch_shrinkray.verification.judging import answer_counts, evidence_of
 from hatch_shrinkray.verification.recordings import Recording, write_recording
 
 from onnx_builders import init, model, vi
@@ -432,6 +433,7 @@ def test_nakdimons_three_heads_are_judged_per_text(tmp_path: Path) -> None:
         ("N", "tags", "texts", 30), ("D", "tags", "texts", 30), ("S", "tags", "texts", 30)]
     evidence = result.verification.evidence
     assert evidence is not None and evidence.units == 30 and evidence.describes == "texts"
+    assert evidence.answers == 30  # a text once, whichever of its three heads changed
 
 
 def test_check_shadow_counts_answers_not_only_decisions() -> None:
@@ -460,3 +462,18 @@ def test_the_judges_key_names_the_new_judges(tmp_path: Path) -> None:
     assert tags.returncode == 0 and "tags 8/8 texts same" in tags.stdout + tags.stderr, tags.stdout + tags.stderr
     bad = cli("compare", str(src), str(src), "--judge", "tags=tag")
     assert bad.returncode != 0 and "tags, boxes" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_taggers_heads_answer_about_the_same_texts() -> None:
+    """Two heads of a diacritizer (vowels, dots) over three one-text calls: a text counts once,
+    changed when either head's tags changed."""
+    texts = [_tag_scores(SEGMENTED[k:k + 1]) for k in range(3)]
+    moved = _tag_scores([[1, 0, 0, 0, 2, 0, 0, 0, 3, 0]])  # the second text's break moved
+    judge = Tags()
+    vowels = compare("N", expect(texts, judge=judge), [texts[0], moved, texts[2]], VerifyOptions())
+    dots = compare("D", expect(texts, judge=judge), texts, VerifyOptions())
+    assert vowels.changed == (False, True, False) and dots.changed == (False, False, False)
+    assert answer_counts([vowels, dots]) == (3, 1)
+    assert answer_counts([vowels, dots, vowels]) == (3, 1)
+    evidence = evidence_of([vowels, dots], Sequencing.plain(3), real=True)
+    assert (evidence.answers, evidence.changed_answers, evidence.describes) == (3, 1, "texts")

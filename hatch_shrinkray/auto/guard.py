@@ -25,7 +25,7 @@ import numpy.typing as npt
 from hatch_shrinkray.options import VerifyOptions
 from hatch_shrinkray.samples import Sequencing
 from hatch_shrinkray.verification.compare import tolerance_applies
-from hatch_shrinkray.verification.judging import LOOSE, Judged, expectations, judge_outputs
+from hatch_shrinkray.verification.judging import LOOSE, Judged, answer_counts, expectations, judge_outputs
 
 Outputs = Sequence[Sequence[npt.NDArray[Any]]]
 
@@ -142,7 +142,7 @@ class Scorer:
         describes = {c.describes for c in counted if c.answers}
         finite = [c for c in counted if c.rel_l2 == c.rel_l2]
         gated = [c for c in finite if tolerance_applies(c)]  # as verification will gate them
-        return Score(sum(c.changed_answers for c in counted), sum(c.flips for c in counted),
+        return Score(answer_counts(counted)[1], sum(c.flips for c in counted),
                      sum(c.rel_l2 ** 2 for c in finite), describes.pop() if len(describes) == 1 else "answers",
                      max((c.rel_l2 for c in gated), default=0.0), min((c.cosine for c in gated), default=1.0),
                      any(c.answers or c.positions for c in counted))

@@ -79,7 +79,23 @@ def evidence_of(comparisons: Sequence[OutputComparison], seq: Sequencing, real: 
                 changed_units.add(unit)
     counted = [c for c in comparisons if c.judge not in ("off", "")]
     describes = {c.describes for c in counted if c.answers}
-    return Evidence(len(set(units)), len(changed_units), unit_kind(units),
-                    answers=sum(c.answers for c in counted), changed_answers=sum(c.changed_answers for c in counted),
-                    decisions=sum(c.positions for c in counted), flips=sum(c.flips for c in counted), real=real,
+    answers, changed_answers = answer_counts(counted)
+    return Evidence(len(set(units)), len(changed_units), unit_kind(units), answers=answers,
+                    changed_answers=changed_answers, decisions=sum(c.positions for c in counted),
+                    flips=sum(c.flips for c in counted), real=real,
                     describes=describes.pop() if len(describes) == 1 else "answers")
+
+
+def answer_counts(comparisons: Sequence[OutputComparison]) -> tuple[int, int]:
+    """Answers judged and changed over the outputs: summed, except that the heads of a tagger fed one
+    text per call (a diacritizer's vowel, dot and stroke marks) answer about the same texts, so a text
+    counts once, changed when any head's tags changed."""
+    heads = [c for c in comparisons if c.judge == "tags" and c.answers == len(c.changed) and c.answers]
+    if len({c.answers for c in heads}) != 1 or len(heads) < 2:
+        heads = []
+    rest = [c for c in comparisons if not any(c is h for h in heads)]
+    answers, changed = sum(c.answers for c in rest), sum(c.changed_answers for c in rest)
+    if heads:
+        answers += heads[0].answers
+        changed += sum(any(flags) for flags in zip(*(c.changed for c in heads), strict=True))
+    return answers, changed

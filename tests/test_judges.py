@@ -372,6 +372,8 @@ def test_a_ctc_recogniser_is_no_tagger() -> None:
         assert not per_character([ref], [feed])
         assert isinstance(judge_for("auto", [ref], characters=per_character([ref], [feed])), Sequences)
     assert per_character([ref], [{"ids": np.arange(10).reshape(1, 10)}])
+    hidden = np.random.default_rng(0).standard_normal((1, 10, 384)).astype(np.float32)  # a text encoder's tokens
+    assert not per_character([hidden], [{"ids": np.arange(10).reshape(1, 10)}])
 
 
 def _tagger() -> onnx.ModelProto:

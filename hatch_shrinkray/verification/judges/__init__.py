@@ -11,8 +11,8 @@ judge      detected for                                                 an answe
 map        ``[N, C, H, W]`` in [0, 1] (H x W >= 256)                    a map's regions
 sequence   ``[N, T, C]`` or ``[T, 1, C]`` probabilities or log-         a decoded text line
            probabilities whose class 0 or C-1 dominates (CTC)
-tags       ``[N, T, C]`` scores whose ``[N, T]`` is a token-id          a text's tag sequence
-           input's shape (one tag per character)
+tags       ``[N, T, C]`` scores (C <= 64) whose ``[N, T]`` is a         a text's tag sequence
+           token-id input's shape (one tag per character)
 boxes      ``[B, 4+C, N]`` or ``[B, N, 4+C]`` candidates (scores in     an image's set of boxes
            [0, 1], pixel coordinates, N >= 64), ``[N, 6]`` after NMS
 top-1      class scores (``[N, C]``, or softmax along the last axis)    a row's label

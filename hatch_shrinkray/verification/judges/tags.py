@@ -22,17 +22,25 @@ import numpy.typing as npt
 
 from hatch_shrinkray.verification.judges.base import Answers, Arrays
 
+MAX_TAGS = 64
+"""Most classes a tag output is detected with: taggers choose among a few (segmenters 2 to 4, a
+diacritizer's marks 16, named entities or parts of speech a few dozen), while a text encoder's
+per-token hidden states (384 or 768 features, fed the same token ids) are no tags to take an argmax
+of. More tags: name the judge (``judges = { out = "tags" }``)."""
+
 
 def per_character(outputs: Arrays, feeds: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether every call's output ``[batch, T, C]`` (C >= 2) has the ``[batch, T]`` shape of one of
-    that call's token-id inputs (integral, not negative: ids, whatever their dtype), with T >= 2 in
-    some call."""
+    """Whether every call's output ``[batch, T, C]`` (2 <= C <= ``MAX_TAGS``) has the ``[batch, T]``
+    shape of one of that call's token-id inputs (integral, not negative: ids, whatever their dtype),
+    with T >= 2 in some call."""
     if not outputs or len(outputs) != len(feeds):
         return False
     longest = 0
     for out, feed in zip(outputs, feeds, strict=True):
         shape = np.shape(out)
-        if len(shape) != 3 or shape[-1] < 2 or not any(_token_ids(x, shape[:2]) for x in feed.values()):
+        if len(shape) != 3 or not 2 <= shape[-1] <= MAX_TAGS:
+            return False
+        if not any(_token_ids(x, shape[:2]) for x in feed.values()):
             return False
         longest = max(longest, shape[1])
     return longest >= 2

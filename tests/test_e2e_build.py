@@ -211,7 +211,8 @@ def test_second_build_is_served_from_the_cache(project: Path, build_env: dict[st
 
 def test_verification_failure_leaves_no_artifact_and_no_trace(project: Path, build_env: dict[str, str]) -> None:
     pyproject = project / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text().replace('method = "int8"', 'method = "int8"\nmax-rel-l2 = 0.0'))
+    pyproject.write_text(pyproject.read_text().replace('method = "int8"',
+                                                       'method = "int8"\nmax-rel-l2 = 0.0\nstrict = true'))
     before = tree(project)
     done = run([PY, "-m", "build", "--outdir", "dist"], project, build_env)
     log = done.stdout + done.stderr

@@ -102,7 +102,7 @@ def test_successful_builds_change_nothing(tmp_path: Path, env: dict[str, Path]) 
 
 def test_verification_failure_changes_nothing(tmp_path: Path, env: dict[str, Path],
                                               capsys: pytest.CaptureFixture[str]) -> None:
-    root = rich_project(tmp_path / "toymodel", "max-rel-l2 = 0.0\nmin-cosine = 1.0\n")
+    root = rich_project(tmp_path / "toymodel", "max-rel-l2 = 0.0\nmin-cosine = 1.0\nstrict = true\n")
     before = tree_digest(root)
     for target in ("wheel", "sdist"):
         with pytest.raises(SystemExit):
@@ -172,7 +172,7 @@ def test_api_interrupted_or_failing_shrink_writes_nothing(tmp_path: Path, monkey
     from hatch_shrinkray import ShrinkOptions, VerifyOptions
 
     with pytest.raises(ShrinkrayError):
-        shrink(src, out / "m.onnx", ShrinkOptions(verify=VerifyOptions(max_rel_l2=0.0, min_cosine=1.0)))
+        shrink(src, out / "m.onnx", ShrinkOptions(verify=VerifyOptions(max_rel_l2=0.0, min_cosine=1.0), strict=True))
     assert (out / "m.onnx").read_bytes() == b"previous output"
     assert list(out.iterdir()) == [out / "m.onnx"]
 

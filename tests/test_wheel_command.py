@@ -243,7 +243,7 @@ def test_hook_table_configures_when_no_tool_table(wheel: Path, project: Path, en
 def test_verification_failure_writes_nothing(wheel: Path, project: Path, env: dict[str, str],
                                              tmp_path: Path) -> None:
     (project / "pyproject.toml").write_text((project / "pyproject.toml").read_text() + "max-rel-l2 = 0.0\n")
-    done = cli("wheel", str(wheel), "-o", str(tmp_path / "out"), cwd=project, env=env)
+    done = cli("wheel", str(wheel), "-o", str(tmp_path / "out"), "--strict", cwd=project, env=env)
     assert done.returncode == 1
     assert "differs too much from the original" in done.stderr and "FAIL" in done.stderr
     assert not (tmp_path / "out").exists()  # not even the -o directory the command made

@@ -230,7 +230,7 @@ def _missing(path: Path) -> bool:
         path.stat()
     except (FileNotFoundError, NotADirectoryError):
         return True
-    except OSError:
+    except (OSError, ValueError):  # unreadable, or not a path the system takes (a NUL in it)
         return False
     return False
 

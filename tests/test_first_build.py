@@ -19,6 +19,8 @@ import pytest
 from hardening import REPO, build, cli, write_project
 from onnx import helper
 
+from hatch_shrinkray.options import VerifyOptions
+from hatch_shrinkray.verification.inputs import InputSpec, Retry, generated_shape, retries
 from hatch_shrinkray.verification.recordings import Recording, write_recording
 from hatch_shrinkray.verification.silence import silent, silent_outputs
 
@@ -198,6 +200,20 @@ print("engine imported:", sorted(m for m in ("onnx", "onnxruntime", "numpy") if 
         "- Field `tool.hatch.build.hooks.shrinkray.inputs` names a recording that does not exist yet: "
         f"tests/shrinkray-inputs; make it with `{RECORD}` and commit it, or remove the key to verify on generated "
         "inputs"], proc.stderr
+
+
+def test_audio_lengths_are_tried_on_waveforms_only_and_in_a_bounded_list() -> None:
+    wave = InputSpec("samples", "tensor(float)", ("batch", "n"))
+    state = InputSpec("state", "tensor(float)", (2, "batch", 128))
+    tokens = InputSpec("ids", "tensor(int64)", ("batch", "seq"))
+    options = VerifyOptions()
+    assert [r.text() for r in retries([wave, state], options)] == \
+        ["16000 (audio length)", "512 (audio length)", "224", "16", "1"]
+    assert generated_shape(wave, options, Retry(16000, audio=True)) == (1, 16000)
+    assert generated_shape(state, options, Retry(16000, audio=True)) == generated_shape(state, options)
+    assert [r.dim for r in retries([tokens], options)] == [224, 16, 1]
+    assert [r.dim for r in retries([wave], VerifyOptions(default_dim=512))] == [16000, 224, 16, 1]
+    assert retries([InputSpec("x", "tensor(float)", (1, 64))], options) == []
 
 
 def test_the_silence_rule() -> None:

@@ -334,7 +334,7 @@ def retries(specs: Sequence[InputSpec], options: VerifyOptions) -> list[Retry]:
     if not symbolic(specs, options):
         return []
     audio = [Retry(d, audio=True) for d in AUDIO_DIMS if any(audio_like(s, options) for s in specs)]
-    return audio + [Retry(d) for d in RETRY_DIMS if d != options.default_dim]
+    return [r for r in (*audio, *(Retry(d) for d in RETRY_DIMS)) if r.dim != options.default_dim]
 
 
 def generated_size_problem(specs: list[InputSpec], options: VerifyOptions, fallback: Retry | None) -> str | None:

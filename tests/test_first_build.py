@@ -100,8 +100,8 @@ def test_unverifiable_models_ship_their_originals_with_the_record_command_and_th
     assert "original kept, int8 fails on 8 generated samples (y: rel L2 " in kept[f"{MODELS}/cancel.onnx"]
     assert "original kept, its outputs carry no signal on generated inputs (y within 1e-06 of 0)" in \
         kept[f"{MODELS}/quiet.onnx"]
-    assert "original kept, it does not run on generated inputs (sizes tried: default, 16000 (audio length), " \
-           "512 (audio length), 224, 16, 1)" in kept[f"{MODELS}/fixed.onnx"]
+    assert "original kept, it does not run on generated inputs (sizes tried: default, 16000, 512, 224, 16, 1)" \
+        in kept[f"{MODELS}/fixed.onnx"]
     total = next(line for line in err if line.startswith("shrinkray: total"))
     assert total.startswith("shrinkray: total 4 models (1 shrunk, 3 kept original): "), total
 

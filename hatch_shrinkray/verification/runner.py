@@ -27,6 +27,7 @@ from hatch_shrinkray.verification.inputs import (
     Feed,
     GeneratedUnusable,
     InputSpec,
+    Retry,
     Samples,
     describe_generated,
     generate,
@@ -197,18 +198,17 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
                                  path=label, hint=f"check the arrays in {samples.source}") from exc
         return _checked(Reference(samples, feeds, seq, outputs, names, prepared.calibration, prepared.cross, {}, []),
                         label, options, threshold)
-    tried: list[tuple[str, str]] = []
+    tried: list[tuple[Retry | None, str]] = []
     for dim in [None, *retries(specs, options)]:
-        size = "default" if dim is None else dim.text()
         too_big = generated_size_problem(specs, options, dim) if dim is not None else None
         if too_big:  # a retry too large to generate is skipped; the plausible sizes' limit is the user's
-            tried.append((size, too_big))
+            tried.append((dim, too_big))
             continue
         feeds = generate(specs, options, dim)
         try:
             outputs = run_all(sess, feeds, step="verifying: the original model")
         except Exception as exc:
-            tried.append((size, one_line(exc, 200)))
+            tried.append((dim, one_line(exc, 200)))
             continue
         source = describe_generated(specs, options, dim)
         if tried:  # say which sizes it took, and why not the default ones
@@ -220,12 +220,13 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
     raise _cannot_run(tried, label)
 
 
-def _cannot_run(tried: list[tuple[str, str]], label: str) -> GeneratedUnusable:
+def _cannot_run(tried: list[tuple[Retry | None, str]], label: str) -> GeneratedUnusable:
     """The original ran on none of the generated sizes: the first error, and every size tried."""
-    sizes = ", ".join(size for size, _ in tried)
+    sizes = ", ".join("default" if dim is None else dim.text() for dim, _ in tried)
     retried = f"; sizes of the symbolic dimensions tried: {sizes}" if len(tried) > 1 else ""
+    brief = ", ".join("default" if dim is None else str(dim.dim) for dim, _ in tried)
     return GeneratedUnusable(f"the original model does not run on generated inputs ({tried[0][1]}){retried}",
-                             kind="cannot-run", reason=f"it does not run on generated inputs (sizes tried: {sizes})",
+                             kind="cannot-run", reason=f"it does not run on generated inputs (sizes tried: {brief})",
                              path=label, hint=f"{RECORD_HINT}, or set `dims` for the symbolic dimensions")
 
 

@@ -38,6 +38,7 @@ from hatch_shrinkray.options import (
     in_range,
     option_errors,
 )
+from hatch_shrinkray.shipping.advice import record_advice
 from hatch_shrinkray.shipping.config import ENGINE_KEYS, VERIFY_TABLE_KEYS, CommandLine, ConfigurationError, HookConfig
 from hatch_shrinkray.shipping.ship import confirm_plan, engine_missing, printable_lines
 from hatch_shrinkray.signals import Terminated, redeliver, stop_request, terminate_raises
@@ -57,7 +58,7 @@ FLAG_NAMES = {"method": "--method", "min_elements": "--min-elements", "scheme": 
               "min_top1": "--min-top1", "budget_rel_l2": "--budget-rel-l2", "budget_cosine": "--budget-cosine",
               "budget_agreement": "--budget-agreement", "budget_load": "--budget-load", "encodings": "--encoding",
               "plan": "--plan", "runtimes": "--runtime", "judges": "--judge", "target": "--target",
-              "rounding": "--rounding"}
+              "rounding": "--rounding", "strict": "--strict"}
 
 
 TABLE_KEYS = {"method": "method", "min_elements": "min-elements", "exclude_tensor": "exclude-tensors",
@@ -67,7 +68,8 @@ TABLE_KEYS = {"method": "method", "min_elements": "min-elements", "exclude_tenso
               "budget_agreement": "budget-agreement", "budget_load": "budget-load", "encoding": "encodings",
               "no_verify": "verify", "inputs": "inputs", "dim": "dims", "default_dim": "default-dim",
               "samples": "samples", "int_range": "int-range", "max_rel_l2": "max-rel-l2",
-              "min_cosine": "min-cosine", "min_top1": "min-top1", "judge": "judges", "rounding": "rounding"}
+              "min_cosine": "min-cosine", "min_top1": "min-top1", "judge": "judges", "rounding": "rounding",
+              "strict": "strict"}
 """Flag destination -> the configuration key it overrides (``--exclude-tensor`` -> ``exclude-tensors``)."""
 
 
@@ -244,6 +246,8 @@ def _shrink_args(s: argparse.ArgumentParser) -> None:
                    help="give tensors whose name matches this encoding whatever the method (repeatable; "
                         f"{', '.join(ENCODINGS)})")
     s.add_argument("--no-verify", action="store_true", help="skip output verification (not recommended)")
+    s.add_argument("--strict", action="store_true",
+                   help="fail for a model that generated inputs cannot verify, instead of keeping its original")
 
 
 def _verify_options(args: argparse.Namespace) -> VerifyOptions:
@@ -273,7 +277,7 @@ def _shrink_options(args: argparse.Namespace) -> ShrinkOptions:
                          budget_rel_l2=args.budget_rel_l2, budget_cosine=args.budget_cosine,
                          budget_agreement=args.budget_agreement, budget_load=args.budget_load,
                          encodings=_encodings(args.encoding), runtimes=tuple(args.runtime), target=args.target,
-                         rounding=args.rounding)
+                         rounding=args.rounding, strict=args.strict)
     errors = option_errors(opts, FLAG_NAMES)
     if errors:
         raise ShrinkrayError("; ".join(errors))
@@ -406,6 +410,9 @@ def cmd_shrink(args: argparse.Namespace) -> int:
         if plan is not None:
             confirm_plan(str(src), plan, file_sha256(dest), _Stderr(args.verbose, args.quiet))
         print(shrink_report(result, args.sizes, tensors=args.verbose))
+        if result.unverified:
+            inputs = chosen.verify.inputs if chosen.verify is not None else None
+            print(f"{src}: original kept; {record_advice(Path.cwd(), inputs, '--inputs')}", file=sys.stderr)
         reports.append(result_json(result))
     written = args.json is None or _write_report(args.json, json.dumps(reports, indent=2, sort_keys=True), args.verbose)
     if failures:

@@ -2,8 +2,9 @@
 
 The destination only appears once the shrunk model passed onnx.checker and the output comparison,
 so nothing that failed verification ever lands where a build would pick it up; a result that is not
-smaller is never written (the original is), and a source rewritten while it was being shrunk is
-refused (verification would have compared against another file).
+smaller, or that generated inputs cannot verify, is never written (the original is), and a source
+rewritten while it was being shrunk is refused (verification would have compared against another
+file).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from hatch_shrinkray.result import KeptFloat, ShrinkResult, TensorRecord, Verify
 from hatch_shrinkray.samples import Calibration
 from hatch_shrinkray.signals import deferred
 from hatch_shrinkray.sizes import BROTLI_HINT, Sizes, brotli_problem, measure
-from hatch_shrinkray.verification.inputs import specs_of_model
+from hatch_shrinkray.verification.inputs import GeneratedUnusable, specs_of_model
 from hatch_shrinkray.verification.recordings import NoRecording
 from hatch_shrinkray.verification.runner import (
     Prepared,
@@ -57,6 +58,7 @@ from hatch_shrinkray.verification.runner import (
     reference_outputs,
     verify_against,
 )
+from hatch_shrinkray.verification.silence import silent_outputs
 
 QUANTIZED_OPS = {"DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
                  "ConvInteger", "QLinearConv", "QLinearMatMul", "MatMulNBits", "GatherBlockQuantized",
@@ -89,7 +91,10 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
     Raises ShrinkrayError (or its subclasses AlreadyQuantizedError / VerificationError) for every
     user-facing problem. With ``destination=None`` nothing is written (the result still carries
     sizes and verification). A shrunk model that would not be smaller than the original is not
-    written: the original is, and ``kept_original`` says why. ``keep_failed`` writes a model that
+    written: the original is, and ``kept_original`` says why. Nor is one that generated inputs cannot
+    verify (it fails on them, the original's outputs carry no signal there, or the original does not
+    run on them): the original is written, with ``unverified`` set, unless ``options.strict``, which
+    raises instead; a failure on real inputs always raises. ``keep_failed`` writes a model that
     fails verification too, with the failed figures in its result: for ``check``, which lets the
     package's own tests judge it and never ships it.
 
@@ -130,6 +135,7 @@ def _shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.P
     dest = Path(destination) if destination is not None else None
     output: Output | None = None
     kept_original: str | None = None
+    unverified = False
     # The original's sizes, meanwhile: compressing it (2.8 s for PP-OCRv6 rec's 21 MB, minutes at
     # brotli 11) runs in the gaps the encoding leaves, not after it.
     original_files = _files(loaded, original_ref)
@@ -176,9 +182,9 @@ def _shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.P
                 verification = _verify(loaded, original_ref, output, options, prepared=prepared,
                                        checker=checker, fitting=fitting, keep_failed=keep_failed,
                                        reference=early)
-            except UnrecordedFailure as exc:
+            except Unverifiable as exc:
                 _refuse_if_changed(loaded, exc)
-                kept_original, verification = exc.reason, None
+                kept_original, unverified, verification = exc.reason, True, None
                 output, records, shrunk_sizes = original_instead(output, records)
             except ShrinkrayError as exc:
                 _refuse_if_changed(loaded, exc)  # a file swapped mid-run explains any failure; say so
@@ -192,7 +198,8 @@ def _shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.P
         source=loaded.label, destination=None if dest is None else str(dest), method=options.method,
         original_size=loaded.size, shrunk_size=output.size, tensors=tuple(records),
         seconds=time.perf_counter() - start, verification=verification, options=options.describe(),
-        external_data=tuple(p.name for p in extra), kept_original=kept_original, kept_float=kept_float,
+        external_data=tuple(p.name for p in extra), kept_original=kept_original, unverified=unverified,
+        kept_float=kept_float,
         not_weights=max(0, loaded.size - weight_bytes), source_sha256=dict(loaded.sha256),
         original_sizes=original_sizes, shrunk_sizes=shrunk_sizes)
 
@@ -220,21 +227,34 @@ def _early_reference(loaded: Loaded, original_ref: str | bytes, options: ShrinkO
 def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: ShrinkOptions,
             *, prepared: Prepared | None, checker: str, fitting: str,
             keep_failed: bool, reference: Reference | None = None) -> VerifyResult:
-    """Run both models on the samples; a failure raises VerificationError with the hint that fits."""
+    """Run both models on the samples; a failure raises VerificationError with the hint that fits,
+    and a model generated inputs cannot verify raises Unverifiable (unless ``strict``)."""
     assert options.verify is not None
+    keep = not (options.strict or keep_failed)
     # Only now, with the working copy freed: the original's session and the model in memory
     # together peaked at 3.6x a 2.5 GB model.
-    reference = reference or _reference(loaded, original_ref, options, prepared)
+    try:
+        reference = reference or _reference(loaded, original_ref, options, prepared)
+    except GeneratedUnusable as exc:
+        if keep:
+            raise Unverifiable(exc.reason, path=loaded.label) from exc
+        raise
+    if not reference.samples.real:
+        quiet = silent_outputs(reference.names, reference.outputs)
+        if quiet and keep:
+            raise Unverifiable(f"its outputs carry no signal on generated inputs ({quiet})", path=loaded.label)
+        if quiet and options.strict:
+            raise ShrinkrayError(f"on {reference.samples.source} the original's outputs carry no signal ({quiet}): "
+                                 "nothing can tell the shrunk model from it", path=loaded.label,
+                                 hint="verify on inputs that make the model compute something: " + RECORD_HINT)
     verification = verify_against(reference, output.ref, loaded.label, options.verify, checker)
     verification = replace(verification, fitting=fitting)
     if not verification.passed and not keep_failed:
         v = options.verify
-        if not verification.real and v.inputs is not None:
-            raise UnrecordedFailure(
-                f"{options.label()} differs too much from the original on {verification.basis()} (the recording in "
-                f"{v.inputs} holds none of this model, and generated inputs prove little either way); to shrink it, "
-                f"run code that uses it under `hatch-shrinkray record --output {v.inputs} -- COMMAND`",
-                path=loaded.label)
+        if not verification.real and keep:
+            failed = next(o for o in verification.outputs if not o.ok)
+            raise Unverifiable(f"{options.label()} fails on {verification.basis()} ({failed.name}: "
+                               f"{failed.failures[0]})", path=loaded.label)
         hint = _failure_hint(original_ref, options, reference)
         if not verification.real:
             hint = f"this ran on generated inputs, which prove little either way: {RECORD_HINT}; or {hint}"
@@ -246,11 +266,12 @@ def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: 
     return verification
 
 
-class UnrecordedFailure(VerificationError):
-    """A model the configured recording lacks failed its smoke check on generated inputs: noise is
-    not the model's input, so this proves nothing about the shrunk model, and stopping the build
-    for it makes the first build after ``record`` fail for a model the tests never ran (three of
-    silero-vad's six). The original ships instead, with a warning that says how to shrink it."""
+class Unverifiable(ShrinkrayError):
+    """Generated inputs cannot verify the shrunk model: it fails on them, the original's outputs
+    carry no signal there, or the original does not run on them. Noise is not the model's input,
+    so none of these proves anything about the shrunk model, and stopping the build for it made
+    most first builds without a recording fail. The original ships instead, and the build says how
+    to record inputs that can verify it; ``strict`` fails instead."""
 
     @property
     def reason(self) -> str:

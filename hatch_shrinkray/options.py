@@ -132,6 +132,10 @@ class ShrinkOptions:
     the model's outputs, where the do-no-harm guard keeps that; ``nearest``: always round-to-nearest,
     the inputs only verify (a package's own tests may judge a fitted model worse than held-out data
     does: ``hatch-shrinkray check`` says which)."""
+    strict: bool = False
+    """A model that generated inputs cannot verify (the shrunk model fails on them, the original's
+    outputs carry no signal there, or it does not run on them) fails instead of shipping its
+    original: for CI that wants every model shrunk."""
     target: str = DEFAULT_TARGET
     """The size that counts (``sizes``): ``wheel`` (the zip member, deflate level 6), ``web`` (brotli
     quality 11) or ``disk`` (raw). The never-larger rule and the methods' size choices use it."""

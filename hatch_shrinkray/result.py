@@ -208,7 +208,11 @@ class ShrinkResult:
     external_data: tuple[str, ...] = ()
     """Names of data files written beside ``destination`` (only for outputs over 2 GB)."""
     kept_original: str | None = None
-    """Why the original was written instead of the shrunk model (it would not have been smaller)."""
+    """Why the original was written instead of the shrunk model (it would not have been smaller, or
+    generated inputs could not verify it: ``unverified``)."""
+    unverified: bool = False
+    """The original was written because generated inputs could not verify the shrunk model (it
+    failed on them, the original's outputs carry no signal there, or it does not run on them)."""
     kept_float: tuple[KeptFloat, ...] = ()
     not_weights: int = 0
     """Bytes of the input that are not float weights: graph, names, metadata, integer tensors."""
@@ -258,7 +262,8 @@ class ShrinkResult:
             "original_size": self.original_size, "shrunk_size": self.shrunk_size,
             "ratio": round(self.ratio, 6), "seconds": round(self.seconds, 3),
             "external_data": list(self.external_data), "options": self.options,
-            "kept_original": self.kept_original, "kept_float": [asdict(k) for k in self.kept_float],
+            "kept_original": self.kept_original, "unverified": self.unverified,
+            "kept_float": [asdict(k) for k in self.kept_float],
             "not_weights": self.not_weights, "source_sha256": self.source_sha256,
             "tensors": [_clean(asdict(t)) for t in self.tensors],
             "target": self.target,

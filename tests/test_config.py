@@ -148,11 +148,12 @@ def test_all_type_and_value_errors_at_once(root: Path) -> None:
         f"Field `{T}.dims.seq` must be a positive integer; got 'long'",
         f"Field `{T}.int-range` must be an array of two integers [low, high]",
         f"Field `{T}.seed` must be a non-negative integer; got -1",
+        f"Field `{T}.inputs` names a file that does not exist: data/missing.npz (save real samples there, or point "
+        "it at a recording: `hatch-shrinkray record --output shrinkray-inputs -- COMMAND`)",
         f"Field `{T}.method` {ONE_OF}; got 'int9'",
         f"Field `{T}.levels` must be an integer from 2 to 65536; got 1",
         f"Field `{T}.rounding` must be one of output-aware, nearest; got 'closest'",
         f"Field `{T}.block-size` must be a power of two >= 16; got 24",
-        f"Field `{T}.inputs` names a file or directory that does not exist: {root / 'data/missing.npz'}",
         f"Field `{T}.min-cosine` must be a number from 0.0 to 1.0; got 2.0",
         f"Field `{T}.sdist` must be one of 'shrunk', 'original'; got 'tiny'",
         f"Field `{T}.cache` must be a boolean or a directory path",

@@ -265,13 +265,19 @@ def _scenario(name: str, tmp: Path) -> tuple[str, dict[str, str]]:
     if name == "config":
         out = _build(_project(root, 'models = ["src/mypkg/model/*.onnx"]\nmehtod = "int8"\nsamples = "8"\n'), cache)
     elif name == "inputs-missing":
-        out = _build(_project(root, f'models = [{models}]\ninputs = "tests/shrinkray-inputs"\n'), cache)
+        _project(root, f'models = [{models}]\ninputs = "tests/shrinkray-inputs"\n')
+        (root / "tests").mkdir()
+        out = _build(root, cache)
     elif name in ("generated-only", "manifest-ignored"):
         _project(root, f"models = [{models}]\n")
         (root / ".shrinkray-manifest.json").write_text("{}")
         out = _build(root, cache)
     elif name == "verification":
-        out = _build(_project(root, f"models = [{models}]\nmax-rel-l2 = 0.001\n{VALUES}"), cache)
+        out = _build(_project(root, f"models = [{models}]\nmax-rel-l2 = 0.001\nstrict = true\n{VALUES}"), cache)
+    elif name == "unverified-original":  # noise fails a strict limit, in a project with tests
+        _project(root, f"models = [{models}]\nmax-rel-l2 = 0.001\n{VALUES}")
+        (root / "tests").mkdir()
+        out = _build(root, cache)
     elif name == "unrecorded-original":  # the recording holds another model only; noise fails a strict limit
         import numpy as np
 

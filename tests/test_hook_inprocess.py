@@ -214,7 +214,10 @@ def test_cache_false_does_no_caching(tmp_path: Path) -> None:
 
 def test_verification_failure_fails_cleanly(tmp_path: Path, isolated: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
-    root = write_project(tmp_path / "toymodel", 'max-rel-l2 = 0.0\nmin-cosine = 1.0\njudges = { y = "values" }\n')
+    """With ``strict``, a model that fails even on generated inputs fails the build (without it, the
+    original ships: tests/test_first_build.py), and leaves nothing behind."""
+    root = write_project(tmp_path / "toymodel",
+                         'max-rel-l2 = 0.0\nmin-cosine = 1.0\nstrict = true\njudges = { y = "values" }\n')
     before = tree_digest(root)
     out = tmp_path / "dist"
     for target in ("wheel", "sdist"):
@@ -305,11 +308,11 @@ def test_nothing_to_shrink_ships_the_original_and_is_remembered(tmp_path: Path, 
     assert sdist_members(sdist)[IN_SDIST] == original
     err = capsys.readouterr().err
     assert "nothing to shrink: no weight has min-elements (16384) elements or more" in err
-    assert "(1 unchanged)" in err
+    assert "shrinkray: total 1 model: no model was shrunk: 1 unchanged; " in err
     forbid_engine(monkeypatch)
     with zipfile.ZipFile(build(root)) as zf:
         assert zf.read(IN_WHEEL) == original
-    assert "(1 unchanged)" in capsys.readouterr().err
+    assert "no model was shrunk: 1 unchanged" in capsys.readouterr().err
     with tarfile.open(sdist) as tar:
         tar.extractall(tmp_path / "unpacked", filter="data")
     with zipfile.ZipFile(build(tmp_path / "unpacked/toymodel-0.1.0", out=tmp_path / "again")) as zf:
@@ -334,7 +337,7 @@ def test_already_quantized_input_is_shipped_unchanged(tmp_path: Path,
         assert zf.read(IN_WHEEL) == (root / MODEL).read_bytes()
     err = capsys.readouterr().err
     assert f"shrinkray: {MODEL}: already quantized" in err and "shipping it unchanged" in err
-    assert "(1 already-quantized)" in err
+    assert "no model was shrunk: 1 already-quantized" in err
 
 
 def hook_for(root: Path, target: str = "wheel") -> ShrinkrayBuildHook:

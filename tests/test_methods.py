@@ -85,7 +85,7 @@ def test_verification_failure_writes_nothing(tmp_path: Path) -> None:
     out = tmp_path / "o.onnx"
     strict = VerifyOptions(max_rel_l2=1e-9, judges=(("y", "values"),))  # labels held: only values are gated
     with pytest.raises(VerificationError) as err:
-        shrink(src, out, ShrinkOptions(verify=strict))
+        shrink(src, out, ShrinkOptions(verify=strict, strict=True))
     assert "rel L2" in err.value.table and "FAIL" in err.value.table
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
 

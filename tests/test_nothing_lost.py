@@ -102,7 +102,8 @@ def test_successful_builds_change_nothing(tmp_path: Path, env: dict[str, Path]) 
 
 def test_verification_failure_changes_nothing(tmp_path: Path, env: dict[str, Path],
                                               capsys: pytest.CaptureFixture[str]) -> None:
-    root = rich_project(tmp_path / "toymodel", 'max-rel-l2 = 0.0\nmin-cosine = 1.0\njudges = { y = "values" }\n')
+    root = rich_project(tmp_path / "toymodel",
+                        'max-rel-l2 = 0.0\nmin-cosine = 1.0\nstrict = true\njudges = { y = "values" }\n')
     before = tree_digest(root)
     for target in ("wheel", "sdist"):
         with pytest.raises(SystemExit):
@@ -173,7 +174,7 @@ def test_api_interrupted_or_failing_shrink_writes_nothing(tmp_path: Path, monkey
 
     strict = VerifyOptions(max_rel_l2=0.0, min_cosine=1.0, judges=(("y", "values"),))
     with pytest.raises(ShrinkrayError):
-        shrink(src, out / "m.onnx", ShrinkOptions(verify=strict))
+        shrink(src, out / "m.onnx", ShrinkOptions(verify=strict, strict=True))
     assert (out / "m.onnx").read_bytes() == b"previous output"
     assert list(out.iterdir()) == [out / "m.onnx"]
 

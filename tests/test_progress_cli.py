@@ -61,10 +61,10 @@ def test_shrink_says_where_it_is_and_q_silences_it(tmp_path: Path) -> None:
 
 
 def test_a_failing_model_keeps_its_error_and_exit_code_with_or_without_progress(tmp_path: Path) -> None:
-    model = silero_vad()  # int8 on generated inputs fails its verification
-    loud = cli("shrink", str(model), "-o", str(tmp_path / "loud"),
+    model = silero_vad()  # int8 on generated inputs fails its verification (--strict: fails the command)
+    loud = cli("shrink", str(model), "-o", str(tmp_path / "loud"), "--strict",
                env=env(HATCH_SHRINKRAY_CACHE_DIR=str(tmp_path / "c1")))
-    quiet = cli("-q", "shrink", str(model), "-o", str(tmp_path / "quiet"),
+    quiet = cli("-q", "shrink", str(model), "-o", str(tmp_path / "quiet"), "--strict",
                 env=env(HATCH_SHRINKRAY_CACHE_DIR=str(tmp_path / "c2")))
     assert loud.returncode == quiet.returncode == 1
     assert progress_lines(loud.stderr) and not progress_lines(quiet.stderr)

@@ -244,7 +244,7 @@ def test_verification_failure_writes_nothing(wheel: Path, project: Path, env: di
                                              tmp_path: Path) -> None:
     (project / "pyproject.toml").write_text((project / "pyproject.toml").read_text()
                                             + 'max-rel-l2 = 0.0\njudges = { y = "values" }\n')
-    done = cli("wheel", str(wheel), "-o", str(tmp_path / "out"), cwd=project, env=env)
+    done = cli("wheel", str(wheel), "-o", str(tmp_path / "out"), "--strict", cwd=project, env=env)
     assert done.returncode == 1
     assert "differs too much from the original" in done.stderr and "FAIL" in done.stderr
     assert not (tmp_path / "out").exists()  # not even the -o directory the command made

@@ -86,18 +86,20 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
     def dependencies(self) -> list[str]:
         """The engine's requirements, only when this build has models to shrink.
 
-        A bad table also asks for them: ``initialize`` then reports every problem at once.
+        Hatchling asks for them before it installs them, so a table that cannot work (a bad key, an
+        ``inputs`` that does not exist yet) stops the build here, with every problem listed, not
+        after the engine was installed for nothing.
         """
         if self.target_name not in TARGETS or _editable_build():
             return []
-        methods: set[str] | None = None
         try:
             config = self._load()
             needed = engine_needed(config, Path(self.root), read_manifest(Path(self.root)))
-            web = any(m.options.target == "web" for m in config.models)
-            methods = {m.options.method for m in config.models} | {p.method for p in config.plans.values()}
-        except ShrinkrayError:
-            needed, web = True, False
+        except ShrinkrayError as exc:
+            self.app.abort(printable_lines(f"shrinkray: {exc}"))
+            raise  # abort exits; this is for type checkers
+        web = any(m.options.target == "web" for m in config.models)
+        methods = {m.options.method for m in config.models} | {p.method for p in config.plans.values()}
         return [*engine_requirements(methods), *([WEB_REQUIREMENT] if web else [])] if needed else []
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:

@@ -54,13 +54,15 @@ class CachedShrink:
     """What stayed float and why (``ShrinkResult.kept_summary()``)."""
     kept_original: str | None = None
     """Why the original ships instead (``ShrinkResult.kept_original``)."""
+    unverified: bool = False
+    """It ships because generated inputs could not verify the shrunk model (``ShrinkResult.unverified``)."""
     sizes: tuple[Sizes, Sizes] | None = None
     """Raw, wheel and web bytes of the original and the shrunk model, for the report line."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"entry": self.entry.to_dict(), "original_size": self.original_size,
                 "shrunk_size": self.shrunk_size, "seconds": self.seconds, "summary": self.summary,
-                "kept": self.kept, "kept_original": self.kept_original,
+                "kept": self.kept, "kept_original": self.kept_original, "unverified": self.unverified,
                 "sizes": None if self.sizes is None else [s.to_dict() for s in self.sizes]}
 
     @classmethod
@@ -83,9 +85,12 @@ class CachedShrink:
                 raise TypeError(f"{key} must be text")
         if not isinstance(data.get("kept") or "", str):
             raise TypeError("kept must be text")
+        if not isinstance(data.get("unverified", False), bool):
+            raise TypeError("unverified must be true or false")
         return cls(entry=ManifestEntry.from_dict(data["entry"]), original_size=sizes[0], shrunk_size=sizes[1],
                    seconds=float(seconds), summary=data.get("summary"), kept=data.get("kept") or "",
-                   kept_original=data.get("kept_original"), sizes=_sizes(data.get("sizes")))
+                   kept_original=data.get("kept_original"), unverified=data.get("unverified", False),
+                   sizes=_sizes(data.get("sizes")))
 
 
 def _sizes(value: Any) -> tuple[Sizes, Sizes] | None:

@@ -21,6 +21,7 @@ from packaging.version import Version
 
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.options import ShrinkOptions, VerifyOptions, option_errors
+from hatch_shrinkray.shipping.advice import default_recording, record_command
 from hatch_shrinkray.shipping.layout import Layout, project_layout
 from hatch_shrinkray.shipping.plan import PLAN_NAME, PlanEntry, read_plan
 
@@ -39,7 +40,7 @@ _SHRINK_KEYS = {
     "decode": "decode", "block-size": "block_size", "budget-rel-l2": "budget_rel_l2",
     "budget-cosine": "budget_cosine", "budget-agreement": "budget_agreement", "budget-load": "budget_load",
     "encodings": "encodings",
-    "runtimes": "runtimes", "target": "target", "rounding": "rounding",
+    "runtimes": "runtimes", "target": "target", "rounding": "rounding", "strict": "strict",
 }
 _VERIFY_KEYS = {
     "max-rel-l2": "max_rel_l2", "min-cosine": "min_cosine", "min-top1": "min_top1",
@@ -56,7 +57,7 @@ _KINDS = {
     "method": "string", "scheme": "string", "decode": "string", "target": "string", "rounding": "string",
     "min-elements": "integer", "levels": "integer", "block-size": "integer",
     "default-dim": "integer", "samples": "integer", "seed": "integer",
-    "dedup": "boolean", "verify": "boolean",
+    "dedup": "boolean", "verify": "boolean", "strict": "boolean",
     "max-rel-l2": "number", "min-cosine": "number", "min-top1": "number",
     "budget-rel-l2": "number", "budget-cosine": "number", "budget-agreement": "number", "budget-load": "number",
     "exclude-tensors": "strings", "exclude-ops": "strings", "runtimes": "strings",
@@ -188,10 +189,11 @@ def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
 
     overrides = _read_overrides(raw.get("overrides", []), globs, table, set(models), errors,
                                 selected_here=not flags.models)
-    if recordings_optional:
-        for settings in (base, *(override for _, override, _ in overrides)):
-            if isinstance(settings.get("inputs"), str) and not (root / settings["inputs"]).exists():
-                del settings["inputs"]
+    for settings, where in ((base, table), *((override, t) for _, override, t in overrides)):
+        if isinstance(settings.get("inputs"), str) and _missing(root / settings["inputs"]):
+            if not recordings_optional:
+                errors.append(_missing_inputs(settings["inputs"], root, where))
+            del settings["inputs"]  # reported (or not needed): the value checks would report it again
 
     errors += _value_errors(base, base_names, overrides, root)
     entries = []
@@ -220,6 +222,26 @@ def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
         raise ConfigurationError(errors, table)
     return HookConfig(table=table, target=target, models=tuple(entries), sdist=str(sdist),
                       cache=cache, cache_dir=cache_dir, plan_file=plan_file, plans=plans)
+
+
+def _missing(path: Path) -> bool:
+    """Whether nothing is at ``path`` (what cannot be read there is :func:`inputs_problem`'s to say)."""
+    try:
+        path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except (OSError, ValueError):  # unreadable, or not a path the system takes (a NUL in it)
+        return False
+    return False
+
+
+def _missing_inputs(inputs: str, root: Path, table: str) -> str:
+    """The error for an ``inputs`` that does not exist yet, with the command that makes it."""
+    if inputs.endswith(".npz"):
+        return (f"{_field(table, 'inputs')} names a file that does not exist: {inputs} (save real samples there, or "
+                f"point it at a recording: `{record_command(root, default_recording(root))}`)")
+    return (f"{_field(table, 'inputs')} names a recording that does not exist yet: {inputs}; make it with "
+            f"`{record_command(root, inputs)}` and commit it, or remove the key to verify on generated inputs")
 
 
 def _value_errors(base: dict[str, Any], base_names: dict[str, str],

@@ -47,6 +47,10 @@ KEY_HELP: dict[str, tuple[str | None, str]] = {
                  "on; `nearest` always rounds to nearest, and the inputs only verify. Set `nearest` for a model "
                  "when `hatch-shrinkray check` shows your tests judge its fitted codes worse "
                  "([Checking](checking.md))"),
+    "strict": (None, "fail the build for a model that generated inputs cannot verify (the shrunk model fails on "
+               "them, the original's outputs carry no signal there, or it does not run on them) instead of "
+               "shipping its original with the `record` command that lets the next build shrink it; real "
+               "recorded inputs that fail always fail it ([Troubleshooting](troubleshooting.md))"),
     "verify": ("`true`", "compare the shrunk model's outputs with the original's; `false` turns verification off"),
     "max-rel-l2": (None, "verification: the largest relative L2 of any output (0 to 1)"),
     "min-cosine": (None, "verification: the smallest cosine of any output (0 to 1)"),

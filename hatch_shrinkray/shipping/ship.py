@@ -1,7 +1,7 @@
 """Decide, per configured model, what ships in its place, for any archive (the hook's wheel and
 sdist, or a wheel rewritten after the fact).
 
-For each configured model there are five outcomes:
+For each configured model there are six outcomes:
 
 - *pass-through*: the file's sha256 is a manifest's ``shrunk_sha256`` (a wheel built from our own
   sdist) and the file is framed as an ONNX model, or the sdist is configured to carry originals.
@@ -11,6 +11,10 @@ For each configured model there are five outcomes:
 - *shrunk*: the engine writes the shrunk model into the work directory.
 - *unchanged*: no weight reaches ``min-elements``, or the shrunk model would not be smaller;
   reported, and the original ships.
+- *kept-original*: generated inputs could not verify the shrunk model (it failed on them, the
+  original's outputs carry no signal there, or it does not run on them), so the original ships
+  with one line that names the ``record`` command that lets the next build shrink it (``strict``
+  fails the build instead).
 - *already quantized*: the engine refuses it; it is reported and shipped unchanged.
 
 What ships is what was hashed: a manifest match or an unchanged original is copied into the work
@@ -50,6 +54,7 @@ from hatch_shrinkray.evidence import MIN_UNITS
 from hatch_shrinkray.files import copy_hashed, file_sha256
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import human, size_change
+from hatch_shrinkray.shipping.advice import record_advice
 from hatch_shrinkray.shipping.cache import (
     CACHE_ENV,
     CachedShrink,
@@ -135,7 +140,7 @@ class Shipped:
 
     relpath: str
     outcome: str
-    """``shrunk``, ``cached``, ``pass-through``, ``unchanged`` or ``already-quantized``."""
+    """``shrunk``, ``cached``, ``pass-through``, ``unchanged``, ``kept-original`` or ``already-quantized``."""
     original_size: int
     shipped_size: int
     files: tuple[tuple[str, Path], ...] = ()
@@ -355,9 +360,10 @@ def _ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
         if record is None:  # already quantized: reported, shipped as it is, nothing claimed about it
             shipped.append(Shipped(model.relpath, outcome, size, size, ((model.relpath, source),)))
             continue
-        if outcome == "unchanged":
+        if outcome in ("unchanged", "kept-original"):
             why = record.kept_original or f"nothing to shrink: {_why_unchanged(model.options)}"
-            app.display_warning(f"{PREFIX} {model.relpath}: {why}; shipping the original")
+            app.display_warning(kept_line(model.relpath, why, root, model.options) if outcome == "kept-original"
+                                 else f"{PREFIX} {model.relpath}: {why}; shipping the original")
             shipped.append(Shipped(model.relpath, outcome, size, size, ((model.relpath, target),), entry=record.entry))
             continue
         files = [(model.relpath, target)]
@@ -534,9 +540,10 @@ def _again(plan: PlanEntry) -> str:
 def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Path, sidecars: Mapping[str, str], *,
                 cache: ShrinkCache | None, app: Display, keep_failed: bool = False,
                 model_file_sha256: str | None = None) -> tuple[CachedShrink | None, str]:
-    """The record for ``model`` and the outcome: ``shrunk``, ``cached`` or ``unchanged`` (bytes at
-    ``target``; unchanged = the original's, when no weight qualified or the result was not
-    smaller), or ``already-quantized`` (no record; ship the original).
+    """The record for ``model`` and the outcome: ``shrunk``, ``cached``, ``unchanged`` or
+    ``kept-original`` (bytes at ``target``; unchanged = the original's, when no weight qualified or
+    the result was not smaller; kept-original = the original's, when generated inputs could not
+    verify the result), or ``already-quantized`` (no record; ship the original).
 
     ``original_sha256`` (hashed before) only looks the cache up; what is stored and recorded is
     keyed by the digests of the bytes the engine actually read. An unchanged model is recorded
@@ -552,8 +559,12 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
         if hit is None and not engine_installed():  # what this hatch-shrinkray made with any engine
             key = engine_free_key(original_sha256, model.options)
             hit = cache.latest(key, original_sha256)
+        if hit is not None and keep_failed and hit[1].unverified:
+            hit = None  # check judges the shrunk model, which a build that kept the original did not cache
         if hit is not None and _take_cached(hit, target, key, model.relpath, app, original=model_file_sha256,
                                             cache=cache, runtime=versions["onnxruntime"]):
+            if hit[1].unverified:
+                return hit[1], "kept-original"
             # the model file's own bytes (its content digest covers its data files too): nothing shrunk
             unchanged = hit[1].entry.shrunk_sha256 in (original_sha256, model_file_sha256) \
                 or hit[1].kept_original is not None
@@ -593,7 +604,7 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
         seconds=result.seconds,
         summary=None if verification is None else
         verification.summary() + ("" if verification.passed else "; FAILS verification (kept for check only)"),
-        kept=result.kept_summary(), kept_original=result.kept_original,
+        kept=result.kept_summary(), kept_original=result.kept_original, unverified=result.unverified,
         sizes=None if result.original_sizes is None or result.shrunk_sizes is None or unchanged else
         (result.original_sizes, result.shrunk_sizes))
     if cache is not None and (verification is None or verification.passed):
@@ -603,7 +614,7 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
             app.display_debug(f"{PREFIX} could not write the cache entry: {problem}")
         elif verification is not None:  # onnxruntime just loaded and ran these bytes
             cache.note_loaded(shrunk_sha256, versions["onnxruntime"])
-    return record, "unchanged" if unchanged else "shrunk"
+    return record, "kept-original" if result.unverified else "unchanged" if unchanged else "shrunk"
 
 
 def _take_cached(hit: tuple[Path, CachedShrink], target: Path, key: str, relpath: str, app: Display, *,
@@ -693,13 +704,33 @@ def _success_line(relpath: str, record: CachedShrink, cached: bool) -> str:
     return f"{line}; {record.kept}" if record.kept else line
 
 
+OUTCOME_WORDS = {"shrunk": "shrunk", "cached": "cached", "pass-through": "pass-through",
+                 "kept-original": "kept original", "unchanged": "unchanged", "already-quantized": "already-quantized"}
+"""The outcomes in the order the total line counts them."""
+
+
 def _total_line(shipped: list[Shipped], seconds: float) -> str:
+    """``total 3 models (1 shrunk, 2 kept original): 6 MB -> 3 MB (50.0%) in 2.1 s``; when no model
+    was shrunk (now, from the cache, or before: a pass-through), it says so first."""
     before = sum(s.original_size for s in shipped)
     after = sum(s.shipped_size for s in shipped)
-    counts = {o: sum(s.outcome == o for s in shipped)
-              for o in ("shrunk", "cached", "pass-through", "unchanged", "already-quantized")}
-    detail = ", ".join(f"{n} {o}" for o, n in counts.items() if n)
-    ratio = f" ({100 * after / before:.1f}%)" if before else ""
+    counts = {o: sum(s.outcome == o for s in shipped) for o in OUTCOME_WORDS}
     plural = "s" if len(shipped) != 1 else ""
+    if shipped and not any(counts[o] for o in ("shrunk", "cached", "pass-through")):
+        parts = []
+        if counts["kept-original"]:
+            n = counts["kept-original"]
+            parts.append(f"{n} kept {'their' if n != 1 else 'its'} original (unverifiable on generated inputs)")
+        parts += [f"{n} {OUTCOME_WORDS[o]}" for o, n in counts.items() if n and o != "kept-original"]
+        return (f"{PREFIX} total {len(shipped)} model{plural}: no model was shrunk: {', '.join(parts)}; "
+                f"{human(before)} in {seconds:.1f} s")
+    detail = ", ".join(f"{n} {OUTCOME_WORDS[o]}" for o, n in counts.items() if n)
+    ratio = f" ({100 * after / before:.1f}%)" if before else ""
     return (f"{PREFIX} total {len(shipped)} model{plural} ({detail}): {human(before)} -> {human(after)}"
             f"{ratio} in {seconds:.1f} s")
+
+
+def kept_line(relpath: str, why: str, root: Path, options: ShrinkOptions, key: str = "inputs") -> str:
+    """The one line for a model whose original ships because generated inputs could not verify it."""
+    inputs = options.verify.inputs if options.verify is not None else None
+    return f"{PREFIX} {relpath}: original kept, {why}; {record_advice(root, inputs, key)}"

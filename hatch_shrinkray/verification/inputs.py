@@ -4,7 +4,8 @@ Real samples are what the verdict rests on; generated ones are only a smoke chec
 what a model sees: a text recogniser fed 1-pixel-wide noise "agreed" while the shrunk model misread
 real lines), so every source says which kind it is. Generated inputs are made less degenerate:
 symbolic dimensions get a plausible size (1 for a leading batch axis, otherwise at least
-``TYPICAL_DIM`` and at least the input's largest fixed dimension) instead of 1.
+``TYPICAL_DIM`` and at least the input's largest fixed dimension) instead of 1. When the model does
+not run on those, ``retries`` lists the other sizes tried, in turn.
 """
 
 from __future__ import annotations
@@ -36,6 +37,38 @@ ORT_TYPES: dict[str, Any] = {
     "tensor(string)": np.str_,
 }
 TYPICAL_DIM = 32
+RETRY_DIMS = (224, 16, 1)
+"""Sizes for every symbolic dimension, tried in turn when the model does not run on the plausible ones."""
+AUDIO_DIMS = (16000, 512)
+"""Lengths tried first for the last axis of an audio-like input (float, one or two axes, the last
+symbolic), the other axes as by default: one second at 16 kHz, then one streaming chunk. A front
+end's convolution is often longer than the plausible size and than 224 (512 taps is common), and
+an image size on every axis does not fit a waveform."""
+
+
+@dataclass(frozen=True)
+class Retry:
+    """Another size for symbolic dimensions: all of them (``audio=False``), or only the last axis
+    of audio-like inputs."""
+
+    dim: int
+    audio: bool = False
+
+    def text(self) -> str:
+        return f"{self.dim} (audio length)" if self.audio else str(self.dim)
+
+
+class GeneratedUnusable(ShrinkrayError):
+    """Generated inputs cannot verify this model: it does not run on any size tried (``kind``
+    ``cannot-run``), or none of its outputs carries a signal on them (``silent``). Either says
+    nothing about the shrunk model; the caller decides whether that fails the build."""
+
+    def __init__(self, message: str, *, kind: str, reason: str, path: str | None = None,
+                 hint: str | None = None) -> None:
+        super().__init__(message, path=path, hint=hint)
+        self.kind = kind
+        self.reason = reason
+        """The message's substance, worded to follow "original kept: "."""
 
 
 @dataclass(frozen=True)
@@ -114,11 +147,11 @@ def load_samples(path: Path, specs: list[InputSpec], *, model_sha256: str, model
         feeds = _validated([dict(s) for s in rec.samples], specs, path,
                            lambda i: fed if i in later else set())
         units = rec.units or tuple(f"call:{c}" for c in rec.picked)
-        source = f"recording {_shown(path)} ({_counted(rec, len(feeds))})"
+        source = f"recording {shown(path)} ({_counted(rec, len(feeds))})"
         return Samples(feeds, source, True, notes, units, rec.feedback, rec.streams)
     arrays = read_arrays(path)
     feeds = _validated(_npz_feeds(arrays, specs, path), specs, path)
-    return Samples(feeds, _shown(path), True, notes, tuple(f"sample:{i}" for i in range(len(feeds))))
+    return Samples(feeds, shown(path), True, notes, tuple(f"sample:{i}" for i in range(len(feeds))))
 
 
 def _counted(rec: Any, kept: int) -> str:
@@ -127,7 +160,7 @@ def _counted(rec: Any, kept: int) -> str:
     return f"{kept} of {rec.calls} calls"
 
 
-def _shown(path: Path) -> str:
+def shown(path: Path) -> str:
     """The path as the user knows it: relative to the working directory when it is under it."""
     try:
         return os.path.relpath(path) if not os.path.relpath(path).startswith("..") else str(path)
@@ -200,7 +233,7 @@ GENERATED_MAX_BYTES = 1_000_000_000
 """The most generated inputs may take, all samples together: what a sample file may hold."""
 
 
-def generate(specs: list[InputSpec], options: VerifyOptions, fallback: int | None = None) -> list[Feed]:
+def generate(specs: list[InputSpec], options: VerifyOptions, fallback: Retry | None = None) -> list[Feed]:
     """Seeded random samples; symbolic dimensions from ``options.dims``, else ``fallback`` (a retry),
     else ``options.default_dim``, else a plausible size (see the module docstring). Their size is
     checked before anything is allocated: an OptionError names the options that make it."""
@@ -212,15 +245,16 @@ def generate(specs: list[InputSpec], options: VerifyOptions, fallback: int | Non
         for spec in specs:
             dtype = ORT_TYPES.get(spec.type)
             if dtype is None or dtype is np.str_:
-                raise ShrinkrayError(f"cannot generate values for input {spec.name!r} of type {spec.type}",
-                                     hint="provide real inputs: " + RECORD_HINT)
+                raise GeneratedUnusable(f"cannot generate values for input {spec.name!r} of type {spec.type}",
+                                        kind="cannot-run", reason=f"generated inputs cannot feed its input "
+                                        f"{spec.name!r} ({spec.type})", hint="provide real inputs: " + RECORD_HINT)
             feed[spec.name] = np.asarray(_random(rng, np.dtype(dtype), generated_shape(spec, options, fallback),
                                                  options))
         samples.append(feed)
     return samples
 
 
-def _check_generated_size(specs: list[InputSpec], options: VerifyOptions, fallback: int | None) -> None:
+def _check_generated_size(specs: list[InputSpec], options: VerifyOptions, fallback: Retry | None) -> None:
     total, keys, shapes = 0, ["<<samples>>"], []
     dims = options.dim_map()
     for spec in specs:
@@ -253,17 +287,20 @@ def _check_generated_size(specs: list[InputSpec], options: VerifyOptions, fallba
                           f"lower {listed}", hint="or verify on real inputs: " + RECORD_HINT)
 
 
-def generated_shape(spec: InputSpec, options: VerifyOptions, fallback: int | None = None) -> tuple[int, ...]:
+def generated_shape(spec: InputSpec, options: VerifyOptions, fallback: Retry | None = None) -> tuple[int, ...]:
     dims = options.dim_map()
     fixed = [d for d in spec.shape if isinstance(d, int) and d > 0]
+    audio = fallback is not None and fallback.audio
+    if audio and not audio_like(spec, options):
+        fallback = None
     shape = []
     for axis, d in enumerate(spec.shape):
         if isinstance(d, int) and d > 0:
             shape.append(d)
         elif str(d) in dims:
             shape.append(dims[str(d)])
-        elif fallback is not None:
-            shape.append(fallback)
+        elif fallback is not None and (not audio or axis == len(spec.shape) - 1):
+            shape.append(fallback.dim)
         elif options.default_dim is not None:
             shape.append(options.default_dim)
         elif axis == 0 and len(spec.shape) >= 2:
@@ -273,13 +310,43 @@ def generated_shape(spec: InputSpec, options: VerifyOptions, fallback: int | Non
     return tuple(shape)
 
 
+def _left(d: int | str | None, dims: dict[str, int]) -> bool:
+    """Whether dimension ``d`` is symbolic and not given by ``dims``."""
+    return not (isinstance(d, int) and d > 0) and str(d) not in dims
+
+
 def symbolic(specs: Sequence[InputSpec], options: VerifyOptions) -> bool:
     """Whether some dimension was left to the defaults (so a retry with another size may help)."""
     dims = options.dim_map()
-    return any(not (isinstance(d, int) and d > 0) and str(d) not in dims for s in specs for d in s.shape)
+    return any(_left(d, dims) for s in specs for d in s.shape)
 
 
-def describe_generated(specs: Sequence[InputSpec], options: VerifyOptions, fallback: int | None) -> str:
+def audio_like(spec: InputSpec, options: VerifyOptions) -> bool:
+    """A waveform, as far as a signature tells: float, one or two axes, the last one symbolic."""
+    return spec.type in ("tensor(float)", "tensor(float16)", "tensor(double)") and 1 <= len(spec.shape) <= 2 \
+        and _left(spec.shape[-1], options.dim_map())
+
+
+def retries(specs: Sequence[InputSpec], options: VerifyOptions) -> list[Retry]:
+    """The sizes tried in turn after the plausible ones, when the model does not run on those:
+    audio lengths where an input looks like a waveform, then ``RETRY_DIMS`` (but ``default-dim``,
+    already tried). Bounded: at most five more runs of the original."""
+    if not symbolic(specs, options):
+        return []
+    audio = [Retry(d, audio=True) for d in AUDIO_DIMS if any(audio_like(s, options) for s in specs)]
+    return [r for r in (*audio, *(Retry(d) for d in RETRY_DIMS)) if r.dim != options.default_dim]
+
+
+def generated_size_problem(specs: list[InputSpec], options: VerifyOptions, fallback: Retry | None) -> str | None:
+    """Why inputs generated with ``fallback`` cannot be used (too large), or None."""
+    try:
+        _check_generated_size(specs, options, fallback)
+    except OptionError as exc:
+        return exc.message
+    return None
+
+
+def describe_generated(specs: Sequence[InputSpec], options: VerifyOptions, fallback: Retry | None) -> str:
     shapes = "; ".join(f"{s.name} {'x'.join(map(str, generated_shape(s, options, fallback))) or 'scalar'}"
                        for s in specs)
     return f"generated (seed {options.seed}; {shapes})"

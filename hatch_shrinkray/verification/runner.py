@@ -25,20 +25,20 @@ from hatch_shrinkray.samples import Calibration, Sequencing, completed, run_in_o
 from hatch_shrinkray.verification.compare import unchecked
 from hatch_shrinkray.verification.inputs import (
     Feed,
+    GeneratedUnusable,
     InputSpec,
+    Retry,
     Samples,
     describe_generated,
     generate,
+    generated_size_problem,
     load_samples,
+    retries,
     specs_of,
-    symbolic,
 )
 from hatch_shrinkray.verification.judges import THRESHOLD
 from hatch_shrinkray.verification.judging import Judged, evidence_of, expectations, judge_outputs
 from hatch_shrinkray.verification.recordings import NoRecording
-
-RETRY_DIMS = (224, 16, 1)
-"""Sizes for symbolic dimensions tried in turn when the model does not run on the plausible ones."""
 
 ModelRef = str | os.PathLike[str] | bytes
 Outputs = list[list[npt.NDArray[Any]]]
@@ -198,22 +198,36 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
                                  path=label, hint=f"check the arrays in {samples.source}") from exc
         return _checked(Reference(samples, feeds, seq, outputs, names, prepared.calibration, prepared.cross, {}, []),
                         label, options, threshold)
-    tried: list[str] = []
-    candidates: list[int | None] = [None]
-    if symbolic(specs, options):
-        candidates += [d for d in RETRY_DIMS if d != options.default_dim]
-    for dim in candidates:
+    tried: list[tuple[Retry | None, str]] = []
+    for dim in [None, *retries(specs, options)]:
+        too_big = generated_size_problem(specs, options, dim) if dim is not None else None
+        if too_big:  # a retry too large to generate is skipped; the plausible sizes' limit is the user's
+            tried.append((dim, too_big))
+            continue
         feeds = generate(specs, options, dim)
         try:
             outputs = run_all(sess, feeds, step="verifying: the original model")
         except Exception as exc:
-            tried.append(one_line(exc))
+            tried.append((dim, one_line(exc, 200)))
             continue
-        samples = Samples(feeds, describe_generated(specs, options, dim), False, notes)
+        source = describe_generated(specs, options, dim)
+        if tried:  # say which sizes it took, and why not the default ones
+            notes = (*notes, f"the original does not run on generated inputs of the default sizes ({tried[0][1]}); "
+                             f"verified on {source.removeprefix('generated ')}")
+        samples = Samples(feeds, source, False, notes)
         return _checked(Reference(samples, feeds, samples.sequencing(), outputs, names, None, False, {}, []), label,
                         options, threshold)
-    raise ShrinkrayError("the original model does not run on generated inputs (" + tried[0] + ")",
-                         path=label, hint=f"{RECORD_HINT}, or set `dims` for the symbolic dimensions")
+    raise _cannot_run(tried, label)
+
+
+def _cannot_run(tried: list[tuple[Retry | None, str]], label: str) -> GeneratedUnusable:
+    """The original ran on none of the generated sizes: the first error, and every size tried."""
+    sizes = ", ".join("default" if dim is None else dim.text() for dim, _ in tried)
+    retried = f"; sizes of the symbolic dimensions tried: {sizes}" if len(tried) > 1 else ""
+    brief = ", ".join("default" if dim is None else str(dim.dim) for dim, _ in tried)
+    return GeneratedUnusable(f"the original model does not run on generated inputs ({tried[0][1]}){retried}",
+                             kind="cannot-run", reason=f"it does not run on generated inputs (sizes tried: {brief})",
+                             path=label, hint=f"{RECORD_HINT}, or set `dims` for the symbolic dimensions")
 
 
 def _checked(ref: Reference, label: str, options: VerifyOptions, threshold: float) -> Reference:
@@ -222,9 +236,12 @@ def _checked(ref: Reference, label: str, options: VerifyOptions, threshold: floa
     why = {n: w for i, n in enumerate(ref.names) if (w := unchecked([o[i] for o in ref.outputs]))}
     if why and len(why) == len(ref.names):
         listed = "; ".join(f"{n} is {w}" for n, w in why.items())
-        raise ShrinkrayError(f"on {ref.samples.source} the original's outputs check nothing ({listed})",
-                             path=label, hint="verify on inputs that make the model compute something: "
-                             + RECORD_HINT)
+        message = f"on {ref.samples.source} the original's outputs check nothing ({listed})"
+        hint = "verify on inputs that make the model compute something: " + RECORD_HINT
+        if not ref.samples.real:
+            raise GeneratedUnusable(message, kind="silent", reason=f"its outputs check nothing on generated inputs "
+                                    f"({listed})", path=label, hint=hint)
+        raise ShrinkrayError(message, path=label, hint=hint)
     judged = expectations(ref.names, ref.outputs, ref.seq, options, threshold, feeds=ref.feeds)
     return dataclasses.replace(ref, unchecked=why, judged=judged)
 

@@ -166,8 +166,10 @@ def parser() -> argparse.ArgumentParser:
         description="Shrink the models as configured (through the cache), run COMMAND with the original models "
                     "and again with every onnxruntime session of a configured model loading the shrunk one, and "
                     "report every test that regressed (exit 1). --shadow: one run in which every call also runs "
-                    "the shrunk model and the differences are counted. --search: the smallest per-tensor plan the "
-                    "tests accept, written into the plan file the hook reads.",
+                    "the shrunk model and the differences are counted. --fix: where tests regress, the cheapest "
+                    "choice per model that passes them again (round-to-nearest codes, int8, fp16, the original), "
+                    "written into the plan file the hook reads. --search: the smallest per-tensor plan the tests "
+                    "accept, written there too.",
         usage="hatch-shrinkray check [MODEL...] [--project DIR] [options] -- COMMAND [ARGS...]")
     k.add_argument("models", nargs="*", metavar="MODEL",
                    help="the models to check (default: the project's `models`): paths or globs in the project or "
@@ -179,6 +181,10 @@ def parser() -> argparse.ArgumentParser:
     mode = k.add_mutually_exclusive_group()
     mode.add_argument("--shadow", action="store_true",
                       help="one run: the program gets the original outputs, the shrunk models run beside them")
+    mode.add_argument("--fix", action="store_true",
+                      help="where tests regress, find per model the cheapest choice with which they pass again "
+                           "(round-to-nearest codes, int8 instead of auto's plan, fp16, the original) and write it "
+                           "into the plan file the hook and `wheel` read")
     mode.add_argument("--search", action="store_true",
                       help="find the smallest per-tensor plan the tests accept and write it into the plan file")
     k.add_argument("--pytest", action="store_true",
@@ -193,7 +199,7 @@ def parser() -> argparse.ArgumentParser:
                    help=f"the longest one run of COMMAND may take; it is then stopped with its whole process group "
                         f"and check fails (default {DEFAULT_TIMEOUT:.0f})")
     k.add_argument("--plan", type=Path, metavar="FILE",
-                   help="plan file to read and (--search) write (default: the configuration's, or "
+                   help="plan file to read and (--fix, --search) write (default: the configuration's, or "
                         "shrinkray-plan.json)")
     k.add_argument("--json", type=Path, metavar="FILE", help="write the report as JSON ('-' for stdout)")
     _shrink_args(k)
@@ -320,9 +326,11 @@ def _as_check_args(args: argparse.Namespace) -> list[str]:
     """The models and the shrink and verification flags the user gave, as ``check`` takes them (its
     MODEL arguments take the same spellings as ``--models``), for hints that quote their command."""
     tokens = [str(m) for m in getattr(args, "models", None) or ()]
-    for dest in ("project", "plan"):
-        if dest in args.given and getattr(args, dest) is not None:
+    for dest in ("project", "plan", "timeout", "threshold"):
+        if dest in args.given and getattr(args, dest, None) is not None:
             tokens += [f"--{dest}", str(getattr(args, dest))]
+    if getattr(args, "pytest", False):
+        tokens.append("--pytest")
     for dest in TABLE_KEYS:
         if dest not in args.given:
             continue
@@ -629,6 +637,7 @@ def _configured_models(root: Path) -> list[Any]:
 def cmd_check(args: argparse.Namespace) -> int:
     from hatch_shrinkray.checking import report
     from hatch_shrinkray.checking.check import Settings, looks_like_pytest, run_check, run_shadow
+    from hatch_shrinkray.checking.fix import fix_entries, run_fix
     from hatch_shrinkray.checking.search import plan_entries, run_search
 
     command = tuple(args.argv)
@@ -644,8 +653,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     if problems:
         raise ShrinkrayError("; ".join(problems))
     configured, plan_file = _check_config(args)
+    project = (args.project or Path(".")).resolve()
     settings = Settings(command, args.pytest or looks_like_pytest(command), args.threshold, args.max_flip_rate,
-                        timeout=args.timeout)
+                        timeout=args.timeout, project=project)
     display = _Stderr(args.verbose, args.quiet)
     data: dict[str, Any]
     if args.shadow:
@@ -653,9 +663,24 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(report.render_shadow(shadowed, args.max_flip_rate))
         data = report.shadow_json(shadowed)
         code = 1 if report.shadow_failures(shadowed, args.max_flip_rate) else shadowed.run.exit_code
+    elif args.fix:
+        old = dict(configured.config.plans)
+        # --fix judges the configuration itself: the choices it made before are made again
+        fixing = replace(configured, config=replace(configured.config, plans={}))
+        fixed = run_fix(fixing, settings, display)
+        judged = {c.prepared.relpath for c in fixed.choices}
+        fixes = fix_entries(fixed, command, project)
+        written = None
+        if not fixed.passed:
+            written = "the plan file is left as it was: the tests do not pass with every choice applied"
+        elif fixes or any(e.model in judged for e in old.values()):
+            written = _write_plan(plan_file, fixes, configured.config.table != COMMAND_LINE, judged=judged, old=old)
+        print(report.render_fix(fixed, written))
+        data = report.fix_json(fixed)
+        code = 0 if fixed.passed else 1
     elif args.search:
         searched = run_search(configured, settings, display, args.max_runs)
-        entries = plan_entries(searched, command, args.max_flip_rate)
+        entries = plan_entries(searched, command, args.max_flip_rate, project)
         written = _write_plan(plan_file, entries, configured.config.table != COMMAND_LINE) if entries else None
         print(report.render_search(searched, written))
         data = report.search_json(searched)
@@ -736,15 +761,17 @@ def _inside(pattern: str, project: Path) -> str | None:
         return None
 
 
-def _write_plan(path: Path | None, entries: dict[str, Any], project: bool) -> str:
+def _write_plan(path: Path | None, entries: dict[str, Any], project: bool, *, judged: set[str] | None = None,
+                old: dict[str, Any] | None = None) -> str:
     """Merge ``entries`` into the plan file: other models' plans stay, plans for other bytes of the
-    searched models go."""
+    searched models (``judged``: of the models ``--fix`` judged) go."""
     from hatch_shrinkray.shipping.plan import read_plan, write_plan
 
     if path is None:
         return "not written: the configuration says `plan = false` (set `plan` to a file name to keep it)"
-    old = read_plan(path) if path.is_file() else {}
-    searched = {e.model for e in entries.values()}
+    if old is None:
+        old = read_plan(path) if path.is_file() else {}
+    searched = judged if judged is not None else {e.model for e in entries.values()}
     kept = {sha: e for sha, e in old.items() if e.model not in searched}
     try:
         write_plan(path, {**kept, **entries})
@@ -752,6 +779,8 @@ def _write_plan(path: Path | None, entries: dict[str, Any], project: bool) -> st
         raise ShrinkrayError(f"cannot write the plan: {exc.strerror or exc}", path=str(path)) from exc
     ships = ("every build of this project (the hook, `hatch-shrinkray wheel`) ships it" if project
              else f"`hatch-shrinkray shrink MODEL --plan {path}` ships it")
+    if not entries:
+        return f"wrote {path}: no model needs a remedy now (the earlier ones for these models are gone); commit it"
     return f"wrote the plan for {len(entries)} model(s) into {path}: {ships}; commit it"
 
 

@@ -252,7 +252,8 @@ def engine_needed(config: HookConfig, root: Path, manifest: Mapping[str, Manifes
     BUILD_TIME.md), to copy bytes out of the cache."""
     if config.ships_originals:
         return False
-    pending = [(m, sha) for m in config.models if not passes_through(m, sha := _read_sha256(root, m), manifest)]
+    pending = [(m, sha) for m in config.models if not passes_through(m, sha := _read_sha256(root, m), manifest)
+               and not ((plan := config.plans.get(sha)) is not None and plan.ships_original)]
     if not pending:
         return False
     if engine_installed():
@@ -336,6 +337,11 @@ def _ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
                                    entry=entry))
             continue
         model, plan = _planned(config, configured, sha256, app)
+        if plan is not None and plan.ships_original:
+            app.display_success(f"{PREFIX} {model.relpath}: ships its original bytes ({human(size)}), as "
+                                f"`check --fix` chose{_because(plan)}")
+            shipped.append(Shipped(model.relpath, "unchanged", size, size, ((model.relpath, source),)))
+            continue
         app.display_waiting(f"{PREFIX} {model.relpath} ({human(size)}): {model.options.method}...")
         try:
             sidecars = _sidecars(source, model.relpath)
@@ -504,10 +510,21 @@ def _planned(config: HookConfig, model: ModelEntry, sha256: str, app: Display) -
                                 f"changed since it was checked); shipping {model.options.method} without it; run "
                                 f"`{_again(stale[0])}` again")
         return model, None
+    if plan.remedy is not None:
+        if not plan.remedy.original:
+            app.display_info(f"{PREFIX} {model.relpath}: {plan.remedy.describe(model.options)}, as `check --fix` "
+                             f"chose{_because(plan)}")
+        return replace(model, options=plan.apply(model.options)), plan
     listed = ", ".join(f"{t} {e}" for _, t, e in plan.tensors[:4]) + (" ..." if len(plan.tensors) > 4 else "")
     what = f"sets {len(plan.tensors)} tensor(s): {listed}" if plan.tensors else "keeps the method as configured"
     app.display_info(f"{PREFIX} {model.relpath}: the plan in {name} {what}")
     return replace(model, options=plan.apply(model.options)), plan
+
+
+def _because(plan: PlanEntry) -> str:
+    """`` (why)``: what ``check --fix`` recorded as the reason for its remedy, if anything."""
+    reason = plan.checked.get("reason")
+    return f" ({reason})" if isinstance(reason, str) and reason else ""
 
 
 def confirm_plan(relpath: str, plan: PlanEntry, shipped_sha256: str, app: Display) -> None:
@@ -526,9 +543,10 @@ def confirm_plan(relpath: str, plan: PlanEntry, shipped_sha256: str, app: Displa
 
 
 def _again(plan: PlanEntry) -> str:
-    """The search that made ``plan``, with the test command it recorded."""
+    """The check that made ``plan`` (``--fix`` or ``--search``), with the test command it recorded."""
     command = plan.checked.get("command")
-    return check_hint(command if isinstance(command, str) and command else None)
+    return check_hint(command if isinstance(command, str) and command else None,
+                      fix=plan.remedy is not None)
 
 
 def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Path, sidecars: Mapping[str, str], *,

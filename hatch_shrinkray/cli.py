@@ -23,7 +23,7 @@ from typing import Any
 from hatch_shrinkray import progress
 from hatch_shrinkray.capture import env
 from hatch_shrinkray.errors import OptionError, PlanError, ShrinkrayError, VerificationError, set_invocation
-from hatch_shrinkray.files import write_atomically
+from hatch_shrinkray.files import copy_atomically, write_atomically
 from hatch_shrinkray.options import (
     DECODES,
     ENCODINGS,
@@ -39,7 +39,7 @@ from hatch_shrinkray.options import (
     option_errors,
 )
 from hatch_shrinkray.shipping.config import ENGINE_KEYS, VERIFY_TABLE_KEYS, CommandLine, ConfigurationError, HookConfig
-from hatch_shrinkray.shipping.ship import confirm_plan, engine_missing, printable_lines
+from hatch_shrinkray.shipping.ship import confirm_plan, engine_missing, fix_line, printable_lines
 from hatch_shrinkray.signals import Terminated, redeliver, stop_request, terminate_raises
 from hatch_shrinkray.sizes import BROTLI_HINT, DEFAULT_TARGET, TARGETS, brotli_problem
 
@@ -404,6 +404,11 @@ def cmd_shrink(args: argparse.Namespace) -> int:
                 print(f"{src}: {args.plan} has no plan for these bytes (a retrained model has none); shrinking "
                       f"with {configured.get(src, options).method} as given", file=sys.stderr)
             chosen = configured.get(src, options)
+            if plan is not None and plan.remedy is not None:
+                print(fix_line(str(src), plan, chosen, src.stat().st_size), file=sys.stderr)
+            if plan is not None and plan.ships_original:
+                copy_atomically(src, dest)
+                continue
             result = shrink(src, dest, plan.apply(chosen) if plan is not None else chosen, exact_web=args.sizes)
         except ShrinkrayError as exc:
             if isinstance(exc, PlanError):
@@ -653,6 +658,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if problems:
         raise ShrinkrayError("; ".join(problems))
     configured, plan_file = _check_config(args)
+    _refuse_foreign(configured.config, plan_file)
     project = (args.project or Path(".")).resolve()
     settings = Settings(command, args.pytest or looks_like_pytest(command), args.threshold, args.max_flip_rate,
                         timeout=args.timeout, project=project)
@@ -732,6 +738,21 @@ def _check_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
         return Configured(config, roots), args.plan
     plan_file = None if raw.get("plan") is False else (config.plan_file or project / PLAN_NAME)
     return Configured(config, roots), plan_file
+
+
+def _refuse_foreign(config: HookConfig, plan_file: Path | None) -> None:
+    """A plan file whose every entry names a model this configuration does not have was written for
+    another project (copied along, or ``--plan`` pointing elsewhere): refused before anything runs,
+    so that ``--fix`` never merges its choices into it."""
+    configured = {m.relpath for m in config.models}
+    named = sorted({e.model for e in config.plans.values()})
+    if named and not configured & set(named):
+        raise ShrinkrayError(
+            f"holds choices only for models this project does not configure ({', '.join(named[:3])}"
+            f"{' ...' if len(named) > 3 else ''}): it was written for another project",
+            path=str(plan_file or config.plan_file),
+            hint="delete it, or point --plan (the `plan` key) at this project's own plan file, then run "
+                 "`hatch-shrinkray check --fix -- COMMAND` again")
 
 
 def _installed_root(patterns: Sequence[str]) -> tuple[Path, list[str]] | None:

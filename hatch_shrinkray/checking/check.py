@@ -98,8 +98,8 @@ def two_runs(configured: Configured, settings: Settings, app: Display,
         original = run_command(settings, prepared, "run 1 of 2, with the original models",
                                lambda r: Instructions("original", False, settings.threshold, r, targets),
                                record=tmp / "recorded")
-        require_evidence(original, prepared, settings)
         require_success(original, settings)
+        require_evidence(original, prepared, settings)
         runs.advance()
         app.display_info(f"check: run 2 of 2, with the shrunk models: {shown(settings.command)}")
         shrunk = run_command(settings, prepared, "run 2 of 2, with the shrunk models",

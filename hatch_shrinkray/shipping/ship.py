@@ -338,8 +338,7 @@ def _ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
             continue
         model, plan = _planned(config, configured, sha256, app)
         if plan is not None and plan.ships_original:
-            app.display_success(f"{PREFIX} {model.relpath}: ships its original bytes ({human(size)}), as "
-                                f"`check --fix` chose{_because(plan)}")
+            app.display_success(f"{PREFIX} {fix_line(model.relpath, plan, model.options, size)}")
             shipped.append(Shipped(model.relpath, "unchanged", size, size, ((model.relpath, source),)))
             continue
         app.display_waiting(f"{PREFIX} {model.relpath} ({human(size)}): {model.options.method}...")
@@ -512,8 +511,7 @@ def _planned(config: HookConfig, model: ModelEntry, sha256: str, app: Display) -
         return model, None
     if plan.remedy is not None:
         if not plan.remedy.original:
-            app.display_info(f"{PREFIX} {model.relpath}: {plan.remedy.describe(model.options)}, as `check --fix` "
-                             f"chose{_because(plan)}")
+            app.display_info(f"{PREFIX} {fix_line(model.relpath, plan, model.options)}")
         return replace(model, options=plan.apply(model.options)), plan
     listed = ", ".join(f"{t} {e}" for _, t, e in plan.tensors[:4]) + (" ..." if len(plan.tensors) > 4 else "")
     what = f"sets {len(plan.tensors)} tensor(s): {listed}" if plan.tensors else "keeps the method as configured"
@@ -521,10 +519,15 @@ def _planned(config: HookConfig, model: ModelEntry, sha256: str, app: Display) -
     return replace(model, options=plan.apply(model.options)), plan
 
 
-def _because(plan: PlanEntry) -> str:
-    """`` (why)``: what ``check --fix`` recorded as the reason for its remedy, if anything."""
+def fix_line(relpath: str, plan: PlanEntry, options: ShrinkOptions, size: int = 0) -> str:
+    """What a build says of a model ``check --fix`` chose a remedy for, with the reason it recorded:
+    ``m.onnx: int8 round-to-nearest, as check --fix chose (... regressed with the fitted codes)``."""
+    assert plan.remedy is not None
     reason = plan.checked.get("reason")
-    return f" ({reason})" if isinstance(reason, str) and reason else ""
+    because = f" ({reason})" if isinstance(reason, str) and reason else ""
+    if plan.remedy.original:
+        return f"{relpath}: ships its original bytes ({human(size)}), as `check --fix` chose{because}"
+    return f"{relpath}: {plan.remedy.describe(options)}, as `check --fix` chose{because}"
 
 
 def confirm_plan(relpath: str, plan: PlanEntry, shipped_sha256: str, app: Display) -> None:

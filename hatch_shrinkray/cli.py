@@ -407,7 +407,11 @@ def cmd_shrink(args: argparse.Namespace) -> int:
             if plan is not None and plan.remedy is not None:
                 print(fix_line(str(src), plan, chosen, src.stat().st_size), file=sys.stderr)
             if plan is not None and plan.ships_original:
-                copy_atomically(src, dest)
+                try:
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    copy_atomically(src, dest)
+                except OSError as exc:
+                    raise ShrinkrayError(f"cannot write {dest}: {exc.strerror or exc}", path=str(src)) from exc
                 continue
             result = shrink(src, dest, plan.apply(chosen) if plan is not None else chosen, exact_web=args.sizes)
         except ShrinkrayError as exc:

@@ -60,6 +60,8 @@ TESTS = textwrap.dedent('''
 
     ROOT = Path(__file__).resolve().parents[1]
     GOLDEN = np.load(ROOT / "tests/golden.npz")
+    with open(ROOT / "runs.log", "a") as fh:
+        fh.write("run\\n")
 
 
     def error(name):
@@ -133,15 +135,38 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "cache"
 
 
+NO_PYTEST = textwrap.dedent('''
+    import importlib.abc, sys
+
+    class NoPytest(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name.split(".")[0] in ("pytest", "_pytest"):
+                raise ImportError(f"{name} is not installed here")
+            return None
+
+    sys.meta_path.insert(0, NoPytest())
+    from hatch_shrinkray.cli import main
+    code = main(sys.argv[1:])
+    sys.exit(99 if "pytest" in sys.modules or "_pytest" in sys.modules else code)
+''')
+
+
+def without_pytest(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``hatch-shrinkray ARGS`` in an interpreter that cannot import pytest (the command it runs can)."""
+    return subprocess.run([sys.executable, "-c", NO_PYTEST, *args], cwd=cwd, capture_output=True, text=True,
+                          check=False, timeout=300)
+
+
 def runs(root: Path) -> int:
     path = root / "runs.log"
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
+@pytest.mark.extended
 def test_fix_blames_one_model_of_three_by_bisection_and_the_build_ships_its_remedy(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = make_project(tmp_path / "proj", unloaded=True)
-    plain = cli("check", "--", *SCRIPT_COMMAND, cwd=root)
+    plain = without_pytest("check", "--", *SCRIPT_COMMAND, cwd=root)  # as the [engine] install has none
     assert plain.returncode == 1, plain.stdout + plain.stderr
     assert "REGRESSED exit status" in plain.stdout
     assert "not loaded: the command never created a session of src/pkg/models/d.onnx" in plain.stdout
@@ -195,7 +220,7 @@ def test_an_exact_test_gets_the_original_and_shrink_plan_ships_it(tmp_path: Path
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     """No encoding keeps b's answers exactly: the ladder ends at the original, which the build ships."""
     root = make_project(tmp_path / "proj", tol_b=0.0)
-    fixed = cli("check", "--fix", "--", *SCRIPT_COMMAND, cwd=root)
+    fixed = without_pytest("check", "--fix", "--", *SCRIPT_COMMAND, cwd=root)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     (b,) = [line for line in fixed.stdout.splitlines() if line.startswith("chose: src/pkg/models/b.onnx")]
     assert b.startswith("chose: src/pkg/models/b.onnx: the original, 131.18 KB, because the command's exit status "
@@ -218,31 +243,14 @@ def test_an_exact_test_gets_the_original_and_shrink_plan_ships_it(tmp_path: Path
     assert "b.onnx: ships its original bytes (131.18 KB), as `check --fix` chose" in done.stderr
 
 
-NO_PYTEST = textwrap.dedent('''
-    import importlib.abc, sys
-
-    class NoPytest(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path, target=None):
-            if name.split(".")[0] in ("pytest", "_pytest"):
-                raise ImportError(f"{name} is not installed here")
-            return None
-
-    sys.meta_path.insert(0, NoPytest())
-    from hatch_shrinkray.cli import main
-    code = main(sys.argv[1:])
-    assert "pytest" not in sys.modules and "_pytest" not in sys.modules
-    sys.exit(code)
-''')
-
-
+@pytest.mark.extended
 def test_pytest_outcomes_come_from_the_commands_interpreter_and_flaky_or_broken_tests_are_never_blamed(
         tmp_path: Path) -> None:
     root = make_project(tmp_path / "proj")
     (root / "runs.log").write_text("")
     # check in a process that cannot import pytest (as with the [engine] install): the command's own
     # pytest reports the outcomes
-    plain = subprocess.run([sys.executable, "-c", NO_PYTEST, "check", "--", *PYTEST], cwd=root, capture_output=True,
-                           text=True, check=False, timeout=300)
+    plain = without_pytest("check", "--", *PYTEST, cwd=root)
     assert plain.returncode == 1, plain.stdout + plain.stderr
     assert "REGRESSED tests/test_models.py::test_b: passed with the originals, failed" in plain.stdout
     assert "fail with the original models too, never blamed on a model: tests/test_models.py::test_broken_anyway" \
@@ -258,8 +266,8 @@ def test_pytest_outcomes_come_from_the_commands_interpreter_and_flaky_or_broken_
     (b,) = [line for line in out.splitlines() if line.startswith("chose: src/pkg/models/b.onnx")]
     assert b.endswith("because tests/test_models.py::test_b regressed with the fitted codes"), b
     assert "test_broken_anyway" not in b and "test_flaky" not in b
-    assert out.splitlines()[-1].startswith("verdict: nothing regressed with every choice applied (final run: 3 "
-                                           "passed, 1 failed")
+    assert out.splitlines()[-1] == ("verdict: nothing regressed with every choice applied (final run: 4 passed, "
+                                    "1 failed, exit 1); flaky, not counted: tests/test_models.py::test_flaky")
     (entry,) = read_plan(root / PLAN_NAME).values()
     assert entry.checked["regressed"] == ["tests/test_models.py::test_b"]
     assert runs(root) == 2 + 4
@@ -291,9 +299,9 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     root = make_project(tmp_path / "proj")
     failing = cli("check", "--fix", "--", sys.executable, "-c", "import sys; sys.exit(3)", cwd=root)
     assert failing.returncode == 1
-    assert failing.stderr.splitlines()[-1].startswith(f"error: `{sys.executable} -c 'import sys; sys.exit(3)'` failed with the "
-                                     "original models (exit 3), so no failure with the shrunk ones can be blamed on "
-                                     "them"), failing.stderr
+    assert failing.stderr.splitlines()[-1].startswith(
+        f"error: `{sys.executable} -c 'import sys; sys.exit(3)'` failed with the original models (exit 3), so no "
+        "failure with the shrunk ones can be blamed on them"), failing.stderr
     assert "Traceback" not in failing.stderr and not (root / PLAN_NAME).exists()
 
     (root / PLAN_NAME).write_text("{not json")

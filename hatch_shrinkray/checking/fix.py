@@ -190,20 +190,34 @@ class _Fixer:
 
     def _climb(self, culprit: Prepared) -> bool:
         """Up ``culprit``'s ladder until a rung restores the tests; True when that run had every other
-        model as chosen (it is the final run)."""
-        alone = False
+        model as chosen (it is the final run).
+
+        Each rung runs with the other models as chosen. Where such a run fails with a test the model
+        was not blamed for, or even its original does not restore the tests, another model breaks
+        them too: the ladder is climbed again with the models not yet blamed original, and the
+        bisection then looks among those."""
+        ladder = _Lazy(self._rungs(culprit))
         tried = self.tried.setdefault(culprit.sha256, [])
-        for rung in self._rungs(culprit):
+        for rung in ladder:
             self.chosen[culprit.sha256] = rung
-            words = rung.describe(culprit)
-            if not alone and not self._failing(self._trial(self._swapped(), f"{culprit.relpath}: {words}")):
+            failing = self._failing(self._trial(self._swapped(), f"{culprit.relpath}: {rung.describe(culprit)}"))
+            if not failing:
                 return True
-            if self._unblamed():
-                label = f"{culprit.relpath}: {words}, the models not blamed original"
-                if not self._failing(self._trial(self._swapped(only=()), label)):
-                    return False  # this rung restores what it broke; another model breaks the rest
-                alone = True
-            tried.append(words)
+            if not self._unblamed():
+                tried.append(rung.describe(culprit))
+                continue
+            if set(failing) - set(self.blamed[culprit.sha256]) or rung.remedy == ORIGINAL:
+                break
+            tried.append(rung.describe(culprit))
+        else:
+            return False
+        tried.clear()
+        for rung in ladder:
+            self.chosen[culprit.sha256] = rung
+            label = f"{culprit.relpath}: {rung.describe(culprit)}, the models not blamed original"
+            if not self._failing(self._trial(self._swapped(only=()), label)):
+                return False
+            tried.append(rung.describe(culprit))
         return False
 
     def _unblamed(self) -> list[Prepared]:
@@ -259,6 +273,26 @@ class _Fixer:
         self.app.display_info(f"check --fix: run {self.runs}, {label}: {tally(observed)}; {outcome}")
         self.last = (_key(swapped), verdict)
         return verdict
+
+
+class _Lazy:
+    """The items of an iterator, produced once and replayed: a ladder climbed twice shrinks each
+    rung once."""
+
+    def __init__(self, items: Iterator[Rung]) -> None:
+        self._items = items
+        self._done: list[Rung] = []
+
+    def __iter__(self) -> Iterator[Rung]:
+        index = 0
+        while True:
+            if index == len(self._done):
+                item = next(self._items, None)
+                if item is None:
+                    return
+                self._done.append(item)
+            yield self._done[index]
+            index += 1
 
 
 def _key(swapped: Mapping[str, Prepared]) -> frozenset[tuple[str, str]]:

@@ -32,7 +32,7 @@ MAX_BYTES = 64 << 20
 FORMAT = "hatch-shrinkray-plan"
 VERSION = 2
 READS = (1, 2)
-HINT = ("`hatch-shrinkray check --fix -- COMMAND` writes it; fix the entry, or delete the file and run "
+HINT = ("hatch-shrinkray check --fix (or --search) writes it; fix the entry, or delete the file and run "
         "check --fix again")
 
 

@@ -201,7 +201,7 @@ def test_fix_blames_one_model_of_three_by_bisection_and_the_build_ships_its_reme
     with zipfile.ZipFile(build(root)) as zf:
         shipped = zf.read("pkg/models/b.onnx")
     err = capsys.readouterr().err
-    assert ("shrinkray: src/pkg/models/b.onnx: int8 round-to-nearest, as `check --fix` chose (the command's exit "
+    assert ("shrinkray: src/pkg/models/b.onnx: int8 round-to-nearest, as check --fix chose (the command's exit "
             "status regressed with the fitted codes)") in err, err
     assert "src/pkg/models/b.onnx: this is the model `check` accepted" in err
     assert hashlib.sha256(shipped).hexdigest() == entry.checked["shrunk_sha256"]
@@ -233,14 +233,14 @@ def test_an_exact_test_gets_the_original_and_shrink_plan_ships_it(tmp_path: Path
     with zipfile.ZipFile(build(root)) as zf:
         shipped = zf.read("pkg/models/b.onnx")
     assert shipped == (root / MODELS / "b.onnx").read_bytes()
-    assert "shrinkray: src/pkg/models/b.onnx: ships its original bytes (131.18 KB), as `check --fix` chose" \
+    assert "shrinkray: src/pkg/models/b.onnx: ships its original bytes (131.18 KB), as check --fix chose" \
         in capsys.readouterr().err
 
     out = tmp_path / "out"
     done = cli("shrink", str(root / MODELS / "b.onnx"), "--plan", str(root / PLAN_NAME), "-o", str(out), cwd=root)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (out / "b.onnx").read_bytes() == (root / MODELS / "b.onnx").read_bytes()
-    assert "b.onnx: ships its original bytes (131.18 KB), as `check --fix` chose" in done.stderr
+    assert "b.onnx: ships its original bytes (131.18 KB), as check --fix chose" in done.stderr
 
 
 @pytest.mark.extended

@@ -80,7 +80,7 @@ def prepare(configured: Configured, workdir: Path, app: Display,
         passed = verification is None or bool(verification.get("passed"))
         summary = _summary(verification, shipped.outcome)
         if shipped.outcome == "unchanged" and shipped.entry is None:  # only the plan's "ship the original" does that
-            summary = "ships its original bytes, as `check --fix` chose"
+            summary = "ships its original bytes, as check --fix chose"
         fitted = verification is not None and KEPT in str(verification.get("fitting") or "")
         out.append(Prepared(entry.relpath, root / entry.relpath, sha, options, changed[0] if changed else None,
                             shipped.original_size, shipped.shipped_size, summary, passed, fitted))

@@ -526,8 +526,8 @@ def fix_line(relpath: str, plan: PlanEntry, options: ShrinkOptions, size: int = 
     reason = plan.checked.get("reason")
     because = f" ({reason})" if isinstance(reason, str) and reason else ""
     if plan.remedy.original:
-        return f"{relpath}: ships its original bytes ({human(size)}), as `check --fix` chose{because}"
-    return f"{relpath}: {plan.remedy.describe(options)}, as `check --fix` chose{because}"
+        return f"{relpath}: ships its original bytes ({human(size)}), as check --fix chose{because}"
+    return f"{relpath}: {plan.remedy.describe(options)}, as check --fix chose{because}"
 
 
 def confirm_plan(relpath: str, plan: PlanEntry, shipped_sha256: str, app: Display) -> None:

@@ -14,8 +14,9 @@ shrunk version and the others original:
    final run; where it fails while the rung alone passes, another model is to blame too, and the
    bisection starts again among the rest.
 
-A rung that gives the same bytes as a cheaper one is skipped without a run; every rung is shrunk
-through the cache, so the build that follows ships it without shrinking again.
+A rung that gives the same bytes as a cheaper one, or fails the tolerance verification the build
+runs too, is skipped without a run; every rung is shrunk through the cache, so the build that
+follows ships it without shrinking again.
 """
 
 from __future__ import annotations
@@ -239,6 +240,10 @@ class _Fixer:
             if digest in seen:
                 self.app.display_info(f"check --fix: {p.relpath}: {remedy.describe(p.options)} gives the bytes of a "
                                       "cheaper choice; not run")
+                continue
+            if not q.passed:  # the build would refuse to ship it
+                self.app.display_info(f"check --fix: {p.relpath}: {remedy.describe(p.options)} {q.verification}, "
+                                      "which the build runs too; not run")
                 continue
             seen.add(digest)
             yield Rung(remedy, q, digest)

@@ -778,8 +778,9 @@ def _installed_root(patterns: Sequence[str]) -> tuple[Path, list[str]] | None:
 
 
 def _inside(pattern: str, project: Path) -> str | None:
-    """``pattern`` (a MODEL argument) relative to ``project``, or None when it lies outside."""
-    absolute = Path(pattern).absolute()
+    """``pattern`` (a MODEL argument) relative to ``project``, or None when it lies outside
+    (``../env/...`` included: normalized first)."""
+    absolute = Path(os.path.abspath(pattern))
     try:
         return absolute.relative_to(project).as_posix()
     except ValueError:

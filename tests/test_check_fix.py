@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -195,6 +196,7 @@ def test_fix_blames_one_model_of_three_by_bisection_and_the_build_ships_its_reme
     assert entry.remedy is not None and entry.remedy.to_dict() == {"rounding": "nearest"}
     text = (root / PLAN_NAME).read_text()
     assert str(tmp_path) not in text and '"version": 2' in text
+    assert entry.checked["command"] == "python check_models.py"  # as the user would type it again
 
     # The plan is what every later build ships, and the build says why.
     (root / "runs.log").unlink()
@@ -322,3 +324,25 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     assert foreign.stderr.startswith(f"error: {elsewhere / PLAN_NAME}: "), foreign.stderr
     assert "holds choices only for models this project does not configure (src/other/model.onnx)" in foreign.stderr
     assert os.path.getsize(elsewhere / PLAN_NAME) == len(json.dumps(theirs))
+
+
+@pytest.mark.extended
+def test_fix_on_an_installed_packages_models_writes_their_paths_inside_the_wheel(tmp_path: Path) -> None:
+    """The wheel path: MODEL files in a ``site-packages`` outside the project get the project's table
+    (its ``inputs``), and the plan names them as ``hatch-shrinkray wheel`` finds them."""
+    root = make_project(tmp_path / "proj")
+    site = tmp_path / "env" / "lib" / "python3.11" / "site-packages"
+    shutil.copytree(root / "src" / "pkg", site / "pkg")
+    script = root / "check_models.py"
+    script.write_text(script.read_text().replace('ROOT / f"src/pkg/models/{name}.onnx"',
+                                                 f'{str(site)!r} + f"/pkg/models/{{name}}.onnx"'))
+    (root / "pyproject.toml").write_text('[project]\nname = "pkg"\nversion = "0.1.0"\n\n[tool.hatch-shrinkray]\n'
+                                         'models = ["pkg/models/*.onnx"]\ninputs = "inputs.npz"\n')
+    models = [os.path.relpath(p, root) for p in sorted((site / "pkg" / "models").glob("*.onnx"))]
+    assert models[0].startswith("../env/")
+    fixed = cli("check", "--fix", *models, "--", *SCRIPT_COMMAND, cwd=root)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert "chose: pkg/models/b.onnx: int8 round-to-nearest, " in fixed.stdout
+    (entry,) = read_plan(root / PLAN_NAME).values()
+    assert entry.model == "pkg/models/b.onnx" and entry.remedy is not None
+    assert str(tmp_path) not in (root / PLAN_NAME).read_text()

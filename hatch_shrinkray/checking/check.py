@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import os
 import shlex
+import shutil
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -202,6 +203,17 @@ def portable_path(path: Path | str, project: Path) -> str:
 
 
 def portable_command(command: Sequence[str], project: Path) -> str:
-    """``command`` with every absolute argument inside the project made relative to it."""
-    return shlex.join(portable_path(a, project) if os.path.isabs(a) and Path(a).is_relative_to(
-        os.path.abspath(project)) else a for a in command)
+    """``command`` as the plan file records it (for people: the command to run again): every absolute
+    argument inside the project relative to it, and an interpreter or program given by its absolute
+    path by its name (``/home/me/proj/.venv/bin/python`` -> ``python``)."""
+    def portable(index: int, arg: str) -> str:
+        if not os.path.isabs(arg):
+            return arg
+        if Path(arg).is_relative_to(os.path.abspath(project)):
+            return portable_path(arg, project)
+        name = os.path.basename(arg)
+        if index == 0 and (name.startswith("python") or shutil.which(name) == arg):
+            return "python" if name.startswith("python") else name
+        return arg
+
+    return shlex.join(portable(i, a) for i, a in enumerate(command))

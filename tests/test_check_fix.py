@@ -173,7 +173,8 @@ def test_fix_blames_one_model_of_three_by_bisection_and_the_build_ships_its_reme
     plain = without_pytest("check", "--", *SCRIPT_COMMAND, cwd=root)  # as the [engine] install has none
     assert plain.returncode == 1, plain.stdout + plain.stderr
     assert "REGRESSED exit status" in plain.stdout
-    assert "not loaded: the command never created a session of src/pkg/models/d.onnx" in plain.stdout
+    assert "not loaded: the command never created a session of src/pkg/models/d.onnx: it judged nothing there" \
+        in plain.stdout
     (fix,) = [line for line in plain.stdout.splitlines() if line.startswith("fix: ")]
     assert fix.startswith(f"fix: hatch-shrinkray check --fix -- {sys.executable} check_models.py  (finds"), fix
     (root / "runs.log").unlink()

@@ -41,11 +41,13 @@ def _head(prepared: Sequence[Prepared], v: Verdict) -> list[str]:
     """The models, the command's two runs, and the configured models it never loaded."""
     lines = ["models:", *(_model_line(p, v.original, v.shrunk) for p in prepared if p.shrunk),
              "runs:", _run_line("original models", v.original), _run_line("shrunk models", v.shrunk)]
-    unloaded = never_loaded(prepared, v.original)
-    if unloaded:
-        lines.append(f"not loaded: the command never created a session of {', '.join(unloaded)}: its tests judged "
-                     "nothing there (a build ships them on the build's own verification alone)")
-    return lines
+    return lines + _unloaded(prepared, v.original)
+
+
+def _unloaded(prepared: Sequence[Prepared], run: Observed) -> list[str]:
+    unloaded = never_loaded(prepared, run)
+    return [f"not loaded: the command never created a session of {', '.join(unloaded)}: it judged nothing there "
+            "(a build ships them on the build's own verification alone)"] if unloaded else []
 
 
 def render_check(checked: Checked) -> str:
@@ -185,7 +187,7 @@ def render_shadow(shadowed: Shadowed, max_flip_rate: float = 0.0) -> str:
     evidence = [f"{p.relpath}: {stats.evidence().text()}" for p, stats in compared]
     streams = any(stats.streams for _, stats in compared)
     unjudged = [p.relpath for p, stats in compared if not stats.positions]
-    lines = [render_table(rows), *notes, *evidence,
+    lines = [render_table(rows), *notes, *_unloaded(shadowed.prepared, run), *evidence,
              f"the command exited {run.exit_code} with the original models' answers ({run.seconds:.1f} s); every "
              "call of the models above also ran the shrunk model on the same feeds"
              + (" (a recurrent model's streams in closed loop, on the shrunk model's own state)" if streams else "")]

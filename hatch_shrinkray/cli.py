@@ -22,7 +22,7 @@ from typing import Any
 
 from hatch_shrinkray import progress
 from hatch_shrinkray.capture import env
-from hatch_shrinkray.errors import OptionError, PlanError, ShrinkrayError, VerificationError, set_invocation
+from hatch_shrinkray.errors import OptionError, PlanError, ShrinkrayError, VerificationError, printable, set_invocation
 from hatch_shrinkray.files import copy_atomically, write_atomically
 from hatch_shrinkray.options import (
     DECODES,
@@ -405,7 +405,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
                       f"with {configured.get(src, options).method} as given", file=sys.stderr)
             chosen = configured.get(src, options)
             if plan is not None and plan.remedy is not None:
-                print(fix_line(str(src), plan, chosen, src.stat().st_size), file=sys.stderr)
+                print(printable(fix_line(str(src), plan, chosen, src.stat().st_size)), file=sys.stderr)
             if plan is not None and plan.ships_original:
                 try:
                     dest.parent.mkdir(parents=True, exist_ok=True)

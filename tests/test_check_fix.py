@@ -166,7 +166,6 @@ def runs(root: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
-@pytest.mark.extended
 def test_fix_blames_one_model_of_three_by_bisection_and_the_build_ships_its_remedy(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = make_project(tmp_path / "proj", unloaded=True)

@@ -113,10 +113,9 @@ def _regressions(v: Verdict, *, flaky: Sequence[str] = ()) -> list[str]:
     if v.passed:
         seen = f"{len(v.original.tests)} tests" if v.original.tests else "the exit status"
         return [f"verdict: nothing regressed with the shrunk models ({seen} as with the originals)", *aside]
-    lines = [f"verdict: {len(v.regressions)} regressed with the shrunk models:"]
-    for r in v.regressions:
-        if r.test in flaky:
-            continue
+    real = [r for r in v.regressions if r.test not in flaky]
+    lines = [f"verdict: {len(real)} regressed with the shrunk models" + (":" if real else ", flaky tests aside:")]
+    for r in real:
         lines.append(f"  REGRESSED {r.test}: {r.before} with the originals, {r.after} with the shrunk models")
         text = [t for t in r.text.splitlines() if t.strip()][-TEXT_LINES:]
         lines += [f"      {t}" for t in text]

@@ -27,6 +27,7 @@ from hatch_shrinkray.checking.check import (
     portable_command,
     portable_path,
     require_evidence,
+    require_success,
     run_command,
     shown,
     targets_of,
@@ -101,6 +102,7 @@ def run_search(configured: Configured, settings: Settings, app: Display, max_run
         original = run_command(settings, prepared, "the run with the original models",
                                lambda r: Instructions("original", False, settings.threshold, r, targets),
                                record=tmp / "recorded")
+        require_success(original, settings)
         require_evidence(original, prepared, settings)
         found = []
         for index, p in enumerate(prepared):

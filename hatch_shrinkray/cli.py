@@ -22,8 +22,8 @@ from typing import Any
 
 from hatch_shrinkray import progress
 from hatch_shrinkray.capture import env
-from hatch_shrinkray.errors import OptionError, PlanError, ShrinkrayError, VerificationError, set_invocation
-from hatch_shrinkray.files import write_atomically
+from hatch_shrinkray.errors import OptionError, PlanError, ShrinkrayError, VerificationError, printable, set_invocation
+from hatch_shrinkray.files import copy_atomically, write_atomically
 from hatch_shrinkray.options import (
     DECODES,
     ENCODINGS,
@@ -40,7 +40,7 @@ from hatch_shrinkray.options import (
 )
 from hatch_shrinkray.shipping.advice import record_advice
 from hatch_shrinkray.shipping.config import ENGINE_KEYS, VERIFY_TABLE_KEYS, CommandLine, ConfigurationError, HookConfig
-from hatch_shrinkray.shipping.ship import confirm_plan, engine_missing, printable_lines
+from hatch_shrinkray.shipping.ship import confirm_plan, engine_missing, fix_line, printable_lines
 from hatch_shrinkray.signals import Terminated, redeliver, stop_request, terminate_raises
 from hatch_shrinkray.sizes import BROTLI_HINT, DEFAULT_TARGET, TARGETS, brotli_problem
 
@@ -168,8 +168,10 @@ def parser() -> argparse.ArgumentParser:
         description="Shrink the models as configured (through the cache), run COMMAND with the original models "
                     "and again with every onnxruntime session of a configured model loading the shrunk one, and "
                     "report every test that regressed (exit 1). --shadow: one run in which every call also runs "
-                    "the shrunk model and the differences are counted. --search: the smallest per-tensor plan the "
-                    "tests accept, written into the plan file the hook reads.",
+                    "the shrunk model and the differences are counted. --fix: where tests regress, the cheapest "
+                    "choice per model that passes them again (round-to-nearest codes, int8, fp16, the original), "
+                    "written into the plan file the hook reads. --search: the smallest per-tensor plan the tests "
+                    "accept, written there too.",
         usage="hatch-shrinkray check [MODEL...] [--project DIR] [options] -- COMMAND [ARGS...]")
     k.add_argument("models", nargs="*", metavar="MODEL",
                    help="the models to check (default: the project's `models`): paths or globs in the project or "
@@ -181,6 +183,10 @@ def parser() -> argparse.ArgumentParser:
     mode = k.add_mutually_exclusive_group()
     mode.add_argument("--shadow", action="store_true",
                       help="one run: the program gets the original outputs, the shrunk models run beside them")
+    mode.add_argument("--fix", action="store_true",
+                      help="where tests regress, find per model the cheapest choice with which they pass again "
+                           "(round-to-nearest codes, int8 instead of auto's plan, fp16, the original) and write it "
+                           "into the plan file the hook and `wheel` read")
     mode.add_argument("--search", action="store_true",
                       help="find the smallest per-tensor plan the tests accept and write it into the plan file")
     k.add_argument("--pytest", action="store_true",
@@ -195,7 +201,7 @@ def parser() -> argparse.ArgumentParser:
                    help=f"the longest one run of COMMAND may take; it is then stopped with its whole process group "
                         f"and check fails (default {DEFAULT_TIMEOUT:.0f})")
     k.add_argument("--plan", type=Path, metavar="FILE",
-                   help="plan file to read and (--search) write (default: the configuration's, or "
+                   help="plan file to read and (--fix, --search) write (default: the configuration's, or "
                         "shrinkray-plan.json)")
     k.add_argument("--json", type=Path, metavar="FILE", help="write the report as JSON ('-' for stdout)")
     _shrink_args(k)
@@ -324,9 +330,11 @@ def _as_check_args(args: argparse.Namespace) -> list[str]:
     """The models and the shrink and verification flags the user gave, as ``check`` takes them (its
     MODEL arguments take the same spellings as ``--models``), for hints that quote their command."""
     tokens = [str(m) for m in getattr(args, "models", None) or ()]
-    for dest in ("project", "plan"):
-        if dest in args.given and getattr(args, dest) is not None:
+    for dest in ("project", "plan", "timeout", "threshold"):
+        if dest in args.given and getattr(args, dest, None) is not None:
             tokens += [f"--{dest}", str(getattr(args, dest))]
+    if getattr(args, "pytest", False):
+        tokens.append("--pytest")
     for dest in TABLE_KEYS:
         if dest not in args.given:
             continue
@@ -400,6 +408,15 @@ def cmd_shrink(args: argparse.Namespace) -> int:
                 print(f"{src}: {args.plan} has no plan for these bytes (a retrained model has none); shrinking "
                       f"with {configured.get(src, options).method} as given", file=sys.stderr)
             chosen = configured.get(src, options)
+            if plan is not None and plan.remedy is not None:
+                print(printable(fix_line(str(src), plan, chosen, src.stat().st_size)), file=sys.stderr)
+            if plan is not None and plan.ships_original:
+                try:
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    copy_atomically(src, dest)
+                except OSError as exc:
+                    raise ShrinkrayError(f"cannot write {dest}: {exc.strerror or exc}", path=str(src)) from exc
+                continue
             result = shrink(src, dest, plan.apply(chosen) if plan is not None else chosen, exact_web=args.sizes)
         except ShrinkrayError as exc:
             if isinstance(exc, PlanError):
@@ -636,6 +653,7 @@ def _configured_models(root: Path) -> list[Any]:
 def cmd_check(args: argparse.Namespace) -> int:
     from hatch_shrinkray.checking import report
     from hatch_shrinkray.checking.check import Settings, looks_like_pytest, run_check, run_shadow
+    from hatch_shrinkray.checking.fix import fix_entries, run_fix
     from hatch_shrinkray.checking.search import plan_entries, run_search
 
     command = tuple(args.argv)
@@ -651,8 +669,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     if problems:
         raise ShrinkrayError("; ".join(problems))
     configured, plan_file = _check_config(args)
+    _refuse_foreign(configured.config, plan_file)
+    project = (args.project or Path(".")).resolve()
     settings = Settings(command, args.pytest or looks_like_pytest(command), args.threshold, args.max_flip_rate,
-                        timeout=args.timeout)
+                        timeout=args.timeout, project=project)
     display = _Stderr(args.verbose, args.quiet)
     data: dict[str, Any]
     if args.shadow:
@@ -660,9 +680,24 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(report.render_shadow(shadowed, args.max_flip_rate))
         data = report.shadow_json(shadowed)
         code = 1 if report.shadow_failures(shadowed, args.max_flip_rate) else shadowed.run.exit_code
+    elif args.fix:
+        old = dict(configured.config.plans)
+        # --fix judges the configuration itself: the choices it made before are made again
+        fixing = replace(configured, config=replace(configured.config, plans={}))
+        fixed = run_fix(fixing, settings, display)
+        judged = {c.prepared.relpath for c in fixed.choices}
+        fixes = fix_entries(fixed, command, project)
+        written = None
+        if not fixed.passed:
+            written = "the plan file is left as it was: the tests do not pass with every choice applied"
+        elif fixes or any(e.model in judged for e in old.values()):
+            written = _write_plan(plan_file, fixes, configured.config.table != COMMAND_LINE, judged=judged, old=old)
+        print(report.render_fix(fixed, written))
+        data = report.fix_json(fixed)
+        code = 0 if fixed.passed else 1
     elif args.search:
         searched = run_search(configured, settings, display, args.max_runs)
-        entries = plan_entries(searched, command, args.max_flip_rate)
+        entries = plan_entries(searched, command, args.max_flip_rate, project)
         written = _write_plan(plan_file, entries, configured.config.table != COMMAND_LINE) if entries else None
         print(report.render_search(searched, written))
         data = report.search_json(searched)
@@ -716,6 +751,21 @@ def _check_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
     return Configured(config, roots), plan_file
 
 
+def _refuse_foreign(config: HookConfig, plan_file: Path | None) -> None:
+    """A plan file whose every entry names a model this configuration does not have was written for
+    another project (copied along, or ``--plan`` pointing elsewhere): refused before anything runs,
+    so that ``--fix`` never merges its choices into it."""
+    configured = {m.relpath for m in config.models}
+    named = sorted({e.model for e in config.plans.values()})
+    if named and not configured & set(named):
+        raise ShrinkrayError(
+            f"holds choices only for models this project does not configure ({', '.join(named[:3])}"
+            f"{' ...' if len(named) > 3 else ''}): it was written for another project",
+            path=str(plan_file or config.plan_file),
+            hint="delete it, or point --plan (the `plan` key) at this project's own plan file, then run "
+                 "`hatch-shrinkray check --fix -- COMMAND` again")
+
+
 def _installed_root(patterns: Sequence[str]) -> tuple[Path, list[str]] | None:
     """For MODEL files of an installed package (all under one ``site-packages`` or ``dist-packages``):
     that directory and their paths in it, which are their paths inside the wheel; else None."""
@@ -735,23 +785,26 @@ def _installed_root(patterns: Sequence[str]) -> tuple[Path, list[str]] | None:
 
 
 def _inside(pattern: str, project: Path) -> str | None:
-    """``pattern`` (a MODEL argument) relative to ``project``, or None when it lies outside."""
-    absolute = Path(pattern).absolute()
+    """``pattern`` (a MODEL argument) relative to ``project``, or None when it lies outside
+    (``../env/...`` included: normalized first)."""
+    absolute = Path(os.path.abspath(pattern))
     try:
         return absolute.relative_to(project).as_posix()
     except ValueError:
         return None
 
 
-def _write_plan(path: Path | None, entries: dict[str, Any], project: bool) -> str:
+def _write_plan(path: Path | None, entries: dict[str, Any], project: bool, *, judged: set[str] | None = None,
+                old: dict[str, Any] | None = None) -> str:
     """Merge ``entries`` into the plan file: other models' plans stay, plans for other bytes of the
-    searched models go."""
+    searched models (``judged``: of the models ``--fix`` judged) go."""
     from hatch_shrinkray.shipping.plan import read_plan, write_plan
 
     if path is None:
         return "not written: the configuration says `plan = false` (set `plan` to a file name to keep it)"
-    old = read_plan(path) if path.is_file() else {}
-    searched = {e.model for e in entries.values()}
+    if old is None:
+        old = read_plan(path) if path.is_file() else {}
+    searched = judged if judged is not None else {e.model for e in entries.values()}
     kept = {sha: e for sha, e in old.items() if e.model not in searched}
     try:
         write_plan(path, {**kept, **entries})
@@ -759,6 +812,8 @@ def _write_plan(path: Path | None, entries: dict[str, Any], project: bool) -> st
         raise ShrinkrayError(f"cannot write the plan: {exc.strerror or exc}", path=str(path)) from exc
     ships = ("every build of this project (the hook, `hatch-shrinkray wheel`) ships it" if project
              else f"`hatch-shrinkray shrink MODEL --plan {path}` ships it")
+    if not entries:
+        return f"wrote {path}: no model needs a remedy now (the earlier ones for these models are gone); commit it"
     return f"wrote the plan for {len(entries)} model(s) into {path}: {ships}; commit it"
 
 

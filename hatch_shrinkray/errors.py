@@ -22,12 +22,13 @@ def set_invocation(args: Sequence[str], command: Sequence[str] = ()) -> None:
     _invocation["args"], _invocation["command"] = tuple(args), tuple(command)
 
 
-def check_hint(command: str | None = None) -> str:
-    """The command that finds the smallest model a package's own tests accept: with the models and
-    flags the user gave, and their test command (``command``: the one a plan recorded) when known."""
+def check_hint(command: str | None = None, *, fix: bool = False) -> str:
+    """The command that finds the smallest model a package's own tests accept (``fix``: the one that
+    chooses a remedy per model and writes it where the build reads it): with the models and flags the
+    user gave, and their test command (``command``: the one a plan recorded) when known."""
     test = command or shlex.join(_invocation["command"] or TESTS)
     args = shlex.join(_invocation["args"])
-    return f"hatch-shrinkray check --search {args + ' ' if args else ''}-- {test}"
+    return f"hatch-shrinkray check {'--fix' if fix else '--search'} {args + ' ' if args else ''}-- {test}"
 
 
 def one_line(exc: BaseException, limit: int = 400) -> str:

@@ -131,6 +131,20 @@ def write_atomically(path: Path, data: bytes) -> None:
         raise
 
 
+def copy_atomically(source: Path, target: Path) -> str:
+    """``copy_hashed`` into a temporary file beside ``target``, renamed over it when complete."""
+    with deferred():
+        fd, tmp = create_beside(target)
+    os.close(fd)
+    try:
+        digest = copy_hashed(source, Path(tmp))
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return digest
+
+
 def create_beside(path: Path) -> tuple[int, str]:
     """A new temporary file beside ``path`` (to be renamed over it), open for writing: ``(fd, name)``
     as ``tempfile.mkstemp`` returns them, but created with mode 0666 less the umask, the mode any

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import sys
 import textwrap
 import zipfile
@@ -216,11 +217,11 @@ EXACT = textwrap.dedent('''
 ''')
 
 
-def test_a_regression_under_fitted_codes_names_the_rounding_switch(tmp_path: Path,
+def test_a_regression_under_fitted_codes_names_the_fix_command(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """int8 fitted to a recording (output-aware rounding, kept by the guard) and a test that any
-    rounding fails: the hint names ``rounding = "nearest"`` for that model; with it set, the model
-    ships round-to-nearest, the recording only verifies, and the hint is gone."""
+    rounding fails: check names the one command that fixes it, with the user's own command; with
+    ``rounding = "nearest"`` set, the model ships round-to-nearest and the test still regresses."""
     k, n = 256, 128
     rng = np.random.default_rng(2)
     w = (rng.standard_normal((k, n)) * 0.1).astype(np.float32)
@@ -240,15 +241,15 @@ def test_a_regression_under_fitted_codes_names_the_rounding_switch(tmp_path: Pat
     fitted = cli("check", "--", *PYTEST, cwd=root)
     assert fitted.returncode == 1, fitted.stdout + fitted.stderr
     assert "REGRESSED tests/test_model.py::test_outputs_exactly" in fitted.stdout
-    hint = f'hint: {MODEL}: its int8 codes were fitted to the recording'
-    assert hint in fitted.stdout and '`rounding = "nearest"` in an override for this model' in fitted.stdout
+    fix = f"fix: hatch-shrinkray check --fix -- {shlex.join(PYTEST)}  (finds, per model, the cheapest choice"
+    assert fix in fitted.stdout, fitted.stdout
     (root / "pyproject.toml").write_text('[project]\nname = "pkg"\nversion = "0.1.0"\n\n' + table
                                          + '\n[[tool.hatch.build.hooks.shrinkray.overrides]]\n'
                                            f'models = ["{MODEL}"]\nrounding = "nearest"\n')
     nearest = cli("check", "--", *PYTEST, cwd=root)
     assert nearest.returncode == 1, nearest.stdout + nearest.stderr  # any rounding fails an exact test
     assert "REGRESSED tests/test_model.py::test_outputs_exactly" in nearest.stdout
-    assert hint not in nearest.stdout
+    assert "int8 round-to-nearest;" in nearest.stdout and fix in nearest.stdout
 
 
 def test_an_installed_packages_models_get_the_projects_table(project: Path) -> None:

@@ -761,7 +761,8 @@ def test_an_int_range_no_input_value_fits_is_one_line(tmp_path: Path) -> None:
                     "uint8 (give a range the input's type can hold)"), line
 
 
-PLAN_HINT = "(hatch-shrinkray check --search writes it; fix the entry or delete the file and search again)"
+PLAN_HINT = ("(hatch-shrinkray check --fix (or --search) writes it; fix the entry, or delete the file and run check "
+             "--fix again)")
 
 
 @pytest.mark.parametrize(("text", "why"), [

@@ -16,3 +16,6 @@ MAX_BYTES = 8_000_000
 CHECK = "HATCH_SHRINKRAY_CHECK"
 """A JSON file written by ``hatch-shrinkray check`` (``capture.swap``): which models each session
 loads instead, which it runs in shadow, and the directory where each process reports."""
+OUTCOMES = "HATCH_SHRINKRAY_OUTCOMES"
+"""The directory where the pytest plugin ``capture.outcomes``, loaded inside the command's own
+pytest, writes each session's test outcomes: ``check`` reads them without importing pytest itself."""

@@ -25,8 +25,7 @@ from typing import Any
 
 from hatch_shrinkray import progress
 from hatch_shrinkray.capture import env
-from hatch_shrinkray.capture.env import MAX_BYTES, MAX_SAMPLES
-from hatch_shrinkray.capture.outcomes import OUTCOMES
+from hatch_shrinkray.capture.env import MAX_BYTES, MAX_SAMPLES, OUTCOMES
 from hatch_shrinkray.capture.run import UNITS_PLUGIN, finish, instrumented_path, project_root, recording_environment
 from hatch_shrinkray.capture.shadow import ModelStats
 from hatch_shrinkray.capture.swap import Instructions

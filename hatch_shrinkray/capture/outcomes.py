@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-OUTCOMES = "HATCH_SHRINKRAY_OUTCOMES"
+from hatch_shrinkray.capture.env import OUTCOMES
+
 TEXT_LIMIT = 6000
 _serial = itertools.count()
 _tests: dict[str, dict[str, str]] = {}

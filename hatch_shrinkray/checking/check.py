@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import os
 import shlex
+import shutil
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -41,6 +42,8 @@ class Settings:
     cwd: Path | None = None
     timeout: float | None = None
     """Seconds one run of the command may take (``--timeout``); None: no limit."""
+    project: Path = Path(".")
+    """The project directory: paths written into the plan file are relative to it."""
 
 
 @dataclass(frozen=True)
@@ -76,25 +79,34 @@ def targets_of(prepared: Sequence[Prepared]) -> list[Prepared]:
 def run_check(configured: Configured, settings: Settings, app: Display) -> Checked:
     with tempfile.TemporaryDirectory(prefix="hatch-shrinkray-check-") as name:
         tmp = Path(name)
-        with progress.task("check: runs of the command", total=2) as runs:
-            prepared = prepare(configured, tmp / "models", app)
-            targets = tuple(p.target() for p in targets_of(prepared))
-            app.display_info(f"check: run 1 of 2, with the original models: {shown(settings.command)}")
-            original = run_command(settings, prepared, "run 1 of 2, with the original models",
-                                   lambda r: Instructions("original", False, settings.threshold, r, targets),
-                                   record=tmp / "recorded")
-            require_evidence(original, prepared, settings)
-            runs.advance()
-            app.display_info(f"check: run 2 of 2, with the shrunk models: {shown(settings.command)}")
-            shrunk = run_command(settings, prepared, "run 2 of 2, with the shrunk models",
-                                 lambda r: Instructions("shrunk", False, settings.threshold, r, targets))
-            runs.advance()
+        prepared, original, shrunk = two_runs(configured, settings, app, tmp)
         verdict = judge(original, shrunk)
         if verdict.passed:
             return Checked(settings.command, tuple(prepared), verdict, {})
         with progress.task("check: for the hint, each weight of the models alone on the recorded feeds"):
             hints = sensitive_hints(prepared, original, tmp / "recorded")
         return Checked(settings.command, tuple(prepared), verdict, hints)
+
+
+def two_runs(configured: Configured, settings: Settings, app: Display,
+             tmp: Path) -> tuple[list[Prepared], Observed, Observed]:
+    """``check``'s own two runs: the original models (recording their feeds into ``tmp/recorded``),
+    then every configured model shrunk as configured."""
+    with progress.task("check: runs of the command", total=2) as runs:
+        prepared = prepare(configured, tmp / "models", app)
+        targets = tuple(p.target() for p in targets_of(prepared))
+        app.display_info(f"check: run 1 of 2, with the original models: {shown(settings.command)}")
+        original = run_command(settings, prepared, "run 1 of 2, with the original models",
+                               lambda r: Instructions("original", False, settings.threshold, r, targets),
+                               record=tmp / "recorded")
+        require_success(original, settings)
+        require_evidence(original, prepared, settings)
+        runs.advance()
+        app.display_info(f"check: run 2 of 2, with the shrunk models: {shown(settings.command)}")
+        shrunk = run_command(settings, prepared, "run 2 of 2, with the shrunk models",
+                             lambda r: Instructions("shrunk", False, settings.threshold, r, targets))
+        runs.advance()
+    return prepared, original, shrunk
 
 
 def run_shadow(configured: Configured, settings: Settings, app: Display) -> Shadowed:
@@ -148,6 +160,23 @@ def require_evidence(run: Observed, prepared: Sequence[Prepared], settings: Sett
                  "without --pytest only the exit status is compared")
 
 
+def require_success(run: Observed, settings: Settings) -> None:
+    """Refuse to judge a command that fails with the original models and says nothing test by test:
+    its exit status cannot blame the shrunk models for anything."""
+    if run.exit_code != 0 and not run.tests:
+        raise ShrinkrayError(
+            f"`{shown(settings.command)}` failed with the original models (exit {run.exit_code}), so no failure "
+            "with the shrunk ones can be blamed on them, and nothing was judged",
+            hint="make the command pass with the original models first (under pytest, tests that fail with the "
+                 "originals are set aside one by one instead)")
+
+
+def never_loaded(prepared: Sequence[Prepared], original: Observed) -> list[str]:
+    """The configured models with something to shrink that the command never created a session of."""
+    return [p.relpath for p in prepared if p.shrunk is not None
+            and not original.models.get(p.sha256, ModelSeen()).sessions]
+
+
 def sensitive_hints(prepared: Sequence[Prepared], original: Observed, recorded: Path) -> dict[str, str]:
     """Per loaded model, the tensors that change its outputs most alone, measured on the feeds the
     original run recorded."""
@@ -163,3 +192,28 @@ def sensitive_hints(prepared: Sequence[Prepared], original: Observed, recorded: 
 
 def shown(command: Sequence[str]) -> str:
     return shlex.join(command)
+
+
+def portable_path(path: Path | str, project: Path) -> str:
+    """``path`` as the plan file may hold it: relative to the project (a checkout elsewhere writes
+    the same bytes), or its bare name when it lies outside."""
+    absolute = Path(os.path.abspath(path))
+    base = Path(os.path.abspath(project))
+    return absolute.relative_to(base).as_posix() if absolute.is_relative_to(base) else absolute.name
+
+
+def portable_command(command: Sequence[str], project: Path) -> str:
+    """``command`` as the plan file records it (for people: the command to run again): every absolute
+    argument inside the project relative to it, and an interpreter or program given by its absolute
+    path by its name (``/home/me/proj/.venv/bin/python`` -> ``python``)."""
+    def portable(index: int, arg: str) -> str:
+        if not os.path.isabs(arg):
+            return arg
+        if Path(arg).is_relative_to(os.path.abspath(project)):
+            return portable_path(arg, project)
+        name = os.path.basename(arg)
+        if index == 0 and (name.startswith("python") or shutil.which(name) == arg):
+            return "python" if name.startswith("python") else name
+        return arg
+
+    return shlex.join(portable(i, a) for i, a in enumerate(command))

@@ -7,7 +7,7 @@ and never ships).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -56,14 +56,19 @@ class Configured:
 
 
 def prepare(configured: Configured, workdir: Path, app: Display,
-            plans: dict[str, tuple[tuple[str, str, str], ...]] | None = None) -> list[Prepared]:
-    """Shrink every configured model into ``workdir``; ``plans`` (by sha256) replaces the plan file's."""
+            plans: Mapping[str, tuple[tuple[str, str, str], ...]] | None = None,
+            chosen: Mapping[str, ShrinkOptions] | None = None) -> list[Prepared]:
+    """Shrink every configured model into ``workdir``; ``plans`` (by sha256) replaces the plan file's
+    plan, ``chosen`` (by sha256) the options altogether (``check --fix``'s candidate remedies)."""
     out = []
     for index, (root, entry) in enumerate(configured.entries()):
         sha = file_sha256(root / entry.relpath)
         options = entry.options
         config = replace(configured.config, models=(entry,))
-        if plans is not None and sha in plans:
+        if chosen is not None and sha in chosen:
+            options = chosen[sha]
+            config = replace(config, models=(replace(entry, options=options),), plans={})
+        elif plans is not None and sha in plans:
             options = replace(options, plan=plans[sha])
             config = replace(config, models=(replace(entry, options=options),), plans={})
         elif sha in configured.config.plans:
@@ -74,6 +79,8 @@ def prepare(configured: Configured, workdir: Path, app: Display,
         verification = entry_record.verification if entry_record is not None else None
         passed = verification is None or bool(verification.get("passed"))
         summary = _summary(verification, shipped.outcome)
+        if shipped.outcome == "unchanged" and shipped.entry is None:  # only the plan's "ship the original" does that
+            summary = "ships its original bytes, as check --fix chose"
         fitted = verification is not None and KEPT in str(verification.get("fitting") or "")
         out.append(Prepared(entry.relpath, root / entry.relpath, sha, options, changed[0] if changed else None,
                             shipped.original_size, shipped.shipped_size, summary, passed, fitted))
@@ -91,3 +98,11 @@ def _summary(verification: dict[str, object] | None, outcome: str) -> str:
 
 def by_sha(prepared: Sequence[Prepared]) -> dict[str, Prepared]:
     return {p.sha256: p for p in prepared}
+
+
+def only(configured: Configured, prepared: Prepared) -> Configured:
+    """The configuration of ``prepared``'s model alone (to shrink it again another way)."""
+    index = next(i for i, m in enumerate(configured.config.models) if m.relpath == prepared.relpath
+                 and configured.roots[i] / m.relpath == prepared.source)
+    return Configured(replace(configured.config, models=(configured.config.models[index],)),
+                      (configured.roots[index],))

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import math
 import shlex
+from collections.abc import Sequence
 from typing import Any
 
 from hatch_shrinkray.capture.observe import ModelSeen, Observed
 from hatch_shrinkray.capture.shadow import OutputStats
-from hatch_shrinkray.checking.check import Checked, Shadowed
+from hatch_shrinkray.checking.check import Checked, Shadowed, never_loaded
+from hatch_shrinkray.checking.fix import Fixed
 from hatch_shrinkray.checking.models import Prepared
 from hatch_shrinkray.checking.search import Found, Searched
-from hatch_shrinkray.checking.verdict import Verdict, tally
+from hatch_shrinkray.checking.verdict import BAD, Verdict, tally
+from hatch_shrinkray.errors import check_hint
 from hatch_shrinkray.result import human, render_table
 
 TEXT_LINES = 15
@@ -25,43 +28,100 @@ def _model_line(p: Prepared, original: Observed, other: Observed | None) -> str:
     if other is not None:
         seen = other.models.get(p.sha256, ModelSeen())
         loads += f", {seen.swapped or seen.shadowed} with the shrunk model"
+    nearest = " round-to-nearest" if p.options.rounding == "nearest" and p.options.method in ("int8", "auto") else ""
     return (f"  {p.relpath}: {human(p.original_size)} -> {human(p.shrunk_size)} ({ratio}), {p.options.method}"
-            f"{planned}; {p.verification}; {loads}")
+            f"{nearest}{planned}; {p.verification}; {loads}")
 
 
 def _run_line(label: str, run: Observed) -> str:
     return f"  {label}: exit {run.exit_code}, {tally(run)} ({run.seconds:.1f} s)"
 
 
+def _head(prepared: Sequence[Prepared], v: Verdict) -> list[str]:
+    """The models, the command's two runs, and the configured models it never loaded."""
+    lines = ["models:", *(_model_line(p, v.original, v.shrunk) for p in prepared if p.shrunk),
+             "runs:", _run_line("original models", v.original), _run_line("shrunk models", v.shrunk)]
+    return lines + _unloaded(prepared, v.original)
+
+
+def _unloaded(prepared: Sequence[Prepared], run: Observed) -> list[str]:
+    unloaded = never_loaded(prepared, run)
+    return [f"not loaded: the command never created a session of {', '.join(unloaded)}: it judged nothing there "
+            "(a build ships them on the build's own verification alone)"] if unloaded else []
+
+
 def render_check(checked: Checked) -> str:
     v = checked.verdict
-    lines = ["models:", *(_model_line(p, v.original, v.shrunk) for p in checked.prepared if p.shrunk),
-             "runs:", _run_line("original models", v.original), _run_line("shrunk models", v.shrunk)]
-    lines += _regressions(v)
+    lines = [*_head(checked.prepared, v), *_regressions(v)]
     for relpath, hint in checked.hints.items():
         lines.append(f"hint: {relpath}: {hint}")
     if not v.passed:
-        lines += [f"hint: {p.relpath}: its int8 codes were fitted to the recording (output-aware rounding, kept "
-                  "because it did better on held-out recorded units); where your tests judge round-to-nearest "
-                  "better, ship that: `rounding = \"nearest\"` in an override for this model (or --rounding nearest), "
-                  "then run check again" for p in checked.prepared if p.fitted and p.shrunk is not None]
-        lines.append("hint: or let the tests find the smallest model that passes them: "
-                     f"hatch-shrinkray check --search -- {shlex.join(checked.command)}")
+        lines.append(f"fix: {check_hint(shlex.join(checked.command), fix=True)}  (finds, per model, the cheapest "
+                     "choice with which these tests pass again, and writes it into the plan file the build reads)")
     return "\n".join(lines)
 
 
-def _regressions(v: Verdict) -> list[str]:
+def render_fix(fixed: Fixed, written: str | None) -> str:
+    first = fixed.first
+    lines = [*_head(fixed.prepared, first), *_regressions(first, flaky=fixed.flaky)]
+    for test in fixed.flaky:
+        lines.append(f"  FLAKY {test}: passed once and failed once with the same shrunk models; not blamed on a "
+                     "model")
+    if not first.passed:
+        lines.append(f"check --fix: {fixed.runs} run(s) of the command beyond check's own two")
+    for c in fixed.choices:
+        p, rung = c.prepared, c.rung
+        if rung.remedy is None:
+            lines.append(f"chose: {p.relpath}: {rung.describe(p)} ({c.reason})")
+            continue
+        size = (f", {human(p.original_size)} -> {human(rung.prepared.shrunk_size)}" if rung.prepared is not None
+                else f", {human(p.original_size)}")
+        lines.append(f"chose: {p.relpath}: {rung.describe(p)}{size}, because {c.reason}")
+    if written:
+        lines.append(written)
+    final = fixed.final
+    if first.passed:
+        lines.append("verdict: nothing to fix: nothing regressed with the shrunk models")
+    elif fixed.passed:
+        flaky = f"; flaky, not counted: {', '.join(fixed.flaky)}" if fixed.flaky else ""
+        lines.append(f"verdict: nothing regressed with every choice applied (final run: {tally(final.shrunk)}, "
+                     f"exit {final.shrunk.exit_code}){flaky}")
+    else:
+        still = fixed.still_failing
+        lines.append(f"verdict: FAILS, exit 1: {len(still)} still regress with every choice applied: "
+                     f"{', '.join(still[:5])}")
+    return "\n".join(lines)
+
+
+def fix_json(fixed: Fixed) -> dict[str, Any]:
+    return {"passed": fixed.passed, "runs_beyond_check": fixed.runs, "flaky": list(fixed.flaky),
+            "failing_with_originals": fixed.failing_with_originals,
+            "never_loaded": never_loaded(fixed.prepared, fixed.first.original),
+            "regressions": [r.test for r in fixed.first.regressions],
+            "still_failing": fixed.still_failing,
+            "models": [{"model": c.prepared.relpath, "choice": c.rung.describe(c.prepared),
+                        "remedy": None if c.rung.remedy is None else c.rung.remedy.to_dict(),
+                        "regressed": list(c.regressed), "tried": list(c.tried), "reason": c.reason}
+                       for c in fixed.choices],
+            "final": _run_json(fixed.final.shrunk)}
+
+
+def _regressions(v: Verdict, *, flaky: Sequence[str] = ()) -> list[str]:
+    failing = [t for t, o in v.original.tests.items() if o.outcome in BAD]
+    aside = ([f"  ({len(failing)} test(s) fail with the original models too, never blamed on a model: "
+              f"{', '.join(failing[:5])}{' ...' if len(failing) > 5 else ''})"] if failing else [])
     if v.passed:
         seen = f"{len(v.original.tests)} tests" if v.original.tests else "the exit status"
-        return [f"verdict: nothing regressed with the shrunk models ({seen} as with the originals)"]
-    lines = [f"verdict: {len(v.regressions)} regressed with the shrunk models:"]
-    for r in v.regressions:
+        return [f"verdict: nothing regressed with the shrunk models ({seen} as with the originals)", *aside]
+    real = [r for r in v.regressions if r.test not in flaky]
+    lines = [f"verdict: {len(real)} regressed with the shrunk models" + (":" if real else ", flaky tests aside:")]
+    for r in real:
         lines.append(f"  REGRESSED {r.test}: {r.before} with the originals, {r.after} with the shrunk models")
         text = [t for t in r.text.splitlines() if t.strip()][-TEXT_LINES:]
         lines += [f"      {t}" for t in text]
     if v.fixed:
         lines.append(f"  ({len(v.fixed)} test(s) failed with the originals and pass with the shrunk models)")
-    return lines
+    return lines + aside
 
 
 def check_json(checked: Checked) -> dict[str, Any]:
@@ -126,7 +186,7 @@ def render_shadow(shadowed: Shadowed, max_flip_rate: float = 0.0) -> str:
     evidence = [f"{p.relpath}: {stats.evidence().text()}" for p, stats in compared]
     streams = any(stats.streams for _, stats in compared)
     unjudged = [p.relpath for p, stats in compared if not stats.positions and not stats.answers]
-    lines = [render_table(rows), *notes, *evidence,
+    lines = [render_table(rows), *notes, *_unloaded(shadowed.prepared, run), *evidence,
              f"the command exited {run.exit_code} with the original models' answers ({run.seconds:.1f} s); every "
              "call of the models above also ran the shrunk model on the same feeds"
              + (" (a recurrent model's streams in closed loop, on the shrunk model's own state)" if streams else "")]

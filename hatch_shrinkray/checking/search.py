@@ -12,7 +12,6 @@ bounds them. The result goes into the plan file, keyed by the model's sha256, wi
 
 from __future__ import annotations
 
-import shlex
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -23,8 +22,17 @@ from hatch_shrinkray import progress
 from hatch_shrinkray.auto.guard import Scorer, decide
 from hatch_shrinkray.capture.observe import ModelSeen, Observed
 from hatch_shrinkray.capture.swap import Instructions
-from hatch_shrinkray.checking.check import Settings, require_evidence, run_command, shown, targets_of
-from hatch_shrinkray.checking.models import Configured, Prepared, prepare
+from hatch_shrinkray.checking.check import (
+    Settings,
+    portable_command,
+    portable_path,
+    require_evidence,
+    require_success,
+    run_command,
+    shown,
+    targets_of,
+)
+from hatch_shrinkray.checking.models import Configured, Prepared, only, prepare
 from hatch_shrinkray.checking.sensitive import ranked
 from hatch_shrinkray.checking.verdict import Verdict, judge, tally
 from hatch_shrinkray.engine import shrink
@@ -94,6 +102,7 @@ def run_search(configured: Configured, settings: Settings, app: Display, max_run
         original = run_command(settings, prepared, "the run with the original models",
                                lambda r: Instructions("original", False, settings.threshold, r, targets),
                                record=tmp / "recorded")
+        require_success(original, settings)
         require_evidence(original, prepared, settings)
         found = []
         for index, p in enumerate(prepared):
@@ -108,7 +117,7 @@ def run_search(configured: Configured, settings: Settings, app: Display, max_run
                              max_runs=max_runs)
             result = search.run(tmp / "recorded")
             if result.best is not None and result.best.prepared.shrunk is not None:
-                result = _guarded(result, tmp / "recorded", tmp / f"plain{index}", app)
+                result = _guarded(result, tmp / "recorded", tmp / f"plain{index}", app, settings.project)
             found.append(result)
         joint = None
         if sum(f.best is not None for f in found) > 1:
@@ -200,7 +209,7 @@ class _Search:
             return None
         self.runs += 1
         plan = tuple(sorted((s, t, e) for (s, t), e in tensors.items()))
-        (p,) = prepare(_one(self.configured, self.prepared), self.workdir / str(self.runs), self.app,
+        (p,) = prepare(only(self.configured, self.prepared), self.workdir / str(self.runs), self.app,
                        plans={self.prepared.sha256: plan})
         if p.shrunk is None:
             # Every tensor kept as it is: the original model, which the original run already judged.
@@ -228,7 +237,7 @@ class _Search:
         return trial
 
 
-def _guarded(found: Found, recorded: Path, workdir: Path, app: Display) -> Found:
+def _guarded(found: Found, recorded: Path, workdir: Path, app: Display, project: Path) -> Found:
     """The plan kept only if, on the project's recording (else on the command's own feeds, which the
     search fitted it to: said so), it does no worse than round-to-nearest int8, on enough units."""
     p = found.prepared
@@ -236,7 +245,7 @@ def _guarded(found: Found, recorded: Path, workdir: Path, app: Display) -> Found
     configured = p.options.verify.inputs if p.options.verify is not None else None
     source, held = recorded, "the searched run's own feeds (the plan was fitted to them)"
     if configured is not None and configured.exists():
-        source, held = configured, f"the recording {configured}"
+        source, held = configured, f"the recording {portable_path(configured, project)}"
     try:
         samples = load_samples(source, specs_of_model(load_model(p.source).model), model_sha256=p.sha256,
                                model_name=p.relpath)
@@ -265,13 +274,6 @@ def _outputs(model: Path, samples: Samples, label: str) -> tuple[list[str], list
     return [o.name for o in sess.get_outputs()], run_all(sess, samples.feeds, samples.sequencing())
 
 
-def _one(configured: Configured, prepared: Prepared) -> Configured:
-    index = next(i for i, m in enumerate(configured.config.models) if m.relpath == prepared.relpath
-                 and configured.roots[i] / m.relpath == prepared.source)
-    return Configured(replace(configured.config, models=(configured.config.models[index],)),
-                      (configured.roots[index],))
-
-
 def _joint(configured: Configured, settings: Settings, app: Display, *, original: Observed,
            found: Sequence[Found], workdir: Path) -> Verdict:
     plans = {f.prepared.sha256: tuple(sorted((s, t, e) for (s, t), e in f.best.tensors.items()))
@@ -284,7 +286,8 @@ def _joint(configured: Configured, settings: Settings, app: Display, *, original
     return judge(original, observed)
 
 
-def plan_entries(searched: Searched, command: Sequence[str], max_flip_rate: float) -> dict[str, PlanEntry]:
+def plan_entries(searched: Searched, command: Sequence[str], max_flip_rate: float,
+                 project: Path) -> dict[str, PlanEntry]:
     """What goes into the plan file: per model that passed, its tensors and what accepted them."""
     out = {}
     for f in searched.found:
@@ -294,8 +297,8 @@ def plan_entries(searched: Searched, command: Sequence[str], max_flip_rate: floa
         p = f.best.prepared
         verdict = (f"{tally(f.best.verdict.shrunk)} as with the original models; {flips} of {positions} shadow "
                    f"decisions flipped")
-        checked = {"command": shlex.join(command), "verdict": verdict, "guard": f.guard, "shadow_flips": flips,
-                   "shadow_decisions": positions, "max_flip_rate": max_flip_rate, "runs": f.runs,
+        checked = {"command": portable_command(command, project), "verdict": verdict, "guard": f.guard,
+                   "shadow_flips": flips, "shadow_decisions": positions, "max_flip_rate": max_flip_rate, "runs": f.runs,
                    "original_size": p.original_size, "shrunk_size": p.shrunk_size,
                    "shrunk_sha256": f.best.shrunk_sha256}
         tensors = tuple(sorted((s, t, e) for (s, t), e in f.best.tensors.items()))

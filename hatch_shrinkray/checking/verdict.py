@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from hatch_shrinkray.capture.observe import Observed
 
 GOOD = ("passed", "xfailed", "skipped")
+EXIT_STATUS = "exit status"
+"""The regression of a command judged by its exit status alone."""
 BAD = ("failed", "error", "xpassed")
 
 
@@ -47,7 +49,7 @@ def judge(original: Observed, shrunk: Observed) -> Verdict:
             regressions.append(Regression(test, before.outcome, after.outcome if after else "did not run",
                                           after.text if after else ""))
     if original.exit_code == 0 and shrunk.exit_code != 0 and not regressions:
-        regressions.append(Regression("exit status", "0", str(shrunk.exit_code),
+        regressions.append(Regression(EXIT_STATUS, "0", str(shrunk.exit_code),
                                       "the command failed with the shrunk models and succeeded with the originals"))
     fixed = tuple(t for t, o in original.tests.items() if o.outcome in BAD
                   and (a := shrunk.tests.get(t)) is not None and a.outcome == "passed")

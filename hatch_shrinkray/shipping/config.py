@@ -478,7 +478,7 @@ def _read_plan_key(value: Any, root: Path, table: str,
         path = root / value
         if not path.is_file():
             errors.append(f"{_field(table, 'plan')} names a file that does not exist: {value} "
-                          "(hatch-shrinkray check --search writes it)")
+                          "(hatch-shrinkray check --fix or --search writes it)")
             return None, {}
     else:
         errors.append(f"{_field(table, 'plan')} must be the path of a .json plan file, relative to the project "

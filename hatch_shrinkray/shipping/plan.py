@@ -1,12 +1,15 @@
-"""``shrinkray-plan.json``: the per-tensor plans ``hatch-shrinkray check --search`` found, which the
-hook, ``shrink`` and ``wheel`` then ship without running any test again.
+"""``shrinkray-plan.json``: what ``hatch-shrinkray check`` chose for each model, which the hook,
+``shrink`` and ``wheel`` then ship without running any test again: the per-tensor plans
+``check --search`` found, and the remedies ``check --fix`` chose (round-to-nearest codes, int8
+instead of ``auto``'s plan, fp16, or the original bytes).
 
 Like the manifest, the file is content-addressed and meant for version control: each entry is keyed
 by the sha256 of the original model it was found for (a changed model simply has no plan), lists
-the tensors it sets (scope, name, encoding; every other tensor gets the configured method) and
-records what the check that accepted it ran and saw, including the sha256 of the shrunk model it
-tested, so a build can tell whether it ships exactly that model. Deterministic: sorted keys, fixed
-formatting, no timestamps.
+the tensors it sets (scope, name, encoding; every other tensor gets the configured method) or the
+remedy, and records what the check that accepted it ran and saw, including the sha256 of the
+shrunk model it tested, so a build can tell whether it ships exactly that model. Deterministic:
+sorted keys, fixed formatting, no timestamps, no absolute paths. Version 1 files (plans only) are
+still read.
 """
 
 from __future__ import annotations
@@ -20,14 +23,54 @@ from typing import Any
 
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.files import create_beside, read_regular
-from hatch_shrinkray.options import ENCODINGS, ShrinkOptions
+from hatch_shrinkray.options import ENCODINGS, METHODS, ROUNDINGS, ShrinkOptions
 from hatch_shrinkray.signals import deferred
 
 PLAN_NAME = "shrinkray-plan.json"
 MAX_BYTES = 64 << 20
 """A plan file lists tensors of a few models: kilobytes. Larger is not a plan."""
 FORMAT = "hatch-shrinkray-plan"
-VERSION = 1
+VERSION = 2
+READS = (1, 2)
+HINT = ("hatch-shrinkray check --fix (or --search) writes it; fix the entry, or delete the file and run "
+        "check --fix again")
+
+
+@dataclass(frozen=True)
+class Remedy:
+    """What ``check --fix`` changed from the configured choice, because the package's tests
+    regressed with it: option values (``rounding``, ``method``), or the original bytes."""
+
+    method: str | None = None
+    rounding: str | None = None
+    original: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.original:
+            return {"original": True}
+        return {k: v for k, v in (("method", self.method), ("rounding", self.rounding)) if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Remedy:
+        if not isinstance(data, dict) or set(data) - {"method", "rounding", "original"}:
+            raise TypeError("remedy must be an object with `method`, `rounding` or `original`")
+        original = data.get("original", False)
+        if not isinstance(original, bool):
+            raise TypeError("remedy.original must be true or false")
+        method, rounding = data.get("method"), data.get("rounding")
+        return cls(None if method is None else _text(method), None if rounding is None else _text(rounding),
+                   original)
+
+    def apply(self, options: ShrinkOptions) -> ShrinkOptions:
+        return replace(options, method=self.method or options.method, rounding=self.rounding or options.rounding)
+
+    def describe(self, options: ShrinkOptions) -> str:
+        """The choice for people, on ``options`` as configured: ``int8 round-to-nearest``, ``fp16``."""
+        if self.original:
+            return "the original"
+        chosen = self.apply(options)
+        rounding = " round-to-nearest" if chosen.rounding == "nearest" and chosen.method in ("int8", "auto") else ""
+        return f"{chosen.method}{rounding}"
 
 
 @dataclass(frozen=True)
@@ -40,13 +83,21 @@ class PlanEntry:
     """``(scope, tensor name, encoding)``, sorted."""
     checked: dict[str, Any] = field(default_factory=dict)
     """What accepted the plan: the command, its tests and shadow flips, sizes, ``shrunk_sha256``."""
+    remedy: Remedy | None = None
+    """``check --fix``'s choice for this model (None: a ``check --search`` plan)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "method": self.method, "checked": self.checked,
+        body = {"model": self.model, "method": self.method, "checked": self.checked,
                 "tensors": [{"scope": s, "tensor": t, "encoding": e} for s, t, e in self.tensors]}
+        return body if self.remedy is None else {**body, "remedy": self.remedy.to_dict()}
 
     def apply(self, options: ShrinkOptions) -> ShrinkOptions:
-        return replace(options, plan=self.tensors)
+        chosen = replace(options, plan=self.tensors)
+        return chosen if self.remedy is None else self.remedy.apply(chosen)
+
+    @property
+    def ships_original(self) -> bool:
+        return self.remedy is not None and self.remedy.original
 
 
 def render(entries: Mapping[str, PlanEntry]) -> str:
@@ -58,7 +109,7 @@ def render(entries: Mapping[str, PlanEntry]) -> str:
 def read_plan(path: Path) -> dict[str, PlanEntry]:
     """The plans in ``path`` by original sha256; ShrinkrayError naming the file and the entry."""
     label = str(path)
-    hint = "hatch-shrinkray check --search writes it; fix the entry or delete the file and search again"
+    hint = HINT
     try:
         data = json.loads(read_regular(path, MAX_BYTES).decode("utf-8"))
     except OSError as exc:
@@ -69,9 +120,9 @@ def read_plan(path: Path) -> dict[str, PlanEntry]:
         raise ShrinkrayError("the plan is not a plan: its JSON is nested too deeply", path=label, hint=hint) from exc
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ShrinkrayError(f"not a hatch-shrinkray plan (format is not {FORMAT!r})", path=label, hint=hint)
-    if data.get("version") != VERSION:
-        raise ShrinkrayError(f"plan version {data.get('version')!r}; this hatch-shrinkray reads version {VERSION}",
-                             path=label, hint=hint)
+    if data.get("version") not in READS:
+        raise ShrinkrayError(f"plan version {data.get('version')!r}; this hatch-shrinkray reads versions "
+                             f"{', '.join(map(str, READS))}", path=label, hint=hint)
     models = data.get("models")
     if not isinstance(models, dict):
         raise ShrinkrayError("`models` must be an object keyed by sha256", path=label, hint=hint)
@@ -86,7 +137,9 @@ def _entry(sha: str, item: Any, label: str, hint: str) -> PlanEntry:
         if not isinstance(item["tensors"], list) or not isinstance(item.get("checked") or {}, dict):
             raise TypeError("tensors must be a list and checked an object")
         tensors = tuple(sorted((_text(t["scope"]), _text(t["tensor"]), _text(t["encoding"])) for t in item["tensors"]))
-        entry = PlanEntry(_text(item["model"]), _text(item["method"]), tensors, dict(item.get("checked") or {}))
+        remedy = Remedy.from_dict(item["remedy"]) if item.get("remedy") is not None else None
+        entry = PlanEntry(_text(item["model"]), _text(item["method"]), tensors, dict(item.get("checked") or {}),
+                          remedy)
     except KeyError as exc:
         raise ShrinkrayError(f"`{where}` lacks {exc}", path=label, hint=hint) from exc
     except TypeError as exc:
@@ -95,6 +148,11 @@ def _entry(sha: str, item: Any, label: str, hint: str) -> PlanEntry:
     if bad:
         raise ShrinkrayError(f"`{where}.tensors` has unknown encodings ({', '.join(bad[:3])}); "
                              f"one of {', '.join(ENCODINGS)}", path=label, hint=hint)
+    remedy = entry.remedy
+    if remedy is not None and (remedy.method not in (None, *METHODS) or remedy.rounding not in (None, *ROUNDINGS)):
+        raise ShrinkrayError(f"`{where}.remedy` is not one this hatch-shrinkray knows ({remedy.to_dict()}); method "
+                             f"one of {', '.join(METHODS)}, rounding one of {', '.join(ROUNDINGS)}", path=label,
+                             hint=hint)
     return entry
 
 

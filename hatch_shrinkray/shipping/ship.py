@@ -257,7 +257,8 @@ def engine_needed(config: HookConfig, root: Path, manifest: Mapping[str, Manifes
     BUILD_TIME.md), to copy bytes out of the cache."""
     if config.ships_originals:
         return False
-    pending = [(m, sha) for m in config.models if not passes_through(m, sha := _read_sha256(root, m), manifest)]
+    pending = [(m, sha) for m in config.models if not passes_through(m, sha := _read_sha256(root, m), manifest)
+               and not ((plan := config.plans.get(sha)) is not None and plan.ships_original)]
     if not pending:
         return False
     if engine_installed():
@@ -341,6 +342,10 @@ def _ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
                                    entry=entry))
             continue
         model, plan = _planned(config, configured, sha256, app)
+        if plan is not None and plan.ships_original:
+            app.display_success(f"{PREFIX} {fix_line(model.relpath, plan, model.options, size)}")
+            shipped.append(Shipped(model.relpath, "kept-original", size, size, ((model.relpath, source),)))
+            continue
         app.display_waiting(f"{PREFIX} {model.relpath} ({human(size)}): {model.options.method}...")
         try:
             sidecars = _sidecars(source, model.relpath)
@@ -510,10 +515,25 @@ def _planned(config: HookConfig, model: ModelEntry, sha256: str, app: Display) -
                                 f"changed since it was checked); shipping {model.options.method} without it; run "
                                 f"`{_again(stale[0])}` again")
         return model, None
+    if plan.remedy is not None:
+        if not plan.remedy.original:
+            app.display_info(f"{PREFIX} {fix_line(model.relpath, plan, model.options)}")
+        return replace(model, options=plan.apply(model.options)), plan
     listed = ", ".join(f"{t} {e}" for _, t, e in plan.tensors[:4]) + (" ..." if len(plan.tensors) > 4 else "")
     what = f"sets {len(plan.tensors)} tensor(s): {listed}" if plan.tensors else "keeps the method as configured"
     app.display_info(f"{PREFIX} {model.relpath}: the plan in {name} {what}")
     return replace(model, options=plan.apply(model.options)), plan
+
+
+def fix_line(relpath: str, plan: PlanEntry, options: ShrinkOptions, size: int = 0) -> str:
+    """What a build says of a model ``check --fix`` chose a remedy for, with the reason it recorded:
+    ``m.onnx: int8 round-to-nearest, as check --fix chose (... regressed with the fitted codes)``."""
+    assert plan.remedy is not None
+    reason = plan.checked.get("reason")
+    because = f" ({reason})" if isinstance(reason, str) and reason else ""
+    if plan.remedy.original:
+        return f"{relpath}: ships its original bytes ({human(size)}), as check --fix chose{because}"
+    return f"{relpath}: {plan.remedy.describe(options)}, as check --fix chose{because}"
 
 
 def confirm_plan(relpath: str, plan: PlanEntry, shipped_sha256: str, app: Display) -> None:
@@ -532,9 +552,10 @@ def confirm_plan(relpath: str, plan: PlanEntry, shipped_sha256: str, app: Displa
 
 
 def _again(plan: PlanEntry) -> str:
-    """The search that made ``plan``, with the test command it recorded."""
+    """The check that made ``plan`` (``--fix`` or ``--search``), with the test command it recorded."""
     command = plan.checked.get("command")
-    return check_hint(command if isinstance(command, str) and command else None)
+    return check_hint(command if isinstance(command, str) and command else None,
+                      fix=plan.remedy is not None)
 
 
 def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Path, sidecars: Mapping[str, str], *,
@@ -720,7 +741,7 @@ def _total_line(shipped: list[Shipped], seconds: float) -> str:
         parts = []
         if counts["kept-original"]:
             n = counts["kept-original"]
-            parts.append(f"{n} kept {'their' if n != 1 else 'its'} original (unverifiable on generated inputs)")
+            parts.append(f"{n} kept {'their' if n != 1 else 'its'} original (the lines above say why)")
         parts += [f"{n} {OUTCOME_WORDS[o]}" for o, n in counts.items() if n and o != "kept-original"]
         return (f"{PREFIX} total {len(shipped)} model{plural}: no model was shrunk: {', '.join(parts)}; "
                 f"{human(before)} in {seconds:.1f} s")

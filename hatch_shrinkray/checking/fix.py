@@ -1,0 +1,323 @@
+"""``check --fix``: per model, the cheapest choice with which every test that passes with the original
+models passes again, for the build to ship (``shipping.plan``).
+
+After ``check``'s own two runs, each step is one run of the command with some models swapped for a
+shrunk version and the others original:
+
+1. the run with every model shrunk again: a test that regressed in one of the two runs and not in
+   the other is flaky, reported and never blamed; the rest are the regressions to restore;
+2. the models the command loaded are narrowed down by bisection (half of the suspects shrunk, the
+   rest original) to the one the regression follows;
+3. that model climbs its ladder, cheapest first: the configured choice (the fitted codes, ``auto``'s
+   plan) -> round-to-nearest codes -> int8 instead of ``auto``'s plan -> fp16 -> the original. Each
+   rung runs with every other model as chosen so far, so the rung that restores the tests is also the
+   final run; where it fails while the rung alone passes, another model is to blame too, and the
+   bisection starts again among the rest.
+
+A rung that gives the same bytes as a cheaper one, or fails the tolerance verification the build
+runs too, is skipped without a run; every rung is shrunk through the cache, so the build that
+follows ships it without shrinking again.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hatch_shrinkray.capture.observe import ModelSeen, Observed
+from hatch_shrinkray.capture.swap import Instructions
+from hatch_shrinkray.checking.check import Settings, portable_command, run_command, two_runs
+from hatch_shrinkray.checking.models import Configured, Prepared, only, prepare
+from hatch_shrinkray.checking.verdict import BAD, EXIT_STATUS, Verdict, judge, tally
+from hatch_shrinkray.files import file_sha256
+from hatch_shrinkray.options import ShrinkOptions
+from hatch_shrinkray.shipping.plan import PlanEntry, Remedy
+from hatch_shrinkray.shipping.ship import Display
+
+ORIGINAL = Remedy(original=True)
+NARROWER_THAN_INT8 = ("auto", "int4", "dynamic")
+"""Methods whose answers int8 round-to-nearest (the do-no-harm floor) may restore."""
+
+
+def remedies(options: ShrinkOptions) -> list[Remedy]:
+    """The ladder above the configured choice, cheapest first, ending with the original."""
+    ladder = []
+    if options.method in ("int8", "auto") and options.rounding != "nearest":
+        ladder.append(Remedy(rounding="nearest"))
+    if options.method in NARROWER_THAN_INT8:
+        ladder.append(Remedy(method="int8", rounding="nearest"))
+    if options.method != "fp16":
+        ladder.append(Remedy(method="fp16"))
+    return [*ladder, ORIGINAL]
+
+
+@dataclass(frozen=True)
+class Rung:
+    remedy: Remedy | None
+    """None: the configured choice."""
+    prepared: Prepared | None
+    """The model shrunk this way; None for the original (nothing swapped)."""
+    sha256: str = ""
+    """The shrunk model's sha256 (what the plan file records the tests accepted)."""
+
+    def describe(self, configured: Prepared) -> str:
+        if self.remedy is None:
+            return f"{configured.options.method} as configured"
+        return self.remedy.describe(configured.options)
+
+
+@dataclass(frozen=True)
+class Choice:
+    prepared: Prepared
+    """The model as configured."""
+    rung: Rung
+    regressed: tuple[str, ...] = ()
+    """The tests it was blamed for (empty: not blamed)."""
+    tried: tuple[str, ...] = ()
+    """The rungs that did not restore them, cheapest first."""
+
+    @property
+    def reason(self) -> str:
+        """Why this choice, for the report, the plan file and the build's line."""
+        if not self.regressed:
+            return "nothing regressed with it"
+        named = ["the command's exit status" if t == EXIT_STATUS else t for t in self.regressed]
+        shown = ", ".join(named[:3]) + (f" and {len(named) - 3} more" if len(named) > 3 else "")
+        why = f"{shown} regressed with {configured_words(self.prepared)}"
+        return why + (f"; {', '.join(self.tried)} did not restore it" if self.tried else "")
+
+
+def configured_words(p: Prepared) -> str:
+    """The configured choice as the reason names it."""
+    if p.fitted:
+        return "the fitted codes"
+    if p.options.method == "auto":
+        return "auto's plan"
+    return f"{p.options.method} as configured"
+
+
+@dataclass(frozen=True)
+class Fixed:
+    prepared: tuple[Prepared, ...]
+    first: Verdict
+    """``check``'s own two runs."""
+    final: Verdict
+    """The run with every choice applied (``first`` when nothing regressed)."""
+    choices: tuple[Choice, ...]
+    """Per model the command loaded, in the configuration's order."""
+    flaky: tuple[str, ...] = ()
+    runs: int = 0
+    """Runs of the command beyond ``check``'s own two."""
+
+    @property
+    def still_failing(self) -> list[str]:
+        return [r.test for r in self.final.regressions if r.test not in self.flaky]
+
+    @property
+    def passed(self) -> bool:
+        return not self.still_failing
+
+    @property
+    def failing_with_originals(self) -> list[str]:
+        return [t for t, o in self.first.original.tests.items() if o.outcome in BAD]
+
+
+def run_fix(configured: Configured, settings: Settings, app: Display) -> Fixed:
+    with tempfile.TemporaryDirectory(prefix="hatch-shrinkray-fix-") as name:
+        tmp = Path(name)
+        prepared, original, shrunk = two_runs(configured, settings, app, tmp)
+        first = judge(original, shrunk)
+        fixer = _Fixer(configured, settings, app, prepared, original, tmp / "rungs")
+        if first.passed:
+            return Fixed(tuple(prepared), first, first, fixer.choices())
+        return fixer.fix(first)
+
+
+@dataclass
+class _Fixer:
+    configured: Configured
+    settings: Settings
+    app: Display
+    prepared: list[Prepared]
+    original: Observed
+    workdir: Path
+    runs: int = 0
+    flaky: set[str] = field(default_factory=set)
+    chosen: dict[str, Rung] = field(default_factory=dict)
+    blamed: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    tried: dict[str, list[str]] = field(default_factory=dict)
+    last: tuple[frozenset[tuple[str, str]], Verdict] | None = None
+
+    def __post_init__(self) -> None:
+        self.suspects = [p for p in self.prepared if p.shrunk is not None
+                         and self.original.models.get(p.sha256, ModelSeen()).sessions]
+        self.chosen = {p.sha256: Rung(None, p, file_sha256(p.shrunk) if p.shrunk else "") for p in self.suspects}
+
+    def choices(self) -> tuple[Choice, ...]:
+        return tuple(Choice(p, self.chosen[p.sha256], self.blamed.get(p.sha256, ()),
+                            tuple(self.tried.get(p.sha256, ()))) for p in self.suspects)
+
+    def fix(self, first: Verdict) -> Fixed:
+        again = self._trial(self._swapped(), "every model shrunk again, for flaky tests")
+        before, after = {r.test for r in first.regressions}, {r.test for r in again.regressions}
+        self.flaky = before ^ after
+        tests = sorted(before & after)
+        group = list(self.suspects)
+        while tests and group:
+            culprit, tests = self._bisect(group, tests)
+            self.blamed[culprit.sha256] = tuple(tests)
+            if self._climb(culprit):
+                break
+            verdict = self._final()
+            tests = self._failing(verdict)
+            group = self._unblamed()
+        final = self._final() if tests or self.blamed else again
+        return Fixed(tuple(self.prepared), first, final, self.choices(), tuple(sorted(self.flaky)), self.runs)
+
+    def _bisect(self, group: list[Prepared], tests: list[str]) -> tuple[Prepared, list[str]]:
+        """The model of ``group`` the regression follows: half of them shrunk (with the models already
+        blamed as chosen, the rest original), the half that fails kept."""
+        while len(group) > 1:
+            half = group[:(len(group) + 1) // 2]
+            label = f"bisecting: {', '.join(p.relpath for p in half)} shrunk, the other suspects original"
+            failing = self._failing(self._trial(self._swapped(only=half), label))
+            if failing:
+                group, tests = half, failing
+            else:
+                group = group[len(half):]
+        return group[0], tests
+
+    def _climb(self, culprit: Prepared) -> bool:
+        """Up ``culprit``'s ladder until a rung restores the tests; True when that run had every other
+        model as chosen (it is the final run).
+
+        Each rung runs with the other models as chosen. Where such a run fails with a test the model
+        was not blamed for, or even its original does not restore the tests, another model breaks
+        them too: the ladder is climbed again with the models not yet blamed original, and the
+        bisection then looks among those."""
+        ladder = _Lazy(self._rungs(culprit))
+        tried = self.tried.setdefault(culprit.sha256, [])
+        for rung in ladder:
+            self.chosen[culprit.sha256] = rung
+            failing = self._failing(self._trial(self._swapped(), f"{culprit.relpath}: {rung.describe(culprit)}"))
+            if not failing:
+                return True
+            if not self._unblamed():
+                tried.append(rung.describe(culprit))
+                continue
+            if set(failing) - set(self.blamed[culprit.sha256]) or rung.remedy == ORIGINAL:
+                break
+            tried.append(rung.describe(culprit))
+        else:
+            return False
+        tried.clear()
+        for rung in ladder:
+            self.chosen[culprit.sha256] = rung
+            label = f"{culprit.relpath}: {rung.describe(culprit)}, the models not blamed original"
+            if not self._failing(self._trial(self._swapped(only=()), label)):
+                return False
+            tried.append(rung.describe(culprit))
+        return False
+
+    def _unblamed(self) -> list[Prepared]:
+        return [p for p in self.suspects if p.sha256 not in self.blamed]
+
+    def _rungs(self, p: Prepared) -> Iterator[Rung]:
+        """``p``'s ladder above the configured choice, each rung shrunk (through the cache); a rung
+        that gives bytes a cheaper one gave is skipped."""
+        seen = {self.chosen[p.sha256].sha256}
+        for index, remedy in enumerate(remedies(p.options)):
+            if remedy.original:
+                yield Rung(remedy, None)
+                return
+            (q,) = prepare(only(self.configured, p), self.workdir / f"{self.suspects.index(p)}-{index}", self.app,
+                           chosen={p.sha256: remedy.apply(p.options)})
+            digest = file_sha256(q.shrunk) if q.shrunk is not None else p.sha256
+            if digest == p.sha256:
+                continue  # nothing to shrink that way: the original, which is the last rung
+            if digest in seen:
+                self.app.display_info(f"check --fix: {p.relpath}: {remedy.describe(p.options)} gives the bytes of a "
+                                      "cheaper choice; not run")
+                continue
+            if not q.passed:  # the build would refuse to ship it
+                self.app.display_info(f"check --fix: {p.relpath}: {remedy.describe(p.options)} {q.verification}, "
+                                      "which the build runs too; not run")
+                continue
+            seen.add(digest)
+            yield Rung(remedy, q, digest)
+
+    def _swapped(self, only: Sequence[Prepared] | None = None) -> dict[str, Prepared]:
+        """Per model to swap, its shrunk version as chosen so far: every model, or (``only``) the
+        models already blamed and just these of the others (the rest original)."""
+        keep = None if only is None else {p.sha256 for p in only} | set(self.blamed)
+        return {p.sha256: rung.prepared for p in self.suspects
+                if (keep is None or p.sha256 in keep) and (rung := self.chosen[p.sha256]).prepared is not None}
+
+    def _final(self) -> Verdict:
+        """The run with every choice applied (the last run, when it was that one)."""
+        swapped = self._swapped()
+        if self.last is not None and self.last[0] == _key(swapped):
+            return self.last[1]
+        return self._trial(swapped, "every choice applied")
+
+    def _failing(self, verdict: Verdict) -> list[str]:
+        return [r.test for r in verdict.regressions if r.test not in self.flaky]
+
+    def _trial(self, swapped: Mapping[str, Prepared], label: str) -> Verdict:
+        if not swapped:  # every model original: the run check already made
+            return judge(self.original, self.original)
+        self.runs += 1
+        targets = tuple(p.target() for p in swapped.values())
+        observed = run_command(self.settings, self.prepared, f"check --fix run {self.runs}",
+                               lambda r: Instructions("shrunk", False, self.settings.threshold, r, targets))
+        verdict = judge(self.original, observed)
+        failing = self._failing(verdict)
+        outcome = f"{len(failing)} regressed ({', '.join(failing[:3])})" if failing else "nothing regressed"
+        self.app.display_info(f"check --fix: run {self.runs}, {label}: {tally(observed)}; {outcome}")
+        self.last = (_key(swapped), verdict)
+        return verdict
+
+
+class _Lazy:
+    """The items of an iterator, produced once and replayed: a ladder climbed twice shrinks each
+    rung once."""
+
+    def __init__(self, items: Iterator[Rung]) -> None:
+        self._items = items
+        self._done: list[Rung] = []
+
+    def __iter__(self) -> Iterator[Rung]:
+        index = 0
+        while True:
+            if index == len(self._done):
+                item = next(self._items, None)
+                if item is None:
+                    return
+                self._done.append(item)
+            yield self._done[index]
+            index += 1
+
+
+def _key(swapped: Mapping[str, Prepared]) -> frozenset[tuple[str, str]]:
+    return frozenset((sha, str(p.shrunk)) for sha, p in swapped.items())
+
+
+def fix_entries(fixed: Fixed, command: Sequence[str], project: Path) -> dict[str, PlanEntry]:
+    """What goes into the plan file: per model whose configured choice regressed, its remedy and why."""
+    out = {}
+    final = fixed.final.shrunk
+    seen = tally(final) if final.tests else f"exit {final.exit_code}"
+    verdict = f"{seen} with every choice applied; nothing regressed"
+    for c in fixed.choices:
+        if c.rung.remedy is None:
+            continue
+        p, q = c.prepared, c.rung.prepared
+        checked: dict[str, object] = {"command": portable_command(command, project), "regressed": list(c.regressed),
+                                      "reason": c.reason, "tried": list(c.tried), "verdict": verdict,
+                                      "runs": fixed.runs}
+        if q is not None:
+            checked.update(shrunk_sha256=c.rung.sha256, original_size=q.original_size, shrunk_size=q.shrunk_size)
+        out[p.sha256] = PlanEntry(p.relpath, p.options.method, (), checked, c.rung.remedy)
+    return out

@@ -231,8 +231,8 @@ def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: 
         v = options.verify
         if not verification.real and v.inputs is not None:
             raise UnrecordedFailure(
-                f"{options.label()} differs too much from the original on {verification.basis()} (the recording in "
-                f"{v.inputs} holds none of this model, and generated inputs prove little either way); to shrink it, "
+                f"{options.label()} differs too much from the original on {verification.basis()}: the recording in "
+                f"{v.inputs} holds none of this model, and generated inputs prove little either way; to shrink it, "
                 f"run code that uses it under `hatch-shrinkray record --output {v.inputs} -- COMMAND`",
                 path=loaded.label)
         hint = _failure_hint(original_ref, options, reference)

@@ -116,3 +116,86 @@ def test_the_command_exit_code_and_signal_reach_record(tmp_path: Path, env: dict
                            PY, "-c", "import sys; sys.exit(7)"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False)
     assert code.returncode == 7, code.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# Values that mean nothing are refused in one line naming the flag or key.
+
+def one_error(proc: subprocess.CompletedProcess[str]) -> str:
+    """The single ``error:`` line of a failed command (and no traceback)."""
+    assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, proc.stderr
+    return errors[0]
+
+
+RUNTIME_NEEDS_A_VERSION = ("entry 'onnxruntime' needs a version: the oldest release your users run, like "
+                           "'onnxruntime>=1.18'")
+
+
+@pytest.mark.parametrize(("command", "flags", "expected"), [
+    ("info", ["--min-elements", "-5"], "--min-elements must be a positive integer; got -5"),
+    ("info", ["--min-elements", "0"], "--min-elements must be a positive integer; got 0"),
+    ("shrink", ["--runtime", "onnxruntime"], f"--runtime {RUNTIME_NEEDS_A_VERSION}"),
+    ("shrink", ["--block-size", "1048576", "--method", "int4"],
+     "--block-size must be one of 16, 32, 64, 128, 256; got 1048576"),
+    ("shrink", ["--dim", "batch=0"], "--dim 'batch' must be a positive integer; got 0"),
+    ("shrink", ["--default-dim", "-1"], "--default-dim must be a positive integer; got -1"),
+    ("shrink", ["--samples", "0"], "--samples must be a positive integer; got 0"),
+    ("compare", ["--samples", "-3"], "--samples must be a positive integer; got -3"),
+    ("check", ["--runtime", "onnxruntime"], f"--runtime {RUNTIME_NEEDS_A_VERSION}"),
+    ("check", ["--max-runs", "0"], "--max-runs must be a positive integer; got 0"),
+    ("record", ["--max-samples", "-1"], "--max-samples must be a positive integer; got -1"),
+])
+def test_numeric_and_runtime_flags_outside_their_meaning_are_one_line(tmp_path: Path, command: str,
+                                                                      flags: list[str], expected: str) -> None:
+    src = str(save(mlp(), tmp_path / "m.onnx"))
+    args = {"info": [src], "shrink": [src, "-o", str(tmp_path / "out")], "compare": [src, src],
+            "check": [src], "record": ["--output", str(tmp_path / "rec")]}[command]
+    tail = ["--", PY, "-c", "pass"] if command in ("check", "record") else []
+    line = one_error(subprocess.run([str(CONSOLE_SCRIPT), command, *args, *flags, *tail], cwd=tmp_path,
+                                    capture_output=True, text=True, timeout=120, check=False))
+    assert expected in line, line
+    assert not (tmp_path / "out").exists() and not (tmp_path / "rec").exists()
+
+
+def test_a_table_runtime_without_a_version_and_a_negative_seed_are_refused(tmp_path: Path) -> None:
+    from hatch_shrinkray.shipping.config import ConfigurationError, load_config
+
+    (tmp_path / "m.onnx").write_bytes(b"x")
+    with pytest.raises(ConfigurationError) as caught:
+        load_config({"models": ["m.onnx"], "runtimes": ["onnxruntime"], "seed": -1}, tmp_path)
+    table = "tool.hatch.build.hooks.shrinkray"
+    assert caught.value.errors == [f"Field `{table}.runtimes` {RUNTIME_NEEDS_A_VERSION}",
+                                   f"Field `{table}.seed` must be a non-negative integer; got -1"]
+    # A dependency on onnxruntime without a lower bound targets the oldest release tested.
+    config = load_config({"models": ["m.onnx"]}, tmp_path, dependencies=["onnxruntime"])
+    assert config.models[0].options.runtimes == ("onnxruntime>=1.16.3",)
+
+
+def reshaping_model() -> object:
+    """x[batch, seq] -> Reshape [-1, 224] -> MatMul: runs only when seq is a multiple of 224, so
+    the default seq (32) fails and a retry is needed."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    from onnx_builders import init, model, vi, weight
+
+    return model([helper.make_node("Reshape", ["x", "shape"], ["r"]), helper.make_node("MatMul", ["r", "W"], ["y"])],
+                 [vi("x", ["batch", "seq"])], [vi("y", [None, 256])],
+                 [numpy_helper.from_array(np.array([-1, 224], np.int64), "shape"), init("W", weight((224, 256), 1))])
+
+
+def test_a_symbolic_batch_axis_keeps_1_on_a_retry_and_the_line_names_the_sizes(tmp_path: Path) -> None:
+    src = save(reshaping_model(), tmp_path / "m.onnx")  # type: ignore[arg-type]
+    proc = subprocess.run([str(CONSOLE_SCRIPT), "shrink", str(src), "-o", str(tmp_path / "out")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "on 8 generated samples (batch=1, seq=224)" in proc.stdout, proc.stdout
+    assert "generated (seed 0; x 1x224)" in proc.stdout, proc.stdout
+    compared = subprocess.run([str(CONSOLE_SCRIPT), "compare", str(src), str(tmp_path / "out" / "m.onnx"),
+                               "--default-dim", "2"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                              check=False)
+    assert compared.returncode == 0, compared.stderr
+    assert "on 8 generated samples (batch=2, seq=224)" in compared.stdout, compared.stdout

@@ -3,8 +3,11 @@
 Real samples are what the verdict rests on; generated ones are only a smoke check (noise is not
 what a model sees: a text recogniser fed 1-pixel-wide noise "agreed" while the shrunk model misread
 real lines), so every source says which kind it is. Generated inputs are made less degenerate:
-symbolic dimensions get a plausible size (1 for a leading batch axis, otherwise at least
-``TYPICAL_DIM`` and at least the input's largest fixed dimension) instead of 1.
+symbolic dimensions get a plausible size (1 for a batch axis: a name that leads some input of two or
+more dimensions, or an unnamed leading axis; otherwise at least ``TYPICAL_DIM`` and at least the
+input's largest fixed dimension) instead of 1. A name gets one size in every input it appears in.
+When the model does not run on those sizes, the runner retries other sizes (``Sizing``) for the
+other dimensions first, and for the batch axes only after that.
 """
 
 from __future__ import annotations
@@ -39,6 +42,15 @@ TYPICAL_DIM = 32
 
 
 @dataclass(frozen=True)
+class Sizing:
+    """How generated inputs size their symbolic dimensions: the plausible defaults, or ``retry``
+    for every dimension not in ``dims`` (batch axes only with ``batch_too``)."""
+
+    retry: int | None = None
+    batch_too: bool = False
+
+
+@dataclass(frozen=True)
 class InputSpec:
     name: str
     type: str
@@ -65,6 +77,8 @@ class Samples:
     """With feedback: each stream's feed indices in step order. As loaded, the later steps of a stream
     lack the feedback inputs: they are the output of the step before, of whichever model runs the
     stream (``samples.run_in_order``)."""
+    symbols: tuple[tuple[str, int], ...] = ()
+    """Generated inputs: the size each named symbolic dimension got (``batch=1``), for the line."""
 
     def sequencing(self) -> Sequencing:
         units = self.units if len(self.units) == len(self.feeds) else tuple(
@@ -200,11 +214,12 @@ GENERATED_MAX_BYTES = 1_000_000_000
 """The most generated inputs may take, all samples together: what a sample file may hold."""
 
 
-def generate(specs: list[InputSpec], options: VerifyOptions, fallback: int | None = None) -> list[Feed]:
-    """Seeded random samples; symbolic dimensions from ``options.dims``, else ``fallback`` (a retry),
-    else ``options.default_dim``, else a plausible size (see the module docstring). Their size is
-    checked before anything is allocated: an OptionError names the options that make it."""
-    _check_generated_size(specs, options, fallback)
+def generate(specs: list[InputSpec], options: VerifyOptions, sizing: Sizing = Sizing()) -> list[Feed]:
+    """Seeded random samples; symbolic dimensions from ``options.dims``, else as ``sizing`` says
+    (see ``shapes``). Their size is checked before anything is allocated: an OptionError names the
+    options that make it."""
+    shapes, _ = generated_shapes(specs, options, sizing)
+    _check_generated_size(specs, options, shapes)
     rng = np.random.default_rng(options.seed)
     samples: list[Feed] = []
     for _ in range(options.samples):
@@ -214,27 +229,27 @@ def generate(specs: list[InputSpec], options: VerifyOptions, fallback: int | Non
             if dtype is None or dtype is np.str_:
                 raise ShrinkrayError(f"cannot generate values for input {spec.name!r} of type {spec.type}",
                                      hint="provide real inputs: " + RECORD_HINT)
-            feed[spec.name] = np.asarray(_random(rng, np.dtype(dtype), generated_shape(spec, options, fallback),
-                                                 options))
+            feed[spec.name] = np.asarray(_random(rng, np.dtype(dtype), shapes[spec.name], options))
         samples.append(feed)
     return samples
 
 
-def _check_generated_size(specs: list[InputSpec], options: VerifyOptions, fallback: int | None) -> None:
+def _check_generated_size(specs: list[InputSpec], options: VerifyOptions, generated: dict[str, tuple[int, ...]]) \
+        -> None:
     total, keys, shapes = 0, ["<<samples>>"], []
     dims = options.dim_map()
     for spec in specs:
         dtype = ORT_TYPES.get(spec.type)
         if dtype is None or dtype is np.str_:
             continue
-        shape = generated_shape(spec, options, fallback)
+        shape = generated[spec.name]
         count = 1
         for size in shape:
             count *= size
         total += count * np.dtype(dtype).itemsize * options.samples
         shapes.append(f"{spec.name} {'x'.join(map(str, shape)) or 'scalar'}")
         for d, value in zip(spec.shape, shape, strict=True):
-            if (isinstance(d, int) and d > 0) or value == 1:
+            if not _symbolic(d) or value == 1:
                 continue
             key = f"<<dims:{d}>>" if str(d) in dims else "<<default_dim>>" if options.default_dim is not None \
                 else f"<<dims:{d or 'NAME'}>>"
@@ -253,36 +268,61 @@ def _check_generated_size(specs: list[InputSpec], options: VerifyOptions, fallba
                           f"lower {listed}", hint="or verify on real inputs: " + RECORD_HINT)
 
 
-def generated_shape(spec: InputSpec, options: VerifyOptions, fallback: int | None = None) -> tuple[int, ...]:
+def generated_shapes(specs: Sequence[InputSpec], options: VerifyOptions, sizing: Sizing = Sizing()) \
+        -> tuple[dict[str, tuple[int, ...]], dict[str, int]]:
+    """Each input's generated shape, and the size each named symbolic dimension got (one size per
+    name, in every input it appears in). Precedence: ``dims``, the retry size, ``default-dim``, then
+    the plausible default (module docstring)."""
     dims = options.dim_map()
-    fixed = [d for d in spec.shape if isinstance(d, int) and d > 0]
-    shape = []
-    for axis, d in enumerate(spec.shape):
-        if isinstance(d, int) and d > 0:
-            shape.append(d)
-        elif str(d) in dims:
-            shape.append(dims[str(d)])
-        elif fallback is not None:
-            shape.append(fallback)
-        elif options.default_dim is not None:
-            shape.append(options.default_dim)
-        elif axis == 0 and len(spec.shape) >= 2:
-            shape.append(1)
-        else:
-            shape.append(max([TYPICAL_DIM, *fixed]))
-    return tuple(shape)
+    batch = {d for s in specs if len(s.shape) >= 2 and isinstance(d := s.shape[0], str) and d}
+    named: dict[str, int] = {}
+    shapes: dict[str, tuple[int, ...]] = {}
+    for spec in specs:
+        fixed = [d for d in spec.shape if isinstance(d, int) and d > 0]
+        shape = []
+        for axis, d in enumerate(spec.shape):
+            if not _symbolic(d):
+                shape.append(int(d))  # type: ignore[arg-type]
+                continue
+            name = d if isinstance(d, str) and d else None
+            leading = (axis == 0 and len(spec.shape) >= 2) or name in batch
+            if name in named:
+                size = named[str(name)]
+            elif name in dims:
+                size = dims[str(name)]
+            elif sizing.retry is not None and (sizing.batch_too or not leading):
+                size = sizing.retry
+            elif options.default_dim is not None:
+                size = options.default_dim
+            else:
+                size = 1 if leading else max([TYPICAL_DIM, *fixed])
+            if name is not None:
+                named[name] = size
+            shape.append(size)
+        shapes[spec.name] = tuple(shape)
+    return shapes, named
+
+
+def _symbolic(d: int | str | None) -> bool:
+    return not (isinstance(d, int) and d > 0)
 
 
 def symbolic(specs: Sequence[InputSpec], options: VerifyOptions) -> bool:
     """Whether some dimension was left to the defaults (so a retry with another size may help)."""
     dims = options.dim_map()
-    return any(not (isinstance(d, int) and d > 0) and str(d) not in dims for s in specs for d in s.shape)
+    return any(_symbolic(d) and str(d) not in dims for s in specs for d in s.shape)
 
 
-def describe_generated(specs: Sequence[InputSpec], options: VerifyOptions, fallback: int | None) -> str:
-    shapes = "; ".join(f"{s.name} {'x'.join(map(str, generated_shape(s, options, fallback))) or 'scalar'}"
-                       for s in specs)
-    return f"generated (seed {options.seed}; {shapes})"
+def has_batch_axis(specs: Sequence[InputSpec], options: VerifyOptions) -> bool:
+    """Whether some input leads with a symbolic axis not in ``dims`` (sized 1 unless retried)."""
+    dims = options.dim_map()
+    return any(len(s.shape) >= 2 and _symbolic(s.shape[0]) and str(s.shape[0]) not in dims for s in specs)
+
+
+def describe_generated(specs: Sequence[InputSpec], options: VerifyOptions, sizing: Sizing) -> str:
+    shapes, _ = generated_shapes(specs, options, sizing)
+    listed = "; ".join(f"{s.name} {'x'.join(map(str, shapes[s.name])) or 'scalar'}" for s in specs)
+    return f"generated (seed {options.seed}; {listed})"
 
 
 def _random(rng: np.random.Generator, dtype: np.dtype[Any], shape: tuple[int, ...],

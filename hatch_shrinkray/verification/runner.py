@@ -27,8 +27,11 @@ from hatch_shrinkray.verification.inputs import (
     Feed,
     InputSpec,
     Samples,
+    Sizing,
     describe_generated,
     generate,
+    generated_shapes,
+    has_batch_axis,
     load_samples,
     specs_of,
     symbolic,
@@ -38,7 +41,8 @@ from hatch_shrinkray.verification.judging import Judged, evidence_of, expectatio
 from hatch_shrinkray.verification.recordings import NoRecording
 
 RETRY_DIMS = (224, 16, 1)
-"""Sizes for symbolic dimensions tried in turn when the model does not run on the plausible ones."""
+"""Sizes for symbolic dimensions tried in turn when the model does not run on the plausible ones
+(batch axes keep 1 until every size was tried for the other dimensions)."""
 
 ModelRef = str | os.PathLike[str] | bytes
 Outputs = list[list[npt.NDArray[Any]]]
@@ -199,17 +203,20 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
         return _checked(Reference(samples, feeds, seq, outputs, names, prepared.calibration, prepared.cross, {}, []),
                         label, options, threshold)
     tried: list[str] = []
-    candidates: list[int | None] = [None]
+    candidates = [Sizing()]
     if symbolic(specs, options):
-        candidates += [d for d in RETRY_DIMS if d != options.default_dim]
-    for dim in candidates:
-        feeds = generate(specs, options, dim)
+        candidates += [Sizing(d) for d in RETRY_DIMS if d != options.default_dim]
+    if has_batch_axis(specs, options):  # the documented batch of 1 goes last
+        candidates += [Sizing(d, batch_too=True) for d in RETRY_DIMS if d != 1]
+    for sizing in candidates:
+        feeds = generate(specs, options, sizing)
         try:
             outputs = run_all(sess, feeds, step="verifying: the original model")
         except Exception as exc:
             tried.append(one_line(exc))
             continue
-        samples = Samples(feeds, describe_generated(specs, options, dim), False, notes)
+        symbols = tuple(generated_shapes(specs, options, sizing)[1].items())
+        samples = Samples(feeds, describe_generated(specs, options, sizing), False, notes, symbols=symbols)
         return _checked(Reference(samples, feeds, samples.sequencing(), outputs, names, None, False, {}, []), label,
                         options, threshold)
     raise ShrinkrayError("the original model does not run on generated inputs (" + tried[0] + ")",
@@ -242,7 +249,8 @@ def verify_against(reference: Reference, shrunk: ModelRef, label: str, options: 
     return VerifyResult(comparisons, len(reference.feeds), reference.samples.source, checker,
                         reference.samples.real, fitted, reference.samples.notes,
                         evidence=evidence_of(comparisons, reference.seq, reference.samples.real),
-                        streams=len(reference.seq.streams) if reference.seq.recurrent else 0)
+                        streams=len(reference.seq.streams) if reference.seq.recurrent else 0,
+                        symbols=reference.samples.symbols)
 
 
 def verify(original: ModelRef | ModelProto, shrunk: ModelRef | ModelProto,

@@ -199,3 +199,60 @@ def test_a_symbolic_batch_axis_keeps_1_on_a_retry_and_the_line_names_the_sizes(t
                               check=False)
     assert compared.returncode == 0, compared.stderr
     assert "on 8 generated samples (batch=2, seq=224)" in compared.stdout, compared.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# Every file a rewrite leaves out gets a line: the original's external data, in the hook and in
+# `hatch-shrinkray wheel`.
+
+def external_data_model(models: Path) -> Path:
+    """``a.onnx`` with its weights in ``a.onnx.data``."""
+    import onnx
+
+    models.mkdir(parents=True, exist_ok=True)
+    onnx.save(mlp(256, 512), str(models / "a.onnx"), save_as_external_data=True, location="a.onnx.data",
+              size_threshold=1024)
+    return models / "a.onnx"
+
+
+LEFT_OUT = ("a.onnx.data ({size}), the original's external data, is left out of the archive: the shrunk model "
+            "holds its weights inside the model file")
+
+
+def test_wheel_names_the_external_data_it_leaves_out(tmp_path: Path) -> None:
+    import zipfile
+
+    from test_hostile3 import WHEEL_NAME, make_wheel, run_model, wheel_project
+
+    models = tmp_path / "models"
+    external_data_model(models)
+    wheel = make_wheel(tmp_path / WHEEL_NAME, [("toymodel/__init__.py", b"")] + [
+        (f"toymodel/models/{name}", (models / name).read_bytes()) for name in ("a.onnx", "a.onnx.data")])
+    proc = subprocess.run([str(CONSOLE_SCRIPT), "wheel", str(wheel), "-o", str(tmp_path / "out")],
+                          cwd=wheel_project(tmp_path), capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    size = "544.77 KB"
+    assert f"shrinkray: toymodel/models/a.onnx: toymodel/models/{LEFT_OUT.format(size=size)}" in proc.stderr, \
+        proc.stderr
+    with zipfile.ZipFile(tmp_path / "out" / WHEEL_NAME) as zf:
+        zf.extractall(tmp_path / "unpacked")
+    shipped = tmp_path / "unpacked/toymodel/models"
+    assert sorted(p.name for p in shipped.iterdir()) == ["a.onnx"]
+    run_model(shipped / "a.onnx")  # the package still works
+
+
+def test_hook_names_the_external_data_it_leaves_out(tmp_path: Path) -> None:
+    import zipfile
+
+    from hardening import MODELS_DIR, write_project
+    from test_hostile3 import hook_build
+
+    root = write_project(tmp_path / "toymodel")
+    external_data_model(root / MODELS_DIR)
+    proc = hook_build(root, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    line = f"shrinkray: src/toymodel/models/a.onnx: src/toymodel/models/{LEFT_OUT.format(size='544.77 KB')}"
+    assert line in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    (wheel,) = (tmp_path / "dist").iterdir()
+    with zipfile.ZipFile(wheel) as zf:
+        assert sorted(n for n in zf.namelist() if "/models/" in n) == ["toymodel/models/a.onnx"]

@@ -20,7 +20,7 @@ from onnx_builders import mlp, save
 
 PY = sys.executable
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+linux_only = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 
 
 def group_alive(group: int) -> list[int]:
@@ -64,6 +64,7 @@ def env(tmp_path: Path) -> dict[str, str]:
     return {**os.environ, "HATCH_SHRINKRAY_CACHE_DIR": str(tmp_path / "cache"), "TMPDIR": str(temp)}
 
 
+@linux_only
 @pytest.mark.parametrize("command", ["check", "record"])
 def test_sigkill_of_check_or_record_ends_every_process_of_its_command(tmp_path: Path, env: dict[str, str],
                                                                       command: str) -> None:
@@ -90,6 +91,7 @@ def test_sigkill_of_check_or_record_ends_every_process_of_its_command(tmp_path: 
 LEAVES_SLEEP = 'import subprocess, sys; open(sys.argv[1], "w").write(str(subprocess.Popen(["sleep", "300"]).pid))'
 
 
+@linux_only
 def test_what_a_command_leaves_running_in_its_group_is_stopped_when_it_exits(tmp_path: Path,
                                                                               env: dict[str, str]) -> None:
     pid_file = tmp_path / "sleep.pid"
@@ -256,3 +258,22 @@ def test_hook_names_the_external_data_it_leaves_out(tmp_path: Path) -> None:
     (wheel,) = (tmp_path / "dist").iterdir()
     with zipfile.ZipFile(wheel) as zf:
         assert sorted(n for n in zf.namelist() if "/models/" in n) == ["toymodel/models/a.onnx"]
+
+
+def test_a_symbolic_name_gets_one_size_in_every_input(tmp_path: Path) -> None:
+    """``batch`` leads ``a`` and is the second axis of ``b``: both get 1 (before, ``b`` got 32, the
+    Concat failed, and the retry gave the batch 224)."""
+    from onnx import helper
+
+    from onnx_builders import init, model, vi, weight
+
+    m = model([helper.make_node("Transpose", ["b"], ["bt"], perm=[1, 0]),
+               helper.make_node("Concat", ["a", "bt"], ["c"], axis=1), helper.make_node("MatMul", ["c", "W"], ["y"])],
+              [vi("a", ["batch", 16]), vi("b", [16, "batch"])], [vi("y", ["batch", 512])],
+              [init("W", weight((32, 512), 1))])
+    src = save(m, tmp_path / "m.onnx")
+    proc = subprocess.run([str(CONSOLE_SCRIPT), "shrink", str(src), "-o", str(tmp_path / "out")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "on 8 generated samples (batch=1)" in proc.stdout, proc.stdout
+    assert "generated (seed 0; a 1x16; b 16x1)" in proc.stdout, proc.stdout

@@ -277,3 +277,21 @@ def test_a_symbolic_name_gets_one_size_in_every_input(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "on 8 generated samples (batch=1)" in proc.stdout, proc.stdout
     assert "generated (seed 0; a 1x16; b 16x1)" in proc.stdout, proc.stdout
+
+
+def test_wheel_warns_of_a_pin_on_the_data_file_it_leaves_out(tmp_path: Path) -> None:
+    import hashlib
+
+    from test_hostile3 import WHEEL_NAME, make_wheel, wheel_project
+
+    models = tmp_path / "models"
+    external_data_model(models)
+    digest = hashlib.sha256((models / "a.onnx.data").read_bytes()).hexdigest()
+    pins = f'{{"a.onnx.data": "{digest}"}}'.encode()
+    wheel = make_wheel(tmp_path / WHEEL_NAME, [("toymodel/__init__.py", b""), ("toymodel/checksums.json", pins)] + [
+        (f"toymodel/models/{name}", (models / name).read_bytes()) for name in ("a.onnx", "a.onnx.data")])
+    proc = subprocess.run([str(CONSOLE_SCRIPT), "wheel", str(wheel), "-o", str(tmp_path / "out")],
+                          cwd=wheel_project(tmp_path), capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert ("shrinkray: warning: toymodel/checksums.json pins the sha256 of toymodel/models/a.onnx.data, which the "
+            "archive no longer holds (the shrunk model keeps its weights itself)") in proc.stderr, proc.stderr

@@ -11,10 +11,12 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hardening import CONSOLE_SCRIPT
+from hardening import CONSOLE_SCRIPT, MODELS_DIR, write_project
+from test_hostile3 import WHEEL_NAME, hook_build, make_wheel, one_error, run_model, wheel_project
 
 from onnx_builders import mlp, save
 
@@ -36,10 +38,10 @@ def group_alive(group: int) -> list[int]:
     return alive
 
 
-def wait_for(predicate: object, seconds: float) -> bool:
+def wait_for(predicate: Callable[[], object], seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
+        if predicate():
             return True
         time.sleep(0.05)
     return False
@@ -122,15 +124,6 @@ def test_the_command_exit_code_and_signal_reach_record(tmp_path: Path, env: dict
 
 # ---------------------------------------------------------------------------------------------
 # Values that mean nothing are refused in one line naming the flag or key.
-
-def one_error(proc: subprocess.CompletedProcess[str]) -> str:
-    """The single ``error:`` line of a failed command (and no traceback)."""
-    assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1, proc.stderr
-    return errors[0]
-
 
 RUNTIME_NEEDS_A_VERSION = ("entry 'onnxruntime' needs a version: the oldest release your users run, like "
                            "'onnxruntime>=1.18'")
@@ -224,8 +217,6 @@ LEFT_OUT = ("a.onnx.data ({size}), the original's external data, is left out of 
 def test_wheel_names_the_external_data_it_leaves_out(tmp_path: Path) -> None:
     import zipfile
 
-    from test_hostile3 import WHEEL_NAME, make_wheel, run_model, wheel_project
-
     models = tmp_path / "models"
     external_data_model(models)
     wheel = make_wheel(tmp_path / WHEEL_NAME, [("toymodel/__init__.py", b"")] + [
@@ -245,9 +236,6 @@ def test_wheel_names_the_external_data_it_leaves_out(tmp_path: Path) -> None:
 
 def test_hook_names_the_external_data_it_leaves_out(tmp_path: Path) -> None:
     import zipfile
-
-    from hardening import MODELS_DIR, write_project
-    from test_hostile3 import hook_build
 
     root = write_project(tmp_path / "toymodel")
     external_data_model(root / MODELS_DIR)
@@ -281,8 +269,6 @@ def test_a_symbolic_name_gets_one_size_in_every_input(tmp_path: Path) -> None:
 
 def test_wheel_warns_of_a_pin_on_the_data_file_it_leaves_out(tmp_path: Path) -> None:
     import hashlib
-
-    from test_hostile3 import WHEEL_NAME, make_wheel, wheel_project
 
     models = tmp_path / "models"
     external_data_model(models)

@@ -216,7 +216,7 @@ GENERATED_MAX_BYTES = 1_000_000_000
 
 def generate(specs: list[InputSpec], options: VerifyOptions, sizing: Sizing = Sizing()) -> list[Feed]:
     """Seeded random samples; symbolic dimensions from ``options.dims``, else as ``sizing`` says
-    (see ``shapes``). Their size is checked before anything is allocated: an OptionError names the
+    (see ``generated_shapes``). Their size is checked before anything is allocated: an OptionError names the
     options that make it."""
     shapes, _ = generated_shapes(specs, options, sizing)
     _check_generated_size(specs, options, shapes)
@@ -281,15 +281,15 @@ def generated_shapes(specs: Sequence[InputSpec], options: VerifyOptions, sizing:
         fixed = [d for d in spec.shape if isinstance(d, int) and d > 0]
         shape = []
         for axis, d in enumerate(spec.shape):
-            if not _symbolic(d):
-                shape.append(int(d))  # type: ignore[arg-type]
+            if isinstance(d, int) and d > 0:
+                shape.append(d)
                 continue
             name = d if isinstance(d, str) and d else None
             leading = (axis == 0 and len(spec.shape) >= 2) or name in batch
-            if name in named:
-                size = named[str(name)]
-            elif name in dims:
-                size = dims[str(name)]
+            if name is not None and name in named:
+                size = named[name]
+            elif name is not None and name in dims:
+                size = dims[name]
             elif sizing.retry is not None and (sizing.batch_too or not leading):
                 size = sizing.retry
             elif options.default_dim is not None:
@@ -305,18 +305,6 @@ def generated_shapes(specs: Sequence[InputSpec], options: VerifyOptions, sizing:
 
 def _symbolic(d: int | str | None) -> bool:
     return not (isinstance(d, int) and d > 0)
-
-
-def symbolic(specs: Sequence[InputSpec], options: VerifyOptions) -> bool:
-    """Whether some dimension was left to the defaults (so a retry with another size may help)."""
-    dims = options.dim_map()
-    return any(_symbolic(d) and str(d) not in dims for s in specs for d in s.shape)
-
-
-def has_batch_axis(specs: Sequence[InputSpec], options: VerifyOptions) -> bool:
-    """Whether some input leads with a symbolic axis not in ``dims`` (sized 1 unless retried)."""
-    dims = options.dim_map()
-    return any(len(s.shape) >= 2 and _symbolic(s.shape[0]) and str(s.shape[0]) not in dims for s in specs)
 
 
 def describe_generated(specs: Sequence[InputSpec], options: VerifyOptions, sizing: Sizing) -> str:

@@ -17,7 +17,7 @@ import numpy.typing as npt
 from onnx import ModelProto
 
 from hatch_shrinkray import progress
-from hatch_shrinkray.errors import RECORD_HINT, ShrinkrayError, one_line
+from hatch_shrinkray.errors import RECORD_HINT, OptionError, ShrinkrayError, one_line
 from hatch_shrinkray.numerics.threads import NO_SPINNING
 from hatch_shrinkray.options import VerifyOptions
 from hatch_shrinkray.result import VerifyResult
@@ -31,10 +31,8 @@ from hatch_shrinkray.verification.inputs import (
     describe_generated,
     generate,
     generated_shapes,
-    has_batch_axis,
     load_samples,
     specs_of,
-    symbolic,
 )
 from hatch_shrinkray.verification.judges import THRESHOLD
 from hatch_shrinkray.verification.judging import Judged, evidence_of, expectations, judge_outputs
@@ -203,20 +201,26 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
         return _checked(Reference(samples, feeds, seq, outputs, names, prepared.calibration, prepared.cross, {}, []),
                         label, options, threshold)
     tried: list[str] = []
-    candidates = [Sizing()]
-    if symbolic(specs, options):
-        candidates += [Sizing(d) for d in RETRY_DIMS if d != options.default_dim]
-    if has_batch_axis(specs, options):  # the documented batch of 1 goes last
-        candidates += [Sizing(d, batch_too=True) for d in RETRY_DIMS if d != 1]
-    for sizing in candidates:
-        feeds = generate(specs, options, sizing)
+    shapes_tried: list[dict[str, tuple[int, ...]]] = []
+    # The documented sizes first, then other sizes for the other dimensions, the batch axes last.
+    for sizing in [Sizing(), *(Sizing(d) for d in RETRY_DIMS), *(Sizing(d, batch_too=True) for d in RETRY_DIMS)]:
+        shapes, sizes = generated_shapes(specs, options, sizing)
+        if shapes in shapes_tried:
+            continue
+        shapes_tried.append(shapes)
+        try:
+            feeds = generate(specs, options, sizing)
+        except OptionError:
+            if sizing == Sizing():  # the options' own sizes: the user's to change
+                raise
+            continue  # a retry too large to generate
         try:
             outputs = run_all(sess, feeds, step="verifying: the original model")
         except Exception as exc:
             tried.append(one_line(exc))
             continue
-        symbols = tuple(generated_shapes(specs, options, sizing)[1].items())
-        samples = Samples(feeds, describe_generated(specs, options, sizing), False, notes, symbols=symbols)
+        samples = Samples(feeds, describe_generated(specs, options, sizing), False, notes,
+                          symbols=tuple(sizes.items()))
         return _checked(Reference(samples, feeds, samples.sequencing(), outputs, names, None, False, {}, []), label,
                         options, threshold)
     raise ShrinkrayError("the original model does not run on generated inputs (" + tried[0] + ")",

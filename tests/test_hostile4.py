@@ -281,3 +281,40 @@ def test_wheel_warns_of_a_pin_on_the_data_file_it_leaves_out(tmp_path: Path) -> 
     assert proc.returncode == 0, proc.stderr
     assert ("shrinkray: warning: toymodel/checksums.json pins the sha256 of toymodel/models/a.onnx.data, which the "
             "archive no longer holds (the shrunk model keeps its weights itself)") in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(("inputs", "target", "said"), [
+    ("tests/shrinkray-inputs", "sdist", True),  # an sdist takes the whole project
+    ("tests/shrinkray-inputs", "wheel", False),  # never in the wheel: nothing to say
+    ("src/toymodel/recordings", "wheel", True),  # inside the package
+])
+def test_hook_names_a_recording_it_leaves_out_of_the_archive(tmp_path: Path, inputs: str, target: str,
+                                                             said: bool) -> None:
+    import tarfile
+    import zipfile
+
+    import numpy as np
+
+    from hatch_shrinkray.verification.recordings import Recording, write_recording
+
+    root = write_project(tmp_path / "toymodel", f'inputs = "{inputs}"\n')
+    save(mlp(), root / MODELS_DIR / "a.onnx")
+    (root / inputs).mkdir(parents=True)
+    write_recording(root / inputs, Recording("0" * 64, "other.onnx", ("x",), ({"x": np.zeros((1, 4), np.float32)},),
+                                             1, (0,), ("call:0",)))
+    proc = hook_build(root, tmp_path, target)
+    assert proc.returncode == 0, proc.stderr
+    line = (f"shrinkray: {inputs} (")
+    printed = [x for x in (proc.stdout + proc.stderr).splitlines() if x.startswith(line)]
+    assert len(printed) == int(said), proc.stdout + proc.stderr
+    if said:
+        assert printed[0].endswith(f"is left out of the {target}: recorded inputs are for building, not for "
+                                   "shipping; name it in the target's `include` or `force-include` to ship it")
+    (archive,) = (tmp_path / "dist").iterdir()
+    if target == "wheel":
+        with zipfile.ZipFile(archive) as zf:
+            names = zf.namelist()
+    else:
+        with tarfile.open(archive) as tf:
+            names = tf.getnames()
+    assert not [n for n in names if "recordings" in n or "shrinkray-inputs" in n], names

@@ -89,17 +89,23 @@ def shrunk_models(shipped: Sequence[Shipped], originals: Path) -> dict[str, tupl
     return out
 
 
-def project_members(root: Path, models: Iterable[str]) -> list[Member]:
-    """The text files of the packages that hold ``models`` in a project (``src/pkg/...`` or
-    ``pkg/...``: the first directory below ``src``, else the first directory), as ``find_pins`` reads them."""
+def package_dirs(models: Iterable[str]) -> set[PurePosixPath]:
+    """The package directories that hold ``models`` in a project (``src/pkg/...`` or ``pkg/...``:
+    the first directory below ``src``, else the first directory)."""
     tops = set()
     for relpath in models:
         parts = PurePosixPath(relpath).parts
         depth = 2 if parts[0] == "src" else 1
         if len(parts) > depth:
-            tops.add(root.joinpath(*parts[:depth]))
+            tops.add(PurePosixPath(*parts[:depth]))
+    return tops
+
+
+def project_members(root: Path, models: Iterable[str]) -> list[Member]:
+    """The text files of the packages that hold ``models`` in a project (``package_dirs``), as
+    ``find_pins`` reads them."""
     found: list[Member] = []
-    for top in sorted(tops):
+    for top in sorted(root / package for package in package_dirs(models)):
         for path in sorted(top.rglob("*")):
             if len(found) >= MAX_FILES:
                 return found

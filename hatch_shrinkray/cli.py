@@ -25,6 +25,7 @@ from hatch_shrinkray.capture import env
 from hatch_shrinkray.errors import OptionError, PlanError, ShrinkrayError, VerificationError, printable, set_invocation
 from hatch_shrinkray.files import copy_atomically, write_atomically
 from hatch_shrinkray.options import (
+    BLOCK_SIZES,
     DECODES,
     ENCODINGS,
     JUDGES,
@@ -81,8 +82,9 @@ def _verify_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
                    help="generated inputs: value for a symbolic dimension (repeatable)")
     g.add_argument("--default-dim", type=int, default=None,
-                   help="generated inputs: value for other symbolic dimensions (default: 1 for a leading batch "
-                        "axis, else max(32, the input's largest fixed dimension))")
+                   help="generated inputs: value for other symbolic dimensions (default: 1 for a batch axis, a "
+                        "name that leads some input, else max(32, the input's largest fixed dimension); the "
+                        "verification line names the sizes used)")
     g.add_argument("--samples", type=int, default=VerifyOptions().samples,
                    help=f"generated samples (default {VerifyOptions().samples})")
     g.add_argument("--int-range", type=int, nargs=2, default=[0, 64], metavar=("LOW", "HIGH"),
@@ -226,7 +228,8 @@ def _shrink_args(s: argparse.ArgumentParser) -> None:
                         "float-levels 2..65536 (default 256)")
     s.add_argument("--decode", default="float",
                    help=f"int8 decode: {', '.join(DECODES)} (fast = DequantizeLinear before MatMul, int8 activations)")
-    s.add_argument("--block-size", type=int, default=32, help="int4 block size (default 32)")
+    s.add_argument("--block-size", type=int, default=32,
+                   help=f"int4 block size: {', '.join(map(str, BLOCK_SIZES))} (default 32)")
     s.add_argument("--rounding", default="output-aware", metavar="HOW",
                    help=f"int8 codes with real inputs: {', '.join(ROUNDINGS)} (default output-aware: fitted to the "
                         "inputs where that does no harm on units it was not fitted on; nearest: the inputs only "
@@ -571,6 +574,9 @@ def cmd_info(args: argparse.Namespace) -> int:
 
     from hatch_shrinkray.onnxgraph.inspect_model import model_info
 
+    errors = option_errors(ShrinkOptions(min_elements=args.min_elements), FLAG_NAMES)
+    if errors:
+        raise ShrinkrayError("; ".join(errors))
     info = model_info(args.model)
     if args.json:
         print(json.dumps({**asdict(info), "weight_bytes": info.weight_bytes}, indent=2))

@@ -253,8 +253,8 @@ def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: 
         v = options.verify
         if not verification.real and keep:
             failed = next(o for o in verification.outputs if not o.ok)
-            raise Unverifiable(f"{options.label()} fails on {verification.basis()} ({failed.name}: "
-                               f"{failed.failures[0]})", path=loaded.label)
+            raise Unverifiable(f"{options.label()} fails on {verification.basis()}: {failed.name} "
+                               f"{failed.failures[0]}", path=loaded.label)
         hint = _failure_hint(original_ref, options, reference)
         if not verification.real:
             hint = f"this ran on generated inputs, which prove little either way: {RECORD_HINT}; or {hint}"

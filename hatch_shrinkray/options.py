@@ -27,6 +27,8 @@ ROUNDINGS = ("output-aware", "nearest")
 """``rounding``: int8 codes fitted to the recorded inputs (kept only where they do no harm), or always
 round-to-nearest (the recording then only verifies)."""
 NAMED_RUNTIMES = ("web", "openvino")
+BLOCK_SIZES = (16, 32, 64, 128, 256)
+"""``block-size`` (int4): the block sizes onnxruntime's MatMulNBits quantizer supports."""
 LEVELS = {"int8": (3, 255, 255), "float-levels": (2, 65536, 256)}
 """``levels`` per method: lowest, highest, default. int8's 255 is plain int8 (codes -127..127);
 fewer levels are fewer distinct codes in the same int8 container (smaller once compressed)."""
@@ -35,8 +37,12 @@ ANY_LEVELS = (2, 65536, 256)
 the method of some models while the table's ``levels`` stays)."""
 JUDGES = ("auto", "map", "sequence", "tags", "boxes", "top-1", "decision", "segments", "equal", "values", "off")
 """What ``judges`` may set an output's judge to (``verification.judges``; ``auto``: detected)."""
-RUNTIME_FLOOR = re.compile(r"^onnxruntime\s*(?:(>=|==|~=|>)\s*([0-9]+(?:\.[0-9]+)*))?$")
-"""A runtime target: ``onnxruntime`` with an optional lower bound, or one of ``NAMED_RUNTIMES``."""
+RUNTIME_FLOOR = re.compile(r"^onnxruntime\s*(>=|==|~=|>)\s*([0-9]+(?:\.[0-9]+)*)$")
+"""A runtime target: ``onnxruntime`` with a lower bound, or one of ``NAMED_RUNTIMES``. A bare
+``onnxruntime`` is refused: which methods load depends on the release, so a target names one."""
+OLDEST_ONNXRUNTIME = "1.16.3"
+"""The oldest onnxruntime the compatibility matrix tests: the target a project gets when its
+dependencies name onnxruntime without a lower bound (its users may run any release)."""
 
 
 INT64 = (-(2**63), 2**63)
@@ -60,8 +66,8 @@ class VerifyOptions:
     dims: tuple[tuple[str, int], ...] = ()
     """Generated inputs: values for symbolic dimensions, by name."""
     default_dim: int | None = None
-    """Generated inputs: the value of other symbolic dimensions; ``None``: 1 for a leading batch axis,
-    else the larger of 32 and the input's largest fixed dimension."""
+    """Generated inputs: the value of other symbolic dimensions; ``None``: 1 for a batch axis (a name
+    that leads some input), else the larger of 32 and the input's largest fixed dimension."""
     int_low: int = 0
     int_high: int = 64
     samples: int = 8
@@ -211,8 +217,8 @@ def option_errors(opts: ShrinkOptions, names: Mapping[str, str] | None = None) -
         errors.append(f"{n('rounding')} must be one of {', '.join(ROUNDINGS)}; got {opts.rounding!r}")
     if opts.decode not in DECODES:
         errors.append(f"{n('decode')} must be one of {', '.join(DECODES)}; got {opts.decode!r}")
-    if not _is_int(opts.block_size) or opts.block_size < 16 or opts.block_size & (opts.block_size - 1):
-        errors.append(f"{n('block_size')} must be a power of two >= 16; got {opts.block_size!r}")
+    if not _is_int(opts.block_size) or opts.block_size not in BLOCK_SIZES:
+        errors.append(f"{n('block_size')} must be one of {', '.join(map(str, BLOCK_SIZES))}; got {opts.block_size!r}")
     for key, (lo, hi) in RANGES.items():
         value = getattr(opts, key)
         if value is None:
@@ -220,7 +226,10 @@ def option_errors(opts: ShrinkOptions, names: Mapping[str, str] | None = None) -
         if not in_range(value, lo, hi):
             errors.append(f"{n(key)} must be a number from {lo} to {hi}; got {value!r}")
     for entry in opts.runtimes:
-        if not (isinstance(entry, str) and (entry in NAMED_RUNTIMES or RUNTIME_FLOOR.match(entry.strip()))):
+        if isinstance(entry, str) and entry.strip() == "onnxruntime":
+            errors.append(f"{n('runtimes')} entry 'onnxruntime' needs a version: the oldest release your users run, "
+                          "like 'onnxruntime>=1.18'")
+        elif not (isinstance(entry, str) and (entry in NAMED_RUNTIMES or RUNTIME_FLOOR.match(entry.strip()))):
             errors.append(f"{n('runtimes')} entries must be 'web', 'openvino' or an onnxruntime version floor "
                           f"like 'onnxruntime>=1.18'; got {entry!r}")
     for pattern, encoding in opts.encodings:
@@ -237,11 +246,13 @@ def option_errors(opts: ShrinkOptions, names: Mapping[str, str] | None = None) -
             errors.append(f"{n('inputs')} {problem}")
         for dim, value in v.dims:
             if not _is_int(value) or value < 1:
-                errors.append(f"{n('dims')}.{dim} must be a positive integer; got {value!r}")
+                errors.append(f"{n('dims')} {dim!r} must be a positive integer; got {value!r}")
         if v.default_dim is not None and (not _is_int(v.default_dim) or v.default_dim < 1):
             errors.append(f"{n('default_dim')} must be a positive integer; got {v.default_dim!r}")
         if not _is_int(v.samples) or v.samples < 1:
             errors.append(f"{n('samples')} must be a positive integer; got {v.samples!r}")
+        if not _is_int(v.seed) or v.seed < 0:
+            errors.append(f"{n('seed')} must be a non-negative integer; got {v.seed!r}")
         if not (_is_int(v.int_low) and _is_int(v.int_high)) or not INT64[0] <= v.int_low < v.int_high <= INT64[1]:
             errors.append(f"{n('int_range')} must be two integers [low, high) with low < high, "
                           f"from {INT64[0]} to {INT64[1]}")

@@ -101,6 +101,8 @@ class VerifyResult:
     """What became of the data-fitted choices (kept, or fallen back to round-to-nearest, and why)."""
     streams: int = 0
     """Streams of a recurrent model run in closed loop (0: calls judged one by one)."""
+    symbols: tuple[tuple[str, int], ...] = ()
+    """Generated inputs: the size each named symbolic dimension got, by name."""
 
     @property
     def passed(self) -> bool:
@@ -128,6 +130,8 @@ class VerifyResult:
                    "in closed loop"
         else:
             text = f"{self.samples} {held}{kind} sample{'s' if self.samples != 1 else ''}"
+        if self.symbols and not self.real:
+            text += f" ({', '.join(f'{name}={size}' for name, size in self.symbols)})"
         return text + (f" ({self.calibration} others fitted on)" if self.calibration else "")
 
     def summary(self) -> str:
@@ -169,6 +173,7 @@ class VerifyResult:
         return {"passed": self.passed, "samples": self.samples, "inputs": self.input_source,
                 "real_inputs": self.real, "calibration_samples": self.calibration, "notes": list(self.notes),
                 "checker": self.checker, "streams": self.streams, "fitting": self.fitting,
+                "symbolic_dims": dict(self.symbols),
                 "evidence": None if ev is None else {**asdict(ev), "upper_bound": round(ev.bound, 6), "weak": ev.weak},
                 "outputs": [_clean({k: v for k, v in asdict(o).items() if k != "changed"}) for o in self.outputs]}
 

@@ -20,7 +20,7 @@ from hardening import REPO, build, cli, write_project
 from onnx import helper
 
 from hatch_shrinkray.options import VerifyOptions
-from hatch_shrinkray.verification.inputs import InputSpec, Retry, generated_shape, retries
+from hatch_shrinkray.verification.inputs import InputSpec, Sizing, generated_shapes, retries
 from hatch_shrinkray.verification.recordings import Recording, write_recording
 from hatch_shrinkray.verification.silence import silent, silent_outputs
 
@@ -97,11 +97,11 @@ def test_unverifiable_models_ship_their_originals_with_the_record_command_and_th
     assert sorted(kept) == [f"{MODELS}/{n}.onnx" for n in ("cancel", "fixed", "quiet")], err
     tail = f'; to shrink it: `{RECORD}`, then set inputs = "tests/shrinkray-inputs"'
     assert all(line.endswith(tail) for line in kept.values()), kept
-    assert "original kept, int8 fails on 8 generated samples (y: rel L2 " in kept[f"{MODELS}/cancel.onnx"]
+    assert "original kept, int8 fails on 8 generated samples (batch=1): y rel L2 " in kept[f"{MODELS}/cancel.onnx"]
     assert "original kept, its outputs carry no signal on generated inputs (y within 1e-06 of 0)" in \
         kept[f"{MODELS}/quiet.onnx"]
-    assert "original kept, it does not run on generated inputs (sizes tried: default, 16000, 512, 224, 16, 1)" \
-        in kept[f"{MODELS}/fixed.onnx"]
+    assert "original kept, it does not run on generated inputs (sizes tried: default, 16000, 512, 224, 16, 1, " \
+        "224 on every axis, 16 on every axis)" in kept[f"{MODELS}/fixed.onnx"]
     total = next(line for line in err if line.startswith("shrinkray: total"))
     assert total.startswith("shrinkray: total 4 models (1 shrunk, 3 kept original): "), total
 
@@ -172,7 +172,7 @@ def test_the_cli_keeps_the_original_and_strict_fails(tmp_path: Path) -> None:
     kept = cli("shrink", str(src), "-o", str(tmp_path / "out"), cwd=tmp_path)
     assert kept.returncode == 0, kept.stderr
     assert (tmp_path / "out/cancel.onnx").read_bytes() == src.read_bytes()
-    assert "original kept: int8 fails on 8 generated samples (y: rel L2 " in kept.stdout
+    assert "original kept: int8 fails on 8 generated samples (batch=1): y rel L2 " in kept.stdout
     assert f"{src}: original kept; to shrink it: `{RECORD}`, then set --inputs tests/shrinkray-inputs" in kept.stderr
     strict = cli("shrink", str(src), "-o", str(tmp_path / "strict"), "--strict", cwd=tmp_path)
     assert strict.returncode == 1 and "differs too much" in strict.stderr, strict.stderr
@@ -208,11 +208,12 @@ def test_audio_lengths_are_tried_on_waveforms_only_and_in_a_bounded_list() -> No
     tokens = InputSpec("ids", "tensor(int64)", ("batch", "seq"))
     options = VerifyOptions()
     assert [r.text() for r in retries([wave, state], options)] == \
-        ["16000 (audio length)", "512 (audio length)", "224", "16", "1"]
-    assert generated_shape(wave, options, Retry(16000, audio=True)) == (1, 16000)
-    assert generated_shape(state, options, Retry(16000, audio=True)) == generated_shape(state, options)
-    assert [r.dim for r in retries([tokens], options)] == [224, 16, 1]
-    assert [r.dim for r in retries([wave], VerifyOptions(default_dim=512))] == [16000, 224, 16, 1]
+        ["16000 (audio length)", "512 (audio length)", "224", "16", "1", "224 on every axis", "16 on every axis",
+         "1 on every axis"]
+    assert generated_shapes([wave], options, Sizing(16000, audio=True))[0] == {"samples": (1, 16000)}
+    assert generated_shapes([state], options, Sizing(16000, audio=True))[0] == generated_shapes([state], options)[0]
+    assert [r.retry for r in retries([tokens], options)] == [224, 16, 1, 224, 16, 1]
+    assert [r.retry for r in retries([wave], VerifyOptions(default_dim=512))] == [16000, 224, 16, 1, 224, 16, 1]
     assert retries([InputSpec("x", "tensor(float)", (1, 64))], options) == []
 
 

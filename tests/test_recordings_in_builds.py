@@ -123,7 +123,7 @@ def test_an_unrecorded_model_that_fails_its_smoke_check_ships_the_original_and_t
     err = capsys.readouterr().err
     line = next(x for x in err.splitlines()
                 if x.startswith("shrinkray: src/toymodel/models/vad.onnx: original kept, int8 fails"))
-    assert line.endswith("on 8 generated samples (output: rel L2 0.336 > 0.1); tests/shrinkray-inputs holds no "
+    assert line.endswith("on 8 generated samples: output rel L2 0.336 > 0.1; tests/shrinkray-inputs holds no "
                          "recording of it; to shrink it: `hatch-shrinkray record --output tests/shrinkray-inputs -- "
                          "python -m pytest tests`"), line
     assert "shrinkray: total 2 models (1 shrunk, 1 kept original)" in err

@@ -34,8 +34,8 @@ def conv_model() -> onnx.ModelProto:
 @pytest.mark.parametrize(("dependencies", "expected"), [
     (["onnxruntime>=1.18,<2"], ("onnxruntime>=1.18",)),
     (["numpy", "onnxruntime==1.20.1; sys_platform == 'linux'", "onnxruntime-gpu~=1.22.0"], ("onnxruntime>=1.20.1",)),
-    (["onnxruntime"], ("onnxruntime",)),
-    (["onnxruntime<1.30"], ("onnxruntime",)),
+    (["onnxruntime"], ("onnxruntime>=1.16.3",)),  # no floor: the oldest release tested
+    (["onnxruntime<1.30"], ("onnxruntime>=1.16.3",)),
     (["numpy>=2", "not a requirement !"], ()),
     ([], ()),
 ])
@@ -46,7 +46,6 @@ def test_default_runtimes_come_from_the_projects_onnxruntime_requirement(depende
 
 def test_targets_parse_to_the_lowest_floor() -> None:
     assert parse(("onnxruntime>=1.22", "onnxruntime==1.18.1", "web")) == Targets((1, 18, 1), web=True)
-    assert parse(("onnxruntime",)) == Targets((1, 16, 3))
     assert parse(("openvino",)) == Targets(None, openvino=True)
     assert parse(()) == Targets(None)
 

@@ -9,11 +9,9 @@ a temporary directory that is removed afterwards.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shlex
-import signal
 import subprocess
 import tempfile
 import time
@@ -24,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hatch_shrinkray import progress
-from hatch_shrinkray.capture import env
+from hatch_shrinkray.capture import env, guard
 from hatch_shrinkray.capture.env import MAX_BYTES, MAX_SAMPLES, OUTCOMES
 from hatch_shrinkray.capture.run import UNITS_PLUGIN, finish, instrumented_path, project_root, recording_environment
 from hatch_shrinkray.capture.shadow import ModelStats
@@ -98,39 +96,15 @@ def observe(command: Sequence[str], instructions: Callable[[str], Instructions],
         return Observed(returncode, tests, sessions, _models(reports), seconds)
 
 
-STOP_GRACE = 5.0
-"""Seconds a stopped command's process group gets between SIGTERM and SIGKILL."""
-
-
 def _run(command: Sequence[str], environment: dict[str, str], cwd: Path | None, timeout: float | None) -> int:
-    """The command's exit code. It runs in a process group of its own, so a timeout, Ctrl-C or
-    SIGTERM stops every process it started (pytest-xdist workers, servers), not just the first."""
-    posix = os.name == "posix"
-    proc = subprocess.Popen(list(command), env=environment, cwd=cwd, start_new_session=posix)
+    """The command's exit code. It runs in a process group of its own that ends with check however
+    check ends (``capture.guard``), so a timeout, Ctrl-C, SIGTERM or SIGKILL stops every process it
+    started (pytest-xdist workers, servers), not just the first."""
     try:
-        return proc.wait(timeout=timeout)
+        return guard.run(command, environment, cwd, timeout)
     except subprocess.TimeoutExpired:
-        _stop(proc, posix)
         raise ShrinkrayError(f"`{shlex.join(command)}` did not finish within {timeout:g} s; it was stopped with "
                              "every process it started", hint="raise --timeout, or find what hangs") from None
-    except BaseException:
-        _stop(proc, posix)
-        raise
-
-
-def _stop(proc: subprocess.Popen[bytes], posix: bool) -> None:
-    """SIGTERM to the command's process group, SIGKILL to whatever is left after a grace period."""
-    if not posix:
-        proc.kill()
-        proc.wait()
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=STOP_GRACE)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
 
 
 def _report(path: Path) -> dict[str, Any]:

@@ -19,7 +19,6 @@ import os
 import secrets
 import shlex
 import shutil
-import subprocess
 import tempfile
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
@@ -29,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from hatch_shrinkray import progress
-from hatch_shrinkray.capture import env
+from hatch_shrinkray.capture import env, guard
 from hatch_shrinkray.capture.env import MAX_BYTES, MAX_SAMPLES
 from hatch_shrinkray.capture.merge import Merged, Part, merge
 from hatch_shrinkray.capture.parts import read_part
@@ -184,11 +183,11 @@ def record(command: Sequence[str], output: Path, max_samples: int = MAX_SAMPLES,
     with recording_environment(output, max_samples, max_bytes) as (variables, run_dir):
         try:
             with progress.task(f"record: running `{shlex.join(command)}`"), progress.external():
-                proc = subprocess.run(list(command), env={**os.environ, **variables}, check=False)
+                returncode = guard.run(command, {**os.environ, **variables})  # ends with record, however record ends
         except OSError as exc:
             raise ShrinkrayError(f"cannot run {command[0]}: {exc.strerror or exc}",
                                  hint="check the command after --") from exc
-    return proc.returncode, finish(run_dir, output, max_samples, max_bytes, root or project_root(output))
+    return returncode, finish(run_dir, output, max_samples, max_bytes, root or project_root(output))
 
 
 def project_root(output: Path) -> Path:

@@ -23,7 +23,7 @@ from hatch_shrinkray.hatch.include import check_outside, include
 from hatch_shrinkray.result import human
 from hatch_shrinkray.shipping.config import PLUGIN_NAME, HookConfig, hook_table, load_config, recording_paths
 from hatch_shrinkray.shipping.manifest import read_manifest
-from hatch_shrinkray.shipping.pins import find_pins, project_members, shrunk_models
+from hatch_shrinkray.shipping.pins import find_pins, package_dirs, project_members, shrunk_models
 from hatch_shrinkray.shipping.ship import PREFIX, engine_needed, engine_requirements, printable_lines, ship_models
 from hatch_shrinkray.signals import Terminated, deferred, on_sigterm, redeliver, stop_request
 
@@ -176,7 +176,15 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
             reserved = self.build_config.build_reserved_paths
             reserved.add(os.path.normpath(relpath))  # the directory, skipped as a whole by the walk
             reserved.update(self.build_config.get_distribution_path(os.path.relpath(f, root)) for f in files)
-            self.app.display_debug(f"shrinkray: leaving out {relpath} (recorded inputs are not shipped)")
+            # A line where the archive would otherwise hold them: an sdist takes the whole project
+            # (what hatchling excludes aside), a wheel the package directories that hold the models.
+            shipped = bool(files) and (
+                not self.build_config.path_is_excluded(relpath) if config.target == "sdist" else
+                bool(set(PurePosixPath(relpath).parents) & package_dirs(m.relpath for m in config.models)))
+            say = self.app.display_info if shipped else self.app.display_debug
+            say(f"{PREFIX} {relpath} ({human(sum(f.stat().st_size for f in files))}) is left out of the "
+                f"{config.target}: recorded inputs are for building, not for shipping; name it in the target's "
+                "`include` or `force-include` to ship it")
 
     def _included_on_purpose(self, relpath: str) -> bool:
         named: list[str] = []

@@ -22,9 +22,6 @@ from hatch_shrinkray.options import NAMED_RUNTIMES, RUNTIME_FLOOR
 
 Version = tuple[int, ...]
 
-OLDEST = (1, 16, 3)
-"""The oldest onnxruntime the compatibility matrix tests: an onnxruntime target without a lower
-bound (``onnxruntime``, ``onnxruntime<2``) means this one."""
 CONV_INTEGER = (1, 24, 1)
 """First onnxruntime that implements ``ConvInteger`` (``dynamic`` on a Conv model); 1.23.2 does not."""
 DQ_MATMUL_FUSED = (1, 25, 0)
@@ -58,7 +55,7 @@ def parse(entries: Iterable[str]) -> Targets:
     for entry in entries:
         m = RUNTIME_FLOOR.match(entry.strip())
         if m:
-            floors.append(_version(m.group(2)) if m.group(2) else OLDEST)
+            floors.append(_version(m.group(2)))
     return Targets(min(floors) if floors else None, "web" in entries, "openvino" in entries)
 
 

@@ -20,7 +20,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.options import ShrinkOptions, VerifyOptions, option_errors
+from hatch_shrinkray.options import OLDEST_ONNXRUNTIME, ShrinkOptions, VerifyOptions, option_errors
 from hatch_shrinkray.shipping.advice import default_recording, record_command
 from hatch_shrinkray.shipping.layout import Layout, project_layout
 from hatch_shrinkray.shipping.plan import PLAN_NAME, PlanEntry, read_plan
@@ -261,7 +261,8 @@ def _value_errors(base: dict[str, Any], base_names: dict[str, str],
 
 def default_runtimes(dependencies: Sequence[str]) -> tuple[str, ...]:
     """What the project's own requirements say its users run: the lowest lower bound of its
-    onnxruntime requirements (``onnxruntime`` when none has one); nothing without onnxruntime."""
+    onnxruntime requirements (the oldest release tested, ``OLDEST_ONNXRUNTIME``, when none has
+    one: its users may run any); nothing without onnxruntime."""
     floors: list[Version] = []
     targeted = False
     for text in dependencies:
@@ -275,7 +276,7 @@ def default_runtimes(dependencies: Sequence[str]) -> tuple[str, ...]:
         floors += [Version(s.version) for s in req.specifier if s.operator in (">=", "==", "~=", ">")]
     if not targeted:
         return ()
-    return (f"onnxruntime>={min(floors).base_version}",) if floors else ("onnxruntime",)
+    return (f"onnxruntime>={min(floors).base_version if floors else OLDEST_ONNXRUNTIME}",)
 
 
 def _field(table: str, key: str) -> str:
@@ -323,9 +324,6 @@ def _check_kind(kind: str, value: Any, path: str, errors: list[str]) -> Any:
         errors.append(f"{name} must be a path relative to the project root (a recording directory or a .npz file)")
     elif kind == "integer":
         if isinstance(value, int) and not isinstance(value, bool):
-            if path.endswith(".seed") and value < 0:
-                errors.append(f"{name} must be a non-negative integer; got {value!r}")
-                return None
             return value
         errors.append(f"{name} must be an integer")
     elif kind == "boolean":

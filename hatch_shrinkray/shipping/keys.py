@@ -25,7 +25,7 @@ KEY_HELP: dict[str, tuple[str | None, str]] = {
                "`float-levels`: 2..65536"),
     "decode": (None, "`int8`: `float` (`Cast -> Mul`, folded at load) or `fast` (`DequantizeLinear` before "
                "MatMul, opset >= 13, int8 activations; kept only where the build's onnxruntime fuses it)"),
-    "block-size": (None, "`int4` block size"),
+    "block-size": (None, "`int4` block size: 16, 32, 64, 128 or 256"),
     "budget-rel-l2": ("round-to-nearest int8's", "`auto`: the largest relative L2 of any output on the fitting "
                       "samples (0 to 1); unset: int8's (twice it where outputs carry answers)"),
     "budget-cosine": ("round-to-nearest int8's", "`auto`: the smallest cosine of any output (0 to 1)"),
@@ -36,7 +36,8 @@ KEY_HELP: dict[str, tuple[str | None, str]] = {
     "encodings": (None, "per-tensor encodings whatever the method: `{ \"conv1.*\" = \"fp16\" }` (name globs; "
                   "`float32`, `fp16`, `int16`, `int12`, `int10`, `int8`, `int6`, `int4`); two patterns that "
                   "give one tensor different encodings are an error"),
-    "runtimes": ("from `[project].dependencies`", "where the shrunk model runs: `onnxruntime>=X.Y` (a floor), "
+    "runtimes": ("from `[project].dependencies`", "where the shrunk model runs: `onnxruntime>=X.Y` (a floor; a bare "
+                 "`onnxruntime` is refused), "
                  "`web`, `openvino`; methods those runtimes cannot load, or would decode on every inference, are "
                  "refused ([Where the shrunk models run](runtimes.md))"),
     "target": (None, "the size that counts: `wheel` (the zip member, deflated as hatchling writes it), `web` "
@@ -61,10 +62,13 @@ KEY_HELP: dict[str, tuple[str | None, str]] = {
                "`.npz` with one array per graph input ([Recording real inputs](recording.md))"),
     "dims": (None, "generated inputs only: values for symbolic dimensions, `{ batch = 1, seq = 128 }`"),
     "default-dim": ("plausible", "generated inputs only: the value of other symbolic dimensions (1 for a "
-                    "leading batch axis, else the larger of 32 and the input's largest fixed dimension)"),
+                    "batch axis, a name that leads some input, else the larger of 32 and the input's largest fixed "
+                    "dimension; a name gets one size in every input; when the model does not run on those, 224, "
+                    "16 and 1 are tried, for the batch last); the verification line names the sizes used, "
+                    "`(batch=1, seq=32)`"),
     "int-range": ("`[0, 64]`", "generated inputs only: the range `[low, high)` of integer inputs"),
     "samples": (None, "generated inputs only: how many samples"),
-    "seed": (None, "generated inputs only: the random seed"),
+    "seed": (None, "generated inputs only: the random seed (0 or more)"),
     "judges": (None, "how an output's answers are compared, instead of the judge its shape implies: "
                "`{ \"probability_map\" = \"map\", \"stateN\" = \"off\" }` ([How sure](evidence.md))"),
     "sdist": ("`\"shrunk\"`", "hook only: `original` ships the original models in the sdist (the wheel is still "

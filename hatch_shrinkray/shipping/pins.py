@@ -45,19 +45,26 @@ class Pin:
     """The file that holds the digest (a path in the archive or project)."""
     model: str
     algorithm: str
-    shrunk: str
-    """The shrunk model's digest with the same algorithm: what the pin would have to say."""
+    shrunk: str | None
+    """The shrunk model's digest with the same algorithm: what the pin would have to say; None for
+    a file the archive no longer holds (the original's external data)."""
 
     def text(self) -> str:
+        if self.shrunk is None:
+            return (f"{self.file} pins the {self.algorithm} of {self.model}, which the archive no longer holds (the "
+                    f"shrunk model keeps its weights itself): the package will miss it (and may download the "
+                    f"original again, or fail offline). Remove that pin, or leave the models that read {self.model} "
+                    f"out of `models`")
         return (f"{self.file} pins the {self.algorithm} of {self.model}'s original bytes: the package will reject "
                 f"the shrunk model (and may download the original again, or fail offline). Change that pin to the "
                 f"shrunk model's {self.algorithm} {self.shrunk}, or leave {self.model} out of `models`")
 
 
-def find_pins(members: Iterable[Member], models: Mapping[str, tuple[Path, Path]]) -> list[Pin]:
-    """The pins of ``models`` (path -> (original file, shrunk file)) in ``members`` (the package's
-    other files; text files up to ``MAX_BYTES`` are read)."""
-    wanted = {path: (digests(original), digests(shrunk)) for path, (original, shrunk) in models.items()}
+def find_pins(members: Iterable[Member], models: Mapping[str, tuple[Path, Path | None]]) -> list[Pin]:
+    """The pins of ``models`` (path -> (original file, shrunk file or None when left out)) in
+    ``members`` (the package's other files; text files up to ``MAX_BYTES`` are read)."""
+    wanted = {path: (digests(original), None if shrunk is None else digests(shrunk))
+              for path, (original, shrunk) in models.items()}
     found = []
     for name, size, read in members:
         if name in models or PurePosixPath(name).suffix.lower() not in SUFFIXES or size > MAX_BYTES:
@@ -66,31 +73,39 @@ def find_pins(members: Iterable[Member], models: Mapping[str, tuple[Path, Path]]
         for path, (before, after) in wanted.items():
             for algorithm in ALGORITHMS:
                 if before[algorithm].encode() in text:
-                    found.append(Pin(name, path, algorithm, after[algorithm]))
+                    found.append(Pin(name, path, algorithm, None if after is None else after[algorithm]))
     return found
 
 
-def shrunk_models(shipped: Sequence[Shipped], originals: Path) -> dict[str, tuple[Path, Path]]:
-    """Path -> (original file under ``originals``, shipped file) of every model shipped changed."""
-    out = {}
+def shrunk_models(shipped: Sequence[Shipped], originals: Path) -> dict[str, tuple[Path, Path | None]]:
+    """Path -> (original file under ``originals``, shipped file) of every model shipped changed, and
+    (original file, None) of every data file of theirs left out of the archive."""
+    out: dict[str, tuple[Path, Path | None]] = {}
     for m in shipped:
         new = dict(m.files).get(m.relpath)
         if m.new_bytes and new is not None:
             out[m.relpath] = (originals / m.relpath, new)
+        out.update({data: (originals / data, None) for data in m.obsolete})
     return out
 
 
-def project_members(root: Path, models: Iterable[str]) -> list[Member]:
-    """The text files of the packages that hold ``models`` in a project (``src/pkg/...`` or
-    ``pkg/...``: the first directory below ``src``, else the first directory), as ``find_pins`` reads them."""
+def package_dirs(models: Iterable[str]) -> set[PurePosixPath]:
+    """The package directories that hold ``models`` in a project (``src/pkg/...`` or ``pkg/...``:
+    the first directory below ``src``, else the first directory)."""
     tops = set()
     for relpath in models:
         parts = PurePosixPath(relpath).parts
         depth = 2 if parts[0] == "src" else 1
         if len(parts) > depth:
-            tops.add(root.joinpath(*parts[:depth]))
+            tops.add(PurePosixPath(*parts[:depth]))
+    return tops
+
+
+def project_members(root: Path, models: Iterable[str]) -> list[Member]:
+    """The text files of the packages that hold ``models`` in a project (``package_dirs``), as
+    ``find_pins`` reads them."""
     found: list[Member] = []
-    for top in sorted(tops):
+    for top in sorted(root / package for package in package_dirs(models)):
         for path in sorted(top.rglob("*")):
             if len(found) >= MAX_FILES:
                 return found

@@ -428,8 +428,21 @@ def _drop_obsolete_data(shipped: list[Shipped], sidecars_of: Mapping[str, tuple[
                                     f"{', '.join(still)} as well to leave it out")
             elif data not in written:
                 obsolete.append(data)
+        if obsolete:
+            app.display_info(_left_out_line(model, obsolete, written, readers))
         out.append(replace(model, obsolete=tuple(obsolete)))
     return out
+
+
+def _left_out_line(model: Shipped, obsolete: list[str], written: set[str], readers: Readers) -> str:
+    """Says which of the original's data files the archive no longer holds, and where the shrunk
+    model keeps its weights instead (nothing leaves an archive without a line)."""
+    files = ", ".join(f"{data} ({human(readers.tree.size(data))})" for data in obsolete)
+    own = sorted(written - {model.relpath})
+    where = f"in {', '.join(own)}" if own else "inside the model file"
+    verb = "is" if len(obsolete) == 1 else "are"
+    return (f"{PREFIX} {model.relpath}: {files}, the original's external data, {verb} left out of the archive: the "
+            f"shrunk model holds its weights {where}")
 
 
 def _pass_through(relpath: str, entry: ManifestEntry, source: Path, target: Path, *, sha256: str,

@@ -3,9 +3,12 @@
 Real samples are what the verdict rests on; generated ones are only a smoke check (noise is not
 what a model sees: a text recogniser fed 1-pixel-wide noise "agreed" while the shrunk model misread
 real lines), so every source says which kind it is. Generated inputs are made less degenerate:
-symbolic dimensions get a plausible size (1 for a leading batch axis, otherwise at least
-``TYPICAL_DIM`` and at least the input's largest fixed dimension) instead of 1. When the model does
-not run on those, ``retries`` lists the other sizes tried, in turn.
+symbolic dimensions get a plausible size (1 for a batch axis: a name that leads some input of two or
+more dimensions, or an unnamed leading axis; otherwise at least ``TYPICAL_DIM`` and at least the
+input's largest fixed dimension) instead of 1. A name gets one size in every input it appears in.
+When the model does not run on those sizes, the runner retries other sizes (``retries``): audio
+lengths for the last axis of a waveform-like input, then other sizes for the other dimensions, and
+for the batch axes only after that.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ ORT_TYPES: dict[str, Any] = {
 }
 TYPICAL_DIM = 32
 RETRY_DIMS = (224, 16, 1)
-"""Sizes for every symbolic dimension, tried in turn when the model does not run on the plausible ones."""
+"""Sizes for symbolic dimensions tried in turn when the model does not run on the plausible ones
+(batch axes keep 1 until every size was tried for the other dimensions)."""
 AUDIO_DIMS = (16000, 512)
 """Lengths tried first for the last axis of an audio-like input (float, one or two axes, the last
 symbolic), the other axes as by default: one second at 16 kHz, then one streaming chunk. A front
@@ -47,15 +51,20 @@ an image size on every axis does not fit a waveform."""
 
 
 @dataclass(frozen=True)
-class Retry:
-    """Another size for symbolic dimensions: all of them (``audio=False``), or only the last axis
-    of audio-like inputs."""
+class Sizing:
+    """How generated inputs size their symbolic dimensions: the plausible defaults, or ``retry``
+    for every dimension not in ``dims`` (batch axes only with ``batch_too``; with ``audio``, only
+    the last axis of audio-like inputs)."""
 
-    dim: int
+    retry: int | None = None
+    batch_too: bool = False
     audio: bool = False
 
     def text(self) -> str:
-        return f"{self.dim} (audio length)" if self.audio else str(self.dim)
+        if self.retry is None:
+            return "default"
+        return f"{self.retry} (audio length)" if self.audio else f"{self.retry} on every axis" if self.batch_too \
+            else str(self.retry)
 
 
 class GeneratedUnusable(ShrinkrayError):
@@ -98,6 +107,8 @@ class Samples:
     """With feedback: each stream's feed indices in step order. As loaded, the later steps of a stream
     lack the feedback inputs: they are the output of the step before, of whichever model runs the
     stream (``samples.run_in_order``)."""
+    symbols: tuple[tuple[str, int], ...] = ()
+    """Generated inputs: the size each named symbolic dimension got (``batch=1``), for the line."""
 
     def sequencing(self) -> Sequencing:
         units = self.units if len(self.units) == len(self.feeds) else tuple(
@@ -233,11 +244,12 @@ GENERATED_MAX_BYTES = 1_000_000_000
 """The most generated inputs may take, all samples together: what a sample file may hold."""
 
 
-def generate(specs: list[InputSpec], options: VerifyOptions, fallback: Retry | None = None) -> list[Feed]:
-    """Seeded random samples; symbolic dimensions from ``options.dims``, else ``fallback`` (a retry),
-    else ``options.default_dim``, else a plausible size (see the module docstring). Their size is
-    checked before anything is allocated: an OptionError names the options that make it."""
-    _check_generated_size(specs, options, fallback)
+def generate(specs: list[InputSpec], options: VerifyOptions, sizing: Sizing = Sizing()) -> list[Feed]:
+    """Seeded random samples; symbolic dimensions from ``options.dims``, else as ``sizing`` says
+    (see ``generated_shapes``). Their size is checked before anything is allocated: an OptionError names the
+    options that make it."""
+    shapes, _ = generated_shapes(specs, options, sizing)
+    _check_generated_size(specs, options, shapes)
     rng = np.random.default_rng(options.seed)
     samples: list[Feed] = []
     for _ in range(options.samples):
@@ -248,27 +260,27 @@ def generate(specs: list[InputSpec], options: VerifyOptions, fallback: Retry | N
                 raise GeneratedUnusable(f"cannot generate values for input {spec.name!r} of type {spec.type}",
                                         kind="cannot-run", reason=f"generated inputs cannot feed its input "
                                         f"{spec.name!r} ({spec.type})", hint="provide real inputs: " + RECORD_HINT)
-            feed[spec.name] = np.asarray(_random(rng, np.dtype(dtype), generated_shape(spec, options, fallback),
-                                                 options))
+            feed[spec.name] = np.asarray(_random(rng, np.dtype(dtype), shapes[spec.name], options))
         samples.append(feed)
     return samples
 
 
-def _check_generated_size(specs: list[InputSpec], options: VerifyOptions, fallback: Retry | None) -> None:
+def _check_generated_size(specs: list[InputSpec], options: VerifyOptions, generated: dict[str, tuple[int, ...]]) \
+        -> None:
     total, keys, shapes = 0, ["<<samples>>"], []
     dims = options.dim_map()
     for spec in specs:
         dtype = ORT_TYPES.get(spec.type)
         if dtype is None or dtype is np.str_:
             continue
-        shape = generated_shape(spec, options, fallback)
+        shape = generated[spec.name]
         count = 1
         for size in shape:
             count *= size
         total += count * np.dtype(dtype).itemsize * options.samples
         shapes.append(f"{spec.name} {'x'.join(map(str, shape)) or 'scalar'}")
         for d, value in zip(spec.shape, shape, strict=True):
-            if (isinstance(d, int) and d > 0) or value == 1:
+            if not _symbolic(d) or value == 1:
                 continue
             key = f"<<dims:{d}>>" if str(d) in dims else "<<default_dim>>" if options.default_dim is not None \
                 else f"<<dims:{d or 'NAME'}>>"
@@ -287,38 +299,50 @@ def _check_generated_size(specs: list[InputSpec], options: VerifyOptions, fallba
                           f"lower {listed}", hint="or verify on real inputs: " + RECORD_HINT)
 
 
-def generated_shape(spec: InputSpec, options: VerifyOptions, fallback: Retry | None = None) -> tuple[int, ...]:
+def generated_shapes(specs: Sequence[InputSpec], options: VerifyOptions, sizing: Sizing = Sizing()) \
+        -> tuple[dict[str, tuple[int, ...]], dict[str, int]]:
+    """Each input's generated shape, and the size each named symbolic dimension got (one size per
+    name, in every input it appears in). Precedence: ``dims``, the retry size, ``default-dim``, then
+    the plausible default (module docstring)."""
     dims = options.dim_map()
-    fixed = [d for d in spec.shape if isinstance(d, int) and d > 0]
-    audio = fallback is not None and fallback.audio
-    if audio and not audio_like(spec, options):
-        fallback = None
-    shape = []
-    for axis, d in enumerate(spec.shape):
-        if isinstance(d, int) and d > 0:
-            shape.append(d)
-        elif str(d) in dims:
-            shape.append(dims[str(d)])
-        elif fallback is not None and (not audio or axis == len(spec.shape) - 1):
-            shape.append(fallback.dim)
-        elif options.default_dim is not None:
-            shape.append(options.default_dim)
-        elif axis == 0 and len(spec.shape) >= 2:
-            shape.append(1)
-        else:
-            shape.append(max([TYPICAL_DIM, *fixed]))
-    return tuple(shape)
+    batch = {d for s in specs if len(s.shape) >= 2 and isinstance(d := s.shape[0], str) and d}
+    named: dict[str, int] = {}
+    shapes: dict[str, tuple[int, ...]] = {}
+    for spec in specs:
+        fixed = [d for d in spec.shape if isinstance(d, int) and d > 0]
+        shape = []
+        for axis, d in enumerate(spec.shape):
+            if isinstance(d, int) and d > 0:
+                shape.append(d)
+                continue
+            name = d if isinstance(d, str) and d else None
+            leading = (axis == 0 and len(spec.shape) >= 2) or name in batch
+            if name is not None and name in named:
+                size = named[name]
+            elif name is not None and name in dims:
+                size = dims[name]
+            elif sizing.retry is not None and (
+                    (sizing.audio and axis == len(spec.shape) - 1 and audio_like(spec, options))
+                    or (not sizing.audio and (sizing.batch_too or not leading))):
+                size = sizing.retry
+            elif options.default_dim is not None:
+                size = options.default_dim
+            else:
+                size = 1 if leading else max([TYPICAL_DIM, *fixed])
+            if name is not None:
+                named[name] = size
+            shape.append(size)
+        shapes[spec.name] = tuple(shape)
+    return shapes, named
+
+
+def _symbolic(d: int | str | None) -> bool:
+    return not (isinstance(d, int) and d > 0)
 
 
 def _left(d: int | str | None, dims: dict[str, int]) -> bool:
     """Whether dimension ``d`` is symbolic and not given by ``dims``."""
-    return not (isinstance(d, int) and d > 0) and str(d) not in dims
-
-
-def symbolic(specs: Sequence[InputSpec], options: VerifyOptions) -> bool:
-    """Whether some dimension was left to the defaults (so a retry with another size may help)."""
-    dims = options.dim_map()
-    return any(_left(d, dims) for s in specs for d in s.shape)
+    return _symbolic(d) and str(d) not in dims
 
 
 def audio_like(spec: InputSpec, options: VerifyOptions) -> bool:
@@ -327,29 +351,24 @@ def audio_like(spec: InputSpec, options: VerifyOptions) -> bool:
         and _left(spec.shape[-1], options.dim_map())
 
 
-def retries(specs: Sequence[InputSpec], options: VerifyOptions) -> list[Retry]:
-    """The sizes tried in turn after the plausible ones, when the model does not run on those:
-    audio lengths where an input looks like a waveform, then ``RETRY_DIMS`` (but ``default-dim``,
-    already tried). Bounded: at most five more runs of the original."""
-    if not symbolic(specs, options):
+def retries(specs: Sequence[InputSpec], options: VerifyOptions) -> list[Sizing]:
+    """The sizings tried in turn after the plausible one, when the model does not run on it: audio
+    lengths where an input looks like a waveform, then ``RETRY_DIMS`` for the other dimensions, then
+    for the batch axes too (but ``default-dim``, already tried). The runner skips a sizing that
+    gives shapes already tried."""
+    dims = options.dim_map()
+    if not any(_left(d, dims) for s in specs for d in s.shape):
         return []
-    audio = [Retry(d, audio=True) for d in AUDIO_DIMS if any(audio_like(s, options) for s in specs)]
-    return [r for r in (*audio, *(Retry(d) for d in RETRY_DIMS)) if r.dim != options.default_dim]
+    audio = [Sizing(d, audio=True) for d in AUDIO_DIMS
+             if d != options.default_dim and any(audio_like(s, options) for s in specs)]
+    others = [d for d in RETRY_DIMS if d != options.default_dim]
+    return [*audio, *(Sizing(d) for d in others), *(Sizing(d, batch_too=True) for d in others)]
 
 
-def generated_size_problem(specs: list[InputSpec], options: VerifyOptions, fallback: Retry | None) -> str | None:
-    """Why inputs generated with ``fallback`` cannot be used (too large), or None."""
-    try:
-        _check_generated_size(specs, options, fallback)
-    except OptionError as exc:
-        return exc.message
-    return None
-
-
-def describe_generated(specs: Sequence[InputSpec], options: VerifyOptions, fallback: Retry | None) -> str:
-    shapes = "; ".join(f"{s.name} {'x'.join(map(str, generated_shape(s, options, fallback))) or 'scalar'}"
-                       for s in specs)
-    return f"generated (seed {options.seed}; {shapes})"
+def describe_generated(specs: Sequence[InputSpec], options: VerifyOptions, sizing: Sizing) -> str:
+    shapes, _ = generated_shapes(specs, options, sizing)
+    listed = "; ".join(f"{s.name} {'x'.join(map(str, shapes[s.name])) or 'scalar'}" for s in specs)
+    return f"generated (seed {options.seed}; {listed})"
 
 
 def _random(rng: np.random.Generator, dtype: np.dtype[Any], shape: tuple[int, ...],

@@ -17,7 +17,7 @@ import numpy.typing as npt
 from onnx import ModelProto
 
 from hatch_shrinkray import progress
-from hatch_shrinkray.errors import RECORD_HINT, ShrinkrayError, one_line
+from hatch_shrinkray.errors import RECORD_HINT, OptionError, ShrinkrayError, one_line
 from hatch_shrinkray.numerics.threads import NO_SPINNING
 from hatch_shrinkray.options import VerifyOptions
 from hatch_shrinkray.result import VerifyResult
@@ -27,11 +27,11 @@ from hatch_shrinkray.verification.inputs import (
     Feed,
     GeneratedUnusable,
     InputSpec,
-    Retry,
     Samples,
+    Sizing,
     describe_generated,
     generate,
-    generated_size_problem,
+    generated_shapes,
     load_samples,
     retries,
     specs_of,
@@ -198,33 +198,40 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
                                  path=label, hint=f"check the arrays in {samples.source}") from exc
         return _checked(Reference(samples, feeds, seq, outputs, names, prepared.calibration, prepared.cross, {}, []),
                         label, options, threshold)
-    tried: list[tuple[Retry | None, str]] = []
-    for dim in [None, *retries(specs, options)]:
-        too_big = generated_size_problem(specs, options, dim) if dim is not None else None
-        if too_big:  # a retry too large to generate is skipped; the plausible sizes' limit is the user's
-            tried.append((dim, too_big))
+    tried: list[tuple[Sizing, str]] = []
+    shapes_tried: list[dict[str, tuple[int, ...]]] = []
+    for sizing in [Sizing(), *retries(specs, options)]:
+        shapes, sizes = generated_shapes(specs, options, sizing)
+        if shapes in shapes_tried:
             continue
-        feeds = generate(specs, options, dim)
+        shapes_tried.append(shapes)
+        try:
+            feeds = generate(specs, options, sizing)
+        except OptionError as exc:
+            if sizing == Sizing():  # the options' own sizes: the user's to change
+                raise
+            tried.append((sizing, exc.message))  # a retry too large to generate
+            continue
         try:
             outputs = run_all(sess, feeds, step="verifying: the original model")
         except Exception as exc:
-            tried.append((dim, one_line(exc, 200)))
+            tried.append((sizing, one_line(exc, 200)))
             continue
-        source = describe_generated(specs, options, dim)
+        source = describe_generated(specs, options, sizing)
         if tried:  # say which sizes it took, and why not the default ones
             notes = (*notes, f"the original does not run on generated inputs of the default sizes ({tried[0][1]}); "
                              f"verified on {source.removeprefix('generated ')}")
-        samples = Samples(feeds, source, False, notes)
+        samples = Samples(feeds, source, False, notes, symbols=tuple(sizes.items()))
         return _checked(Reference(samples, feeds, samples.sequencing(), outputs, names, None, False, {}, []), label,
                         options, threshold)
     raise _cannot_run(tried, label)
 
 
-def _cannot_run(tried: list[tuple[Retry | None, str]], label: str) -> GeneratedUnusable:
+def _cannot_run(tried: list[tuple[Sizing, str]], label: str) -> GeneratedUnusable:
     """The original ran on none of the generated sizes: the first error, and every size tried."""
-    sizes = ", ".join("default" if dim is None else dim.text() for dim, _ in tried)
+    sizes = ", ".join(sizing.text() for sizing, _ in tried)
     retried = f"; sizes of the symbolic dimensions tried: {sizes}" if len(tried) > 1 else ""
-    brief = ", ".join("default" if dim is None else str(dim.dim) for dim, _ in tried)
+    brief = ", ".join(sizing.text().replace(" (audio length)", "") for sizing, _ in tried)
     return GeneratedUnusable(f"the original model does not run on generated inputs ({tried[0][1]}){retried}",
                              kind="cannot-run", reason=f"it does not run on generated inputs (sizes tried: {brief})",
                              path=label, hint=f"{RECORD_HINT}, or set `dims` for the symbolic dimensions")
@@ -259,7 +266,8 @@ def verify_against(reference: Reference, shrunk: ModelRef, label: str, options: 
     return VerifyResult(comparisons, len(reference.feeds), reference.samples.source, checker,
                         reference.samples.real, fitted, reference.samples.notes,
                         evidence=evidence_of(comparisons, reference.seq, reference.samples.real),
-                        streams=len(reference.seq.streams) if reference.seq.recurrent else 0)
+                        streams=len(reference.seq.streams) if reference.seq.recurrent else 0,
+                        symbols=reference.samples.symbols)
 
 
 def verify(original: ModelRef | ModelProto, shrunk: ModelRef | ModelProto,

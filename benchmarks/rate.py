@@ -34,6 +34,7 @@ import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -43,12 +44,14 @@ import onnxruntime as ort
 from benchmarks import corpus
 from benchmarks.rate_data import RATE_DIR, Labeller, file_sets, fit_feeds
 from hatch_shrinkray.auto.calib import Layout, as_rows, from_rows
+from hatch_shrinkray.auto.candidates import STEP_SAVINGS
 from hatch_shrinkray.auto.method import Planned, calibrate
 from hatch_shrinkray.auto.probe import site_key
 from hatch_shrinkray.methods._decode import float_decode
 from hatch_shrinkray.methods.int8 import Int8Encoder
 from hatch_shrinkray.numerics import gptq
 from hatch_shrinkray.numerics.quant import Quantized, scale_shape
+from hatch_shrinkray.numerics.steps import StepTable, steps_saving
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights
 from hatch_shrinkray.options import ShrinkOptions
 
@@ -293,6 +296,19 @@ def variants(weights: list[Weight], sens: dict[tuple[str, str], float]) -> dict[
         out[f"step lam={lam:g}"] = step
         out[f"gptq-entropy lam={lam:g}"] = ent
         out[f"step+gptq-entropy lam={lam:g}"] = both
+    largest = max(weights, key=lambda w: w.rows.size)
+    for saving in STEP_SAVINGS:
+        def rung(saving: float = saving, fit: bool = True, only: Weight | None = None) -> Plan:
+            plan = {}
+            for w in weights:
+                s = steps_saving(StepTable(w.rows, w.s0, w.h), saving) if only in (None, w) else None
+                s = w.s0 if s is None else s
+                plan[w.key] = (gptq_rows(w, s) if fit else rtn(w, s), s)
+            return plan
+
+        out[f"auto's rung int8-steps{saving:g}, every weight"] = rung
+        out[f"auto's rung int8-steps{saving:g}, round-to-nearest, every weight"] = lambda s=saving: rung(s, False)
+        out[f"auto's rung int8-steps{saving:g}, the largest weight only"] = lambda s=saving: rung(s, True, largest)
     for lam in WLAMS:
         out[f"weighted step lam={lam:g}"] = lambda lam=lam: wstep(lam)
         out[f"weighted step+gptq lam={lam:g}"] = lambda lam=lam: wstep(lam, True)
@@ -326,6 +342,20 @@ def run(only: list[str] | None) -> None:
         RESULTS.write_text(json.dumps(results, indent=1))
         print(f"{name}: wheel {row['wheel'] / 1e6:.4f} MB, tune {row['tune']}, held-out {row['held_out']}",
               flush=True)
+
+
+def judge_files(files: list[Path]) -> None:
+    """Each model file's wheel member and answers against the original's, beside round-to-nearest
+    int8's figures from ``run``."""
+    sets = file_sets()
+    lab = Labeller()
+    original = onnx.load(str(corpus.model_path("magika"))).SerializeToString()
+    base = json.loads(RESULTS.read_text())["rtn"]
+    for path in files:
+        data = path.read_bytes()
+        row = {n: judge(scores(original, sets[n].x), scores(data, sets[n].x), lab) for n in ("tune", "held_out")}
+        print(f"{path}: wheel {wheel(data) / 1e6:.4f} MB ({wheel(data) / base['wheel']:.3f}x int8); tune "
+              f"{_cell(row['tune'], base['tune'])}; held-out {_cell(row['held_out'], base['held_out'])}", flush=True)
 
 
 def _cell(r: dict[str, Any], base: dict[str, Any]) -> str:
@@ -367,9 +397,13 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("run")
     r.add_argument("--only", nargs="*")
     sub.add_parser("report")
+    j = sub.add_parser("judge", help="wheel bytes and tune / held-out answers of model files (e.g. auto's)")
+    j.add_argument("files", nargs="+", type=Path)
     args = ap.parse_args(argv)
     if args.cmd == "run":
         run(args.only)
+    elif args.cmd == "judge":
+        judge_files(args.files)
     else:
         print(report())
     return 0

@@ -251,6 +251,22 @@ def variants(weights: list[Weight], sens: dict[tuple[str, str], float]) -> dict[
 
     out["per-tensor"] = per_tensor
 
+    def grouped(groups: int) -> Plan:
+        """Channels ranked by their max-abs value into ``groups`` equal groups, one step per group
+        (the group's largest max-abs / 127): the per-tensor scale's few-codes channels, per group."""
+        plan = {}
+        for w in weights:
+            amax = np.abs(w.rows).max(axis=1)
+            order = np.argsort(amax, kind="stable")
+            s = np.empty_like(amax)
+            for part in np.array_split(order, groups):
+                s[part] = max(float(amax[part].max()), 1e-30) / QMAX
+            plan[w.key] = (rtn(w, s), s)
+        return plan
+
+    for groups in (4, 16, 64):
+        out[f"grouped scales, {groups} groups"] = lambda g=groups: grouped(g)
+
     def gptq_plain() -> Plan:
         plan = {}
         for w in weights:

@@ -130,9 +130,10 @@ def level_kind(levels: int) -> str:
     return "int8" if levels == INT8_LEVELS else f"int8-{levels}levels"
 
 
-STEP_SAVINGS = (0.5, 1.0)
-"""Bits a value that the coarser-step candidates save against max-abs int8 (``step_candidates``):
-about the size of 180 and 127 levels, at the output error of the channels that cost least."""
+STEP_SAVINGS = (1.0, 0.5)
+"""Bits a value that the coarser-step candidates aim to save against max-abs int8 (``step_candidates``),
+smaller candidate first as on the ladder: about the size of 127 and 180 levels, at the output error of the
+channels that cost least."""
 STEPS = "int8-steps"
 
 

@@ -114,6 +114,8 @@ def int4_block(w: npt.NDArray[np.float32], block: int) -> tuple[npt.NDArray[np.f
 
 
 INT8_LEVELS = 255
+NBITS = "int4-block"
+"""Kind of the MatMulNBits candidate (written by onnxruntime's quantizer, not by a decode chain)."""
 
 
 def levels_of(kind: str) -> int | None:
@@ -160,10 +162,7 @@ def rung_words(kind: str) -> str:
         return f"int8 with coarser steps (aimed at {kind[len(STEPS):]} bit a value fewer)"
     if "+" in kind:
         return "int8 with fewer levels for a head's other classes"
-    return {"fp32": "float32", NBITS_KIND: "4-bit blocks"}.get(kind, kind)
-
-
-NBITS_KIND = "int4-block"
+    return {"fp32": "float32", NBITS: "4-bit blocks"}.get(kind, kind)
 
 
 def step_candidates(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.NDArray[np.float64] | None,

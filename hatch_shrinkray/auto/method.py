@@ -43,6 +43,7 @@ from hatch_shrinkray.auto.budget import BROKEN, ZERO, Baseline, Deviation, Limit
 from hatch_shrinkray.auto.calib import Layout, Moments, layout, patches, rows_per_sample
 from hatch_shrinkray.auto.candidates import (
     INT8_LEVELS,
+    NBITS,
     Candidate,
     fp32,
     int4_block,
@@ -93,8 +94,6 @@ grouped: all clean lines, then all degraded ones): energies need less data than 
 MAX_REFINE = 8
 """Full-model runs for the greedy clean-up after the bisection (largest savings first)."""
 
-NBITS = "int4-block"
-"""Kind of the MatMulNBits candidate (written by onnxruntime's quantizer, not by a decode chain)."""
 LEVELS = (7, 15, 31, 63, 127)
 """The rungs below int8: codes per channel in an int8 container (``int_candidate(levels=...)``).
 Seven is the floor: below it output-aware rounding kept 2.5% of PP-OCRv6's lines (DOWNLOAD.md)."""

@@ -2,7 +2,8 @@
 
 Ladder, smallest first: 4-bit blocks (MatMul initializers, onnxruntime's MatMulNBits numerics),
 int8 per-channel (output-error-aware rounding when calibration moments exist, else round-to-
-nearest), a 16-bit encoding (int16 per-channel or fp16, whichever reproduces the layer output
+nearest; with fewer levels, or with coarser steps on the channels whose output error costs least
+per bit saved, ``step_candidates``), a 16-bit encoding (int16 per-channel or fp16, whichever reproduces the layer output
 better: int16 has 4 more bits of resolution within a channel, fp16 wins on channels with a huge
 dynamic range such as Silero's 54.9 among values around 0.04), and the original float32.
 """
@@ -29,6 +30,7 @@ from hatch_shrinkray.numerics.quant import (
     quantize_symmetric,
     scale_shape,
 )
+from hatch_shrinkray.numerics.steps import StepTable, steps_saving
 from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext
 
 F32 = np.float32
@@ -39,7 +41,8 @@ MIN_ROWS_PER_FEATURE = 2
 class Candidate:
     kind: str
     """``int4-block`` | ``int4`` | ``int6`` | ``int8`` | ``int8-<k>levels`` (k < 255 codes per channel in
-    int8, ``level_kind``) | ``int8-<h>+<c>levels`` (h codes for a head's competing classes, c for the
+    int8, ``level_kind``) | ``int8-steps<b>`` (int8 with coarser steps saving about b bits a value,
+    ``step_kind``) | ``int8-<h>+<c>levels`` (h codes for a head's competing classes, c for the
     others, ``split``) | ``int10`` | ``int12`` | ``int16`` | ``fp16`` | ``fp32``."""
     label: str
     stored_bytes: int
@@ -111,6 +114,8 @@ def int4_block(w: npt.NDArray[np.float32], block: int) -> tuple[npt.NDArray[np.f
 
 
 INT8_LEVELS = 255
+NBITS = "int4-block"
+"""Kind of the MatMulNBits candidate (written by onnxruntime's quantizer, not by a decode chain)."""
 
 
 def levels_of(kind: str) -> int | None:
@@ -125,6 +130,96 @@ def levels_of(kind: str) -> int | None:
 def level_kind(levels: int) -> str:
     """The candidate kind of ``levels`` codes per channel in an int8 container (255: plain int8)."""
     return "int8" if levels == INT8_LEVELS else f"int8-{levels}levels"
+
+
+STEP_SAVINGS = (1.0, 0.5)
+"""Bits a value that the coarser-step candidates aim to save against max-abs int8 (``step_candidates``),
+smaller candidate first as on the ladder: about the size of 127 and 180 levels, at the output error of the
+channels that cost least."""
+STEPS = "int8-steps"
+
+
+def step_kind(saving: float) -> str:
+    return f"{STEPS}{saving:g}"
+
+
+def rung_levels(kind: str) -> int | None:
+    """Where an int8 candidate stands among the level counts: its levels, or for coarser steps the
+    level count of about the same size (255 / 2^bits saved); None for other kinds."""
+    if kind.startswith(STEPS):
+        return round(INT8_LEVELS / 2 ** float(kind[len(STEPS):]))
+    return levels_of(kind)
+
+
+def rung_words(kind: str) -> str:
+    """A candidate kind as the report line says it."""
+    levels = levels_of(kind)
+    if kind == "int8":
+        return "int8"
+    if levels is not None:
+        return f"int8 with {levels} levels"
+    if kind.startswith(STEPS):
+        return f"int8 with coarser steps (aimed at {kind[len(STEPS):]} bit a value fewer)"
+    if "+" in kind:
+        return "int8 with fewer levels for a head's other classes"
+    return {"fp32": "float32", NBITS: "4-bit blocks"}.get(kind, kind)
+
+
+def step_candidates(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.NDArray[np.float64] | None,
+                    lay: Layout | None, *, rows_seen: int = 0, fit: bool = True) -> list[Candidate]:
+    """int8 codes with one scale per channel, some channels at a coarser step (``numerics.steps``):
+    for each of ``STEP_SAVINGS``, the steps that save that many bits a value at the least output
+    error on the calibration moments, the codes then rounded output-aware (``fit``) where that beats
+    round-to-nearest at the same steps. None without moments on the weight's channel axis (the
+    steps are chosen by output error), with non-finite values, or for grouped convolutions."""
+    axis = ctx.axis
+    if moments is None or lay is None or moments.shape[0] != 1 or axis != (1 if lay.transpose else 0):
+        return []
+    if rows_seen < MIN_ROWS_PER_FEATURE * moments.shape[-1]:
+        return []
+    q0 = quantize_symmetric(w, axis, 8)
+    if q0.nonfinite is not None:
+        return []
+    h = moments[0]
+    rows = as_rows(w.astype(np.float64), lay)
+    s0 = as_rows(np.broadcast_to(q0.scale, w.shape), lay)[:, 0].astype(np.float64)
+    exact = (rows.min(axis=1) == rows.max(axis=1)) | (np.abs(rows).max(axis=1) < FLUSH)
+    q0_rows = as_rows(q0.codes.astype(np.float64), lay)
+    table = StepTable(rows, s0, h)
+    where = f"axis {axis}"
+    out = []
+    for saving in STEP_SAVINGS:
+        scale = steps_saving(table, saving)
+        if scale is None:
+            continue
+        scale = np.where(exact, s0, scale)
+        scale32 = scale.astype(F32)
+        if not np.isfinite(scale32).all() or not np.isfinite(scale32 * F32(127)).all():
+            continue
+        codes = np.clip(np.rint(rows / scale[:, None]), -127, 127)
+        how = "round-to-nearest"
+        if fit:
+            fitted = gptq.gptq(rows, scale, h, 127)
+            better = gptq.output_error(rows - fitted * scale[:, None], h) < gptq.output_error(
+                rows - codes * scale[:, None], h)
+            if better.any():
+                codes = np.where(better[:, None], fitted, codes)
+                how = "output-aware rounding"
+        codes[exact] = q0_rows[exact]
+        dec_rows = (codes.astype(F32) * scale32[:, None]).astype(F32)
+        tiny = (np.abs(dec_rows) < FLUSH) & (dec_rows != 0) & ~exact[:, None]
+        codes[tiny] = 0
+        dec_rows[tiny] = 0
+        decoded = from_rows(dec_rows, lay, w.shape)
+        q = Quantized(from_rows(codes, lay, w.shape).astype(np.int8), scale32.reshape(scale_shape(w.shape, axis)),
+                      None, decoded, None, None)
+        coarser = int((scale32 != s0.astype(F32)).sum())
+        label = f"int8 coarser steps {saving:g} bit {where}{' gptq' if how != 'round-to-nearest' else ''}"
+        dec = float_decode(q, w.dtype, ctx.opset, label)
+        out.append(Candidate(step_kind(saving), label, dec.stored_bytes, decoded, dec,
+                             error_energy(w, decoded, moments, lay),
+                             f"coarser steps on {coarser} of {len(scale)} channels ({how})"))
+    return out
 
 
 def int_candidate(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.NDArray[np.float64] | None,

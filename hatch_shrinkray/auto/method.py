@@ -1,11 +1,13 @@
 """``auto``: the smallest download whose answers stay as good as round-to-nearest int8's.
 
 Per weight it chooses among int8 with fewer levels (7, 15, 31, 63 or 127 codes per channel, decoded
-exactly like int8: same nodes, same load cost), int8, a 16-bit encoding (int16 or fp16), the
+exactly like int8: same nodes, same load cost), int8 with coarser steps on the channels whose output
+error costs least per bit saved (``candidates.step_candidates``: also int8 codes and one scale per
+channel), int8, a 16-bit encoding (int16 or fp16), the
 original float32 and, where the declared runtimes run MatMulNBits, 4-bit blocks; each lossy rung
 with output-aware rounding fitted on the recording (``candidates``). Sizes are the ``target``'s
 (the wheel's deflated member by default, ``numerics.entropy``), since int8 codes are already at
-their entropy limit there and only fewer levels make the download smaller (issue 20). A few
+their entropy limit there and only fewer codes in use make the download smaller. A few
 tensors of a model are often far more sensitive than the rest (one Silero VAD weight of 54.9 among
 values of 0.04; the CTC heads of PaddleOCR); the rest tolerate far fewer levels. A classifier head
 can also take two level counts, many for the classes that compete on the fitting samples and few
@@ -28,7 +30,7 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -41,13 +43,17 @@ from hatch_shrinkray.auto.budget import BROKEN, ZERO, Baseline, Deviation, Limit
 from hatch_shrinkray.auto.calib import Layout, Moments, layout, patches, rows_per_sample
 from hatch_shrinkray.auto.candidates import (
     INT8_LEVELS,
+    NBITS,
     Candidate,
     fp32,
     int4_block,
     int_candidate,
     levels_of,
+    rung_levels,
+    rung_words,
     sixteen_bit,
     split,
+    step_candidates,
 )
 from hatch_shrinkray.auto.guard import Outcome, Scorer, Unfitted, Verdict, decide
 from hatch_shrinkray.auto.heads import classes_axis, competing
@@ -89,8 +95,6 @@ grouped: all clean lines, then all degraded ones): energies need less data than 
 MAX_REFINE = 8
 """Full-model runs for the greedy clean-up after the bisection (largest savings first)."""
 
-NBITS = "int4-block"
-"""Kind of the MatMulNBits candidate (written by onnxruntime's quantizer, not by a decode chain)."""
 LEVELS = (7, 15, 31, 63, 127)
 """The rungs below int8: codes per channel in an int8 container (``int_candidate(levels=...)``).
 Seven is the floor: below it output-aware rounding kept 2.5% of PP-OCRv6's lines (DOWNLOAD.md)."""
@@ -348,7 +352,7 @@ class Auto:
             return chosen, f"{PLAIN_WINS}: round-to-nearest int8 ({probe.runs} runs in all)"
         chosen = {site_key(w.site): (w, w.candidates[c]) for w, c in zip(weights, found.choice, strict=True)}
         summary = (f"budget {limits.text()} met: {found.deviation.text()} ({found.evaluations} assignments "
-                   f"checked, {probe.runs} runs in all)")
+                   f"checked, {probe.runs} runs in all); {rungs_used(c for _, c in chosen.values())}")
         return chosen, summary
 
     def write_choice(self, model: ModelProto, analysis: Analysis, options: ShrinkOptions,
@@ -379,10 +383,14 @@ class Auto:
 
             cands.append(Candidate(NBITS, f"int4 block {options.block_size} (MatMulNBits)", nbytes, decoded,
                                    None, error_energy(w, decoded, moments, lay)))
-        for levels in (*LEVELS, INT8_LEVELS):
+        fit = options.rounding != "nearest"
+        for levels in LEVELS:
             with contextlib.suppress(NotEncodable):
-                cands.append(int_candidate(w, ctx, moments, lay, rows_seen=rows_seen, levels=levels,
-                                           fit=options.rounding != "nearest"))
+                cands.append(int_candidate(w, ctx, moments, lay, rows_seen=rows_seen, levels=levels, fit=fit))
+        if fit:  # the steps are chosen by output error on the recording: a data-fitted choice
+            cands.extend(step_candidates(w, ctx, moments, lay, rows_seen=rows_seen))
+        with contextlib.suppress(NotEncodable):
+            cands.append(int_candidate(w, ctx, moments, lay, rows_seen=rows_seen, levels=INT8_LEVELS, fit=fit))
         if head is not None and ctx.axis is not None and ctx.axis == classes_axis(site):
             cands.extend(_splits(w, cands, head, axis=ctx.axis, moments=moments, lay=lay))
         sixteen = sixteen_bit(w, ctx, moments, lay)
@@ -560,7 +568,20 @@ def _uniform(weights: list[Weight]) -> list[tuple[int, ...]]:
 
 
 def _rung(c: Candidate) -> tuple[int, int]:
-    return c.bits, levels_of(c.kind) or 0
+    return c.bits, rung_levels(c.kind) or 0
+
+
+def rungs_used(chosen: Iterable[Candidate]) -> str:
+    """Which rungs of the ladder a plan uses, in words, most weights first (``int8 with coarser
+    steps (1 bit a value fewer) for 2 weights, int8 for 1``)."""
+    counts: dict[str, int] = {}
+    for c in chosen:
+        words = rung_words(c.kind)
+        counts[words] = counts.get(words, 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    parts = [f"{words} for {n} weight{'s' if n != 1 else ''}" if i == 0 else f"{words} for {n}"
+             for i, (words, n) in enumerate(ranked)]
+    return "rungs used: " + ", ".join(parts)
 
 
 def _main_names(model: ModelProto) -> set[str]:

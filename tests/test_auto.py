@@ -382,6 +382,7 @@ def test_a_failed_feed_or_weight_drops_the_work_not_yet_started() -> None:
     assert len(done) <= 6
 
 
+@pytest.mark.process
 def test_an_interrupted_run_does_not_wait_for_its_background_job() -> None:
     """The engine measures the original's sizes in the background while it encodes (minutes at
     brotli 11 for a big model). Ctrl-C meanwhile ends the process at once; a failing job's error

@@ -249,6 +249,7 @@ def test_float_levels_ships_where_it_makes_the_wheel_smaller() -> None:
         "size and pays off compressed: target wheel or web)")
 
 
+@pytest.mark.process
 def test_cli_int8_with_31_levels_reports_three_sizes(tmp_path: Path) -> None:
     out = tmp_path / "out"
     args = ("-v", "shrink", str(magika()), "-o", str(out), "--method", "int8", "--levels", "31", "--target",
@@ -285,6 +286,7 @@ def test_cli_target_web_measures_brotli_and_sizes_prints_the_table(tmp_path: Pat
     assert f"{sizes.web_bytes(shipped)} (" in proc.stdout
 
 
+@pytest.mark.process
 def test_option_errors_on_the_command_line(tmp_path: Path) -> None:
     proc = cli("shrink", str(magika()), "-o", str(tmp_path / "o"), "--levels", "256", "--target", "zip")
     assert proc.returncode == 1
@@ -294,6 +296,7 @@ def test_option_errors_on_the_command_line(tmp_path: Path) -> None:
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.process
 def test_target_web_without_brotli_is_one_line_naming_the_extra(tmp_path: Path) -> None:
     """A Python where brotli does not import (a module of that name that raises, first on the path)."""
     shadow = tmp_path / "shadow"
@@ -406,6 +409,7 @@ def test_hook_asks_for_brotli_when_the_target_is_web(tmp_path: Path) -> None:
     assert WEB_REQUIREMENT not in plain and any(r.startswith("onnxruntime") for r in plain)
 
 
+@pytest.mark.process
 def test_compare_shows_the_three_sizes(tmp_path: Path) -> None:
     out = tmp_path / "o"
     assert cli("shrink", str(magika()), "-o", str(out), "--levels", "63").returncode == 0

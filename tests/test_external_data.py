@@ -100,6 +100,7 @@ def test_output_over_the_limit_gets_a_deterministic_data_file(tmp_path: Path, sm
     assert digests[0] == digests[1]
 
 
+@pytest.mark.process
 def test_shrinking_in_place_of_an_older_output_replaces_its_data_file(tmp_path: Path, small_limit: None) -> None:
     """A second run over an existing output (CLI --force) leaves exactly one consistent pair."""
     m = mlp(256, 512)
@@ -112,6 +113,7 @@ def test_shrinking_in_place_of_an_older_output_replaces_its_data_file(tmp_path: 
     close(run(m, X), run(out / "m.onnx", X))
 
 
+@pytest.mark.process
 def test_cli_reports_sizes_with_the_data_files(tmp_path: Path) -> None:
     m = mlp(256, 512)
     src = save_external(m, tmp_path / "in" / "m.onnx")

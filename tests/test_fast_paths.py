@@ -199,6 +199,7 @@ def test_low_rungs_measured_for_the_largest_weights_only(tmp_path: Path, monkeyp
     assert estimated and all(0 < d.energy < float("inf") for d in estimated)
 
 
+@pytest.mark.process
 def test_record_keeps_256_samples_by_default() -> None:
     out = cli("record", "--help")
     assert out.returncode == 0

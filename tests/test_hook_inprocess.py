@@ -300,6 +300,7 @@ def test_external_data_of_the_original_is_left_out(tmp_path: Path, monkeypatch: 
         assert [n for n in zf.namelist() if "models/" in n] == [IN_WHEEL]
 
 
+@pytest.mark.process
 def test_nothing_to_shrink_ships_the_original_and_is_remembered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     root = write_project(tmp_path / "toymodel", onnx_model=mlp(16, 16))
@@ -362,6 +363,7 @@ def test_other_targets_are_left_alone(project: Path) -> None:
 
 
 
+@pytest.mark.process
 def test_loading_the_hook_does_not_start_onnxruntime() -> None:
     """hatchling imports the hook just to ask for ``dependencies()``; that must stay cheap."""
     code = "import sys, hatch_shrinkray.hatch.hooks; print('onnxruntime' in sys.modules)"
@@ -460,6 +462,7 @@ print(sorted(m for m in ("onnx", "onnxruntime", "numpy") if m in sys.modules))
 """
 
 
+@pytest.mark.process
 def test_pass_through_checks_stay_light(project: Path, tmp_path: Path) -> None:
     """hatchling runs the wheel build of an sdist without onnx installed: the pass-through
     checks (sha256, ONNX framing, manifest sanity) must not import onnx, onnxruntime or numpy."""

@@ -103,6 +103,7 @@ def test_api(case: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.process
 def test_cli(case: str, tmp_path: Path) -> None:
     src, inputs = model_for(case, tmp_path), sample_file(case, tmp_path)
     proc = cli("shrink", str(src), "-o", str(tmp_path / "o"), "--inputs", str(inputs))
@@ -112,6 +113,7 @@ def test_cli(case: str, tmp_path: Path) -> None:
     assert first.startswith(f"error: {inputs}: ") and CASES[case][1] in first, proc.stderr
 
 
+@pytest.mark.process
 def test_outputs_that_check_nothing_are_refused(tmp_path: Path) -> None:
     """All-zero inputs into a model without biases: every output is 0 in both models, so any
     tolerance would pass. That is refused, naming the output."""
@@ -139,6 +141,7 @@ def test_a_constant_output_beside_a_live_one_is_reported_not_checked(tmp_path: P
     assert "not checked: the original is constant" in result.verification.table()
 
 
+@pytest.mark.process
 def test_generated_inputs_are_plausible_and_say_so(tmp_path: Path) -> None:
     """A text-line recogniser's input [N, 3, 48, W]: W was 1 pixel; now no smaller than 48."""
     conv = weight((32, 3, 3, 3), 1)
@@ -155,6 +158,7 @@ def test_generated_inputs_are_plausible_and_say_so(tmp_path: Path) -> None:
     assert "note: generated inputs are a smoke check, not evidence; record real inputs with" in proc.stdout
 
 
+@pytest.mark.process
 def test_auto_without_real_inputs_is_one_line(tmp_path: Path) -> None:
     src = save(mlp(), tmp_path / "m.onnx")
     proc = cli("shrink", str(src), "-o", str(tmp_path / "o"), "--method", "auto")

@@ -455,6 +455,7 @@ def test_check_shadow_counts_answers_not_only_decisions() -> None:
     assert tagger.outputs["tags"].judge == "tags" and tagger.outputs["tags"].changed_answers == 1
 
 
+@pytest.mark.process
 def test_the_judges_key_names_the_new_judges(tmp_path: Path) -> None:
     """``--judge OUTPUT=tags`` is accepted and used; an unknown name is one clear line that lists the
     new judges."""

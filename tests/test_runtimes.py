@@ -71,6 +71,7 @@ def test_hook_table_runtimes_key(tmp_path: Path) -> None:
                                 f"onnxruntime>={'.'.join(map(str, DQ_MATMUL_FUSED))}"]),
     ("int4", "float", "1.16.1", ["MatMulNBits", ".".join(map(str, MATMUL_NBITS))]),
 ])
+@pytest.mark.process
 def test_cli_refuses_what_the_target_runtime_cannot_load(tmp_path: Path, method: str, decode: str, floor: str,
                                                           words: list[str]) -> None:
     src = save(conv_model() if method == "dynamic" else mlp(), tmp_path / "m.onnx")

@@ -1,0 +1,65 @@
+"""The test tiers, and a guard that keeps the fast one honest.
+
+``python -m pytest -m unit`` runs the tests of pure pieces and in-process engine behaviour (the
+option table, judges, quantization grids, graph rewriting, the hook called in this process): about a
+minute, what a maintainer runs while editing. A module listed in ``UNIT_MODULES`` puts its tests in
+that tier, except those marked ``process`` (they start an interpreter, the console script or a
+build). A test of the tier that starts a process anyway fails, naming the marker: the tier's speed
+is a property of what its tests do, checked on every run, not a list kept in step by hand.
+
+The default run (``python -m pytest``) runs the unit tier and everything else but the ``slow``,
+``compat`` and ``extended`` tiers (pyproject.toml).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+UNIT_MODULES = frozenset({
+    "test_agreement", "test_auto", "test_cache_manifest", "test_config", "test_download", "test_external_data",
+    "test_fast_paths", "test_graph_cases", "test_heads", "test_hook_inprocess", "test_inputs", "test_judges",
+    "test_packaging", "test_packing", "test_progress", "test_properties", "test_quant", "test_runtimes",
+    "test_steps",
+})
+"""Modules whose tests run in this process (but those marked ``process``)."""
+
+SPAWNING = frozenset({"subprocess.Popen", "os.posix_spawn", "os.fork", "os.forkpty", "os.exec", "os.system",
+                      "os.spawn"})
+"""Audit events (``sys.addaudithook``) that start a process."""
+
+_running: list[str] = []
+"""The node id of the unit test now running, if any."""
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if _running and event in SPAWNING:
+        raise RuntimeError(f"{_running[0]} is in the unit tier and started a process ({event}); mark it "
+                           "@pytest.mark.process (tests/conftest.py)")
+
+
+sys.addaudithook(_audit)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        module = getattr(item, "module", None)
+        if module is not None and module.__name__ in UNIT_MODULES and item.get_closest_marker("process") is None \
+                and item.get_closest_marker("extended") is None:
+            item.add_marker(pytest.mark.unit)
+
+
+@pytest.fixture(autouse=True)
+def _unit_starts_no_process(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail a unit-tier test that starts a process (fixtures included: they run inside this one)."""
+    if request.node.get_closest_marker("unit") is None:
+        yield
+        return
+    _running.append(request.node.nodeid)
+    try:
+        yield
+    finally:
+        _running.clear()

@@ -598,32 +598,43 @@ def cmd_record(args: argparse.Namespace) -> int:
             raise ShrinkrayError(f"{flag} must be a positive integer; got {value}")
     root = project_root(args.output)
     code, done = record(command, args.output, args.max_samples, args.max_bytes, root)
-    print(summary(done, args.output, _configured_models(root), command))
-    for problem in done.unwritten:
+    models, setup = _record_setup(root)
+    print(summary(done, args.output, models, command, setup))
+    lost = done.incomplete
+    for problem in lost:
         print(f"error: {problem}", file=sys.stderr)
-    if code:
+    if lost:
+        verdict = (f"{len(lost)} recording(s) or part(s) of one are not complete on disk (the error lines above); "
+                   f"the command itself exited {code}")
+        print(f"verdict: exit {code or 1}: {verdict}", file=sys.stderr)
+    elif code:
         print(f"verdict: exit {code}: the command's own exit code, passed through (what it recorded is kept "
               "above)", file=sys.stderr)
-    elif done.unwritten:
-        print(f"verdict: exit 1: {len(done.unwritten)} recording(s) could not be written (the error lines above)",
-              file=sys.stderr)
-    return code or (1 if done.unwritten else 0)
+    return code or (1 if lost else 0)
 
 
-def _configured_models(root: Path) -> list[Any]:
-    """The models the project at ``root`` configures (for the coverage table); none when it
-    configures none or its table cannot be read (the build says why)."""
-    from hatch_shrinkray.capture.run import Expected
+def _record_setup(root: Path) -> tuple[list[Any], Any]:
+    """The models the project at ``root`` configures (for the coverage table; none when it
+    configures none or its table cannot be read: the build says why) and where its table points
+    the build's ``inputs`` (for the next step)."""
+    from hatch_shrinkray.capture.run import Expected, Setup
     from hatch_shrinkray.files import file_sha256
-    from hatch_shrinkray.shipping.config import load_config
-    from hatch_shrinkray.shipping.project import project_table
+    from hatch_shrinkray.shipping.config import hook_table, load_config
+    from hatch_shrinkray.shipping.project import find_table
 
     try:
-        raw, table = project_table(root)
+        raw, table = find_table(root)
+    except ShrinkrayError:
+        return [], Setup(root=root, hook=hook_table())
+    inputs = raw.get("inputs")
+    setup = Setup(table, inputs if isinstance(inputs, str) else None, root, hook_table())
+    if table is None:
+        return [], setup
+    try:
         config = load_config(raw, root, "wheel", table)
-        return [Expected(m.relpath, file_sha256(root / m.relpath), m.options.method) for m in config.models]
+        return [Expected(m.relpath, file_sha256(root / m.relpath), m.options.method) for m in config.models], setup
     except (ShrinkrayError, OSError):
-        return []
+        return [], setup
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -50,6 +50,7 @@ class Recording:
         os.environ.update(variables)
         boot.install()
         self.summary = ""
+        self.incomplete: list[str] = []
 
     def _restore(self) -> None:
         for key, value in self.saved.items():
@@ -65,7 +66,8 @@ class Recording:
         with self.stack:
             flush()
             done = finish(self.run_dir, self.output, self.samples, self.max_bytes, project_root(self.output))
-            self.summary = summary(done, self.output)
+            self.incomplete = done.incomplete
+            self.summary = "\n".join([summary(done, self.output), *(f"error: {e}" for e in self.incomplete)])
 
 
 KEY = pytest.StashKey[Recording]()
@@ -106,6 +108,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = config.stash.get(KEY, None)
     if state is not None:
         state.finish()
+        if state.incomplete and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # as a coverage floor fails a green run
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

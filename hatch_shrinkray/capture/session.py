@@ -219,7 +219,7 @@ _ALONE = Step(-1, 0, ())
 def _observe(session: Any, log: ModelLog, output_names: Any, feed: Any, outputs: Any) -> None:
     """Show a successful call to its model's log; a failure here is counted, never raised."""
     try:
-        process.stats["calls"] += 1
+        process.called()
         names = getattr(session, _OUTPUTS, None)
         if names is None:
             log.observe(feed, _ALONE, units.current(), False)

@@ -156,9 +156,14 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="recording directory")
     r.add_argument("--max-samples", type=int, default=env.MAX_SAMPLES, metavar="N",
                    help=f"samples kept per model; a stream counts as one (default {env.MAX_SAMPLES})")
-    r.add_argument("--max-bytes", type=int, default=env.MAX_BYTES, metavar="BYTES",
+    r.add_argument("--max-bytes", type=int, default=None, metavar="BYTES",
                    help=f"hard bound on the bytes each model's samples take in its file, compressed, headers "
-                        f"included; a feed over it alone is left out and counted (default {env.MAX_BYTES})")
+                        f"included; a feed over it alone is left out and counted (default {env.MAX_BYTES}, "
+                        f"growing up to {env.MAX_BYTES_FOR_UNITS} when 16 independent units need more)")
+    r.add_argument("--max-memory", type=int, default=env.MAX_MEMORY, metavar="BYTES",
+                   help=f"bound on the bytes each model's samples take once loaded (the arrays a build decodes); "
+                        f"a feed over a sixteenth of it alone is left out and counted (default {env.MAX_MEMORY}; "
+                        "at most the 1 GB that reading a recording allows)")
     r.add_argument("argv", nargs=argparse.REMAINDER, metavar="COMMAND", help="the command to run, after --")
 
     k = sub.add_parser(
@@ -591,13 +596,21 @@ def _error(exc: ShrinkrayError, verbose: bool) -> None:
 
 def cmd_record(args: argparse.Namespace) -> int:
     from hatch_shrinkray.capture.run import project_root, record, summary
+    from hatch_shrinkray.capture.select import Caps
+    from hatch_shrinkray.verification.npz import MAX_BYTES as MAX_DECODED
 
     command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
-    for flag, value in (("--max-samples", args.max_samples), ("--max-bytes", args.max_bytes)):
-        if value < 1:
-            raise ShrinkrayError(f"{flag} must be a positive integer; got {value}")
+    problems = [f"{flag} must be {what}; got {value}" for flag, value, ok, what in (
+        ("--max-samples", args.max_samples, args.max_samples >= 1, "a positive integer"),
+        ("--max-bytes", args.max_bytes, args.max_bytes is None or args.max_bytes >= 1, "a positive integer"),
+        ("--max-memory", args.max_memory, 1 <= args.max_memory <= MAX_DECODED,
+         f"a positive integer of at most {MAX_DECODED} (what a recording may take once loaded)")) if not ok]
+    if problems:
+        raise ShrinkrayError("; ".join(problems))
+    caps = Caps(args.max_samples, memory=args.max_memory) if args.max_bytes is None else \
+        Caps.hard(args.max_samples, args.max_bytes, args.max_memory)
     root = project_root(args.output)
-    code, done = record(command, args.output, args.max_samples, args.max_bytes, root)
+    code, done = record(command, args.output, caps, root)
     models, setup = _record_setup(root)
     print(summary(done, args.output, models, command, setup))
     lost = done.incomplete

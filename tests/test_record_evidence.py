@@ -155,13 +155,16 @@ def test_count_first_and_a_large_feed_is_left_out_not_kept_alone(tmp_path: Path)
     rec = read_recording(path)
     assert len(rec.samples) == 256 and rec.calls == 301
     assert all(s["x"].shape == (1, 256) for s in rec.samples)
-    assert rec.skipped == (("over the byte cap", 1),)
-    assert "1 over the byte cap" in proc.stdout and "exceed --max-bytes" in proc.stdout
+    assert rec.skipped == (("over --max-samples", 44), ("over the byte cap", 1))  # every call not kept, and why
+    assert "1 over the byte cap" in proc.stdout and "1 feed(s) alone take more than 1.00 MB in the file" in proc.stdout
     assert set(rec.units) == {f"call:{p}" for p in rec.picked}
     assert _sample_bytes(path) <= 1_000_000
 
 
-def test_a_feed_over_a_gigabyte_does_not_fail_the_command(tmp_path: Path) -> None:
+def test_a_giant_feed_is_left_out_by_what_it_takes_in_memory(tmp_path: Path) -> None:
+    """One 300 MB feed among 20 small ones: it compresses to almost nothing, yet a build would load
+    all of it, so it is left out (a feed may take a sixteenth of --max-memory) and named; the
+    recording holds the 20 small ones, and the command's own exit code passes through."""
     m = model([helper.make_node("ReduceMax", ["x"], ["y"], keepdims=0)], [vi("x", ["n"])], [vi("y", [])])
     model_path = save(m, tmp_path / "reduce.onnx")
     script = tmp_path / "big.py"
@@ -169,18 +172,20 @@ def test_a_feed_over_a_gigabyte_does_not_fail_the_command(tmp_path: Path) -> Non
         import sys
         import numpy as np, onnxruntime as ort
         sess = ort.InferenceSession(sys.argv[1])
-        for n in (10, 20):
+        for n in range(10, 30):
             sess.run(None, {"x": np.arange(n, dtype=np.float32)})
-        sess.run(None, {"x": np.ones(280_000_000, np.float32)})  # 1.12 GB
+        sess.run(None, {"x": np.ones(75_000_000, np.float32)})  # 300 MB
         sys.exit(3)
     """))
     out = tmp_path / "rec"
-    proc = cli("record", "-o", str(out), "--", sys.executable, str(script), str(model_path), timeout=600)
+    proc = cli("record", "-o", str(out), "--max-bytes", "8000000", "--", sys.executable, str(script),
+               str(model_path), timeout=600)
     assert proc.returncode == 3, proc.stderr  # the command's own exit code
     assert "Traceback" not in proc.stderr
     rec = read_recording(next(out.glob("*.npz")))
-    assert [s["x"].shape for s in rec.samples] == [(10,), (20,)]
-    assert rec.skipped == (("over the 1 GB limit of a sample file", 1),)
+    assert [s["x"].shape for s in rec.samples] == [(n,) for n in range(10, 30)]
+    assert rec.skipped == (("over the memory cap", 1),) and rec.nbytes < 8_000_000
+    assert "reduce.onnx: 1 feed(s) alone take more than 32.00 MB once loaded" in proc.stdout, proc.stdout
 
 
 def page(seed: int) -> np.ndarray:

@@ -28,9 +28,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "(one .npz per model; use DIR as hatch-shrinkray's `inputs`)")
     group.addoption("--shrinkray-record-samples", metavar="N", type=int, default=env.MAX_SAMPLES,
                     help=f"samples kept per model; a stream counts as one (default {env.MAX_SAMPLES})")
-    group.addoption("--shrinkray-record-bytes", metavar="BYTES", type=int, default=env.MAX_BYTES,
-                    help=f"hard bound on the bytes each model's samples take in its file, compressed "
-                         f"(default {env.MAX_BYTES})")
+    group.addoption("--shrinkray-record-bytes", metavar="BYTES", type=int, default=None,
+                    help=f"hard bound on the bytes each model's samples take in its file, compressed (default "
+                         f"{env.MAX_BYTES}, or up to {env.MAX_BYTES_FOR_UNITS} when 16 units need more)")
 
 
 class Recording:
@@ -39,13 +39,15 @@ class Recording:
     def __init__(self, config: pytest.Config, output: Path) -> None:
         from hatch_shrinkray.capture import boot
         from hatch_shrinkray.capture.run import recording_environment
+        from hatch_shrinkray.capture.select import Caps
 
         self.output = output
         self.samples = int(config.getoption("shrinkray_record_samples"))
-        self.max_bytes = int(config.getoption("shrinkray_record_bytes"))
+        given = config.getoption("shrinkray_record_bytes")
+        self.caps = Caps(self.samples) if given is None else Caps.hard(self.samples, int(given))
         self.saved = {k: os.environ.get(k) for k in ENV_KEYS}
         self.stack = contextlib.ExitStack()
-        variables, self.run_dir = self.stack.enter_context(recording_environment(output, self.samples, self.max_bytes))
+        variables, self.run_dir = self.stack.enter_context(recording_environment(output, self.caps))
         self.stack.callback(self._restore)
         os.environ.update(variables)
         boot.install()
@@ -65,7 +67,7 @@ class Recording:
 
         with self.stack:
             flush()
-            done = finish(self.run_dir, self.output, self.samples, self.max_bytes, project_root(self.output))
+            done = finish(self.run_dir, self.output, self.caps, project_root(self.output))
             self.incomplete = done.incomplete
             self.summary = "\n".join([summary(done, self.output), *(f"error: {e}" for e in self.incomplete)])
 

@@ -30,10 +30,12 @@ from typing import Any
 
 from hatch_shrinkray import progress
 from hatch_shrinkray.capture import env
-from hatch_shrinkray.capture.env import MAX_BYTES, MAX_SAMPLES
 from hatch_shrinkray.capture.merge import Merged, Part, merge
 from hatch_shrinkray.capture.parts import read_part
+from hatch_shrinkray.capture.recorder import OVER_CAP, TOO_LARGE
+from hatch_shrinkray.capture.select import Caps
 from hatch_shrinkray.errors import ShrinkrayError, quoted
+from hatch_shrinkray.evidence import MIN_UNITS
 from hatch_shrinkray.result import human, render_table
 from hatch_shrinkray.signals import deferred
 from hatch_shrinkray.verification.recordings import (
@@ -111,6 +113,7 @@ class Finished:
     """Processes that ran models and never reported (os._exit, a signal, a crash, a full disk)."""
     errors: list[str] = field(default_factory=list)
     """What went wrong besides (a process report that cannot be read): warnings, nothing lost."""
+    caps: Caps = field(default_factory=Caps)
     unwritten: list[str] = field(default_factory=list)
     """Recordings, or parts of them, that are not on disk: a process that could not write its part,
     a part that cannot be read, a recording that could not be written here."""
@@ -146,8 +149,7 @@ class Setup:
 
 
 @contextmanager
-def recording_environment(output: Path, max_samples: int = MAX_SAMPLES,
-                          max_bytes: int = MAX_BYTES) -> Iterator[tuple[dict[str, str], Path]]:
+def recording_environment(output: Path, caps: Caps | None = None) -> Iterator[tuple[dict[str, str], Path]]:
     """Environment variables that make Python processes record into a new run directory under
     ``output``, and that directory; the temporary ``sitecustomize`` directory is removed afterwards
     (the run directory is ``finish``'s, or ``discard``'s)."""
@@ -164,8 +166,10 @@ def recording_environment(output: Path, max_samples: int = MAX_SAMPLES,
         with instrumented_path() as (path, site):
             (site / f"{UNITS_PLUGIN}.py").write_text(UNITS_SHIM, encoding="utf-8")
             plugins = ",".join(p for p in (os.environ.get("PYTEST_PLUGINS", ""), UNITS_PLUGIN) if p)
-            yield ({env.RECORD: str(run_dir.resolve()), env.RECORD_SAMPLES: str(max_samples),
-                    env.RECORD_BYTES: str(max_bytes), "PYTHONPATH": path, "PYTEST_PLUGINS": plugins}, run_dir)
+            caps = caps or Caps()
+            yield ({env.RECORD: str(run_dir.resolve()), env.RECORD_SAMPLES: str(caps.samples),
+                    env.RECORD_BYTES: str(caps.bytes), env.RECORD_CEILING: str(caps.ceiling),
+                    env.RECORD_MEMORY: str(caps.memory), "PYTHONPATH": path, "PYTEST_PLUGINS": plugins}, run_dir)
     except BaseException:
         discard(run_dir)
         raise
@@ -198,7 +202,7 @@ def discard(run_dir: Path) -> None:
         run_dir.parent.rmdir()
 
 
-def record(command: Sequence[str], output: Path, max_samples: int = MAX_SAMPLES, max_bytes: int = MAX_BYTES,
+def record(command: Sequence[str], output: Path, caps: Caps | None = None,
            root: Path | None = None) -> tuple[int, Finished]:
     """Run ``command`` with recording on; its exit code and what was recorded. Directories it
     created for ``output`` are removed again when nothing was written into them."""
@@ -206,14 +210,14 @@ def record(command: Sequence[str], output: Path, max_samples: int = MAX_SAMPLES,
         raise ShrinkrayError("no command to record", hint="hatch-shrinkray record --output DIR -- COMMAND [ARGS...]")
     created = _missing(output)
     try:
-        with recording_environment(output, max_samples, max_bytes) as (variables, run_dir):
+        with recording_environment(output, caps) as (variables, run_dir):
             try:
                 with progress.task(f"record: running `{shlex.join(command)}`"), progress.external():
                     proc = subprocess.run(list(command), env={**os.environ, **variables}, check=False)
             except OSError as exc:
                 raise ShrinkrayError(f"cannot run {command[0]}: {exc.strerror or exc}",
                                      hint="check the command after --") from exc
-        return proc.returncode, finish(run_dir, output, max_samples, max_bytes, root or project_root(output))
+        return proc.returncode, finish(run_dir, output, caps, root or project_root(output))
     finally:
         for directory in created:
             with contextlib.suppress(OSError):
@@ -239,11 +243,10 @@ def project_root(output: Path) -> Path:
     return Path.cwd()
 
 
-def finish(run_dir: Path, output: Path, max_samples: int = MAX_SAMPLES, max_bytes: int = MAX_BYTES,
-           root: Path | None = None) -> Finished:
+def finish(run_dir: Path, output: Path, caps: Caps | None = None, root: Path | None = None) -> Finished:
     """Merge the parts of the run in ``run_dir`` into one recording per model in ``output``; removes
     ``run_dir``. A part that cannot be read is reported, the others are still merged."""
-    done = Finished()
+    done = Finished(caps=caps or Caps())
     try:
         files = sorted(run_dir.iterdir()) if run_dir.is_dir() else []
         boots = {p.stem for p in files if p.suffix == ".boot"}
@@ -272,7 +275,7 @@ def finish(run_dir: Path, output: Path, max_samples: int = MAX_SAMPLES, max_byte
             by_model[meta["model_sha256"]].append(Part(meta, samples))
         for sha in progress.tracked(sorted(by_model), "record: merging and writing recordings",
                                     detail=lambda sha: str(by_model[sha][0].meta.get("model", sha[:12]))):
-            merged = merge(by_model[sha], max_samples, max_bytes, root or Path.cwd())
+            merged = merge(by_model[sha], caps or Caps(), root or Path.cwd())
             earlier = _earlier_samples(output, merged.meta["model_sha256"])
             written = _write(output, merged, done.unwritten)
             done.recorded.append(Recorded(written, merged, earlier if written is not None else 0))
@@ -358,10 +361,19 @@ def summary(done: Finished, output: Path, expected: Sequence[Expected] = (), com
             lines.append(f"note: {item.merged.meta['model']}: this run's recording replaced an earlier one "
                          f"({item.replaced} samples); to keep the samples of several commands, run them under one "
                          "record: `hatch-shrinkray record --output DIR -- sh -c 'COMMAND1; COMMAND2'`")
-        over = dict(item.merged.meta["skipped"]).get("over the byte cap")
-        if over:
-            lines.append(f"note: {item.merged.meta['model']}: {over} feed(s) alone exceed --max-bytes and were left "
-                         "out; raise --max-bytes to keep such feeds")
+        if item.merged.short is not None:
+            kept, ran, needed = item.merged.short
+            lines.append(f"note: {item.merged.meta['model']}: kept {kept} of {ran} independent units, fewer than the "
+                         f"{MIN_UNITS} that evidence needs: --max-bytes {needed} would keep {MIN_UNITS}")
+        reasons = dict(item.merged.meta["skipped"])
+        if reasons.get(OVER_CAP):
+            lines.append(f"note: {item.merged.meta['model']}: {reasons[OVER_CAP]} feed(s) alone take more than "
+                         f"{human(done.caps.feed_bytes)} in the file and were left out; raise --max-bytes to keep "
+                         "such feeds")
+        if reasons.get(TOO_LARGE):
+            lines.append(f"note: {item.merged.meta['model']}: {reasons[TOO_LARGE]} feed(s) alone take more than "
+                         f"{human(done.caps.feed_memory)} once loaded (a sixteenth of --max-memory) and were left "
+                         "out; raise --max-memory to keep such feeds")
     missing = [m for m in expected if m.sha256 not in {r.merged.meta["model_sha256"] for r in done.recorded}]
     for model in missing:
         need = ("method auto fits its choices to real inputs: without them its build ships int8 round-to-nearest"

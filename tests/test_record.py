@@ -233,3 +233,50 @@ def test_version_1_recordings_are_still_read(tmp_path: Path) -> None:
     proc = cli("shrink", str(model_path), "-o", str(tmp_path / "o"), "--inputs", str(tmp_path / "rec"))
     assert proc.returncode == 0, proc.stderr
     assert "recording rec/net-" in proc.stdout or "(4 of 9 calls)" in proc.stdout
+
+
+PROJECT_TESTS = textwrap.dedent("""
+    import pathlib
+    import numpy as np, onnxruntime as ort
+
+    MODEL = str(pathlib.Path(__file__).resolve().parents[1] / "models" / "net.onnx")
+
+    def test_a():
+        s = ort.InferenceSession(MODEL)
+        for n in range(3):
+            s.run(None, {"x": np.full((1, 512), n, np.float32)})
+
+    def test_b():
+        ort.InferenceSession(MODEL).run(None, {"x": np.ones((2, 512), np.float32)})
+""")
+
+
+def test_the_same_project_recorded_in_two_directories_gives_the_same_bytes(tmp_path: Path) -> None:
+    """Recordings are committed: they hold no absolute path and no detail of the machine, so the same
+    project recorded from two different directories gives byte-identical files; the summary ends
+    with the next step in the project's own terms (its table's `inputs`, then `check`)."""
+    contents = []
+    for where in ("one/deep/place", "another"):
+        root = tmp_path / where / "proj"
+        (root / "tests").mkdir(parents=True)
+        (root / "models").mkdir()
+        (root / "pyproject.toml").write_text('[project]\nname = "proj"\nversion = "0"\n\n'
+                                             '[tool.hatch.build.targets.wheel.hooks.shrinkray]\n'
+                                             'models = ["models/net.onnx"]\n')
+        save(mlp(512, 64), root / "models" / "net.onnx")
+        (root / "tests" / "test_net.py").write_text(PROJECT_TESTS)
+        proc = cli("record", "-o", "tests/shrinkray-inputs", "--", sys.executable, "-m", "pytest", "-q", "-p",
+                   "no:cacheprovider", "tests", cwd=root)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        (path,) = (root / "tests" / "shrinkray-inputs").iterdir()
+        data = path.read_bytes()
+        assert str(tmp_path).encode() not in data and b"/proj" not in data
+        contents.append((path.name, data))
+        assert proc.stdout.splitlines()[-1] == (
+            'next: set `inputs = "tests/shrinkray-inputs"` in [tool.hatch.build.targets.wheel.hooks.shrinkray] of '
+            f"pyproject.toml, then run `hatch-shrinkray check -- {sys.executable} -m pytest -q -p no:cacheprovider "
+            "tests`")
+        meta = read_recording(path)
+        assert meta.model == "models/net.onnx" and set(meta.units) == {"test:tests/test_net.py::test_a",
+                                                                        "test:tests/test_net.py::test_b"}
+    assert contents[0] == contents[1]

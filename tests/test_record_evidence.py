@@ -228,6 +228,44 @@ def test_detector_pages_are_stored_compactly_and_exactly(tmp_path: Path) -> None
         assert decoded.tobytes() == originals[0].tobytes()
 
 
+def test_photograph_pages_keep_sixteen_units_under_the_default_caps(tmp_path: Path) -> None:
+    """Pages with noise in every pixel (what a camera gives) take about a megabyte each, deflated:
+    the default byte bound grows so that 16 of the 20 calls are kept; a bound given on the command
+    line is hard, and the table says what bound would keep 16."""
+    m = model([helper.make_node("ReduceMean", ["x"], ["y"], axes=[2, 3])], [vi("x", [1, 3, "h", "w"])],
+              [vi("y", [1, 3, 1, 1])], opset=17)
+    model_path = save(m, tmp_path / "det.onnx")
+    script = tmp_path / "photos.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import numpy as np, onnxruntime as ort
+        s = ort.InferenceSession(sys.argv[1])
+        rng = np.random.default_rng(0)
+        for k in range(20):
+            img = (np.linspace(20, 220, 640)[None, :, None] + rng.integers(-6, 7, (640, 640, 3))).astype(np.uint8)
+            x = ((img.astype(np.float32) / np.float32(255) - np.float32(0.5)) / np.float32(0.5))
+            s.run(None, {"x": np.ascontiguousarray(x.transpose(2, 0, 1)[None])})
+    """))
+    out = tmp_path / "rec"
+    proc = cli("record", "-o", str(out), "--", sys.executable, str(script), str(model_path))
+    assert proc.returncode == 0, proc.stderr
+    rec = read_recording(next(out.glob("*.npz")))
+    assert len(rec.samples) >= 16 and len(set(rec.units)) >= 16 and rec.calls == 20
+    assert 8_000_000 < _sample_bytes(next(out.glob("*.npz"))) <= 64_000_000
+    assert sum(n for _, n in rec.skipped) == 20 - len(rec.samples)
+    assert "fewer than the 16" not in proc.stdout
+
+    hard = cli("record", "-o", str(tmp_path / "hard"), "--max-bytes", "4000000", "--", sys.executable, str(script),
+               str(model_path))
+    assert hard.returncode == 0, hard.stderr
+    path = next((tmp_path / "hard").glob("*.npz"))
+    assert _sample_bytes(path) <= 4_000_000 and len(read_recording(path).samples) < 16
+    note = next(line for line in hard.stdout.splitlines() if "fewer than the 16" in line)
+    assert note.startswith("note: det.onnx: kept ") and " of 20 independent units" in note, note
+    suggested = int(note.rsplit("--max-bytes ", 1)[1].split()[0])
+    assert suggested > 4_000_000 and _sample_bytes(next(out.glob("*.npz"))) <= 2 * suggested
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int64])
 def test_compact_storage_is_bit_exact(dtype: type) -> None:
     rng = np.random.default_rng(0)

@@ -105,8 +105,8 @@ def merge(parts: Sequence[Part], caps: Caps, root: Path) -> Merged:
         kept_text = f"{len(chosen)} sample{'s' * (len(chosen) != 1)}" + (
             f" from {len(groups)} test{'s' * (len(groups) != 1)}" if groups else "")
         skipped.update(choice.left_out)
-        short = (choice.kept_units, choice.units, choice.for_units) \
-            if choice.kept_units < min(MIN_UNITS, choice.units) else None
+        ran = max(choice.units, len(tests) if tests else total)
+        short = (choice.kept_units, ran, choice.for_units) if choice.kept_units < min(MIN_UNITS, ran) else None
         _account(skipped, total, len(samples), SAMPLE_CAP if len(samples) >= caps.samples else BYTE_CAP)
     else:
         streams = _streams(ordered, offsets, feedback, skipped)

@@ -66,13 +66,9 @@ class Caps:
         return self.memory // MIN_UNITS
 
     def byte_bound(self, unit_sizes: Iterable[int]) -> int:
-        """The byte bound for units whose smallest samples take ``unit_sizes``: the target, or what
-        the ``MIN_UNITS`` smallest take, up to the ceiling."""
+        """The byte bound for units whose samples take ``unit_sizes`` (one each): the target, or what
+        ``MIN_UNITS`` of them take (the smallest), up to the ceiling."""
         return max(self.bytes, min(self.ceiling, sum(heapq.nsmallest(MIN_UNITS, unit_sizes))))
-
-    def for_units(self, unit_sizes: Iterable[int]) -> int:
-        """Stored bytes that ``MIN_UNITS`` of these units take (their smallest samples)."""
-        return sum(heapq.nsmallest(MIN_UNITS, unit_sizes))
 
 T = TypeVar("T")
 
@@ -146,7 +142,8 @@ class Chosen:
     units: int
     """Units that had a candidate."""
     for_units: int
-    """Stored bytes that ``MIN_UNITS`` units take (their smallest samples)."""
+    """Stored bytes that ``MIN_UNITS`` units take (the first of the choice, one sample each; estimated
+    from the average when fewer were candidates)."""
 
     @property
     def kept_units(self) -> int:
@@ -164,12 +161,13 @@ def choose_samples(units: Sequence[tuple[str, Sequence[Sample]]], caps: Caps) ->
             groups += [[(f"call:{s.call}", s)] for s in samples]
     groups = [g for g in groups if g]
     groups.sort(key=lambda g: g[0][1].call)
-    smallest = [min(s.nbytes for _, s in g) for g in groups]
-    bound = caps.byte_bound(smallest)
+    ordered = round_robin(groups)
+    first_round = [s.nbytes for _, s in ordered[:min(MIN_UNITS, len(groups))]]  # one of each unit
+    bound = caps.byte_bound(first_round)
     chosen: list[tuple[str, Sample]] = []
     left_out = {SAMPLE_CAP: 0, BYTE_CAP: 0, MEMORY_CAP: 0}
     stored = decoded = 0
-    for label, s in round_robin(groups):
+    for label, s in ordered:
         if len(chosen) >= caps.samples:
             left_out[SAMPLE_CAP] += 1
         elif stored + s.nbytes > bound:
@@ -180,8 +178,10 @@ def choose_samples(units: Sequence[tuple[str, Sequence[Sample]]], caps: Caps) ->
             chosen.append((label, s))
             stored += s.nbytes
             decoded += s.decoded
+    # fewer candidates than MIN_UNITS (the processes thinned them under a hard bound): as many more alike
+    needed = -(-sum(first_round) * MIN_UNITS // len(first_round)) if first_round else 0
     return Chosen(sorted(chosen, key=lambda c: c[1].call), {k: v for k, v in left_out.items() if v}, len(groups),
-                  caps.for_units(smallest))
+                  needed)
 
 
 def choose_streams(streams: Sequence[Stream], caps: Caps) -> list[Stream]:

@@ -125,9 +125,9 @@ def member_overhead(name: str) -> int:
 _headers: dict[tuple[str, tuple[int, ...]], bytes] = {}
 
 
-def pack(array: npt.NDArray[Any], *, deflate: bool = True) -> Blob:
-    """``array`` as a ``.npy`` member, deflated (level 6, as ``zipfile`` writes) or stored as it is:
-    the same array always gives the same bytes."""
+def pack(array: npt.NDArray[Any], *, deflate: bool = True, level: int = 6) -> Blob:
+    """``array`` as a ``.npy`` member, deflated (level 6 by default, as ``zipfile`` writes) or stored
+    as it is: the same array always gives the same bytes."""
     a = c_order(array)
     key = (a.dtype.str, a.shape)
     header = _headers.get(key)
@@ -146,7 +146,7 @@ def pack(array: npt.NDArray[Any], *, deflate: bool = True) -> Blob:
         raw = header + a.tobytes()
         return Blob(zlib.crc32(raw), len(raw), raw, zipfile.ZIP_STORED)
     data = memoryview(a).cast("B") if a.size else b""  # type: ignore[arg-type]
-    compressor = zlib.compressobj(6, zlib.DEFLATED, -15)
+    compressor = zlib.compressobj(level, zlib.DEFLATED, -15)
     blob = compressor.compress(header) + compressor.compress(data) + compressor.flush()
     return Blob(zlib.crc32(data, zlib.crc32(header)), len(header) + a.nbytes, blob)
 

@@ -5,12 +5,14 @@ without letting us write". Each case runs the console script as a user would."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import resource
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -257,3 +259,28 @@ def test_a_second_run_that_replaces_a_recording_says_so(two_models: tuple[Path, 
     assert "sh -c 'COMMAND1; COMMAND2'" in second.stdout
     (only,) = out.glob("*.npz")
     assert read_recording(only).calls == 3
+
+
+def test_a_recording_that_would_expand_beyond_the_bound_is_refused_before_reading(tmp_path: Path) -> None:
+    """A small file whose compact pair declares 1.2 GB once loaded (300 million indices into a table
+    of float32): refused from its headers alone, in one line naming the file and what to do."""
+    model_path = save(mlp(256, 64), tmp_path / "net.onnx")
+    rec = Recording("0" * 64, "net.onnx", ("x",), ({"x": np.ones((1, 256), np.float32)},), 1, (0,), ("call:0",))
+    path = write_recording(tmp_path, rec)
+    with np.load(path) as data:
+        meta = data["__meta__"]
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "|u1", "fortran_order": False, "shape": (300_000_000,)})
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        buffer = io.BytesIO()
+        np.save(buffer, meta)
+        zf.writestr("__meta__.npy", buffer.getvalue())
+        buffer = io.BytesIO()
+        np.save(buffer, np.zeros(1, np.float32))
+        zf.writestr("s0000_0.v.npy", buffer.getvalue())
+        zf.writestr("s0000_0.i.npy", header.getvalue() + bytes(1000))  # declares far more than it holds
+    proc = cli("shrink", str(model_path), "-o", str(tmp_path / "o"), "--inputs", str(path))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith(f"error: {path}: its samples would take 1200.0 MB once loaded, over the 1000 MB"), \
+        proc.stderr
+    assert "--max-memory" in proc.stderr and len(proc.stderr.splitlines()) <= 2

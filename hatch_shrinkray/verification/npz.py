@@ -72,6 +72,25 @@ def read_arrays(path: Path, *, max_bytes: int = MAX_BYTES, text: frozenset[str] 
     return arrays
 
 
+def read_headers(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype[Any]]]:
+    """The shape and dtype every member declares, by name, without reading any data; ShrinkrayError
+    when the file or a header cannot be read."""
+    label = str(path)
+    headers: dict[str, tuple[tuple[int, ...], np.dtype[Any]]] = {}
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                if info.is_dir():
+                    continue
+                with archive.open(info) as fh:
+                    shape, _, dtype = _header(fh, np.lib.format.read_magic(fh))
+                headers[info.filename.removesuffix(".npy")] = (shape, dtype)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, SyntaxError, tokenize.TokenError, TypeError,
+            OverflowError, RecursionError, MemoryError) as exc:
+        raise ShrinkrayError(f"cannot read sample inputs: {_why(exc)}", path=label, hint=HINT) from exc
+    return headers
+
+
 def _header(fh: Any, version: tuple[int, int]) -> tuple[tuple[int, ...], bool, np.dtype[Any]]:
     if version == (1, 0):
         return np.lib.format.read_array_header_1_0(fh)

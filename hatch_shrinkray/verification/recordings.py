@@ -27,6 +27,7 @@ Format, version 2 (``hatch-shrinkray record`` writes it; numpy alone reads it wi
 from __future__ import annotations
 
 import json
+import math
 import re
 import zipfile
 import zlib
@@ -46,6 +47,7 @@ from hatch_shrinkray.verification.npz import (
     member_overhead,
     pack,
     read_arrays,
+    read_headers,
     write_blobs,
 )
 
@@ -202,8 +204,17 @@ def read_meta(path: Path) -> dict[str, Any]:
     return _checked_meta(arrays.get(META), str(path))
 
 
+EXPANDS = ("its samples would take {mb:.1f} MB once loaded, over the {limit:.0f} MB that a recording may take; "
+           "record it again with `hatch-shrinkray record` (its --max-memory keeps a recording within this)")
+
+
 def read_recording(path: Path) -> Recording:
+    """The recording at ``path``, checked. What its samples take once loaded is bounded twice: as
+    their headers declare it (before any data is read) and as decoded (``npz.MAX_BYTES`` both)."""
     label = str(path)
+    declared = _declared(path)
+    if declared > MAX_BYTES:
+        raise ShrinkrayError(EXPANDS.format(mb=declared / 1e6, limit=MAX_BYTES / 1e6), path=label)
     arrays = _read(path)
     meta = _checked_meta(arrays.pop(META, None), label)
     inputs = tuple(meta["inputs"])
@@ -234,14 +245,27 @@ def read_recording(path: Path) -> Recording:
         raise ShrinkrayError(f"not a readable recording: unexpected arrays {', '.join(sorted(arrays)[:5])}",
                              path=label, hint=AGAIN)
     if decoded > MAX_BYTES:
-        raise ShrinkrayError(f"its samples would take {decoded / 1e6:.1f} MB once decoded, over the "
-                             f"{MAX_BYTES / 1e6:.0f} MB limit for one sample file", path=label, hint=AGAIN)
+        raise ShrinkrayError(EXPANDS.format(mb=decoded / 1e6, limit=MAX_BYTES / 1e6), path=label)
     samples = tuple({name: _decoded(value, name, i, label) for name, value in s.items()} for i, s in enumerate(pairs))
     known = {"format", "version", "model_sha256", "model", "inputs", "samples", "calls", "picked", "units",
              "feedback", "streams", "skipped"}
     return Recording(meta["model_sha256"], meta["model"], inputs, samples, meta["calls"], tuple(meta["picked"]),
                      tuple(meta["units"]), feedback, tuple(tuple(s) for s in meta["streams"]),
                      tuple((r, n) for r, n in meta["skipped"]), {k: v for k, v in meta.items() if k not in known})
+
+
+def _declared(path: Path) -> int:
+    """Bytes the members of ``path`` declare they take once loaded, a compact pair as the array it
+    stands for (its index's elements times its table's item size)."""
+    headers = read_headers(path)
+    total = 0
+    for name, (shape, dtype) in headers.items():
+        elements = math.prod(shape)
+        if name.endswith(INDEX) and name[:-len(INDEX)] + TABLE in headers:
+            total += elements * headers[name[:-len(INDEX)] + TABLE][1].itemsize
+        elif not name.endswith(TABLE) and name != META:
+            total += elements * dtype.itemsize
+    return total
 
 
 def _read(path: Path, *, only_meta: bool = False) -> dict[str, Any]:

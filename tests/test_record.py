@@ -280,3 +280,21 @@ def test_the_same_project_recorded_in_two_directories_gives_the_same_bytes(tmp_p
         assert meta.model == "models/net.onnx" and set(meta.units) == {"test:tests/test_net.py::test_a",
                                                                         "test:tests/test_net.py::test_b"}
     assert contents[0] == contents[1]
+
+
+def test_nothing_captured_suggests_another_command_not_this_one(tmp_path: Path) -> None:
+    """A project configures a model the command never loads: the note asks for a command that loads
+    it, without repeating the one that just ran, claims nothing about what the build ships, and
+    there is no next step to a recording that does not exist."""
+    root = tmp_path / "proj"
+    (root / "models").mkdir(parents=True)
+    (root / "pyproject.toml").write_text('[project]\nname = "proj"\nversion = "0"\n\n'
+                                         '[tool.hatch.build.targets.wheel.hooks.shrinkray]\n'
+                                         'models = ["models/net.onnx"]\n')
+    save(mlp(512, 64), root / "models" / "net.onnx")
+    proc = cli("record", "-o", "rec", "--", sys.executable, "-c", "print('unrelated work')", cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    note = next(line for line in proc.stdout.splitlines() if line.startswith("note: models/net.onnx"))
+    assert note.endswith("`hatch-shrinkray record --output rec -- OTHER_COMMAND`"), note
+    assert "unrelated work" not in note and "ships its original" not in proc.stdout
+    assert "next:" not in proc.stdout and not (root / "rec").exists()

@@ -378,9 +378,10 @@ def summary(done: Finished, output: Path, expected: Sequence[Expected] = (), com
     for model in missing:
         need = ("method auto fits its choices to real inputs: without them its build ships int8 round-to-nearest"
                 if model.method == "auto" else "its build can verify it on generated inputs only (a smoke check)")
+        rerun = (f"sh -c '{_shown_command(command)}; OTHER_COMMAND'" if written else "OTHER_COMMAND")
         lines.append(f"note: {model.relpath} is configured but the command never ran it: {need}; record a "
-                     "command that loads it (a test, an example) too: `hatch-shrinkray record --output "
-                     f"{output} -- sh -c '{_shown_command(command)}; OTHER_COMMAND'`")
+                     f"command that loads it (a test, an example){' too' if written else ''}: "
+                     f"`hatch-shrinkray record --output {output} -- {rerun}`")
     lines += [f"warning: {quoted(e, 300)}" for e in done.errors]
     if written:
         lines.append(next_step(output, setup or Setup(), command, [r.merged.meta["model"] for r in written]))

@@ -284,3 +284,25 @@ def test_a_recording_that_would_expand_beyond_the_bound_is_refused_before_readin
     assert proc.stderr.startswith(f"error: {path}: its samples would take 1200.0 MB once loaded, over the 1000 MB"), \
         proc.stderr
     assert "--max-memory" in proc.stderr and len(proc.stderr.splitlines()) <= 2
+
+
+def test_the_pytest_plugin_fails_a_green_session_whose_recording_is_lost(two_models: tuple[Path, Path, Path],
+                                                                         tmp_path: Path) -> None:
+    a, _, _ = two_models
+    (tmp_path / "test_full.py").write_text(textwrap.dedent(f"""
+        import resource
+        import numpy as np, onnxruntime as ort
+
+        def test_runs_then_the_disk_fills():
+            sess = ort.InferenceSession({str(a)!r})
+            for i in range(30):
+                sess.run(None, {{"x": np.random.default_rng(i).standard_normal((1, 256)).astype(np.float32)}})
+            resource.setrlimit(resource.RLIMIT_FSIZE, (2000, resource.RLIM_INFINITY))
+    """))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--shrinkray-record",
+                           str(tmp_path / "rec"), str(tmp_path / "test_full.py")], capture_output=True, text=True,
+                          check=False, cwd=tmp_path, timeout=300)
+    assert "1 passed" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # the test passed, the recording was lost
+    assert "error: process " in proc.stdout and "could not write the recording of a.onnx" in proc.stdout, proc.stdout
+    assert not (tmp_path / "rec").exists()  # nothing partial, no empty directory

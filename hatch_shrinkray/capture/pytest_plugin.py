@@ -38,13 +38,14 @@ class Recording:
 
     def __init__(self, config: pytest.Config, output: Path) -> None:
         from hatch_shrinkray.capture import boot
-        from hatch_shrinkray.capture.run import recording_environment
+        from hatch_shrinkray.capture.run import missing_directories, recording_environment
         from hatch_shrinkray.capture.select import Caps
 
         self.output = output
         self.samples = int(config.getoption("shrinkray_record_samples"))
         given = config.getoption("shrinkray_record_bytes")
         self.caps = Caps(self.samples) if given is None else Caps.hard(self.samples, int(given))
+        self.created = missing_directories(output)
         self.saved = {k: os.environ.get(k) for k in ENV_KEYS}
         self.stack = contextlib.ExitStack()
         variables, self.run_dir = self.stack.enter_context(recording_environment(output, self.caps))
@@ -62,7 +63,7 @@ class Recording:
                 os.environ[key] = value
 
     def finish(self) -> None:
-        from hatch_shrinkray.capture.run import finish, project_root, summary
+        from hatch_shrinkray.capture.run import finish, project_root, remove_if_empty, summary
         from hatch_shrinkray.capture.session import flush
 
         with self.stack:
@@ -70,6 +71,7 @@ class Recording:
             done = finish(self.run_dir, self.output, self.caps, project_root(self.output))
             self.incomplete = done.incomplete
             self.summary = "\n".join([summary(done, self.output), *(f"error: {e}" for e in self.incomplete)])
+        remove_if_empty(self.created)
 
 
 KEY = pytest.StashKey[Recording]()

@@ -208,7 +208,7 @@ def record(command: Sequence[str], output: Path, caps: Caps | None = None,
     created for ``output`` are removed again when nothing was written into them."""
     if not command:
         raise ShrinkrayError("no command to record", hint="hatch-shrinkray record --output DIR -- COMMAND [ARGS...]")
-    created = _missing(output)
+    created = missing_directories(output)
     try:
         with recording_environment(output, caps) as (variables, run_dir):
             try:
@@ -219,12 +219,17 @@ def record(command: Sequence[str], output: Path, caps: Caps | None = None,
                                      hint="check the command after --") from exc
         return proc.returncode, finish(run_dir, output, caps, root or project_root(output))
     finally:
-        for directory in created:
-            with contextlib.suppress(OSError):
-                directory.rmdir()  # only when empty: a recording or anything else in it stays
+        remove_if_empty(created)
 
 
-def _missing(output: Path) -> list[Path]:
+def remove_if_empty(directories: Sequence[Path]) -> None:
+    """Remove ``directories`` (deepest first) that are empty: a recording or anything else in one stays."""
+    for directory in directories:
+        with contextlib.suppress(OSError):
+            directory.rmdir()
+
+
+def missing_directories(output: Path) -> list[Path]:
     """``output`` and its ancestors that do not exist yet, deepest first."""
     missing = []
     for directory in (output, *output.parents):

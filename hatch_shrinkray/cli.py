@@ -150,16 +150,19 @@ def parser() -> argparse.ArgumentParser:
                                    "onnxruntime instrumented, and write a bounded sample of each model's inputs into "
                                    "DIR, one .npz per model, for `inputs`: spread over the pytest tests that ran it "
                                    "(else over its calls), whole streams for a recurrent model. Ends with a coverage "
-                                   "table, including the project's configured models that never ran. The command's "
-                                   "exit code is passed through.",
+                                   "table, including the project's configured models that never ran, and the next "
+                                   "step. The command's exit code is passed through; when a recording is not "
+                                   "complete on disk (a full disk), record names what was lost and exits 1 if the "
+                                   "command did not fail.",
                        usage="hatch-shrinkray record --output DIR [options] -- COMMAND [ARGS...]")
     r.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="recording directory")
     r.add_argument("--max-samples", type=int, default=env.MAX_SAMPLES, metavar="N",
                    help=f"samples kept per model; a stream counts as one (default {env.MAX_SAMPLES})")
     r.add_argument("--max-bytes", type=int, default=None, metavar="BYTES",
-                   help=f"hard bound on the bytes each model's samples take in its file, compressed, headers "
-                        f"included; a feed over it alone is left out and counted (default {env.MAX_BYTES}, "
-                        f"growing up to {env.MAX_BYTES_FOR_UNITS} when 16 independent units need more)")
+                   help=f"bound on the bytes each model's samples take in its file, compressed, headers "
+                        f"included, hard when given; a feed over it alone is left out and counted (default "
+                        f"{env.MAX_BYTES}, growing up to {env.MAX_BYTES_FOR_UNITS} when 16 independent units need "
+                        "more)")
     r.add_argument("--max-memory", type=int, default=env.MAX_MEMORY, metavar="BYTES",
                    help=f"bound on the bytes each model's samples take once loaded (the arrays a build decodes); "
                         f"a feed over a sixteenth of it alone is left out and counted (default {env.MAX_MEMORY}; "

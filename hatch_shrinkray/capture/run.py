@@ -403,7 +403,8 @@ def next_step(output: Path, setup: Setup, command: Sequence[str], models: Sequen
     shown = _relative(output, setup.root)
     tail = f"-- {shlex.join(command) if command else 'COMMAND'}"
     if setup.table is None:
-        named = " ".join(shlex.quote(m) for m in models if m != BYTES_MODEL) or "MODEL..."
+        here = setup.root or Path.cwd()
+        named = " ".join(shlex.quote(m) for m in models if m != BYTES_MODEL and (here / m).is_file()) or "MODEL..."
         return (f"next: `hatch-shrinkray check {named} --inputs {shown} {tail}`, and `--inputs {shown}` for `shrink` "
                 f"and `wheel` (in a project's build: `inputs = \"{shown}\"` in its [{setup.hook}] table)")
     if setup.inputs is not None and setup.root is not None and \

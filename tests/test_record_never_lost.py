@@ -262,28 +262,43 @@ def test_a_second_run_that_replaces_a_recording_says_so(two_models: tuple[Path, 
 
 
 def test_a_recording_that_would_expand_beyond_the_bound_is_refused_before_reading(tmp_path: Path) -> None:
-    """A small file whose compact pair declares 1.2 GB once loaded (300 million indices into a table
-    of float32): refused from its headers alone, in one line naming the file and what to do."""
+    """A 300 KB file whose compact pair stands for 1.2 GB once loaded (300 million indices into a
+    table of float32): refused from its headers, before any data is read, in one line naming the
+    file and what to do; a member whose header declares more than it holds is refused too."""
     model_path = save(mlp(256, 64), tmp_path / "net.onnx")
     rec = Recording("0" * 64, "net.onnx", ("x",), ({"x": np.ones((1, 256), np.float32)},), 1, (0,), ("call:0",))
     path = write_recording(tmp_path, rec)
     with np.load(path) as data:
         meta = data["__meta__"]
-    header = io.BytesIO()
-    np.lib.format.write_array_header_1_0(header, {"descr": "|u1", "fortran_order": False, "shape": (300_000_000,)})
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
-        buffer = io.BytesIO()
-        np.save(buffer, meta)
-        zf.writestr("__meta__.npy", buffer.getvalue())
-        buffer = io.BytesIO()
-        np.save(buffer, np.zeros(1, np.float32))
-        zf.writestr("s0000_0.v.npy", buffer.getvalue())
-        zf.writestr("s0000_0.i.npy", header.getvalue() + bytes(1000))  # declares far more than it holds
+
+    def rewrite(target: Path, index_bytes: int) -> None:
+        header = io.BytesIO()
+        np.lib.format.write_array_header_1_0(header, {"descr": "|u1", "fortran_order": False,
+                                                      "shape": (300_000_000,)})
+        with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+            for name, array in (("__meta__", meta), ("s0000_0.v", np.zeros(1, np.float32))):
+                buffer = io.BytesIO()
+                np.save(buffer, array)
+                zf.writestr(f"{name}.npy", buffer.getvalue())
+            with zf.open("s0000_0.i.npy", "w", force_zip64=True) as member:
+                member.write(header.getvalue())
+                chunk = bytes(1 << 20)
+                for start in range(0, index_bytes, len(chunk)):
+                    member.write(chunk[:index_bytes - start])
+
+    rewrite(path, 300_000_000)
+    assert path.stat().st_size < 1_000_000
     proc = cli("shrink", str(model_path), "-o", str(tmp_path / "o"), "--inputs", str(path))
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith(f"error: {path}: its samples would take 1200.0 MB once loaded, over the 1000 MB"), \
         proc.stderr
     assert "--max-memory" in proc.stderr and len(proc.stderr.splitlines()) <= 2
+
+    rewrite(path, 1000)  # a header that claims 300 MB over 1000 bytes of data
+    proc = cli("shrink", str(model_path), "-o", str(tmp_path / "o"), "--inputs", str(path))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "array 's0000_0.i' is corrupt: its header declares 300000000 bytes, more than the member holds" in \
+        proc.stderr, proc.stderr
 
 
 def test_the_pytest_plugin_fails_a_green_session_whose_recording_is_lost(two_models: tuple[Path, Path, Path],

@@ -59,6 +59,9 @@ def read_arrays(path: Path, *, max_bytes: int = MAX_BYTES, text: frozenset[str] 
                     shape, _, dtype = _header(fh, version)
                     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
                     _check_member(name, dtype, nbytes, total=total, max_bytes=max_bytes, label=label, text=name in text)
+                    if fh.tell() + nbytes > info.file_size:  # before allocating what the header claims
+                        raise ShrinkrayError(f"array {name!r} is corrupt: its header declares {nbytes} bytes, more "
+                                             "than the member holds", path=label, hint=HINT)
                     total += nbytes
                     fh.seek(0)
                     arrays[name] = np.lib.format.read_array(fh, allow_pickle=False)

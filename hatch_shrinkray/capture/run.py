@@ -144,7 +144,7 @@ class Setup:
     inputs: str | None = None
     """Its ``inputs`` value, as written."""
     root: Path | None = None
-    hook: str = "the build hook's"
+    hook: str = ""
     """The TOML path of the build hook's table, named when the project has no table yet."""
 
 
@@ -340,8 +340,8 @@ def _recording_of(path: Path, sha: str) -> bool:
 def summary(done: Finished, output: Path, expected: Sequence[Expected] = (), command: Sequence[str] = (),
             setup: Setup | None = None) -> str:
     """The coverage table (per model: calls, what ran and what was kept, bytes, skipped feeds; the
-    project's configured models that never ran), what went wrong and, when something was recorded,
-    the next step (``setup``), for people."""
+    project's configured models that never ran), what went wrong and, when something was recorded
+    and ``setup`` says where it goes, the next step, for people."""
     lines = []
     written = [r for r in done.recorded if r.path is not None]
     if done.recorded:
@@ -388,8 +388,8 @@ def summary(done: Finished, output: Path, expected: Sequence[Expected] = (), com
                      f"command that loads it (a test, an example){' too' if written else ''}: "
                      f"`hatch-shrinkray record --output {output} -- {rerun}`")
     lines += [f"warning: {quoted(e, 300)}" for e in done.errors]
-    if written:
-        lines.append(next_step(output, setup or Setup(), command, [r.merged.meta["model"] for r in written]))
+    if written and setup is not None:
+        lines.append(next_step(output, setup, command, [r.merged.meta["model"] for r in written]))
     return "\n".join(lines)
 
 

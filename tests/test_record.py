@@ -67,6 +67,9 @@ def test_record_a_script_with_a_subprocess_and_a_thread(workload: tuple[Path, Pa
         first = data["s0000_0"]
     assert meta["model_sha256"] == sha and meta["model"].endswith("net.onnx")
     assert meta["calls"] == 200 + 5 + 4 and meta["samples"] == 8
+    assert sum(n for _, n in meta["skipped"]) == 209 - 8  # every call not kept is counted, with its reason
+    skipped = dict(meta["skipped"])  # the thread's 4 equal feeds: repeats, unless thinned out before
+    assert set(skipped) == {"over --max-samples", "repeating a kept feed"} and skipped["over --max-samples"] >= 198
     picked = meta["picked"]
     assert picked == sorted(picked) and picked[0] == 0 and picked[-1] > 150  # spread over the calls, not the first 8
     assert first.dtype == np.float32 and first.shape[1] == 512

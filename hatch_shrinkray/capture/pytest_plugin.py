@@ -29,8 +29,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--shrinkray-record-samples", metavar="N", type=int, default=env.MAX_SAMPLES,
                     help=f"samples kept per model; a stream counts as one (default {env.MAX_SAMPLES})")
     group.addoption("--shrinkray-record-bytes", metavar="BYTES", type=int, default=None,
-                    help=f"hard bound on the bytes each model's samples take in its file, compressed (default "
-                         f"{env.MAX_BYTES}, or up to {env.MAX_BYTES_FOR_UNITS} when 16 units need more)")
+                    help=f"bound on the bytes each model's samples take in its file, compressed, hard when given "
+                         f"(default {env.MAX_BYTES}, or up to {env.MAX_BYTES_FOR_UNITS} when 16 units need more)")
+    group.addoption("--shrinkray-record-memory", metavar="BYTES", type=int, default=env.MAX_MEMORY,
+                    help=f"bound on the bytes each model's samples take once loaded; a feed over a sixteenth of "
+                         f"it is left out (default {env.MAX_MEMORY})")
 
 
 class Recording:
@@ -44,7 +47,8 @@ class Recording:
         self.output = output
         self.samples = int(config.getoption("shrinkray_record_samples"))
         given = config.getoption("shrinkray_record_bytes")
-        self.caps = Caps(self.samples) if given is None else Caps.hard(self.samples, int(given))
+        memory = int(config.getoption("shrinkray_record_memory"))
+        self.caps = Caps(self.samples, memory=memory) if given is None else Caps.hard(self.samples, int(given), memory)
         self.created = missing_directories(output)
         self.saved = {k: os.environ.get(k) for k in ENV_KEYS}
         self.stack = contextlib.ExitStack()

@@ -11,9 +11,9 @@ The number of calls is unknown until the process ends, so memory is held to abou
   when too much is held, the unit holding most halves (its stride doubles), and when every unit holds
   one sample, every other unit is dropped (units on a stride);
 * *recurrent* models (``capture.streams`` saw an output fed back) keep whole streams: the first step
-  with every input, later steps without the fed-back ones. When too much is held, streams are cut to
-  a common prefix length (water-filling) while that leaves each at least 1/32 of the budget, and
-  thinned (streams on a stride) otherwise.
+  with every input, later steps without the fed-back ones. When more than the byte bound is held,
+  streams are cut to a common prefix length (water-filling) while that leaves each at least 1/32 of
+  the budget, and thinned (streams on a stride) otherwise.
 
 Until a model feeds something back it is treated as stateless; the step-0 feeds whose outputs could
 come back are kept aside (the last ``OPEN_ENDS``), so the stream that turns out to be one keeps its
@@ -235,10 +235,12 @@ class ModelLog:
         self._relieve_streams()
 
     def _relieve_streams(self) -> None:
-        """Above twice the bounds, cut or thin the streams down to 1.5 times them."""
-        if len(self.streams) <= 2 * self.caps.samples and self.held <= 2 * self.caps.bytes:
+        """Above the bounds (twice the count, a quarter more bytes), cut or thin the streams down to
+        1.5 times the count and to the byte bound: every step held was encoded while the program
+        ran, and steps beyond the byte bound ``select`` would cut anyway."""
+        if len(self.streams) <= 2 * self.caps.samples and self.held <= 5 * self.caps.bytes // 4:
             return
-        count, budget = 3 * self.caps.samples // 2, 3 * self.caps.bytes // 2
+        count, budget = 3 * self.caps.samples // 2, self.caps.bytes
         while True:
             self.held = sum(s.nbytes for r in self.streams for s in r.steps)
             if len(self.streams) <= count and self.held <= budget:

@@ -17,8 +17,8 @@ text lines of PP-OCRv6); small ones need many samples: with 32 Silero VAD chunks
 MAX_BYTES = 8_000_000
 """Default bytes of samples kept per model, in the file."""
 MAX_BYTES_FOR_UNITS = 64_000_000
-"""With the default byte bound, how far it grows when 16 independent units need more (pages of a
-text detector from photographs: about a megabyte each, compressed)."""
+"""With the default byte bound, how far it grows when 16 independent units need more (a text
+detector's pages from photographs, whose noise does not compress)."""
 MAX_MEMORY = 512_000_000
 """Default bytes of a model's samples once loaded (the arrays a build decodes); a single feed may
 take a sixteenth of it, so that 16 units always fit."""

@@ -130,8 +130,8 @@ def encode_feed(feed: Mapping[str, npt.NDArray[Any]], inputs: Sequence[str]) -> 
 
 def _packed_index(index: npt.NDArray[Any]) -> Blob:
     """Indices deflated at level 1 when that leaves more than half of them (noise in every pixel of
-    a photograph: level 6 takes three times as long there and saves nothing), else at level 6 (a
-    clean rendering, where level 6 is fast and a third smaller)."""
+    a photograph, where level 6 costs several times as long and saves nothing), else at level 6 (a
+    clean rendering, where it is fast and much smaller)."""
     fast = pack(index, level=1)
     return fast if len(fast.data) * 2 > index.nbytes else pack(index)
 

@@ -160,6 +160,8 @@ def recording_environment(output: Path, caps: Caps | None = None) -> Iterator[tu
             run_dir = output / PARTS / f"{os.getpid()}-{secrets.token_hex(6)}"
             run_dir.mkdir()
     except OSError as exc:
+        with contextlib.suppress(OSError):
+            (output / PARTS).rmdir()  # only when empty: other runs' directories stay
         raise ShrinkrayError(f"cannot create the recording directory: {exc.strerror or exc}", path=str(output),
                              hint="choose a writable --output directory") from exc
     try:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -63,23 +64,33 @@ def run(cmd: list[str]) -> tuple[float, float]:
     return wall, loop
 
 
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def command_overhead(command: str, cwd: Path, runs: int) -> dict[str, float]:
-    """A user's own command (``sh -c COMMAND`` in ``cwd``, with this interpreter's ``bin`` first on
-    PATH) alone and under ``hatch-shrinkray record``, interleaved; median wall seconds of each."""
+    """A user's own command (``sh -c COMMAND`` in ``cwd``) alone and under ``hatch-shrinkray
+    record``, interleaved; median wall seconds and median CPU seconds (user + system of the whole
+    process tree: on a machine other work shares, the steadier measure) of each."""
     console = Path(sys.executable).parent / "hatch-shrinkray"
     times: dict[str, list[float]] = {"alone": [], "record": []}
+    cpu: dict[str, list[float]] = {"alone": [], "record": []}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(runs):
             for which in (["alone", "record"] if r % 2 == 0 else ["record", "alone"]):
                 cmd = ["sh", "-c", command]
                 if which == "record":
                     cmd = [str(console), "record", "-q", "-o", str(Path(tmp) / f"rec-{r}"), "--", *cmd]
-                start = time.perf_counter()
+                start, before = time.perf_counter(), _children_cpu()
                 subprocess.run(cmd, cwd=cwd, capture_output=True, check=False)
                 times[which].append(time.perf_counter() - start)
-                print(f"{which} {r}: {times[which][-1]:.1f} s", file=sys.stderr)
+                cpu[which].append(_children_cpu() - before)
+                print(f"{which} {r}: {times[which][-1]:.1f} s wall, {cpu[which][-1]:.1f} s CPU", file=sys.stderr)
     alone, recorded = statistics.median(times["alone"]), statistics.median(times["record"])
-    return {"alone": alone, "record": recorded, "ratio": recorded / alone, "runs": runs}
+    cpu_alone, cpu_recorded = statistics.median(cpu["alone"]), statistics.median(cpu["record"])
+    return {"alone": alone, "record": recorded, "ratio": recorded / alone, "runs": runs, "cpu_alone": cpu_alone,
+            "cpu_record": cpu_recorded, "cpu_ratio": cpu_recorded / cpu_alone}
 
 
 def main() -> None:
@@ -94,7 +105,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.command:
         got = command_overhead(args.command, args.cwd, args.runs)
-        print(f"alone {got['alone']:.1f} s, under record {got['record']:.1f} s: x{got['ratio']:.2f} "
+        print(f"alone {got['alone']:.1f} s, under record {got['record']:.1f} s: x{got['ratio']:.2f} wall; "
+              f"CPU {got['cpu_alone']:.1f} s and {got['cpu_record']:.1f} s: x{got['cpu_ratio']:.2f} "
               f"(medians of {args.runs} interleaved runs)")
         return
     from onnx_builders import mlp, save

@@ -316,6 +316,14 @@ def _scenario(name: str, tmp: Path) -> tuple[str, dict[str, str]]:
         proc = cli("check", "--", "python", "-c", "print(1)", cwd=_project(root, f"models = [{models}]\n"),
                    env=_env(cache))
         out = proc.stdout + proc.stderr
+    elif name == "record-incomplete":  # a full disk: the process cannot write what it recorded at exit
+        script = ("import resource, numpy as np, onnxruntime as ort; "
+                  "s = ort.InferenceSession('src/mypkg/models/model.onnx'); "
+                  "s.run(None, {s.get_inputs()[0].name: np.zeros((1, 64), np.float32)}); "
+                  "resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))")
+        proc = cli("record", "-o", "tests/shrinkray-inputs", "--", sys.executable, "-c", script,
+                   cwd=_project(root, f"models = [{models}]\n"), env=_env(cache))
+        out = proc.stdout + proc.stderr
     elif name == "no-pyproject":
         root.mkdir()
         (root / "mypkg-1.0-py3-none-any.whl").write_bytes(b"")

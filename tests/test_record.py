@@ -67,6 +67,9 @@ def test_record_a_script_with_a_subprocess_and_a_thread(workload: tuple[Path, Pa
         first = data["s0000_0"]
     assert meta["model_sha256"] == sha and meta["model"].endswith("net.onnx")
     assert meta["calls"] == 200 + 5 + 4 and meta["samples"] == 8
+    assert sum(n for _, n in meta["skipped"]) == 209 - 8  # every call not kept is counted, with its reason
+    skipped = dict(meta["skipped"])  # the thread's 4 equal feeds: repeats, unless thinned out before
+    assert set(skipped) == {"over --max-samples", "repeating a kept feed"} and skipped["over --max-samples"] >= 198
     picked = meta["picked"]
     assert picked == sorted(picked) and picked[0] == 0 and picked[-1] > 150  # spread over the calls, not the first 8
     assert first.dtype == np.float32 and first.shape[1] == 512
@@ -99,7 +102,8 @@ def test_nothing_recorded_is_said(tmp_path: Path) -> None:
     proc = cli("record", "-o", str(tmp_path / "rec"), "--", sys.executable, "-c", "print('no model here')")
     assert proc.returncode == 0
     assert "nothing recorded" in proc.stdout
-    assert list((tmp_path / "rec").iterdir()) == []
+    assert not (tmp_path / "rec").exists()  # the directory record created is not left empty
+    assert "next:" not in proc.stdout  # nothing to point the build at
 
 
 def test_a_missing_command_is_one_line(tmp_path: Path) -> None:
@@ -232,3 +236,68 @@ def test_version_1_recordings_are_still_read(tmp_path: Path) -> None:
     proc = cli("shrink", str(model_path), "-o", str(tmp_path / "o"), "--inputs", str(tmp_path / "rec"))
     assert proc.returncode == 0, proc.stderr
     assert "recording rec/net-" in proc.stdout or "(4 of 9 calls)" in proc.stdout
+
+
+PROJECT_TESTS = textwrap.dedent("""
+    import pathlib
+    import numpy as np, onnxruntime as ort
+
+    MODEL = str(pathlib.Path(__file__).resolve().parents[1] / "models" / "net.onnx")
+
+    def test_a():
+        s = ort.InferenceSession(MODEL)
+        for n in range(3):
+            s.run(None, {"x": np.full((1, 512), n, np.float32)})
+
+    def test_b():
+        ort.InferenceSession(MODEL).run(None, {"x": np.ones((2, 512), np.float32)})
+""")
+
+
+def test_the_same_project_recorded_in_two_directories_gives_the_same_bytes(tmp_path: Path) -> None:
+    """Recordings are committed: they hold no absolute path and no detail of the machine, so the same
+    project recorded from two different directories gives byte-identical files; the summary ends
+    with the next step in the project's own terms (its table's `inputs`, then `check`)."""
+    contents = []
+    for where in ("one/deep/place", "another"):
+        root = tmp_path / where / "proj"
+        (root / "tests").mkdir(parents=True)
+        (root / "models").mkdir()
+        (root / "pyproject.toml").write_text('[project]\nname = "proj"\nversion = "0"\n\n'
+                                             '[tool.hatch.build.targets.wheel.hooks.shrinkray]\n'
+                                             'models = ["models/net.onnx"]\n')
+        save(mlp(512, 64), root / "models" / "net.onnx")
+        (root / "tests" / "test_net.py").write_text(PROJECT_TESTS)
+        proc = cli("record", "-o", "tests/shrinkray-inputs", "--", sys.executable, "-m", "pytest", "-q", "-p",
+                   "no:cacheprovider", "tests", cwd=root)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        (path,) = (root / "tests" / "shrinkray-inputs").iterdir()
+        data = path.read_bytes()
+        assert str(tmp_path).encode() not in data and b"/proj" not in data
+        contents.append((path.name, data))
+        assert proc.stdout.splitlines()[-1] == (
+            'next: set `inputs = "tests/shrinkray-inputs"` in [tool.hatch.build.targets.wheel.hooks.shrinkray] of '
+            f"pyproject.toml, then run `hatch-shrinkray check -- {sys.executable} -m pytest -q -p no:cacheprovider "
+            "tests`")
+        meta = read_recording(path)
+        assert meta.model == "models/net.onnx" and set(meta.units) == {"test:tests/test_net.py::test_a",
+                                                                        "test:tests/test_net.py::test_b"}
+    assert contents[0] == contents[1]
+
+
+def test_nothing_captured_suggests_another_command_not_this_one(tmp_path: Path) -> None:
+    """A project configures a model the command never loads: the note asks for a command that loads
+    it, without repeating the one that just ran, claims nothing about what the build ships, and
+    there is no next step to a recording that does not exist."""
+    root = tmp_path / "proj"
+    (root / "models").mkdir(parents=True)
+    (root / "pyproject.toml").write_text('[project]\nname = "proj"\nversion = "0"\n\n'
+                                         '[tool.hatch.build.targets.wheel.hooks.shrinkray]\n'
+                                         'models = ["models/net.onnx"]\n')
+    save(mlp(512, 64), root / "models" / "net.onnx")
+    proc = cli("record", "-o", "rec", "--", sys.executable, "-c", "print('unrelated work')", cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    note = next(line for line in proc.stdout.splitlines() if line.startswith("note: models/net.onnx"))
+    assert note.endswith("`hatch-shrinkray record --output rec -- OTHER_COMMAND`"), note
+    assert "unrelated work" not in note and "ships its original" not in proc.stdout
+    assert "next:" not in proc.stdout and not (root / "rec").exists()

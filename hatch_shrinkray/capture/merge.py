@@ -19,10 +19,21 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from hatch_shrinkray.capture.select import Sample, Stream, choose_samples, choose_streams
+from hatch_shrinkray.capture.recorder import NOT_CALLS, REPEATED
+from hatch_shrinkray.capture.select import (
+    BYTE_CAP,
+    SAMPLE_CAP,
+    Caps,
+    Sample,
+    Stream,
+    choose_samples,
+    choose_streams,
+)
+from hatch_shrinkray.evidence import MIN_UNITS
 from hatch_shrinkray.verification.recordings import BYTES_MODEL, Stored
 
 OTHER_FEEDBACK = "later steps of streams that fed back other outputs"
+REPEATED_STREAM = "steps of streams that repeat a kept one"
 
 
 @dataclass(frozen=True)
@@ -46,9 +57,14 @@ class Merged:
     seen: str
     """What ran, for the summary: ``12 tests``, ``64 calls``, ``40 streams``."""
     kept: str
+    short: tuple[int, int, int] | None = None
+    """When fewer than ``MIN_UNITS`` units were kept of more that ran: (kept, ran, stored bytes that
+    ``MIN_UNITS`` units take), for the coverage table."""
 
 
-def merge(parts: Sequence[Part], max_samples: int, max_bytes: int, root: Path) -> Merged:
+def merge(parts: Sequence[Part], caps: Caps, root: Path) -> Merged:
+    """One recording of the model of ``parts``. Every call that is not a sample is counted in
+    ``skipped`` under the reason it was left out, so that the counts add up to the calls."""
     ordered = sorted(parts, key=lambda p: p.content)
     offsets, total = [], 0
     for p in ordered:
@@ -77,7 +93,10 @@ def merge(parts: Sequence[Part], max_samples: int, max_bytes: int, root: Path) -
             if sample.digest not in seen_feeds:
                 seen_feeds.add(sample.digest)
                 units[label].append(sample)
-        chosen = choose_samples([(k, units[k]) for k in sorted(units, key=first.__getitem__)], max_samples, max_bytes)
+            else:
+                skipped[REPEATED] += 1
+        choice = choose_samples([(k, units[k]) for k in sorted(units, key=first.__getitem__)], caps)
+        chosen = choice.samples
         meta.update(units=[label for label, _ in chosen], picked=[s.call for _, s in chosen], streams=[],
                     samples=len(chosen))
         samples = [s.stored for _, s in chosen]
@@ -85,9 +104,13 @@ def merge(parts: Sequence[Part], max_samples: int, max_bytes: int, root: Path) -
         groups = {label for label, _ in chosen if label.startswith("test:")}
         kept_text = f"{len(chosen)} sample{'s' * (len(chosen) != 1)}" + (
             f" from {len(groups)} test{'s' * (len(groups) != 1)}" if groups else "")
+        skipped.update(choice.left_out)
+        ran = max(choice.units, len(tests) if tests else total)
+        short = (choice.kept_units, ran, choice.for_units) if choice.kept_units < min(MIN_UNITS, ran) else None
+        _account(skipped, total, len(samples), SAMPLE_CAP if len(samples) >= caps.samples else BYTE_CAP)
     else:
         streams = _streams(ordered, offsets, feedback, skipped)
-        chosen_streams = choose_streams(streams, max_samples, max_bytes)
+        chosen_streams = choose_streams(streams, caps)
         steps = sorted((s.call, k) for k, stream in enumerate(chosen_streams) for s in stream.steps)
         position = {call: i for i, (call, _) in enumerate(steps)}
         by_call = {s.call: s for stream in chosen_streams for s in stream.steps}
@@ -100,8 +123,18 @@ def merge(parts: Sequence[Part], max_samples: int, max_bytes: int, root: Path) -
         cut = sum(len(s.steps) < s.ran for s in chosen_streams)
         kept_text = (f"{len(chosen_streams)} stream{'s' * (len(chosen_streams) != 1)}, {len(steps)} steps"
                      + (f" ({cut} cut to a prefix)" if cut else ""))
+        short = None
+        _account(skipped, total, len(samples), SAMPLE_CAP if len(chosen_streams) >= caps.samples else BYTE_CAP)
     meta["skipped"] = sorted([k, v] for k, v in skipped.items() if v)
-    return Merged(meta, samples, seen, kept_text)
+    return Merged(meta, samples, seen, kept_text, short)
+
+
+def _account(skipped: Counter[str], calls: int, kept: int, bound: str) -> None:
+    """Calls neither kept nor counted under a reason were thinned out while the processes ran, to
+    stay within the bounds: they count under the bound that the choice reached."""
+    counted = sum(n for reason, n in skipped.items() if reason not in NOT_CALLS)
+    if calls - kept - counted > 0:
+        skipped[bound] += calls - kept - counted
 
 
 def _first(parts: Sequence[Part], feedback: tuple[tuple[str, ...], ...]) -> int:
@@ -144,6 +177,7 @@ def _streams(parts: Sequence[Part], offsets: Sequence[int], feedback: tuple[tupl
             h.update(step.digest.encode())
         key = (len(stream.steps), h.hexdigest())
         if key in prefixes or key in whole:
+            skipped[REPEATED_STREAM] += len(stream.steps)
             continue  # the same feeds as (the start of) another stream
         whole.add(key)
         kept.append(stream)

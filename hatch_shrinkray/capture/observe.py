@@ -23,7 +23,7 @@ from typing import Any
 
 from hatch_shrinkray import progress
 from hatch_shrinkray.capture import env, guard
-from hatch_shrinkray.capture.env import MAX_BYTES, MAX_SAMPLES, OUTCOMES
+from hatch_shrinkray.capture.env import OUTCOMES
 from hatch_shrinkray.capture.run import UNITS_PLUGIN, finish, instrumented_path, project_root, recording_environment
 from hatch_shrinkray.capture.shadow import ModelStats
 from hatch_shrinkray.capture.swap import Instructions
@@ -76,7 +76,7 @@ def observe(command: Sequence[str], instructions: Callable[[str], Instructions],
         plugins = [os.environ.get("PYTEST_PLUGINS", ""), PLUGIN]
         run_dir = None
         if record is not None:
-            recording, run_dir = stack.enter_context(recording_environment(record, MAX_SAMPLES, MAX_BYTES))
+            recording, run_dir = stack.enter_context(recording_environment(record))
             variables.update(recording)
             plugins.append(UNITS_PLUGIN)
         else:
@@ -91,7 +91,7 @@ def observe(command: Sequence[str], instructions: Callable[[str], Instructions],
                                  hint="check the command after --") from exc
         seconds = time.perf_counter() - start
         if record is not None and run_dir is not None:
-            finish(run_dir, record, MAX_SAMPLES, MAX_BYTES, project_root(record))
+            finish(run_dir, record, root=project_root(record))
         tests, sessions = _outcomes(outcomes)
         return Observed(returncode, tests, sessions, _models(reports), seconds)
 

@@ -2,12 +2,12 @@
 letting us write" are told apart. Standard library only: this runs at interpreter start.
 
 Every Python process that starts with recording on leaves ``<pid>-<token>.boot`` in the run
-directory, and ``<pid>-<token>.ort`` once it imports onnxruntime; at exit it writes
-``<pid>-<token>.done``, a JSON report (whether it imported onnxruntime, the sessions it created, the
-calls it saw, the parts it wrote, and any error while writing them). An ``.ort`` marker without its
-report is a process that may have run models and ended through ``os._exit``, a signal or a crash,
-or could not write (a process that never imported onnxruntime had nothing to lose). A forked child
-gets its own token.
+directory, ``<pid>-<token>.ort`` once it imports onnxruntime and ``<pid>-<token>.run`` at its first
+recorded call; at exit it writes ``<pid>-<token>.done``, a JSON report (whether it imported
+onnxruntime, the sessions it created, the calls it saw, the parts it wrote, and any error while
+writing them). A ``.run`` marker without its report is a process that ran models and ended through
+``os._exit``, a signal or a crash, or could not write even its report (a full disk): its calls are
+lost. A process that ran no model had nothing to lose. A forked child gets its own token.
 """
 
 from __future__ import annotations
@@ -50,6 +50,13 @@ def onnxruntime_imported() -> None:
     """Called when onnxruntime is instrumented in this process."""
     stats["onnxruntime"] = True
     _mark("ort")
+
+
+def called() -> None:
+    """Counts a recorded call; the first one of this process leaves its ``.run`` marker."""
+    stats["calls"] += 1
+    if stats["calls"] == 1:
+        _mark("run")
 
 
 def _mark(kind: str) -> None:

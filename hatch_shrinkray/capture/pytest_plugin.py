@@ -28,9 +28,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "(one .npz per model; use DIR as hatch-shrinkray's `inputs`)")
     group.addoption("--shrinkray-record-samples", metavar="N", type=int, default=env.MAX_SAMPLES,
                     help=f"samples kept per model; a stream counts as one (default {env.MAX_SAMPLES})")
-    group.addoption("--shrinkray-record-bytes", metavar="BYTES", type=int, default=env.MAX_BYTES,
-                    help=f"hard bound on the bytes each model's samples take in its file, compressed "
-                         f"(default {env.MAX_BYTES})")
+    group.addoption("--shrinkray-record-bytes", metavar="BYTES", type=int, default=None,
+                    help=f"bound on the bytes each model's samples take in its file, compressed, hard when given "
+                         f"(default {env.MAX_BYTES}, or up to {env.MAX_BYTES_FOR_UNITS} when 16 units need more)")
+    group.addoption("--shrinkray-record-memory", metavar="BYTES", type=int, default=env.MAX_MEMORY,
+                    help=f"bound on the bytes each model's samples take once loaded; a feed over a sixteenth of "
+                         f"it is left out (default {env.MAX_MEMORY})")
 
 
 class Recording:
@@ -38,18 +41,23 @@ class Recording:
 
     def __init__(self, config: pytest.Config, output: Path) -> None:
         from hatch_shrinkray.capture import boot
-        from hatch_shrinkray.capture.run import recording_environment
+        from hatch_shrinkray.capture.run import missing_directories, recording_environment
+        from hatch_shrinkray.capture.select import Caps
 
         self.output = output
         self.samples = int(config.getoption("shrinkray_record_samples"))
-        self.max_bytes = int(config.getoption("shrinkray_record_bytes"))
+        given = config.getoption("shrinkray_record_bytes")
+        memory = int(config.getoption("shrinkray_record_memory"))
+        self.caps = Caps(self.samples, memory=memory) if given is None else Caps.hard(self.samples, int(given), memory)
+        self.created = missing_directories(output)
         self.saved = {k: os.environ.get(k) for k in ENV_KEYS}
         self.stack = contextlib.ExitStack()
-        variables, self.run_dir = self.stack.enter_context(recording_environment(output, self.samples, self.max_bytes))
+        variables, self.run_dir = self.stack.enter_context(recording_environment(output, self.caps))
         self.stack.callback(self._restore)
         os.environ.update(variables)
         boot.install()
         self.summary = ""
+        self.incomplete: list[str] = []
 
     def _restore(self) -> None:
         for key, value in self.saved.items():
@@ -59,13 +67,15 @@ class Recording:
                 os.environ[key] = value
 
     def finish(self) -> None:
-        from hatch_shrinkray.capture.run import finish, project_root, summary
+        from hatch_shrinkray.capture.run import finish, project_root, remove_if_empty, summary
         from hatch_shrinkray.capture.session import flush
 
         with self.stack:
             flush()
-            done = finish(self.run_dir, self.output, self.samples, self.max_bytes, project_root(self.output))
-            self.summary = summary(done, self.output)
+            done = finish(self.run_dir, self.output, self.caps, project_root(self.output))
+            self.incomplete = done.incomplete
+            self.summary = "\n".join([summary(done, self.output), *(f"error: {e}" for e in self.incomplete)])
+        remove_if_empty(self.created)
 
 
 KEY = pytest.StashKey[Recording]()
@@ -106,6 +116,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = config.stash.get(KEY, None)
     if state is not None:
         state.finish()
+        if state.incomplete and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # as a coverage floor fails a green run
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -2,8 +2,8 @@
 
 A call is offered only after ``run()`` succeeded (a feed onnxruntime rejects is counted, never kept).
 Each kept feed is encoded at once (``recordings.encode_feed``: compact and deflated), so memory and the
-byte bounds both count stored bytes, and a feed whose stored size alone exceeds ``max_bytes`` is
-skipped (and counted) instead of pushing out the others.
+byte bounds both count stored bytes, and a feed whose stored size or loaded size alone exceeds what
+one feed may take (``select.Caps``) is skipped (and counted) instead of pushing out the others.
 
 The number of calls is unknown until the process ends, so memory is held to about twice the bounds:
 
@@ -11,9 +11,9 @@ The number of calls is unknown until the process ends, so memory is held to abou
   when too much is held, the unit holding most halves (its stride doubles), and when every unit holds
   one sample, every other unit is dropped (units on a stride);
 * *recurrent* models (``capture.streams`` saw an output fed back) keep whole streams: the first step
-  with every input, later steps without the fed-back ones. When too much is held, streams are cut to
-  a common prefix length (water-filling) while that leaves each at least 1/32 of the budget, and
-  thinned (streams on a stride) otherwise.
+  with every input, later steps without the fed-back ones. When more than the byte bound is held,
+  streams are cut to a common prefix length (water-filling) while that leaves each at least 1/32 of
+  the budget, and thinned (streams on a stride) otherwise.
 
 Until a model feeds something back it is treated as stateless; the step-0 feeds whose outputs could
 come back are kept aside (the last ``OPEN_ENDS``), so the stream that turns out to be one keeps its
@@ -31,18 +31,21 @@ from typing import Any
 
 import numpy as np
 
-from hatch_shrinkray.capture.env import MAX_BYTES, MAX_SAMPLES
-from hatch_shrinkray.capture.select import Sample
+from hatch_shrinkray.capture.select import Caps, Sample
 from hatch_shrinkray.capture.streams import OPEN_ENDS, Pairs, Step
-from hatch_shrinkray.verification.npz import MAX_BYTES as MAX_DECODED
 from hatch_shrinkray.verification.recordings import Stored, encode_feed, stored_bytes
 
 OVER_CAP = "over the byte cap"
-TOO_LARGE = "over the 1 GB limit of a sample file"
+"""A feed that alone takes more stored bytes than one feed may."""
+TOO_LARGE = "over the memory cap"
+"""A feed whose arrays alone take more than one feed may once loaded (a sixteenth of --max-memory)."""
 REJECTED = "rejected by onnxruntime"
 NOT_NUMERIC = "not numeric arrays"
 OTHER_NAMES = "not naming exactly the model's inputs"
 START_LOST = "later steps of a stream whose first step was not kept"
+REPEATED = "repeating a kept feed"
+NOT_CALLS = frozenset({REJECTED})
+"""Reasons that count feeds ``run()`` refused: they are not among the model's calls."""
 
 
 @dataclass
@@ -70,8 +73,7 @@ class ModelLog:
     model: str
     """The absolute path the session was given, or ``<bytes>`` (made project-relative when merged)."""
     inputs: tuple[str, ...]
-    max_samples: int = MAX_SAMPLES
-    max_bytes: int = MAX_BYTES
+    caps: Caps = field(default_factory=Caps)
     calls: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
     feedback: Pairs | None = None
@@ -127,17 +129,24 @@ class ModelLog:
         if unit.ordinal % self.unit_stride or index % unit.stride:
             return
         sample = self._sample(feed, call)
-        if sample is None or sample.digest in self.digests:
+        if sample is None:
+            return
+        if sample.digest in self.digests:
+            self.skipped[REPEATED] += 1
             return
         self.digests.add(sample.digest)
         unit.kept.append((index, sample))
         self.held += sample.nbytes
-        if len(self.digests) > 2 * self.max_samples or self.held > 2 * self.max_bytes:
+        if len(self.digests) > 2 * self.caps.samples or self.held > 2 * self.caps.bytes:
             self._relieve_units()
 
     def _relieve_units(self) -> None:
-        """Thin the units down to 1.5 times the bounds (room for more before the next thinning)."""
-        while len(self.digests) > 3 * self.max_samples // 2 or self.held > 3 * self.max_bytes // 2:
+        """Thin the units down to 1.5 times the bounds (room for more before the next thinning); the
+        byte bound as ``select`` will apply it, so that enough units stay."""
+        bound = self.caps.byte_bound(size for u in self.units.values() for size in _unit_sizes(u))
+        if self.held <= 2 * bound and len(self.digests) <= 2 * self.caps.samples:
+            return
+        while len(self.digests) > 3 * self.caps.samples // 2 or self.held > 3 * bound // 2:
             biggest = max(self.units.values(), key=lambda u: (len(u.kept), -u.ordinal))
             if len(biggest.kept) >= 2:
                 biggest.stride *= 2
@@ -226,10 +235,12 @@ class ModelLog:
         self._relieve_streams()
 
     def _relieve_streams(self) -> None:
-        """Above twice the bounds, cut or thin the streams down to 1.5 times them."""
-        if len(self.streams) <= 2 * self.max_samples and self.held <= 2 * self.max_bytes:
+        """Above the bounds (twice the count, a quarter more bytes), cut or thin the streams down to
+        1.5 times the count and to the byte bound: every step held was encoded while the program
+        ran, and steps beyond the byte bound ``select`` would cut anyway."""
+        if len(self.streams) <= 2 * self.caps.samples and self.held <= 5 * self.caps.bytes // 4:
             return
-        count, budget = 3 * self.max_samples // 2, 3 * self.max_bytes // 2
+        count, budget = 3 * self.caps.samples // 2, self.caps.bytes
         while True:
             self.held = sum(s.nbytes for r in self.streams for s in r.steps)
             if len(self.streams) <= count and self.held <= budget:
@@ -268,15 +279,21 @@ class ModelLog:
                 return None
             arrays[name] = value
             decoded += value.nbytes
-        if decoded > MAX_DECODED:
+        if decoded > self.caps.feed_memory:
             self.skipped[TOO_LARGE] += 1
             return None
         stored = encode_feed(arrays, self.inputs)
         nbytes = stored_bytes(stored)
-        if nbytes > self.max_bytes:
+        if nbytes > self.caps.feed_bytes:
             self.skipped[OVER_CAP] += 1
             return None
         return Sample(call, stored, digest(stored), nbytes, decoded)
+
+
+def _unit_sizes(unit: Unit) -> list[int]:
+    """The stored bytes of a unit's smallest sample; standalone calls (label ``""``) are a unit each."""
+    sizes = [s.nbytes for _, s in unit.kept]
+    return sizes if not unit.label or not sizes else [min(sizes)]
 
 
 def _as_array(value: Any) -> np.ndarray[Any, Any]:

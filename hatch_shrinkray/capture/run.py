@@ -29,13 +29,16 @@ from typing import Any
 
 from hatch_shrinkray import progress
 from hatch_shrinkray.capture import env, guard
-from hatch_shrinkray.capture.env import MAX_BYTES, MAX_SAMPLES
 from hatch_shrinkray.capture.merge import Merged, Part, merge
 from hatch_shrinkray.capture.parts import read_part
+from hatch_shrinkray.capture.recorder import OVER_CAP, TOO_LARGE
+from hatch_shrinkray.capture.select import Caps
 from hatch_shrinkray.errors import ShrinkrayError, quoted
+from hatch_shrinkray.evidence import MIN_UNITS
 from hatch_shrinkray.result import human, render_table
 from hatch_shrinkray.signals import deferred
 from hatch_shrinkray.verification.recordings import (
+    BYTES_MODEL,
     SHA_DIGITS,
     file_name,
     read_meta,
@@ -106,11 +109,20 @@ class Finished:
     booted: int = 0
     reports: list[dict[str, Any]] = field(default_factory=list)
     lost: int = 0
-    """Processes that imported onnxruntime and never reported (os._exit, a signal, a crash)."""
+    """Processes that ran models and never reported (os._exit, a signal, a crash, a full disk)."""
     errors: list[str] = field(default_factory=list)
-    """What went wrong in the command's processes (a write that failed at exit, a part that cannot be read)."""
+    """What went wrong besides (a process report that cannot be read): warnings, nothing lost."""
+    caps: Caps = field(default_factory=Caps)
     unwritten: list[str] = field(default_factory=list)
-    """Recordings that could not be written here."""
+    """Recordings, or parts of them, that are not on disk: a process that could not write its part,
+    a part that cannot be read, a recording that could not be written here."""
+
+    @property
+    def incomplete(self) -> list[str]:
+        """What was meant to be written and is not complete on disk, one line each, for people."""
+        lost = ([f"{self.lost} Python process(es) ran models and ended without writing what they recorded "
+                 "(os._exit, a signal, a crash or a full disk): their calls are missing"] if self.lost else [])
+        return [*self.unwritten, *lost]
 
 
 @dataclass(frozen=True)
@@ -122,9 +134,21 @@ class Expected:
     method: str
 
 
+@dataclass(frozen=True)
+class Setup:
+    """Where the recording goes next: the project's table and its ``inputs``, for the last line."""
+
+    table: str | None = None
+    """The TOML path of the project's hatch-shrinkray table; None without a project that has one."""
+    inputs: str | None = None
+    """Its ``inputs`` value, as written."""
+    root: Path | None = None
+    hook: str = ""
+    """The TOML path of the build hook's table, named when the project has no table yet."""
+
+
 @contextmanager
-def recording_environment(output: Path, max_samples: int = MAX_SAMPLES,
-                          max_bytes: int = MAX_BYTES) -> Iterator[tuple[dict[str, str], Path]]:
+def recording_environment(output: Path, caps: Caps | None = None) -> Iterator[tuple[dict[str, str], Path]]:
     """Environment variables that make Python processes record into a new run directory under
     ``output``, and that directory; the temporary ``sitecustomize`` directory is removed afterwards
     (the run directory is ``finish``'s, or ``discard``'s)."""
@@ -135,14 +159,18 @@ def recording_environment(output: Path, max_samples: int = MAX_SAMPLES,
             run_dir = output / PARTS / f"{os.getpid()}-{secrets.token_hex(6)}"
             run_dir.mkdir()
     except OSError as exc:
+        with contextlib.suppress(OSError):
+            (output / PARTS).rmdir()  # only when empty: other runs' directories stay
         raise ShrinkrayError(f"cannot create the recording directory: {exc.strerror or exc}", path=str(output),
                              hint="choose a writable --output directory") from exc
     try:
         with instrumented_path() as (path, site):
             (site / f"{UNITS_PLUGIN}.py").write_text(UNITS_SHIM, encoding="utf-8")
             plugins = ",".join(p for p in (os.environ.get("PYTEST_PLUGINS", ""), UNITS_PLUGIN) if p)
-            yield ({env.RECORD: str(run_dir.resolve()), env.RECORD_SAMPLES: str(max_samples),
-                    env.RECORD_BYTES: str(max_bytes), "PYTHONPATH": path, "PYTEST_PLUGINS": plugins}, run_dir)
+            caps = caps or Caps()
+            yield ({env.RECORD: str(run_dir.resolve()), env.RECORD_SAMPLES: str(caps.samples),
+                    env.RECORD_BYTES: str(caps.bytes), env.RECORD_CEILING: str(caps.ceiling),
+                    env.RECORD_MEMORY: str(caps.memory), "PYTHONPATH": path, "PYTEST_PLUGINS": plugins}, run_dir)
     except BaseException:
         discard(run_dir)
         raise
@@ -175,19 +203,41 @@ def discard(run_dir: Path) -> None:
         run_dir.parent.rmdir()
 
 
-def record(command: Sequence[str], output: Path, max_samples: int = MAX_SAMPLES, max_bytes: int = MAX_BYTES,
+def record(command: Sequence[str], output: Path, caps: Caps | None = None,
            root: Path | None = None) -> tuple[int, Finished]:
-    """Run ``command`` with recording on; its exit code and what was recorded."""
+    """Run ``command`` with recording on; its exit code and what was recorded. Directories it
+    created for ``output`` are removed again when nothing was written into them."""
     if not command:
         raise ShrinkrayError("no command to record", hint="hatch-shrinkray record --output DIR -- COMMAND [ARGS...]")
-    with recording_environment(output, max_samples, max_bytes) as (variables, run_dir):
-        try:
-            with progress.task(f"record: running `{shlex.join(command)}`"), progress.external():
-                returncode = guard.run(command, {**os.environ, **variables})  # ends with record, however record ends
-        except OSError as exc:
-            raise ShrinkrayError(f"cannot run {command[0]}: {exc.strerror or exc}",
-                                 hint="check the command after --") from exc
-    return returncode, finish(run_dir, output, max_samples, max_bytes, root or project_root(output))
+    created = missing_directories(output)
+    try:
+        with recording_environment(output, caps) as (variables, run_dir):
+            try:
+                with progress.task(f"record: running `{shlex.join(command)}`"), progress.external():
+                    returncode = guard.run(command, {**os.environ, **variables})  # ends with record
+            except OSError as exc:
+                raise ShrinkrayError(f"cannot run {command[0]}: {exc.strerror or exc}",
+                                     hint="check the command after --") from exc
+        return returncode, finish(run_dir, output, caps, root or project_root(output))
+    finally:
+        remove_if_empty(created)
+
+
+def remove_if_empty(directories: Sequence[Path]) -> None:
+    """Remove ``directories`` (deepest first) that are empty: a recording or anything else in one stays."""
+    for directory in directories:
+        with contextlib.suppress(OSError):
+            directory.rmdir()
+
+
+def missing_directories(output: Path) -> list[Path]:
+    """``output`` and its ancestors that do not exist yet, deepest first."""
+    missing = []
+    for directory in (output, *output.parents):
+        if directory.exists():
+            break
+        missing.append(directory)
+    return missing
 
 
 def project_root(output: Path) -> Path:
@@ -199,15 +249,14 @@ def project_root(output: Path) -> Path:
     return Path.cwd()
 
 
-def finish(run_dir: Path, output: Path, max_samples: int = MAX_SAMPLES, max_bytes: int = MAX_BYTES,
-           root: Path | None = None) -> Finished:
+def finish(run_dir: Path, output: Path, caps: Caps | None = None, root: Path | None = None) -> Finished:
     """Merge the parts of the run in ``run_dir`` into one recording per model in ``output``; removes
     ``run_dir``. A part that cannot be read is reported, the others are still merged."""
-    done = Finished()
+    done = Finished(caps=caps or Caps())
     try:
         files = sorted(run_dir.iterdir()) if run_dir.is_dir() else []
         boots = {p.stem for p in files if p.suffix == ".boot"}
-        using = {p.stem for p in files if p.suffix == ".ort"}
+        using = {p.stem for p in files if p.suffix == ".run"}
         for path in (p for p in files if p.suffix == ".done"):
             report = _report(path)
             if report is None:
@@ -216,7 +265,8 @@ def finish(run_dir: Path, output: Path, max_samples: int = MAX_SAMPLES, max_byte
             boots.add(path.stem)
             using.discard(path.stem)
             done.reports.append(report)
-            done.errors += [f"process {report.get('pid')}: {e}" for e in report.get("errors", [])]
+            done.unwritten += [f"process {report.get('pid')} could not write the recording of {e}: its calls are "
+                               "missing" for e in report.get("errors", [])]
         done.booted = len(boots)
         done.lost = len(using)
         by_model: dict[str, list[Part]] = defaultdict(list)
@@ -225,12 +275,13 @@ def finish(run_dir: Path, output: Path, max_samples: int = MAX_SAMPLES, max_byte
             try:
                 meta, samples = read_part(path)
             except ShrinkrayError as exc:
-                done.errors.append(f"a part could not be read ({exc.message})")
+                done.unwritten.append(f"a part that a process wrote could not be read ({exc.message}): its calls "
+                                      "are missing")
                 continue
             by_model[meta["model_sha256"]].append(Part(meta, samples))
         for sha in progress.tracked(sorted(by_model), "record: merging and writing recordings",
                                     detail=lambda sha: str(by_model[sha][0].meta.get("model", sha[:12]))):
-            merged = merge(by_model[sha], max_samples, max_bytes, root or Path.cwd())
+            merged = merge(by_model[sha], caps or Caps(), root or Path.cwd())
             earlier = _earlier_samples(output, merged.meta["model_sha256"])
             written = _write(output, merged, done.unwritten)
             done.recorded.append(Recorded(written, merged, earlier if written is not None else 0))
@@ -259,7 +310,8 @@ def _write(output: Path, merged: Merged, errors: list[str]) -> Path | None:
     try:
         write_stored(path, merged.meta, merged.samples)
     except OSError as exc:
-        errors.append(f"cannot write {path}: {exc.strerror or exc}")
+        errors.append(f"could not write the recording of {merged.meta['model']} ({path.name}): "
+                      f"{exc.strerror or exc}; nothing of it was kept")
         return None
     for old in output.glob(f"*-{sha[:SHA_DIGITS]}.npz"):
         if old != path and _recording_of(old, sha):
@@ -286,9 +338,11 @@ def _recording_of(path: Path, sha: str) -> bool:
         return False
 
 
-def summary(done: Finished, output: Path, expected: Sequence[Expected] = (), command: Sequence[str] = ()) -> str:
+def summary(done: Finished, output: Path, expected: Sequence[Expected] = (), command: Sequence[str] = (),
+            setup: Setup | None = None) -> str:
     """The coverage table (per model: calls, what ran and what was kept, bytes, skipped feeds; the
-    project's configured models that never ran) and what went wrong, for people."""
+    project's configured models that never ran), what went wrong and, when something was recorded
+    and ``setup`` says where it goes, the next step, for people."""
     lines = []
     written = [r for r in done.recorded if r.path is not None]
     if done.recorded:
@@ -313,24 +367,61 @@ def summary(done: Finished, output: Path, expected: Sequence[Expected] = (), com
             lines.append(f"note: {item.merged.meta['model']}: this run's recording replaced an earlier one "
                          f"({item.replaced} samples); to keep the samples of several commands, run them under one "
                          "record: `hatch-shrinkray record --output DIR -- sh -c 'COMMAND1; COMMAND2'`")
-        over = dict(item.merged.meta["skipped"]).get("over the byte cap")
-        if over:
-            lines.append(f"note: {item.merged.meta['model']}: {over} feed(s) alone exceed --max-bytes and were left "
-                         "out; raise --max-bytes to keep such feeds")
+        if item.merged.short is not None:
+            kept, ran, needed = item.merged.short
+            lines.append(f"note: {item.merged.meta['model']}: kept {kept} of {ran} independent units, fewer than the "
+                         f"{MIN_UNITS} that evidence needs: --max-bytes {needed} would keep {MIN_UNITS}")
+        reasons = dict(item.merged.meta["skipped"])
+        if reasons.get(OVER_CAP):
+            lines.append(f"note: {item.merged.meta['model']}: {reasons[OVER_CAP]} feed(s) alone take more than "
+                         f"{human(done.caps.feed_bytes)} in the file and were left out; raise --max-bytes to keep "
+                         "such feeds")
+        if reasons.get(TOO_LARGE):
+            lines.append(f"note: {item.merged.meta['model']}: {reasons[TOO_LARGE]} feed(s) alone take more than "
+                         f"{human(done.caps.feed_memory)} once loaded (a sixteenth of --max-memory) and were left "
+                         "out; raise --max-memory to keep such feeds")
     missing = [m for m in expected if m.sha256 not in {r.merged.meta["model_sha256"] for r in done.recorded}]
     for model in missing:
         need = ("method auto fits its choices to real inputs: without them its build ships int8 round-to-nearest"
-                if model.method == "auto" else
-                "its build verifies on generated inputs (a smoke check) meanwhile and ships its original if it fails")
-        lines.append(f"note: {model.relpath} is configured but the command never ran it: {need}; run code that "
-                     f"loads it (a test, an example) under `hatch-shrinkray record --output {output} -- "
-                     f"{shlex.join(command) if command else 'COMMAND'}`")
-    if done.lost:
-        lines.append(f"warning: {done.lost} Python process(es) ended without writing what they recorded "
-                     "(os._exit, a signal or a crash; multiprocessing workers end through os._exit unless they "
-                     "exit normally): their calls are missing")
+                if model.method == "auto" else "its build can verify it on generated inputs only (a smoke check)")
+        rerun = (f"sh -c '{_shown_command(command)}; OTHER_COMMAND'" if written else "OTHER_COMMAND")
+        lines.append(f"note: {model.relpath} is configured but the command never ran it: {need}; record a "
+                     f"command that loads it (a test, an example){' too' if written else ''}: "
+                     f"`hatch-shrinkray record --output {output} -- {rerun}`")
     lines += [f"warning: {quoted(e, 300)}" for e in done.errors]
+    if written and setup is not None:
+        lines.append(next_step(output, setup, command, [r.merged.meta["model"] for r in written]))
     return "\n".join(lines)
+
+
+def _shown_command(command: Sequence[str]) -> str:
+    return shlex.join(command).replace("'", "'\"'\"'") if command else "COMMAND"
+
+
+def next_step(output: Path, setup: Setup, command: Sequence[str], models: Sequence[str] = ()) -> str:
+    """What to do with a recording: point the build at it (the key of the project's table, or the
+    flag on the command line), then let ``check`` run the package's tests with the shrunk models."""
+    shown = _relative(output, setup.root)
+    tail = f"-- {shlex.join(command) if command else 'COMMAND'}"
+    if setup.table is None:
+        here = setup.root or Path.cwd()
+        named = " ".join(shlex.quote(m) for m in models if m != BYTES_MODEL and (here / m).is_file()) or "MODEL..."
+        return (f"next: `hatch-shrinkray check {named} --inputs {shown} {tail}`, and `--inputs {shown}` for `shrink` "
+                f"and `wheel` (in a project's build: `inputs = \"{shown}\"` in its [{setup.hook}] table)")
+    if setup.inputs is not None and setup.root is not None and \
+            (setup.root / setup.inputs).resolve() == output.resolve():
+        return (f"next: the build reads this recording (`inputs = \"{setup.inputs}\"` in [{setup.table}]); run "
+                f"`hatch-shrinkray check {tail}`")
+    return (f"next: set `inputs = \"{shown}\"` in [{setup.table}] of pyproject.toml, then run "
+            f"`hatch-shrinkray check {tail}`")
+
+
+def _relative(output: Path, root: Path | None) -> str:
+    """``output`` relative to ``root`` (POSIX) when inside it, else as given."""
+    if root is not None:
+        with contextlib.suppress(ValueError):
+            return output.resolve().relative_to(root.resolve()).as_posix() or "."
+    return output.as_posix()
 
 
 def _why_nothing(done: Finished, command: Sequence[str]) -> str:
@@ -348,7 +439,7 @@ def _why_nothing(done: Finished, command: Sequence[str]) -> str:
     if not any(r.get("calls") for r in done.reports) and not done.lost:
         return ("sessions were created but run() was never called (run_with_iobinding and run_with_ort_values are "
                 "not recorded)")
-    return "the processes that ran models ended without writing what they recorded (see below)"
+    return "the processes that ran models ended without writing what they recorded (the error lines say more)"
 
 
 def _isolated(command: Sequence[str]) -> bool:

@@ -11,24 +11,64 @@ tests, and 1000 standalone calls keep an even spread of them.
 evenly, each cut to a prefix at a common water level when they do not all fit; when they all fit
 whole, further streams are added while the budget allows.
 
-*Hard bounds.* A sample is taken only if the total stays within ``max_bytes`` of stored bytes (its
-members' compressed data and zip headers, ``recordings.stored_bytes``) and within the reader's limit
-on decoded bytes (``npz.MAX_BYTES``): a large feed never pushes out the small ones, it is left out.
+*Bounds* (``Caps``). A sample is taken only if the total stays within the byte bound of stored
+bytes (its members' compressed data and zip headers, ``recordings.stored_bytes``) and within the
+memory bound of decoded bytes (what a build loads): a large feed never pushes out the small ones,
+it is left out. The byte bound favours independent units over bytes per unit: by default it grows
+(up to a ceiling) to what ``MIN_UNITS`` units take when the target alone holds fewer; a bound the
+user gives is hard. A single feed may take at most a ``MIN_UNITS``-th of the memory bound.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from hatch_shrinkray.verification.npz import MAX_BYTES as MAX_DECODED
+from hatch_shrinkray.capture.env import MAX_BYTES, MAX_BYTES_FOR_UNITS, MAX_MEMORY, MAX_SAMPLES
+from hatch_shrinkray.evidence import MIN_UNITS
 from hatch_shrinkray.verification.recordings import Stored
 
-MIN_STREAMS = 16
-"""Streams that share the byte budget before any further stream is added (issue 19: >= 16 streams
-when that many ran)."""
+MIN_STREAMS = MIN_UNITS
+"""Streams that share the byte budget before any further stream is added."""
+SAMPLE_CAP = "over --max-samples"
+BYTE_CAP = "over --max-bytes"
+MEMORY_CAP = "over --max-memory"
+"""Reasons a sample that fits alone was not chosen: the bound that was reached."""
+
+
+@dataclass(frozen=True)
+class Caps:
+    """The bounds of one model's recording."""
+
+    samples: int = MAX_SAMPLES
+    bytes: int = MAX_BYTES
+    """Stored bytes the samples take in the file: the target."""
+    ceiling: int = MAX_BYTES_FOR_UNITS
+    """How far the byte bound grows so that ``MIN_UNITS`` units fit; ``bytes`` makes it hard."""
+    memory: int = MAX_MEMORY
+    """Bytes of the samples' arrays once loaded."""
+
+    @classmethod
+    def hard(cls, samples: int = MAX_SAMPLES, max_bytes: int = MAX_BYTES, memory: int = MAX_MEMORY) -> Caps:
+        return cls(samples, max_bytes, max_bytes, memory)
+
+    @property
+    def feed_bytes(self) -> int:
+        """Stored bytes one feed may take."""
+        return max(self.bytes, self.ceiling // MIN_UNITS)
+
+    @property
+    def feed_memory(self) -> int:
+        """Decoded bytes one feed may take."""
+        return self.memory // MIN_UNITS
+
+    def byte_bound(self, unit_sizes: Iterable[int]) -> int:
+        """The byte bound for units whose samples take ``unit_sizes`` (one each): the target, or what
+        ``MIN_UNITS`` of them take (the smallest), up to the ceiling."""
+        return max(self.bytes, min(self.ceiling, sum(heapq.nsmallest(MIN_UNITS, unit_sizes))))
 
 T = TypeVar("T")
 
@@ -91,31 +131,63 @@ def distinct(samples: Sequence[Sample]) -> list[Sample]:
     return out
 
 
-def choose_samples(units: Sequence[tuple[str, Sequence[Sample]]], max_samples: int,
-                   max_bytes: int) -> list[tuple[str, Sample]]:
-    """A stateless model's samples, with their unit labels, in call order. ``units``: labelled groups
-    in the order they first ran; the label ``""`` holds standalone calls, each its own unit."""
+@dataclass(frozen=True)
+class Chosen:
+    """A stateless model's choice: the samples with their unit labels, in call order, and why the
+    other candidates were not taken."""
+
+    samples: list[tuple[str, Sample]]
+    left_out: dict[str, int]
+    """Reason (``SAMPLE_CAP``, ``BYTE_CAP``, ``MEMORY_CAP``) -> candidates not taken."""
+    units: int
+    """Units that had a candidate."""
+    for_units: int
+    """Stored bytes that ``MIN_UNITS`` units take (the first of the choice, one sample each; estimated
+    from the average when fewer were candidates)."""
+
+    @property
+    def kept_units(self) -> int:
+        return len({label for label, _ in self.samples})
+
+
+def choose_samples(units: Sequence[tuple[str, Sequence[Sample]]], caps: Caps) -> Chosen:
+    """A stateless model's samples. ``units``: labelled groups in the order they first ran; the
+    label ``""`` holds standalone calls, each its own unit."""
     groups: list[list[tuple[str, Sample]]] = []
     for label, samples in units:
         if label:
             groups.append([(label, s) for s in samples])
         else:
             groups += [[(f"call:{s.call}", s)] for s in samples]
-    groups.sort(key=lambda g: g[0][1].call if g else 0)
+    groups = [g for g in groups if g]
+    groups.sort(key=lambda g: g[0][1].call)
+    ordered = round_robin(groups)
+    first_round = [s.nbytes for _, s in ordered[:min(MIN_UNITS, len(groups))]]  # one of each unit
+    bound = caps.byte_bound(first_round)
     chosen: list[tuple[str, Sample]] = []
+    left_out = {SAMPLE_CAP: 0, BYTE_CAP: 0, MEMORY_CAP: 0}
     stored = decoded = 0
-    for label, s in round_robin(groups):
-        if len(chosen) >= max_samples:
-            break
-        if stored + s.nbytes <= max_bytes and decoded + s.decoded <= MAX_DECODED:
+    for label, s in ordered:
+        if len(chosen) >= caps.samples:
+            left_out[SAMPLE_CAP] += 1
+        elif stored + s.nbytes > bound:
+            left_out[BYTE_CAP] += 1
+        elif decoded + s.decoded > caps.memory:
+            left_out[MEMORY_CAP] += 1
+        else:
             chosen.append((label, s))
             stored += s.nbytes
             decoded += s.decoded
-    return sorted(chosen, key=lambda c: c[1].call)
+    # fewer candidates than MIN_UNITS (the processes thinned them under a hard bound): as many more alike
+    needed = -(-sum(first_round) * MIN_UNITS // len(first_round)) if first_round else 0
+    return Chosen(sorted(chosen, key=lambda c: c[1].call), {k: v for k, v in left_out.items() if v}, len(groups),
+                  needed)
 
 
-def choose_streams(streams: Sequence[Stream], max_samples: int, max_bytes: int) -> list[Stream]:
-    """A recurrent model's streams (prefixes where the budget runs out), in the order they started."""
+def choose_streams(streams: Sequence[Stream], caps: Caps) -> list[Stream]:
+    """A recurrent model's streams (prefixes where the budget runs out), in the order they started.
+    The byte bound is the target alone: the first ``MIN_STREAMS`` streams share it."""
+    max_samples, max_bytes, memory = caps.samples, caps.bytes, caps.memory
     by_group: dict[str, list[Stream]] = {}
     singles: list[list[Stream]] = []
     for s in sorted(streams, key=lambda s: s.steps[0].call):
@@ -126,14 +198,14 @@ def choose_streams(streams: Sequence[Stream], max_samples: int, max_bytes: int) 
     groups = sorted([*by_group.values(), *singles], key=lambda g: g[0].steps[0].call)
     ordered = round_robin(groups)
     first = ordered[:min(MIN_STREAMS, max_samples)]
-    level = _water_level(first, max_bytes)
+    level = _water_level(first, max_bytes, memory)
     chosen: list[Stream] = []
     stored = decoded = 0
     for index, stream in enumerate(ordered):
         if len(chosen) >= max_samples:
             break
         cap = level if index < len(first) else min(level, max_bytes - stored)
-        steps = _prefix(stream.steps, min(cap, max_bytes - stored), MAX_DECODED - decoded)
+        steps = _prefix(stream.steps, min(cap, max_bytes - stored), memory - decoded)
         if steps:
             chosen.append(Stream(stream.group, steps, stream.ran))
             stored += sum(s.nbytes for s in steps)
@@ -151,11 +223,11 @@ def _prefix(steps: Sequence[Sample], max_bytes: int, max_decoded: int) -> tuple[
     return tuple(steps)
 
 
-def _water_level(streams: Sequence[Stream], max_bytes: int) -> int:
+def _water_level(streams: Sequence[Stream], max_bytes: int, memory: int) -> int:
     """The largest per-stream byte cap at which the streams' prefixes fit in ``max_bytes`` together
     (``max_bytes`` when they all fit whole)."""
     def total(cap: int) -> int:
-        return sum(sum(s.nbytes for s in _prefix(stream.steps, cap, MAX_DECODED)) for stream in streams)
+        return sum(sum(s.nbytes for s in _prefix(stream.steps, cap, memory)) for stream in streams)
 
     if total(max_bytes) <= max_bytes:
         return max_bytes

@@ -22,9 +22,10 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from hatch_shrinkray.capture import env, process, swap, units
-from hatch_shrinkray.capture.env import MAX_BYTES, MAX_SAMPLES
+from hatch_shrinkray.capture.env import MAX_BYTES, MAX_MEMORY, MAX_SAMPLES
 from hatch_shrinkray.capture.parts import write_part
 from hatch_shrinkray.capture.recorder import ModelLog, part_of
+from hatch_shrinkray.capture.select import Caps
 from hatch_shrinkray.capture.streams import Step, StreamTracker
 from hatch_shrinkray.errors import one_line
 from hatch_shrinkray.verification.recordings import BYTES_MODEL, SHA_DIGITS
@@ -220,7 +221,7 @@ _ALONE = Step(-1, 0, ())
 def _observe(session: Any, log: ModelLog, output_names: Any, feed: Any, outputs: Any) -> None:
     """Show a successful call to its model's log; a failure here is counted, never raised."""
     try:
-        process.stats["calls"] += 1
+        process.called()
         names = getattr(session, _OUTPUTS, None)
         if names is None:
             log.observe(feed, _ALONE, units.current(), False)
@@ -237,11 +238,17 @@ def _log_for(identity: tuple[str, str], inputs: tuple[str, ...]) -> ModelLog:
     with _lock:
         log = _logs.get(sha)
         if log is None:
-            log = _logs[sha] = ModelLog(sha, label, inputs, _bound(env.RECORD_SAMPLES, MAX_SAMPLES),
-                                        _bound(env.RECORD_BYTES, MAX_BYTES))
+            log = _logs[sha] = ModelLog(sha, label, inputs, caps())
         elif log.model == BYTES_MODEL and label != BYTES_MODEL:
             log.model = label  # a path is more use to people than "<bytes>"
         return log
+
+
+def caps() -> Caps:
+    """The bounds ``record`` set for this run (its defaults where a variable is missing or wrong)."""
+    max_bytes = _bound(env.RECORD_BYTES, MAX_BYTES)
+    return Caps(_bound(env.RECORD_SAMPLES, MAX_SAMPLES), max_bytes,
+                max(max_bytes, _bound(env.RECORD_CEILING, max_bytes)), _bound(env.RECORD_MEMORY, MAX_MEMORY))
 
 
 def _bound(variable: str, default: int) -> int:

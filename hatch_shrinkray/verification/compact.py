@@ -87,15 +87,38 @@ def _table(bits: npt.NDArray[Any]) -> tuple[npt.NDArray[Any], npt.NDArray[Any]] 
     table = np.unique(bits[:: bits.size // SAMPLE])
     if len(table) > SAMPLE // 2:  # continuous values: no small table
         return None
-    for _ in range(2):
-        index = np.minimum(np.searchsorted(table, bits), len(table) - 1)
-        missing = table[index] != bits
-        if not missing.any():
-            return table, index
-        table = np.union1d(table, bits[missing])
-        if len(table) > 65536:
-            return None
-    return None
+    index = _positions(table, bits)
+    missing = table[index] != bits
+    if not missing.any():
+        return table, index
+    whole = np.union1d(table, bits[missing])  # values the sample did not see
+    if len(whole) > 65536:
+        return None
+    index = np.searchsorted(whole, table)[index]
+    index[missing] = np.searchsorted(whole, bits[missing])
+    return whole, index
+
+
+HASHED_UP_TO = 1024
+"""Tables up to this size are looked up through a collision-free hash (a remainder), far faster than
+a binary search over millions of elements; larger ones are searched."""
+MAX_SLOTS = 1 << 20
+
+
+def _positions(table: npt.NDArray[Any], bits: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """For each element, the position of its value in ``table`` (sorted) where it is there; some
+    position otherwise (the caller compares)."""
+    if len(table) <= HASHED_UP_TO:
+        modulus = 4 * len(table) + 1
+        while modulus <= MAX_SLOTS:
+            slots = table % modulus
+            if len(np.unique(slots)) == len(table):
+                lookup = np.zeros(modulus, np.intp)
+                lookup[slots] = np.arange(len(table))
+                found: npt.NDArray[Any] = lookup[bits % modulus]
+                return found
+            modulus = modulus * 5 // 4 | 1
+    return np.minimum(np.searchsorted(table, bits), len(table) - 1)
 
 
 def _per_channel(table: npt.NDArray[Any], index: npt.NDArray[Any],

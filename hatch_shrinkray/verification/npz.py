@@ -59,6 +59,9 @@ def read_arrays(path: Path, *, max_bytes: int = MAX_BYTES, text: frozenset[str] 
                     shape, _, dtype = _header(fh, version)
                     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
                     _check_member(name, dtype, nbytes, total=total, max_bytes=max_bytes, label=label, text=name in text)
+                    if fh.tell() + nbytes > info.file_size:  # before allocating what the header claims
+                        raise ShrinkrayError(f"array {name!r} is corrupt: its header declares {nbytes} bytes, more "
+                                             "than the member holds", path=label, hint=HINT)
                     total += nbytes
                     fh.seek(0)
                     arrays[name] = np.lib.format.read_array(fh, allow_pickle=False)
@@ -70,6 +73,25 @@ def read_arrays(path: Path, *, max_bytes: int = MAX_BYTES, text: frozenset[str] 
                     if isinstance(exc, (SyntaxError, tokenize.TokenError, RecursionError)) else _why(exc)
                 raise ShrinkrayError(f"array {name!r} is corrupt: {why}", path=label, hint=HINT) from exc
     return arrays
+
+
+def read_headers(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype[Any]]]:
+    """The shape and dtype every member declares, by name, without reading any data; ShrinkrayError
+    when the file or a header cannot be read."""
+    label = str(path)
+    headers: dict[str, tuple[tuple[int, ...], np.dtype[Any]]] = {}
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                if info.is_dir():
+                    continue
+                with archive.open(info) as fh:
+                    shape, _, dtype = _header(fh, np.lib.format.read_magic(fh))
+                headers[info.filename.removesuffix(".npy")] = (shape, dtype)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, SyntaxError, tokenize.TokenError, TypeError,
+            OverflowError, RecursionError, MemoryError) as exc:
+        raise ShrinkrayError(f"cannot read sample inputs: {_why(exc)}", path=label, hint=HINT) from exc
+    return headers
 
 
 def _header(fh: Any, version: tuple[int, int]) -> tuple[tuple[int, ...], bool, np.dtype[Any]]:
@@ -125,9 +147,9 @@ def member_overhead(name: str) -> int:
 _headers: dict[tuple[str, tuple[int, ...]], bytes] = {}
 
 
-def pack(array: npt.NDArray[Any], *, deflate: bool = True) -> Blob:
-    """``array`` as a ``.npy`` member, deflated (level 6, as ``zipfile`` writes) or stored as it is:
-    the same array always gives the same bytes."""
+def pack(array: npt.NDArray[Any], *, deflate: bool = True, level: int = 6) -> Blob:
+    """``array`` as a ``.npy`` member, deflated (level 6 by default, as ``zipfile`` writes) or stored
+    as it is: the same array always gives the same bytes."""
     a = c_order(array)
     key = (a.dtype.str, a.shape)
     header = _headers.get(key)
@@ -146,7 +168,7 @@ def pack(array: npt.NDArray[Any], *, deflate: bool = True) -> Blob:
         raw = header + a.tobytes()
         return Blob(zlib.crc32(raw), len(raw), raw, zipfile.ZIP_STORED)
     data = memoryview(a).cast("B") if a.size else b""  # type: ignore[arg-type]
-    compressor = zlib.compressobj(6, zlib.DEFLATED, -15)
+    compressor = zlib.compressobj(level, zlib.DEFLATED, -15)
     blob = compressor.compress(header) + compressor.compress(data) + compressor.flush()
     return Blob(zlib.crc32(data, zlib.crc32(header)), len(header) + a.nbytes, blob)
 

@@ -27,6 +27,7 @@ Format, version 2 (``hatch-shrinkray record`` writes it; numpy alone reads it wi
 from __future__ import annotations
 
 import json
+import math
 import re
 import zipfile
 import zlib
@@ -46,6 +47,7 @@ from hatch_shrinkray.verification.npz import (
     member_overhead,
     pack,
     read_arrays,
+    read_headers,
     write_blobs,
 )
 
@@ -122,8 +124,16 @@ def encode_feed(feed: Mapping[str, npt.NDArray[Any]], inputs: Sequence[str]) -> 
             stored.append((j, "", pack(array, deflate=_worth_deflating(array))))
         else:
             stored += [(j, TABLE, pack(encoded[0], deflate=_worth_deflating(encoded[0]))),
-                       (j, INDEX, pack(encoded[1]))]
+                       (j, INDEX, _packed_index(encoded[1]))]
     return tuple(stored)
+
+
+def _packed_index(index: npt.NDArray[Any]) -> Blob:
+    """Indices deflated at level 1 when that leaves more than half of them (noise in every pixel of
+    a photograph, where level 6 costs several times as long and saves nothing), else at level 6 (a
+    clean rendering, where it is fast and much smaller)."""
+    fast = pack(index, level=1)
+    return fast if len(fast.data) * 2 > index.nbytes else pack(index)
 
 
 PROBE = 4096
@@ -194,8 +204,17 @@ def read_meta(path: Path) -> dict[str, Any]:
     return _checked_meta(arrays.get(META), str(path))
 
 
+EXPANDS = ("its samples would take {mb:.1f} MB once loaded, over the {limit:.0f} MB that a recording may take; "
+           "record it again with `hatch-shrinkray record` (its --max-memory keeps a recording within this)")
+
+
 def read_recording(path: Path) -> Recording:
+    """The recording at ``path``, checked. What its samples take once loaded is bounded twice: as
+    their headers declare it (before any data is read) and as decoded (``npz.MAX_BYTES`` both)."""
     label = str(path)
+    declared = _declared(path)
+    if declared > MAX_BYTES:
+        raise ShrinkrayError(EXPANDS.format(mb=declared / 1e6, limit=MAX_BYTES / 1e6), path=label)
     arrays = _read(path)
     meta = _checked_meta(arrays.pop(META, None), label)
     inputs = tuple(meta["inputs"])
@@ -226,14 +245,36 @@ def read_recording(path: Path) -> Recording:
         raise ShrinkrayError(f"not a readable recording: unexpected arrays {', '.join(sorted(arrays)[:5])}",
                              path=label, hint=AGAIN)
     if decoded > MAX_BYTES:
-        raise ShrinkrayError(f"its samples would take {decoded / 1e6:.1f} MB once decoded, over the "
-                             f"{MAX_BYTES / 1e6:.0f} MB limit for one sample file", path=label, hint=AGAIN)
+        raise ShrinkrayError(EXPANDS.format(mb=decoded / 1e6, limit=MAX_BYTES / 1e6), path=label)
     samples = tuple({name: _decoded(value, name, i, label) for name, value in s.items()} for i, s in enumerate(pairs))
     known = {"format", "version", "model_sha256", "model", "inputs", "samples", "calls", "picked", "units",
              "feedback", "streams", "skipped"}
     return Recording(meta["model_sha256"], meta["model"], inputs, samples, meta["calls"], tuple(meta["picked"]),
                      tuple(meta["units"]), feedback, tuple(tuple(s) for s in meta["streams"]),
                      tuple((r, n) for r, n in meta["skipped"]), {k: v for k, v in meta.items() if k not in known})
+
+
+def _declared(path: Path) -> int:
+    """Bytes the members of ``path`` declare they take once loaded, a compact pair as the array it
+    stands for (its index's elements times its table's item size). When the sizes the zip directory
+    declares cannot add up to the bound (an index expands at most eightfold), the members' own
+    headers are not read here: ``read_arrays`` checks each before allocating it."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            upper = sum(i.file_size * (8 if i.filename.endswith(INDEX + ".npy") else 1) for i in archive.infolist())
+    except (OSError, zipfile.BadZipFile, ValueError):
+        upper = MAX_BYTES + 1  # read_headers says what is wrong
+    if upper <= MAX_BYTES:
+        return upper
+    headers = read_headers(path)
+    total = 0
+    for name, (shape, dtype) in headers.items():
+        elements = math.prod(shape)
+        if name.endswith(INDEX) and name[:-len(INDEX)] + TABLE in headers:
+            total += elements * headers[name[:-len(INDEX)] + TABLE][1].itemsize
+        elif not name.endswith(TABLE) and name != META:
+            total += elements * dtype.itemsize
+    return total
 
 
 def _read(path: Path, *, only_meta: bool = False) -> dict[str, Any]:

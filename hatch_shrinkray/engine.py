@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
 import onnx
 from onnx import ModelProto
 
@@ -128,6 +129,7 @@ def _shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.P
     checker = _check_input(loaded)
     original_ref = _reference_source(loaded, source)
     small, weight_bytes = _census(loaded.model, options)
+    overridable = _overridable(loaded.model, options)
     work = loaded.model
     method = METHODS[options.method]
     stage.show("reading the samples")
@@ -167,6 +169,9 @@ def _shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.P
             kept_original = _not_smaller(options, shrunk_sizes, original_sizes)
             del work
             output, records, shrunk_sizes = original_instead(output, records)
+        elif not encoded and overridable:  # nothing to verify: say why the weights stayed
+            kept_original = overridable
+            del work
         else:
             del work  # the working copy can be big; onnxruntime reads the staged file from here on
         loaded.model = ModelProto()
@@ -395,6 +400,22 @@ def _census(model: ModelProto, options: ShrinkOptions) -> tuple[KeptFloat | None
     small = [s for s in weights if s.size < options.min_elements]
     group = KeptFloat("below min-elements", len(small), sum(s.nbytes for s in small)) if small else None
     return group, sum(s.nbytes for s in weights)
+
+
+def _overridable(model: ModelProto, options: ShrinkOptions) -> str:
+    """Why the largest weights are not encoded when they are initializers listed as graph inputs too
+    (an older export style: each is then a default a caller may override, part of the model's
+    interface, which is never rewritten); '' when none reaches ``min-elements``."""
+    big = 0
+    for scope in scopes(model):
+        inputs = {i.name for i in scope.graph.input}
+        big += sum(init.name in inputs and init.data_type in FLOAT_TYPES
+                   and int(np.prod(init.dims, dtype=np.int64)) >= options.min_elements for init in scope.graph.initializer)
+    if not big:
+        return ""
+    return (f"{big} of its weights with min-elements ({options.min_elements}) elements or more are also graph "
+            "inputs (overridable defaults, an older export style), which are never rewritten; re-export it with them "
+            "as initializers only (torch.onnx.export(..., keep_initializers_as_inputs=False))")
 
 
 def _kept_float(small: KeptFloat | None, records: list[TensorRecord]) -> tuple[KeptFloat, ...]:

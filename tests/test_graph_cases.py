@@ -119,6 +119,20 @@ def test_weight_that_is_a_graph_input_keeps_the_interface(tmp_path: Path) -> Non
     assert [r.name for r in result.encoded] == ["W2"] or not result.encoded  # type: ignore[attr-defined]
 
 
+def test_a_model_whose_weights_are_all_graph_inputs_says_so(tmp_path: Path) -> None:
+    """An older export style lists every initializer as a graph input too: nothing is encoded, and
+    the reason names that, not min-elements (which every weight reaches)."""
+    m = mlp(k=256, n=256, classes=128)
+    m.graph.input.extend([vi("W1", [256, 256]), vi("W2", [256, 128])])
+    save(m, tmp_path / "m.onnx")
+    result = shrink(tmp_path / "m.onnx", tmp_path / "out.onnx")
+    assert not result.encoded
+    assert result.kept_original is not None
+    assert result.kept_original.startswith("2 of its weights with min-elements (16384) elements or more are also "
+                                           "graph inputs"), result.kept_original
+    assert (tmp_path / "out.onnx").read_bytes() == (tmp_path / "m.onnx").read_bytes()
+
+
 def test_weight_that_is_a_graph_output_keeps_its_name(tmp_path: Path) -> None:
     m = mlp()
     m.graph.output.append(vi("W1", [256, 256]))

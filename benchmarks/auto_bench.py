@@ -95,8 +95,7 @@ def variants(src: Path, dst_dir: Path, calib: Path, budgets: list[float], *, par
     import onnx
 
     from hatch_shrinkray import ShrinkOptions, VerifyOptions, shrink
-    from hatch_shrinkray.auto.method import Auto
-    from hatch_shrinkray.methods.dedup import Dedup
+    from hatch_shrinkray.bench import Auto, Dedup
 
     out: list[dict[str, Any]] = []
     loose = {"budget_rel_l2": 0.1} if param == "budget_agreement" else {"budget_agreement": 0.0}

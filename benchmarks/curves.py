@@ -91,7 +91,7 @@ def engine_sha() -> str:
 
 
 def task_spec(key: str) -> Any:
-    from benchmarks.run import TASKS
+    from benchmarks.task_specs import TASKS
 
     return TASKS[key]
 
@@ -159,7 +159,7 @@ def _kinds(recs: Any) -> dict[str, int]:
 def decision_outputs(src: Path, feeds: list[dict[str, np.ndarray]]) -> list[str]:
     """Outputs for which the engine's budget measures decisions (top-1 of class scores, else
     ``> 0.5`` of a probability: ``compare.expect``) on the calibration feeds."""
-    from hatch_shrinkray.verification.compare import expect
+    from hatch_shrinkray.bench import expect
 
     sess, err = try_session(src, threads=2)
     assert sess is not None, err
@@ -175,8 +175,7 @@ def ours_points(key: str, src: Path, calib: Path, *, min_elements: int, param: s
 
     import hatch_shrinkray
     from hatch_shrinkray import ShrinkOptions, VerifyOptions, shrink
-    from hatch_shrinkray.auto.method import Auto
-    from hatch_shrinkray.methods.dedup import Dedup
+    from hatch_shrinkray.bench import Auto, Dedup
 
     if ENGINE_DIR is not None:
         assert Path(hatch_shrinkray.__file__).resolve().is_relative_to(ENGINE_DIR.resolve()), hatch_shrinkray.__file__

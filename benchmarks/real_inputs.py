@@ -158,14 +158,14 @@ def no_inputs(model: Path, work: Path, rec_dir: Path) -> dict[str, Any]:
 
 
 def task_for(key: str, model: Path) -> Any:
-    from benchmarks.run import TASKS
+    from benchmarks.task_specs import TASKS
 
     return TASKS[key].build(model, False)
 
 
 def evaluate(key: str, model: Path, files: dict[str, str]) -> dict[str, dict[str, Any]]:
     """Task figures on the test data for the original and each file."""
-    from benchmarks.run import TASKS
+    from benchmarks.task_specs import TASKS
 
     spec = TASKS[key]
     task = task_for(key, model)

@@ -335,7 +335,7 @@ def _evidence(e: dict[str, Any] | None) -> str:
     """The verification's evidence counts, as the build line gives them."""
     if not e:
         return "not verified"
-    from hatch_shrinkray.evidence import Evidence
+    from hatch_shrinkray.bench import Evidence
 
     fields = {k: e[k] for k in ("units", "changed_units", "unit_kind", "answers", "changed_answers", "decisions",
                                 "flips", "real", "describes") if k in e}

@@ -29,8 +29,7 @@ if __package__ in (None, ""):
 
 from benchmarks import corpus
 from benchmarks.tasks.ocr_rec import CALIB_SEED, build_lines, ctc_decode, load_charset, normalize_text, preprocess
-from hatch_shrinkray.numerics import gptq
-from hatch_shrinkray.numerics.quant import code_bounds
+from hatch_shrinkray.bench import code_bounds, gptq
 
 NAME = "linear_8.w_0"
 VALIDATION = (100, 555)

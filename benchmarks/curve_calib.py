@@ -181,8 +181,7 @@ def feeds(calib: Path, model: Path) -> tuple[list[dict[str, np.ndarray]], int]:
     """The feeds ``auto`` fits on, as ``hatch-shrinkray shrink --inputs calib`` takes them (the engine's
     split: every 4th sample is held out for the verification), and the number of samples."""
     from benchmarks.common import make_session
-    from hatch_shrinkray.verification.inputs import load_samples, specs_of
-    from hatch_shrinkray.verification.runner import model_sha256
+    from hatch_shrinkray.bench import load_samples, model_sha256, specs_of
 
     samples = load_samples(calib, specs_of(make_session(model)), model_sha256=model_sha256(str(model)),
                            model_name=str(model))

@@ -6,7 +6,7 @@ against the predecessor onnx-shrink-ray 0.0.11 (integer modes and its float-leve
 -> ``benchmarks/CURVES.md`` and ``benchmarks/curves.png``.
 
 Each point: raw size ratio (shrunk file / original file), gzip-9 ratio, agreement with the original
-on the task's own test data (share of identical answers, as ``auto_bench.evaluate``; NudeNet: the
+on the task's own test data (share of identical answers, as the retired ``auto_bench.py`` counted them; NudeNet: the
 task's detection F1 vs the original, see ``AGREEMENT``) and the primary task metric's delta.
 
 Our engine is imported from a ``git archive`` snapshot of ``HSR_BENCH_ENGINE`` (``variants.engine_dir``),
@@ -16,8 +16,8 @@ cached in ``.cache/curves/<engine sha12>/<model>.json`` (ours) and ``.cache/curv
 
 ``auto``: one ``Auto().analyse`` per model on the calibration inputs (``curve_calib.py``: a recording
 of the task's own pipeline, or an ``.npz``; disjoint from the test data; the feeds the engine fits
-on, i.e. all but the held-out quarter), then ``Auto().finish`` per budget, as ``auto_bench.variants``
-does. The budget
+on, i.e. all but the held-out quarter), then ``Auto().finish`` per budget, as the retired ``auto_bench.py``
+did (``AUTO.md``). The budget
 swept is ``budget_agreement`` (rel-L2 at verification's limit 0.1, cosine off) when the engine has a decision
 measure for one of the model's outputs (argmax of class scores / ``> 0.5`` of a probability), else
 ``budget_rel_l2`` (agreement off): for the detectors' probability maps, NudeNet's box tensor and
@@ -91,7 +91,7 @@ def engine_sha() -> str:
 
 
 def task_spec(key: str) -> Any:
-    from benchmarks.run import TASKS
+    from benchmarks.task_specs import TASKS
 
     return TASKS[key]
 
@@ -159,7 +159,7 @@ def _kinds(recs: Any) -> dict[str, int]:
 def decision_outputs(src: Path, feeds: list[dict[str, np.ndarray]]) -> list[str]:
     """Outputs for which the engine's budget measures decisions (top-1 of class scores, else
     ``> 0.5`` of a probability: ``compare.expect``) on the calibration feeds."""
-    from hatch_shrinkray.verification.compare import expect
+    from hatch_shrinkray.bench import expect
 
     sess, err = try_session(src, threads=2)
     assert sess is not None, err
@@ -170,13 +170,12 @@ def decision_outputs(src: Path, feeds: list[dict[str, np.ndarray]]) -> list[str]
 
 def ours_points(key: str, src: Path, calib: Path, *, min_elements: int, param: str, budgets: tuple[float, ...],
                 todo: set[str], out_dir: Path) -> list[dict[str, Any]]:
-    """Shrink the ``todo`` variants of ours; rows carry ``path``. auto_bench.variants' recipe."""
+    """Shrink the ``todo`` variants of ours; rows carry ``path``. The retired auto_bench.py's recipe."""
     import onnx
 
     import hatch_shrinkray
     from hatch_shrinkray import ShrinkOptions, VerifyOptions, shrink
-    from hatch_shrinkray.auto.method import Auto
-    from hatch_shrinkray.methods.dedup import Dedup
+    from hatch_shrinkray.bench import Auto, Dedup
 
     if ENGINE_DIR is not None:
         assert Path(hatch_shrinkray.__file__).resolve().is_relative_to(ENGINE_DIR.resolve()), hatch_shrinkray.__file__

@@ -14,7 +14,7 @@ per-channel and per-tensor codebooks on the int8 grid, both round-to-nearest).
   or of ``HSR_BENCH_ENGINE`` first on ``PYTHONPATH`` (``variants.engine_dir``). Round-to-nearest is
   ``--no-verify`` without inputs; output-aware rounding is ``--inputs REC`` with the verification limits
   opened (``LOOSE``) so every level count writes its file (its held-out figures are kept in the JSON).
-* Each file runs the task on its test data (``run.TASKS``): share of answers identical to the original's
+* Each file runs the task on its test data (``task_specs.TASKS``): share of answers identical to the original's
   (OCR lines, Magika labels, VAD 32 ms decisions), rel-L2 of the raw outputs against the original's.
 * Sizes: ``raw``; ``wheel`` = deflate level 6 as hatchling writes a member (``hatch_shrinkray.sizes``);
   ``web`` = brotli 11, lgwin 22; ``estimate`` = what reports show without brotli 11 (``sizes.web_estimate``).
@@ -101,11 +101,17 @@ def codebook_model(model: Path, levels: int, per: str, dest: Path) -> Path:
     uniform -m..m: round-to-nearest to the codebook, same ``Cast -> Mul`` decode."""
     import onnx
 
-    from hatch_shrinkray.methods._decode import float_decode
-    from hatch_shrinkray.numerics.quant import NotEncodable, Quantized, channels, quantize_symmetric
-    from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext
-    from hatch_shrinkray.onnxgraph.rewrite import encode_weights
-    from hatch_shrinkray.options import ShrinkOptions
+    from hatch_shrinkray import ShrinkOptions
+    from hatch_shrinkray.bench import (
+        Decode,
+        EncodeContext,
+        NotEncodable,
+        Quantized,
+        channels,
+        encode_weights,
+        float_decode,
+        quantize_symmetric,
+    )
 
     class Codebook:
         def encode(self, w: np.ndarray, ctx: EncodeContext) -> Decode:
@@ -142,11 +148,18 @@ def clipped_model(model: Path, levels: int, dest: Path) -> Path:
     squared weight error: data-free clipping, round-to-nearest."""
     import onnx
 
-    from hatch_shrinkray.methods._decode import float_decode
-    from hatch_shrinkray.numerics.quant import NotEncodable, Quantized, channels, code_bounds, quantize_symmetric
-    from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext
-    from hatch_shrinkray.onnxgraph.rewrite import encode_weights
-    from hatch_shrinkray.options import ShrinkOptions
+    from hatch_shrinkray import ShrinkOptions
+    from hatch_shrinkray.bench import (
+        Decode,
+        EncodeContext,
+        NotEncodable,
+        Quantized,
+        channels,
+        code_bounds,
+        encode_weights,
+        float_decode,
+        quantize_symmetric,
+    )
 
     class Clipped:
         def encode(self, w: np.ndarray, ctx: EncodeContext) -> Decode:
@@ -217,7 +230,7 @@ def write_report(results: list[dict[str, Any]], sizes: dict[str, Any], path: Pat
 
     import onnxruntime
 
-    from hatch_shrinkray import sizes as sizes_module
+    from hatch_shrinkray.bench import sizes as sizes_module
 
     lines = [
         "# The smallest download at equal answers: int8 with fewer levels (issue 20)", "",
@@ -370,7 +383,7 @@ NOTES = """## Notes
 
 
 def sizes_of(path: Path, cache: dict[str, Any], brotli: bool = False) -> dict[str, Any]:
-    from hatch_shrinkray import sizes
+    from hatch_shrinkray.bench import sizes
 
     sha = sha256_file(path)
     entry = cache.setdefault(sha, {})
@@ -397,7 +410,7 @@ def _save(path: Path, data: Any) -> None:
 
 
 def evaluate(key: str, model: Path, files: dict[str, str]) -> dict[str, Any]:
-    from benchmarks.run import TASKS
+    from benchmarks.task_specs import TASKS
 
     task = TASKS[key].build(model, False)
     ref = task.run(make_session(model, threads=2), model)
@@ -481,10 +494,7 @@ def code_costs(key: str) -> dict[str, Any]:
     import brotli
     import onnx
 
-    from hatch_shrinkray.numerics.entropy import entropy_bits
-    from hatch_shrinkray.numerics.quant import quantize_symmetric
-    from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
-    from hatch_shrinkray.onnxgraph.graph import find_sites
+    from hatch_shrinkray.bench import choose_axis, entropy_bits, find_sites, lowest_error_axis, quantize_symmetric
 
     cache = OUT / "codes" / f"{key}.json"
     if cache.exists():

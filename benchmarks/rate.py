@@ -43,17 +43,25 @@ import onnxruntime as ort
 
 from benchmarks import corpus
 from benchmarks.rate_data import RATE_DIR, Labeller, file_sets, fit_feeds
-from hatch_shrinkray.auto.calib import Layout, as_rows, from_rows
-from hatch_shrinkray.auto.candidates import STEP_SAVINGS
-from hatch_shrinkray.auto.method import Planned, calibrate
-from hatch_shrinkray.auto.probe import site_key
-from hatch_shrinkray.methods._decode import float_decode
-from hatch_shrinkray.methods.int8 import Int8Encoder
-from hatch_shrinkray.numerics import gptq
-from hatch_shrinkray.numerics.quant import Quantized, scale_shape
-from hatch_shrinkray.numerics.steps import StepTable, steps_saving
-from hatch_shrinkray.onnxgraph.rewrite import encode_weights
-from hatch_shrinkray.options import ShrinkOptions
+from hatch_shrinkray import ShrinkOptions
+from hatch_shrinkray.bench import (
+    STEP_SAVINGS,
+    Int8Encoder,
+    Layout,
+    Planned,
+    Quantized,
+    StepTable,
+    as_rows,
+    calibrate,
+    encode_weights,
+    float_decode,
+    from_rows,
+    gptq,
+    inverse_factor,
+    scale_shape,
+    site_key,
+    steps_saving,
+)
 
 STEPS = (0.85, 0.9, 0.95, 1.0, 1.15, 1.3, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0)
 LAMS = (0.0, 3e-11, 1e-10, 2e-10, 4e-10, 7e-10, 1e-9, 2e-9)
@@ -169,7 +177,7 @@ def gptq_entropy(w: Weight, scale: np.ndarray, lam: float) -> np.ndarray:
     h[np.diag_indices(k)] += gptq.DAMP * float(diag.mean())
     perm = np.argsort(-diag, kind="stable")
     inv_perm = np.argsort(perm, kind="stable")
-    u = gptq._inverse_factor(h[np.ix_(perm, perm)])
+    u = inverse_factor(h[np.ix_(perm, perm)])
     assert u is not None
     wt = np.ascontiguousarray(w.rows[:, perm].T)
     q = np.zeros_like(wt)

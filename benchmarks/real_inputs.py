@@ -158,14 +158,14 @@ def no_inputs(model: Path, work: Path, rec_dir: Path) -> dict[str, Any]:
 
 
 def task_for(key: str, model: Path) -> Any:
-    from benchmarks.run import TASKS
+    from benchmarks.task_specs import TASKS
 
     return TASKS[key].build(model, False)
 
 
 def evaluate(key: str, model: Path, files: dict[str, str]) -> dict[str, dict[str, Any]]:
     """Task figures on the test data for the original and each file."""
-    from benchmarks.run import TASKS
+    from benchmarks.task_specs import TASKS
 
     spec = TASKS[key]
     task = task_for(key, model)
@@ -431,15 +431,18 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--fresh", action="store_true", help="re-run even when results of this engine are cached")
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--results-dir", type=Path, default=OUT / "results",
+                    help="where --report-only reads KEY.json (default: the cache)")
+    ap.add_argument("--out", type=Path, default=BENCH_DIR / "REAL_INPUTS.md", help="the report to write")
     args = ap.parse_args()
     results = []
     for key in args.keys:
-        cache = OUT / "results" / f"{key}.json"
+        cache = args.results_dir / f"{key}.json"
         if args.report_only:
             results.append(json.loads(cache.read_text()))
             continue
         results.append(run_model(key, args.repeats, args.fresh))
-    print(write_report(results))
+    print(write_report(results, args.out))
 
 
 if __name__ == "__main__":

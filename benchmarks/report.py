@@ -135,7 +135,7 @@ def _metric_cols(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def _primary(model: str, rows: list[dict[str, Any]] | None = None) -> tuple[str, bool]:
-    from benchmarks.run import TASKS
+    from benchmarks.task_specs import TASKS
 
     spec = TASKS.get(model)
     if spec is not None:

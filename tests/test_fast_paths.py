@@ -4,6 +4,8 @@ compute, never what they promise: each fast path is checked against the plain co
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -208,9 +210,6 @@ def test_record_keeps_256_samples_by_default() -> None:
 
 def test_real_inputs_report_states_the_issue_minimums(tmp_path: Path) -> None:
     """benchmarks/real_inputs.py's report, on made-up results: verdicts computed, not written by hand."""
-    sys.path.insert(0, str(REPO))
-    from benchmarks import real_inputs
-
     def variant(cpu: float) -> dict[str, Any]:
         return {"rc": [0], "cpu": [cpu], "wall": [cpu], "report": None, "stderr": "", "output": "x"}
 
@@ -229,7 +228,13 @@ def test_real_inputs_report_states_the_issue_minimums(tmp_path: Path) -> None:
         "no_inputs": {"rc": 1, "stderr": "error: method auto fits its choices to real inputs", "lines": 1,
                       "output_written": False},
     }
-    text = real_inputs.write_report([result], tmp_path / "R.md").read_text()
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "ppocrv6_rec.json").write_text(json.dumps(result))
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.real_inputs", "ppocrv6_rec", "--report-only",
+                           "--results-dir", str(tmp_path / "results"), "--out", str(tmp_path / "R.md")],
+                          capture_output=True, text=True, check=False, timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    text = (tmp_path / "R.md").read_text()
     assert "int8 + recording keeps +11.0 points" in text and "(minimum +5): **met**" in text
     assert "keeps 88.0% at 30.0% of the file (minimum >= 90% at <= 35%): **missed**" in text
     assert "| 2.00x / 2.00x |" in text and "| 1.33x / 1.33x |" in text

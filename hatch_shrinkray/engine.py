@@ -410,7 +410,8 @@ def _overridable(model: ModelProto, options: ShrinkOptions) -> str:
     for scope in scopes(model):
         inputs = {i.name for i in scope.graph.input}
         big += sum(init.name in inputs and init.data_type in FLOAT_TYPES
-                   and int(np.prod(init.dims, dtype=np.int64)) >= options.min_elements for init in scope.graph.initializer)
+                   and int(np.prod(init.dims, dtype=np.int64)) >= options.min_elements
+                   for init in scope.graph.initializer)
     if not big:
         return ""
     return (f"{big} of its weights with min-elements ({options.min_elements}) elements or more are also graph "

@@ -208,6 +208,7 @@ def test_record_keeps_256_samples_by_default() -> None:
     assert "(default 256)" in " ".join(out.stdout.split())
 
 
+@pytest.mark.process
 def test_real_inputs_report_states_the_issue_minimums(tmp_path: Path) -> None:
     """benchmarks/real_inputs.py's report, on made-up results: verdicts computed, not written by hand."""
     def variant(cpu: float) -> dict[str, Any]:

@@ -20,9 +20,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from hatch_shrinkray import progress
+from hatch_shrinkray import hints, progress
 from hatch_shrinkray.capture import env
-from hatch_shrinkray.errors import OptionError, PlanError, ShrinkrayError, VerificationError, set_invocation
+from hatch_shrinkray.errors import OptionError, PlanError, ShrinkrayError, VerificationError
 from hatch_shrinkray.files import write_atomically
 from hatch_shrinkray.options import (
     DECODES,
@@ -60,14 +60,7 @@ FLAG_NAMES = {"method": "--method", "min_elements": "--min-elements", "scheme": 
               "rounding": "--rounding"}
 
 
-TABLE_KEYS = {"method": "method", "min_elements": "min-elements", "exclude_tensor": "exclude-tensors",
-              "exclude_op": "exclude-ops", "no_dedup": "dedup", "scheme": "scheme", "levels": "levels",
-              "decode": "decode", "block_size": "block-size", "target": "target", "runtime": "runtimes",
-              "budget_rel_l2": "budget-rel-l2", "budget_cosine": "budget-cosine",
-              "budget_agreement": "budget-agreement", "budget_load": "budget-load", "encoding": "encodings",
-              "no_verify": "verify", "inputs": "inputs", "dim": "dims", "default_dim": "default-dim",
-              "samples": "samples", "int_range": "int-range", "max_rel_l2": "max-rel-l2",
-              "min_cosine": "min-cosine", "min_top1": "min-top1", "judge": "judges", "rounding": "rounding"}
+TABLE_KEYS = {flag[2:].replace("-", "_"): key for key, flag in hints.FLAGS.items()}
 """Flag destination -> the configuration key it overrides (``--exclude-tensor`` -> ``exclude-tensors``)."""
 
 
@@ -280,9 +273,11 @@ def _shrink_options(args: argparse.Namespace) -> ShrinkOptions:
     return opts
 
 
-def _command_line(args: argparse.Namespace, models: Sequence[str] = (), models_flag: str = "--models") -> CommandLine:
+def _command_line(args: argparse.Namespace, models: Sequence[str] = (), models_flag: str = "--models", *,
+                  every_flag: bool = False) -> CommandLine:
     """The flags the user gave (not argparse's defaults), as keys that override the project's
-    table one by one; ``models`` globs replace its ``models``."""
+    table one by one; ``models`` globs replace its ``models``. ``every_flag``: there is no table,
+    so messages name every setting by its flag, given or not."""
     options = _shrink_options(args)
     verify = options.verify
     settings: dict[str, Any] = {}
@@ -300,6 +295,8 @@ def _command_line(args: argparse.Namespace, models: Sequence[str] = (), models_f
         else:
             value = getattr(options, ENGINE_KEYS[key])
         settings[key], names[key] = value, "--" + dest.replace("_", "-")
+    if every_flag:
+        names = {**{k: "--" + d.replace("_", "-") for d, k in TABLE_KEYS.items()}, **names}
     return CommandLine(settings, names, tuple(models), models_flag)
 
 
@@ -317,9 +314,10 @@ def _given(argv: Sequence[str]) -> frozenset[str]:
 
 
 def _as_check_args(args: argparse.Namespace) -> list[str]:
-    """The models and the shrink and verification flags the user gave, as ``check`` takes them (its
-    MODEL arguments take the same spellings as ``--models``), for hints that quote their command."""
-    tokens = [str(m) for m in getattr(args, "models", None) or ()]
+    """The shrink and verification flags the user gave, as ``check`` takes them, for hints that
+    quote their command (the models go apart: ``check``'s MODEL arguments take the same spellings
+    as ``--models``)."""
+    tokens: list[str] = []
     for dest in ("project", "plan"):
         if dest in args.given and getattr(args, dest) is not None:
             tokens += [f"--{dest}", str(getattr(args, dest))]
@@ -405,7 +403,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
             continue
         if plan is not None:
             confirm_plan(str(src), plan, file_sha256(dest), _Stderr(args.verbose, args.quiet))
-        print(shrink_report(result, args.sizes, tensors=args.verbose))
+        print(shrink_report(result, args.sizes, verbose=args.verbose))
         reports.append(result_json(result))
     written = args.json is None or _write_report(args.json, json.dumps(reports, indent=2, sort_keys=True), args.verbose)
     if failures:
@@ -486,8 +484,11 @@ def cmd_wheel(args: argparse.Namespace) -> int:
 
     project = args.project.resolve()
     raw, table = find_table(project, required=not args.models)
+    if table is None:
+        hints.installed_models()
     configure: Callable[[Path], HookConfig] = functools.partial(
-        load_config, raw, project, "wheel", table or "--models", flags=_command_line(args, args.models or ()))
+        load_config, raw, project, "wheel", table or "--models",
+        flags=_command_line(args, args.models or (), every_flag=table is None))
     created = not args.in_place and not args.output.exists()
     outputs = _wheel_destinations(args)
     display = _Stderr(args.verbose, args.quiet)
@@ -770,8 +771,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.given = _given(own)
     if command is not None:
         args.argv = command
+    hints.speak_to(args.command)
     if args.command in ("shrink", "wheel", "check"):
-        set_invocation(_as_check_args(args), args.argv if args.command == "check" else ())
+        hints.set_invocation(_as_check_args(args), args.argv if args.command == "check" else (),
+                             [str(m) for m in getattr(args, "models", None) or ()])
     commands = {"shrink": cmd_shrink, "info": cmd_info, "compare": cmd_compare, "wheel": cmd_wheel,
                 "record": cmd_record, "check": cmd_check}
     try:

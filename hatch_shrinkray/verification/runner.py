@@ -17,7 +17,8 @@ import numpy.typing as npt
 from onnx import ModelProto
 
 from hatch_shrinkray import progress
-from hatch_shrinkray.errors import RECORD_HINT, ShrinkrayError, one_line
+from hatch_shrinkray.errors import ShrinkrayError, one_line
+from hatch_shrinkray.hints import Blank, record_hint, set_it
 from hatch_shrinkray.numerics.threads import NO_SPINNING
 from hatch_shrinkray.options import VerifyOptions
 from hatch_shrinkray.result import VerifyResult
@@ -212,8 +213,9 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
         samples = Samples(feeds, describe_generated(specs, options, dim), False, notes)
         return _checked(Reference(samples, feeds, samples.sequencing(), outputs, names, None, False, {}, []), label,
                         options, threshold)
+    dims = set_it("dims", {"NAME": Blank("N")})
     raise ShrinkrayError("the original model does not run on generated inputs (" + tried[0] + ")",
-                         path=label, hint=f"{RECORD_HINT}, or set `dims` for the symbolic dimensions")
+                         path=label, hint=f"{record_hint()}, or {dims} for the symbolic dimensions")
 
 
 def _checked(ref: Reference, label: str, options: VerifyOptions, threshold: float) -> Reference:
@@ -224,7 +226,7 @@ def _checked(ref: Reference, label: str, options: VerifyOptions, threshold: floa
         listed = "; ".join(f"{n} is {w}" for n, w in why.items())
         raise ShrinkrayError(f"on {ref.samples.source} the original's outputs check nothing ({listed})",
                              path=label, hint="verify on inputs that make the model compute something: "
-                             + RECORD_HINT)
+                             + record_hint())
     judged = expectations(ref.names, ref.outputs, ref.seq, options, threshold)
     return dataclasses.replace(ref, unchecked=why, judged=judged)
 

@@ -18,7 +18,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from hatch_shrinkray import hints, progress
 from hatch_shrinkray.capture import env
@@ -88,11 +88,26 @@ def _verify_args(p: argparse.ArgumentParser) -> None:
                         f"(repeatable; {', '.join(JUDGES)}; off: not judged)")
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage error is a user mistake like any other: one line, ``error: ...``, and exit 1 (argparse
+    prints its usage block and exits 2); the line names the help that shows the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        sys.exit(1)
+
+
+VERBOSE_HELP = "show tracebacks and the details: per-tensor encodings, verification figures and tables"
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    from hatch_shrinkray import __version__
+
+    p = _Parser(
         prog="hatch-shrinkray",
         description="Shrink ONNX models (weights-only quantization), verified with onnxruntime.")
-    p.add_argument("-v", "--verbose", action="store_true", help="show tracebacks and per-tensor details")
+    p.add_argument("--version", action="version", version=f"hatch-shrinkray {__version__}")
+    p.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     p.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -123,6 +138,7 @@ def parser() -> argparse.ArgumentParser:
     where.add_argument("-o", "--output", type=Path, default=Path("wheelhouse"),
                        help="directory for the rewritten wheels (default: wheelhouse)")
     where.add_argument("--in-place", action="store_true", help="replace each input wheel")
+    w.add_argument("--force", action="store_true", help="overwrite existing output wheels")
     w.add_argument("--project", type=Path, default=Path("."),
                    help="the project whose pyproject.toml configures the models (default: the current directory)")
     w.add_argument("--models", action="append", metavar="GLOB",
@@ -193,6 +209,7 @@ def parser() -> argparse.ArgumentParser:
     _verify_args(k)
     k.set_defaults(argv=[])  # everything after `--`, split off before parsing (see main)
     for command in sub.choices.values():  # before or after the command's name
+        command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)
         command.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET_HELP)
     return p
 
@@ -533,6 +550,8 @@ def _wheel_destinations(args: argparse.Namespace) -> list[tuple[Path, Path]]:
                                  hint="pass --in-place to replace it, or choose another -o directory")
         if destination in (d for _, d in pairs):
             raise ShrinkrayError(f"another input also writes {destination}", path=str(source))
+        if not args.in_place and destination.exists() and not args.force:
+            raise ShrinkrayError(f"output {destination} exists", path=str(source), hint="use --force to overwrite")
         pairs.append((source, destination))
     if not args.in_place:
         try:

@@ -451,7 +451,7 @@ def _failure_hint(original: str | bytes, options: ShrinkOptions, reference: Refe
                           method=options.label())
     except (ShrinkrayError, MemoryError):
         return generic
-    return f"{found}; or let your tests judge: {check_hint()}" if found else generic
+    return f"{found}; or let your tests judge: `{check_hint()}`" if found else generic
 
 
 def _calibration(loaded: Loaded, original: str | bytes, options: ShrinkOptions,
@@ -480,7 +480,7 @@ def _calibration(loaded: Loaded, original: str | bytes, options: ShrinkOptions,
         return None, Unfitted(f"auto fell back to int8 round-to-nearest: {exc.path} holds no recording of this "
                               f"model, and auto fits its choices to one (record it: run the code that uses it "
                               f"under `hatch-shrinkray record --output {exc.path} -- COMMAND`)",
-                              "auto: int8 round-to-nearest, no recording of this model")
+                              "auto: int8, no recording of this model")
     if not prepared.samples.real:
         if needs_data:
             raise needs_real_inputs(options.method)
@@ -493,7 +493,7 @@ def _calibration(loaded: Loaded, original: str | bytes, options: ShrinkOptions,
     kind = unit_kind(prepared.seq.units)
     return Prepared(prepared.samples, None, every), Unfitted(
         f"{what}: {units} independent {kind}, fewer than the {MIN_UNITS} it takes to tell a fitted choice from "
-        "chance", f"{'auto: int8 ' if needs_data else ''}round-to-nearest: {units} {kind}, too few to fit on")
+        "chance", f"{'auto: int8, ' if needs_data else 'rounding not fitted: '}only {units} {kind}")
 
 
 def _reference_source(loaded: Loaded, source: str | os.PathLike[str] | ModelProto) -> str | bytes:

@@ -103,8 +103,8 @@ class Outcome:
     def brief(self) -> str:
         """:meth:`text` in a few words, for the one line per model."""
         if self.kept:
-            return f"{self.what} kept (held-out check)"
-        return f"round-to-nearest: {self.what} did worse held out"
+            return f"{self.what} kept"
+        return f"{self.what} not kept: worse held out"
 
 
 @dataclass(frozen=True)

@@ -116,7 +116,7 @@ def _too_few_rows(notes: dict[Key, str]) -> Unfitted | None:
     return Unfitted(f"round-to-nearest: {few[0][len('round-to-nearest ('):-1]} in the recording, for "
                     f"{len(few)} weight(s); output-aware rounding needs "
                     f"{MIN_ROWS_PER_FEATURE} rows per feature (record more calls)",
-                    "round-to-nearest: too few recorded rows to fit")
+                    "rounding not fitted: too few rows")
 
 
 def _fit(site: Site, options: ShrinkOptions, opset: int, lay: Layout | None,

@@ -335,3 +335,16 @@ def test_troubleshooting_lines_are_what_the_code_prints(name: str, tmp_path: Pat
         ok = any(p.startswith(line[:-4]) for p in printed) if line.endswith(" ...") else line in printed
         assert ok, (f"docs/troubleshooting.md ({name}) quotes a line the code no longer prints:\n{line}\n\n"
                     f"It printed:\n{out}")
+
+
+def test_every_environment_variable_and_pytest_option_is_documented() -> None:
+    """Every variable the code reads or sets (``os.environ``, ``*_ENV`` constants, the capture
+    transport) and every option the pytest plugin adds is named in the configuration reference."""
+    source = "\n".join(p.read_text(encoding="utf-8") for p in (REPO / "hatch_shrinkray").rglob("*.py"))
+    variables = set(re.findall(r"\"(HATCH_SHRINKRAY_[A-Z_]+)\"", source))
+    variables |= set(re.findall(r"os\.environ(?:\.get)?[\[(]\"([A-Z_]+)\"", source))
+    options = set(re.findall(r"addoption\(\"(--[a-z-]+)\"", source))
+    assert "HATCH_SHRINKRAY_CACHE_DIR" in variables and "--shrinkray-record" in options
+    reference = (DOCS / "configuration.md").read_text(encoding="utf-8")
+    missing = sorted(name for name in variables | options if f"`{name}" not in reference)
+    assert missing == []

@@ -113,7 +113,8 @@ def parser() -> argparse.ArgumentParser:
 
     info = sub.add_parser("info", help="show a model's weights and how much of the file they are")
     info.add_argument("model", type=Path)
-    info.add_argument("--min-elements", type=int, default=16384)
+    info.add_argument("--min-elements", type=int, default=16384,
+                      help="smallest tensor the table counts as one to encode (default 16384, as shrink)")
     info.add_argument("--json", action="store_true", help="print JSON")
 
     s = sub.add_parser("shrink", help="shrink models into an output directory")
@@ -122,7 +123,8 @@ def parser() -> argparse.ArgumentParser:
     _shrink_args(s)
     s.add_argument("--force", action="store_true", help="overwrite existing outputs")
     s.add_argument("--sizes", action="store_true",
-                   help="measure the web size (brotli 11, ~0.3 MB/s) instead of estimating it, and print a size table")
+                   help="measure the web size (brotli 11, ~0.3 MB/s; needs the compress extra) instead of estimating "
+                        "it, and print a size table")
     s.add_argument("--json", type=Path, metavar="FILE", help="write the full report as JSON ('-' for stdout)")
     s.add_argument("--plan", type=Path, metavar="FILE",
                    help="apply the per-tensor plan this plan file holds for each model's bytes (check --search)")
@@ -150,8 +152,8 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("compare", help="verify a shrunk model against its original and compare sizes")
     c.add_argument("original", type=Path)
     c.add_argument("shrunk", type=Path)
-    c.add_argument("--sizes", action="store_true", help="measure the web size (brotli 11, ~0.3 MB/s) instead of "
-                                                        "estimating it")
+    c.add_argument("--sizes", action="store_true", help="measure the web size (brotli 11, ~0.3 MB/s; needs the "
+                                                        "compress extra) instead of estimating it")
     _verify_args(c)
 
     r = sub.add_parser("record", help="run a command and record the inputs its onnxruntime sessions see",
@@ -249,7 +251,7 @@ def _shrink_args(s: argparse.ArgumentParser) -> None:
                         "round-to-nearest int8's on the same inputs)")
     s.add_argument("--budget-load", type=float, default=None,
                    help="auto: the most its decodes may cost to fold at load, as a multiple of int8 of every "
-                        f"weight (default {LOAD_BUDGET}, {WEB_LOAD_BUDGET} with a web target; inf: size first)")
+                        f"weight (default {LOAD_BUDGET}, {WEB_LOAD_BUDGET} where --runtime names web; inf: size first)")
     s.add_argument("--encoding", action="append", default=[], metavar="GLOB=ENCODING",
                    help="give tensors whose name matches this encoding whatever the method (repeatable; "
                         f"{', '.join(ENCODINGS)})")

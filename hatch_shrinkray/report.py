@@ -35,8 +35,9 @@ def one_line(result: ShrinkResult) -> str:
         verdict = result.verification.brief()
     else:
         verdict = f"not verified ({setting('verify', False)})"
-    return model_line(path, result.original_size, result.shrunk_size, result.method, verdict,
-                      tail=f"{result.seconds:.1f} s")
+    kinds = {record.encoding.split(" ")[0] for record in result.encoded}
+    method = result.method if result.method == "auto" or kinds <= {result.method} else encoded_summary(result)
+    return model_line(path, result.original_size, result.shrunk_size, method, verdict, tail=f"{result.seconds:.1f} s")
 
 
 def detail_line(result: ShrinkResult) -> str:

@@ -656,7 +656,7 @@ def test_wheel_onto_a_full_or_read_only_disk_is_one_line(tmp_path: Path, disk: s
     setup = (f"mount -t tmpfs -o size={size + 8192} tmpfs '{mount}' && cp '{wheel}' '{mount}/'"
              + (f" && mount -o remount,ro '{mount}'" if disk == "read-only" else ""))
     target = f"'{mount}/{WHEEL_NAME}' --in-place" if where == "--in-place" else \
-        f"'{wheel}' -o '{mount}/out'" if disk == "full" else f"'{wheel}' -o '{mount}'"
+        f"'{wheel}' -o '{mount}/out'" if disk == "full" else f"'{wheel}' -o '{mount}' --force"  # over its copy
     code, _, err = in_namespace(setup, f"cd '{project}' && \"$S\" wheel {target}",
                                 f"cmp '{mount}/{WHEEL_NAME}' '{wheel}' > '{tmp_path}/same' 2>&1; "
                                 f"ls -A '{mount}' > '{tmp_path}/left'", tmp_path)

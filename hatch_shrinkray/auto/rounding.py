@@ -93,7 +93,7 @@ def fit_int8(model: ModelProto, options: ShrinkOptions, samples: Calibration | S
             notes[key] = cand.note
             if cand.decode is not None and "gptq" in cand.decode.label:
                 plan[key] = cand
-    outcome: Verdict | None = _too_few_rows(notes) if not plan else None
+    outcome: Verdict | None = _unfitted(notes) if not plan else None
     if folds > 1 and plan:
         outcome = crossfitted = _crossfit(cal, options, opset, plan)
         if not crossfitted.kept:
@@ -107,9 +107,14 @@ def fit_int8(model: ModelProto, options: ShrinkOptions, samples: Calibration | S
     return Fitted([_noted(r, notes.get((r.scope, r.name))) for r in records], outcome)
 
 
-def _too_few_rows(notes: dict[Key, str]) -> Unfitted | None:
+def _unfitted(notes: dict[Key, str]) -> Unfitted | None:
     """Why nothing was fitted when no weight had calibration rows enough for its features (the
-    first such note says how many), or None when that is not why."""
+    first such note says how many) or no weight's activations were visible; None when that is not
+    why (the fit did no better than round-to-nearest on the calibration samples: nothing to say)."""
+    if notes and all(n == NO_ACTIVATIONS for n in notes.values()):
+        return Unfitted("round-to-nearest: no weight's activations are visible in the main graph (weights inside "
+                        "If/Loop bodies, or read by ops other than MatMul/Gemm/Conv)",
+                        "rounding not fitted: activations not visible")
     few = [n for n in notes.values() if n.startswith(FEW_ROWS)]
     if not few:
         return None

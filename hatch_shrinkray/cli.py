@@ -79,10 +79,13 @@ def _verify_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--int-range", type=int, nargs=2, default=[0, 64], metavar=("LOW", "HIGH"),
                    help="range of generated integer inputs, [LOW, HIGH) (default 0 64)")
     d = VerifyOptions()
-    g.add_argument("--max-rel-l2", type=float, default=d.max_rel_l2, help=f"default {d.max_rel_l2}")
-    g.add_argument("--min-cosine", type=float, default=d.min_cosine, help=f"default {d.min_cosine}")
+    g.add_argument("--max-rel-l2", type=float, default=d.max_rel_l2,
+                   help=f"the largest relative L2 of any output, 0 to 1 (default {d.max_rel_l2})")
+    g.add_argument("--min-cosine", type=float, default=d.min_cosine,
+                   help=f"the smallest cosine of any output, 0 to 1 (default {d.min_cosine})")
     g.add_argument("--min-top1", type=float, default=d.min_top1,
-                   help=f"minimum top-1 agreement for class-score outputs (default {d.min_top1})")
+                   help="the smallest agreement of discrete answers (labels, decisions), 0 to 1, judged with a 95%% "
+                        f"confidence bound (default {d.min_top1})")
     g.add_argument("--judge", action="append", default=[], metavar="OUTPUT=JUDGE",
                    help="how an output's answers are compared, instead of the judge its shape implies "
                         f"(repeatable; {', '.join(JUDGES)}; off: not judged)")
@@ -229,7 +232,8 @@ def _shrink_args(s: argparse.ArgumentParser) -> None:
                    help="levels per channel: int8 3..255 (default 255, plain int8; fewer = a smaller download), "
                         "float-levels 2..65536 (default 256)")
     s.add_argument("--decode", default="float",
-                   help=f"int8 decode: {', '.join(DECODES)} (fast = DequantizeLinear before MatMul, int8 activations)")
+                   help=f"int8 decode: {', '.join(DECODES)} (fast = DequantizeLinear before MatMul, opset >= 13, int8 "
+                        "activations; kept only where onnxruntime fuses it)")
     s.add_argument("--block-size", type=int, default=32, help="int4 block size (default 32)")
     s.add_argument("--rounding", default="output-aware", metavar="HOW",
                    help=f"int8 codes with real inputs: {', '.join(ROUNDINGS)} (default output-aware: fitted to the "

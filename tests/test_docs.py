@@ -348,3 +348,14 @@ def test_every_environment_variable_and_pytest_option_is_documented() -> None:
     reference = (DOCS / "configuration.md").read_text(encoding="utf-8")
     missing = sorted(name for name in variables | options if f"`{name}" not in reference)
     assert missing == []
+
+
+def test_the_quick_start_pins_the_version_it_documents() -> None:
+    """Its text says to pin the core in `requires`; its table does, at this version."""
+    from hatch_shrinkray import __version__
+
+    text = (DOCS / "quickstart.md").read_text(encoding="utf-8")
+    table = text.split("<!-- hook-table -->\n```toml\n", 1)[1].split("\n```\n", 1)[0]
+    assert f'"hatch-shrinkray-core=={__version__}"' in table
+    assert "inputs" not in table  # added at the step that creates the recording (a missing directory fails)
+    assert text.split("<!-- install-cli -->\n```sh\n", 1)[1].startswith('export WHEELHOUSE=')  # set before used

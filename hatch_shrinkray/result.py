@@ -138,19 +138,19 @@ class VerifyResult:
         """The result in plain words, for the one line per model: ``same answers on 20 recorded
         calls``, ``answers changed on 2 of 40 recorded calls (weak evidence)``, ``within limits on 8
         generated samples (a smoke check)``; the figures are in :meth:`summary`."""
-        failed = "" if self.passed else "FAILS verification: "
+        within = "within limits" if self.passed else "FAILS verification"
         if not self.compared:
-            return f"{failed}no output compared (every judge is off)"
+            return f"{'' if self.passed else within + ': '}no output compared (every judge is off)"
         if not self.real:
-            return f"{failed}{'outside' if failed else 'within'} limits on {self.basis()} (a smoke check)"
+            return f"{within} on {self.basis()} (a smoke check)"
         ev = self.evidence
-        held = "held-out " if self.calibration else ""
         if ev is None or not (ev.answers or ev.decisions):
-            return f"{failed}{'outside' if failed else 'within'} limits on {self.basis()} (numbers only)"
-        on = f"{ev.units} {held}recorded {ev.unit_kind}"
+            return f"{within} on {self.basis()} (numbers only)"
+        on = f"{ev.units} {'held-out ' if self.calibration else ''}recorded {ev.unit_kind}"
         text = f"same answers on {on}" if not ev.changed_units else \
             f"answers changed on {ev.changed_units} of {on}"
-        return failed + text + (" (weak evidence)" if ev.weak else "")
+        return ("" if self.passed else "FAILS verification (outputs past the limits); ") + text + \
+            (" (weak evidence)" if ev.weak else "")
 
     def brief(self) -> str:
         """:meth:`verdict` and, when there is one, what became of the fitted choices in a few words."""

@@ -68,3 +68,29 @@ def test_the_shrink_line_keeps_figures_for_v_and_none_for_an_output_never_compar
     report = json.loads(off.stdout[off.stdout.index("\n[") + 1:])
     (output,) = report[0]["verification"]["outputs"]
     assert output["judge"] == "off" and output["cosine"] is None and output["rel_l2"] is None
+
+
+def test_the_verdict_in_words() -> None:
+    """Each kind of evidence, passed or failed (``check`` keeps failing models), in a few words."""
+    from hatch_shrinkray.evidence import Evidence
+    from hatch_shrinkray.result import OutputComparison, VerifyResult
+
+    ok = OutputComparison("y", 0.1, 0.01, 0.9999, 1.0, 0, judge="top-1", answers=20)
+    bad = OutputComparison("y", 1.0, 0.2, 0.9, 1.0, 0, failures=("rel L2 0.2 > 0.1",), judge="top-1", answers=20)
+    off = OutputComparison("y", 0.0, 0.0, 1.0, None, 0, judge="off")
+
+    def said(o: OutputComparison, evidence: Evidence | None, real: bool = True, calibration: int = 0) -> str:
+        return VerifyResult((o,), 20, "rec", real=real, evidence=evidence, calibration=calibration).verdict()
+
+    same = Evidence(20, 0, "calls", answers=20, decisions=20)
+    assert said(ok, same) == "same answers on 20 recorded calls"
+    assert said(ok, Evidence(40, 2, "test cases", answers=40)) == "answers changed on 2 of 40 recorded test cases"
+    assert said(ok, Evidence(3, 0, "streams", decisions=47)) == "same answers on 3 recorded streams (weak evidence)"
+    assert said(ok, Evidence(10, 0, "calls", answers=10), calibration=10) == \
+        "same answers on 10 held-out recorded calls (weak evidence)"
+    assert said(ok, Evidence(20, 0, "calls")) == "within limits on 20 recorded samples (numbers only)"
+    assert said(ok, None, real=False) == "within limits on 20 generated samples (a smoke check)"
+    assert said(bad, None, real=False) == "FAILS verification on 20 generated samples (a smoke check)"
+    assert said(bad, same) == "FAILS verification (outputs past the limits); same answers on 20 recorded calls"
+    assert said(off, same) == "no output compared (every judge is off)"
+    assert all(len(said(o, e)) < 80 for o in (ok, bad, off) for e in (same, None))

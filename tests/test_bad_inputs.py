@@ -874,7 +874,7 @@ def test_build_line_says_what_stayed_float(tmp_path: Path, isolated: Path, capsy
         assert not any(KEPT_FLOAT in ln for ln in lines) or out == "again"
         if out == "again":
             line = next(ln for ln in lines if ln.startswith(f"shrinkray: {MODEL}: ") and "kept float" in ln)
-            assert line.endswith(f"; {KEPT_FLOAT}"), line
+            assert line.endswith(f"; {KEPT_FLOAT}; cached: {line.rsplit('cached: ', 1)[1]}"), line
 
 
 def test_cli_closing_line_counts_models(tmp_path: Path) -> None:

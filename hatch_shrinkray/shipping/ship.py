@@ -364,7 +364,7 @@ def _ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
                   for data in (_data_files_beside(target) if outcome == "shrunk" else ())]  # never cached
         sidecars_of[model.relpath] = tuple(sidecars.values())
         app.display_success(_success_line(model.relpath, record, outcome == "cached"))
-        app.display_debug(_detail_line(model.relpath, record))
+        app.display_debug(_detail_line(model.relpath, record, outcome == "cached"))
         if plan is not None:
             confirm_plan(model.relpath, plan, record.entry.shrunk_sha256, app)
         verified = record.entry.verification
@@ -687,17 +687,19 @@ def _portable(record: dict[str, Any], root: Path) -> dict[str, Any]:
 def _success_line(relpath: str, record: CachedShrink, cached: bool) -> str:
     """The model's one line: sizes, method and the verdict in words (``_detail_line`` has the figures)."""
     verdict = record.verdict or ("not verified" if record.summary is None else record.summary)
-    timing = f"cached, {record.seconds:.1f} s saved" if cached else f"{record.seconds:.1f} s"
+    timing = "cached" if cached else f"{record.seconds:.1f} s"
     return f"{PREFIX} " + model_line(relpath, record.original_size, record.shrunk_size, record.entry.method,
                                      verdict, tail=timing)
 
 
-def _detail_line(relpath: str, record: CachedShrink) -> str:
+def _detail_line(relpath: str, record: CachedShrink, cached: bool) -> str:
     """What ``-v`` adds under the model's line: the compressed sizes, the verification's figures and
-    the guard's comparison, and what stayed float."""
+    the guard's comparison, what stayed float, and the time a cache hit saved."""
     parts = [size_change(*record.sizes)] if record.sizes is not None else []
     parts.append(record.summary or f"not verified ({setting('verify', False)})")
-    return f"{PREFIX} {relpath}: " + "; ".join(parts + ([record.kept] if record.kept else []))
+    parts += [record.kept] if record.kept else []
+    parts += [f"cached: {record.seconds:.1f} s saved"] if cached else []
+    return f"{PREFIX} {relpath}: " + "; ".join(parts)
 
 
 def _total_line(shipped: list[Shipped], seconds: float) -> str:

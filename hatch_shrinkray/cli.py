@@ -18,11 +18,11 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from hatch_shrinkray import progress
+from hatch_shrinkray import hints, progress
 from hatch_shrinkray.capture import env
-from hatch_shrinkray.errors import OptionError, PlanError, ShrinkrayError, VerificationError, printable, set_invocation
+from hatch_shrinkray.errors import OptionError, PlanError, ShrinkrayError, VerificationError, printable
 from hatch_shrinkray.files import copy_atomically, write_atomically
 from hatch_shrinkray.options import (
     BLOCK_SIZES,
@@ -62,15 +62,7 @@ FLAG_NAMES = {"method": "--method", "min_elements": "--min-elements", "scheme": 
               "rounding": "--rounding", "strict": "--strict"}
 
 
-TABLE_KEYS = {"method": "method", "min_elements": "min-elements", "exclude_tensor": "exclude-tensors",
-              "exclude_op": "exclude-ops", "no_dedup": "dedup", "scheme": "scheme", "levels": "levels",
-              "decode": "decode", "block_size": "block-size", "target": "target", "runtime": "runtimes",
-              "budget_rel_l2": "budget-rel-l2", "budget_cosine": "budget-cosine",
-              "budget_agreement": "budget-agreement", "budget_load": "budget-load", "encoding": "encodings",
-              "no_verify": "verify", "inputs": "inputs", "dim": "dims", "default_dim": "default-dim",
-              "samples": "samples", "int_range": "int-range", "max_rel_l2": "max-rel-l2",
-              "min_cosine": "min-cosine", "min_top1": "min-top1", "judge": "judges", "rounding": "rounding",
-              "strict": "strict"}
+TABLE_KEYS = {flag[2:].replace("-", "_"): key for key, flag in hints.FLAGS.items()}
 """Flag destination -> the configuration key it overrides (``--exclude-tensor`` -> ``exclude-tensors``)."""
 
 
@@ -90,26 +82,45 @@ def _verify_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--int-range", type=int, nargs=2, default=[0, 64], metavar=("LOW", "HIGH"),
                    help="range of generated integer inputs, [LOW, HIGH) (default 0 64)")
     d = VerifyOptions()
-    g.add_argument("--max-rel-l2", type=float, default=d.max_rel_l2, help=f"default {d.max_rel_l2}")
-    g.add_argument("--min-cosine", type=float, default=d.min_cosine, help=f"default {d.min_cosine}")
+    g.add_argument("--max-rel-l2", type=float, default=d.max_rel_l2,
+                   help=f"the largest relative L2 of any output, 0 to 1 (default {d.max_rel_l2})")
+    g.add_argument("--min-cosine", type=float, default=d.min_cosine,
+                   help=f"the smallest cosine of any output, 0 to 1 (default {d.min_cosine})")
     g.add_argument("--min-top1", type=float, default=d.min_top1,
-                   help=f"minimum top-1 agreement for class-score outputs (default {d.min_top1})")
+                   help="the smallest agreement of discrete answers (labels, decisions), 0 to 1, judged with a 95%% "
+                        f"confidence bound (default {d.min_top1})")
     g.add_argument("--judge", action="append", default=[], metavar="OUTPUT=JUDGE",
                    help="how an output's answers are compared, instead of the judge its shape implies "
                         f"(repeatable; {', '.join(JUDGES)}; off: not judged)")
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage error is a user mistake like any other: one line, ``error: ...``, and exit 1 (argparse
+    prints its usage block and exits 2); the line names the help that shows the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        sys.exit(1)
+
+
+VERBOSE_HELP = "show tracebacks and the details: per-tensor encodings, verification figures and tables"
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    from hatch_shrinkray import __version__
+
+    p = _Parser(
         prog="hatch-shrinkray",
         description="Shrink ONNX models (weights-only quantization), verified with onnxruntime.")
-    p.add_argument("-v", "--verbose", action="store_true", help="show tracebacks and per-tensor details")
+    p.add_argument("--version", action="version", version=f"hatch-shrinkray {__version__}")
+    p.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     p.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
     sub = p.add_subparsers(dest="command", required=True)
 
     info = sub.add_parser("info", help="show a model's weights and how much of the file they are")
     info.add_argument("model", type=Path)
-    info.add_argument("--min-elements", type=int, default=16384)
+    info.add_argument("--min-elements", type=int, default=16384,
+                      help="smallest tensor the table counts as one to encode (default 16384, as shrink)")
     info.add_argument("--json", action="store_true", help="print JSON")
 
     s = sub.add_parser("shrink", help="shrink models into an output directory")
@@ -118,7 +129,8 @@ def parser() -> argparse.ArgumentParser:
     _shrink_args(s)
     s.add_argument("--force", action="store_true", help="overwrite existing outputs")
     s.add_argument("--sizes", action="store_true",
-                   help="measure the web size (brotli 11, ~0.3 MB/s) instead of estimating it, and print a size table")
+                   help="measure the web size (brotli 11, ~0.3 MB/s; needs the compress extra) instead of estimating "
+                        "it, and print a size table")
     s.add_argument("--json", type=Path, metavar="FILE", help="write the full report as JSON ('-' for stdout)")
     s.add_argument("--plan", type=Path, metavar="FILE",
                    help="apply the per-tensor plan this plan file holds for each model's bytes (check --search)")
@@ -134,6 +146,7 @@ def parser() -> argparse.ArgumentParser:
     where.add_argument("-o", "--output", type=Path, default=Path("wheelhouse"),
                        help="directory for the rewritten wheels (default: wheelhouse)")
     where.add_argument("--in-place", action="store_true", help="replace each input wheel")
+    w.add_argument("--force", action="store_true", help="overwrite existing output wheels")
     w.add_argument("--project", type=Path, default=Path("."),
                    help="the project whose pyproject.toml configures the models (default: the current directory)")
     w.add_argument("--models", action="append", metavar="GLOB",
@@ -145,8 +158,8 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("compare", help="verify a shrunk model against its original and compare sizes")
     c.add_argument("original", type=Path)
     c.add_argument("shrunk", type=Path)
-    c.add_argument("--sizes", action="store_true", help="measure the web size (brotli 11, ~0.3 MB/s) instead of "
-                                                        "estimating it")
+    c.add_argument("--sizes", action="store_true", help="measure the web size (brotli 11, ~0.3 MB/s; needs the "
+                                                        "compress extra) instead of estimating it")
     _verify_args(c)
 
     r = sub.add_parser("record", help="run a command and record the inputs its onnxruntime sessions see",
@@ -218,6 +231,7 @@ def parser() -> argparse.ArgumentParser:
     _verify_args(k)
     k.set_defaults(argv=[])  # everything after `--`, split off before parsing (see main)
     for command in sub.choices.values():  # before or after the command's name
+        command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)
         command.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET_HELP)
     return p
 
@@ -235,7 +249,8 @@ def _shrink_args(s: argparse.ArgumentParser) -> None:
                    help="levels per channel: int8 3..255 (default 255, plain int8; fewer = a smaller download), "
                         "float-levels 2..65536 (default 256)")
     s.add_argument("--decode", default="float",
-                   help=f"int8 decode: {', '.join(DECODES)} (fast = DequantizeLinear before MatMul, int8 activations)")
+                   help=f"int8 decode: {', '.join(DECODES)} (fast = DequantizeLinear before MatMul, opset >= 13, int8 "
+                        "activations; kept only where onnxruntime fuses it)")
     s.add_argument("--block-size", type=int, default=32,
                    help=f"int4 block size: {', '.join(map(str, BLOCK_SIZES))} (default 32)")
     s.add_argument("--rounding", default="output-aware", metavar="HOW",
@@ -258,7 +273,7 @@ def _shrink_args(s: argparse.ArgumentParser) -> None:
                         "round-to-nearest int8's on the same inputs)")
     s.add_argument("--budget-load", type=float, default=None,
                    help="auto: the most its decodes may cost to fold at load, as a multiple of int8 of every "
-                        f"weight (default {LOAD_BUDGET}, {WEB_LOAD_BUDGET} with a web target; inf: size first)")
+                        f"weight (default {LOAD_BUDGET}, {WEB_LOAD_BUDGET} where --runtime names web; inf: size first)")
     s.add_argument("--encoding", action="append", default=[], metavar="GLOB=ENCODING",
                    help="give tensors whose name matches this encoding whatever the method (repeatable; "
                         f"{', '.join(ENCODINGS)})")
@@ -301,9 +316,11 @@ def _shrink_options(args: argparse.Namespace) -> ShrinkOptions:
     return opts
 
 
-def _command_line(args: argparse.Namespace, models: Sequence[str] = (), models_flag: str = "--models") -> CommandLine:
+def _command_line(args: argparse.Namespace, models: Sequence[str] = (), models_flag: str = "--models", *,
+                  every_flag: bool = False) -> CommandLine:
     """The flags the user gave (not argparse's defaults), as keys that override the project's
-    table one by one; ``models`` globs replace its ``models``."""
+    table one by one; ``models`` globs replace its ``models``. ``every_flag``: there is no table,
+    so messages name every setting by its flag, given or not."""
     options = _shrink_options(args)
     verify = options.verify
     settings: dict[str, Any] = {}
@@ -321,6 +338,8 @@ def _command_line(args: argparse.Namespace, models: Sequence[str] = (), models_f
         else:
             value = getattr(options, ENGINE_KEYS[key])
         settings[key], names[key] = value, "--" + dest.replace("_", "-")
+    if every_flag:
+        names = {**{k: "--" + d.replace("_", "-") for d, k in TABLE_KEYS.items()}, **names}
     return CommandLine(settings, names, tuple(models), models_flag)
 
 
@@ -338,9 +357,10 @@ def _given(argv: Sequence[str]) -> frozenset[str]:
 
 
 def _as_check_args(args: argparse.Namespace) -> list[str]:
-    """The models and the shrink and verification flags the user gave, as ``check`` takes them (its
-    MODEL arguments take the same spellings as ``--models``), for hints that quote their command."""
-    tokens = [str(m) for m in getattr(args, "models", None) or ()]
+    """The shrink and verification flags the user gave, as ``check`` takes them, for hints that
+    quote their command (the models go apart: ``check``'s MODEL arguments take the same spellings
+    as ``--models``)."""
+    tokens: list[str] = []
     for dest in ("project", "plan", "timeout", "threshold"):
         if dest in args.given and getattr(args, dest, None) is not None:
             tokens += [f"--{dest}", str(getattr(args, dest))]
@@ -437,7 +457,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
             continue
         if plan is not None:
             confirm_plan(str(src), plan, file_sha256(dest), _Stderr(args.verbose, args.quiet))
-        print(shrink_report(result, args.sizes, tensors=args.verbose))
+        print(shrink_report(result, args.sizes, verbose=args.verbose))
         if result.unverified:
             inputs = chosen.verify.inputs if chosen.verify is not None else None
             print(f"{src}: original kept; {record_advice(Path.cwd(), inputs, '--inputs')}", file=sys.stderr)
@@ -521,8 +541,11 @@ def cmd_wheel(args: argparse.Namespace) -> int:
 
     project = args.project.resolve()
     raw, table = find_table(project, required=not args.models)
+    if table is None:
+        hints.installed_models()
     configure: Callable[[Path], HookConfig] = functools.partial(
-        load_config, raw, project, "wheel", table or "--models", flags=_command_line(args, args.models or ()))
+        load_config, raw, project, "wheel", table or "--models",
+        flags=_command_line(args, args.models or (), every_flag=table is None))
     created = not args.in_place and not args.output.exists()
     outputs = _wheel_destinations(args)
     display = _Stderr(args.verbose, args.quiet)
@@ -567,6 +590,8 @@ def _wheel_destinations(args: argparse.Namespace) -> list[tuple[Path, Path]]:
                                  hint="pass --in-place to replace it, or choose another -o directory")
         if destination in (d for _, d in pairs):
             raise ShrinkrayError(f"another input also writes {destination}", path=str(source))
+        if not args.in_place and destination.exists() and not args.force:
+            raise ShrinkrayError(f"output {destination} exists", path=str(source), hint="use --force to overwrite")
         pairs.append((source, destination))
     if not args.in_place:
         try:
@@ -865,8 +890,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.given = _given(own)
     if command is not None:
         args.argv = command
+    hints.speak_to(args.command)
     if args.command in ("shrink", "wheel", "check"):
-        set_invocation(_as_check_args(args), args.argv if args.command == "check" else ())
+        hints.set_invocation(_as_check_args(args), args.argv if args.command == "check" else (),
+                             [str(m) for m in getattr(args, "models", None) or ()])
     commands = {"shrink": cmd_shrink, "info": cmd_info, "compare": cmd_compare, "wheel": cmd_wheel,
                 "record": cmd_record, "check": cmd_check}
     try:

@@ -23,21 +23,20 @@ from onnx import ModelProto
 
 from hatch_shrinkray import progress
 from hatch_shrinkray.auto.choices import encode_chosen
-from hatch_shrinkray.auto.guard import Scorer, Verdict
+from hatch_shrinkray.auto.guard import Scorer, Unfitted, Verdict
 from hatch_shrinkray.auto.method import guarded_auto, needs_real_inputs
 from hatch_shrinkray.auto.rounding import Int8, fit_int8
 from hatch_shrinkray.auto.sensitivity import keep_hint, rank
 from hatch_shrinkray.errors import (
-    RECORD_HINT,
     AlreadyQuantizedError,
     PlanError,
     ShrinkrayError,
     VerificationError,
-    check_hint,
     one_line,
     quoted,
 )
 from hatch_shrinkray.evidence import MIN_UNITS, unit_kind
+from hatch_shrinkray.hints import check_hint, key, record_hint, setting
 from hatch_shrinkray.methods import runtimes
 from hatch_shrinkray.numerics.threads import one_blas_thread
 from hatch_shrinkray.onnxgraph.graph import FLOAT_TYPES, find_sites, scopes
@@ -133,7 +132,7 @@ def _shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.P
     work = loaded.model
     method = METHODS[options.method]
     stage.show("reading the samples")
-    prepared, fitting = _calibration(loaded, original_ref, options, method.calibrates(options))
+    prepared, unfitted = _calibration(loaded, original_ref, options, method.calibrates(options))
     dest = Path(destination) if destination is not None else None
     output: Output | None = None
     kept_original: str | None = None
@@ -149,7 +148,7 @@ def _shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.P
         early = _early_reference(loaded, original_ref, options, prepared, held)
         original = Scorer(early.judged, early.seq) if early is not None else None
         records, outcome = _encode(work, options, calibration, held, loaded.label, original=original)
-    fitting = outcome.text() if outcome is not None else fitting
+    fitting: Verdict | None = outcome if outcome is not None else unfitted
     kept_float = _kept_float(small, records)
 
     def original_instead(staged: Output, shrunk: list[TensorRecord]) -> tuple[Output, list[TensorRecord], Sizes]:
@@ -230,7 +229,7 @@ def _early_reference(loaded: Loaded, original_ref: str | bytes, options: ShrinkO
 
 
 def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: ShrinkOptions,
-            *, prepared: Prepared | None, checker: str, fitting: str,
+            *, prepared: Prepared | None, checker: str, fitting: Verdict | None,
             keep_failed: bool, reference: Reference | None = None) -> VerifyResult:
     """Run both models on the samples; a failure raises VerificationError with the hint that fits,
     and a model generated inputs cannot verify raises Unverifiable (unless ``strict``)."""
@@ -251,9 +250,10 @@ def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: 
         if quiet and options.strict:
             raise ShrinkrayError(f"on {reference.samples.source} the original's outputs carry no signal ({quiet}): "
                                  "nothing can tell the shrunk model from it", path=loaded.label,
-                                 hint="verify on inputs that make the model compute something: " + RECORD_HINT)
+                                 hint="verify on inputs that make the model compute something: " + record_hint())
     verification = verify_against(reference, output.ref, loaded.label, options.verify, checker)
-    verification = replace(verification, fitting=fitting)
+    if fitting is not None:
+        verification = replace(verification, fitting=fitting.text(), fitting_brief=fitting.brief())
     if not verification.passed and not keep_failed:
         v = options.verify
         if not verification.real and keep:
@@ -262,7 +262,7 @@ def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: 
                                f"{failed.failures[0]}", path=loaded.label)
         hint = _failure_hint(original_ref, options, reference)
         if not verification.real:
-            hint = f"this ran on generated inputs, which prove little either way: {RECORD_HINT}; or {hint}"
+            hint = f"this ran on generated inputs, which prove little either way: {record_hint()}; or {hint}"
         raise VerificationError(
             f"shrunk model ({options.label()}) differs too much from the original on {verification.basis()}",
             path=loaded.label, table=verification.table(
@@ -481,7 +481,8 @@ def _write(model: ModelProto, dest: Path | None, label: str, checker: str) -> Ou
 def _failure_hint(original: str | bytes, options: ShrinkOptions, reference: Reference) -> str:
     """Which tensors to keep, measured one at a time on the verification inputs; the generic advice
     where that cannot be measured (no eligible float32 weight, a model too big to probe again)."""
-    generic = "exclude the sensitive tensors (exclude-tensors / exclude-ops) or use method fp16"
+    generic = (f"exclude the sensitive tensors ({key('exclude-tensors')} / {key('exclude-ops')}) or use "
+               f"{setting('method', 'fp16')}")
     if isinstance(original, str) and os.path.getsize(original) > HINT_MAX_BYTES:
         return generic
     try:
@@ -493,11 +494,11 @@ def _failure_hint(original: str | bytes, options: ShrinkOptions, reference: Refe
                           method=options.label())
     except (ShrinkrayError, MemoryError):
         return generic
-    return f"{found}; or let your tests judge: {check_hint()}" if found else generic
+    return f"{found}; or let your tests judge: `{check_hint(fix=True)}`" if found else generic
 
 
 def _calibration(loaded: Loaded, original: str | bytes, options: ShrinkOptions,
-                 calibrates: bool) -> tuple[Prepared | None, str]:
+                 calibrates: bool) -> tuple[Prepared | None, Unfitted | None]:
     """For a data-dependent method, the real samples (read with the input signature of the proto, so
     no onnxruntime session is open while the model is in memory) and which of them it may fit on;
     and what became of the fitting when there is too little independent evidence for it."""
@@ -507,8 +508,8 @@ def _calibration(loaded: Loaded, original: str | bytes, options: ShrinkOptions,
         if needs_data:
             raise needs_real_inputs(options.method)
         if inputs is not None and options.method == "int8" and options.rounding == "nearest":
-            return None, 'round-to-nearest, as configured (rounding = "nearest"): the inputs only verify'
-        return None, ""
+            return None, Unfitted('round-to-nearest, as configured (rounding = "nearest"): the inputs only verify')
+        return None, None
     sha256 = next(iter(loaded.sha256.values()), None) or hashlib.sha256(
         original if isinstance(original, bytes) else b"").hexdigest()
     try:
@@ -517,21 +518,25 @@ def _calibration(loaded: Loaded, original: str | bytes, options: ShrinkOptions,
     except NoRecording as exc:  # verification notes it and falls back to generated inputs
         # A model the recorded program never ran (the first build after `record` often has one):
         # auto has nothing to fit, so it ships what it falls back to anyway, and says so.
-        return None, (f"auto fell back to int8 round-to-nearest: {exc.path} holds no recording of this model, "
-                      f"and auto fits its choices to one (record it: run the code that uses it under "
-                      f"`hatch-shrinkray record --output {exc.path} -- COMMAND`)" if needs_data else "")
+        if not needs_data:
+            return None, None
+        return None, Unfitted(f"auto fell back to int8 round-to-nearest: {exc.path} holds no recording of this "
+                              f"model, and auto fits its choices to one (record it: run the code that uses it "
+                              f"under `hatch-shrinkray record --output {exc.path} -- COMMAND`)",
+                              "auto: int8, no recording of this model")
     if not prepared.samples.real:
         if needs_data:
             raise needs_real_inputs(options.method)
-        return None, ""
+        return None, None
     units = prepared.units
     if units >= MIN_UNITS:
-        return prepared, ""
+        return prepared, None
     every = tuple(range(len(prepared.samples.feeds)))
     what = "auto fell back to int8 round-to-nearest" if needs_data else "round-to-nearest"
-    return Prepared(prepared.samples, None, every), (
-        f"{what}: {units} independent {unit_kind(prepared.seq.units)}, fewer than the {MIN_UNITS} it takes to "
-        "tell a fitted choice from chance")
+    kind = unit_kind(prepared.seq.units)
+    return Prepared(prepared.samples, None, every), Unfitted(
+        f"{what}: {units} independent {kind}, fewer than the {MIN_UNITS} it takes to tell a fitted choice from "
+        "chance", f"{'auto: int8, ' if needs_data else 'rounding not fitted: '}only {units} {kind}")
 
 
 def _reference_source(loaded: Loaded, source: str | os.PathLike[str] | ModelProto) -> str | bytes:
@@ -561,4 +566,5 @@ def _check_output(model: ModelProto | str, label: str, checker: str) -> None:
         onnx.checker.check_model(model, full_check=checker == "full")
     except Exception as exc:
         raise ShrinkrayError(f"the shrunk model fails onnx.checker: {one_line(exc)}", path=label,
-                             hint="please report this as a bug; use exclude-tensors or method fp16 meanwhile") from exc
+                             hint=f"please report this as a bug; use {key('exclude-tensors')} or "
+                                  f"{setting('method', 'fp16')} meanwhile") from exc

@@ -3,32 +3,7 @@
 from __future__ import annotations
 
 import re
-import shlex
-from collections.abc import Mapping, Sequence
-
-RECORD_HINT = "record real inputs with `hatch-shrinkray record --output DIR -- COMMAND` and set `inputs = \"DIR\"`"
-"""What to do when verification had only generated inputs: said wherever that happens."""
-
-
-TESTS = ("python", "-m", "pytest")
-"""The test command a hint suggests when the user has not given one."""
-_invocation: dict[str, tuple[str, ...]] = {"args": (), "command": ()}
-
-
-def set_invocation(args: Sequence[str], command: Sequence[str] = ()) -> None:
-    """What the running CLI command was given, as ``check`` would take it (models and flags), and
-    the test command it runs, if any: hints then quote the user's own command. The CLI sets it;
-    in a build there is none."""
-    _invocation["args"], _invocation["command"] = tuple(args), tuple(command)
-
-
-def check_hint(command: str | None = None, *, fix: bool = False) -> str:
-    """The command that finds the smallest model a package's own tests accept (``fix``: the one that
-    chooses a remedy per model and writes it where the build reads it): with the models and flags the
-    user gave, and their test command (``command``: the one a plan recorded) when known."""
-    test = command or shlex.join(_invocation["command"] or TESTS)
-    args = shlex.join(_invocation["args"])
-    return f"hatch-shrinkray check {'--fix' if fix else '--search'} {args + ' ' if args else ''}-- {test}"
+from collections.abc import Mapping
 
 
 def one_line(exc: BaseException, limit: int = 400) -> str:

@@ -99,6 +99,8 @@ class VerifyResult:
     """What the verdict rests on, counted over independent units (``evidence``)."""
     fitting: str = ""
     """What became of the data-fitted choices (kept, or fallen back to round-to-nearest, and why)."""
+    fitting_brief: str = ""
+    """The same in a few words, for the one line a build prints per model (empty: nothing to say)."""
     streams: int = 0
     """Streams of a recurrent model run in closed loop (0: calls judged one by one)."""
     symbols: tuple[tuple[str, int], ...] = ()
@@ -109,20 +111,26 @@ class VerifyResult:
         return all(o.ok for o in self.outputs)
 
     @property
+    def compared(self) -> tuple[OutputComparison, ...]:
+        """The outputs that were compared (an output whose judge is ``off`` has no figure)."""
+        return tuple(o for o in self.outputs if o.judge != "off")
+
+    @property
     def worst_cosine(self) -> float:
-        return min((o.cosine for o in self.outputs if o.judge != "off"), default=1.0)
+        return min((o.cosine for o in self.compared), default=1.0)
 
     @property
     def worst_rel_l2(self) -> float:
-        return max((o.rel_l2 for o in self.outputs if o.judge != "off"), default=0.0)
+        return max((o.rel_l2 for o in self.compared), default=0.0)
 
     @property
     def weak(self) -> bool:
         return self.evidence is None or self.evidence.weak
 
-    def basis(self) -> str:
+    def basis(self, symbols: bool = True) -> str:
         """What the figures rest on: ``8 held-out recorded samples (24 others fitted on)``, ``24
-        recorded streams (7620 steps) in closed loop``."""
+        recorded streams (7620 steps) in closed loop``; generated samples name the sizes their
+        symbolic dimensions got (``symbols``: the short verdict leaves them to ``-v``)."""
         kind = "recorded" if self.real else "generated"
         held = "held-out " if self.calibration else ""
         if self.streams:
@@ -130,19 +138,45 @@ class VerifyResult:
                    "in closed loop"
         else:
             text = f"{self.samples} {held}{kind} sample{'s' if self.samples != 1 else ''}"
-        if self.symbols and not self.real:
+        if symbols and self.symbols and not self.real:
             text += f" ({', '.join(f'{name}={size}' for name, size in self.symbols)})"
         return text + (f" ({self.calibration} others fitted on)" if self.calibration else "")
 
+    def verdict(self) -> str:
+        """The result in plain words, for the one line per model: ``same answers on 20 recorded
+        calls``, ``answers changed on 2 of 40 recorded calls (weak evidence)``, ``within limits on 8
+        generated samples (a smoke check)``; the figures are in :meth:`summary`."""
+        within = "within limits" if self.passed else "FAILS verification"
+        if not self.compared:
+            return f"{'' if self.passed else within + ': '}no output compared (every judge is off)"
+        if not self.real:
+            sizes = "".join(f"{name}={size}; " for name, size in self.symbols)
+            return f"{within} on {self.basis(symbols=False)} ({sizes}a smoke check)"
+        ev = self.evidence
+        if ev is None or not (ev.answers or ev.decisions):
+            return f"{within} on {self.basis()} (numbers only)"
+        on = f"{ev.units} {'held-out ' if self.calibration else ''}recorded {ev.unit_kind}"
+        text = f"same answers on {on}" if not ev.changed_units else \
+            f"answers changed on {ev.changed_units} of {on}"
+        return ("" if self.passed else "FAILS verification (outputs past the limits); ") + text + \
+            (" (weak evidence)" if ev.weak else "")
+
+    def brief(self) -> str:
+        """:meth:`verdict` and, when there is one, what became of the fitted choices in a few words."""
+        return f"{self.verdict()}; {self.fitting_brief}" if self.fitting_brief else self.verdict()
+
     def summary(self) -> str:
-        """One line for reports: the worst output, what it rests on and how sure it is."""
-        text = f"cos {self.worst_cosine:.6f}, rel-L2 {self.worst_rel_l2:.2e}"
-        agreeing = [o for o in self.outputs if o.top1 is not None and o.agreement_kind != "equal"]
-        if agreeing and (self.evidence is None or not self.real):
-            worst = min(agreeing, key=lambda o: o.top1 if o.top1 is not None else 1.0)
-            text += f", {worst.agreement_kind} {worst.agreement_text()}"
-        text += f" on {self.basis()}"
-        if self.evidence is not None and self.real:
+        """One line for ``-v`` and the reports: the worst output, what it rests on and how sure it is."""
+        if not self.compared:
+            text = f"no output compared (every judge is off) on {self.basis()}"
+        else:
+            text = f"cos {self.worst_cosine:.6f}, rel-L2 {self.worst_rel_l2:.2e}"
+            agreeing = [o for o in self.compared if o.top1 is not None and o.agreement_kind != "equal"]
+            if agreeing and (self.evidence is None or not self.real):
+                worst = min(agreeing, key=lambda o: o.top1 if o.top1 is not None else 1.0)
+                text += f", {worst.agreement_kind} {worst.agreement_text()}"
+            text += f" on {self.basis()}"
+        if self.evidence is not None and self.real and self.compared:
             text += f"; {self.evidence.text()}"
         if self.fitting:
             text += f"; {self.fitting}"
@@ -175,7 +209,7 @@ class VerifyResult:
                 "checker": self.checker, "streams": self.streams, "fitting": self.fitting,
                 "symbolic_dims": dict(self.symbols),
                 "evidence": None if ev is None else {**asdict(ev), "upper_bound": round(ev.bound, 6), "weak": ev.weak},
-                "outputs": [_clean({k: v for k, v in asdict(o).items() if k != "changed"}) for o in self.outputs]}
+                "outputs": [_output_dict(o) for o in self.outputs]}
 
 
 @dataclass(frozen=True)
@@ -278,6 +312,14 @@ class ShrinkResult:
         }
 
 
+def model_line(path: str, original_size: int, shrunk_size: int, method: str, verdict: str, *, tail: str = "") -> str:
+    """The one line per model a newcomer reads: ``src/pkg/m.onnx: 21.23 MB -> 5.98 MB (28.2%), int8,
+    same answers on 20 recorded calls, 1.2 s``; the figures behind the verdict are for ``-v``."""
+    ratio = f"{100 * shrunk_size / original_size:.1f}%" if original_size else "-"
+    line = f"{path}: {human(original_size)} -> {human(shrunk_size)} ({ratio}), {method}, {verdict}"
+    return f"{line}, {tail}" if tail else line
+
+
 def size_change(before: Sizes, after: Sizes) -> str:
     """``wheel 6.08 MB -> 1.45 MB (23.8%), web ~5.90 MB -> ~1.40 MB (~23.7%, estimated)``: the
     compressed sizes (reports say the raw sizes first); ``~`` marks the web estimate."""
@@ -307,6 +349,14 @@ def render_table(rows: list[list[str]]) -> str:
     """Plain left-aligned columns (build logs are not terminals: no box drawing, no colour)."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+
+
+def _output_dict(o: OutputComparison) -> dict[str, Any]:
+    """One output's comparison for JSON; one that was never compared (judge ``off``) has no figures."""
+    out = _clean({k: v for k, v in asdict(o).items() if k != "changed"})
+    if o.judge == "off":
+        out.update(max_abs=None, rel_l2=None, cosine=None)
+    return out
 
 
 def _fmt(x: float) -> str:

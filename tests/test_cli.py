@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import onnx
+import pytest
 from hardening import cli
 
 from onnx_builders import mlp, save
@@ -19,7 +20,7 @@ def test_shrink_writes_verified_outputs_and_reports(tmp_path: Path) -> None:
     a = save(mlp(512, 512), tmp_path / "a.onnx")
     proc = cli("shrink", str(a), "-o", str(tmp_path / "out"), "--sizes", "--json", str(tmp_path / "r.json"))
     assert proc.returncode == 0, proc.stderr
-    assert "a.onnx" in proc.stdout and "web (brotli 11)" in proc.stdout and "cos" in proc.stdout
+    assert "a.onnx" in proc.stdout and "web (brotli 11)" in proc.stdout and "within limits" in proc.stdout
     onnx.checker.check_model(str(tmp_path / "out" / "a.onnx"), full_check=True)
     report = json.loads((tmp_path / "r.json").read_text())
     assert report[0]["verification"]["passed"] is True
@@ -110,3 +111,32 @@ def test_a_reader_that_goes_away_gets_no_traceback(tmp_path: Path) -> None:
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 1
     assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_version() -> None:
+    from hatch_shrinkray import __version__
+
+    proc = cli("--version")
+    assert proc.returncode == 0 and proc.stdout == f"hatch-shrinkray {__version__}\n", proc
+
+
+@pytest.mark.parametrize("argv", [["shrink"], ["bogus"], ["shrink", "m.onnx", "-o", "out", "--levels", "x"],
+                                  ["info", "m.onnx", "--no-such-flag"]])
+def test_a_usage_error_is_one_line_and_exit_1(argv: list[str]) -> None:
+    """As every other mistake: ``error: ...`` on one line naming the help, exit 1 (argparse: the
+    usage block and exit 2)."""
+    proc = cli(*argv)
+    assert proc.returncode == 1 and proc.stdout == "", proc
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("error: ") and line.endswith("--help`)"), line
+
+
+def test_verbose_goes_before_or_after_the_command(tmp_path: Path) -> None:
+    model = save(mlp(), tmp_path / "m.onnx")
+    for argv in (["-v", "shrink"], ["shrink", "-v"]):
+        proc = cli(*argv, str(model), "-o", str(tmp_path / argv[0]), "--no-verify")
+        assert proc.returncode == 0, proc.stderr
+        line, detail = proc.stdout.splitlines()[:2]
+        assert line == (f"{model} -> {tmp_path / argv[0] / 'm.onnx'}: 272.54 KB -> 77.06 KB (28.3%), int8, "
+                        f"not verified (`--no-verify`), {line.rsplit(', ', 1)[1]}")
+        assert detail.startswith(f"{model}: wheel "), detail

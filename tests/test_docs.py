@@ -134,7 +134,7 @@ def test_install_recipes_for_the_command_line(tmp_path: Path) -> None:
     /path/to/hatch-shrinkray), in a fresh venv: `hatch-shrinkray` then runs."""
     block = _block((REPO / "README.md").read_text(encoding="utf-8"), "install-cli")
     lines = [line.split("  #", 1)[0].strip() for line in block.splitlines()
-             if line.strip() and not line.startswith("#")]
+             if line.strip() and not line.startswith(("#", "export WHEELHOUSE="))]  # the test sets $WHEELHOUSE
     first, wheels = lines[0], lines[1:]
     for n, recipe in enumerate([[first], wheels]):
         venv = tmp_path / f"venv{n}"
@@ -353,3 +353,27 @@ def test_troubleshooting_lines_are_what_the_code_prints(name: str, tmp_path: Pat
         ok = any(p.startswith(line[:-4]) for p in printed) if line.endswith(" ...") else line in printed
         assert ok, (f"docs/troubleshooting.md ({name}) quotes a line the code no longer prints:\n{line}\n\n"
                     f"It printed:\n{out}")
+
+
+def test_every_environment_variable_and_pytest_option_is_documented() -> None:
+    """Every variable the code reads or sets (``os.environ``, ``*_ENV`` constants, the capture
+    transport) and every option the pytest plugin adds is named in the configuration reference."""
+    source = "\n".join(p.read_text(encoding="utf-8") for p in (REPO / "hatch_shrinkray").rglob("*.py"))
+    variables = set(re.findall(r"\"(HATCH_SHRINKRAY_[A-Z_]+)\"", source))
+    variables |= set(re.findall(r"os\.environ(?:\.get)?[\[(]\"([A-Z_]+)\"", source))
+    options = set(re.findall(r"addoption\(\"(--[a-z-]+)\"", source))
+    assert "HATCH_SHRINKRAY_CACHE_DIR" in variables and "--shrinkray-record" in options
+    reference = (DOCS / "configuration.md").read_text(encoding="utf-8")
+    missing = sorted(name for name in variables | options if f"`{name}" not in reference)
+    assert missing == []
+
+
+def test_the_quick_start_pins_the_version_it_documents() -> None:
+    """Its text says to pin the core in `requires`; its table does, at this version."""
+    from hatch_shrinkray import __version__
+
+    text = (DOCS / "quickstart.md").read_text(encoding="utf-8")
+    table = text.split("<!-- hook-table -->\n```toml\n", 1)[1].split("\n```\n", 1)[0]
+    assert f'"hatch-shrinkray-core=={__version__}"' in table
+    assert "inputs" not in table  # added at the step that creates the recording (a missing directory fails)
+    assert text.split("<!-- install-cli -->\n```sh\n", 1)[1].startswith('export WHEELHOUSE=')  # set before used

@@ -191,10 +191,10 @@ def reshaping_model() -> object:
 
 def test_a_symbolic_batch_axis_keeps_1_on_a_retry_and_the_line_names_the_sizes(tmp_path: Path) -> None:
     src = save(reshaping_model(), tmp_path / "m.onnx")  # type: ignore[arg-type]
-    proc = subprocess.run([str(CONSOLE_SCRIPT), "shrink", str(src), "-o", str(tmp_path / "out")], cwd=tmp_path,
+    proc = subprocess.run([str(CONSOLE_SCRIPT), "-v", "shrink", str(src), "-o", str(tmp_path / "out")], cwd=tmp_path,
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
-    assert "on 8 generated samples (batch=1, seq=224)" in proc.stdout, proc.stdout
+    assert "on 8 generated samples (batch=1; seq=224; a smoke check)" in proc.stdout, proc.stdout
     assert "generated (seed 0; x 1x224)" in proc.stdout, proc.stdout
     compared = subprocess.run([str(CONSOLE_SCRIPT), "compare", str(src), str(tmp_path / "out" / "m.onnx"),
                                "--default-dim", "2"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
@@ -267,10 +267,10 @@ def test_a_symbolic_name_gets_one_size_in_every_input(tmp_path: Path) -> None:
               [vi("a", ["batch", 16]), vi("b", [16, "batch"])], [vi("y", ["batch", 512])],
               [init("W", weight((32, 512), 1))])
     src = save(m, tmp_path / "m.onnx")
-    proc = subprocess.run([str(CONSOLE_SCRIPT), "shrink", str(src), "-o", str(tmp_path / "out")], cwd=tmp_path,
+    proc = subprocess.run([str(CONSOLE_SCRIPT), "-v", "shrink", str(src), "-o", str(tmp_path / "out")], cwd=tmp_path,
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
-    assert "on 8 generated samples (batch=1)" in proc.stdout, proc.stdout
+    assert "on 8 generated samples (batch=1; a smoke check)" in proc.stdout, proc.stdout
     assert "generated (seed 0; a 1x16; b 16x1)" in proc.stdout, proc.stdout
 
 

@@ -56,7 +56,9 @@ def test_shrink_says_where_it_is_and_q_silences_it(tmp_path: Path) -> None:
     assert any(re.search(r"> verifying: the (original|shrunk) model \d+/64 \(\d+%\), \d+ s so far", line)
                for line in lines), loud.stderr
     assert not progress_lines(quiet.stderr), quiet.stderr
-    assert timeless(loud.stdout) == timeless(quiet.stdout)
+    # The same lines, each naming the file it wrote.
+    assert timeless(loud.stdout.replace(str(tmp_path / "loud"), "OUT")) == \
+        timeless(quiet.stdout.replace(str(tmp_path / "quiet"), "OUT"))
     assert (tmp_path / "loud/silero_vad.onnx").read_bytes() == (tmp_path / "quiet/silero_vad.onnx").read_bytes()
 
 

@@ -168,7 +168,7 @@ def test_record_a_real_pytest_run_then_shrink_with_it(how: str, tmp_path: Path) 
     assert v.calibration == 0 and v.samples == 13 and v.weak
     assert "weak evidence" in v.summary()
     assert not any("output-aware rounding" in t.note for t in result.tensors)
-    shown = cli("shrink", str(model_path), "-o", str(tmp_path / "o"), "--inputs", str(out))
+    shown = cli("-v", "shrink", str(model_path), "-o", str(tmp_path / "o"), "--inputs", str(out))
     assert shown.returncode == 0, shown.stderr
     assert "recording inputs/net-" in shown.stdout or f"recording {out}" in shown.stdout
 
@@ -193,7 +193,7 @@ def test_recordings_are_found_by_content_then_by_name(tmp_path: Path) -> None:
     auto = cli("shrink", str(other), "-o", str(tmp_path / "o2"), "--method", "auto", "--inputs", str(out))
     # auto has nothing to fit there: it ships int8 round-to-nearest, smoke-checked, and says both
     assert auto.returncode == 0, auto.stderr
-    assert "auto fell back to int8 round-to-nearest" in auto.stdout
+    assert "auto: int8, no recording of this model" in auto.stdout
     assert "holds no recording of this model" in auto.stdout
     assert "Traceback" not in auto.stderr
 
@@ -233,7 +233,7 @@ def test_version_1_recordings_are_still_read(tmp_path: Path) -> None:
              **{f"s{i:04d}_0": rng.standard_normal((2, 512)).astype(np.float32) for i in range(4)})
     rec = read_recording(tmp_path / "rec" / f"net-{sha[:16]}.npz")
     assert rec.units == () and rec.feedback == () and rec.streams == () and rec.picked == (0, 3, 6, 8)
-    proc = cli("shrink", str(model_path), "-o", str(tmp_path / "o"), "--inputs", str(tmp_path / "rec"))
+    proc = cli("-v", "shrink", str(model_path), "-o", str(tmp_path / "o"), "--inputs", str(tmp_path / "rec"))
     assert proc.returncode == 0, proc.stderr
     assert "recording rec/net-" in proc.stdout or "(4 of 9 calls)" in proc.stdout
 

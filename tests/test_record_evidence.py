@@ -60,7 +60,8 @@ def test_a_recurrent_model_is_recorded_as_whole_streams(tmp_path: Path) -> None:
         assert all(set(rec.samples[i]) == {"input", "sr"} for i in stream[1:])  # later ones do not
     assert rec.extra["stream_steps"] == [12, 30, 5]
 
-    shrunk = cli("shrink", str(silero_vad()), "-o", str(tmp_path / "small"), "--inputs", str(out), "--max-rel-l2", "1")
+    shrunk = cli("-v", "shrink", str(silero_vad()), "-o", str(tmp_path / "small"), "--inputs", str(out),
+                 "--max-rel-l2", "1")
     assert shrunk.returncode == 0, shrunk.stderr
     assert "3 streams, 47 steps of 59 calls" in shrunk.stdout
     # Verified as the program runs it: each stream from its first step on, the shrunk model on its own state.

@@ -308,3 +308,19 @@ def test_sigterm_mid_rewrite_leaves_nothing(project: Path, env: dict[str, str], 
     assert list(temp.iterdir()) == [] or all(p.name == ".ses" for p in temp.iterdir()), list(temp.iterdir())
     assert not out.exists() or list(out.iterdir()) == []
     assert built.read_bytes() == before
+
+
+def test_an_existing_output_wheel_is_refused_without_force(wheel: Path, tmp_path: Path, env: dict[str, str]) -> None:
+    """``wheel`` treats an existing output as ``shrink`` does: refused, untouched, until --force."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / wheel.name).write_bytes(b"an older build")
+    args = ("wheel", str(wheel), "-o", str(out), "--models", "toymodel/**/*.onnx", "--no-verify")
+    refused = cli(*args, cwd=tmp_path, env=env)
+    assert refused.returncode == 1
+    assert refused.stderr.splitlines() == [f"error: {wheel}: output {out / wheel.name} exists (use --force to "
+                                           "overwrite)"]
+    assert (out / wheel.name).read_bytes() == b"an older build"
+    forced = cli(*args, "--force", cwd=tmp_path, env=env)
+    assert forced.returncode == 0, forced.stderr
+    assert zipfile.is_zipfile(out / wheel.name)

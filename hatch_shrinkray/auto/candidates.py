@@ -222,6 +222,10 @@ def step_candidates(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt
     return out
 
 
+FEW_ROWS = "round-to-nearest (only "
+"""How a candidate's note begins when there were too few calibration rows to fit its rounding."""
+
+
 def int_candidate(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.NDArray[np.float64] | None,
                   lay: Layout | None, *, rows_seen: int = 0, bits: int = 8, levels: int | None = None,
                   fit: bool = True) -> Candidate:
@@ -254,7 +258,7 @@ def int_candidate(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.N
         # Fewer calibration rows than features: H is rank-deficient and any output-aware
         # rounding would fit the calibration inputs, not the layer.
         return Candidate(kind, base.label, base.stored_bytes, q0.decoded, base, rtn_err,
-                         f"round-to-nearest (only {rows_seen} calibration rows for {moments.shape[-1]} features)")
+                         f"{FEW_ROWS}{rows_seen} calibration rows for {moments.shape[-1]} features)")
     rows = as_rows(w.astype(np.float64), lay)
     s0 = as_rows(np.broadcast_to(q0.scale, w.shape), lay)[:, 0].astype(np.float64)
     g = moments.shape[0]

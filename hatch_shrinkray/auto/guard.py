@@ -102,6 +102,12 @@ class Outcome:
             return f"{self.what}{KEPT}{judged}, {versus}"
         return f"{self.what} not kept (round-to-nearest ships): {judged}, {versus}"
 
+    def brief(self) -> str:
+        """:meth:`text` in a few words, for the one line per model."""
+        if self.kept:
+            return f"{self.what} kept"
+        return f"{self.what} not kept: worse held out"
+
 
 @dataclass(frozen=True)
 class Unfitted:
@@ -110,10 +116,15 @@ class Unfitted:
     itself on the held-out half would only print "plan kept")."""
 
     reason: str
+    short: str = ""
+    """The reason in a few words, for the one line per model (empty: nothing worth a word there)."""
     kept: bool = False
 
     def text(self) -> str:
         return self.reason
+
+    def brief(self) -> str:
+        return self.short
 
 
 Verdict = Outcome | Unfitted

@@ -453,7 +453,8 @@ def guarded_auto(model: ModelProto, options: ShrinkOptions, calibration: Calibra
     chosen, summary = auto.choose(analysis, options)
     outcome: Verdict | None = None
     if all(c is _rtn(w) for w, c in chosen.values()):
-        outcome = Unfitted(f"auto shipped int8 round-to-nearest: {PLAIN_WINS}")
+        outcome = Unfitted(f"auto shipped int8 round-to-nearest: {PLAIN_WINS}",
+                           "auto: int8, nothing smaller kept the answers")
     elif held is not None and len(held):
         outcome = _judge_plan(model, analysis, chosen, options, held, original=original)
     del analysis
@@ -461,7 +462,8 @@ def guarded_auto(model: ModelProto, options: ShrinkOptions, calibration: Calibra
     if over and fallback is not None:
         records, fitted = fallback(model)
         return Guarded(records, Unfitted(f"{over}: int8 with output-aware rounding ships instead"
-                                         f"{'; ' + fitted.text() if fitted is not None else ''}"))
+                                         f"{'; ' + fitted.text() if fitted is not None else ''}",
+                                         "auto: int8, its plan was over the limits"))
     if outcome is not None and not outcome.kept:
         return Guarded(encode_weights(model, Int8Encoder(), options), outcome)
     return Guarded(_write(model, options, chosen, summary), outcome)

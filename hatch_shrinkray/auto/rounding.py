@@ -24,8 +24,8 @@ import numpy.typing as npt
 from onnx import ModelProto
 
 from hatch_shrinkray.auto.calib import Layout
-from hatch_shrinkray.auto.candidates import Candidate, int_candidate
-from hatch_shrinkray.auto.guard import Outcome, Scorer, decide
+from hatch_shrinkray.auto.candidates import FEW_ROWS, MIN_ROWS_PER_FEATURE, Candidate, int_candidate
+from hatch_shrinkray.auto.guard import Outcome, Scorer, Unfitted, Verdict, decide
 from hatch_shrinkray.auto.method import Calibrated, Key, Planned, calibrate
 from hatch_shrinkray.auto.probe import site_key
 from hatch_shrinkray.methods.int8 import Int8Encoder, keep_fused
@@ -51,7 +51,7 @@ class Fitted:
     nothing was fitted: no real inputs, or no weight whose activations are visible)."""
 
     records: list[TensorRecord]
-    outcome: Outcome | None
+    outcome: Verdict | None
 
 
 class Int8:
@@ -93,10 +93,10 @@ def fit_int8(model: ModelProto, options: ShrinkOptions, samples: Calibration | S
             notes[key] = cand.note
             if cand.decode is not None and "gptq" in cand.decode.label:
                 plan[key] = cand
-    outcome = None
+    outcome: Verdict | None = _unfitted(notes) if not plan else None
     if folds > 1 and plan:
-        outcome = _crossfit(cal, options, opset, plan)
-        if not outcome.kept:
+        outcome = crossfitted = _crossfit(cal, options, opset, plan)
+        if not crossfitted.kept:
             notes = {k: "round-to-nearest (output-aware rounding did worse on held-out units)" if k in plan else n
                      for k, n in notes.items()}
             plan = {}
@@ -105,6 +105,23 @@ def fit_int8(model: ModelProto, options: ShrinkOptions, samples: Calibration | S
                   fallback_float32=True)
     records = encode_weights(model, enc, options, select=enc.select)
     return Fitted([_noted(r, notes.get((r.scope, r.name))) for r in records], outcome)
+
+
+def _unfitted(notes: dict[Key, str]) -> Unfitted | None:
+    """Why nothing was fitted when no weight had calibration rows enough for its features (the
+    first such note says how many) or no weight's activations were visible; None when that is not
+    why (the fit did no better than round-to-nearest on the calibration samples: nothing to say)."""
+    if notes and all(n == NO_ACTIVATIONS for n in notes.values()):
+        return Unfitted("round-to-nearest: no weight's activations are visible in the main graph (weights inside "
+                        "If/Loop bodies, or read by ops other than MatMul/Gemm/Conv)",
+                        "rounding not fitted: activations not visible")
+    few = [n for n in notes.values() if n.startswith(FEW_ROWS)]
+    if not few:
+        return None
+    return Unfitted(f"round-to-nearest: {few[0][len('round-to-nearest ('):-1]} in the recording, for "
+                    f"{len(few)} weight(s); output-aware rounding needs "
+                    f"{MIN_ROWS_PER_FEATURE} rows per feature (record more calls)",
+                    "rounding not fitted: too few rows")
 
 
 def _fit(site: Site, options: ShrinkOptions, opset: int, lay: Layout | None,

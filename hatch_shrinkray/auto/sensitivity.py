@@ -8,7 +8,6 @@ orders the escalation of ``check --search``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -17,6 +16,7 @@ from onnx import ModelProto
 from hatch_shrinkray.auto.budget import Baseline, Deviation, deviation
 from hatch_shrinkray.auto.choices import encode_as
 from hatch_shrinkray.auto.probe import Probe, site_key, weights_as_inputs
+from hatch_shrinkray.hints import setting
 from hatch_shrinkray.numerics.quant import NotEncodable
 from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
 from hatch_shrinkray.onnxgraph.encoding import EncodeContext, Feed
@@ -95,8 +95,7 @@ def keep_hint(ranked: Sequence[Sensitive], limit: int = 3, *, method: str = "int
     shown = ", ".join(f"{s.name} (rel-L2 {s.deviation.rel_l2:.1e}"
                       + (f", agreement {100 * s.deviation.top1:.2f}%)" if s.deviation.decides else ")")
                       for s in top)
-    quoted = [json.dumps(s.name) for s in top]
-    fp16 = ", ".join(f"{q} = {json.dumps('fp16')}" for q in quoted)
+    names = [s.name for s in top]
     return (f"with {method}, these change the outputs most (each measured alone as {top[0].encoding}): {shown}; "
-            f"keep them with "
-            f"`exclude-tensors = [{', '.join(quoted)}]` (float32) or `encodings = {{ {fp16} }}`")
+            f"keep them with {setting('exclude-tensors', names)} (float32) or "
+            f"{setting('encodings', dict.fromkeys(names, 'fp16'))}")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from hatch_shrinkray.auto.guard import KEPT
 from hatch_shrinkray.capture.swap import Target
+from hatch_shrinkray.hints import setting
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.shipping.config import HookConfig, ModelEntry
 from hatch_shrinkray.shipping.manifest import file_sha256
@@ -91,7 +92,7 @@ def _summary(verification: dict[str, object] | None, outcome: str) -> str:
     if outcome in ("unchanged", "already-quantized"):
         return f"nothing to check ({outcome})"
     if verification is None:
-        return "not verified (verify = false)"
+        return f"not verified ({setting('verify', False)})"
     basis = f"{verification.get('samples')} {'recorded' if verification.get('real_inputs') else 'generated'} samples"
     return ("passes" if verification.get("passed") else "FAILS") + f" the tolerance verification on {basis}"
 

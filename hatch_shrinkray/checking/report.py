@@ -14,7 +14,7 @@ from hatch_shrinkray.checking.fix import Fixed
 from hatch_shrinkray.checking.models import Prepared
 from hatch_shrinkray.checking.search import Found, Searched
 from hatch_shrinkray.checking.verdict import BAD, Verdict, tally
-from hatch_shrinkray.errors import check_hint
+from hatch_shrinkray.hints import check_hint
 from hatch_shrinkray.result import human, render_table
 
 TEXT_LINES = 15

@@ -42,18 +42,17 @@ from typing import Any, Protocol
 
 from hatch_shrinkray import progress
 from hatch_shrinkray.errors import (
-    RECORD_HINT,
     AlreadyQuantizedError,
     OptionError,
     PlanError,
     ShrinkrayError,
-    check_hint,
     printable,
 )
 from hatch_shrinkray.evidence import MIN_UNITS
 from hatch_shrinkray.files import copy_hashed, file_sha256
+from hatch_shrinkray.hints import check_hint, record_hint, setting
 from hatch_shrinkray.options import ShrinkOptions
-from hatch_shrinkray.result import human, size_change
+from hatch_shrinkray.result import human, model_line, size_change
 from hatch_shrinkray.shipping.advice import record_advice
 from hatch_shrinkray.shipping.cache import (
     CACHE_ENV,
@@ -376,6 +375,7 @@ def _ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
                   for data in (_data_files_beside(target) if outcome == "shrunk" else ())]  # never cached
         sidecars_of[model.relpath] = tuple(sidecars.values())
         app.display_success(_success_line(model.relpath, record, outcome == "cached"))
+        app.display_debug(_detail_line(model.relpath, record, outcome == "cached"))
         if plan is not None:
             confirm_plan(model.relpath, plan, record.entry.shrunk_sha256, app)
         verified = record.entry.verification
@@ -394,7 +394,7 @@ def _ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
     shipped = _drop_obsolete_data(shipped, sidecars_of, readers, app)
     if generated:
         app.display_warning(f"{PREFIX} {', '.join(generated)}: verified on generated inputs only, a smoke check; "
-                            f"{RECORD_HINT}")
+                            f"{record_hint()}")
     if weak:
         app.display_warning(f"{PREFIX} {', '.join(weak)}: verified on fewer than {MIN_UNITS} independent units "
                             "(streams, test cases, calls): weak evidence; record more of the program's real use "
@@ -640,7 +640,8 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
         verification.summary() + ("" if verification.passed else "; FAILS verification (kept for check only)"),
         kept=result.kept_summary(), kept_original=result.kept_original, unverified=result.unverified,
         sizes=None if result.original_sizes is None or result.shrunk_sizes is None or unchanged else
-        (result.original_sizes, result.shrunk_sizes))
+        (result.original_sizes, result.shrunk_sizes),
+        verdict="" if verification is None else verification.brief())
     if cache is not None and (verification is None or verification.passed):
         key = cache_key(read, model.options, versions)
         problem = cache.put(key, target, record, alias=engine_free_key(read, model.options))
@@ -729,13 +730,21 @@ def _portable(record: dict[str, Any], root: Path) -> dict[str, Any]:
 
 
 def _success_line(relpath: str, record: CachedShrink, cached: bool) -> str:
-    ratio = record.shrunk_size / record.original_size if record.original_size else 1.0
-    figure = record.summary or "not verified (verify = false)"
-    timing = f"cached, {record.seconds:.1f} s saved" if cached else f"{record.seconds:.1f} s"
-    sizes = f", {size_change(*record.sizes)}" if record.sizes is not None else ""
-    line = (f"{PREFIX} {relpath}: {human(record.original_size)} -> {human(record.shrunk_size)} "
-            f"({100 * ratio:.1f}%){sizes}, {record.entry.method}, {figure}, {timing}")
-    return f"{line}; {record.kept}" if record.kept else line
+    """The model's one line: sizes, method and the verdict in words (``_detail_line`` has the figures)."""
+    verdict = record.verdict or ("not verified" if record.summary is None else record.summary)
+    timing = "cached" if cached else f"{record.seconds:.1f} s"
+    return f"{PREFIX} " + model_line(relpath, record.original_size, record.shrunk_size, record.entry.method,
+                                     verdict, tail=timing)
+
+
+def _detail_line(relpath: str, record: CachedShrink, cached: bool) -> str:
+    """What ``-v`` adds under the model's line: the compressed sizes, the verification's figures and
+    the guard's comparison, what stayed float, and the time a cache hit saved."""
+    parts = [size_change(*record.sizes)] if record.sizes is not None else []
+    parts.append(record.summary or f"not verified ({setting('verify', False)})")
+    parts += [record.kept] if record.kept else []
+    parts += [f"cached: {record.seconds:.1f} s saved"] if cached else []
+    return f"{PREFIX} {relpath}: " + "; ".join(parts)
 
 
 OUTCOME_WORDS = {"shrunk": "shrunk", "cached": "cached", "pass-through": "pass-through",

@@ -24,7 +24,8 @@ import numpy as np
 import numpy.typing as npt
 from onnx import ModelProto
 
-from hatch_shrinkray.errors import RECORD_HINT, OptionError, ShrinkrayError
+from hatch_shrinkray.errors import OptionError, ShrinkrayError
+from hatch_shrinkray.hints import record_hint
 from hatch_shrinkray.options import VerifyOptions
 from hatch_shrinkray.samples import Sequencing
 from hatch_shrinkray.verification.npz import HINT, read_arrays
@@ -259,7 +260,7 @@ def generate(specs: list[InputSpec], options: VerifyOptions, sizing: Sizing = Si
             if dtype is None or dtype is np.str_:
                 raise GeneratedUnusable(f"cannot generate values for input {spec.name!r} of type {spec.type}",
                                         kind="cannot-run", reason=f"generated inputs cannot feed its input "
-                                        f"{spec.name!r} ({spec.type})", hint="provide real inputs: " + RECORD_HINT)
+                                        f"{spec.name!r} ({spec.type})", hint="provide real inputs: " + record_hint())
             feed[spec.name] = np.asarray(_random(rng, np.dtype(dtype), shapes[spec.name], options))
         samples.append(feed)
     return samples
@@ -296,7 +297,7 @@ def _check_generated_size(specs: list[InputSpec], options: VerifyOptions, genera
         listed = ", ".join(keys[:-1]) + f" or {keys[-1]}" if len(keys) > 1 else keys[0]
         raise OptionError(f"generated inputs would take {total / 1e9:.1f} GB ({options.samples} samples of "
                           f"{'; '.join(shapes)}), over the {GENERATED_MAX_BYTES / 1e9:.0f} GB they may take; "
-                          f"lower {listed}", hint="or verify on real inputs: " + RECORD_HINT)
+                          f"lower {listed}", hint="or verify on real inputs: " + record_hint())
 
 
 def generated_shapes(specs: Sequence[InputSpec], options: VerifyOptions, sizing: Sizing = Sizing()) \

@@ -17,7 +17,8 @@ import numpy.typing as npt
 from onnx import ModelProto
 
 from hatch_shrinkray import progress
-from hatch_shrinkray.errors import RECORD_HINT, OptionError, ShrinkrayError, one_line
+from hatch_shrinkray.errors import OptionError, ShrinkrayError, one_line
+from hatch_shrinkray.hints import Blank, record_hint, set_it
 from hatch_shrinkray.numerics.threads import NO_SPINNING
 from hatch_shrinkray.options import VerifyOptions
 from hatch_shrinkray.result import VerifyResult
@@ -232,9 +233,10 @@ def _cannot_run(tried: list[tuple[Sizing, str]], label: str) -> GeneratedUnusabl
     sizes = ", ".join(sizing.text() for sizing, _ in tried)
     retried = f"; sizes of the symbolic dimensions tried: {sizes}" if len(tried) > 1 else ""
     brief = ", ".join(sizing.text().replace(" (audio length)", "") for sizing, _ in tried)
+    dims = set_it("dims", {"NAME": Blank("N")})
     return GeneratedUnusable(f"the original model does not run on generated inputs ({tried[0][1]}){retried}",
                              kind="cannot-run", reason=f"it does not run on generated inputs (sizes tried: {brief})",
-                             path=label, hint=f"{RECORD_HINT}, or set `dims` for the symbolic dimensions")
+                             path=label, hint=f"{record_hint()}, or {dims} for the symbolic dimensions")
 
 
 def _checked(ref: Reference, label: str, options: VerifyOptions, threshold: float) -> Reference:
@@ -244,7 +246,7 @@ def _checked(ref: Reference, label: str, options: VerifyOptions, threshold: floa
     if why and len(why) == len(ref.names):
         listed = "; ".join(f"{n} is {w}" for n, w in why.items())
         message = f"on {ref.samples.source} the original's outputs check nothing ({listed})"
-        hint = "verify on inputs that make the model compute something: " + RECORD_HINT
+        hint = "verify on inputs that make the model compute something: " + record_hint()
         if not ref.samples.real:
             raise GeneratedUnusable(message, kind="silent", reason=f"its outputs check nothing on generated inputs "
                                     f"({listed})", path=label, hint=hint)

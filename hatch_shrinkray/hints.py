@@ -1,0 +1,151 @@
+"""Hints in the words of the interface the user is in: a key of the hook's table during a build
+(``inputs = "DIR"``), a flag on the command line (``--inputs DIR``).
+
+A hint is only useful where it can be followed: a build user has a pyproject table and no flags, a
+``shrink`` user may have flags and no table. The CLI says which command runs (:func:`speak_to`);
+everything else asks :func:`setting` to spell a key, so one message reads right in both.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+HOOK = "hook"
+"""The interface of a build: the hook's table in pyproject.toml."""
+
+FLAGS: dict[str, str] = {
+    "method": "--method", "min-elements": "--min-elements", "exclude-tensors": "--exclude-tensor",
+    "exclude-ops": "--exclude-op", "dedup": "--no-dedup", "scheme": "--scheme", "levels": "--levels",
+    "decode": "--decode", "block-size": "--block-size", "target": "--target", "runtimes": "--runtime",
+    "budget-rel-l2": "--budget-rel-l2", "budget-cosine": "--budget-cosine", "budget-agreement": "--budget-agreement",
+    "budget-load": "--budget-load", "encodings": "--encoding", "verify": "--no-verify", "inputs": "--inputs",
+    "dims": "--dim", "default-dim": "--default-dim", "samples": "--samples", "int-range": "--int-range",
+    "max-rel-l2": "--max-rel-l2", "min-cosine": "--min-cosine", "min-top1": "--min-top1", "judges": "--judge",
+    "rounding": "--rounding", "strict": "--strict",
+}
+"""Configuration key -> the flag that sets it on ``shrink``, ``wheel`` and ``check`` (repeatable
+flags take one item each; ``--no-dedup`` and ``--no-verify`` set their key to false)."""
+
+TESTS = ("python", "-m", "pytest")
+"""The test command a hint suggests when the user has not given one."""
+
+SITE = "SITE-PACKAGES/"
+"""Where an installed package's files are, in a hint that names them (a placeholder)."""
+
+_state: dict[str, tuple[str, ...]] = {"interface": (HOOK,), "args": (), "command": (), "models": ()}
+
+
+@dataclass(frozen=True)
+class Blank:
+    """A value the user fills in (``N``), printed as it is: no quotes in TOML or on a command line."""
+
+    name: str
+
+
+Value = str | int | float | bool | Blank | Sequence[str] | Mapping[str, "str | Blank"]
+
+
+def speak_to(command: str) -> None:
+    """Hints from now on are for ``command`` (``shrink``, ``wheel``, ``check``, ...), or for
+    :data:`HOOK`; the CLI sets it before running a command."""
+    _state["interface"] = (command,)
+
+
+def interface() -> str:
+    """:data:`HOOK` or the running command's name."""
+    return _state["interface"][0]
+
+
+def on_command_line() -> bool:
+    return interface() != HOOK
+
+
+def setting(key: str, value: Value) -> str:
+    """How to set ``key`` to ``value`` where the user is: ```inputs = "DIR"``` in the table or
+    ```--inputs DIR``` on the command line (backquoted, ready to paste)."""
+    if on_command_line() and key in FLAGS:
+        return f"`{_flags(key, value)}`"
+    return f"`{key} = {_toml(value)}`"
+
+
+def set_it(key: str, value: Value) -> str:
+    """:func:`setting` with its verb: ``set `inputs = "DIR"``` or ``pass `--inputs DIR```."""
+    return f"{'pass' if on_command_line() and key in FLAGS else 'set'} {setting(key, value)}"
+
+
+def key(name: str) -> str:
+    """The name of a setting where the user is: ``exclude-tensors`` or ``--exclude-tensor``."""
+    return FLAGS[name] if on_command_line() and name in FLAGS else name
+
+
+def _flags(key: str, value: Value) -> str:
+    flag = FLAGS[key]
+    if key == "int-range" and isinstance(value, (list, tuple)):
+        return f"{flag} {' '.join(map(str, value))}"
+    if isinstance(value, bool):
+        return flag  # --no-dedup, --no-verify: the only booleans with flags, both setting false
+    if isinstance(value, Mapping):
+        return " ".join(f"{flag} {_word(f'{k}={_plain(v)}')}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return " ".join(f"{flag} {_word(str(v))}" for v in value)
+    return f"{flag} {_plain(value) if isinstance(value, Blank) else _word(str(value))}"
+
+
+def _plain(value: object) -> str:
+    return value.name if isinstance(value, Blank) else str(value)
+
+
+def _word(text: str) -> str:
+    return text if re.fullmatch(r"[A-Z]+|[A-Za-z0-9_./=*:+-]+", text) and "*" not in text else shlex.quote(text)
+
+
+def _toml(value: Value) -> str:
+    if isinstance(value, Blank):
+        return value.name
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, Mapping):
+        items = ", ".join(f"{k if re.fullmatch(r'[A-Za-z0-9_-]+', k) else json.dumps(k)} = {_toml(v)}"
+                          for k, v in value.items())
+        return "{" + items + "}"
+    return "[" + ", ".join(json.dumps(str(v)) for v in value) + "]"
+
+
+def record_hint() -> str:
+    """What to do when verification had only generated inputs."""
+    return (f"record real inputs with `hatch-shrinkray record --output DIR -- COMMAND` and "
+            f"{set_it('inputs', 'DIR')}")
+
+
+def set_invocation(args: Sequence[str], command: Sequence[str] = (), models: Sequence[str] = ()) -> None:
+    """What the running CLI command was given, as ``check`` would take it: its ``models`` (files
+    or globs) and flags (``args``), and the test command it runs, if any: hints then quote the
+    user's own command. The CLI sets it; in a build there is none."""
+    _state["args"], _state["command"], _state["models"] = tuple(args), tuple(command), tuple(models)
+
+
+def installed_models() -> None:
+    """The models given are paths inside a wheel that no project table maps to files (``wheel
+    --models`` alone): ``check`` finds them only where the wheel is installed, so hints name them
+    there (:data:`SITE`)."""
+    _state["models"] = tuple(m if m.startswith(SITE) else SITE + m for m in _state["models"])
+
+
+def check_hint(command: str | None = None, *, fix: bool = False) -> str:
+    """The command that finds the smallest model a package's own tests accept (``fix``: the one that
+    chooses a remedy per model and writes it where the build reads it): with the models and flags
+    the user gave, and their test command (``command``: the one a plan recorded) when known.
+    After ``wheel`` the models are files inside the wheel, which ``check`` finds only through the
+    project's table (its MODEL arguments are files, or paths its table's models match): the hint
+    then names no model and runs in the project."""
+    test = command or shlex.join(_state["command"] or TESTS)
+    args = shlex.join((*_state["models"], *_state["args"]))
+    return f"hatch-shrinkray check {'--fix' if fix else '--search'} {args + ' ' if args else ''}-- {test}"

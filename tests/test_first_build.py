@@ -95,13 +95,12 @@ def test_unverifiable_models_ship_their_originals_with_the_record_command_and_th
     err = capsys.readouterr().err.splitlines()
     kept = {line.split(": ")[1]: line for line in err if "original kept" in line}
     assert sorted(kept) == [f"{MODELS}/{n}.onnx" for n in ("cancel", "fixed", "quiet")], err
-    tail = f'; to shrink it: `{RECORD}`, then set inputs = "tests/shrinkray-inputs"'
-    assert all(line.endswith(tail) for line in kept.values()), kept
-    assert "original kept, int8 fails on 8 generated samples (batch=1): y rel L2 " in kept[f"{MODELS}/cancel.onnx"]
-    assert "original kept, its outputs carry no signal on generated inputs (y within 1e-06 of 0)" in \
-        kept[f"{MODELS}/quiet.onnx"]
-    assert "original kept, it does not run on generated inputs (sizes tried: default, 16000, 512, 224, 16, 1, " \
-        "224 on every axis, 16 on every axis)" in kept[f"{MODELS}/fixed.onnx"]
+    assert all(len(line) <= 160 for line in kept.values()), kept
+    assert kept[f"{MODELS}/cancel.onnx"].endswith(": original kept: int8 fails on 8 generated samples")
+    assert kept[f"{MODELS}/quiet.onnx"].endswith(": original kept: its outputs carry no signal on generated inputs")
+    assert kept[f"{MODELS}/fixed.onnx"].endswith(": original kept: it does not run on generated inputs")
+    models = ", ".join(f"{MODELS}/{n}.onnx" for n in ("cancel", "fixed", "quiet"))
+    assert f'shrinkray: {models}: to shrink them: `{RECORD}`, then set inputs = "tests/shrinkray-inputs"' in err, err
     total = next(line for line in err if line.startswith("shrinkray: total"))
     assert total.startswith("shrinkray: total 4 models (1 shrunk, 3 kept original): "), total
 
@@ -113,11 +112,11 @@ def test_a_second_build_takes_the_kept_original_from_the_cache_and_says_the_same
     first = capsys.readouterr().err.splitlines()
     build(root)
     second = capsys.readouterr().err.splitlines()
-    line = f"shrinkray: {MODELS}/quiet.onnx: original kept, its outputs carry no signal on generated inputs"
+    line = f"shrinkray: {MODELS}/quiet.onnx: original kept: its outputs carry no signal on generated inputs"
     for err in (first, second):
-        (kept,) = [x for x in err if x.startswith(line)]
-        assert kept.endswith("; to shrink it: `hatch-shrinkray record --output shrinkray-inputs -- COMMAND`, then "
-                             'set inputs = "shrinkray-inputs"'), kept
+        assert line in err, err
+        assert f"shrinkray: {MODELS}/quiet.onnx: to shrink it: `hatch-shrinkray record --output shrinkray-inputs -- " \
+               'COMMAND`, then set inputs = "shrinkray-inputs"' in err, err
         total = next(x for x in err if x.startswith("shrinkray: total"))
         assert total.startswith("shrinkray: total 1 model: no model was shrunk: 1 kept its original (the lines "
                                 "above say why); "), total

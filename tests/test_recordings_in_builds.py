@@ -122,11 +122,9 @@ def test_an_unrecorded_model_that_fails_its_smoke_check_ships_the_original_and_t
         assert zf.read("toymodel/models/vad.onnx") == vad.read_bytes()
         assert len(zf.read(IN_WHEEL)) < (root / MODEL).stat().st_size / 2
     err = capsys.readouterr().err
-    line = next(x for x in err.splitlines()
-                if x.startswith("shrinkray: src/toymodel/models/vad.onnx: original kept, int8 fails"))
-    assert line.endswith("on 8 generated samples: output rel L2 0.336 > 0.1; tests/shrinkray-inputs holds no "
-                         "recording of it; to shrink it: `hatch-shrinkray record --output tests/shrinkray-inputs -- "
-                         "python -m pytest tests`"), line
+    assert "shrinkray: src/toymodel/models/vad.onnx: original kept: int8 fails on 8 generated samples\n" in err, err
+    assert "shrinkray: src/toymodel/models/vad.onnx: tests/shrinkray-inputs holds no recording of it; to shrink it: " \
+           "`hatch-shrinkray record --output tests/shrinkray-inputs -- python -m pytest tests`\n" in err, err
     assert "shrinkray: total 2 models (1 shrunk, 1 kept original)" in err
     proc = cli("shrink", str(vad), "-o", str(tmp_path / "out"), "--inputs", str(root / "tests/shrinkray-inputs"))
     assert proc.returncode == 0, proc.stderr

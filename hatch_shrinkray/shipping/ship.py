@@ -320,6 +320,8 @@ def _ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
     shipped: list[Shipped] = []
     generated: list[str] = []
     weak: list[str] = []
+    unverified: dict[str, list[str]] = {}
+    """The record command that lets the next build shrink them -> the models kept original."""
     start = time.perf_counter()
     for index, configured in enumerate(config.models):
         counted.at(index, configured.relpath)
@@ -366,8 +368,13 @@ def _ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
             continue
         if outcome in ("unchanged", "kept-original"):
             why = record.kept_original or f"nothing to shrink: {_why_unchanged(model.options)}"
-            app.display_warning(kept_line(model.relpath, why, root, model.options) if outcome == "kept-original"
-                                 else f"{PREFIX} {model.relpath}: {why}; shipping the original")
+            if outcome == "kept-original":
+                app.display_warning(kept_line(model.relpath, why))
+                app.display_debug(f"{PREFIX} {model.relpath}: original kept: {why}")
+                advice = record_advice(root, model.options.verify.inputs if model.options.verify else None)
+                unverified.setdefault(advice, []).append(model.relpath)
+            else:
+                app.display_warning(f"{PREFIX} {model.relpath}: {why}; shipping the original")
             shipped.append(Shipped(model.relpath, outcome, size, size, ((model.relpath, target),), entry=record.entry))
             continue
         files = [(model.relpath, target)]
@@ -392,6 +399,9 @@ def _ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
                                entry=record.entry))
     counted.at(len(config.models), "")
     shipped = _drop_obsolete_data(shipped, sidecars_of, readers, app)
+    for advice, models in unverified.items():  # one line per command, however many models it concerns
+        them = advice.replace("shrink it", "shrink them").replace("recording of it", "recording of them")
+        app.display_warning(f"{PREFIX} {', '.join(models)}: {them if len(models) > 1 else advice}")
     if generated:
         app.display_warning(f"{PREFIX} {', '.join(generated)}: verified on generated inputs only, a smoke check; "
                             f"{record_hint()}")
@@ -773,7 +783,8 @@ def _total_line(shipped: list[Shipped], seconds: float) -> str:
             f"{ratio} in {seconds:.1f} s")
 
 
-def kept_line(relpath: str, why: str, root: Path, options: ShrinkOptions, key: str = "inputs") -> str:
-    """The one line for a model whose original ships because generated inputs could not verify it."""
-    inputs = options.verify.inputs if options.verify is not None else None
-    return f"{PREFIX} {relpath}: original kept, {why}; {record_advice(root, inputs, key)}"
+def kept_line(relpath: str, why: str) -> str:
+    """The one short line for a model whose original ships because generated inputs could not
+    verify it: why, without its figures (``-v`` has them; the record command follows the models)."""
+    cut = min((i for i in (why.find(" ("), why.find(": ")) if i > 0), default=len(why))
+    return f"{PREFIX} {relpath}: original kept: {why[:cut]}"

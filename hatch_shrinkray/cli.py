@@ -40,7 +40,14 @@ from hatch_shrinkray.options import (
     option_errors,
 )
 from hatch_shrinkray.shipping.advice import record_advice
-from hatch_shrinkray.shipping.config import ENGINE_KEYS, VERIFY_TABLE_KEYS, CommandLine, ConfigurationError, HookConfig
+from hatch_shrinkray.shipping.config import (
+    ENGINE_KEYS,
+    PINS_CHOICES,
+    VERIFY_TABLE_KEYS,
+    CommandLine,
+    ConfigurationError,
+    HookConfig,
+)
 from hatch_shrinkray.shipping.ship import confirm_plan, engine_missing, fix_line, printable_lines
 from hatch_shrinkray.signals import Terminated, redeliver, stop_request, terminate_raises
 from hatch_shrinkray.sizes import BROTLI_HINT, DEFAULT_TARGET, TARGETS, brotli_problem
@@ -139,6 +146,9 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--models", action="append", metavar="GLOB",
                    help="the models to shrink instead of the table's `models`: paths inside the wheel or in the "
                         "project (pkg/models/*.onnx or src/pkg/models/*.onnx; repeatable; ** allowed)")
+    w.add_argument("--pins", choices=PINS_CHOICES,
+                   help="what to do where the wheel's own text files pin the sha256, sha1 or md5 of an original "
+                        "model: warn (the default) or rewrite them to name the shrunk model's (the `pins` key)")
     _shrink_args(w)
     _verify_args(w)
 
@@ -321,7 +331,7 @@ def _command_line(args: argparse.Namespace, models: Sequence[str] = (), models_f
         else:
             value = getattr(options, ENGINE_KEYS[key])
         settings[key], names[key] = value, "--" + dest.replace("_", "-")
-    return CommandLine(settings, names, tuple(models), models_flag)
+    return CommandLine(settings, names, tuple(models), models_flag, getattr(args, "pins", None))
 
 
 def _given(argv: Sequence[str]) -> frozenset[str]:

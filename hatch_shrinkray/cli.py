@@ -698,6 +698,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from hatch_shrinkray.checking.check import Settings, looks_like_pytest, run_check, run_shadow
     from hatch_shrinkray.checking.fix import fix_entries, run_fix
     from hatch_shrinkray.checking.search import plan_entries, run_search
+    from hatch_shrinkray.shipping.pins import original_pins
 
     command = tuple(args.argv)
     if not command:
@@ -750,6 +751,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(report.render_check(checked))
         data = report.check_json(checked)
         code = 0 if checked.verdict.passed else 1
+    rewrite = configured.config.pins == "rewrite"
+    for pin in original_pins((root, m.relpath) for root, m in configured.entries()):
+        print(f"{'note' if rewrite else 'warning'}: {pin.check_text(rewrite)}")
     if args.json is not None and not _write_report(args.json, json.dumps(data, indent=2, sort_keys=True),
                                                    args.verbose):
         return 1

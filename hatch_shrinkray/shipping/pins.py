@@ -157,6 +157,21 @@ def report_pins(members: Sequence[Member], models: Mapping[str, tuple[Path, Path
     return done
 
 
+def original_pins(models: Iterable[tuple[Path, str]]) -> list[Pin]:
+    """The pins of original models (``(root, relpath)``: a project's, or an installed package's under
+    its ``site-packages``) in the packages that hold them (``project_members``), for ``check``: its
+    sessions load the shrunk model whatever the package thinks of the file's bytes."""
+    by_root: dict[Path, list[str]] = {}
+    for root, relpath in models:
+        by_root.setdefault(root, []).append(relpath)
+    found = []
+    for root, relpaths in by_root.items():
+        members = project_members(root, relpaths)
+        if members:
+            found += find_pins(members, {relpath: (root / relpath, None) for relpath in relpaths})
+    return found
+
+
 def shrunk_models(shipped: Sequence[Shipped], originals: Path) -> dict[str, tuple[Path, Path | None]]:
     """Path -> (original file under ``originals``, shipped file) of every model shipped changed, and
     (original file, None) of every data file of theirs left out of the archive."""

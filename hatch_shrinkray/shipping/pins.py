@@ -52,8 +52,8 @@ class Pin:
     shrunk: str | None
     """The shrunk model's digest with the same algorithm: what the pin would have to say; None for
     a file the archive no longer holds (the original's external data)."""
-    original: str = ""
-    """The original's digest, as the file holds it (any case)."""
+    original: str
+    """The original's digest (lower case; the file may write it in either)."""
 
     def text(self) -> str:
         if self.shrunk is None:

@@ -30,7 +30,8 @@ KIND_WORDS = {"string": "string", "integer": "integer", "boolean": "boolean", "n
               "strings": "array of strings", "path": "path", "dims": "table of integers",
               "range": "array of two integers", "encodings": "table of strings", "judges": "table of strings"}
 HOOK_KEY_KINDS = {"models": "array of strings", "sdist": "string", "cache": "boolean or path",
-                  "overrides": "array of tables", "plan": "path or false"}
+                  "overrides": "array of tables", "plan": "path or false",
+                  "pins": "string"}
 """The TOML types of the keys ``shipping/config.py`` reads itself (the engine keys' are in its ``_KINDS``)."""
 
 

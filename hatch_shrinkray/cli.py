@@ -40,7 +40,14 @@ from hatch_shrinkray.options import (
     option_errors,
 )
 from hatch_shrinkray.shipping.advice import record_advice
-from hatch_shrinkray.shipping.config import ENGINE_KEYS, VERIFY_TABLE_KEYS, CommandLine, ConfigurationError, HookConfig
+from hatch_shrinkray.shipping.config import (
+    ENGINE_KEYS,
+    PINS_CHOICES,
+    VERIFY_TABLE_KEYS,
+    CommandLine,
+    ConfigurationError,
+    HookConfig,
+)
 from hatch_shrinkray.shipping.ship import confirm_plan, engine_missing, fix_line, printable_lines
 from hatch_shrinkray.signals import Terminated, redeliver, stop_request, terminate_raises
 from hatch_shrinkray.sizes import BROTLI_HINT, DEFAULT_TARGET, TARGETS, brotli_problem
@@ -152,6 +159,9 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--models", action="append", metavar="GLOB",
                    help="the models to shrink instead of the table's `models`: paths inside the wheel or in the "
                         "project (pkg/models/*.onnx or src/pkg/models/*.onnx; repeatable; ** allowed)")
+    w.add_argument("--pins", choices=PINS_CHOICES,
+                   help="what to do where the wheel's own text files pin the sha256, sha1 or md5 of an original "
+                        "model: warn (the default) or rewrite them to name the shrunk model's (the `pins` key)")
     _shrink_args(w)
     _verify_args(w)
 
@@ -340,7 +350,7 @@ def _command_line(args: argparse.Namespace, models: Sequence[str] = (), models_f
         settings[key], names[key] = value, "--" + dest.replace("_", "-")
     if every_flag:
         names = {**{k: "--" + d.replace("_", "-") for d, k in TABLE_KEYS.items()}, **names}
-    return CommandLine(settings, names, tuple(models), models_flag)
+    return CommandLine(settings, names, tuple(models), models_flag, getattr(args, "pins", None))
 
 
 def _given(argv: Sequence[str]) -> frozenset[str]:
@@ -713,6 +723,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from hatch_shrinkray.checking.check import Settings, looks_like_pytest, run_check, run_shadow
     from hatch_shrinkray.checking.fix import fix_entries, run_fix
     from hatch_shrinkray.checking.search import plan_entries, run_search
+    from hatch_shrinkray.shipping.pins import original_pins
 
     command = tuple(args.argv)
     if not command:
@@ -765,6 +776,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(report.render_check(checked))
         data = report.check_json(checked)
         code = 0 if checked.verdict.passed else 1
+    rewrite = configured.config.pins == "rewrite"
+    for pin in original_pins((root, m.relpath) for root, m in configured.entries()):
+        print(f"{'note' if rewrite else 'warning'}: {pin.check_text(rewrite)}")
     if args.json is not None and not _write_report(args.json, json.dumps(data, indent=2, sort_keys=True),
                                                    args.verbose):
         return 1

@@ -284,3 +284,35 @@ def test_an_installed_packages_models_get_the_projects_table(project: Path) -> N
     assert "no answers judged over 3 calls" in unjudged.stdout and "(top-1)" not in unjudged.stdout
     assert "verdict: nothing gated: no output had decisions to compare" in unjudged.stdout  # never "ok"
     assert "verdict: ok" in judged.stdout and "closed loop" not in judged.stdout  # no recurrent model here
+
+
+def test_a_package_that_pins_its_models_digest_is_named(project: Path) -> None:
+    """The package checks the model file against a sha256 it ships before loading it: swapping
+    sessions passes that check (the file is the original), so the report says in one line that the
+    package would reject the shipped model, and which key makes the build rewrite the pin."""
+    digest = hashlib.sha256((project / MODEL).read_bytes()).hexdigest()
+    (project / "src/pkg/checksums.json").write_text(json.dumps({"models/net.onnx": digest}))
+    script = project / "use.py"
+    script.write_text(textwrap.dedent('''
+        import hashlib, json, pathlib
+        import numpy as np
+        import onnxruntime as ort
+        pkg = pathlib.Path("src/pkg")
+        expected = json.loads((pkg / "checksums.json").read_text())["models/net.onnx"]
+        assert hashlib.sha256((pkg / "models/net.onnx").read_bytes()).hexdigest() == expected, "checksum mismatch"
+        s = ort.InferenceSession(str(pkg / "models/net.onnx"), providers=["CPUExecutionProvider"])
+        s.run(None, {"x": np.zeros((2, 128), np.float32)})
+    '''))
+    done = cli("check", "--", sys.executable, str(script), cwd=project)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (line,) = [ln for ln in done.stdout.splitlines() if "pins" in ln]
+    assert line == (f"warning: src/pkg/checksums.json pins the sha256 of {MODEL}'s original bytes: the package's own "
+                    "digest check would reject the shipped model, which swapping sessions cannot show, unless "
+                    '`pins = "rewrite"` is set'), done.stdout
+    table = (project / "pyproject.toml").read_text()
+    (project / "pyproject.toml").write_text(table.replace('models = ["src/pkg/models/*.onnx"]\n',
+                                                          'models = ["src/pkg/models/*.onnx"]\npins = "rewrite"\n'))
+    rewritten = cli("check", "--", sys.executable, str(script), cwd=project)
+    assert rewritten.returncode == 0, rewritten.stdout + rewritten.stderr
+    assert (f"note: src/pkg/checksums.json pins the sha256 of {MODEL}'s original bytes; the build rewrites it to the "
+            'shrunk model\'s (pins = "rewrite")') in rewritten.stdout.splitlines(), rewritten.stdout

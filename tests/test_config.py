@@ -136,7 +136,7 @@ def test_all_type_and_value_errors_at_once(root: Path) -> None:
         "models": ["src/pkg/models/a.onnx"], "method": "int9", "min-elements": "big", "levels": 1,
         "exclude-ops": "Gather", "dedup": "yes", "block-size": 24, "verify": 1, "max-rel-l2": "0.1",
         "min-cosine": 2, "inputs": "data/missing.npz", "dims": {"batch": 0, "seq": "long"},
-        "int-range": [5], "seed": -1, "sdist": "tiny", "cache": 3, "rounding": "closest",
+        "int-range": [5], "seed": -1, "sdist": "tiny", "cache": 3, "rounding": "closest", "pins": "fix",
     }
     assert errors_of(raw, root) == [
         f"Field `{T}.min-elements` must be an integer",
@@ -157,6 +157,7 @@ def test_all_type_and_value_errors_at_once(root: Path) -> None:
         f"Field `{T}.min-cosine` must be a number from 0.0 to 1.0; got 2.0",
         f"Field `{T}.sdist` must be one of 'shrunk', 'original'; got 'tiny'",
         f"Field `{T}.cache` must be a boolean or a directory path",
+        f"Field `{T}.pins` must be one of 'warn', 'rewrite'; got 'fix'",
     ]
 
 

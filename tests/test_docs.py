@@ -5,6 +5,7 @@ docs/troubleshooting.md is what the code prints today, and the README stays a RE
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import os
 import re
@@ -312,6 +313,11 @@ def _scenario(name: str, tmp: Path) -> tuple[str, dict[str, str]]:
         proc = subprocess.run([sys.executable, "-c", hide + run], cwd=root, capture_output=True, text=True,
                               check=False, env=_env(cache))
         out = proc.stdout + proc.stderr
+    elif name in ("pinned-digest", "pinned-rewritten"):
+        _project(root, f"models = [{models}]\n" + ('pins = "rewrite"\n' if name == "pinned-rewritten" else ""))
+        digest = hashlib.sha256(MODEL.read_bytes()).hexdigest()
+        (root / "src/mypkg/models.json").write_text(f'{{"model.onnx": "{digest}"}}\n')
+        out = _build(root, cache)
     elif name == "no-session":
         proc = cli("check", "--", "python", "-c", "print(1)", cwd=_project(root, f"models = [{models}]\n"),
                    env=_env(cache))

@@ -128,7 +128,29 @@ def test_a_pinned_checksum_of_the_model_is_named_by_the_hook(project: Path,
     shipped = zipfile.ZipFile(wheel).read(IN_WHEEL)
     (line,) = [ln for ln in capsys.readouterr().err.splitlines() if "pins the" in ln]
     assert line.startswith(f"shrinkray: warning: src/toymodel/check.py pins the md5 of {MODEL}'s original bytes"), line
-    assert hashlib.md5(shipped).hexdigest() in line
+    assert hashlib.md5(shipped).hexdigest() in line and 'set `pins = "rewrite"`' in line
+    assert zipfile.ZipFile(wheel).read("toymodel/check.py") == (project / "src/toymodel/check.py").read_bytes()
+
+
+def test_pins_rewrite_ships_a_rewritten_copy_and_leaves_the_project_file(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """``pins = "rewrite"``: the wheel and the sdist ship the pinning file naming the shipped model's
+    md5 (once each), one line says so per archive, and the project's own file is never touched."""
+    project = write_project(tmp_path / "toymodel", 'pins = "rewrite"\n')
+    digest = hashlib.md5((project / MODEL).read_bytes()).hexdigest()
+    pinning = project / "src/toymodel/check.py"
+    pinning.write_text(f'MODEL_MD5 = "{digest}"  # checked before loading\n')
+    before = tree_digest(project)
+    with zipfile.ZipFile(build(project)) as zf:
+        assert zf.namelist().count("toymodel/check.py") == 1
+        expected = f'MODEL_MD5 = "{hashlib.md5(zf.read(IN_WHEEL)).hexdigest()}"  # checked before loading\n'
+        assert zf.read("toymodel/check.py").decode() == expected
+    members = sdist_members(build(project, "sdist"))
+    assert members["toymodel-0.1.0/src/toymodel/check.py"].decode() == expected
+    assert tree_digest(project) == before and pinning.read_text().startswith(f'MODEL_MD5 = "{digest}"')
+    err = capsys.readouterr().err.splitlines()
+    line = f'shrinkray: src/toymodel/check.py: the pin of {MODEL} now names the shrunk model\'s md5 (pins = "rewrite")'
+    assert err.count(line) == 2 and not any("warning" in ln for ln in err), err
 
 
 def test_sdist_ships_shrunk_model_and_manifest(project: Path) -> None:

@@ -81,6 +81,55 @@ def test_a_pinned_checksum_of_the_model_is_named(project: Path, env: dict[str, s
     assert line.startswith("shrinkray: warning: toymodel/models.yaml pins the sha256 of toymodel/models/a.onnx's "
                            "original bytes: the package will reject the shrunk model"), line
     assert hashlib.sha256(shrunk).hexdigest() in line and "other.json" not in done.stderr
+    assert 'set `pins = "rewrite"`' in line, "the warning names the key that fixes it"
+    assert zipfile.ZipFile(tmp_path / "out" / pinned.name).read("toymodel/models.yaml") == \
+        (project / "src/toymodel/models.yaml").read_bytes(), "without the key, the pin is only warned of"
+
+
+def test_pins_rewrite_names_the_shipped_model_in_the_wheel(project: Path, env: dict[str, str],
+                                                           tmp_path: Path) -> None:
+    """``--pins rewrite``: the JSON file that pins the original's sha256 (lower case) and the YAML
+    one that pins it in upper case ship naming the shrunk model's, in their own case, every other
+    byte kept; RECORD verifies, a file without a pin is copied as it was, and the bytes are the same
+    on a second run."""
+    digest = hashlib.sha256((project / "src" / MODEL).read_bytes()).hexdigest()
+    (project / "src/toymodel/models.json").write_text(f'{{"a.onnx": {{"sha256": "{digest}"}}}}\n')
+    (project / "src/toymodel/models.yaml").write_text(f"SHA256: {digest.upper()}\n")
+    other = '{"md5": "0123456789abcdef0123456789abcdef"}'
+    (project / "src/toymodel/other.json").write_text(other)
+    pinned = Path(next(WheelBuilder(str(project)).build(directory=str(project / "dist"), versions=["standard"])))
+    done = cli("wheel", str(pinned), "-o", str(tmp_path / "out"), "--pins", "rewrite", cwd=project, env=env)
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "out" / pinned.name
+    with zipfile.ZipFile(out) as zf:
+        shipped = hashlib.sha256(zf.read(MODEL)).hexdigest()
+        assert shipped != digest
+        assert zf.read("toymodel/models.json").decode() == f'{{"a.onnx": {{"sha256": "{shipped}"}}}}\n'
+        assert zf.read("toymodel/models.yaml").decode() == f"SHA256: {shipped.upper()}\n"
+        assert zf.read("toymodel/other.json").decode() == other
+    assert record_problems(out) == []
+    lines = [ln for ln in done.stderr.splitlines() if "pin" in ln]
+    assert lines == [f'shrinkray: toymodel/models.json: the pin of {MODEL} now names the shrunk model\'s sha256 '
+                     '(pins = "rewrite")',
+                     f'shrinkray: toymodel/models.yaml: the pin of {MODEL} now names the shrunk model\'s sha256 '
+                     '(pins = "rewrite")'], done.stderr
+    again = cli("wheel", str(pinned), "-o", str(tmp_path / "again"), "--pins", "rewrite", cwd=project, env=env)
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "again" / pinned.name).read_bytes() == out.read_bytes()
+
+
+def test_the_pins_key_of_the_table_rewrites_and_a_bad_flag_is_one_line(tmp_path: Path, env: dict[str, str]) -> None:
+    project = write_project(tmp_path / "toymodel", TABLE + 'pins = "rewrite"\n')
+    digest = hashlib.md5((project / "src" / MODEL).read_bytes()).hexdigest()
+    (project / "src/toymodel/check.py").write_text(f'MD5 = "{digest}"\n')
+    pinned = Path(next(WheelBuilder(str(project)).build(directory=str(project / "dist"), versions=["standard"])))
+    done = cli("wheel", str(pinned), "-o", str(tmp_path / "out"), cwd=project, env=env)
+    assert done.returncode == 0, done.stderr
+    with zipfile.ZipFile(tmp_path / "out" / pinned.name) as zf:
+        assert zf.read("toymodel/check.py").decode() == f'MD5 = "{hashlib.md5(zf.read(MODEL)).hexdigest()}"\n'
+    assert "warning" not in done.stderr, done.stderr
+    bad = cli("wheel", str(pinned), "-o", str(tmp_path / "bad"), "--pins", "fix", cwd=project, env=env)
+    assert bad.returncode == 1 and len(bad.stderr.splitlines()) == 1 and "argument --pins: invalid choice: 'fix'" in bad.stderr, bad.stderr
 
 
 def record_problems(path: Path) -> list[str]:

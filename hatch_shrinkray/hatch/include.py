@@ -9,6 +9,7 @@ the archive even if a ``.gitignore`` would drop it. Only ``build_data["force_inc
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +28,12 @@ def check_outside(workdir: Path, root: Path) -> None:
 
 
 def include(shipped: list[Shipped], config: HookConfig, build_data: dict[str, Any], workdir: Path,
-            app: Display) -> None:
-    """Register every shipped file (and, for an sdist, the manifest) with hatchling."""
+            app: Display, *, others: Sequence[tuple[str, Path]] = ()) -> None:
+    """Register every shipped file, ``others`` (``(project path, file whose bytes go there)``: the
+    package's files rewritten for the shrunk models) and, for an sdist, the manifest with hatchling."""
     force_include: dict[str, str] = build_data["force_include"]
-    for model in shipped:
-        for relpath, path in model.files:
-            force_include[str(path)] = relpath
+    for relpath, path in [*(f for model in shipped for f in model.files), *others]:
+        force_include[str(path)] = relpath
     entries: dict[str, ManifestEntry] = {m.relpath: m.entry for m in shipped if m.entry is not None}
     if config.target == "sdist" and entries:
         manifest = workdir / MANIFEST_NAME

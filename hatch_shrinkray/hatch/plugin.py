@@ -23,7 +23,7 @@ from hatch_shrinkray.hatch.include import check_outside, include
 from hatch_shrinkray.result import human
 from hatch_shrinkray.shipping.config import PLUGIN_NAME, HookConfig, hook_table, load_config, recording_paths
 from hatch_shrinkray.shipping.manifest import read_manifest
-from hatch_shrinkray.shipping.pins import find_pins, package_dirs, project_members, shrunk_models
+from hatch_shrinkray.shipping.pins import package_dirs, project_members, report_pins, shrunk_models
 from hatch_shrinkray.shipping.ship import PREFIX, engine_needed, engine_requirements, printable_lines, ship_models
 from hatch_shrinkray.signals import Terminated, deferred, on_sigterm, redeliver, stop_request
 
@@ -116,9 +116,10 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
             with progress.reporting(self._reporter()):
                 shipped = ship_models(config, root, workdir, self.app, read_manifest(root, self.app.display_warning))
             models = shrunk_models(shipped, root)
-            for pin in find_pins(project_members(root, models), models) if models else []:
-                self.app.display_warning(f"{PREFIX} warning: {pin.text()}")
-            include(shipped, config, build_data, workdir, self.app)
+            # a rewritten pin ships as a copy: the project's own file stays as it is
+            pinned = report_pins(project_members(root, models) if models else [], models, config.pins == "rewrite",
+                                 workdir / ".pins", self.app)
+            include(shipped, config, build_data, workdir, self.app, others=[(f.file, f.path) for f in pinned])
             self._drop(path for model in shipped for path in model.obsolete)
             self._leave_out_recordings(config, root)
         except BaseException as exc:

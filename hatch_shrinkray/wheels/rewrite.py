@@ -28,7 +28,7 @@ from hatch_shrinkray.files import create_beside
 from hatch_shrinkray.shipping.config import HookConfig
 from hatch_shrinkray.shipping.datafiles import Readers
 from hatch_shrinkray.shipping.manifest import ManifestEntry, file_sha256
-from hatch_shrinkray.shipping.pins import find_pins, shrunk_models
+from hatch_shrinkray.shipping.pins import report_pins, shrunk_models
 from hatch_shrinkray.shipping.ship import PREFIX, Display, Shipped, ship_models, writing_to
 from hatch_shrinkray.signals import deferred
 from hatch_shrinkray.wheels.archive import Wheel, extract, head, open_wheel, write_wheel
@@ -115,7 +115,7 @@ def rewrite_wheel(source: Path, destination: Path, configure: Callable[[Path], H
                         tree.materialize(data)
         shipped = tuple(ship_models(config, files, work, app, matches, tree=tree))
         replace = {rel: path for model in shipped if model.new_bytes for rel, path in model.files}
-        _warn_pins(archive, files, shipped, app)
+        replace.update(_pins(archive, files, shipped, config, out=root / "pins", app=app))
         drop = frozenset(rel for model in shipped for rel in model.obsolete)
         changed = bool(replace or drop or wheel.duplicates)
         if changed:
@@ -129,14 +129,15 @@ def rewrite_wheel(source: Path, destination: Path, configure: Callable[[Path], H
     return Rewritten(source, destination, shipped, changed)
 
 
-def _warn_pins(archive: zipfile.ZipFile, files: Path, shipped: tuple[Shipped, ...], app: Display) -> None:
-    """Warn where the wheel's other files pin a digest of a model it now ships shrunk (``pins``)."""
+def _pins(archive: zipfile.ZipFile, files: Path, shipped: tuple[Shipped, ...], config: HookConfig, *, out: Path,
+          app: Display) -> dict[str, Path]:
+    """Where the wheel's other files pin a digest of a model it now ships shrunk: warned of, or with
+    ``pins = "rewrite"`` their entries replaced by copies (under ``out``) that name the shrunk model."""
     models = shrunk_models(shipped, files)
     if not models:
-        return
+        return {}
     members = [(i.filename, i.file_size, lambda i=i: archive.read(i)) for i in archive.infolist() if not i.is_dir()]
-    for pin in find_pins(members, models):
-        app.display_warning(f"{PREFIX} warning: {pin.text()}")
+    return {f.file: f.path for f in report_pins(members, models, config.pins == "rewrite", out, app)}
 
 
 def _work_directory() -> Path:

@@ -319,6 +319,23 @@ def test_boxes_after_nms_are_judged_whatever_their_count() -> None:
     assert isinstance(j := detect([scores_first]), Boxes) and j.layout.label == 4
 
 
+def test_a_padded_box_list_is_judged_by_the_rows_that_score() -> None:
+    """YOLO26 pads its ``[1, 300, 6]`` list with near-zero rows, some not even boxes (x2 < x1): the
+    list is still told for one, the padding is not an answer, and a box whose score crosses ``SCORE``
+    is a changed answer."""
+    boxes = np.array([[80, 55, 120, 105, 0.9, 0], [205, 135, 235, 165, 0.6, 2]], np.float64)
+    padding = np.array([[50, 50, 40, 60, 3e-7, 1]] * 298, np.float64)
+    ref = np.concatenate([boxes, padding])[None].astype(np.float32)
+    judge = detect([ref])
+    assert isinstance(judge, Boxes) and judge.layout.final
+    noisy = ref.copy()
+    noisy[0, 2:, :4] += 7.0  # the padding moves: nobody draws it
+    assert judge.answers([ref], [noisy], 0.5).changed == (False,)
+    faded = ref.copy()
+    faded[0, 1, 4] = 0.2  # a box drops below the score every package draws from
+    assert judge.answers([ref], [faded], 0.5).changed == (True,)
+
+
 def test_what_is_not_a_box_list_is_not_judged_as_one() -> None:
     rng = np.random.default_rng(0)
     assert detect([rng.standard_normal((1, 22, 2100)).astype(np.float32)]).name == "values"

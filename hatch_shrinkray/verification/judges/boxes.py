@@ -5,7 +5,8 @@ Two layouts carry them. *Candidates*, the raw head of a detector without NMS in 
 (centre x, centre y, width, height) and C class scores in [0, 1]. The package keeps the candidates
 whose best class scores at least ``SCORE`` and suppresses overlaps per class (NMS at ``NMS_IOU``), so
 the judge does the same. *Final* boxes, NMS done in the graph: ``[N, 6]`` or ``[batch, N, 6]`` rows
-of (x1, y1, x2, y2, score, class), class and score in either order; every row with a score is kept.
+of (x1, y1, x2, y2, score, class), class and score in either order; the rows scoring at least ``SCORE``
+are the boxes (an exporter pads the list with near-zero rows, some of them not even boxes).
 
 Two images give the same answer when their boxes match one to one, same class, each pair drawn almost
 the same (IoU >= ``SAME``, as a map's regions, or no corner moved by more than ``SHIFT`` pixels: a
@@ -106,7 +107,7 @@ def _final(arrays: list[npt.NDArray[Any]], forced: bool) -> Layout | None:
         return Layout(True) if forced else None
     if forced:
         return layout
-    live = rows[rows[:, layout.score] > 0]
+    live = rows[rows[:, layout.score] >= SCORE]
     ordered = bool((live[:, 2] >= live[:, 0]).all() and (live[:, 3] >= live[:, 1]).all())
     return layout if ordered and bool((live[:, :4] > 1.0).any()) else None
 
@@ -155,7 +156,7 @@ def boxes(x: npt.NDArray[Any], layout: Layout) -> list[Found]:
         images = a.reshape(-1, a.shape[-2], a.shape[-1]) if a.ndim >= 3 else a.reshape(1, -1, a.shape[-1])
         out = []
         for rows in images:
-            live = rows[rows[:, layout.score] > 0]
+            live = rows[rows[:, layout.score] >= SCORE]
             out.append(Found(live[:, :4], np.round(live[:, layout.label]).astype(np.int64)))
         return out
     found = []

@@ -13,6 +13,7 @@ import functools
 import glob
 import json
 import os
+import shlex
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -814,13 +815,30 @@ def _check_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
         return Configured(config, tuple(f.resolve().parent for f in files)), plan_file
     # The project's table: for its own files, or for an installed package's, matched by their in-wheel paths.
     root, relpaths = installed if installed is not None else (None, [m for m in inside if m])
-    config = load_config(raw, project, "wheel", table, models_root=root, flags=_command_line(args, relpaths, "MODEL"))
+    try:
+        config = load_config(raw, project, "wheel", table, models_root=root,
+                             flags=_command_line(args, relpaths, "MODEL"))
+    except ConfigurationError as exc:
+        raise _in_the_wheel(exc, table, args) from exc
     roots = tuple((root or project) for _ in config.models)
     if args.plan is not None:
         config = replace(config, plan_file=args.plan, plans=read_plan(args.plan) if args.plan.is_file() else {})
         return Configured(config, roots), args.plan
     plan_file = None if raw.get("plan") is False else (config.plan_file or project / PLAN_NAME)
     return Configured(config, roots), plan_file
+
+
+def _in_the_wheel(exc: ConfigurationError, table: str | None, args: argparse.Namespace) -> ShrinkrayError:
+    """``exc``, or where a ``[tool.hatch-shrinkray]`` table's ``models`` match nothing in the project
+    (paths inside a wheel the project does not hold, as a stub that rewrites someone else's wheel),
+    what ``check`` needs instead: the installed files."""
+    if args.models or table != "tool.hatch-shrinkray" or not all("matches no file" in e for e in exc.errors):
+        return exc
+    patterns = [e.split("pattern `", 1)[1].split("`", 1)[0] for e in exc.errors if "pattern `" in e]
+    listed = " ".join(shlex.quote(hints.SITE + p) for p in patterns)
+    return ShrinkrayError(f"`{table}.models` ({', '.join(patterns)}) names files inside the wheel, and this project "
+                          "does not hold them", hint=f"name the installed files: hatch-shrinkray check {listed} -- "
+                          f"{shlex.join(args.argv) or 'COMMAND'} (SITE-PACKAGES: where the package is installed)")
 
 
 def _refuse_foreign(config: HookConfig, plan_file: Path | None) -> None:

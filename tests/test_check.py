@@ -316,3 +316,17 @@ def test_a_package_that_pins_its_models_digest_is_named(project: Path) -> None:
     assert rewritten.returncode == 0, rewritten.stdout + rewritten.stderr
     assert (f"note: src/pkg/checksums.json pins the sha256 of {MODEL}'s original bytes; the build rewrites it to the "
             'shrunk model\'s (pins = "rewrite")') in rewritten.stdout.splitlines(), rewritten.stdout
+
+
+def test_a_wheel_path_table_without_model_files_names_the_installed_files(tmp_path: Path) -> None:
+    """A stub project that rewrites someone else's wheel holds none of the files its `models` match:
+    `check` says to name the installed ones, in one line, with the user's own command."""
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "pkg"\nversion = "0"\n\n'
+                                             '[tool.hatch-shrinkray]\nmodels = ["pkg/models/*.onnx"]\n')
+    done = cli("check", "--", "python", "-m", "pytest", "tests", cwd=tmp_path)
+    assert done.returncode == 1
+    (line,) = done.stderr.splitlines()
+    assert line == ("error: `tool.hatch-shrinkray.models` (pkg/models/*.onnx) names files inside the wheel, and this "
+                    "project does not hold them (name the installed files: hatch-shrinkray check "
+                    "'SITE-PACKAGES/pkg/models/*.onnx' -- python -m pytest tests (SITE-PACKAGES: where the package is "
+                    "installed))"), line

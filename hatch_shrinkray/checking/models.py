@@ -91,6 +91,8 @@ def prepare(configured: Configured, workdir: Path, app: Display,
 def _summary(verification: dict[str, object] | None, outcome: str) -> str:
     if outcome in ("unchanged", "already-quantized"):
         return f"nothing to check ({outcome})"
+    if outcome == "kept-original":
+        return "nothing to check (ships its original)"
     if verification is None:
         return f"not verified ({setting('verify', False)})"
     basis = f"{verification.get('samples')} {'recorded' if verification.get('real_inputs') else 'generated'} samples"

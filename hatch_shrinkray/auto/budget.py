@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -137,6 +137,14 @@ class Limits:
                                   and not any(agreement_fails(f, n, v.min_top1) for n, f in d.flips)):
             return False
         return d.rel_l2 <= self.rel_l2 and d.cosine >= self.cosine and d.agreement >= self.agreement
+
+    def screening(self) -> Limits:
+        """These limits without the answers term, for a screen on a few feeds: there the answers
+        are a few dozen positions, one of which moves the soft agreement past the budget either way
+        (a classifier's points whose agreement on all its fitting files kept the budget were
+        screened out on four of them), while the error terms average over every value. A screen
+        only spares full runs; the full check on every feed still judges the answers."""
+        return replace(self, agreement=0.0)
 
     def load(self, d: Deviation) -> float:
         """How much of the budget ``d`` uses, summed over its terms (additive estimate)."""

@@ -276,7 +276,7 @@ class Auto:
         fitted_dev, plain_dev = deviation(baseline, fitted_out), deviation(baseline, plain_out)
         limits = Limits.of(options, plain_dev, fitted_dev)
         quick_limits = Limits.of(options, deviation(quick, [plain_out[i] for i in analysis.subset]),
-                                 deviation(quick, [fitted_out[i] for i in analysis.subset]))
+                                 deviation(quick, [fitted_out[i] for i in analysis.subset])).screening()
 
         screening = len(analysis.subset) < len(base)
         in_subset = set(analysis.subset)

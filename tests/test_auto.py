@@ -233,21 +233,24 @@ def test_a_screen_that_lets_one_failing_point_through_bisects_again_above_it() -
     assert screened.evaluations == 2 < plain.evaluations
 
 
-def test_the_screen_leaves_the_answers_to_the_full_check() -> None:
-    """On a few feeds one position's margin moves the soft agreement past round-to-nearest int8's
-    either way, so the screen judges the error terms only: a point under int8's agreement there but
-    within its error passes the screen and is left to the full check; a point over the error
-    budget is still screened out, and the full limits still judge the answers."""
+def test_a_screen_on_few_decision_positions_leaves_the_answers_to_the_full_check() -> None:
+    """On a few feeds of a classifier (one position each) one margin moves the soft agreement past
+    round-to-nearest int8's either way, so there the screen judges the error terms only: a point
+    under int8's agreement but within its error passes the screen and is left to the full check,
+    while a point over the error budget is still screened out. Where the feeds hold many positions
+    (a recogniser's characters) the screen keeps the answers term."""
     from hatch_shrinkray.auto.budget import Deviation, Limits
 
-    int8 = Deviation(0.004, 0.99999, 0.99975, 0.004**2, 2e-4)
-    options = ShrinkOptions(method="auto")
-    limits = Limits.of(options, int8)
+    def int8_on(positions: int) -> Deviation:
+        return Deviation(0.004, 0.99999, 0.99975, 0.004**2, 2e-4, flips=((positions, 0.0),))
+
+    limits = Limits.of(ShrinkOptions(method="auto"), int8_on(4))
     near_flip = Deviation(0.005, 0.99998, 0.99948, 0.005**2, 5e-4)  # under int8's agreement, within its error
     noisy = Deviation(0.02, 0.9999, 0.99999, 0.02**2, 1e-5)
-    assert not limits.within(near_flip) and limits.screening().within(near_flip)
-    assert not limits.screening().within(noisy)
-    assert limits.screening().rel_l2 == limits.rel_l2 and limits.screening().cosine == limits.cosine
+    few, many = limits.screening(int8_on(4)), limits.screening(int8_on(400))
+    assert not limits.within(near_flip) and few.within(near_flip) and not many.within(near_flip)
+    assert not few.within(noisy) and not many.within(noisy)
+    assert few.rel_l2 == limits.rel_l2 and few.cosine == limits.cosine and many == limits
 
 
 def test_search_runs_the_lossless_top_only_where_nothing_below_passes() -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from hatch_shrinkray.evidence import MIN_UNITS
 from hatch_shrinkray.options import ShrinkOptions, VerifyOptions
 from hatch_shrinkray.result import OutputComparison
 from hatch_shrinkray.verification.compare import Expected, agreement, agreement_fails, compare, dots, expect
@@ -138,13 +139,17 @@ class Limits:
             return False
         return d.rel_l2 <= self.rel_l2 and d.cosine >= self.cosine and d.agreement >= self.agreement
 
-    def screening(self) -> Limits:
-        """These limits without the answers term, for a screen on a few feeds: there the answers
-        are a few dozen positions, one of which moves the soft agreement past the budget either way
-        (a classifier's points whose agreement on all its fitting files kept the budget were
-        screened out on four of them), while the error terms average over every value. A screen
-        only spares full runs; the full check on every feed still judges the answers."""
-        return replace(self, agreement=0.0)
+    def screening(self, on: Deviation) -> Limits:
+        """These limits for a screen on a few feeds, where ``on`` is round-to-nearest int8's deviation:
+        without the answers term where some output has fewer than ``MIN_UNITS`` decision positions
+        there (a classifier's few files: one position's margin moves the soft agreement past the
+        budget either way, and points that keep it on every fitting feed were screened out), else
+        unchanged (a recogniser's hundreds of characters: there the answers term screens out points
+        whose error the fitting feeds underrate). A screen only spares full runs; the full check on
+        every feed still judges the answers."""
+        if any(positions < MIN_UNITS for positions, _ in on.flips):
+            return replace(self, agreement=0.0)
+        return self
 
     def load(self, d: Deviation) -> float:
         """How much of the budget ``d`` uses, summed over its terms (additive estimate)."""

@@ -629,10 +629,10 @@ def _generated_file(rng: np.random.Generator) -> bytes:
 
 @pytest.mark.extended
 def test_auto_on_few_held_out_units_spends_no_error_on_a_tie(tmp_path: Path) -> None:
-    """Magika recorded on 20 calls of 4 generated files, 10 held out. The search finds a plan smaller
-    than round-to-nearest int8 that at best ties it on the held-out decisions at more error (one
-    such plan had shipped and changed 1 of 380 unseen labels). Ten units cannot tell that tie from
-    chance, so the smaller error wins and round-to-nearest int8 ships, and the line says so."""
+    """Magika recorded on 20 calls of 4 generated files, 10 held out. The search finds a plan 1.6%
+    smaller than round-to-nearest int8 that ties it on the 40 held-out decisions at 1.4x its error;
+    it had shipped and changed 1 of 380 unseen labels. Ten units cannot tell that tie from chance, so
+    the smaller error wins and round-to-nearest int8 ships, and the line says so."""
     import re
 
     rng = np.random.default_rng(3)
@@ -642,10 +642,10 @@ def test_auto_on_few_held_out_units_spends_no_error_on_a_tie(tmp_path: Path) -> 
     plain = shrink(source, tmp_path / "rtn.onnx", ShrinkOptions(method="int8", verify=None))
     assert auto.verification is not None
     said = auto.verification.fitting
-    versus = re.search(r"on 10 held-out units \(the held-out half\), (\d+) vs 0 labels changed, (\d+) vs 0 decisions "
-                       r"flipped, rel-L2 (\S+) vs (\S+) for round-to-nearest", said)
+    versus = re.search(r"on 10 held-out units \(the held-out half\), 0 vs 0 labels changed, 0 vs 0 decisions flipped, "
+                       r"rel-L2 (\S+) vs (\S+) for round-to-nearest", said)
     assert said.startswith("auto's plan not kept (round-to-nearest ships)") and versus, said
-    assert int(versus[2]) > 0 or float(versus[3]) > float(versus[4])  # more flips, or a tie at more error
+    assert float(versus[1]) > float(versus[2])
     assert (tmp_path / "auto.onnx").read_bytes() == (tmp_path / "rtn.onnx").read_bytes()
     del plain
 

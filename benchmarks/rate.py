@@ -4,6 +4,7 @@ files the fitting never saw (``rate_data``), round-to-nearest int8 beside every 
     python -m benchmarks.rate_data          # the three file sets (fit / tune / held-out), cached
     nice python -m benchmarks.rate run      # every encoding and lambda; results cached as JSON
     python -m benchmarks.rate report        # the DOWNLOAD.md table
+    python -m benchmarks.rate fit-npz X.npz # the fit files, one per sample, as `auto`'s --inputs
 
 Every variant stores int8 codes and one float32 scale per output channel (``Cast -> Mul``, as
 method ``int8`` writes them); only the codes and scales differ:
@@ -382,6 +383,15 @@ def judge_files(files: list[Path]) -> None:
               f"{_cell(row['tune'], base['tune'])}; held-out {_cell(row['held_out'], base['held_out'])}", flush=True)
 
 
+def fit_npz(out: Path) -> None:
+    """The fit set as a ``.npz`` of one file per sample (``--inputs`` of ``hatch-shrinkray shrink``):
+    80 units, so ``auto`` fits on 40 and its guard judges the other 40, the evidence a recording of
+    one file per call gives, without the recording's run."""
+    x = file_sets()["fit"].x
+    np.savez(out, bytes=x[:, None, :])
+    print(f"{out}: {len(x)} samples of one file each")
+
+
 def _cell(r: dict[str, Any], base: dict[str, Any]) -> str:
     return (f"{r['out_changed']} / {r['dl_changed']} / {r['rel_l2']:.4f} "
             f"(int8: {base['out_changed']} / {base['dl_changed']} / {base['rel_l2']:.4f})")
@@ -423,9 +433,13 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("report")
     j = sub.add_parser("judge", help="wheel bytes and tune / held-out answers of model files (e.g. auto's)")
     j.add_argument("files", nargs="+", type=Path)
+    f = sub.add_parser("fit-npz", help="the fit files as a .npz of one file per sample, for `--inputs`")
+    f.add_argument("out", type=Path)
     args = ap.parse_args(argv)
     if args.cmd == "run":
         run(args.only)
+    elif args.cmd == "fit-npz":
+        fit_npz(args.out)
     elif args.cmd == "judge":
         judge_files(args.files)
     else:

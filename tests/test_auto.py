@@ -233,6 +233,26 @@ def test_a_screen_that_lets_one_failing_point_through_bisects_again_above_it() -
     assert screened.evaluations == 2 < plain.evaluations
 
 
+def test_a_screen_on_few_decision_positions_leaves_the_answers_to_the_full_check() -> None:
+    """On a few feeds of a classifier (one position each) one margin moves the soft agreement past
+    round-to-nearest int8's either way, so there the screen judges the error terms only: a point
+    under int8's agreement but within its error passes the screen and is left to the full check,
+    while a point over the error budget is still screened out. Where the feeds hold many positions
+    (a recogniser's characters) the screen keeps the answers term."""
+    from hatch_shrinkray.auto.budget import Deviation, Limits
+
+    def int8_on(positions: int) -> Deviation:
+        return Deviation(0.004, 0.99999, 0.99975, 0.004**2, 2e-4, flips=((positions, 0.0),))
+
+    limits = Limits.of(ShrinkOptions(method="auto"), int8_on(4))
+    near_flip = Deviation(0.005, 0.99998, 0.99948, 0.005**2, 5e-4)  # under int8's agreement, within its error
+    noisy = Deviation(0.02, 0.9999, 0.99999, 0.02**2, 1e-5)
+    few, many = limits.screening(int8_on(4)), limits.screening(int8_on(400))
+    assert not limits.within(near_flip) and few.within(near_flip) and not many.within(near_flip)
+    assert not few.within(noisy) and not many.within(noisy)
+    assert few.rel_l2 == limits.rel_l2 and few.cosine == limits.cosine and many == limits
+
+
 def test_search_runs_the_lossless_top_only_where_nothing_below_passes() -> None:
     """The top of the chain (every weight lossless) costs a full run and, where anything below it
     passes, changes nothing: it is evaluated only where the bisection ends there, and then its own
@@ -628,6 +648,18 @@ def test_auto_on_few_held_out_units_spends_no_error_on_a_tie(tmp_path: Path) -> 
     assert float(versus[1]) > float(versus[2])
     assert (tmp_path / "auto.onnx").read_bytes() == (tmp_path / "rtn.onnx").read_bytes()
     del plain
+
+
+def test_a_tie_on_decisions_goes_to_the_smaller_error_unless_the_plan_may_spend_it() -> None:
+    """The guard's tie rule: a plan that ties round-to-nearest int8 on answers and decisions at more
+    error loses where it may not spend error (few held-out units, or no bytes to spend it on), and
+    is kept where it may; one more flipped decision loses either way."""
+    from hatch_shrinkray.auto.guard import Score, decide
+
+    rtn, tie = Score(0, 0, 1e-4), Score(0, 0, 2e-4)
+    assert not decide("auto's plan", tie, rtn, 10, "the held-out half").kept
+    assert decide("auto's plan", tie, rtn, 40, "the held-out half", by_error=False).kept
+    assert not decide("auto's plan", Score(0, 1, 1e-5), rtn, 40, "the held-out half", by_error=False).kept
 
 
 def test_what_the_guard_chose_over_verifications_limits_is_named() -> None:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from hatch_shrinkray.evidence import MIN_UNITS
 from hatch_shrinkray.options import ShrinkOptions, VerifyOptions
 from hatch_shrinkray.result import OutputComparison
 from hatch_shrinkray.verification.compare import Expected, agreement, agreement_fails, compare, dots, expect
@@ -137,6 +138,18 @@ class Limits:
                                   and not any(agreement_fails(f, n, v.min_top1) for n, f in d.flips)):
             return False
         return d.rel_l2 <= self.rel_l2 and d.cosine >= self.cosine and d.agreement >= self.agreement
+
+    def screening(self, on: Deviation) -> Limits:
+        """These limits for a screen on a few feeds, where ``on`` is round-to-nearest int8's deviation:
+        without the answers term where some output has fewer than ``MIN_UNITS`` decision positions
+        there (a classifier's few files: one position's margin moves the soft agreement past the
+        budget either way, and points that keep it on every fitting feed were screened out), else
+        unchanged (a recogniser's hundreds of characters: there the answers term screens out points
+        whose error the fitting feeds underrate). A screen only spares full runs; the full check on
+        every feed still judges the answers."""
+        if any(positions < MIN_UNITS for positions, _ in on.flips):
+            return replace(self, agreement=0.0)
+        return self
 
     def load(self, d: Deviation) -> float:
         """How much of the budget ``d`` uses, summed over its terms (additive estimate)."""

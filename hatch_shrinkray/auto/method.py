@@ -275,8 +275,9 @@ class Auto:
         fitted_out, plain_out = probe.run(fitted), probe.run(plain)
         fitted_dev, plain_dev = deviation(baseline, fitted_out), deviation(baseline, plain_out)
         limits = Limits.of(options, plain_dev, fitted_dev)
-        quick_limits = Limits.of(options, deviation(quick, [plain_out[i] for i in analysis.subset]),
-                                 deviation(quick, [fitted_out[i] for i in analysis.subset]))
+        quick_plain = deviation(quick, [plain_out[i] for i in analysis.subset])
+        quick_limits = Limits.of(options, quick_plain,
+                                 deviation(quick, [fitted_out[i] for i in analysis.subset])).screening(quick_plain)
 
         screening = len(analysis.subset) < len(base)
         in_subset = set(analysis.subset)

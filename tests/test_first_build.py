@@ -172,7 +172,7 @@ def test_the_cli_keeps_the_original_and_strict_fails(tmp_path: Path) -> None:
     assert kept.returncode == 0, kept.stderr
     assert (tmp_path / "out/cancel.onnx").read_bytes() == src.read_bytes()
     assert "original kept: int8 fails on 8 generated samples (batch=1): y rel L2 " in kept.stdout
-    assert f"{src}: original kept; to shrink it: `{RECORD}`, then set --inputs tests/shrinkray-inputs" in kept.stderr
+    assert f"{src}: original kept; to shrink it: `{RECORD}`, then pass --inputs tests/shrinkray-inputs" in kept.stderr
     strict = cli("shrink", str(src), "-o", str(tmp_path / "strict"), "--strict", cwd=tmp_path)
     assert strict.returncode == 1 and "differs too much" in strict.stderr, strict.stderr
     assert not (tmp_path / "strict/cancel.onnx").exists()

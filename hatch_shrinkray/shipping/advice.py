@@ -38,7 +38,8 @@ def record_advice(root: Path, inputs: Path | None, key: str = "inputs") -> str:
     command = record_command(root, output)
     if inputs is not None:
         return f"{output} holds no recording of it; to shrink it: `{command}`"
-    setting = f"--inputs {output}" if key.startswith("--") else f'{key} = "{output}"'
-    return f"to shrink it: `{command}`, then set {setting}"
+    if key.startswith("--"):
+        return f"to shrink it: `{command}`, then pass --inputs {output}"
+    return f'to shrink it: `{command}`, then set {key} = "{output}"'
 
 

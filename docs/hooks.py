@@ -10,7 +10,9 @@
   compare with what they measure.
 
 The benchmark plots are added to the site from ``benchmarks/`` (one copy in the repository).
-``tests/test_docs.py`` checks that these generators cover every key, command and flag.
+``tests/test_docs.py`` checks that these generators cover every key, command and flag. The pages hold
+the generated regions too (between the marker and ``END``), so they read whole on the repository's
+site; ``python docs/hooks.py`` writes them anew, and a test fails when one no longer matches the code.
 """
 
 from __future__ import annotations
@@ -176,11 +178,27 @@ GENERATORS = {"<!-- generated: configuration -->": config_reference, "<!-- gener
               "<!-- generated: runtimes -->": runtimes_table}
 
 
-def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+END = "<!-- end of generated -->"
+"""Closes a generated region in the committed pages, so a page reads whole on the repository's site
+too; ``python docs/hooks.py`` writes the regions anew and ``tests/test_docs.py`` fails when one is stale."""
+
+
+def fill(markdown: str, *, keep_markers: bool = True) -> str:
+    """``markdown`` with each generated region made anew from the code: between its marker and
+    ``END`` (committed pages), or the marker alone (``keep_markers=False``: the site's page)."""
     for marker, generate in GENERATORS.items():
-        if marker in markdown:
-            markdown = markdown.replace(marker, generate())
+        if marker not in markdown:
+            continue
+        head, _, rest = markdown.partition(marker)
+        _, closed, tail = rest.partition(END)
+        body = generate().strip("\n")
+        region = f"{marker}\n{body}\n{END}" if keep_markers else body
+        markdown = head + region + (tail if closed else rest)
     return markdown
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    return fill(markdown, keep_markers=False)
 
 
 def on_files(files: Any, config: Any) -> Any:
@@ -189,3 +207,11 @@ def on_files(files: Any, config: Any) -> Any:
     for uri, path in IMAGES.items():
         files.append(File.generated(config, uri, abs_src_path=str(path)))
     return files
+
+
+if __name__ == "__main__":  # python docs/hooks.py: the committed pages' generated regions, anew
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        if fill(text) != text:
+            page.write_text(fill(text), encoding="utf-8")
+            print(f"wrote {page.relative_to(ROOT)}")

@@ -204,6 +204,17 @@ def test_slim_sdist_recipe(tmp_path: Path) -> None:
         assert zf.getinfo("mypkg/models/model.onnx").file_size < MODEL.stat().st_size / 3
 
 
+def test_the_pages_hold_their_generated_references_as_the_code_makes_them() -> None:
+    """The configuration and command references read whole on the repository's site too: the pages
+    hold what the site generates, and a change of a key, flag or help text that was not written into
+    them (``python docs/hooks.py``) fails here."""
+    pages = {p.name: p.read_text(encoding="utf-8") for p in sorted(DOCS.glob("*.md"))}
+    stale = [name for name, text in pages.items() if HOOKS.fill(text) != text]
+    assert stale == [], f"run python docs/hooks.py: {stale}"
+    assert all(HOOKS.END in pages[name] for name in ("cli.md", "configuration.md", "runtimes.md"))
+    assert "`--max-flip-rate" in pages["cli.md"] and "`rounding`" in pages["configuration.md"]
+
+
 def test_the_site_builds_strictly(tmp_path: Path) -> None:
     pytest.importorskip("mkdocs", reason="the docs extra is not installed (pip install -e '.[docs]'); CI builds it")
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],

@@ -50,8 +50,8 @@ KEY_HELP: dict[str, tuple[str | None, str]] = {
                  "([Checking](checking.md))"),
     "strict": (None, "fail the build for a model that generated inputs cannot verify (the shrunk model fails on "
                "them, the original's outputs carry no signal there, or it does not run on them) instead of "
-               "shipping its original with the `record` command that lets the next build shrink it; real "
-               "recorded inputs that fail always fail it ([Troubleshooting](troubleshooting.md))"),
+               "shipping its original with the `hatch-shrinkray record` command that lets the next build shrink "
+               "it; real recorded inputs that fail always fail it ([Troubleshooting](troubleshooting.md))"),
     "verify": ("`true`", "compare the shrunk model's outputs with the original's; `false` turns verification off"),
     "max-rel-l2": (None, "verification: the largest relative L2 of any output (0 to 1)"),
     "min-cosine": (None, "verification: the smallest cosine of any output (0 to 1)"),

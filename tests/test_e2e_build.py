@@ -314,6 +314,11 @@ def test_the_quick_start_as_written(wheelhouse: Path, build_env: dict[str, str],
     key = _doc_block("inputs-key", "toml").split("  #", 1)[0].strip()
     text = (root / "pyproject.toml").read_text()
     (root / "pyproject.toml").write_text(text.replace('method = "int8"', f'method = "int8"\n{key}', 1))
+    # docs/recording.md's step 3 before the build: the tests judge the shrunk models.
+    check_line = next(line for line in _recording_steps() if line.startswith("hatch-shrinkray check"))
+    checked = run(["sh", "-c", check_line], root, env)
+    assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-3000:]
+    assert "verdict: nothing regressed" in checked.stdout, checked.stdout
     build_line = next(line for line in _block_lines("frontends") if "python -m build" in line)
     done = run(["sh", "-c", build_line], root, {**env, "PIP_FIND_LINKS": str(wheelhouse)})
     assert done.returncode == 0, done.stderr[-3000:]
@@ -323,6 +328,12 @@ def test_the_quick_start_as_written(wheelhouse: Path, build_env: dict[str, str],
         for name, share in (("model", 0.3), ("sensitive", 0.55)):  # int8, and fp16 for the override
             shipped = zf.getinfo(f"mypkg/models/{name}.onnx").file_size
             assert shipped < share * (root / f"src/mypkg/models/{name}.onnx").stat().st_size, name
+
+
+def _recording_steps() -> list[str]:
+    """The commands of docs/recording.md's first block, comments dropped."""
+    block = (REPO / "docs/recording.md").read_text().split("```sh", 1)[1].split("```", 1)[0]
+    return [line for line in block.strip().splitlines() if line and not line.startswith("#")]
 
 
 def _block_lines(marker: str) -> list[str]:

@@ -200,7 +200,8 @@ def _fit(scale: npt.NDArray[np.float32], worst_code: npt.NDArray[np.float64]) ->
 
 CHUNK = 1 << 22
 """Elements per slice of the float64 arithmetic: bounds temporaries to a few tens of MB even
-for a multi-GB weight (a 2.5 GB model peaked at 3.2x its size with whole-tensor temporaries)."""
+for a multi-GB weight, where whole-tensor temporaries multiplied the peak memory
+(benchmarks/BIG_MODEL.md)."""
 
 
 def _slices(shape: tuple[int, ...]) -> list[slice]:

@@ -96,9 +96,8 @@ def round_rows(w: F64, scale: F64, h: F64, bits: int = 8, bounds: Bounds | None 
 def _trial_errors(w: F64, scale: F64, h: F64, bounds: Bounds) -> F64:
     """``[len(ALPHAS), rows]``: error of round-to-nearest at ``scale * alpha`` per factor and row,
     weighted by each input feature's activation energy (the diagonal of ``h``; GPTQ then handles the
-    correlations). On PP-OCRv4/v6 rec scales chosen this way left GPTQ less output error at every
-    width from 4 to 10 bits than scales chosen with the full ``h`` for round-to-nearest, at a
-    fraction of the cost (benchmarks/REAL_INPUTS.md)."""
+    correlations). Scales chosen this way leave GPTQ less output error than scales chosen with the
+    full ``h`` for round-to-nearest, at a fraction of the cost (benchmarks/REAL_INPUTS.md)."""
     rows, k = w.shape
     w32 = w.astype(np.float32)
     energy = np.diag(h).astype(np.float32)

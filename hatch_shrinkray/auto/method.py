@@ -86,8 +86,8 @@ weights that make up this share of the weights' bytes, where the size is won. Th
 estimated from the nearest measured one, scaled by the ratio of their calibrated output errors
 (``_proxy``): a weight's output deviation grows with its layer's output error. The search then
 checks its choices with real runs of the assembled model, so an estimate can cost bytes, never
-the budget. (Measuring every rung of every weight took 270 runs on PP-OCRv6 rec: most of auto's
-time; benchmarks/REAL_INPUTS.md.)"""
+the budget. (Measuring every rung of every weight took most of auto's time;
+benchmarks/REAL_INPUTS.md.)"""
 
 SENSITIVITY_FEEDS = 4
 """Single-tensor runs use this many feeds, evenly spread over the inputs (samples are often
@@ -140,7 +140,7 @@ class Analysis:
     """The feeds of the single-tensor runs (``SENSITIVITY_FEEDS`` of ``base``, evenly spread)."""
     quick: tuple[tuple[str, ...], Baseline] | None = None
     """The original's outputs on ``subset`` prepared for these judges by the sensitivity runs (the
-    search's screen compares with the same: 0.7 s of PP-OCRv6 rec's to prepare)."""
+    search's screen compares with the same, so they are prepared once)."""
 
 
 @dataclass

@@ -325,8 +325,8 @@ TARGET_WORDS = {"wheel": "the wheel", "web": "the web download", "disk": "on dis
 def _smaller(shrunk: Sizes, original: Sizes, target: str, method: str) -> bool:
     """The never-larger rule: smaller in the bytes the target counts, and (but for SIZE_NEUTRAL
     methods) no larger on disk: a download a few bytes smaller does not pay for a model that takes
-    twice the space once installed. float-levels used to be judged raw only, and on Silero VAD it
-    shipped the original at every level though its wheel member is 35% smaller."""
+    twice the space once installed. Judging float-levels raw only shipped the original at every
+    level though its wheel member is smaller."""
     return shrunk.of(target) < original.of(target) and (method in SIZE_NEUTRAL or shrunk.raw <= original.raw)
 
 

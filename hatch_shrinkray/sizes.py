@@ -51,7 +51,8 @@ ESTIMATE_SLICES = 8
 ESTIMATE_SLICE = 512 << 10
 _LZMA_FILTERS = [{"id": lzma.FILTER_LZMA2, "preset": 0, "mode": lzma.MODE_NORMAL, "mf": lzma.MF_BT2, "nice_len": 32}]
 """LZMA's optimal parsing (normal mode) with the cheapest binary-tree match finder: its fast mode took short
-matches that cost more than the literals on int8 codes with few levels (1.3x brotli 11 at 7 levels)."""
+matches that cost more than the literals on int8 codes with few levels, overestimating brotli 11 there
+(benchmarks/DOWNLOAD.md)."""
 ESTIMATOR = "lzma2 preset 0, normal mode, bt2, nice_len 32"
 
 Source = bytes | str | os.PathLike[str] | Sequence[str | os.PathLike[str]]

@@ -2,9 +2,10 @@
 good as data-free round-to-nearest int8.
 
 Output-aware rounding, ``auto``'s plan and ``check --search``'s plan are all fitted to samples. With
-many independent samples they generalise (PP-OCRv6 rec: +11 points of identical lines); with few,
-or many correlated steps of few streams, they fit those and lose elsewhere (Silero VAD: 6 of 24
-held-out clips kept their speech segments under ``auto``, 19 under round-to-nearest). So each is
+many independent samples they generalise (more answers identical at equal size,
+benchmarks/AUTO.md); with few, or many correlated steps of few streams, they fit those and lose
+elsewhere (a streaming model's held-out clips kept their speech segments less often than under
+round-to-nearest). So each is
 judged against round-to-nearest on units it never saw (cross-fitted folds for ``int8``, the
 held-out half for ``auto``), with the package's judges: *decisions first* (fewer flipped decisions,
 then fewer changed answers), *then error* (the sum over outputs of squared relative L2). A tie on

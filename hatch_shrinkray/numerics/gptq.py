@@ -163,7 +163,7 @@ def _inverse_factor(h: F64) -> F64 | None:
 def _lower_inverse(low: F64) -> F64:
     """Inverse of a lower triangular matrix by halves, ``[[A, 0], [B, C]]^-1 = [[A^-1, 0],
     [-C^-1 B A^-1, C^-1]]``: matrix products, about a sixth of the work of a general inverse
-    (which took a second on PP-OCRv4 rec's 2880-feature convolution)."""
+    (which is slow for a convolution with thousands of input features)."""
     n = low.shape[0]
     if n <= 2 * BLOCK_INVERSE:
         direct: F64 = np.tril(np.linalg.inv(low)).astype(np.float64, copy=False)

@@ -5,7 +5,7 @@ Rules that make the output trustworthy:
 * non-finite values are kept out of the scale computation and restored exactly (sentinel code);
 * a constant channel is stored exactly (code +-1 times a scale equal to the value);
 * reconstructed values below ``FLUSH`` in magnitude become 0: denormal weights slow inference
-  down several-fold (measured 4.3x on a PaddleOCR model).
+  down several-fold on x86 CPUs (benchmarks/RESULTS.md counts them per model).
 """
 
 from __future__ import annotations

@@ -137,7 +137,7 @@ def _shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.P
     output: Output | None = None
     kept_original: str | None = None
     unverified = False
-    # The original's sizes, meanwhile: compressing it (2.8 s for PP-OCRv6 rec's 21 MB, minutes at
+    # The original's sizes, meanwhile: compressing it (seconds for a small model, far longer at
     # brotli 11) runs in the gaps the encoding leaves, not after it.
     original_files = _files(loaded, original_ref)
     original_sizes_job = Background(lambda: measure(original_files, exact_web=exact_web))
@@ -177,7 +177,7 @@ def _shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.P
         # Scopes point at their parents and children, so the weight sites built while encoding hold
         # the working copy in reference cycles: without a collection now it stayed resident through
         # verification (with every tensor it replaced: protobuf keeps them in the message's arena),
-        # 4.8 GB beside the original's session for a 2.4 GB model (benchmarks/BIG_MODEL.md).
+        # twice the model's size beside the original's session (benchmarks/BIG_MODEL.md).
         gc.collect()
         verification: VerifyResult | None = None
         if options.verify is not None and kept_original is None:
@@ -221,8 +221,9 @@ def _reference(loaded: Loaded, original_ref: str | bytes, options: ShrinkOptions
 def _early_reference(loaded: Loaded, original_ref: str | bytes, options: ShrinkOptions,
                      prepared: Prepared | None, held: Calibration | None) -> Reference | None:
     """``auto``'s verification reference, made before the encoding where its guard judges the
-    plan on the same held-out feeds: the original runs there once, not twice (3 s of PP-OCRv6
-    rec's 65). Other methods make it after, with the working copy freed (``_verify``)."""
+    plan on the same held-out feeds: the original runs there once, not twice (running it on
+    every feed is a large share of a build). Other methods make it after, with the working copy
+    freed (``_verify``)."""
     if options.method != "auto" or options.verify is None or prepared is None or not held:
         return None
     return _reference(loaded, original_ref, options, prepared)
@@ -236,7 +237,7 @@ def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: 
     assert options.verify is not None
     keep = not (options.strict or keep_failed)
     # Only now, with the working copy freed: the original's session and the model in memory
-    # together peaked at 3.6x a 2.5 GB model.
+    # together peak at several times the model's size (benchmarks/BIG_MODEL.md).
     try:
         reference = reference or _reference(loaded, original_ref, options, prepared)
     except GeneratedUnusable as exc:
@@ -324,8 +325,8 @@ TARGET_WORDS = {"wheel": "the wheel", "web": "the web download", "disk": "on dis
 def _smaller(shrunk: Sizes, original: Sizes, target: str, method: str) -> bool:
     """The never-larger rule: smaller in the bytes the target counts, and (but for SIZE_NEUTRAL
     methods) no larger on disk: a download a few bytes smaller does not pay for a model that takes
-    twice the space once installed. float-levels used to be judged raw only, and on Silero VAD it
-    shipped the original at every level though its wheel member is 35% smaller."""
+    twice the space once installed. Judging float-levels raw only shipped the original at every
+    level though its wheel member is smaller."""
     return shrunk.of(target) < original.of(target) and (method in SIZE_NEUTRAL or shrunk.raw <= original.raw)
 
 

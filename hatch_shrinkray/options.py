@@ -87,12 +87,13 @@ class VerifyOptions:
 
 
 LOAD_BUDGET = 1.25
-"""``budget-load`` by default: issue 14's bar for older runtimes (no method loads at more than 1.3x
-int8); on PP-OCRv6 rec an assignment folding 1.75x int8's bytes loaded at 1.7x int8's time."""
+"""``budget-load`` by default: the project's bar for older runtimes is that no method loads at more
+than 1.3x int8 (docs/runtimes.md), and load time grows with the bytes folded, so the default
+stays below that bar (benchmarks/LOAD.md)."""
 WEB_LOAD_BUDGET = 1.0
-"""``budget-load`` by default with a ``web`` target: onnxruntime-web folds in wasm, where PP-OCRv6's
-auto at 1.25 loaded at x1.8 the original even after another model had warmed the page, and at
-x1.05 with 1.0 (benchmarks/LOAD.md)."""
+"""``budget-load`` by default with a ``web`` target: onnxruntime-web folds in wasm, where folding a
+long chain costs far more load time than natively, even on a warmed page, so the web default is
+stricter (benchmarks/LOAD.md)."""
 
 
 @dataclass(frozen=True)

@@ -230,7 +230,7 @@ def kept_reason(note: str) -> str:
 
 NOT_WEIGHTS_SHOWN = 0.1
 """Name the bytes that are not weights once they are this share of the input: then they, not the
-encoding, bound the ratio (Silero VAD's op18 export carries 0.67 MB of node metadata)."""
+encoding, bound the ratio (some exports carry node metadata comparable to their weights)."""
 
 
 @dataclass(frozen=True)

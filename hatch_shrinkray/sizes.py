@@ -8,14 +8,14 @@
   member's compressed bytes are counted, not its ~100 bytes of local and central headers. Another
   zlib build (zlib-ng) may deflate a little differently; this is the running Python's zlib.
 * ``web``: brotli at quality 11 with the default window (lgwin 22): what a CDN serving
-  ``Content-Encoding: br`` from precompressed files sends. Quality 11 runs at ~0.2-0.5 MB/s on
-  weight data, so it is measured only when it decides something (target ``web``) or is asked for;
-  otherwise the figure is an estimate, and says so (:attr:`Sizes.web_estimated`).
+  ``Content-Encoding: br`` from precompressed files sends. Quality 11 is slow on weight data
+  (benchmarks/DOWNLOAD.md), so it is measured only when it decides something (target ``web``) or
+  is asked for; otherwise the figure is an estimate, and says so (:attr:`Sizes.web_estimated`).
 
 The estimate needs no brotli: LZMA (the standard library's ``lzma``, ``ESTIMATOR``) of the data, or
-of 8 evenly spread 512 KiB slices of anything over 4 MiB, scaled to the whole. On the files of
-benchmarks/DOWNLOAD.md (PP-OCRv6 rec, Magika, Silero VAD: float32, fp16, float-levels, int8 at 255
-to 7 levels, codebooks) it came out at 0.91-1.16x of brotli 11, median 1.02.
+of 8 evenly spread 512 KiB slices of anything over 4 MiB, scaled to the whole. It tracks brotli 11
+closely across float, fp16, level and codebook encodings; benchmarks/DOWNLOAD.md holds the
+comparison.
 
 Nothing here imports beyond the standard library (``brotli`` when installed) and ``errors``, so the
 build hook's light path can report archive sizes without the engine.
@@ -51,7 +51,8 @@ ESTIMATE_SLICES = 8
 ESTIMATE_SLICE = 512 << 10
 _LZMA_FILTERS = [{"id": lzma.FILTER_LZMA2, "preset": 0, "mode": lzma.MODE_NORMAL, "mf": lzma.MF_BT2, "nice_len": 32}]
 """LZMA's optimal parsing (normal mode) with the cheapest binary-tree match finder: its fast mode took short
-matches that cost more than the literals on int8 codes with few levels (1.3x brotli 11 at 7 levels)."""
+matches that cost more than the literals on int8 codes with few levels, overestimating brotli 11 there
+(benchmarks/DOWNLOAD.md)."""
 ESTIMATOR = "lzma2 preset 0, normal mode, bt2, nice_len 32"
 
 Source = bytes | str | os.PathLike[str] | Sequence[str | os.PathLike[str]]

@@ -88,9 +88,8 @@ relative to (the per-tensor report of ``sensitivity``)."""
 DECISION_SLACK = 2.0
 """With discrete answers to keep, the budget is the answers (agreement at least round-to-nearest
 int8's); relative L2 may then reach this multiple of int8's, so that fewer levels fitted by
-output-aware rounding can spend the error int8's rounding wasted: on PP-OCRv6 rec, 63 levels with
-output-aware rounding kept 177/200 held-out lines at rel-L2 0.096 where round-to-nearest int8 kept
-171 at 0.074 (benchmarks/DOWNLOAD.md)."""
+output-aware rounding can spend the error int8's rounding wasted: such a fit keeps more held-out
+answers than round-to-nearest int8 at a higher relative L2 (benchmarks/DOWNLOAD.md)."""
 
 
 @dataclass(frozen=True)
@@ -188,7 +187,8 @@ class Baseline:
 
     def gather(self, i: int, got: Outputs) -> npt.NDArray[Any]:
         """Output ``i`` of every feed of ``got`` in one vector, written into a buffer kept for the
-        next call (a search compares hundreds of times; a fresh 100 MB array each time cost 3x)."""
+        next call (a search compares hundreds of times, and a fresh large array each time
+        multiplied the cost)."""
         arrays = [np.asarray(g[i]).reshape(-1) for g in got]
         size, dtype = sum(a.size for a in arrays), np.result_type(*arrays)
         buffer = self._buffers.get(i)

@@ -2,9 +2,10 @@
 good as data-free round-to-nearest int8.
 
 Output-aware rounding, ``auto``'s plan and ``check --search``'s plan are all fitted to samples. With
-many independent samples they generalise (PP-OCRv6 rec: +11 points of identical lines); with few,
-or many correlated steps of few streams, they fit those and lose elsewhere (Silero VAD: 6 of 24
-held-out clips kept their speech segments under ``auto``, 19 under round-to-nearest). So each is
+many independent samples they generalise (more answers identical at equal size,
+benchmarks/AUTO.md); with few, or many correlated steps of few streams, they fit those and lose
+elsewhere (a streaming model's held-out clips kept their speech segments less often than under
+round-to-nearest). So each is
 judged against round-to-nearest on units it never saw (cross-fitted folds for ``int8``, the
 held-out half for ``auto``), with the package's judges: *decisions first* (fewer flipped decisions,
 then fewer changed answers), *then error* (the sum over outputs of squared relative L2). A tie on
@@ -63,9 +64,8 @@ class Score:
     def key(self, with_error: bool = True) -> tuple[int, int, float]:
         """Flipped decisions first: a held-out half holds a few dozen answers (lines, clips), where
         one answer either way is chance, and thousands of decisions (characters, 32 ms steps,
-        labels), which tell the two apart (PP-OCRv6 rec, 32 held-out lines: a plan keeping 185 of
-        200 unseen lines against int8's 171 changed 3 held-out lines against its 2, with 20
-        flipped characters against 25)."""
+        labels), which tell the two apart: a plan that keeps more unseen answers than int8 can
+        still change one held-out answer more by chance, while flipping fewer decisions."""
         return self.flips, self.changed, self.error if with_error else 0.0
 
     def text(self) -> str:
@@ -132,8 +132,8 @@ Verdict = Outcome | Unfitted
 
 
 class Scorer:
-    """The original's outputs on some units, judged once (``expectations``: 1.4 s for PP-OCRv6 rec's
-    32 held-out lines), so that every variant compared with them is only scored. The engine hands
+    """The original's outputs on some units, judged once (``expectations``, a cost worth paying only
+    once), so that every variant compared with them is only scored. The engine hands
     ``auto`` its verification's reference this way: the original runs on the held-out half once."""
 
     def __init__(self, judged: Sequence[Judged], seq: Sequencing) -> None:

@@ -1,12 +1,12 @@
 """Classifier heads: weights whose output channels are the classes of a model output that a package
 reads as labels (``top-1``) or text (``sequence``), and which of those classes ever compete.
 
-A text recogniser's last MatMul maps a few hundred features to one score per character: PP-OCRv6
-rec's is 120 x 18710, 42% of the model's weights. On its 64 recorded calibration lines only 198 of
-the 18710 characters are ever the first or second choice at any time step; a class that never
+A text recogniser's last MatMul maps a few hundred features to one score per character, and with
+a large alphabet it can hold a large share of the model's weights. On real lines only a small
+fraction of the characters are ever the first or second choice at any time step; a class that never
 competes changes no answer by a little more rounding error, so its channel can take far fewer int8
-levels than the competing ones (127 levels for those 198, 7 for the rest: 0.79 MB instead of
-1.70 MB, and all 100 validation lines read as the original; benchmarks/CLASSIFIER_ROWS.md). Which
+levels than the competing ones, for a much smaller head with the same answers
+(benchmarks/CLASSIFIER_ROWS.md). Which
 classes compete is read off the fitting samples, so the do-no-harm guard's held-out units (with
 their own, rarer characters) decide whether the plan ships.
 """

@@ -86,8 +86,8 @@ weights that make up this share of the weights' bytes, where the size is won. Th
 estimated from the nearest measured one, scaled by the ratio of their calibrated output errors
 (``_proxy``): a weight's output deviation grows with its layer's output error. The search then
 checks its choices with real runs of the assembled model, so an estimate can cost bytes, never
-the budget. (Measuring every rung of every weight took 270 runs on PP-OCRv6 rec: most of auto's
-time; benchmarks/REAL_INPUTS.md.)"""
+the budget. (Measuring every rung of every weight took most of auto's time;
+benchmarks/REAL_INPUTS.md.)"""
 
 SENSITIVITY_FEEDS = 4
 """Single-tensor runs use this many feeds, evenly spread over the inputs (samples are often
@@ -97,7 +97,8 @@ MAX_REFINE = 8
 
 LEVELS = (7, 15, 31, 63, 127)
 """The rungs below int8: codes per channel in an int8 container (``int_candidate(levels=...)``).
-Seven is the floor: below it output-aware rounding kept 2.5% of PP-OCRv6's lines (DOWNLOAD.md)."""
+Seven is the floor: below it output-aware rounding kept almost no answer identical
+(benchmarks/DOWNLOAD.md)."""
 SPLIT_HOT = (127, INT8_LEVELS)
 SPLIT_COLD = (7, 15)
 """A classifier head's split candidates (``heads``): these levels for the classes that compete on
@@ -140,7 +141,7 @@ class Analysis:
     """The feeds of the single-tensor runs (``SENSITIVITY_FEEDS`` of ``base``, evenly spread)."""
     quick: tuple[tuple[str, ...], Baseline] | None = None
     """The original's outputs on ``subset`` prepared for these judges by the sensitivity runs (the
-    search's screen compares with the same: 0.7 s of PP-OCRv6 rec's to prepare)."""
+    search's screen compares with the same, so they are prepared once)."""
 
 
 @dataclass
@@ -473,8 +474,9 @@ def guarded_auto(model: ModelProto, options: ShrinkOptions, calibration: Calibra
 def over_limits(outcome: Verdict | None, options: ShrinkOptions) -> str:
     """What the guard chose and the verification limits it breaks on the held-out units, in words
     (empty: none, or no comparison was made): the verification after ``auto`` runs there, so
-    shipping it would fail the build where ``int8`` may pass (PP-OCRv4 rec: a plan at rel-L2 0.111
-    on the held-out lines, and round-to-nearest int8 at 0.132, against the default limit of 0.1)."""
+    shipping it would fail the build where ``int8`` may pass (a plan can be over the default
+    relative-L2 limit on the held-out units even where it beats round-to-nearest int8 there;
+    benchmarks/AUTO_DOWNLOAD.md)."""
     if not isinstance(outcome, Outcome):
         return ""
     ships = outcome.fitted if outcome.kept else outcome.plain
@@ -501,10 +503,8 @@ def _judge_plan(model: ModelProto, analysis: Analysis, chosen: dict[Key, tuple[W
     # A plan may spend error for bytes where the held-out decisions can tell a tie from chance. One
     # no smaller than round-to-nearest int8 has nothing to spend it on, and on fewer than MIN_UNITS
     # held-out units a tie on decisions says little: then the tie goes to the smaller error, as for
-    # int8's own rounding. (Magika recorded on 20 calls of generated files, 10 held out: a plan 1.6%
-    # smaller at 1.4x int8's held-out error tied on 40 decisions and changed 1 of 380 unseen labels;
-    # Silero VAD, 8 held-out streams: the web-target plan tied, and changed 10 more of 36000 unseen
-    # decisions than int8.)
+    # int8's own rounding. (With few held-out units, a slightly smaller plan at a larger error can
+    # tie on the held-out decisions and still change more unseen answers than int8.)
     by_error = not smaller or units < MIN_UNITS
     return decide("auto's plan", fitted, rtn, units, "the held-out half", by_error=by_error)
 
@@ -550,8 +550,8 @@ def _no_larger_than_int8(table: list[list[Option]], weights: list[Weight], found
     and every weight at round-to-nearest int8, each only when within the limits (verification's
     included); True when round-to-nearest is the one. The search moves weights by estimated
     energies and can end above int8 where the fitting samples are few, or where output-aware
-    rounding does worse than plain rounding (Magika, 10 fitting samples: every large weight at
-    int16, 1.99x int8's wheel bytes)."""
+    rounding does worse than plain rounding (with a handful of fitting samples it can put every
+    large weight at int16, about twice int8's bytes)."""
     def size(c: tuple[int, ...]) -> int:
         return sum(table[i][j].stored_bytes for i, j in enumerate(c))
 

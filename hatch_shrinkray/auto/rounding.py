@@ -2,8 +2,8 @@
 round-to-nearest int8, with each weight's codes and scales chosen by output-aware rounding (scale
 search + GPTQ, ``numerics.gptq``) on the calibration samples, kept only where it does no harm.
 
-At equal size it kept 9.5 more points of identical lines on PP-OCRv6 rec and 20 on PP-OCRv4 rec
-(benchmarks/CURVES.md); fitted to a few correlated samples it can lose to round-to-nearest on
+At equal size it keeps more answers identical than round-to-nearest int8 (benchmarks/CURVES.md);
+fitted to a few correlated samples it can lose to round-to-nearest on
 samples it never saw. So the fit is cross-fitted: the units (streams, test cases, calls) are dealt
 into ``FOLDS`` folds, each fold is judged with roundings fitted on the other folds only, against
 round-to-nearest on the same fold (``guard``); the rounding fitted on every sample ships only if

@@ -81,13 +81,12 @@ def search(table: Sequence[Sequence[Option]], evaluate: Callable[[tuple[int, ...
     it passes (the usual case: the two checks agree) one evaluation replaced one per point above
     it that the bisection would have visited. Where it fails, the screen bisects again above it
     (``SCREEN_ROUNDS`` times in all), then the bisection goes on above with full evaluations. A
-    screen is looser than the full check near its own point and often agrees further up: on
-    PP-OCRv6 rec the first screened point (129 of 271) failed, the second (171) passed, and 6 full
-    runs became 2, with the same answer.
+    screen is looser than the full check near its own point and often agrees further up, so a
+    second screened point usually passes and the full runs fall to a few, with the same answer.
 
     The chain's top (every weight lossless) is evaluated only when the bisection ends there: below
-    it the answer is the same whether it passes or not, and it is one full run of the model (2 s of
-    PP-OCRv6 rec's 70) that the usual search never needed.
+    it the answer is the same whether it passes or not, and it is one full run of the model that
+    the usual search never needed.
     """
     lams = breakpoints(table)
     chain: list[tuple[int, ...]] = []

@@ -11,9 +11,9 @@ RECORD_CEILING = "HATCH_SHRINKRAY_RECORD_CEILING"
 """How far the byte bound may grow so that 16 units fit (``RECORD_BYTES`` when it is hard)."""
 RECORD_MEMORY = "HATCH_SHRINKRAY_RECORD_MEMORY"
 MAX_SAMPLES = 256
-"""Default samples kept per model. The bytes bound decides for large inputs (8 MB held 23 rendered
-text lines of PP-OCRv6); small ones need many samples: with 32 Silero VAD chunks, ``auto`` fitted on
-24 and failed its own verification on the 8 held out, with 256 it passed (benchmarks/REAL_INPUTS.md)."""
+"""Default samples kept per model. The bytes bound (``MAX_BYTES``) decides for large inputs; small
+ones need many samples: with a few dozen short audio chunks, ``auto`` fitted on too few failed its
+own verification on the ones held out, with this many it passed (benchmarks/REAL_INPUTS.md)."""
 MAX_BYTES = 8_000_000
 """Default bytes of samples kept per model, in the file."""
 MAX_BYTES_FOR_UNITS = 64_000_000

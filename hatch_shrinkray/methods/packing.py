@@ -22,7 +22,7 @@ scale: int4 costs Cast/Sum/Mul, two chunks Cast/Cast/Sum/Mul, and every node cos
 overhead too, so there are as few as possible. Nothing relies on integer overflow (a ``uint8 ->
 int8`` Cast or a left shift past bit 7): onnxruntime wraps, OpenVINO does not (OpenVINO 2026.4's
 ``BitShift`` on bytes is wrong anyway: an OpenVINO target gets no packed codes, ``runtimes``). The old chain (int32
-Div/Mul/Sub/Concat/Slice over whole tensors) cost 5-11x int8's load time and 3x its memory.
+Div/Mul/Sub/Concat/Slice over whole tensors) cost several times int8's load time and memory.
 
 The point is the ladder ``auto`` can climb: int4 for any weight (not only MatMul initializers),
 int6, int10 and int12 put rungs between int8 and 16 bits at 0.5, 0.75, 1.25 and 1.5 bytes per

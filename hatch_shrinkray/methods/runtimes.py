@@ -96,7 +96,8 @@ def packed_ok(targets: Targets) -> bool:
     """Whether ``auto`` may use packed 4/6/10/12-bit codes: their decode shifts bytes with
     ``BitShift``, which OpenVINO 2026.4 computes wrongly on ``uint8`` (its right shifts round,
     its left shifts saturate), so an OpenVINO target gets int8/int16/fp16 rungs only. (A ``web``
-    target keeps them, under a tighter load budget: without them Magika's auto doubles in size.)"""
+    target keeps them, under a tighter load budget: without them ``auto`` can ship a model far
+    larger.)"""
     return not targets.openvino
 
 

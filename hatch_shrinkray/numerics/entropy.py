@@ -1,16 +1,14 @@
 """What deflate (a wheel member) and brotli (a web download) make of the tensors a candidate stores,
-estimated without writing a model, and without brotli 11 (which runs at ~0.3 MB/s).
+estimated without writing a model, and without brotli 11 (which is slow on weight data).
 
-Measured on the int8 codes of PP-OCRv6 rec, Magika and Silero VAD at 255 to 7 levels per channel
-(benchmarks/DOWNLOAD.md, "What a code costs"): brotli 11 stores a code in 0.87-1.04x the order-0
-entropy of the codes (below it where weights have structure beyond their histogram, as PP-OCRv6's
-and Silero's STFT basis), so the web estimate is that entropy, on the large side. Deflate does
-worse the fewer the levels: 0.97-1.01x the entropy at 255 levels, 1.03-1.07x at 63, 1.06-1.19x at
-15, 1.07-1.29x at 7 (its Huffman-coded literals spend at least a bit per code and its short matches
-do not pay on such data), which no formula of the histogram caught within 10%; so the wheel
-estimate deflates the bytes themselves (level 6, as hatchling), an evenly spread sample of them
-for large tensors. Fewer levels are the only lever: no byte transform moved either compressor
-below these figures.
+On int8 codes at 255 down to 7 levels per channel (benchmarks/DOWNLOAD.md, "What a code costs"),
+brotli 11 stores a code in about the order-0 entropy of the codes (below it where weights have
+structure beyond their histogram, as an STFT basis does), so the web estimate is that entropy, on
+the large side. Deflate does worse than the entropy, and the more so the fewer the levels (its
+Huffman-coded literals spend at least a bit per code and its short matches do not pay on such
+data), which no formula of the histogram caught closely; so the wheel estimate deflates the bytes
+themselves (level 6, as hatchling), an evenly spread sample of them for large tensors. Fewer
+levels are the only lever: no byte transform moved either compressor below the entropy.
 """
 
 from __future__ import annotations

@@ -96,9 +96,8 @@ def round_rows(w: F64, scale: F64, h: F64, bits: int = 8, bounds: Bounds | None 
 def _trial_errors(w: F64, scale: F64, h: F64, bounds: Bounds) -> F64:
     """``[len(ALPHAS), rows]``: error of round-to-nearest at ``scale * alpha`` per factor and row,
     weighted by each input feature's activation energy (the diagonal of ``h``; GPTQ then handles the
-    correlations). On PP-OCRv4/v6 rec scales chosen this way left GPTQ less output error at every
-    width from 4 to 10 bits than scales chosen with the full ``h`` for round-to-nearest, at a
-    fraction of the cost (benchmarks/REAL_INPUTS.md)."""
+    correlations). Scales chosen this way leave GPTQ less output error than scales chosen with the
+    full ``h`` for round-to-nearest, at a fraction of the cost (benchmarks/REAL_INPUTS.md)."""
     rows, k = w.shape
     w32 = w.astype(np.float32)
     energy = np.diag(h).astype(np.float32)
@@ -164,7 +163,7 @@ def _inverse_factor(h: F64) -> F64 | None:
 def _lower_inverse(low: F64) -> F64:
     """Inverse of a lower triangular matrix by halves, ``[[A, 0], [B, C]]^-1 = [[A^-1, 0],
     [-C^-1 B A^-1, C^-1]]``: matrix products, about a sixth of the work of a general inverse
-    (which took a second on PP-OCRv4 rec's 2880-feature convolution)."""
+    (which is slow for a convolution with thousands of input features)."""
     n = low.shape[0]
     if n <= 2 * BLOCK_INVERSE:
         direct: F64 = np.tril(np.linalg.inv(low)).astype(np.float64, copy=False)

@@ -3,14 +3,15 @@
 Output-aware rounding and ``auto`` multiply matrices of a few hundred to a few thousand rows (GPTQ,
 the calibration moments, the scale trials): a second BLAS thread saves little there, and on a loaded
 machine (a CI runner, a parallel build, the shared benchmark VM) OpenBLAS's busy-waiting threads made
-``int8`` with real inputs take 4x the CPU time and 2-3x the wall time (benchmarks/REAL_INPUTS.md).
+``int8`` with real inputs take several times the CPU time and more wall time
+(benchmarks/REAL_INPUTS.md).
 One thread also makes the sums, hence the chosen codes, the same whatever the number of cores.
 onnxruntime's worker threads busy-wait between operators by default in the same way; the engine's
 sessions run hundreds of short calls, so they sleep instead (``NO_SPINNING``; numerics unchanged).
 Independent pieces of work (the feeds of one check, the candidates of different weights) run on up
 to ``MAX_WORKERS`` threads at once, as onnxruntime and numpy let go of the interpreter lock; each
 piece still runs alone on one thread, so the results are the same whatever the number of workers
-(benchmarks/SHRINK_TIME.md: byte-identical models, ``auto`` 0.63x the wall time on 2 cores).
+(benchmarks/SHRINK_TIME.md: byte-identical models, ``auto`` faster in wall time).
 """
 
 from __future__ import annotations
@@ -55,9 +56,9 @@ def workers() -> int:
 def feed_workers(feeds: int) -> int:
     """How many feeds a session that runs ``feeds`` of them at a time should run at once: one per
     core (up to ``MAX_WORKERS``) when there are at least two per worker, each on one
-    onnxruntime thread (on 2 cores, PP-OCRv6 rec's 32 lines ran in 1.15 s of wall and 2.3 s of CPU
-    that way, against 1.3-1.5 s and 2.4-2.9 s one after the other on two intra-op threads); 1
-    (onnxruntime's own threads) for fewer feeds."""
+    onnxruntime thread (on a small machine that takes less wall and CPU time than running them one
+    after the other on several intra-op threads); 1 (onnxruntime's own threads) for fewer
+    feeds."""
     n = workers()
     return n if n > 1 and feeds >= 2 * n else 1
 

@@ -8,7 +8,7 @@ nodes at the same position, which keeps the graph topologically sorted.
 One exception: a table read only by ``Gather`` (embeddings) whose chain works row by row is not
 rebuilt at all: each Gather takes the rows of the stored tensors and the chain decodes just those
 rows on every inference (a few hundred values). The values are the same, and loading costs nothing
-(folding a 30522x384 table is most of a sentence encoder's session creation; measured in
+(folding a large vocabulary table is most of a sentence encoder's session creation;
 ``benchmarks/LOAD.md``).
 """
 

@@ -4,8 +4,8 @@ Real inputs often hold far fewer distinct values than their dtype allows: pixels
 8-bit image (at most 256 values per channel), token ids, audio from 16-bit PCM (at most 65536).
 Such an array is stored as ``values`` (the distinct values, in the array's dtype) and ``index``
 (``uint8`` or ``uint16``, the array's shape), and deflate then compresses the narrow indices far
-better than the floats they stand for (a 1x3x960x960 float32 page from an 8-bit image: 11 MB of
-floats, a few hundred KB stored).
+better than the floats they stand for (a float32 page from an 8-bit image becomes one byte per
+value before deflate even starts).
 
 Exact: values are told apart by their bit patterns (integer views), so ``-0.0`` and ``0.0`` and
 every NaN payload come back as they were. Decoding needs numpy alone:

@@ -98,9 +98,9 @@ def detect(ref: Arrays, *, recurrent: bool = False, fed_back: bool = False, char
 
 UNIT_SLACK = 1e-6
 """How far outside [0, 1] a probability may round: a sigmoid computed along another kernel path (the
-probe session that takes the weights as inputs) gave PP-OCRv4's detector map a 1.0000001, and the
+probe session that takes the weights as inputs) can land a hair above 1, and without this slack the
 map was judged as plain values, its regions never compared (the do-no-harm guard then kept a
-rounding that changed a golden OCR line: benchmarks/PACKAGES.md)."""
+rounding that changed a golden OCR line; the case is in benchmarks/PACKAGES.md)."""
 
 
 def _in_unit_range(ref: Arrays) -> bool:

@@ -67,7 +67,7 @@ def test_a_long_model_path_keeps_the_line_short_and_the_rest_for_v(tmp_path: Pat
     line = next(ln for ln in err if ln.startswith(f"shrinkray: {deep}: ") and " -> " in ln)
     assert len(line) <= LIMIT, line
     assert ", int8, same answers on 40 recorded calls" in line and "rounding" not in line, line
-    assert any(ln.startswith(f"shrinkray: {deep}: ") and "rows per feature" in ln for ln in err), err
+    assert any(ln.startswith(f"shrinkray: {deep}: ") and "too few rows" in ln for ln in err), err
 
 
 def test_the_shrink_line_keeps_figures_for_v_and_none_for_an_output_never_compared(tmp_path: Path) -> None:

@@ -51,25 +51,6 @@ def test_the_build_line_is_short_and_says_why_rounding_was_not_fitted(tmp_path: 
     assert '"cosine": 0.99' in verification and "only 160 calibration rows for 256 features" in verification
 
 
-def test_a_long_model_path_keeps_the_line_short_and_the_rest_for_v(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    """A package's own long path pushes the line past 160 characters: what became of the fitting and the
-    time give way, the verdict stays, and ``-v`` says the rest."""
-    monkeypatch.setenv("HATCH_SHRINKRAY_CACHE_DIR", str(tmp_path / "cache"))
-    deep = "src/toymodel/models/recognition/ch_PP-OCRv4_rec_infer_server.onnx"
-    root = write_project(tmp_path / "toymodel", 'inputs = "tests/shrinkray-inputs"\n')
-    (root / deep).parent.mkdir(parents=True)
-    save(mlp(), root / deep)
-    _recorded(root / "tests/shrinkray-inputs", root / deep, 40, 4)
-    monkeypatch.setenv("HATCH_VERBOSE", "1")
-    build(root)
-    err = capsys.readouterr().err.splitlines()
-    line = next(ln for ln in err if ln.startswith(f"shrinkray: {deep}: ") and " -> " in ln)
-    assert len(line) <= LIMIT, line
-    assert ", int8, same answers on 40 recorded calls" in line and "rounding" not in line, line
-    assert any(ln.startswith(f"shrinkray: {deep}: ") and "too few rows" in ln for ln in err), err
-
-
 def test_the_shrink_line_keeps_figures_for_v_and_none_for_an_output_never_compared(tmp_path: Path) -> None:
     model = save(mlp(), tmp_path / "m.onnx")
     _recorded(tmp_path / "rec", model, 20, 16)

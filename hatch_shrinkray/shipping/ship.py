@@ -739,22 +739,12 @@ def _portable(record: dict[str, Any], root: Path) -> dict[str, Any]:
     return record
 
 
-LINE_LIMIT = 160
-"""A model's line at the default verbosity fits this many characters: where a long model path would
-push it past, what became of the fitting and then the time give way (``-v`` says both)."""
-
-
 def _success_line(relpath: str, record: CachedShrink, cached: bool) -> str:
     """The model's one line: sizes, method and the verdict in words (``_detail_line`` has the figures)."""
     verdict = record.verdict or ("not verified" if record.summary is None else record.summary)
     timing = "cached" if cached else f"{record.seconds:.1f} s"
-    plain = verdict.split("; ", 1)[0]
-    for said, tail in ((verdict, timing), (plain, timing), (plain, "")):
-        line = f"{PREFIX} " + model_line(relpath, record.original_size, record.shrunk_size, record.entry.method,
-                                         said, tail=tail)
-        if len(line) <= LINE_LIMIT:
-            break
-    return line
+    return f"{PREFIX} " + model_line(relpath, record.original_size, record.shrunk_size, record.entry.method,
+                                     verdict, tail=timing)
 
 
 def _detail_line(relpath: str, record: CachedShrink, cached: bool) -> str:

@@ -72,7 +72,7 @@ def targets_of(prepared: Sequence[Prepared]) -> list[Prepared]:
     found = [p for p in prepared if p.shrunk is not None]
     if not found:
         why = "; ".join(f"{p.relpath}: {p.verification.removeprefix('nothing to check ')}" for p in prepared)
-        planned = any(p.verification.endswith("(ships its original)") for p in prepared)
+        planned = any(p.outcome == "kept-original" for p in prepared)
         raise ShrinkrayError(f"nothing to check: no configured model ships shrunk ({why})",
                              hint="the plan file's remedies ship those originals (delete their entries to check "
                                   "again)" if planned else "check the `models` globs and min-elements")

@@ -34,6 +34,9 @@ class Prepared:
     verification: str
     """The tolerance verification's summary (with ``FAILS verification`` when it failed), or why none ran."""
     passed: bool
+    outcome: str = "shrunk"
+    """What a build ships for it (``shipping.ship.Shipped.outcome``): ``kept-original`` when the plan's
+    remedy ships the original, ``unchanged`` or ``already-quantized`` when nothing was shrunk."""
     fitted: bool = False
     """Its codes were fitted to the recording (output-aware rounding or ``auto``'s plan, kept by the
     do-no-harm guard): what ``rounding = "nearest"`` would undo."""
@@ -80,19 +83,17 @@ def prepare(configured: Configured, workdir: Path, app: Display,
         verification = entry_record.verification if entry_record is not None else None
         passed = verification is None or bool(verification.get("passed"))
         summary = _summary(verification, shipped.outcome)
-        if shipped.outcome == "unchanged" and shipped.entry is None:  # only the plan's "ship the original" does that
-            summary = "ships its original bytes, as check --fix chose"
         fitted = verification is not None and KEPT in str(verification.get("fitting") or "")
         out.append(Prepared(entry.relpath, root / entry.relpath, sha, options, changed[0] if changed else None,
-                            shipped.original_size, shipped.shipped_size, summary, passed, fitted))
+                            shipped.original_size, shipped.shipped_size, summary, passed, shipped.outcome, fitted))
     return out
 
 
 def _summary(verification: dict[str, object] | None, outcome: str) -> str:
     if outcome in ("unchanged", "already-quantized"):
         return f"nothing to check ({outcome})"
-    if outcome == "kept-original":
-        return "nothing to check (ships its original)"
+    if outcome == "kept-original":  # check keeps what fails verification: only a plan's remedy ships the original
+        return "ships its original bytes, as check --fix chose"
     if verification is None:
         return f"not verified ({setting('verify', False)})"
     basis = f"{verification.get('samples')} {'recorded' if verification.get('real_inputs') else 'generated'} samples"

@@ -25,21 +25,23 @@ def default_recording(root: Path) -> str:
     return RECORDING if (root / "tests").is_dir() else "shrinkray-inputs"
 
 
-def record_advice(root: Path, inputs: Path | None, key: str = "inputs") -> str:
+def record_advice(root: Path, inputs: Path | None, key: str = "inputs", models: int = 1) -> str:
     """How the next build can shrink a model generated inputs could not verify: the ``record``
     command for the project at ``root`` (its tests, when it has a ``tests`` directory) and the
     setting that points at the recording (``key``: the table's ``inputs``, or a command's
-    ``--inputs``); when ``inputs`` is set already, that its recording lacks the model."""
+    ``--inputs``); when ``inputs`` is set already, that its recording lacks the model (or the
+    ``models`` models the advice concerns)."""
     if inputs is not None:
         output = PurePosixPath(Path(inputs).relative_to(root)).as_posix() if Path(inputs).is_relative_to(root) \
             else str(inputs)
     else:
         output = default_recording(root)
     command = record_command(root, output)
+    it = "them" if models > 1 else "it"
     if inputs is not None:
-        return f"{output} holds no recording of it; to shrink it: `{command}`"
+        return f"{output} holds no recording of {it}; to shrink {it}: `{command}`"
     if key.startswith("--"):
-        return f"to shrink it: `{command}`, then pass --inputs {output}"
-    return f'to shrink it: `{command}`, then set {key} = "{output}"'
+        return f"to shrink {it}: `{command}`, then pass --inputs {output}"
+    return f'to shrink {it}: `{command}`, then set {key} = "{output}"'
 
 

@@ -320,8 +320,8 @@ def _ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
     shipped: list[Shipped] = []
     generated: list[str] = []
     weak: list[str] = []
-    unverified: dict[str, list[str]] = {}
-    """The record command that lets the next build shrink them -> the models kept original."""
+    unverified: dict[Path | None, list[str]] = {}
+    """The ``inputs`` of the models kept original (their record advice) -> those models."""
     start = time.perf_counter()
     for index, configured in enumerate(config.models):
         counted.at(index, configured.relpath)
@@ -371,8 +371,8 @@ def _ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
             if outcome == "kept-original":
                 app.display_warning(kept_line(model.relpath, why))
                 app.display_debug(f"{PREFIX} {model.relpath}: original kept: {why}")
-                advice = record_advice(root, model.options.verify.inputs if model.options.verify else None)
-                unverified.setdefault(advice, []).append(model.relpath)
+                inputs = model.options.verify.inputs if model.options.verify is not None else None
+                unverified.setdefault(inputs, []).append(model.relpath)
             else:
                 app.display_warning(f"{PREFIX} {model.relpath}: {why}; shipping the original")
             shipped.append(Shipped(model.relpath, outcome, size, size, ((model.relpath, target),), entry=record.entry))
@@ -399,9 +399,8 @@ def _ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
                                entry=record.entry))
     counted.at(len(config.models), "")
     shipped = _drop_obsolete_data(shipped, sidecars_of, readers, app)
-    for advice, models in unverified.items():  # one line per command, however many models it concerns
-        them = advice.replace("shrink it", "shrink them").replace("recording of it", "recording of them")
-        app.display_warning(f"{PREFIX} {', '.join(models)}: {them if len(models) > 1 else advice}")
+    for inputs, models in unverified.items():  # one line per record command, however many models it concerns
+        app.display_warning(f"{PREFIX} {', '.join(models)}: {record_advice(root, inputs, models=len(models))}")
     if generated:
         app.display_warning(f"{PREFIX} {', '.join(generated)}: verified on generated inputs only, a smoke check; "
                             f"{record_hint()}")

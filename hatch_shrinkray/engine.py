@@ -509,7 +509,7 @@ def _calibration(loaded: Loaded, original: str | bytes, options: ShrinkOptions,
         if needs_data:
             raise needs_real_inputs(options.method)
         if inputs is not None and options.method == "int8" and options.rounding == "nearest":
-            return None, Unfitted('round-to-nearest, as configured (rounding = "nearest"): the inputs only verify')
+            return None, Unfitted('round-to-nearest (rounding "nearest"): the inputs only verify')
         return None, None
     sha256 = next(iter(loaded.sha256.values()), None) or hashlib.sha256(
         original if isinstance(original, bytes) else b"").hexdigest()

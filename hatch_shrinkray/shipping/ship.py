@@ -555,7 +555,7 @@ def fix_line(relpath: str, plan: PlanEntry, options: ShrinkOptions, size: int = 
     because = f" ({reason})" if isinstance(reason, str) and reason else ""
     if plan.remedy.original:
         return f"{relpath}: ships its original bytes ({human(size)}), as check --fix chose{because}"
-    return f"{relpath}: {plan.remedy.describe(options)}, as check --fix chose{because}"
+    return f"{relpath}: {plan.remedy.describe(options, plan.tensors)}, as check --fix chose{because}"
 
 
 def confirm_plan(relpath: str, plan: PlanEntry, shipped_sha256: str, app: Display) -> None:

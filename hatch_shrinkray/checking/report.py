@@ -41,7 +41,18 @@ def _head(prepared: Sequence[Prepared], v: Verdict) -> list[str]:
     """The models, the command's two runs, and the configured models it never loaded."""
     lines = ["models:", *(_model_line(p, v.original, v.shrunk) for p in prepared if p.shrunk),
              "runs:", _run_line("original models", v.original), _run_line("shrunk models", v.shrunk)]
-    return lines + _unloaded(prepared, v.original)
+    return lines + _not_checked(prepared) + _unloaded(prepared, v.original)
+
+
+def _not_checked(prepared: Sequence[Prepared]) -> list[str]:
+    """The models a build ships as their originals: nothing to swap, nothing judged there."""
+    lines = []
+    for planned, why in ((True, "as check --fix chose"), (False, "generated inputs could not verify them")):
+        kept = [p.relpath for p in prepared if p.ships_original and p.planned == planned]
+        if kept:
+            lines.append(f"not checked: a build ships the original bytes of {', '.join(kept)} ({why}): nothing to "
+                         "check there, and not counted as tested")
+    return lines
 
 
 def _unloaded(prepared: Sequence[Prepared], run: Observed) -> list[str]:
@@ -186,7 +197,8 @@ def render_shadow(shadowed: Shadowed, max_flip_rate: float = 0.0) -> str:
     evidence = [f"{p.relpath}: {stats.evidence().text()}" for p, stats in compared]
     streams = any(stats.streams for _, stats in compared)
     unjudged = [p.relpath for p, stats in compared if not stats.positions and not stats.answers]
-    lines = [render_table(rows), *notes, *_unloaded(shadowed.prepared, run), *evidence,
+    lines = [render_table(rows), *notes, *_not_checked(shadowed.prepared), *_unloaded(shadowed.prepared, run),
+             *evidence,
              f"the command exited {run.exit_code} with the original models' answers ({run.seconds:.1f} s); every "
              "call of the models above also ran the shrunk model on the same feeds"
              + (" (a recurrent model's streams in closed loop, on the shrunk model's own state)" if streams else "")]

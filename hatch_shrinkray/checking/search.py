@@ -95,7 +95,11 @@ class Searched:
 def run_search(configured: Configured, settings: Settings, app: Display, max_runs: int) -> Searched:
     with tempfile.TemporaryDirectory(prefix="hatch-shrinkray-search-") as name:
         tmp = Path(name)
-        prepared = targets_of(prepare(configured, tmp / "models", app))
+        every = prepare(configured, tmp / "models", app)
+        prepared = targets_of(every)
+        for p in every:
+            if p.ships_original:
+                app.display_info(f"check --search: {p.relpath}: {p.verification}; not searched")
         targets = tuple(p.target() for p in prepared)
         app.display_info(f"check --search: run with the original models (recording their feeds): "
                          f"{shown(settings.command)}")

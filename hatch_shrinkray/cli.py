@@ -228,7 +228,8 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument("--threshold", type=float, default=0.5,
                    help="decision threshold of probability outputs for shadow flips (default 0.5)")
     k.add_argument("--max-flip-rate", type=float, default=0.0, metavar="RATE",
-                   help="--search/--shadow: share of shadow decisions allowed to flip (default 0)")
+                   help="--shadow: share of the judged answers allowed to change; --search: of the shadow "
+                        "decisions allowed to flip (default 0)")
     k.add_argument("--max-runs", type=int, default=16, metavar="N",
                    help="--search: runs of COMMAND per model at most (default 16)")
     k.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",

@@ -367,6 +367,11 @@ def summary(done: Finished, output: Path, expected: Sequence[Expected] = (), com
             lines.append(f"note: {item.merged.meta['model']}: this run's recording replaced an earlier one "
                          f"({item.replaced} samples); to keep the samples of several commands, run them under one "
                          "record: `hatch-shrinkray record --output DIR -- sh -c 'COMMAND1; COMMAND2'`")
+        if item.merged.repeated_streams:
+            n = item.merged.repeated_streams
+            lines.append(f"note: {item.merged.meta['model']}: {n} stream{'s' * (n != 1)} fed the very steps of another "
+                         f"(or of its start) and {'were' if n != 1 else 'was'} merged into it: the kept streams are "
+                         "the distinct ones")
         if item.merged.short is not None:
             kept, ran, needed = item.merged.short
             lines.append(f"note: {item.merged.meta['model']}: kept {kept} of {ran} independent units, fewer than the "

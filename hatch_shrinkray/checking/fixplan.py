@@ -68,7 +68,8 @@ class PlanSearch(_Search):
     def _judge(self, p: Prepared, tensors: dict[Key, str]) -> Trial:
         assert p.shrunk is not None
         digest = file_sha256(p.shrunk)
-        words = f"{self.prepared.relpath}: per-tensor plan, {kept_words(tensors, p)} ({human(p.shrunk_size)})"
+        kept = kept_words(tensors, p) if tensors else "no tensor wider"  # the base: int8 round-to-nearest
+        words = f"{self.prepared.relpath}: per-tensor plan, {kept} ({human(p.shrunk_size)})"
         nothing = judge(self.original, self.original)
         if not p.passed:  # the build would refuse to ship it
             self.runs -= 1

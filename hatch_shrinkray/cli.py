@@ -681,7 +681,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         Caps.hard(args.max_samples, args.max_bytes, args.max_memory)
     root = project_root(args.output)
     code, done = record(command, args.output, caps, root)
-    models, setup = _record_setup(root)
+    models, setup = _record_setup(root, done)
     print(summary(done, args.output, models, command, setup))
     lost = done.incomplete
     for problem in lost:
@@ -696,11 +696,12 @@ def cmd_record(args: argparse.Namespace) -> int:
     return code or (1 if lost else 0)
 
 
-def _record_setup(root: Path) -> tuple[list[Any], Any]:
-    """The models the project at ``root`` configures (for the coverage table; none when it
-    configures none or its table cannot be read: the build says why) and where its table points
-    the build's ``inputs`` (for the next step)."""
-    from hatch_shrinkray.capture.run import Expected, Setup
+def _record_setup(root: Path, done: Any) -> tuple[list[Any], Any]:
+    """The models the project at ``root`` configures (for the coverage table; on the wheel path,
+    where its globs name files inside the installed package, those found beside the models the
+    command ran; none when its table cannot be read: the build says why) and where its table
+    points the build's ``inputs`` (for the next step)."""
+    from hatch_shrinkray.capture.run import Expected, Setup, installed
     from hatch_shrinkray.files import file_sha256
     from hatch_shrinkray.shipping.config import hook_table, load_config
     from hatch_shrinkray.shipping.project import find_table
@@ -717,6 +718,9 @@ def _record_setup(root: Path) -> tuple[list[Any], Any]:
         config = load_config(raw, root, "wheel", table)
         return [Expected(m.relpath, file_sha256(root / m.relpath), m.options.method) for m in config.models], setup
     except (ShrinkrayError, OSError):
+        globs, method = raw.get("models"), raw.get("method")
+        if isinstance(globs, list) and all(isinstance(g, str) for g in globs):
+            return installed(globs, done, method if isinstance(method, str) else "int8"), setup
         return [], setup
 
 

@@ -60,6 +60,9 @@ class Merged:
     short: tuple[int, int, int] | None = None
     """When fewer than ``MIN_UNITS`` units were kept of more that ran: (kept, ran, stored bytes that
     ``MIN_UNITS`` units take), for the coverage table."""
+    source: str = ""
+    """The absolute path the model was loaded from (empty: from bytes), never written to the file:
+    for the coverage table, which finds the other installed models of a wheel-path table there."""
     repeated_streams: int = 0
     """Streams with the very feeds of another (or of its start), kept once, for the coverage table:
     a test suite that runs the same clip ten times ran one stream ten times."""
@@ -129,7 +132,8 @@ def merge(parts: Sequence[Part], caps: Caps, root: Path) -> Merged:
         short = None
         _account(skipped, total, len(samples), SAMPLE_CAP if len(chosen_streams) >= caps.samples else BYTE_CAP)
     meta["skipped"] = sorted([k, v] for k, v in skipped.items() if v)
-    return Merged(meta, samples, seen, kept_text, short, repeated if feedback else 0)
+    paths = sorted({p.meta["model"] for p in ordered if p.meta["model"] != BYTES_MODEL})
+    return Merged(meta, samples, seen, kept_text, short, paths[0] if paths else "", repeated if feedback else 0)
 
 
 def _account(skipped: Counter[str], calls: int, kept: int, bound: str) -> None:

@@ -1,6 +1,7 @@
-"""``record`` tells state from a pass-through: an encoder that hands its mask input back as an output
-is stateless, however often the next call gets the same mask. Run as a user runs it (the console
-script, a script in a subprocess)."""
+"""What ``record`` keeps and says: an encoder that hands its mask input back as an output is stateless,
+however often the next call gets the same mask; on the wheel path, the coverage table lists the
+configured models inside the installed package that the command never ran. Run as a user runs it
+(the console script, a script in a subprocess)."""
 
 from __future__ import annotations
 
@@ -51,3 +52,27 @@ def test_an_output_that_hands_an_input_back_is_not_state(tmp_path: Path) -> None
     assert all("src_mask" in s for s in rec.samples)  # every call keeps its whole feed
     (row,) = [line for line in proc.stdout.splitlines() if line.startswith("encoder.onnx")]
     assert "20 calls" in row and "streams" not in row, row
+
+
+def test_the_wheel_path_table_lists_the_installed_models_that_never_ran(tmp_path: Path) -> None:
+    """The project's globs name files inside an installed package (``pkg/models/*.onnx``), which the
+    project does not hold: the models are found beside the one the command ran."""
+    site = tmp_path / "env" / "lib" / "python3.11" / "site-packages" / "pkg" / "models"
+    site.mkdir(parents=True)
+    ran = save(encoder(), site / "a.onnx")
+    other = encoder()
+    other.graph.initializer[0].raw_data = bytes(reversed(other.graph.initializer[0].raw_data))
+    save(other, site / "b.onnx")
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "pyproject.toml").write_text('[project]\nname = "p"\nversion = "0"\n\n[tool.hatch-shrinkray]\n'
+                                         'models = ["pkg/models/*.onnx"]\ninputs = "rec"\n')
+    script = tmp_path / "encode.py"
+    script.write_text(SCRIPT)
+    proc = cli("record", "--output", "rec", "--", sys.executable, str(script), str(ran), cwd=root)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = [line.split() for line in proc.stdout.splitlines() if line.startswith(("a.onnx", "pkg/"))]
+    assert [r[:2] for r in rows] == [["a.onnx", "a-" + rows[0][1][2:]], ["pkg/models/b.onnx", "(never"]], rows
+    assert rows[1][2] == "ran)"
+    assert "note: pkg/models/b.onnx is configured but the command never ran it" in proc.stdout
+    assert "pkg/models/a.onnx" not in proc.stdout  # the model that ran is not listed twice

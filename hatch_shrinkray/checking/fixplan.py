@@ -22,7 +22,7 @@ from pathlib import Path
 from hatch_shrinkray.capture.observe import ModelSeen, Observed
 from hatch_shrinkray.checking.check import Settings
 from hatch_shrinkray.checking.models import Configured, Prepared, only, prepare
-from hatch_shrinkray.checking.search import Key, Trial, _Search, kept_words
+from hatch_shrinkray.checking.search import Key, TensorSearch, Trial, kept_words
 from hatch_shrinkray.checking.verdict import Verdict, judge
 from hatch_shrinkray.files import file_sha256
 from hatch_shrinkray.options import ShrinkOptions
@@ -44,7 +44,7 @@ whether it passed (no test regressed but the flaky ones), and whether the comman
 run already made had these very bytes)."""
 
 
-class PlanSearch(_Search):
+class PlanSearch(TensorSearch):
     prefix = "check --fix"
     top = "fp16"
 

@@ -117,7 +117,7 @@ def run_search(configured: Configured, settings: Settings, app: Display, max_run
                 app.display_warning(f"check --search: {p.relpath}: the command loaded it but never ran it; "
                                     "nothing to search (and no plan: nothing was checked)")
                 continue
-            search = _Search(configured, settings, app, original=original, prepared=p, workdir=tmp / f"s{index}",
+            search = TensorSearch(configured, settings, app, original=original, prepared=p, workdir=tmp / f"s{index}",
                              max_runs=max_runs)
             result = search.run(tmp / "recorded")
             if result.best is not None and result.best.prepared.shrunk is not None:
@@ -129,7 +129,7 @@ def run_search(configured: Configured, settings: Settings, app: Display, max_run
         return Searched(tuple(found), original, joint)
 
 
-class _Search:
+class TensorSearch:
     """The search for one model. The order of the tensors, the doubling, the bisections and the
     bound on the runs live here; how a candidate is shrunk and judged (``_candidate``, ``_judge``)
     is ``check --search``'s own, and ``check --fix``'s per-tensor rung replaces those two."""

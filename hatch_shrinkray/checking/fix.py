@@ -11,9 +11,9 @@ shrunk version and the others original:
 3. that model climbs its ladder, cheapest first: the configured choice (the fitted codes, ``auto``'s
    plan) -> round-to-nearest codes -> int8 instead of ``auto``'s plan -> int8 with a per-tensor plan
    (``fixplan``: its most sensitive tensors wider, found in a bounded number of runs) -> fp16 -> the
-   original. Each rung runs with every other model as chosen so far, so the rung that restores the tests is also the
-   final run; where it fails while the rung alone passes, another model is to blame too, and the
-   bisection starts again among the rest.
+   original. Each rung runs with every other model as chosen so far, so the rung that restores the
+   tests is also the final run; where it fails while the rung alone passes, another model is to
+   blame too, and the bisection starts again among the rest.
 
 A rung that gives the same bytes as a cheaper one (or as any run already made), or fails the
 tolerance verification the build runs too, is skipped without a run; every rung is shrunk through

@@ -6,7 +6,9 @@ a few tensors only. So, from int8 round-to-nearest (which has just failed), the 
 tensors on the command's own feeds are kept fp16 (top 1, 2, 4, ... until the tests pass, then
 bisected to the fewest), and each of them, largest first, is moved down to int12 or int10 while the
 tests still pass. Every step keeps the tensors at or below fp16, so every plan that passes is at
-most fp16's size; the smallest one that passed, if smaller than the fp16 rung, is the rung.
+most fp16's size; the smallest one that passed, if smaller than the fp16 rung and no worse than
+round-to-nearest int8 on the recording (the do-no-harm floor, as for ``check --search``'s plans),
+is the rung.
 
 A step is one run of the command with every other model as chosen so far (the test runs are what
 this rung costs), and :data:`PLAN_RUNS` bounds them; a candidate with the bytes of a run already
@@ -19,15 +21,19 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from hatch_shrinkray.auto.guard import Scorer, decide
 from hatch_shrinkray.capture.observe import ModelSeen, Observed
 from hatch_shrinkray.checking.check import Settings
 from hatch_shrinkray.checking.models import Configured, Prepared, only, prepare
-from hatch_shrinkray.checking.search import Key, TensorSearch, Trial, kept_words
+from hatch_shrinkray.checking.search import Key, TensorSearch, Trial, kept_words, outputs_on
 from hatch_shrinkray.checking.verdict import Verdict, judge
+from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.files import file_sha256
+from hatch_shrinkray.onnxgraph.modelio import load_model
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import human
 from hatch_shrinkray.shipping.ship import Display
+from hatch_shrinkray.verification.inputs import load_samples, specs_of_model
 
 PLAN_RUNS = 12
 """Runs of the command the per-tensor rung may take per model. Finding how many tensors to keep
@@ -88,11 +94,43 @@ class PlanSearch(TensorSearch):
 
 def plan_rung(search: PlanSearch, recorded: Path, ceiling: int) -> tuple[Trial | None, str]:
     """The smallest plan that passed within the runs, if it is smaller than ``ceiling`` (the next
-    rung's size); else None and why, in the words of the reason's list of rungs that did not do."""
+    rung's size) and does no harm (``no_worse``); else None and why, in the words of the reason's
+    list of rungs that did not do."""
     best = search.run(recorded).best
     ran = f"{search.runs} run{'' if search.runs == 1 else 's'}"
     if best is None or best.prepared.shrunk is None:
         return None, f"a per-tensor plan (none passed in {ran})"
     if best.prepared.shrunk_size >= ceiling:
         return None, f"a per-tensor plan smaller than {human(ceiling)} (none in {ran})"
-    return best, ""
+    worse = no_worse(search, best.prepared, recorded)
+    return (None, f"a per-tensor plan ({worse})") if worse else (best, "")
+
+
+def no_worse(search: PlanSearch, planned: Prepared, recorded: Path) -> str:
+    """Why ``planned`` may not ship (empty: it may): the tests keep it and fp16 alike, so the do-no-harm
+    floor decides. On the project's recording (else on the command's own feeds, which ranked its
+    tensors), it must keep as many answers and decisions as round-to-nearest int8, the rung whose
+    bytes failed the tests, as ``check --search``'s plans must: a wider tensor can undo an error that
+    cancelled another, and pass a test by chance while more unseen answers change."""
+    p = search.prepared
+    inputs = p.options.verify.inputs if p.options.verify is not None else None
+    source, held = (inputs, "the recording") if inputs is not None and inputs.exists() else \
+        (recorded, "the command's own feeds")
+    assert planned.shrunk is not None
+    try:
+        samples = load_samples(source, specs_of_model(load_model(p.source).model), model_sha256=p.sha256,
+                               model_name=p.relpath)
+        (plain,) = prepare(only(search.configured, p), search.workdir / "plain", search.app,
+                           chosen={p.sha256: replace(p.options, plan=())})
+        assert plain.shrunk is not None
+        names, base = outputs_on(p.source, samples, p.relpath)
+        score = Scorer.of(names, base, samples.sequencing(), p.options.verify, samples.feeds)
+        outcome = decide("the per-tensor plan", score(outputs_on(planned.shrunk, samples, p.relpath)[1]),
+                         score(outputs_on(plain.shrunk, samples, p.relpath)[1]), samples.sequencing().unit_count(),
+                         held)
+    except ShrinkrayError as exc:  # nothing to compare on: the tests alone decide
+        search.app.display_info(f"check --fix: {p.relpath}: the per-tensor plan is not compared with round-to-nearest "
+                                f"int8: {exc}")
+        return ""
+    search.app.display_info(f"check --fix: {p.relpath}: {outcome.text()}")
+    return "" if outcome.kept else "worse than round-to-nearest int8 on " + held

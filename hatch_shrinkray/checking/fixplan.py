@@ -33,7 +33,7 @@ from hatch_shrinkray.onnxgraph.modelio import load_model
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import human
 from hatch_shrinkray.shipping.ship import Display
-from hatch_shrinkray.verification.inputs import load_samples, specs_of_model
+from hatch_shrinkray.verification.inputs import Samples, load_samples, specs_of_model
 
 PLAN_RUNS = 12
 """Runs of the command the per-tensor rung may take per model. Finding how many tensors to keep
@@ -114,12 +114,10 @@ def no_worse(search: PlanSearch, planned: Prepared, recorded: Path) -> str:
     cancelled another, and pass a test by chance while more unseen answers change."""
     p = search.prepared
     inputs = p.options.verify.inputs if p.options.verify is not None else None
-    source, held = (inputs, "the recording") if inputs is not None and inputs.exists() else \
-        (recorded, "the command's own feeds")
+    sources = [(inputs, "the recording")] if inputs is not None and inputs.exists() else []
     assert planned.shrunk is not None
     try:
-        samples = load_samples(source, specs_of_model(load_model(p.source).model), model_sha256=p.sha256,
-                               model_name=p.relpath)
+        samples, held = _first_samples(p, [*sources, (recorded, "the command's own feeds")])
         (plain,) = prepare(only(search.configured, p), search.workdir / "plain", search.app,
                            chosen={p.sha256: replace(p.options, plan=())})
         assert plain.shrunk is not None
@@ -134,3 +132,15 @@ def no_worse(search: PlanSearch, planned: Prepared, recorded: Path) -> str:
         return ""
     search.app.display_info(f"check --fix: {p.relpath}: {outcome.text()}")
     return "" if outcome.kept else "worse than round-to-nearest int8 on " + held
+
+
+def _first_samples(p: Prepared, sources: list[tuple[Path, str]]) -> tuple[Samples, str]:
+    """The samples of ``p`` in the first of ``sources`` that holds them, with its name for people."""
+    specs = specs_of_model(load_model(p.source).model)
+    for source, held in sources[:-1]:
+        try:
+            return load_samples(source, specs, model_sha256=p.sha256, model_name=p.relpath), held
+        except ShrinkrayError:
+            continue  # e.g. the project's recording holds no call of this model
+    source, held = sources[-1]
+    return load_samples(source, specs, model_sha256=p.sha256, model_name=p.relpath), held

@@ -280,7 +280,7 @@ class _Fixer:
                       rounding="nearest" if p.options.rounding != "nearest" else None)
         search = PlanSearch(self.configured, self.settings, self.app, original=self.original, prepared=p,
                             base=base.apply(p.options), workdir=self.workdir / f"{self.suspects.index(p)}-plan",
-                            run=lambda q, label: self._candidate_run(p, q, label))
+                            run=lambda q, label: self._candidate_run(p, q, label), recorded=self.recorded)
         best, why = plan_rung(search, self.recorded, ceiling)
         if best is None or best.shrunk_sha256 in seen:
             self.tried.setdefault(p.sha256, []).append(why or "a per-tensor plan (the bytes of a cheaper choice)")

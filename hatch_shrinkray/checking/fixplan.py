@@ -6,22 +6,21 @@ a few tensors only. So, from int8 round-to-nearest (which has just failed), the 
 tensors on the command's own feeds are kept fp16 (top 1, 2, 4, ... until the tests pass, then
 bisected to the fewest), and each of them, largest first, is moved down to int12 or int10 while the
 tests still pass. Every step keeps the tensors at or below fp16, so every plan that passes is at
-most fp16's size; the smallest one that passed, if smaller than the fp16 rung and no worse than
-round-to-nearest int8 on the recording (the do-no-harm floor, as for ``check --search``'s plans),
-is the rung.
+most fp16's size; the smallest one that passed, if smaller than the fp16 rung, is the rung.
 
 A step is one run of the command with every other model as chosen so far (the test runs are what
 this rung costs), and :data:`PLAN_RUNS` bounds them; a candidate with the bytes of a run already
-made, or that fails the tolerance verification the build runs too, costs no run.
+made, that fails the tolerance verification the build runs too, or that keeps fewer answers than
+round-to-nearest int8 on the recording (``Floor``), costs no run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from hatch_shrinkray.auto.guard import Scorer, decide
+from hatch_shrinkray.auto.guard import Score, Scorer, decide
 from hatch_shrinkray.capture.observe import ModelSeen, Observed
 from hatch_shrinkray.checking.check import Settings
 from hatch_shrinkray.checking.models import Configured, Prepared, only, prepare
@@ -55,12 +54,17 @@ class PlanSearch(TensorSearch):
     top = "fp16"
 
     def __init__(self, configured: Configured, settings: Settings, app: Display, *, original: Observed,
-                 prepared: Prepared, base: ShrinkOptions, workdir: Path, run: Run) -> None:
+                 prepared: Prepared, base: ShrinkOptions, workdir: Path, run: Run, recorded: Path) -> None:
         super().__init__(configured, settings, app, original=original, prepared=replace(prepared, options=base),
                          workdir=workdir, max_runs=PLAN_RUNS)
         self.ladder = LADDER
         self._run_one = run
         self._candidates = 0
+        self._recorded = recorded
+        self._floor: Floor | None = None
+        """The round-to-nearest floor, made at the first candidate with a tensor wider."""
+        self._floorless = False
+        """Nothing to judge the floor on (said once): the tests alone decide."""
 
     def _candidate(self, plan: tuple[tuple[str, str, str], ...]) -> Prepared:
         # A directory per candidate, not per run: a candidate that costs no run must not be overwritten
@@ -81,11 +85,23 @@ class PlanSearch(TensorSearch):
             self.runs -= 1
             self.app.display_info(f"check --fix: {words}: {p.verification}, which the build runs too; not run")
             return Trial(dict(tensors), nothing, ModelSeen(), p, digest, False)
+        worse = self._worse(p) if tensors else ""
+        if worse:  # the do-no-harm floor refuses it whatever the tests say
+            self.runs -= 1
+            self.app.display_info(f"check --fix: {words}: {worse}; not run")
+            return Trial(dict(tensors), nothing, ModelSeen(), p, digest, False)
         verdict, passed, ran = self._run_one(p, words)
         if not ran:
             self.runs -= 1
         self.step.at(self.runs, "")
         return Trial(dict(tensors), verdict, ModelSeen(), p, digest, passed)
+
+    def _worse(self, p: Prepared) -> str:
+        if self._floor is None and not self._floorless:
+            self._floor = Floor.of(self, self._recorded)
+            self._floorless = self._floor is None
+        assert p.shrunk is not None
+        return "" if self._floor is None else self._floor.worse(p.shrunk)
 
     def _every_tensor_fails(self) -> None:
         self.app.display_info(f"check --fix: {self.prepared.relpath}: the tests fail even with every searched tensor "
@@ -93,45 +109,60 @@ class PlanSearch(TensorSearch):
 
 
 def plan_rung(search: PlanSearch, recorded: Path, ceiling: int) -> tuple[Trial | None, str]:
-    """The smallest plan that passed within the runs, if it is smaller than ``ceiling`` (the next
-    rung's size) and does no harm (``no_worse``); else None and why, in the words of the reason's
-    list of rungs that did not do."""
+    """The smallest plan that passed within the runs (each no worse than round-to-nearest int8:
+    ``Floor``), if it is smaller than ``ceiling`` (the next rung's size); else None and why, in the
+    words of the reason's list of rungs that did not do."""
     best = search.run(recorded).best
     ran = f"{search.runs} run{'' if search.runs == 1 else 's'}"
     if best is None or best.prepared.shrunk is None:
         return None, f"a per-tensor plan (none passed in {ran})"
     if best.prepared.shrunk_size >= ceiling:
         return None, f"a per-tensor plan smaller than {human(ceiling)} (none in {ran})"
-    worse = no_worse(search, best.prepared, recorded)
-    return (None, f"a per-tensor plan ({worse})") if worse else (best, "")
+    return best, ""
 
 
-def no_worse(search: PlanSearch, planned: Prepared, recorded: Path) -> str:
-    """Why ``planned`` may not ship (empty: it may): the tests keep it and fp16 alike, so the do-no-harm
-    floor decides. On the project's recording (else on the command's own feeds, which ranked its
-    tensors), it must keep as many answers and decisions as round-to-nearest int8, the rung whose
-    bytes failed the tests, as ``check --search``'s plans must: a wider tensor can undo an error that
-    cancelled another, and pass a test by chance while more unseen answers change."""
-    p = search.prepared
-    inputs = p.options.verify.inputs if p.options.verify is not None else None
-    sources = [(inputs, "the recording")] if inputs is not None and inputs.exists() else []
-    assert planned.shrunk is not None
-    try:
-        samples, held = _first_samples(p, [*sources, (recorded, "the command's own feeds")])
-        (plain,) = prepare(only(search.configured, p), search.workdir / "plain", search.app,
-                           chosen={p.sha256: replace(p.options, plan=())})
-        assert plain.shrunk is not None
-        names, base = outputs_on(p.source, samples, p.relpath)
-        score = Scorer.of(names, base, samples.sequencing(), p.options.verify, samples.feeds)
-        outcome = decide("the per-tensor plan", score(outputs_on(planned.shrunk, samples, p.relpath)[1]),
-                         score(outputs_on(plain.shrunk, samples, p.relpath)[1]), samples.sequencing().unit_count(),
-                         held)
-    except ShrinkrayError as exc:  # nothing to compare on: the tests alone decide
-        search.app.display_info(f"check --fix: {p.relpath}: the per-tensor plan is not compared with round-to-nearest "
-                                f"int8: {exc}")
-        return ""
-    search.app.display_info(f"check --fix: {p.relpath}: {outcome.text()}")
-    return "" if outcome.kept else "worse than round-to-nearest int8 on " + held
+@dataclass(frozen=True)
+class Floor:
+    """The do-no-harm floor for the blamed model's plans: round-to-nearest int8's answers on the
+    project's recording (else on the command's own feeds, which ranked the tensors). The tests
+    keep a plan and fp16 alike, so the recording decides, as for ``check --search``'s plans; and a
+    wider tensor can undo an error that cancelled another and pass a test by chance while more
+    unseen answers change. Judged before a candidate's run: one that does harm costs none."""
+
+    relpath: str
+    samples: Samples
+    held: str
+    score: Scorer
+    plain: Score
+
+    @classmethod
+    def of(cls, search: PlanSearch, recorded: Path) -> Floor | None:
+        p = search.prepared
+        inputs = p.options.verify.inputs if p.options.verify is not None else None
+        sources = [(inputs, "the recording")] if inputs is not None and inputs.exists() else []
+        try:
+            samples, held = _first_samples(p, [*sources, (recorded, "the command's own feeds")])
+            (plain,) = prepare(only(search.configured, p), search.workdir / "plain", search.app,
+                               chosen={p.sha256: replace(p.options, plan=())})
+            assert plain.shrunk is not None
+            names, base = outputs_on(p.source, samples, p.relpath)
+            score = Scorer.of(names, base, samples.sequencing(), p.options.verify, samples.feeds)
+            return cls(p.relpath, samples, held, score, score(outputs_on(plain.shrunk, samples, p.relpath)[1]))
+        except ShrinkrayError as exc:  # nothing to judge on: the tests alone decide
+            search.app.display_info(f"check --fix: {p.relpath}: per-tensor plans are not compared with "
+                                    f"round-to-nearest int8: {exc}")
+            return None
+
+    def worse(self, candidate: Path) -> str:
+        """Why ``candidate`` is below the floor (empty: it is not)."""
+        units = self.samples.sequencing().unit_count()
+        outcome = decide("the per-tensor plan", self.score(outputs_on(candidate, self.samples, self.relpath)[1]),
+                         self.plain, units, self.held)
+        if outcome.kept:
+            return ""
+        fitted, plain = outcome.fitted, outcome.plain
+        return (f"worse than round-to-nearest int8 on {units} units of {self.held} ({fitted.changed} vs "
+                f"{plain.changed} {plain.describes} changed, {fitted.flips} vs {plain.flips} decisions flipped)")
 
 
 def _first_samples(p: Prepared, sources: list[tuple[Path, str]]) -> tuple[Samples, str]:

@@ -63,9 +63,9 @@ KEY_HELP: dict[str, tuple[str | None, str]] = {
     "dims": (None, "generated inputs only: values for symbolic dimensions, `{ batch = 1, seq = 128 }`"),
     "default-dim": ("plausible", "generated inputs only: the value of other symbolic dimensions (1 for a "
                     "batch axis, a name that leads some input, else the larger of 32 and the input's largest fixed "
-                    "dimension; a name gets one size in every input; when the model does not run on those, 224, "
-                    "16 and 1 are tried, for the batch last); the verification line names the sizes used, "
-                    "`(batch=1, seq=32)`"),
+                    "dimension; a name gets one size in every input; when the model does not run on those, 16000 and "
+                    "512 for the last axis of a waveform-like input, then 224, 16 and 1 are tried, for the batch "
+                    "last); the verification line names the sizes used, `(batch=1, seq=32)`"),
     "int-range": ("`[0, 64]`", "generated inputs only: the range `[low, high)` of integer inputs"),
     "samples": (None, "generated inputs only: how many samples"),
     "seed": (None, "generated inputs only: the random seed (0 or more)"),
@@ -83,6 +83,7 @@ KEY_HELP: dict[str, tuple[str | None, str]] = {
              "rewrites the wheel's member and its RECORD) ([Checking with your own tests](checking.md))"),
     "overrides": ("`[]`", "an array of tables, each with its own `models` globs and any engine key, applied to "
                   "the models it selects, in order"),
-    "plan": ("`\"shrinkray-plan.json\"` if present", "the plan file `hatch-shrinkray check --search` writes; "
-             "`false` ignores it ([Checking with your own tests](checking.md))"),
+    "plan": ("`\"shrinkray-plan.json\"` if present", "the plan file `hatch-shrinkray check --fix` and "
+             "`hatch-shrinkray check --search` write; `false` ignores it "
+             "([Checking with your own tests](checking.md))"),
 }

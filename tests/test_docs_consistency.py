@@ -322,3 +322,16 @@ def test_packed_codes_fold_what_the_docs_say() -> None:
     band = f"{min(ratios):.2f}-{max(ratios):.2f}x"
     assert band in COMPUTED
     assert f"{band} int8's" in PAGES["runtimes.md"] and f"{band} int8's" in PAGES["methods.md"]
+
+
+def test_the_layout_table_is_the_layer_contract() -> None:
+    """docs/development.md's layout table names the layers of pyproject.toml's import-linter
+    contract, top to bottom, one row per layer."""
+    import tomllib
+
+    contracts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    (layers,) = [c["layers"] for c in contracts["contracts"] if c["type"] == "layers"]
+    expected = [sorted(re.split(r"\s*[|:]\s*", layer.strip())) for layer in layers]
+    table = PAGES["development.md"].split("| layer | what it does |", 1)[1].split("\n* ", 1)[0]
+    rows = [line.split("|")[1] for line in table.splitlines()[2:] if line.strip().startswith("|")]
+    assert [sorted(re.findall(r"`([a-z_]+)/?`", row)) for row in rows] == expected

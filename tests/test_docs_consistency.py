@@ -335,3 +335,15 @@ def test_the_layout_table_is_the_layer_contract() -> None:
     table = PAGES["development.md"].split("| layer | what it does |", 1)[1].split("\n* ", 1)[0]
     rows = [line.split("|")[1] for line in table.splitlines()[2:] if line.strip().startswith("|")]
     assert [sorted(re.findall(r"`([a-z_]+)/?`", row)) for row in rows] == expected
+
+
+@pytest.mark.parametrize(("command", "target"), [("compare", None), ("shrink", "wheel")])
+def test_the_size_tables_note_names_flags_of_the_command_that_prints_it(command: str, target: str | None) -> None:
+    """`compare` has `--sizes` but no `--target`; `shrink --sizes` has both."""
+    from hatch_shrinkray.report import sizes_table
+    from hatch_shrinkray.sizes import Sizes
+
+    note = sizes_table(Sizes(100, 90, 88, True), Sizes(25, 22, 21, True), target).splitlines()[-1]
+    named = re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", note)
+    assert "--sizes" in named and all(flag in _flags(command) for flag in named), note
+    assert figure_problems("report.py", note + " (`benchmarks/DOWNLOAD.md`)") == []  # its band is DOWNLOAD.md's

@@ -30,8 +30,11 @@ BENCHMARKS = REPO / "benchmarks"
 GENERATED = re.compile(r"<!-- generated: \w+ -->.*?<!-- end of generated -->", re.S)
 """The references ``docs/hooks.py`` writes from the parser and the key table (tests/test_docs.py)."""
 
-OTHER_TOOLS = {"--find-links", "--no-deps", "--wheel", "--sdist", "--no-isolation", "--require-archs"}
-"""Flags of pip, build and delocate that the install and build recipes use."""
+FLAG = r"(?<![\w-])(--[a-z][a-z0-9-]*(?:\.[a-z][a-z0-9-]*)*)"
+"""A flag as written, with what a wrong hint once glued to it (``--models.samples``)."""
+OTHER_TOOLS = {"--find-links", "--no-deps", "--wheel", "--sdist", "--no-isolation", "--require-archs", "--hooks-only",
+               "--format"}
+"""Flags of pip, build, delocate, hatch and git that the recipes and messages use."""
 
 
 def _pages() -> dict[str, str]:
@@ -90,12 +93,9 @@ def _parse_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
 def test_every_flag_the_docs_name_exists() -> None:
     """A flag in prose exists on some command or in the pytest plugin; a flag in a quoted
     ``hatch-shrinkray CMD ...`` exists on CMD."""
-    from hatch_shrinkray.capture import pytest_plugin
-
-    plugin = set(re.findall(r"addoption\(\"(--[a-z-]+)\"", Path(pytest_plugin.__file__).read_text(encoding="utf-8")))
-    every = set().union(*(_flags(c) for c in COMMANDS)) | plugin | OTHER_TOOLS
+    every = set().union(*(_flags(c) for c in COMMANDS)) | _plugin_flags() | OTHER_TOOLS
     wrong = [f"{name}: {flag}" for name, text in PAGES.items()
-             for flag in sorted(set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", text))) if flag not in every]
+             for flag in sorted(set(re.findall(FLAG, text))) if flag not in every]
     for name, text in PAGES.items():
         for quoted, _ in _quoted_commands(text):
             command = next((w for w in quoted.split()[1:] if not w.startswith("-")), "")
@@ -106,6 +106,22 @@ def test_every_flag_the_docs_name_exists() -> None:
                       for flag in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*|-[a-zA-Z])\b", quoted.split(" -- ")[0])
                       if flag not in _flags(command)]
     assert wrong == []
+
+
+def test_every_flag_the_package_names_exists() -> None:
+    """The same for the package's own words (messages, hints, help, docstrings): a flag it names is
+    one of the command line's, the pytest plugin's, or another tool's the recipes use."""
+    every = set().union(*(_flags(c) for c in COMMANDS)) | _plugin_flags() | OTHER_TOOLS
+    wrong = [f"{path.relative_to(REPO)}: {flag}" for path in sorted((REPO / "hatch_shrinkray").rglob("*.py"))
+             for flag in sorted(set(re.findall(FLAG, path.read_text(encoding="utf-8"))))
+             if flag not in every]
+    assert wrong == []
+
+
+def _plugin_flags() -> set[str]:
+    from hatch_shrinkray.capture import pytest_plugin
+
+    return set(re.findall(r"addoption\(\"(--[a-z-]+)\"", Path(pytest_plugin.__file__).read_text(encoding="utf-8")))
 
 
 def test_every_quoted_command_line_parses(capsys: pytest.CaptureFixture[str]) -> None:
@@ -129,6 +145,7 @@ def test_the_checker_catches_what_the_docs_could_get_wrong(capsys: pytest.Captur
     assert not _parse_error(_argv("hatch-shrinkray record -o d -- python -m pytest")[0], capsys)
     assert not _parse_error(_argv("hatch-shrinkray check --fix -- python -m pytest tests")[0], capsys)
     assert "--models.samples" not in _flags("wheel") and "--inputs" in _flags("check")
+    assert re.findall(FLAG, "lower `--models.samples`, or --force.") == ["--models.samples", "--force"]
 
 
 @pytest.mark.parametrize("argv", [
@@ -344,6 +361,6 @@ def test_the_size_tables_note_names_flags_of_the_command_that_prints_it(command:
     from hatch_shrinkray.sizes import Sizes
 
     note = sizes_table(Sizes(100, 90, 88, True), Sizes(25, 22, 21, True), target).splitlines()[-1]
-    named = re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", note)
+    named = re.findall(FLAG, note)
     assert "--sizes" in named and all(flag in _flags(command) for flag in named), note
     assert figure_problems("report.py", note + " (`benchmarks/DOWNLOAD.md`)") == []  # its band is DOWNLOAD.md's

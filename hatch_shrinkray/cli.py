@@ -279,13 +279,15 @@ def _shrink_args(s: argparse.ArgumentParser) -> None:
                    help="where the model will run: onnxruntime>=X.Y, web or openvino (repeatable); methods "
                         "those runtimes cannot load, or would decode per inference, are refused")
     s.add_argument("--budget-rel-l2", type=float, default=None,
-                   help="auto: largest output relative L2 on the fitting inputs (default: as round-to-nearest "
-                        "int8 does there, twice that where the outputs carry decisions)")
+                   help="auto: largest output relative L2 on the fitting inputs (default: round-to-nearest int8's "
+                        "there, less half of what output-aware rounding wins, twice that where the outputs carry "
+                        "answers)")
     s.add_argument("--budget-cosine", type=float, default=None,
-                   help="auto: smallest output cosine (default: relative to round-to-nearest int8's)")
+                   help="auto: smallest output cosine (default: relative to round-to-nearest int8's, as "
+                        "--budget-rel-l2)")
     s.add_argument("--budget-agreement", type=float, default=None,
-                   help="auto: smallest share of unchanged argmax / >0.5 decisions (default: at least "
-                        "round-to-nearest int8's on the same inputs)")
+                   help="auto: smallest share of unchanged discrete answers (default: at least round-to-nearest "
+                        "int8's on the same inputs, with a margin as --budget-rel-l2)")
     s.add_argument("--budget-load", type=float, default=None,
                    help="auto: the most its decodes may cost to fold at load, as a multiple of int8 of every "
                         f"weight (default {LOAD_BUDGET}, {WEB_LOAD_BUDGET} where --runtime names web; inf: size first)")

@@ -27,10 +27,12 @@ KEY_HELP: dict[str, tuple[str | None, str]] = {
                "MatMul, opset >= 13, int8 activations; kept only where the build's onnxruntime fuses it)"),
     "block-size": (None, "`int4` block size: 16, 32, 64, 128 or 256"),
     "budget-rel-l2": ("round-to-nearest int8's", "`auto`: the largest relative L2 of any output on the fitting "
-                      "samples (0 to 1); unset: int8's (twice it where outputs carry answers)"),
-    "budget-cosine": ("round-to-nearest int8's", "`auto`: the smallest cosine of any output (0 to 1)"),
+                      "samples (0 to 1); unset: round-to-nearest int8's there, less half of what output-aware "
+                      "rounding wins (a margin), twice that where outputs carry answers"),
+    "budget-cosine": ("round-to-nearest int8's", "`auto`: the smallest cosine of any output (0 to 1); unset: "
+                      "relative to int8's, as `budget-rel-l2`"),
     "budget-agreement": ("round-to-nearest int8's", "`auto`: the smallest share of unchanged discrete answers "
-                         "(0 to 1); unset: at least int8's, with a margin"),
+                         "(0 to 1); unset: at least round-to-nearest int8's, with a margin as `budget-rel-l2`"),
     "budget-load": ("`1.25` (`1.0` with a `web` runtime)", "`auto`: the most its decodes may cost to fold when a "
                     "session is created, as a multiple of int8 of every weight (its rungs fold at most int8's)"),
     "encodings": (None, "per-tensor encodings whatever the method: `{ \"conv1.*\" = \"fp16\" }` (name globs; "

@@ -316,6 +316,9 @@ def test_the_headline_is_one_figure_on_every_page() -> None:
         assert f"PP-OCRv6 text recogniser ({size})" in text, page
         assert f"{raw} of the file ({wheel} of its wheel bytes)" in text, page
         assert f"{kept} of 200 unseen" in text and plain in text, page
+    assert f"output-aware rounding: {kept} against {plain}" in " ".join(PAGES["evidence.md"].split())
+    assert f"keeps {kept} of PP-OCRv6 rec's lines identical (round-to-nearest: {plain})" in " ".join(
+        PAGES["recording.md"].split())
     claims = [(page, m.group(1)) for page, text in PAGES.items()
               for m in re.finditer(r"(\d+\.\d)% of\s+(?:200 unseen|PP-OCRv6 rec's lines)", " ".join(text.split()))]
     assert claims and all(f"{value}%" == kept for _, value in claims), claims

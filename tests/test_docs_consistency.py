@@ -367,3 +367,37 @@ def test_the_size_tables_note_names_flags_of_the_command_that_prints_it(command:
     named = re.findall(FLAG, note)
     assert "--sizes" in named and all(flag in _flags(command) for flag in named), note
     assert figure_problems("report.py", note + " (`benchmarks/DOWNLOAD.md`)") == []  # its band is DOWNLOAD.md's
+
+
+def _quotes() -> list[tuple[str, str]]:
+    """(page, words) the docs say about a constant of the code, built from the constant."""
+    from hatch_shrinkray import progress
+    from hatch_shrinkray.auto.candidates import MIN_ROWS_PER_FEATURE
+    from hatch_shrinkray.evidence import MIN_UNITS
+    from hatch_shrinkray.hatch.plugin import PYPI_FILE_LIMIT, PYPI_NEAR
+    from hatch_shrinkray.verification.compare import NEAR_TIE
+    from hatch_shrinkray.verification.judges import MAP_MIN_PIXELS, boxes, maps, sequences, tags
+
+    low, mid, high = maps.THRESHOLDS
+    return [
+        ("evidence.md", f"at least {MAP_MIN_PIXELS} pixels"),
+        ("evidence.md", f"regions above {low}, {mid} and {high}: same count, matched one to one (IoU >= {maps.MATCH})"
+                        f" and drawn the same (IoU >= {maps.SAME})"),
+        ("evidence.md", f"the argmax of at least {sequences.BLANK_SHARE:.0%} of the frames"),
+        ("evidence.md", f"2 to {tags.MAX_TAGS} tags"),
+        ("evidence.md", f"at least {boxes.MIN_CANDIDATES} candidates"),
+        ("evidence.md", f"candidates whose best class scores >= {boxes.SCORE}, NMS per class at IoU {boxes.NMS_IOU}"),
+        ("evidence.md", f"drawn the same (IoU >= {boxes.SAME}, or no corner moved by more than a pixel)"),
+        ("evidence.md", f"below **{MIN_UNITS} independent units**"),
+        ("recording.md", f"gap below {NEAR_TIE:.0%} of the row's range, or a probability within {NEAR_TIE} of 0.5"),
+        ("recording.md", f"Below {MIN_UNITS} independent units nothing is fitted"),
+        ("recording.md", f"fewer than {MIN_ROWS_PER_FEATURE} calibration rows per input feature"),
+        ("evidence.md", f"fewer than {MIN_ROWS_PER_FEATURE}\n  recorded rows per input feature"),
+        ("quickstart.md", f"from {PYPI_NEAR:.0%} of PyPI's\n  default limit of {PYPI_FILE_LIMIT // 2 ** 20} MiB"),
+        ("configuration.md", f"the seconds between progress lines (default {progress.INTERVAL:.0f})"),
+    ]
+
+
+@pytest.mark.parametrize(("page", "words"), _quotes())
+def test_the_constants_the_docs_quote_are_the_codes(page: str, words: str) -> None:
+    assert " ".join(words.split()) in " ".join(PAGES[page].split())

@@ -401,3 +401,14 @@ def _quotes() -> list[tuple[str, str]]:
 @pytest.mark.parametrize(("page", "words"), _quotes())
 def test_the_constants_the_docs_quote_are_the_codes(page: str, words: str) -> None:
     assert " ".join(words.split()) in " ".join(PAGES[page].split())
+
+
+def test_the_readmes_quick_start_pins_and_installs_as_the_quick_start_page_does() -> None:
+    """Both quick starts pin the core at this version, and both install the package before its
+    tests are recorded (they import it)."""
+    readme = PAGES["README.md"].split("## Quick start: a Hatch project", 1)[1].split("\n## ", 1)[0]
+    page = PAGES["quickstart.md"]
+    for text in (readme, page):
+        assert f'"hatch-shrinkray-core=={__version__}"' in text
+        record = text.index("hatch-shrinkray record --output")
+        assert 'PIP_FIND_LINKS="$WHEELHOUSE" python -m pip install -e .' in text[:record]

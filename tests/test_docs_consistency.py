@@ -412,3 +412,29 @@ def test_the_readmes_quick_start_pins_and_installs_as_the_quick_start_page_does(
         assert f'"hatch-shrinkray-core=={__version__}"' in text
         record = text.index("hatch-shrinkray record --output")
         assert 'PIP_FIND_LINKS="$WHEELHOUSE" python -m pip install -e .' in text[:record]
+
+
+def _table_keys() -> set[str]:
+    from hatch_shrinkray.shipping.config import _HOOK_KEYS, ENGINE_KEYS
+
+    return {*_HOOK_KEYS, *ENGINE_KEYS}
+
+
+def test_every_key_the_docs_set_exists() -> None:
+    """A `key = value` in prose, and every key of a TOML block's hatch-shrinkray table (or of a
+    block that is a fragment of one), is a key the table accepts, with a value TOML reads."""
+    import tomllib
+
+    keys, wrong = _table_keys(), []
+    for page, text in PAGES.items():
+        for span in re.findall(r"`([^`\n]+)`", text):
+            if (m := re.fullmatch(r"([a-z][a-z0-9-]*) = (.+)", span)) and m.group(1) not in keys:
+                wrong.append(f"{page}: `{span}`")
+        for block in re.findall(r"```toml\n(.*?)```", text, flags=re.S):
+            data = tomllib.loads(block)
+            tool = data.get("tool", {})
+            tables = [tool.get("hatch-shrinkray", {}), tool.get("hatch", {}).get("build", {}).get("hooks", {})
+                      .get("shrinkray", {})] if "tool" in data or "build-system" in data else [data]
+            tables += [o for table in tables for o in table.get("overrides", [])]
+            wrong += [f"{page}: {key} in a TOML block" for table in tables for key in table if key not in keys]
+    assert wrong == []

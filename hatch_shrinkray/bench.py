@@ -33,7 +33,7 @@ from hatch_shrinkray.numerics.quant import (
     quantize_symmetric,
     scale_shape,
 )
-from hatch_shrinkray.numerics.steps import StepTable, steps_saving
+from hatch_shrinkray.numerics.steps import FACTORS, StepTable, steps_saving
 from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
 from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext
 from hatch_shrinkray.onnxgraph.graph import find_sites
@@ -58,6 +58,7 @@ def without_fitting_guard() -> None:
 
 
 __all__ = [
+    "FACTORS",
     "STEP_SAVINGS",
     "Auto",
     "Decode",

@@ -59,6 +59,16 @@ def test_steps_coarsen_the_channels_the_output_cares_least_about_and_save_the_bi
     assert steps_saving(table, 9.0) is None  # more than the coarsest step everywhere saves
 
 
+def test_a_step_table_tries_only_the_factors_it_is_given() -> None:
+    w = uneven().astype(np.float64)
+    s0 = np.abs(w).max(axis=1) / 127
+    table = StepTable(w, s0, moments()[0], (1.0, 16.0))
+    scale = steps_saving(table, 1.0)
+    assert scale is not None
+    assert set(np.round(scale / s0, 6)) <= {1.0, 16.0} and (scale > s0).any()
+    assert StepTable(w, s0, moments()[0]).factors.tolist() == list(FACTORS)
+
+
 def ctx_for(axis: int) -> EncodeContext:
     return EncodeContext(ShrinkOptions(method="auto"), 17, (), axis, "test")
 

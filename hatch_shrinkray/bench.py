@@ -16,8 +16,10 @@ import numpy.typing as npt
 from hatch_shrinkray import sizes
 from hatch_shrinkray.auto import rounding
 from hatch_shrinkray.auto.calib import Layout, as_rows, from_rows
+from hatch_shrinkray.auto.calibrate import calibrate
 from hatch_shrinkray.auto.candidates import STEP_SAVINGS
-from hatch_shrinkray.auto.method import Auto, Planned, calibrate
+from hatch_shrinkray.auto.choices import Planned
+from hatch_shrinkray.auto.method import Auto
 from hatch_shrinkray.auto.probe import site_key
 from hatch_shrinkray.evidence import Evidence
 from hatch_shrinkray.methods._decode import float_decode

@@ -1,5 +1,6 @@
 """The method registry: the only module that imports every method (adding one touches one module
-and one line here). Nothing below it imports it, so it closes no import cycle."""
+and one line here), and the only door to them for the modules above (the engine names none). Nothing
+below it imports it, so it closes no import cycle."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ from onnx import ModelProto
 
 from hatch_shrinkray.auto.method import Auto
 from hatch_shrinkray.auto.rounding import Int8
+from hatch_shrinkray.methods.base import DataFree, Method, Needs
 from hatch_shrinkray.methods.dedup import Dedup
 from hatch_shrinkray.methods.dynamic import Dynamic
 from hatch_shrinkray.methods.float_levels import FloatLevelsEncoder
 from hatch_shrinkray.methods.fp16 import Fp16Encoder
 from hatch_shrinkray.methods.int4 import Int4
-from hatch_shrinkray.onnxgraph.encoding import Calibration, DataFree, Method, TensorEncoder
+from hatch_shrinkray.methods.runtimes import check as check_runtimes
+from hatch_shrinkray.onnxgraph.encoding import Calibration, TensorEncoder
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import TensorRecord
@@ -50,4 +53,4 @@ METHODS: dict[str, Method] = {
     "auto": Auto(),
 }
 
-__all__ = ["METHODS", "Dedup", "Method"]
+__all__ = ["METHODS", "Dedup", "Method", "Needs", "check_runtimes"]

@@ -219,60 +219,11 @@ class Auto:
         quick_limits = Limits.of(options, quick_plain,
                                  deviation(quick, [fitted_out[i] for i in analysis.subset])).screening(quick_plain)
 
-        screening = len(analysis.subset) < len(base)
-        in_subset = set(analysis.subset)
-        rest = [i for i in range(len(base)) if i not in in_subset]
-
-        def replaced(choice: tuple[int, ...]) -> dict[Key, npt.NDArray[Any]]:
-            return {site_key(w.site): w.candidates[c].decoded for w, c in zip(weights, choice, strict=True)}
-
-        def evaluate(choice: tuple[int, ...]) -> Deviation:
-            return deviation(baseline, probe.run(replaced(choice)))
-
-        verdicts: dict[tuple[int, ...], bool] = {}
-        latest: dict[tuple[int, ...], list[Any]] = {}
-
-        def passes(choice: tuple[int, ...]) -> bool:
-            """Whether ``choice`` keeps the budget on the single-tensor runs' feeds; each choice runs
-            there once, and the outputs of the latest are kept for the full run that often follows."""
-            if choice not in verdicts:
-                part = probe.run(replaced(choice), subset=analysis.subset)
-                verdicts[choice] = quick_limits.within(deviation(quick, part))
-                latest.clear()
-                latest[choice] = part
-            return verdicts[choice]
-
-        def screened(choice: tuple[int, ...]) -> Deviation:
-            """An assignment runs on every feed only once it keeps the budget on the single-tensor
-            runs' feeds: about half of the bisection's points and most clean-up moves do not, and
-            that check costs a fraction of a full run. (A point the subset rejects is treated as
-            over the budget: at worst a few bytes more, never a looser budget.)"""
-            if not screening:
-                return evaluate(choice)
-            if not passes(choice):
-                return BROKEN
-            part = latest.get(choice)
-            if part is None:  # screened earlier; its outputs on the subset are gone
-                return evaluate(choice)
-            outputs: list[Any] = [None] * len(base)  # the subset's outputs are not run again
-            for i, o in zip(analysis.subset, part, strict=True):
-                outputs[i] = o
-            for i, o in zip(rest, probe.run(replaced(choice), subset=rest), strict=True):
-                outputs[i] = o
-            return deviation(baseline, outputs)
-
-        def row(w: Weight) -> list[Option]:
-            return [Option(c.target_bytes(options.target), limits.load(d), _load(w, c))
-                    for c, d in zip(w.candidates, w.deviations, strict=True)]
-
-        with progress.task("auto: sizes of the candidates", total=len(weights)) as sizing, \
-                thread_pool(workers()) as pool:  # zlib and brotli let go of the lock
-            table = []
-            for options_of_w in pool.map(row, weights):
-                table.append(options_of_w)
-                sizing.advance()
+        runner = _Screened(analysis, baseline, quick, quick_limits)
+        table = _table(weights, limits, options.target)
         with progress.task("auto: searching the assignment"):
-            screen = passes if screening else None
+            screened = runner.screened
+            screen = runner.passes if runner.screening else None
             found = search(table, screened, limits.within, screen)
             found = try_uniform(table, found, _uniform(weights), screened, limits.within)
             found = refine(table, found, screened, limits.within, MAX_REFINE, screen=screen)
@@ -358,6 +309,72 @@ def _splits(w: npt.NDArray[np.float32], cands: list[Candidate], head: npt.NDArra
                 with contextlib.suppress(NotEncodable):
                     out.append(split(w, by_levels[hot], by_levels[cold], head, axis=axis, moments=moments, lay=lay))
     return out
+
+
+class _Screened:
+    """How the search evaluates an assignment (each weight's candidate index): on every feed, but
+    only once it keeps the budget on the single-tensor runs' feeds (``passes``)."""
+
+    def __init__(self, analysis: Analysis, baseline: Baseline, quick: Baseline, quick_limits: Limits) -> None:
+        self.weights, self.probe, self.subset = analysis.weights, analysis.probe, analysis.subset
+        self.base = analysis.base
+        self.baseline, self.quick, self.quick_limits = baseline, quick, quick_limits
+        self.screening = len(analysis.subset) < len(self.base)
+        in_subset = set(analysis.subset)
+        self.rest = [i for i in range(len(self.base)) if i not in in_subset]
+        self.verdicts: dict[tuple[int, ...], bool] = {}
+        self.latest: dict[tuple[int, ...], list[Any]] = {}
+
+    def replaced(self, choice: tuple[int, ...]) -> dict[Key, npt.NDArray[Any]]:
+        return {site_key(w.site): w.candidates[c].decoded for w, c in zip(self.weights, choice, strict=True)}
+
+    def evaluate(self, choice: tuple[int, ...]) -> Deviation:
+        return deviation(self.baseline, self.probe.run(self.replaced(choice)))
+
+    def passes(self, choice: tuple[int, ...]) -> bool:
+        """Whether ``choice`` keeps the budget on the single-tensor runs' feeds; each choice runs
+        there once, and the outputs of the latest are kept for the full run that often follows."""
+        if choice not in self.verdicts:
+            part = self.probe.run(self.replaced(choice), subset=self.subset)
+            self.verdicts[choice] = self.quick_limits.within(deviation(self.quick, part))
+            self.latest.clear()
+            self.latest[choice] = part
+        return self.verdicts[choice]
+
+    def screened(self, choice: tuple[int, ...]) -> Deviation:
+        """An assignment runs on every feed only once it keeps the budget on the single-tensor
+        runs' feeds: about half of the bisection's points and most clean-up moves do not, and
+        that check costs a fraction of a full run. (A point the subset rejects is treated as
+        over the budget: at worst a few bytes more, never a looser budget.)"""
+        if not self.screening:
+            return self.evaluate(choice)
+        if not self.passes(choice):
+            return BROKEN
+        part = self.latest.get(choice)
+        if part is None:  # screened earlier; its outputs on the subset are gone
+            return self.evaluate(choice)
+        outputs: list[Any] = [None] * len(self.base)  # the subset's outputs are not run again
+        for i, o in zip(self.subset, part, strict=True):
+            outputs[i] = o
+        for i, o in zip(self.rest, self.probe.run(self.replaced(choice), subset=self.rest), strict=True):
+            outputs[i] = o
+        return deviation(self.baseline, outputs)
+
+
+def _table(weights: list[Weight], limits: Limits, target: str) -> list[list[Option]]:
+    """Per weight, per candidate: its bytes as ``target`` counts them, its deviation in units of the
+    budget, and its load cost."""
+    def row(w: Weight) -> list[Option]:
+        return [Option(c.target_bytes(target), limits.load(d), _load(w, c))
+                for c, d in zip(w.candidates, w.deviations, strict=True)]
+
+    with progress.task("auto: sizes of the candidates", total=len(weights)) as sizing, \
+            thread_pool(workers()) as pool:  # zlib and brotli let go of the lock
+        table = []
+        for options_of_w in pool.map(row, weights):
+            table.append(options_of_w)
+            sizing.advance()
+    return table
 
 
 SMALLER = 0.99

@@ -22,10 +22,6 @@ import onnx
 from onnx import ModelProto
 
 from hatch_shrinkray import progress
-from hatch_shrinkray.auto.calibrate import needs_real_inputs
-from hatch_shrinkray.auto.choices import encode_chosen
-from hatch_shrinkray.auto.guard import Scorer, Unfitted, Verdict
-from hatch_shrinkray.auto.sensitivity import keep_hint, rank
 from hatch_shrinkray.errors import (
     AlreadyQuantizedError,
     PlanError,
@@ -35,6 +31,10 @@ from hatch_shrinkray.errors import (
     quoted,
 )
 from hatch_shrinkray.evidence import MIN_UNITS, unit_kind
+from hatch_shrinkray.fitting.calibrate import needs_real_inputs
+from hatch_shrinkray.fitting.choices import encode_chosen
+from hatch_shrinkray.fitting.guard import Scorer, Unfitted, Verdict
+from hatch_shrinkray.fitting.sensitivity import keep_hint, rank
 from hatch_shrinkray.hints import check_hint, key, record_hint, setting
 from hatch_shrinkray.numerics.threads import one_blas_thread
 from hatch_shrinkray.onnxgraph.graph import FLOAT_TYPES, find_sites, scopes

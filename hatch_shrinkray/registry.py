@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from onnx import ModelProto
 
-from hatch_shrinkray.auto.method import Auto
-from hatch_shrinkray.auto.rounding import Int8
+from hatch_shrinkray.encodings.float_levels import FloatLevelsEncoder
+from hatch_shrinkray.encodings.fp16 import Fp16Encoder
+from hatch_shrinkray.methods.auto import Auto
 from hatch_shrinkray.methods.base import DataFree, Method, Needs
 from hatch_shrinkray.methods.dedup import Dedup
 from hatch_shrinkray.methods.dynamic import Dynamic
-from hatch_shrinkray.methods.float_levels import FloatLevelsEncoder
-from hatch_shrinkray.methods.fp16 import Fp16Encoder
 from hatch_shrinkray.methods.int4 import Int4
+from hatch_shrinkray.methods.int8_method import Int8
 from hatch_shrinkray.methods.runtimes import check as check_runtimes
 from hatch_shrinkray.onnxgraph.encoding import Calibration, TensorEncoder
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights

@@ -14,7 +14,7 @@ from typing import Protocol
 
 from onnx import ModelProto
 
-from hatch_shrinkray.auto.guard import Scorer, Unfitted, Verdict
+from hatch_shrinkray.fitting.guard import Scorer, Unfitted, Verdict
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import TensorRecord
 from hatch_shrinkray.samples import Calibration

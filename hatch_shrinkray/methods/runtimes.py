@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from onnx import ModelProto
 
+from hatch_shrinkray.encodings.int8 import PER_AXIS_DQ_OPSET
 from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.methods.int8 import PER_AXIS_DQ_OPSET
 from hatch_shrinkray.onnxgraph.graph import opset_version, scopes
 from hatch_shrinkray.options import NAMED_RUNTIMES, RUNTIME_FLOOR
 

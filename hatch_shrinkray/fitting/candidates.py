@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from hatch_shrinkray.auto.calib import Layout, as_rows, from_rows
-from hatch_shrinkray.methods import packing
-from hatch_shrinkray.methods._decode import float_decode
-from hatch_shrinkray.methods.fp16 import Fp16Encoder
+from hatch_shrinkray.encodings import packing
+from hatch_shrinkray.encodings._decode import float_decode
+from hatch_shrinkray.encodings.fp16 import Fp16Encoder
+from hatch_shrinkray.fitting.calib import Layout, as_rows, from_rows
 from hatch_shrinkray.numerics import gptq
 from hatch_shrinkray.numerics.entropy import estimated_bytes
 from hatch_shrinkray.numerics.quant import (

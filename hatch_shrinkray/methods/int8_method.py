@@ -22,14 +22,14 @@ from typing import Any
 import numpy.typing as npt
 from onnx import ModelProto
 
-from hatch_shrinkray.auto.calib import Layout
-from hatch_shrinkray.auto.calibrate import Calibrated, Key, calibrate
-from hatch_shrinkray.auto.candidates import FEW_ROWS, MIN_ROWS_PER_FEATURE, Candidate, int_candidate
-from hatch_shrinkray.auto.choices import Planned
-from hatch_shrinkray.auto.guard import Outcome, Scorer, Unfitted, Verdict, decide
-from hatch_shrinkray.auto.probe import site_key
+from hatch_shrinkray.encodings.int8 import Int8Encoder, keep_fused
+from hatch_shrinkray.fitting.calib import Layout
+from hatch_shrinkray.fitting.calibrate import Calibrated, Key, calibrate
+from hatch_shrinkray.fitting.candidates import FEW_ROWS, MIN_ROWS_PER_FEATURE, Candidate, int_candidate
+from hatch_shrinkray.fitting.choices import Planned
+from hatch_shrinkray.fitting.guard import Outcome, Scorer, Unfitted, Verdict, decide
+from hatch_shrinkray.fitting.probe import site_key
 from hatch_shrinkray.methods.base import Fitted, Needs
-from hatch_shrinkray.methods.int8 import Int8Encoder, keep_fused
 from hatch_shrinkray.numerics.quant import NotEncodable
 from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
 from hatch_shrinkray.onnxgraph.encoding import Calibration, EncodeContext

@@ -39,10 +39,13 @@ import numpy.typing as npt
 from onnx import ModelProto
 
 from hatch_shrinkray import progress
-from hatch_shrinkray.auto.budget import BROKEN, ZERO, Baseline, Deviation, Limits, deviation
-from hatch_shrinkray.auto.calib import Layout
-from hatch_shrinkray.auto.calibrate import Key, calibrate, needs_real_inputs
-from hatch_shrinkray.auto.candidates import (
+from hatch_shrinkray.encodings.int8 import Int8Encoder
+from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.evidence import MIN_UNITS
+from hatch_shrinkray.fitting.budget import BROKEN, ZERO, Baseline, Deviation, Limits, deviation
+from hatch_shrinkray.fitting.calib import Layout
+from hatch_shrinkray.fitting.calibrate import Key, calibrate, needs_real_inputs
+from hatch_shrinkray.fitting.candidates import (
     INT8_LEVELS,
     NBITS,
     Candidate,
@@ -56,17 +59,14 @@ from hatch_shrinkray.auto.candidates import (
     split,
     step_candidates,
 )
-from hatch_shrinkray.auto.choices import Planned
-from hatch_shrinkray.auto.guard import Outcome, Scorer, Unfitted, Verdict, decide
-from hatch_shrinkray.auto.heads import classes_axis, competing
-from hatch_shrinkray.auto.probe import Probe, site_key, weights_as_inputs
-from hatch_shrinkray.auto.rounding import Int8, fit_int8
-from hatch_shrinkray.auto.search import Found, Option, refine, search, try_uniform, within_load
-from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.evidence import MIN_UNITS
+from hatch_shrinkray.fitting.choices import Planned
+from hatch_shrinkray.fitting.guard import Outcome, Scorer, Unfitted, Verdict, decide
+from hatch_shrinkray.fitting.heads import classes_axis, competing
+from hatch_shrinkray.fitting.probe import Probe, site_key, weights_as_inputs
+from hatch_shrinkray.fitting.search import Found, Option, refine, search, try_uniform, within_load
 from hatch_shrinkray.methods import runtimes
 from hatch_shrinkray.methods.base import Fitted, Needs
-from hatch_shrinkray.methods.int8 import Int8Encoder
+from hatch_shrinkray.methods.int8_method import Int8, fit_int8
 from hatch_shrinkray.numerics.quant import NotEncodable
 from hatch_shrinkray.numerics.threads import workers
 from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
@@ -271,7 +271,7 @@ class Auto:
         targets = runtimes.parse(options.runtimes)
         if _int4_ok(site) and runtimes.matmul_nbits_ok(targets):
             decoded, nbytes = int4_block(w, options.block_size)
-            from hatch_shrinkray.auto.candidates import error_energy
+            from hatch_shrinkray.fitting.candidates import error_energy
 
             cands.append(Candidate(NBITS, f"int4 block {options.block_size} (MatMulNBits)", nbytes, decoded,
                                    None, error_energy(w, decoded, moments, lay)))

@@ -16,11 +16,11 @@ import numpy as np
 import numpy.typing as npt
 from onnx import ModelProto
 
-from hatch_shrinkray.auto.candidates import int_candidate
-from hatch_shrinkray.auto.probe import site_key
-from hatch_shrinkray.methods._decode import float_decode
-from hatch_shrinkray.methods.fp16 import Fp16Encoder
-from hatch_shrinkray.methods.int8 import Int8Encoder
+from hatch_shrinkray.encodings._decode import float_decode
+from hatch_shrinkray.encodings.fp16 import Fp16Encoder
+from hatch_shrinkray.encodings.int8 import Int8Encoder
+from hatch_shrinkray.fitting.candidates import int_candidate
+from hatch_shrinkray.fitting.probe import site_key
 from hatch_shrinkray.numerics.quant import quantize_symmetric
 from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext, TensorEncoder
 from hatch_shrinkray.onnxgraph.graph import Site, find_sites

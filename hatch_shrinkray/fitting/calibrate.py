@@ -13,9 +13,9 @@ import numpy as np
 import numpy.typing as npt
 from onnx import ModelProto
 
-from hatch_shrinkray.auto.calib import Layout, Moments, layout, patches, rows_per_sample
-from hatch_shrinkray.auto.probe import Probe, site_key, weights_as_inputs
 from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.fitting.calib import Layout, Moments, layout, patches, rows_per_sample
+from hatch_shrinkray.fitting.probe import Probe, site_key, weights_as_inputs
 from hatch_shrinkray.onnxgraph.graph import Site, find_sites
 from hatch_shrinkray.onnxgraph.rewrite import skip_reason
 from hatch_shrinkray.options import ShrinkOptions

@@ -204,7 +204,8 @@ def _write_and_verify(job: _Job, records: list[TensorRecord], original_sizes_job
         shrunk_sizes = measure(output.files(), exact_web=job.exact_web)
         original_sizes = original_sizes_job.result()
         encoded = any(r.encoding != "kept" for r in records)
-        if encoded and not _smaller(shrunk_sizes, original_sizes, options.target, options.method):
+        neutral = METHODS[options.method].size_neutral
+        if encoded and not _smaller(shrunk_sizes, original_sizes, options.target, neutral):
             kept_original = _not_smaller(options, shrunk_sizes, original_sizes)
             output, records, shrunk_sizes = _original_instead(job, output, records)
         elif not encoded and overridable:  # nothing to verify: say why the weights stayed
@@ -354,18 +355,15 @@ def _refuse_if_changed(loaded: Loaded, cause: BaseException | None = None) -> No
                              hint="wait until the model is completely written, then run again") from cause
 
 
-SIZE_NEUTRAL = {"float-levels"}
-"""Methods that keep the raw size by design (they pay off compressed): a few bytes more on disk
-from serializing the model anew do not count against them."""
 TARGET_WORDS = {"wheel": "the wheel", "web": "the web download", "disk": "on disk"}
 
 
-def _smaller(shrunk: Sizes, original: Sizes, target: str, method: str) -> bool:
-    """The never-larger rule: smaller in the bytes the target counts, and (but for SIZE_NEUTRAL
-    methods) no larger on disk: a download a few bytes smaller does not pay for a model that takes
+def _smaller(shrunk: Sizes, original: Sizes, target: str, size_neutral: bool) -> bool:
+    """The never-larger rule: smaller in the bytes the target counts, and (but for a method that is
+    ``size_neutral``) no larger on disk: a download a few bytes smaller does not pay for a model that takes
     twice the space once installed. Judging float-levels raw only shipped the original at every
     level though its wheel member is smaller."""
-    return shrunk.of(target) < original.of(target) and (method in SIZE_NEUTRAL or shrunk.raw <= original.raw)
+    return shrunk.of(target) < original.of(target) and (size_neutral or shrunk.raw <= original.raw)
 
 
 def _not_smaller(options: ShrinkOptions, shrunk: Sizes, original: Sizes) -> str:
@@ -379,7 +377,7 @@ def _not_smaller(options: ShrinkOptions, shrunk: Sizes, original: Sizes) -> str:
         why = f"on disk: {change('disk')}, though {TARGET_WORDS[target]} would be {change(target)}"
     else:
         why = f"{TARGET_WORDS[target]}: {change(target)}"
-        if target == "disk" and options.method in SIZE_NEUTRAL:
+        if target == "disk" and METHODS[options.method].size_neutral:
             why += f"; {options.method} keeps the raw size and pays off compressed: target wheel or web"
     return f"{options.method} would not make it smaller ({why})"
 

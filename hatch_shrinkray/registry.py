@@ -24,9 +24,10 @@ from hatch_shrinkray.result import TensorRecord
 class PerTensor(DataFree):
     """A method made of one per-tensor encoder applied to every eligible weight."""
 
-    def __init__(self, name: str, encoder: TensorEncoder) -> None:
+    def __init__(self, name: str, encoder: TensorEncoder, *, size_neutral: bool = False) -> None:
         self.name = name
         self.encoder = encoder
+        self.size_neutral = size_neutral
 
     def apply(self, model: ModelProto, options: ShrinkOptions,
               calibration: Calibration | None = None) -> list[TensorRecord]:
@@ -45,7 +46,7 @@ class NoOp(DataFree):
 
 METHODS: dict[str, Method] = {
     "int8": Int8(),
-    "float-levels": PerTensor("float-levels", FloatLevelsEncoder()),
+    "float-levels": PerTensor("float-levels", FloatLevelsEncoder(), size_neutral=True),
     "fp16": PerTensor("fp16", Fp16Encoder()),
     "dedup": NoOp(),
     "dynamic": Dynamic(),

@@ -1,4 +1,4 @@
-"""Classifier heads: classes that never compete on the fitting samples get fewer int8 levels (``auto/heads.py``)."""
+"""Classifier heads: classes that never compete on the fitting samples get fewer int8 levels (``fitting/heads.py``)."""
 
 from __future__ import annotations
 

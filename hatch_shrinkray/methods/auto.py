@@ -148,6 +148,7 @@ class Analysis:
 
 class Auto:
     name = "auto"
+    size_neutral = False
 
     def needs(self, options: ShrinkOptions) -> Needs:
         """Real samples, half of their units held out to judge the plan on, and the original's

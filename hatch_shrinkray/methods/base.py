@@ -58,6 +58,9 @@ class Method(Protocol):
     out from them and, with ``Needs.reference_first``, the original's outputs there, judged."""
 
     name: str
+    size_neutral: bool
+    """It keeps the raw size by design (it pays off compressed): a few bytes more on disk from
+    serializing the model anew do not count against it (``engine``'s never-larger rule)."""
 
     def needs(self, options: ShrinkOptions) -> Needs: ...
 
@@ -68,6 +71,8 @@ class Method(Protocol):
 class DataFree(ABC):
     """Base of the methods whose output does not depend on sample inputs: they need nothing and
     fit nothing, so ``fit`` is ``apply``."""
+
+    size_neutral = False
 
     def needs(self, options: ShrinkOptions) -> Needs:
         return Needs()

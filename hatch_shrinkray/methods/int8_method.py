@@ -1,4 +1,6 @@
-"""Method ``int8`` given real inputs: the same bytes and the same ``Cast -> Mul`` decode as
+"""Method ``int8``: every eligible weight in the per-channel codes of ``encodings.int8``.
+
+Given real inputs: the same bytes and the same ``Cast -> Mul`` decode as
 round-to-nearest int8, with each weight's codes and scales chosen by output-aware rounding (scale
 search + GPTQ, ``numerics.gptq``) on the calibration samples, kept only where it does no harm.
 
@@ -48,6 +50,7 @@ the guard matters)."""
 
 class Int8:
     name = "int8"
+    size_neutral = False
 
     def calibrates(self, options: ShrinkOptions) -> bool:
         return options.scheme == "symmetric" and options.decode == "float" and options.rounding != "nearest"

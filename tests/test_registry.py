@@ -41,7 +41,7 @@ def test_int8_fits_in_cross_fitted_folds_unless_configured_not_to() -> None:
         assert METHODS["int8"].needs(plain) == Needs()
     nearest = METHODS["int8"].needs(ShrinkOptions(rounding="nearest"))
     assert nearest.split is None and isinstance(nearest.declined, Unfitted)
-    assert nearest.declined.text() == 'round-to-nearest, as configured (rounding = "nearest"): the inputs only verify'
+    assert "the inputs only verify" in nearest.declined.text()
 
 
 def test_auto_requires_real_inputs_and_judges_on_held_out_units_first() -> None:

@@ -207,9 +207,9 @@ def parser() -> argparse.ArgumentParser:
                     "and again with every onnxruntime session of a configured model loading the shrunk one, and "
                     "report every test that regressed (exit 1). --shadow: one run in which every call also runs "
                     "the shrunk model and the differences are counted. --fix: where tests regress, the cheapest "
-                    "choice per model that passes them again (round-to-nearest codes, int8, fp16, the original), "
-                    "written into the plan file the hook and `wheel` read. --search: the smallest per-tensor "
-                    "plan the tests accept, written there too.",
+                    "choice per model that passes them again (round-to-nearest codes, int8, int8 with some tensors "
+                    "wider, fp16, the original), written into the plan file the hook and `wheel` read. --search: the smallest "
+                    "per-tensor plan the tests accept, written there too.",
         usage="hatch-shrinkray check [MODEL...] [--project DIR] [options] -- COMMAND [ARGS...]")
     k.add_argument("models", nargs="*", metavar="MODEL",
                    help="the models to check (default: the project's `models`): paths or globs in the project or "
@@ -223,7 +223,8 @@ def parser() -> argparse.ArgumentParser:
                       help="one run: the program gets the original outputs, the shrunk models run beside them")
     mode.add_argument("--fix", action="store_true",
                       help="where tests regress, find per model the cheapest choice with which they pass again "
-                           "(round-to-nearest codes, int8 instead of auto's plan, fp16, the original) and write it "
+                           "(round-to-nearest codes, int8 instead of auto's plan, int8 with some tensors wider, fp16, "
+                           "the original) and write it "
                            "into the plan file the hook and `wheel` read")
     mode.add_argument("--search", action="store_true",
                       help="find the smallest per-tensor plan the tests accept and write it into the plan file")
@@ -232,7 +233,8 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument("--threshold", type=float, default=0.5,
                    help="decision threshold of probability outputs for shadow flips (default 0.5)")
     k.add_argument("--max-flip-rate", type=float, default=0.0, metavar="RATE",
-                   help="--search/--shadow: share of shadow decisions allowed to flip (default 0)")
+                   help="--shadow: share of the judged answers allowed to change; --search: of the shadow "
+                        "decisions allowed to flip (default 0)")
     k.add_argument("--max-runs", type=int, default=16, metavar="N",
                    help="--search: runs of COMMAND per model at most (default 16)")
     k.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
@@ -686,7 +688,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         Caps.hard(args.max_samples, args.max_bytes, args.max_memory)
     root = project_root(args.output)
     code, done = record(command, args.output, caps, root)
-    models, setup = _record_setup(root)
+    models, setup = _record_setup(root, done)
     print(summary(done, args.output, models, command, setup))
     lost = done.incomplete
     for problem in lost:
@@ -701,11 +703,12 @@ def cmd_record(args: argparse.Namespace) -> int:
     return code or (1 if lost else 0)
 
 
-def _record_setup(root: Path) -> tuple[list[Any], Any]:
-    """The models the project at ``root`` configures (for the coverage table; none when it
-    configures none or its table cannot be read: the build says why) and where its table points
-    the build's ``inputs`` (for the next step)."""
-    from hatch_shrinkray.capture.run import Expected, Setup
+def _record_setup(root: Path, done: Any) -> tuple[list[Any], Any]:
+    """The models the project at ``root`` configures (for the coverage table; on the wheel path,
+    where its globs name files inside the installed package, those found beside the models the
+    command ran; none when its table cannot be read: the build says why) and where its table
+    points the build's ``inputs`` (for the next step)."""
+    from hatch_shrinkray.capture.run import Expected, Setup, installed
     from hatch_shrinkray.files import file_sha256
     from hatch_shrinkray.shipping.config import hook_table, load_config
     from hatch_shrinkray.shipping.project import find_table
@@ -722,6 +725,9 @@ def _record_setup(root: Path) -> tuple[list[Any], Any]:
         config = load_config(raw, root, "wheel", table)
         return [Expected(m.relpath, file_sha256(root / m.relpath), m.options.method) for m in config.models], setup
     except (ShrinkrayError, OSError):
+        globs, method = raw.get("models"), raw.get("method")
+        if isinstance(globs, list) and all(isinstance(g, str) for g in globs):
+            return installed(globs, done, method if isinstance(method, str) else "int8"), setup
         return [], setup
 
 

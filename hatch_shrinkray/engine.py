@@ -93,8 +93,8 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
     verify (it fails on them, the original's outputs carry no signal there, or the original does not
     run on them): the original is written, with ``unverified`` set, unless ``options.strict``, which
     raises instead; a failure on real inputs always raises. ``keep_failed`` writes a model that
-    fails verification too, with the failed figures in its result: for ``check``, which lets the
-    package's own tests judge it and never ships it.
+    fails verification on real inputs (or with ``strict``) too, with the failed figures in its
+    result: for ``check``, which lets the package's own tests judge it and never ships it.
 
     "Smaller" is in the bytes ``options.target`` counts (``sizes``); the result carries the raw,
     wheel and web sizes of both models, web measured (brotli 11) with target ``web`` or
@@ -272,9 +272,10 @@ def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: 
             *, prepared: Prepared | None, checker: str, fitting: Verdict | None,
             keep_failed: bool, reference: Reference | None = None) -> VerifyResult:
     """Run both models on the samples; a failure raises VerificationError with the hint that fits,
-    and a model generated inputs cannot verify raises Unverifiable (unless ``strict``)."""
+    and a model generated inputs cannot verify raises Unverifiable (unless ``strict``), with
+    ``keep_failed`` too: ``check`` then judges what a build ships, the original."""
     assert options.verify is not None
-    keep = not (options.strict or keep_failed)
+    keep = not options.strict
     # Only now, with the working copy freed: the original's session and the model in memory
     # together peak at several times the model's size (benchmarks/BIG_MODEL.md).
     try:
@@ -294,12 +295,12 @@ def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: 
     verification = verify_against(reference, output.ref, loaded.label, options.verify, checker)
     if fitting is not None:
         verification = replace(verification, fitting=fitting.text(), fitting_brief=fitting.brief())
+    if not verification.passed and not verification.real and keep:
+        failed = next(o for o in verification.outputs if not o.ok)
+        raise Unverifiable(f"{options.label()} fails on {verification.basis()}: {failed.name} "
+                           f"{failed.failures[0]}", path=loaded.label)
     if not verification.passed and not keep_failed:
         v = options.verify
-        if not verification.real and keep:
-            failed = next(o for o in verification.outputs if not o.ok)
-            raise Unverifiable(f"{options.label()} fails on {verification.basis()}: {failed.name} "
-                               f"{failed.failures[0]}", path=loaded.label)
         hint = _failure_hint(original_ref, options, reference)
         if not verification.real:
             hint = f"this ran on generated inputs, which prove little either way: {record_hint()}; or {hint}"

@@ -27,6 +27,7 @@ from hatch_shrinkray.checking.verdict import Verdict, judge
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.files import file_sha256
 from hatch_shrinkray.fitting.sensitivity import keep_hint
+from hatch_shrinkray.hints import record_hint
 from hatch_shrinkray.shipping.ship import Display
 
 
@@ -72,10 +73,11 @@ def targets_of(prepared: Sequence[Prepared]) -> list[Prepared]:
     found = [p for p in prepared if p.shrunk is not None]
     if not found:
         why = "; ".join(f"{p.relpath}: {p.verification.removeprefix('nothing to check ')}" for p in prepared)
-        planned = any(p.outcome == "kept-original" for p in prepared)
-        raise ShrinkrayError(f"nothing to check: no configured model ships shrunk ({why})",
-                             hint="the plan file's remedies ship those originals (delete their entries to check "
-                                  "again)" if planned else "check the `models` globs and min-elements")
+        hint = ("the plan file's remedies ship those originals (delete their entries to check again)"
+                if any(p.planned for p in prepared) else
+                f"a build verifies them on real inputs: {record_hint()}"
+                if any(p.ships_original for p in prepared) else "check the `models` globs and min-elements")
+        raise ShrinkrayError(f"nothing to check: no configured model ships shrunk ({why})", hint=hint)
     return found
 
 

@@ -57,7 +57,7 @@ class Int8:
 
     def needs(self, options: ShrinkOptions) -> Needs:
         """Samples dealt into folds for output-aware rounding, unless configured otherwise."""
-        declined = Unfitted('round-to-nearest, as configured (rounding = "nearest"): the inputs only verify') \
+        declined = Unfitted('round-to-nearest (rounding "nearest"): the inputs only verify') \
             if options.rounding == "nearest" else None
         return Needs(split="cross" if self.calibrates(options) else None, declined=declined)
 

@@ -208,8 +208,8 @@ def parser() -> argparse.ArgumentParser:
                     "report every test that regressed (exit 1). --shadow: one run in which every call also runs "
                     "the shrunk model and the differences are counted. --fix: where tests regress, the cheapest "
                     "choice per model that passes them again (round-to-nearest codes, int8, int8 with some tensors "
-                    "wider, fp16, the original), written into the plan file the hook and `wheel` read. --search: the smallest "
-                    "per-tensor plan the tests accept, written there too.",
+                    "wider, fp16, the original), written into the plan file the hook and `wheel` read. --search: "
+                    "the smallest per-tensor plan the tests accept, written there too.",
         usage="hatch-shrinkray check [MODEL...] [--project DIR] [options] -- COMMAND [ARGS...]")
     k.add_argument("models", nargs="*", metavar="MODEL",
                    help="the models to check (default: the project's `models`): paths or globs in the project or "

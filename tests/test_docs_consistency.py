@@ -328,8 +328,8 @@ def test_packed_codes_fold_what_the_docs_say() -> None:
     """docs/runtimes.md and docs/methods.md: packed 4/6/10/12-bit codes fold 1.75-2.75x int8's bytes."""
     import numpy as np
 
-    from hatch_shrinkray.methods import packing
-    from hatch_shrinkray.methods._decode import float_decode
+    from hatch_shrinkray.encodings import packing
+    from hatch_shrinkray.encodings._decode import float_decode
     from hatch_shrinkray.numerics.quant import quantize_symmetric
 
     w = np.random.default_rng(0).standard_normal((64, 1024)).astype(np.float32)
@@ -372,8 +372,8 @@ def test_the_size_tables_note_names_flags_of_the_command_that_prints_it(command:
 def _quotes() -> list[tuple[str, str]]:
     """(page, words) the docs say about a constant of the code, built from the constant."""
     from hatch_shrinkray import progress
-    from hatch_shrinkray.auto.candidates import MIN_ROWS_PER_FEATURE
     from hatch_shrinkray.evidence import MIN_UNITS
+    from hatch_shrinkray.fitting.candidates import MIN_ROWS_PER_FEATURE
     from hatch_shrinkray.hatch.plugin import PYPI_FILE_LIMIT, PYPI_NEAR
     from hatch_shrinkray.verification.compare import NEAR_TIE
     from hatch_shrinkray.verification.judges import MAP_MIN_PIXELS, boxes, maps, sequences, tags

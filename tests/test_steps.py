@@ -10,9 +10,9 @@ import onnx
 from onnx import helper
 
 from hatch_shrinkray import ShrinkOptions, VerifyOptions
-from hatch_shrinkray.auto.calib import Layout
-from hatch_shrinkray.auto.candidates import int_candidate, rung_words, step_candidates
-from hatch_shrinkray.auto.method import Auto, rungs_used
+from hatch_shrinkray.fitting.calib import Layout
+from hatch_shrinkray.fitting.candidates import int_candidate, rung_words, step_candidates
+from hatch_shrinkray.methods.auto import Auto, rungs_used
 from hatch_shrinkray.numerics.steps import FACTORS, StepTable, row_bits, steps_saving
 from hatch_shrinkray.onnxgraph.encoding import EncodeContext
 

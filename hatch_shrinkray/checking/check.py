@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hatch_shrinkray import progress
-from hatch_shrinkray.auto.sensitivity import keep_hint
 from hatch_shrinkray.capture.observe import ModelSeen, Observed, observe
 from hatch_shrinkray.capture.swap import Instructions
 from hatch_shrinkray.checking.models import Configured, Prepared, prepare
@@ -27,6 +26,7 @@ from hatch_shrinkray.checking.sensitive import ranked
 from hatch_shrinkray.checking.verdict import Verdict, judge
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.files import file_sha256
+from hatch_shrinkray.fitting.sensitivity import keep_hint
 from hatch_shrinkray.hints import record_hint
 from hatch_shrinkray.shipping.ship import Display
 

@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from hatch_shrinkray.auto.guard import KEPT
 from hatch_shrinkray.capture.swap import Target
+from hatch_shrinkray.fitting.guard import KEPT
 from hatch_shrinkray.hints import setting
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.shipping.config import HookConfig, ModelEntry

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from hatch_shrinkray import progress
-from hatch_shrinkray.auto.guard import Scorer, decide
 from hatch_shrinkray.capture.observe import ModelSeen, Observed
 from hatch_shrinkray.capture.swap import Instructions
 from hatch_shrinkray.checking.check import (
@@ -38,6 +37,7 @@ from hatch_shrinkray.checking.verdict import Verdict, judge, tally
 from hatch_shrinkray.engine import shrink
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.evidence import MIN_UNITS, unit_kind
+from hatch_shrinkray.fitting.guard import Scorer, decide
 from hatch_shrinkray.onnxgraph.graph import find_sites
 from hatch_shrinkray.onnxgraph.modelio import load_model
 from hatch_shrinkray.result import human

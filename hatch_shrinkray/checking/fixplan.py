@@ -20,7 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from hatch_shrinkray.auto.guard import Score, Scorer, decide
 from hatch_shrinkray.capture.observe import ModelSeen, Observed
 from hatch_shrinkray.checking.check import Settings
 from hatch_shrinkray.checking.models import Configured, Prepared, only, prepare
@@ -28,6 +27,7 @@ from hatch_shrinkray.checking.search import Key, TensorSearch, Trial, kept_words
 from hatch_shrinkray.checking.verdict import Verdict, judge
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.files import file_sha256
+from hatch_shrinkray.fitting.guard import Score, Scorer, decide
 from hatch_shrinkray.onnxgraph.modelio import load_model
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import human

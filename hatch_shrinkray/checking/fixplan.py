@@ -35,7 +35,8 @@ from hatch_shrinkray.shipping.ship import Display
 from hatch_shrinkray.verification.inputs import Samples, load_samples, specs_of_model
 
 PLAN_RUNS = 12
-"""Runs of the command the per-tensor rung may take per model. Finding how many tensors to keep
+"""The runs the per-tensor rung is offered (``check --fix --max-runs N`` sets them; without it the
+rung is not tried, so that ``--fix`` costs a few runs of a whole test suite). Finding how many tensors to keep
 takes about log2(tensors) + 1 runs (5 for 16 tensors), moving each kept tensor down takes one or
 two: twelve let a model that needs four or five tensors above int8 reach its small plan, and cost a
 fraction of what a ``check --search`` (16 by default, from float32) would. Beyond that the plan's
@@ -54,9 +55,10 @@ class PlanSearch(TensorSearch):
     top = "fp16"
 
     def __init__(self, configured: Configured, settings: Settings, app: Display, *, original: Observed,
-                 prepared: Prepared, base: ShrinkOptions, workdir: Path, run: Run, recorded: Path) -> None:
+                 prepared: Prepared, base: ShrinkOptions, workdir: Path, run: Run, recorded: Path,
+                 max_runs: int = 0) -> None:
         super().__init__(configured, settings, app, original=original, prepared=replace(prepared, options=base),
-                         workdir=workdir, max_runs=PLAN_RUNS)
+                         workdir=workdir, max_runs=max_runs or PLAN_RUNS)
         self.ladder = LADDER
         self._run_one = run
         self._candidates = 0

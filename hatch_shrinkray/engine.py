@@ -44,8 +44,9 @@ from hatch_shrinkray.onnxgraph.modelio import Loaded, Staged, changed_file, fits
 from hatch_shrinkray.options import ShrinkOptions, option_errors
 from hatch_shrinkray.pool import Background
 from hatch_shrinkray.registry import METHODS, Dedup
-from hatch_shrinkray.result import KeptFloat, ShrinkResult, TensorRecord, VerifyResult, human, kept_reason
+from hatch_shrinkray.result import Fit, FitNote, FitReason, TensorRecord, VerifyResult, human
 from hatch_shrinkray.samples import Calibration
+from hatch_shrinkray.shrink_result import KeptFloat, ShrinkResult, kept_reason
 from hatch_shrinkray.signals import deferred
 from hatch_shrinkray.sizes import BROTLI_HINT, Sizes, brotli_problem, measure
 from hatch_shrinkray.verification.inputs import GeneratedUnusable, specs_of_model
@@ -254,7 +255,7 @@ def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: 
                                  hint="verify on inputs that make the model compute something: " + record_hint())
     verification = verify_against(reference, output.ref, loaded.label, options.verify, checker)
     if fitting is not None:
-        verification = replace(verification, fitting=fitting.text(), fitting_brief=fitting.brief())
+        verification = replace(verification, fitting=fitting.text(), fit=fitting.brief())
     if not verification.passed and not keep_failed:
         v = options.verify
         if not verification.real and keep:
@@ -524,7 +525,7 @@ def _calibration(loaded: Loaded, original: str | bytes, options: ShrinkOptions,
         return None, Unfitted(f"auto fell back to int8 round-to-nearest: {exc.path} holds no recording of this "
                               f"model, and auto fits its choices to one (record it: run the code that uses it "
                               f"under `hatch-shrinkray record --output {exc.path} -- COMMAND`)",
-                              "auto: int8, no recording of this model")
+                              FitNote(Fit.NOT_FITTED, "auto", FitReason.NO_RECORDING))
     if not prepared.samples.real:
         if needs_data:
             raise needs_real_inputs(options.method)
@@ -537,7 +538,7 @@ def _calibration(loaded: Loaded, original: str | bytes, options: ShrinkOptions,
     kind = unit_kind(prepared.seq.units)
     return Prepared(prepared.samples, None, every), Unfitted(
         f"{what}: {units} independent {kind}, fewer than the {MIN_UNITS} it takes to tell a fitted choice from "
-        "chance", f"{'auto: int8, ' if needs_data else 'rounding not fitted: '}only {units} {kind}")
+        "chance", FitNote(Fit.NOT_FITTED, "auto" if needs_data else "rounding", FitReason.FEW_UNITS, units, kind))
 
 
 def _reference_source(loaded: Loaded, source: str | os.PathLike[str] | ModelProto) -> str | bytes:

@@ -6,8 +6,10 @@ from pathlib import Path
 from typing import Any
 
 from hatch_shrinkray.hints import record_hint, setting
-from hatch_shrinkray.result import ShrinkResult, VerifyResult, human, model_line, render_table
+from hatch_shrinkray.result import VerifyResult, human, render_table
+from hatch_shrinkray.shrink_result import ShrinkResult
 from hatch_shrinkray.sizes import BROTLI_HINT, Sizes
+from hatch_shrinkray.verdict import brief, model_line
 
 table = render_table
 
@@ -32,7 +34,7 @@ def one_line(result: ShrinkResult) -> str:
     elif not result.encoded:
         verdict = "nothing to shrink"
     elif result.verification is not None:
-        verdict = result.verification.brief()
+        verdict = brief(result.verification)
     else:
         verdict = f"not verified ({setting('verify', False)})"
     kinds = {record.encoding.split(" ")[0] for record in result.encoded}

@@ -74,13 +74,14 @@ def test_the_verdict_in_words() -> None:
     """Each kind of evidence, passed or failed (``check`` keeps failing models), in a few words."""
     from hatch_shrinkray.evidence import Evidence
     from hatch_shrinkray.result import OutputComparison, VerifyResult
+    from hatch_shrinkray.verdict import verdict
 
     ok = OutputComparison("y", 0.1, 0.01, 0.9999, 1.0, 0, judge="top-1", answers=20)
     bad = OutputComparison("y", 1.0, 0.2, 0.9, 1.0, 0, failures=("rel L2 0.2 > 0.1",), judge="top-1", answers=20)
     off = OutputComparison("y", 0.0, 0.0, 1.0, None, 0, judge="off")
 
     def said(o: OutputComparison, evidence: Evidence | None, real: bool = True, calibration: int = 0) -> str:
-        return VerifyResult((o,), 20, "rec", real=real, evidence=evidence, calibration=calibration).verdict()
+        return verdict(VerifyResult((o,), 20, "rec", real=real, evidence=evidence, calibration=calibration))
 
     same = Evidence(20, 0, "calls", answers=20, decisions=20)
     assert said(ok, same) == "same answers on 20 recorded calls"

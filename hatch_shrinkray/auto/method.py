@@ -71,7 +71,7 @@ from hatch_shrinkray.onnxgraph.graph import Names, Site, find_sites, opset_versi
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights, record, rows_decodable, skip_reason
 from hatch_shrinkray.options import LOAD_BUDGET, WEB_LOAD_BUDGET, ShrinkOptions
 from hatch_shrinkray.pool import thread_pool
-from hatch_shrinkray.result import TensorRecord
+from hatch_shrinkray.result import Fit, FitNote, FitReason, TensorRecord
 from hatch_shrinkray.samples import Feed, as_calibration
 from hatch_shrinkray.verification.judges import per_character
 
@@ -456,16 +456,17 @@ def guarded_auto(model: ModelProto, options: ShrinkOptions, calibration: Calibra
     outcome: Verdict | None = None
     if all(c is _rtn(w) for w, c in chosen.values()):
         outcome = Unfitted(f"auto shipped int8 round-to-nearest: {PLAIN_WINS}",
-                           "auto: int8, nothing smaller kept the answers")
+                           FitNote(Fit.NOT_FITTED, "auto", FitReason.NOTHING_SMALLER))
     elif held is not None and len(held):
         outcome = _judge_plan(model, analysis, chosen, options, held, original=original)
     del analysis
     over = over_limits(outcome, options)
     if over and fallback is not None:
         records, fitted = fallback(model)
+        kept = Fit.KEPT if fitted is not None and fitted.kept else Fit.NOT_FITTED
         return Guarded(records, Unfitted(f"{over}: int8 with output-aware rounding ships instead"
                                          f"{'; ' + fitted.text() if fitted is not None else ''}",
-                                         "auto: int8, its plan was over the limits"))
+                                         FitNote(kept, "auto", FitReason.OVER_LIMITS)))
     if outcome is not None and not outcome.kept:
         return Guarded(encode_weights(model, Int8Encoder(), options), outcome)
     return Guarded(_write(model, options, chosen, summary), outcome)

@@ -27,7 +27,7 @@ from hatch_shrinkray.checking.sensitive import ranked
 from hatch_shrinkray.checking.verdict import Verdict, judge
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.files import file_sha256
-from hatch_shrinkray.shipping.ship import Display
+from hatch_shrinkray.shipping.display import Display
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,7 @@ class CachedShrink:
     sizes: tuple[Sizes, Sizes] | None = None
     """Raw, wheel and web bytes of the original and the shrunk model, for the report line."""
     verdict: str = ""
-    """The verification's result in a few words (``VerifyResult.brief()``), for the report line."""
+    """The verification's result in a few words (``verdict.brief``), for the report line."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"entry": self.entry.to_dict(), "original_size": self.original_size,

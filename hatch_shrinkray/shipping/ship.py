@@ -175,6 +175,8 @@ class _Build:
             return model.original(decision, model.target, decision.record.entry)
         if isinstance(decision, Unchanged):
             app.display_warning(wording.unchanged_line(relpath, decision.why))
+            if (whole := wording.unchanged_detail_line(relpath, decision.why)) is not None:
+                app.display_debug(whole)
             return model.original(decision, model.target, decision.record.entry)
         return self._speak_shrunk(model, decision)
 

@@ -31,6 +31,7 @@ from hatch_shrinkray.shipping.requirements import engine_installed, engine_missi
 from hatch_shrinkray.verdict import brief
 
 if TYPE_CHECKING:
+    from hatch_shrinkray.result import VerifyResult
     from hatch_shrinkray.shrink_result import ShrinkResult
 
 
@@ -134,8 +135,16 @@ def _record(job: Job, result: ShrinkResult, versions: Mapping[str, str]) -> tupl
         kept=result.kept_summary(), kept_original=result.kept_original, unverified=result.unverified,
         sizes=None if result.original_sizes is None or result.shrunk_sizes is None or unchanged else
         (result.original_sizes, result.shrunk_sizes),
-        verdict="" if verification is None else brief(verification))
+        verdict="" if verification is None else brief(verification),
+        verdict_bare=_bare(verification))
     return record, read
+
+
+def _bare(verification: VerifyResult | None) -> str:
+    """The verdict without its details, when it has any (``verdict.verdict``)."""
+    if verification is None or (bare := brief(verification, full=False)) == brief(verification):
+        return ""
+    return bare
 
 
 def _store(cache: ShrinkCache, app: Display, record: CachedShrink, job: Job, read: str, *, loaded: bool) -> None:

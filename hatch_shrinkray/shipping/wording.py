@@ -21,7 +21,7 @@ from hatch_shrinkray.shipping.cache import CachedShrink
 from hatch_shrinkray.shipping.display import PREFIX
 from hatch_shrinkray.shipping.outcome import Shipped
 from hatch_shrinkray.shipping.plan import PlanEntry
-from hatch_shrinkray.verdict import model_line
+from hatch_shrinkray.verdict import model_line, room, seconds, shortened
 
 
 def sdist_original_line(relpath: str, size: int) -> str:
@@ -61,14 +61,24 @@ def nothing_to_shrink(options: ShrinkOptions) -> str:
 
 
 def unchanged_line(relpath: str, why: str) -> str:
-    return f"{PREFIX} {relpath}: {why}; shipping the original"
+    """The line of a model whose original ships because nothing qualified or it would not be
+    smaller: why, shortened to the line's budget (:func:`unchanged_detail_line` has it whole)."""
+    shipping = "; shipping the original"
+    return f"{PREFIX} {relpath}: {shortened(why, room(relpath) - 2 - len(shipping))}{shipping}"
+
+
+def unchanged_detail_line(relpath: str, why: str) -> str | None:
+    """What ``-v`` adds when the line had no room for the whole reason."""
+    whole = f"{PREFIX} {relpath}: {why}; shipping the original"
+    return None if whole == unchanged_line(relpath, why) else whole
 
 
 def kept_line(relpath: str, why: str) -> str:
     """The one short line for a model whose original ships because generated inputs could not
     verify it: why, without its figures (``-v`` has them; the record command follows the models)."""
     cut = min((i for i in (why.find(" ("), why.find(": ")) if i > 0), default=len(why))
-    return f"{PREFIX} {relpath}: original kept: {why[:cut]}"
+    kept = "original kept: "
+    return f"{PREFIX} {relpath}: {kept}{shortened(why[:cut], room(relpath) - 2 - len(kept))}"
 
 
 def kept_detail_line(relpath: str, why: str) -> str:
@@ -78,9 +88,10 @@ def kept_detail_line(relpath: str, why: str) -> str:
 def success_line(relpath: str, record: CachedShrink, cached: bool) -> str:
     """The model's one line: sizes, method and the verdict in words (``detail_line`` has the figures)."""
     verdict = record.verdict or ("not verified" if record.summary is None else record.summary)
-    timing = "cached" if cached else f"{record.seconds:.1f} s"
+    verdicts = [verdict, record.verdict_bare] if record.verdict_bare else [verdict]
+    timing = "cached" if cached else seconds(record.seconds)
     return f"{PREFIX} " + model_line(relpath, record.original_size, record.shrunk_size, record.entry.method,
-                                     verdict, tail=timing)
+                                     verdicts, tail=timing)
 
 
 def detail_line(relpath: str, record: CachedShrink, cached: bool) -> str:

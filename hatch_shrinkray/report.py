@@ -26,7 +26,7 @@ def encoded_summary(result: ShrinkResult) -> str:
 
 
 def one_line(result: ShrinkResult) -> str:
-    """``m.onnx -> out/m.onnx: 21.23 MB -> 5.98 MB (28.2%), int8, same answers on 20 recorded calls,
+    """``m.onnx -> out/m.onnx: 21.2 MB -> 5.98 MB (28.2%), int8, same answers on 20 recorded calls,
     1.2 s``: where it wrote and the verdict in words (:func:`detail_line` has the figures)."""
     path = f"{result.source} -> {result.destination}" if result.destination else result.source
     if result.kept_original is not None:

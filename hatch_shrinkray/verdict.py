@@ -42,7 +42,7 @@ def kind(unit_kind: str) -> str:
 
 
 def fit_words(note: FitNote) -> str:
-    """``rounding fitted``, ``plan not kept``, ``not fitted: 12 calls``, ``int8: nothing smaller``:
+    """``rounding fitted``, ``plan not kept``, ``not fitted: 12 calls``, ``no smaller plan``:
     what became of the fitting in the few words the per-model line spends on it."""
     if note.reason is not None and note.reason is not FitReason.WORSE_HELD_OUT:
         return FIT_WORDS[note.reason].format(units=note.units, kind=kind(note.kind))

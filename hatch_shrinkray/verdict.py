@@ -54,7 +54,8 @@ def verdict(v: VerifyResult, *, full: bool = True, weak: str = "weak") -> str:
     """The result in plain words: ``same answers on 20 recorded calls``, ``2 of 40 recorded calls
     changed (weak)``, ``within limits on 8 generated samples (batch=1; a smoke check)``. Without
     ``full``, for a line with no room for them, the details ``-v`` says too are left out: the sizes
-    generated inputs gave symbolic dimensions, and that outputs were compared as numbers only.
+    generated inputs gave symbolic dimensions, and that outputs were compared as numbers only (and on
+    recorded samples, which the fitting note beside it implies).
     ``weak`` is what the verdict says of weak evidence (:func:`brief` says why nothing was fitted there)."""
     within = "within limits" if v.passed else "FAILS"
     if not v.compared:
@@ -65,6 +66,7 @@ def verdict(v: VerifyResult, *, full: bool = True, weak: str = "weak") -> str:
     source = "held-out" if v.calibration else "recorded"
     ev = v.evidence
     if ev is None or not (ev.answers or ev.decisions):
+        source = source if full or v.calibration else ""  # recorded, as the fitting note says
         what = _count(v.streams, source, "streams") if v.streams else _count(v.samples, source, "samples")
         return f"{within} on {what}{' (numbers only)' if full else ''}"
     on = f"{ev.units} {source} {kind(ev.unit_kind)}"
@@ -73,7 +75,7 @@ def verdict(v: VerifyResult, *, full: bool = True, weak: str = "weak") -> str:
 
 
 def _count(n: int, source: str, plural: str) -> str:
-    return f"{n} {source} {plural if n != 1 else plural[:-1]}"
+    return " ".join(filter(None, (str(n), source, plural if n != 1 else plural[:-1])))
 
 
 def brief(v: VerifyResult, *, full: bool = True) -> str:
@@ -109,11 +111,7 @@ def size(n: float) -> str:
 
 
 def ratio(part: float, whole: float) -> str:
-    """``25.5%``, ``100%``: tenths while they matter."""
-    if not whole:
-        return "-"
-    share = 100 * part / whole
-    return f"{share:.1f}%" if share < 99.95 else f"{share:.0f}%"
+    return f"{100 * part / whole:.1f}%" if whole else "-"
 
 
 def seconds(s: float) -> str:

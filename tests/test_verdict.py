@@ -28,7 +28,7 @@ WEAKEST = MIN_UNITS - 1
 KINDS = [plural for _, plural in UNIT_NAMES.values()] + ["units"]
 PATH = "src/pkg/models/" + "m" * (PATH_ROOM - len("src/pkg/models/.onnx")) + ".onnx"
 SIZES = (int(99.9e6), int(99.9e6))
-"""The longest sizes and ratio the line prints: ``99.9 MB -> 99.9 MB (100%)``."""
+"""The longest sizes and ratio the line prints: ``99.9 MB -> 99.9 MB (100.0%)``."""
 TAILS = ("cached", seconds(9999.0))
 
 OK = OutputComparison("y", 0.1, 0.01, 0.9999, 1.0, 0, judge="top-1", answers=20)
@@ -145,5 +145,5 @@ def test_the_lines_of_an_original_that_ships_fit_too() -> None:
 def test_sizes_ratios_and_times_keep_the_figures_that_matter() -> None:
     assert [size(n) for n in (512, 999.6, 9996, 77_060, 272_540, 6_590_000, 1.2e9)] == \
         ["512 B", "1.00 KB", "10.0 KB", "77.1 KB", "273 KB", "6.59 MB", "1.20 GB"]
-    assert [ratio(a, 100) for a in (25.54, 99.94, 99.96, 100)] == ["25.5%", "99.9%", "100%", "100%"]
+    assert [ratio(a, 100) for a in (25.54, 99.94, 99.96, 100)] == ["25.5%", "99.9%", "100.0%", "100.0%"]
     assert [seconds(s) for s in (0.31, 99.9, 100.4, 1234.5)] == ["0.3 s", "99.9 s", "100 s", "1234 s"]

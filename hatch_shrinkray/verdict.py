@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hatch_shrinkray.result import Fit, FitNote, FitReason, VerifyResult
+from hatch_shrinkray.result import Fit, FitNote, FitReason, VerifyResult, human
 
 LINE_LIMIT = 160
 """Characters of a model's line, ``shrinkray:`` prefix included, for a path of ``PATH_ROOM`` characters."""
@@ -54,28 +54,31 @@ def verdict(v: VerifyResult, *, full: bool = True, weak: str = "weak") -> str:
     """The result in plain words: ``same answers on 20 recorded calls``, ``2 of 40 recorded calls
     changed (weak)``, ``within limits on 8 generated samples (batch=1; a smoke check)``. Without
     ``full``, for a line with no room for them, the details ``-v`` says too are left out: the sizes
-    generated inputs gave symbolic dimensions, and that outputs were compared as numbers only (and on
-    recorded samples, which the fitting note beside it implies).
+    generated inputs gave symbolic dimensions, that outputs were compared as numbers only, and that
+    the units were recorded (only recorded units give answers; generated ones say so, in fewer
+    words: ``passes a smoke check on 8 generated samples``).
     ``weak`` is what the verdict says of weak evidence (:func:`brief` says why nothing was fitted there)."""
     within = "within limits" if v.passed else "FAILS"
     if not v.compared:
         return f"{'' if v.passed else within + ': '}no output compared (every judge is off)"
     if not v.real:
-        sizes = "".join(f"{name}={size}; " for name, size in v.symbols) if full else ""
-        return f"{within} on {_count(v.samples, 'generated', 'samples')} ({sizes}a smoke check)"
-    source = "held-out" if v.calibration else "recorded"
+        generated = _count(v.samples, "generated", "samples")
+        if not full:
+            return f"{'passes' if v.passed else 'FAILS'} a smoke check on {generated}"
+        sizes = "".join(f"{name}={size}; " for name, size in v.symbols)
+        return f"{within} on {generated} ({sizes}a smoke check)"
+    source = "held-out" if v.calibration else "recorded" if full else ""
     ev = v.evidence
     if ev is None or not (ev.answers or ev.decisions):
-        source = source if full or v.calibration else ""  # recorded, as the fitting note says
         what = _count(v.streams, source, "streams") if v.streams else _count(v.samples, source, "samples")
         return f"{within} on {what}{' (numbers only)' if full else ''}"
-    on = f"{ev.units} {source} {kind(ev.unit_kind)}"
+    on = _count(ev.units, source, kind(ev.unit_kind), always=True)
     text = f"same answers on {on}" if not ev.changed_units else f"{ev.changed_units} of {on} changed"
     return ("" if v.passed else "FAILS: ") + text + (f" ({weak})" if ev.weak else "")
 
 
-def _count(n: int, source: str, plural: str) -> str:
-    return " ".join(filter(None, (str(n), source, plural if n != 1 else plural[:-1])))
+def _count(n: int, source: str, plural: str, *, always: bool = False) -> str:
+    return " ".join(filter(None, (str(n), source, plural if n != 1 or always else plural[:-1])))
 
 
 def brief(v: VerifyResult, *, full: bool = True) -> str:
@@ -96,18 +99,6 @@ def _weak(v: VerifyResult) -> bool:
     """Whether :func:`verdict` says the evidence is weak."""
     ev = v.evidence
     return bool(v.compared) and v.real and ev is not None and bool(ev.answers or ev.decisions) and ev.weak
-
-
-def size(n: float) -> str:
-    """Bytes in three significant figures (``272 KB``, ``77.1 KB``, ``6.59 MB``): the line compares
-    sizes, and ``-v`` has them to the byte's hundredth."""
-    for unit in ("B", "KB", "MB"):
-        if unit == "B" and n < 999.5:
-            return f"{n:.0f} B"
-        if unit != "B" and n < 999.5:
-            return f"{n:.{2 if n < 9.995 else 1 if n < 99.95 else 0}f} {unit}"
-        n /= 1000
-    return f"{n:.{2 if n < 9.995 else 1 if n < 99.95 else 0}f} GB"
 
 
 def ratio(part: float, whole: float) -> str:
@@ -135,11 +126,11 @@ def shortened(text: str, limit: int) -> str:
 
 def model_line(path: str, original_size: int, shrunk_size: int, method: str, verdicts: Sequence[str], *,
                tail: str = "", prefix: int = PREFIX_ROOM) -> str:
-    """The one line per model a newcomer reads: ``src/pkg/m.onnx: 21.2 MB -> 5.98 MB (28.2%), int8,
+    """The one line per model a newcomer reads: ``src/pkg/m.onnx: 21.23 MB -> 5.98 MB (28.2%), int8,
     same answers on 20 recorded calls, 1.2 s``. ``verdicts``: the verdict in words, fullest first;
     the first that keeps the line within its budget (``prefix`` characters go before it) is said,
     else the last."""
-    head = f"{path}: {size(original_size)} -> {size(shrunk_size)} ({ratio(shrunk_size, original_size)}), {method}, "
+    head = f"{path}: {human(original_size)} -> {human(shrunk_size)} ({ratio(shrunk_size, original_size)}), {method}, "
     budget = room(path, prefix) + len(path)
     lines = [f"{head}{said}, {tail}" if tail else f"{head}{said}" for said in verdicts]
     return next((line for line in lines if len(line) <= budget), lines[-1])

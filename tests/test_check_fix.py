@@ -210,7 +210,7 @@ def test_fix_blames_one_model_of_three_by_bisection_and_the_build_ships_its_reme
     assert ("shrinkray: src/pkg/models/b.onnx: int8 round-to-nearest, as check --fix chose (the command's exit "
             "status regressed with the fitted codes)") in err, err
     assert "src/pkg/models/b.onnx: this is the model `check` accepted" in err
-    (line,) = [ln for ln in err.splitlines() if ln.startswith("shrinkray: src/pkg/models/b.onnx: 131 KB -> ")]
+    (line,) = [ln for ln in err.splitlines() if ln.startswith("shrinkray: src/pkg/models/b.onnx: 131.18 KB -> ")]
     assert line.endswith(", cached"), line  # check --fix shrank it; the build copies it out of the cache
     assert hashlib.sha256(shipped).hexdigest() == entry.checked["shrunk_sha256"]
 

@@ -137,6 +137,6 @@ def test_verbose_goes_before_or_after_the_command(tmp_path: Path) -> None:
         proc = cli(*argv, str(model), "-o", str(tmp_path / argv[0]), "--no-verify")
         assert proc.returncode == 0, proc.stderr
         line, detail = proc.stdout.splitlines()[:2]
-        assert line == (f"{model} -> {tmp_path / argv[0] / 'm.onnx'}: 273 KB -> 77.1 KB (28.3%), int8, "
+        assert line == (f"{model} -> {tmp_path / argv[0] / 'm.onnx'}: 272.54 KB -> 77.06 KB (28.3%), int8, "
                         f"not verified (`--no-verify`), {line.rsplit(', ', 1)[1]}")
         assert detail.startswith(f"{model}: wheel "), detail

@@ -17,18 +17,18 @@ from dataclasses import replace
 from hatch_shrinkray.capture.env import MAX_SAMPLES
 from hatch_shrinkray.evidence import MIN_UNITS, UNIT_NAMES, Evidence
 from hatch_shrinkray.options import METHODS, ShrinkOptions
-from hatch_shrinkray.result import Fit, FitNote, FitReason, OutputComparison, VerifyResult
+from hatch_shrinkray.result import Fit, FitNote, FitReason, OutputComparison, VerifyResult, human
 from hatch_shrinkray.shipping import wording
 from hatch_shrinkray.shipping.cache import CachedShrink
 from hatch_shrinkray.shipping.manifest import ManifestEntry
-from hatch_shrinkray.verdict import FIT_WORDS, LINE_LIMIT, PATH_ROOM, brief, fit_words, ratio, seconds, size
+from hatch_shrinkray.verdict import FIT_WORDS, LINE_LIMIT, PATH_ROOM, brief, fit_words, ratio, seconds
 
 MOST = 10 ** len(str(MAX_SAMPLES)) - 1
 WEAKEST = MIN_UNITS - 1
 KINDS = [plural for _, plural in UNIT_NAMES.values()] + ["units"]
 PATH = "src/pkg/models/" + "m" * (PATH_ROOM - len("src/pkg/models/.onnx")) + ".onnx"
-SIZES = (int(99.9e6), int(99.9e6))
-"""The longest sizes and ratio the line prints: ``99.9 MB -> 99.9 MB (100.0%)``."""
+SIZES = (int(999.99e6), int(999.99e6))
+"""The longest sizes and ratio the line prints: ``999.99 MB -> 999.99 MB (100.0%)``."""
 TAILS = ("cached", seconds(9999.0))
 
 OK = OutputComparison("y", 0.1, 0.01, 0.9999, 1.0, 0, judge="top-1", answers=20)
@@ -101,13 +101,17 @@ def test_every_fitting_reason_has_its_few_words() -> None:
 
 def test_every_model_line_a_build_prints_fits_in_160_characters() -> None:
     lines = list(_lines(OK))
-    assert len(lines) > 500 and all(f"shrinkray: {PATH}: {size(SIZES[0])} -> " in line for line in lines)
+    assert len(lines) > 500 and all(f"shrinkray: {PATH}: {human(SIZES[0])} -> " in line for line in lines)
     longest = max(lines, key=len)
     assert len(longest) <= LINE_LIMIT, longest
     assert any(len(line) == LINE_LIMIT for line in lines)  # the bound is used, not idle
     said = "\n".join(lines)
     assert "(weak, not fitted)" in said and "; not fitted: few rows, " in said and "; plan not kept, " in said
-    assert "(batch=1; a smoke check)" in said  # the sizes of symbolic dimensions, where they fit
+    assert ", passes a smoke check on 999 generated samples, " in said  # the sizes of symbolic dimensions: -v
+    short = wording.success_line("src/m.onnx", CachedShrink(ManifestEntry("a", "b", "int8"), 1000, 250, 0.3, "figures",
+                                 verdict=brief(next(v for v in _verifications(OK) if v.symbols)),
+                                 verdict_bare="bare"), cached=False)
+    assert short.endswith(", int8, within limits on 8 generated samples (batch=1; a smoke check), 0.3 s"), short
 
 
 def test_a_longer_path_lengthens_the_line_by_its_excess_only() -> None:
@@ -142,8 +146,6 @@ def test_the_lines_of_an_original_that_ships_fit_too() -> None:
     assert wording.kept_line(PATH, reasons[2]).endswith(": original kept: int8 fails on 999 generated samples")
 
 
-def test_sizes_ratios_and_times_keep_the_figures_that_matter() -> None:
-    assert [size(n) for n in (512, 999.6, 9996, 77_060, 272_540, 6_590_000, 1.2e9)] == \
-        ["512 B", "1.00 KB", "10.0 KB", "77.1 KB", "273 KB", "6.59 MB", "1.20 GB"]
+def test_ratios_and_times_keep_the_figures_that_matter() -> None:
     assert [ratio(a, 100) for a in (25.54, 99.94, 99.96, 100)] == ["25.5%", "99.9%", "100.0%", "100.0%"]
     assert [seconds(s) for s in (0.31, 99.9, 100.4, 1234.5)] == ["0.3 s", "99.9 s", "100 s", "1234 s"]

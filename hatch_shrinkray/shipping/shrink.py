@@ -53,10 +53,10 @@ def shrink_one(job: Job, *, cache: ShrinkCache | None, app: Display, keep_failed
     """What ships for ``job.model``, its bytes at ``job.target`` (the original's when nothing was
     shrunk, it was not smaller, or generated inputs could not verify the result); nothing is
     written for an already-quantized model. ``keep_failed`` (``check``) keeps a model that fails
-    verification; it is never cached."""
+    verification on real inputs; it is never cached."""
     versions = tool_versions()
     if cache is not None:
-        cached = _from_cache(job, cache, app, keep_failed=keep_failed, versions=versions)
+        cached = _from_cache(job, cache, app, versions=versions)
         if cached is not None:
             return cached
     try:
@@ -76,8 +76,7 @@ def shrink_one(job: Job, *, cache: ShrinkCache | None, app: Display, keep_failed
     return _decided(job.model, record, unverified=result.unverified, unchanged=not result.encoded, cached=False)
 
 
-def _from_cache(job: Job, cache: ShrinkCache, app: Display, *, keep_failed: bool,
-                versions: Mapping[str, str]) -> Shrinking | None:
+def _from_cache(job: Job, cache: ShrinkCache, app: Display, *, versions: Mapping[str, str]) -> Shrinking | None:
     """The decision the cache's entry for these inputs makes, when it holds one that may be used."""
     options = job.model.options
     key = cache_key(job.original_sha256, options, dict(versions))
@@ -85,8 +84,6 @@ def _from_cache(job: Job, cache: ShrinkCache, app: Display, *, keep_failed: bool
     if hit is None and not engine_installed():  # what this hatch-shrinkray made with any engine
         key = engine_free_key(job.original_sha256, options)
         hit = cache.latest(key, job.original_sha256)
-    if hit is not None and keep_failed and hit[1].unverified:
-        hit = None  # check judges the shrunk model, which a build that kept the original did not cache
     if hit is None or not take_cached(hit, job.target, key, job.model.relpath, app, original=job.model_file_sha256,
                                       cache=cache, runtime=versions["onnxruntime"]):
         return None

@@ -206,7 +206,7 @@ def fix_line(relpath: str, plan: PlanEntry, options: ShrinkOptions, size: int = 
     because = f" ({reason})" if isinstance(reason, str) and reason else ""
     if plan.remedy.original:
         return f"{relpath}: ships its original bytes ({human(size)}), as check --fix chose{because}"
-    return f"{relpath}: {plan.remedy.describe(options)}, as check --fix chose{because}"
+    return f"{relpath}: {plan.remedy.describe(options, plan.tensors)}, as check --fix chose{because}"
 
 
 def again(plan: PlanEntry) -> str:

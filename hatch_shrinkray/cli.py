@@ -49,7 +49,10 @@ from hatch_shrinkray.shipping.config import (
     ConfigurationError,
     HookConfig,
 )
-from hatch_shrinkray.shipping.ship import confirm_plan, engine_missing, fix_line, printable_lines
+from hatch_shrinkray.shipping.display import printable_lines
+from hatch_shrinkray.shipping.planned import confirm_plan
+from hatch_shrinkray.shipping.requirements import engine_missing
+from hatch_shrinkray.shipping.wording import fix_line
 from hatch_shrinkray.signals import Terminated, redeliver, stop_request, terminate_raises
 from hatch_shrinkray.sizes import BROTLI_HINT, DEFAULT_TARGET, TARGETS, brotli_problem
 

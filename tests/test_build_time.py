@@ -16,7 +16,7 @@ from hardening import MODEL, REPO, write_project
 from hatchling.builders.wheel import WheelBuilder
 from packaging.requirements import Requirement
 
-from hatch_shrinkray.shipping.ship import engine_requirements
+from hatch_shrinkray.shipping.requirements import engine_requirements
 
 from realmodels import silero_vad
 

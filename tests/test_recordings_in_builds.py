@@ -64,7 +64,7 @@ def test_recordings_are_not_shipped_and_a_wheel_from_the_sdist_needs_none(tmp_pa
     recording = recorded(root, where, root / MODEL)
     sdist = build(root, "sdist")
     wheel = build(root, "wheel")
-    assert "on 12 recorded calls (weak evidence); rounding not fitted: only 12 calls" in \
+    assert "int8, same answers on 12 recorded calls (weak, not fitted), " in \
         capsys.readouterr().err  # too few units to fit: verified on all 12
     shipped = members(sdist) + members(wheel)
     assert not any(recording.name in m for m in shipped), shipped
@@ -146,7 +146,8 @@ def test_auto_without_a_recording_of_its_model_falls_back_to_int8_and_says_so(tm
     proc = cli("shrink", str(model_path), "-o", str(tmp_path / "out"), "--method", "auto", "--inputs",
                str(tmp_path / "rec"))
     assert proc.returncode == 0, proc.stderr
-    assert "auto: int8, no recording of this model" in proc.stdout.splitlines()[0]
+    assert ", auto, within limits on 8 generated samples (" in proc.stdout.splitlines()[0]
+    assert "a smoke check); int8, " in proc.stdout.splitlines()[0]
     assert "holds no recording of this model" in proc.stdout
     assert "hatch-shrinkray record --output" in proc.stdout and "generated" in proc.stdout
     assert (tmp_path / "out/a.onnx").read_bytes() == (tmp_path / "plain/a.onnx").read_bytes()

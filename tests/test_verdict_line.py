@@ -43,7 +43,7 @@ def test_the_build_line_is_short_and_says_why_rounding_was_not_fitted(tmp_path: 
     line = next(ln for ln in err if ln.startswith(f"shrinkray: {MODEL}: "))
     assert len(line) <= LIMIT, line
     assert line.startswith(f"shrinkray: {MODEL}: 272.54 KB -> 77.06 KB (28.3%), int8, same answers on 40 recorded "
-                           "calls; rounding not fitted: too few rows, "), line
+                           "calls; not fitted: few rows, "), line
     assert not any("cos " in ln or "rel-L2" in ln for ln in err), err
     with tarfile.open(sdist) as tar:
         member = next(m for m in tar.getmembers() if m.name.endswith(MANIFEST_NAME))
@@ -74,23 +74,23 @@ def test_the_verdict_in_words() -> None:
     """Each kind of evidence, passed or failed (``check`` keeps failing models), in a few words."""
     from hatch_shrinkray.evidence import Evidence
     from hatch_shrinkray.result import OutputComparison, VerifyResult
+    from hatch_shrinkray.verdict import verdict
 
     ok = OutputComparison("y", 0.1, 0.01, 0.9999, 1.0, 0, judge="top-1", answers=20)
     bad = OutputComparison("y", 1.0, 0.2, 0.9, 1.0, 0, failures=("rel L2 0.2 > 0.1",), judge="top-1", answers=20)
     off = OutputComparison("y", 0.0, 0.0, 1.0, None, 0, judge="off")
 
     def said(o: OutputComparison, evidence: Evidence | None, real: bool = True, calibration: int = 0) -> str:
-        return VerifyResult((o,), 20, "rec", real=real, evidence=evidence, calibration=calibration).verdict()
+        return verdict(VerifyResult((o,), 20, "rec", real=real, evidence=evidence, calibration=calibration))
 
     same = Evidence(20, 0, "calls", answers=20, decisions=20)
     assert said(ok, same) == "same answers on 20 recorded calls"
-    assert said(ok, Evidence(40, 2, "test cases", answers=40)) == "answers changed on 2 of 40 recorded test cases"
-    assert said(ok, Evidence(3, 0, "streams", decisions=47)) == "same answers on 3 recorded streams (weak evidence)"
-    assert said(ok, Evidence(10, 0, "calls", answers=10), calibration=10) == \
-        "same answers on 10 held-out recorded calls (weak evidence)"
+    assert said(ok, Evidence(40, 2, "test cases", answers=40)) == "2 of 40 recorded tests changed"
+    assert said(ok, Evidence(3, 0, "streams", decisions=47)) == "same answers on 3 recorded streams (weak)"
+    assert said(ok, Evidence(10, 0, "calls", answers=10), calibration=10) == "same answers on 10 held-out calls (weak)"
     assert said(ok, Evidence(20, 0, "calls")) == "within limits on 20 recorded samples (numbers only)"
     assert said(ok, None, real=False) == "within limits on 20 generated samples (a smoke check)"
-    assert said(bad, None, real=False) == "FAILS verification on 20 generated samples (a smoke check)"
-    assert said(bad, same) == "FAILS verification (outputs past the limits); same answers on 20 recorded calls"
+    assert said(bad, None, real=False) == "FAILS on 20 generated samples (a smoke check)"
+    assert said(bad, same) == "FAILS: same answers on 20 recorded calls"
     assert said(off, same) == "no output compared (every judge is off)"
     assert all(len(said(o, e)) < 80 for o in (ok, bad, off) for e in (same, None))

@@ -35,8 +35,8 @@ from hatch_shrinkray.checking.models import Configured, Prepared, only, prepare
 from hatch_shrinkray.checking.verdict import BAD, EXIT_STATUS, Verdict, judge, tally
 from hatch_shrinkray.files import file_sha256
 from hatch_shrinkray.options import ShrinkOptions
+from hatch_shrinkray.shipping.display import Display
 from hatch_shrinkray.shipping.plan import PlanEntry, Remedy
-from hatch_shrinkray.shipping.ship import Display
 
 ORIGINAL = Remedy(original=True)
 NARROWER_THAN_INT8 = ("auto", "int4", "dynamic")

@@ -20,10 +20,30 @@ from typing import Any
 import pytest
 
 UNIT_MODULES = frozenset({
-    "test_agreement", "test_auto", "test_cache_manifest", "test_config", "test_download", "test_external_data",
-    "test_fast_paths", "test_graph_cases", "test_heads", "test_hook_inprocess", "test_inputs", "test_judges",
-    "test_packaging", "test_packing", "test_progress", "test_properties", "test_quant", "test_record_merge",
-    "test_record_select", "test_runtimes", "test_steps",
+    "test_advice",
+    "test_agreement",
+    "test_auto",
+    "test_cache_manifest",
+    "test_check_verdict",
+    "test_config",
+    "test_download",
+    "test_external_data",
+    "test_fast_paths",
+    "test_graph_cases",
+    "test_heads",
+    "test_hook_inprocess",
+    "test_inputs",
+    "test_judges",
+    "test_packaging",
+    "test_packing",
+    "test_progress",
+    "test_properties",
+    "test_quant",
+    "test_record_merge",
+    "test_record_select",
+    "test_runtimes",
+    "test_steps",
+    "test_wheel_layout",
 })
 """Modules whose tests run in this process (but those marked ``process``)."""
 

@@ -24,6 +24,7 @@ UNIT_MODULES = frozenset({
     "test_agreement",
     "test_auto",
     "test_cache_manifest",
+    "test_capture_units",
     "test_check_verdict",
     "test_config",
     "test_download",

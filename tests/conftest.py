@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -63,6 +64,13 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
 
 
 sys.addaudithook(_audit)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A module renamed or removed must leave the list too, or its successor silently leaves the tier."""
+    missing = sorted(name for name in UNIT_MODULES if not (Path(__file__).parent / f"{name}.py").is_file())
+    if missing:
+        raise pytest.UsageError(f"tests/conftest.py: UNIT_MODULES names no test module: {', '.join(missing)}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

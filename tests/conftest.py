@@ -28,6 +28,7 @@ UNIT_MODULES = frozenset({
     "test_capture_units",
     "test_check_verdict",
     "test_config",
+    "test_docs_consistency",
     "test_download",
     "test_external_data",
     "test_fast_paths",

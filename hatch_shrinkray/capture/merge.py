@@ -60,6 +60,12 @@ class Merged:
     short: tuple[int, int, int] | None = None
     """When fewer than ``MIN_UNITS`` units were kept of more that ran: (kept, ran, stored bytes that
     ``MIN_UNITS`` units take), for the coverage table."""
+    source: str = ""
+    """The absolute path the model was loaded from (empty: from bytes), never written to the file:
+    for the coverage table, which finds the other installed models of a wheel-path table there."""
+    repeated_streams: int = 0
+    """Streams with the very feeds of another (or of its start), kept once, for the coverage table:
+    a test suite that runs the same clip ten times ran one stream ten times."""
 
 
 def merge(parts: Sequence[Part], caps: Caps, root: Path) -> Merged:
@@ -83,7 +89,8 @@ def merge(parts: Sequence[Part], caps: Caps, root: Path) -> Merged:
     else:
         kept = _merge_stateless(ordered, offsets, caps, meta=meta, skipped=skipped)
     meta["skipped"] = sorted([k, v] for k, v in skipped.items() if v)
-    return Merged(meta, kept.samples, kept.seen, kept.kept, kept.short)
+    paths = sorted({p.meta["model"] for p in ordered if p.meta["model"] != BYTES_MODEL})
+    return Merged(meta, kept.samples, kept.seen, kept.kept, kept.short, paths[0] if paths else "", kept.repeated)
 
 
 class _Kept(NamedTuple):
@@ -91,6 +98,8 @@ class _Kept(NamedTuple):
     seen: str
     kept: str
     short: tuple[int, int, int] | None
+    repeated: int = 0
+    """Streams kept once because another (or its start) had the very same feeds."""
 
 
 def _merge_stateless(ordered: Sequence[Part], offsets: Sequence[int], caps: Caps, *, meta: dict[str, Any],
@@ -134,7 +143,7 @@ def _merge_streams(ordered: Sequence[Part], offsets: Sequence[int], feedback: tu
                    caps: Caps, *, meta: dict[str, Any], skipped: Counter[str]) -> _Kept:
     """The streams of a recurrent model that fed back ``feedback`` (``choose_streams``); ``meta`` gets
     the choice, ``skipped`` the calls left out."""
-    streams = _streams(ordered, offsets, feedback, skipped)
+    streams, repeated = _streams(ordered, offsets, feedback, skipped)
     chosen_streams = choose_streams(streams, caps)
     steps = sorted((s.call, k) for k, stream in enumerate(chosen_streams) for s in stream.steps)
     position = {call: i for i, (call, _) in enumerate(steps)}
@@ -149,7 +158,7 @@ def _merge_streams(ordered: Sequence[Part], offsets: Sequence[int], feedback: tu
     kept_text = (f"{len(chosen_streams)} stream{'s' * (len(chosen_streams) != 1)}, {len(steps)} steps"
                  + (f" ({cut} cut to a prefix)" if cut else ""))
     _account(skipped, meta["calls"], len(samples), SAMPLE_CAP if len(chosen_streams) >= caps.samples else BYTE_CAP)
-    return _Kept(samples, seen, kept_text, None)
+    return _Kept(samples, seen, kept_text, None, repeated)
 
 
 def _account(skipped: Counter[str], calls: int, kept: int, bound: str) -> None:
@@ -169,8 +178,9 @@ def _samples(part: Part, offset: int) -> list[Sample]:
 
 
 def _streams(parts: Sequence[Part], offsets: Sequence[int], feedback: tuple[tuple[str, ...], ...],
-             skipped: Counter[str]) -> list[Stream]:
-    """Every stream of every part (samples of stateless parts as one-step streams), repeats dropped."""
+             skipped: Counter[str]) -> tuple[list[Stream], int]:
+    """Every stream of every part (samples of stateless parts as one-step streams), repeats dropped;
+    and how many were dropped."""
     streams: list[Stream] = []
     for p, offset in zip(parts, offsets, strict=True):
         samples = _samples(p, offset)
@@ -204,7 +214,7 @@ def _streams(parts: Sequence[Part], offsets: Sequence[int], feedback: tuple[tupl
             continue  # the same feeds as (the start of) another stream
         whole.add(key)
         kept.append(stream)
-    return kept
+    return kept, len(streams) - len(kept)
 
 
 def _model(parts: Sequence[Part], root: Path) -> str:

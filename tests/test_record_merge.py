@@ -118,6 +118,8 @@ def test_the_model_is_named_relative_to_the_project_else_by_its_file_name(model:
 def test_a_path_outranks_a_session_made_from_bytes() -> None:
     merged = merge([part(["a"], model=BYTES_MODEL), part(["b"], model="/project/m.onnx")], Caps(), ROOT)
     assert merged.meta["model"] == "m.onnx"
+    assert merged.source == "/project/m.onnx"  # for the coverage table, never written to the file
+    assert merge([part(["a"], model=BYTES_MODEL)], Caps(), ROOT).source == ""
 
 
 def test_what_ran_is_told_in_tests_when_tests_ran_else_in_calls() -> None:
@@ -177,6 +179,7 @@ def test_a_stream_that_repeats_the_start_of_another_is_kept_once() -> None:
                          streams_ran=3)], Caps(), ROOT)
     assert merged.meta["streams"] == [[0, 1, 2]]
     assert dict(merged.meta["skipped"]) == {REPEATED_STREAM: 5}
+    assert merged.repeated_streams == 2
     assert merged.seen == "3 streams"  # what ran (the parts' streams_ran), not what was kept
 
 

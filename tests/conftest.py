@@ -14,6 +14,7 @@ The default run (``python -m pytest``) runs the unit tier and everything else bu
 from __future__ import annotations
 
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -93,3 +94,17 @@ def _unit_starts_no_process(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
     finally:
         _running.clear()
+
+
+@pytest.fixture
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A hook build in this process with a cache and a temporary directory of its own, and none of
+    hatch's switches that a developer's shell may set (no hooks, hooks only, clean, verbosity)."""
+    monkeypatch.setenv("HATCH_SHRINKRAY_CACHE_DIR", str(tmp_path / "cache"))
+    for name in ("HATCH_BUILD_NO_HOOKS", "HATCH_BUILD_HOOKS_ONLY", "HATCH_BUILD_CLEAN", "HATCH_VERBOSE",
+                 "HATCH_QUIET"):
+        monkeypatch.delenv(name, raising=False)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    return temp

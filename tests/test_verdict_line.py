@@ -10,13 +10,15 @@ import tarfile
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 from hardening import MODEL, build, cli, write_project
+from onnx import helper
 
 from hatch_shrinkray.shipping.manifest import MANIFEST_NAME
 from hatch_shrinkray.verification.recordings import Recording, write_recording
 
-from onnx_builders import mlp, save
+from onnx_builders import init, mlp, save
 
 LIMIT = 160
 
@@ -94,3 +96,44 @@ def test_the_verdict_in_words() -> None:
     assert said(bad, same) == "FAILS: same answers on 20 recorded calls"
     assert said(off, same) == "no output compared (every judge is off)"
     assert all(len(said(o, e)) < 80 for o in (ok, bad, off) for e in (same, None))
+
+
+# ---------------------------------------------------------------------------------------------
+# Never ship a result that is not smaller; say what stayed float and why.
+
+
+def _mlp_with_bias() -> onnx.ModelProto:
+    m = mlp(256, 256, 10)
+    m.graph.node[-1].output[0] = "logits"
+    m.graph.initializer.append(init("b", np.zeros(10, np.float32)))
+    m.graph.node.append(helper.make_node("Add", ["logits", "b"], ["y"]))
+    return m
+
+
+KEPT_FLOAT = "kept float: 1 tensor below min-elements (40 B), 1 excluded by exclude-tensors (10.24 KB)"
+
+
+def test_report_line_says_what_stayed_float(tmp_path: Path) -> None:
+    """W1 is encoded, W2 (2560 elements) is excluded by name, the bias is below min-elements."""
+    path = tmp_path / "a.onnx"
+    onnx.save(_mlp_with_bias(), str(path))
+    proc = cli("-v", "shrink", str(path), "-o", str(tmp_path / "out"), "--exclude-tensor", "W2", "--min-elements",
+               "1000")
+    assert proc.returncode == 0, proc.stderr
+    line, detail = proc.stdout.splitlines()[:2]
+    assert "kept float" not in line and detail.endswith(f"; {KEPT_FLOAT}"), detail
+
+
+def test_build_line_says_what_stayed_float(tmp_path: Path, isolated: Path, capsys: pytest.CaptureFixture[str],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """At the default verbosity the line is short; ``-v`` (HATCH_VERBOSE) adds what stayed float."""
+    root = write_project(tmp_path / "toymodel", 'exclude-tensors = ["W2"]\nmin-elements = 1000\n')
+    onnx.save(_mlp_with_bias(), str(root / MODEL))
+    for out in ("dist", "again"):  # from the cache too
+        monkeypatch.setenv("HATCH_VERBOSE", "1" if out == "again" else "0")
+        build(root, out=tmp_path / out)
+        lines = capsys.readouterr().err.splitlines()
+        assert not any(KEPT_FLOAT in ln for ln in lines) or out == "again"
+        if out == "again":
+            line = next(ln for ln in lines if ln.startswith(f"shrinkray: {MODEL}: ") and "kept float" in ln)
+            assert line.endswith(f"; {KEPT_FLOAT}; cached: {line.rsplit('cached: ', 1)[1]}"), line

@@ -22,6 +22,7 @@ from typing import Any
 from hatch_shrinkray.capture.recorder import NOT_CALLS, REPEATED
 from hatch_shrinkray.capture.select import (
     BYTE_CAP,
+    MEMORY_CAP,
     SAMPLE_CAP,
     Caps,
     Sample,
@@ -60,6 +61,9 @@ class Merged:
     short: tuple[int, int, int] | None = None
     """When fewer than ``MIN_UNITS`` units were kept of more that ran: (kept, ran, stored bytes that
     ``MIN_UNITS`` units take), for the coverage table."""
+    repeats: tuple[int, int] | None = None
+    """When fewer than ``MIN_UNITS`` units were kept of more that ran and no bound left any out (the
+    other calls repeated feeds already kept, which count once): (kept, ran)."""
 
 
 def merge(parts: Sequence[Part], caps: Caps, root: Path) -> Merged:
@@ -106,8 +110,11 @@ def merge(parts: Sequence[Part], caps: Caps, root: Path) -> Merged:
             f" from {len(groups)} test{'s' * (len(groups) != 1)}" if groups else "")
         skipped.update(choice.left_out)
         ran = max(choice.units, len(tests) if tests else total)
-        short = (choice.kept_units, ran, choice.for_units) if choice.kept_units < min(MIN_UNITS, ran) else None
         _account(skipped, total, len(samples), SAMPLE_CAP if len(samples) >= caps.samples else BYTE_CAP)
+        few = choice.kept_units < min(MIN_UNITS, ran)
+        capped = any(skipped[reason] for reason in (SAMPLE_CAP, BYTE_CAP, MEMORY_CAP))
+        short = (choice.kept_units, ran, choice.for_units) if few and capped else None
+        repeats = (choice.kept_units, ran) if few and not capped and skipped[REPEATED] else None
     else:
         streams = _streams(ordered, offsets, feedback, skipped)
         chosen_streams = choose_streams(streams, caps)
@@ -123,10 +130,10 @@ def merge(parts: Sequence[Part], caps: Caps, root: Path) -> Merged:
         cut = sum(len(s.steps) < s.ran for s in chosen_streams)
         kept_text = (f"{len(chosen_streams)} stream{'s' * (len(chosen_streams) != 1)}, {len(steps)} steps"
                      + (f" ({cut} cut to a prefix)" if cut else ""))
-        short = None
+        short = repeats = None
         _account(skipped, total, len(samples), SAMPLE_CAP if len(chosen_streams) >= caps.samples else BYTE_CAP)
     meta["skipped"] = sorted([k, v] for k, v in skipped.items() if v)
-    return Merged(meta, samples, seen, kept_text, short)
+    return Merged(meta, samples, seen, kept_text, short, repeats)
 
 
 def _account(skipped: Counter[str], calls: int, kept: int, bound: str) -> None:

@@ -131,7 +131,10 @@ def parser() -> argparse.ArgumentParser:
                       help="smallest tensor the table counts as one to encode (default 16384, as shrink)")
     info.add_argument("--json", action="store_true", help="print JSON")
 
-    s = sub.add_parser("shrink", help="shrink models into an output directory")
+    s = sub.add_parser("shrink", help="shrink models into an output directory",
+                       description="Files inside the current directory's project get its configuration table's "
+                                   "options (overrides included), the flags given overriding them key by key; "
+                                   "other files get the flags alone.")
     s.add_argument("models", nargs="+", help="model files (glob patterns allowed)")
     s.add_argument("-o", "--output", type=Path, required=True, help="output directory")
     _shrink_args(s)
@@ -141,7 +144,8 @@ def parser() -> argparse.ArgumentParser:
                         "it, and print a size table")
     s.add_argument("--json", type=Path, metavar="FILE", help="write the full report as JSON ('-' for stdout)")
     s.add_argument("--plan", type=Path, metavar="FILE",
-                   help="apply the per-tensor plan this plan file holds for each model's bytes (check --search)")
+                   help="apply what this plan file holds for each model's bytes (check --fix's remedy or "
+                        "check --search's per-tensor plan)")
     _verify_args(s)
 
     w = sub.add_parser("wheel", help="shrink the models inside built wheels (any build backend)",
@@ -203,9 +207,9 @@ def parser() -> argparse.ArgumentParser:
                     "and again with every onnxruntime session of a configured model loading the shrunk one, and "
                     "report every test that regressed (exit 1). --shadow: one run in which every call also runs "
                     "the shrunk model and the differences are counted. --fix: where tests regress, the cheapest "
-                    "choice per model that passes them again (round-to-nearest codes, int8, fp16, the original), "
-                    "written into the plan file the hook reads. --search: the smallest per-tensor plan the tests "
-                    "accept, written there too.",
+                    "choice per model that passes them again (round-to-nearest codes, int8, int8 with some tensors "
+                    "wider, fp16, the original), written into the plan file the hook and `wheel` read. --search: "
+                    "the smallest per-tensor plan the tests accept, written there too.",
         usage="hatch-shrinkray check [MODEL...] [--project DIR] [options] -- COMMAND [ARGS...]")
     k.add_argument("models", nargs="*", metavar="MODEL",
                    help="the models to check (default: the project's `models`): paths or globs in the project or "
@@ -219,7 +223,8 @@ def parser() -> argparse.ArgumentParser:
                       help="one run: the program gets the original outputs, the shrunk models run beside them")
     mode.add_argument("--fix", action="store_true",
                       help="where tests regress, find per model the cheapest choice with which they pass again "
-                           "(round-to-nearest codes, int8 instead of auto's plan, fp16, the original) and write it "
+                           "(round-to-nearest codes, int8 instead of auto's plan, int8 with some tensors wider, fp16, "
+                           "the original) and write it "
                            "into the plan file the hook and `wheel` read")
     mode.add_argument("--search", action="store_true",
                       help="find the smallest per-tensor plan the tests accept and write it into the plan file")
@@ -228,7 +233,8 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument("--threshold", type=float, default=0.5,
                    help="decision threshold of probability outputs for shadow flips (default 0.5)")
     k.add_argument("--max-flip-rate", type=float, default=0.0, metavar="RATE",
-                   help="--search/--shadow: share of shadow decisions allowed to flip (default 0)")
+                   help="--shadow: share of the judged answers allowed to change; --search: of the shadow "
+                        "decisions allowed to flip (default 0)")
     k.add_argument("--max-runs", type=int, default=16, metavar="N",
                    help="--search: runs of COMMAND per model at most (default 16)")
     k.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
@@ -251,17 +257,17 @@ def _shrink_args(s: argparse.ArgumentParser) -> None:
     s.add_argument("--method", default="int8", help=f"one of {', '.join(METHODS)} (default int8)")
     s.add_argument("--min-elements", type=int, default=16384, help="smallest tensor to encode (default 16384)")
     s.add_argument("--exclude-tensor", action="append", default=[], metavar="GLOB",
-                   help="leave tensors whose name matches (repeatable)")
+                   help="keep tensors whose name matches float (repeatable)")
     s.add_argument("--exclude-op", action="append", default=[], metavar="OP",
-                   help="leave tensors consumed by this op type (repeatable)")
+                   help="keep tensors consumed by this op type float (repeatable)")
     s.add_argument("--no-dedup", action="store_true", help="do not merge identical tensors first")
-    s.add_argument("--scheme", default="symmetric", help=f"int8 scheme: {', '.join(SCHEMES)}")
+    s.add_argument("--scheme", default="symmetric", help=f"int8 scheme: {', '.join(SCHEMES)} (default symmetric)")
     s.add_argument("--levels", type=int, default=None,
                    help="levels per channel: int8 3..255 (default 255, plain int8; fewer = a smaller download), "
                         "float-levels 2..65536 (default 256)")
     s.add_argument("--decode", default="float",
                    help=f"int8 decode: {', '.join(DECODES)} (fast = DequantizeLinear before MatMul, opset >= 13, int8 "
-                        "activations; kept only where onnxruntime fuses it)")
+                        "activations; kept only where onnxruntime fuses it; default float)")
     s.add_argument("--block-size", type=int, default=32,
                    help=f"int4 block size: {', '.join(map(str, BLOCK_SIZES))} (default 32)")
     s.add_argument("--rounding", default="output-aware", metavar="HOW",
@@ -275,13 +281,15 @@ def _shrink_args(s: argparse.ArgumentParser) -> None:
                    help="where the model will run: onnxruntime>=X.Y, web or openvino (repeatable); methods "
                         "those runtimes cannot load, or would decode per inference, are refused")
     s.add_argument("--budget-rel-l2", type=float, default=None,
-                   help="auto: largest output relative L2 on the fitting inputs (default: as round-to-nearest "
-                        "int8 does there, twice that where the outputs carry decisions)")
+                   help="auto: largest output relative L2 on the fitting inputs (default: round-to-nearest int8's "
+                        "there, less half of what output-aware rounding wins, twice that where the outputs carry "
+                        "answers)")
     s.add_argument("--budget-cosine", type=float, default=None,
-                   help="auto: smallest output cosine (default: relative to round-to-nearest int8's)")
+                   help="auto: smallest output cosine (default: relative to round-to-nearest int8's, as "
+                        "--budget-rel-l2)")
     s.add_argument("--budget-agreement", type=float, default=None,
-                   help="auto: smallest share of unchanged argmax / >0.5 decisions (default: at least "
-                        "round-to-nearest int8's on the same inputs)")
+                   help="auto: smallest share of unchanged discrete answers (default: at least round-to-nearest "
+                        "int8's on the same inputs, with a margin as --budget-rel-l2)")
     s.add_argument("--budget-load", type=float, default=None,
                    help="auto: the most its decodes may cost to fold at load, as a multiple of int8 of every "
                         f"weight (default {LOAD_BUDGET}, {WEB_LOAD_BUDGET} where --runtime names web; inf: size first)")
@@ -680,7 +688,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         Caps.hard(args.max_samples, args.max_bytes, args.max_memory)
     root = project_root(args.output)
     code, done = record(command, args.output, caps, root)
-    models, setup = _record_setup(root)
+    models, setup = _record_setup(root, done)
     print(summary(done, args.output, models, command, setup))
     lost = done.incomplete
     for problem in lost:
@@ -695,11 +703,12 @@ def cmd_record(args: argparse.Namespace) -> int:
     return code or (1 if lost else 0)
 
 
-def _record_setup(root: Path) -> tuple[list[Any], Any]:
-    """The models the project at ``root`` configures (for the coverage table; none when it
-    configures none or its table cannot be read: the build says why) and where its table points
-    the build's ``inputs`` (for the next step)."""
-    from hatch_shrinkray.capture.run import Expected, Setup
+def _record_setup(root: Path, done: Any) -> tuple[list[Any], Any]:
+    """The models the project at ``root`` configures (for the coverage table; on the wheel path,
+    where its globs name files inside the installed package, those found beside the models the
+    command ran; none when its table cannot be read: the build says why) and where its table
+    points the build's ``inputs`` (for the next step)."""
+    from hatch_shrinkray.capture.run import Expected, Setup, installed
     from hatch_shrinkray.files import file_sha256
     from hatch_shrinkray.shipping.config import hook_table, load_config
     from hatch_shrinkray.shipping.project import find_table
@@ -716,6 +725,9 @@ def _record_setup(root: Path) -> tuple[list[Any], Any]:
         config = load_config(raw, root, "wheel", table)
         return [Expected(m.relpath, file_sha256(root / m.relpath), m.options.method) for m in config.models], setup
     except (ShrinkrayError, OSError):
+        globs, method = raw.get("models"), raw.get("method")
+        if isinstance(globs, list) and all(isinstance(g, str) for g in globs):
+            return installed(globs, done, method if isinstance(method, str) else "int8"), setup
         return [], setup
 
 

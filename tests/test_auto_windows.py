@@ -8,10 +8,11 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from hatch_shrinkray.auto.probe import Probe, weights_as_inputs
-from hatch_shrinkray.auto.windows import on_windows, windows
+from hatch_shrinkray.fitting.probe import Probe, weights_as_inputs
+from hatch_shrinkray.fitting.windows import on_windows, windows
 from hatch_shrinkray.samples import Sequencing
-from tests.onnx_builders import init, model, run, vi, weight
+
+from onnx_builders import init, model, run, vi, weight
 
 
 def detector(sides: list[Any] | None = None, *, extra: list[int] | None = None) -> onnx.ModelProto:

@@ -8,6 +8,7 @@ from pathlib import Path
 from hardening import cli
 
 from hatch_shrinkray.verification.recordings import read_recording
+
 from onnx_builders import mlp, save
 
 

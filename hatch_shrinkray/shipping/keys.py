@@ -27,10 +27,12 @@ KEY_HELP: dict[str, tuple[str | None, str]] = {
                "MatMul, opset >= 13, int8 activations; kept only where the build's onnxruntime fuses it)"),
     "block-size": (None, "`int4` block size: 16, 32, 64, 128 or 256"),
     "budget-rel-l2": ("round-to-nearest int8's", "`auto`: the largest relative L2 of any output on the fitting "
-                      "samples (0 to 1); unset: int8's (twice it where outputs carry answers)"),
-    "budget-cosine": ("round-to-nearest int8's", "`auto`: the smallest cosine of any output (0 to 1)"),
+                      "samples (0 to 1); unset: round-to-nearest int8's there, less half of what output-aware "
+                      "rounding wins (a margin), twice that where outputs carry answers"),
+    "budget-cosine": ("round-to-nearest int8's", "`auto`: the smallest cosine of any output (0 to 1); unset: "
+                      "relative to int8's, as `budget-rel-l2`"),
     "budget-agreement": ("round-to-nearest int8's", "`auto`: the smallest share of unchanged discrete answers "
-                         "(0 to 1); unset: at least int8's, with a margin"),
+                         "(0 to 1); unset: at least round-to-nearest int8's, with a margin as `budget-rel-l2`"),
     "budget-load": ("`1.25` (`1.0` with a `web` runtime)", "`auto`: the most its decodes may cost to fold when a "
                     "session is created, as a multiple of int8 of every weight (its rungs fold at most int8's)"),
     "encodings": (None, "per-tensor encodings whatever the method: `{ \"conv1.*\" = \"fp16\" }` (name globs; "
@@ -63,9 +65,9 @@ KEY_HELP: dict[str, tuple[str | None, str]] = {
     "dims": (None, "generated inputs only: values for symbolic dimensions, `{ batch = 1, seq = 128 }`"),
     "default-dim": ("plausible", "generated inputs only: the value of other symbolic dimensions (1 for a "
                     "batch axis, a name that leads some input, else the larger of 32 and the input's largest fixed "
-                    "dimension; a name gets one size in every input; when the model does not run on those, 224, "
-                    "16 and 1 are tried, for the batch last); the verification line names the sizes used, "
-                    "`(batch=1, seq=32)`"),
+                    "dimension; a name gets one size in every input; when the model does not run on those, 16000 and "
+                    "512 for the last axis of a waveform-like input, then 224, 16 and 1 are tried, for the batch "
+                    "last); the verification line names the sizes used, `(batch=1, seq=32)`"),
     "int-range": ("`[0, 64]`", "generated inputs only: the range `[low, high)` of integer inputs"),
     "samples": (None, "generated inputs only: how many samples"),
     "seed": (None, "generated inputs only: the random seed (0 or more)"),
@@ -83,6 +85,7 @@ KEY_HELP: dict[str, tuple[str | None, str]] = {
              "rewrites the wheel's member and its RECORD) ([Checking with your own tests](checking.md))"),
     "overrides": ("`[]`", "an array of tables, each with its own `models` globs and any engine key, applied to "
                   "the models it selects, in order"),
-    "plan": ("`\"shrinkray-plan.json\"` if present", "the plan file `hatch-shrinkray check --search` writes; "
-             "`false` ignores it ([Checking with your own tests](checking.md))"),
+    "plan": ("`\"shrinkray-plan.json\"` if present", "the plan file `hatch-shrinkray check --fix` and "
+             "`hatch-shrinkray check --search` write; `false` ignores it "
+             "([Checking with your own tests](checking.md))"),
 }

@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 from onnx import ModelProto
 
-from hatch_shrinkray.auto.probe import Probe
+from hatch_shrinkray.fitting.probe import Probe
 from hatch_shrinkray.samples import Feed
 
 LOG = logging.getLogger("hatch_shrinkray.auto")

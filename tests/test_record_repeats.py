@@ -5,8 +5,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
 from hardening import cli
 
+from hatch_shrinkray.capture.merge import Part, merge
+from hatch_shrinkray.capture.recorder import ModelLog, part_of
+from hatch_shrinkray.capture.select import Caps
+from hatch_shrinkray.capture.streams import Step
 from hatch_shrinkray.verification.recordings import read_recording
 
 from onnx_builders import mlp, save
@@ -25,3 +30,16 @@ def test_repeated_feeds_are_named_as_the_reason_for_few_units_and_no_bound_is_su
     note = next(line for line in proc.stdout.splitlines() if "fewer than the 16" in line)
     assert note.startswith("note: m.onnx: kept 5 distinct units of 20 that ran"), note
     assert "repeat feeds already kept" in note and "--max-bytes" not in note
+
+
+def test_the_table_counts_the_calls_outside_tests_beside_the_tests() -> None:
+    """A package's tests plus a calibration script: the samples of the script's calls are no test's."""
+    rng = np.random.default_rng(0)
+    parts = []
+    for unit, n in (("test:t0", 2), ("test:t1", 1), ("", 5)):
+        log = ModelLog("a" * 64, "/abs/m.onnx", ("x",), Caps())
+        for _ in range(n):
+            log.observe({"x": rng.standard_normal((1, 8)).astype(np.float32)}, Step(-1, 0, ()), unit, False)
+        parts.append(Part(*part_of(log)))
+    merged = merge(parts, Caps(), Path("/abs"))
+    assert merged.kept == "8 samples from 2 tests and 5 other calls"

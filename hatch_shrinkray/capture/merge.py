@@ -112,8 +112,10 @@ def merge(parts: Sequence[Part], caps: Caps, root: Path) -> Merged:
         samples = [s.stored for _, s in chosen]
         seen = f"{len(tests)} test{'s' * (len(tests) != 1)}" if tests else f"{total} calls"
         groups = {label for label, _ in chosen if label.startswith("test:")}
+        others = sum(not label.startswith("test:") for label, _ in chosen)  # calls outside tests: a unit each
         kept_text = f"{len(chosen)} sample{'s' * (len(chosen) != 1)}" + (
-            f" from {len(groups)} test{'s' * (len(groups) != 1)}" if groups else "")
+            f" from {len(groups)} test{'s' * (len(groups) != 1)}" if groups else "") + (
+            f" and {others} other call{'s' * (others != 1)}" if groups and others else "")
         skipped.update(choice.left_out)
         ran = max(choice.units, len(tests) if tests else total)
         _account(skipped, total, len(samples), SAMPLE_CAP if len(samples) >= caps.samples else BYTE_CAP)

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 from hatch_shrinkray.capture.recorder import NOT_CALLS, REPEATED
 from hatch_shrinkray.capture.select import (
     BYTE_CAP,
+    MEMORY_CAP,
     SAMPLE_CAP,
     Caps,
     Sample,
@@ -66,6 +67,9 @@ class Merged:
     repeated_streams: int = 0
     """Streams with the very feeds of another (or of its start), kept once, for the coverage table:
     a test suite that runs the same clip ten times ran one stream ten times."""
+    repeats: tuple[int, int] | None = None
+    """When fewer than ``MIN_UNITS`` units were kept of more that ran and no bound left any out (the
+    other calls repeated feeds already kept, which count once): (kept, ran)."""
 
 
 def merge(parts: Sequence[Part], caps: Caps, root: Path) -> Merged:
@@ -90,7 +94,8 @@ def merge(parts: Sequence[Part], caps: Caps, root: Path) -> Merged:
         kept = _merge_stateless(ordered, offsets, caps, meta=meta, skipped=skipped)
     meta["skipped"] = sorted([k, v] for k, v in skipped.items() if v)
     paths = sorted({p.meta["model"] for p in ordered if p.meta["model"] != BYTES_MODEL})
-    return Merged(meta, kept.samples, kept.seen, kept.kept, kept.short, paths[0] if paths else "", kept.repeated)
+    return Merged(meta, kept.samples, kept.seen, kept.kept, kept.short, paths[0] if paths else "", kept.repeated,
+                  repeats=kept.repeats)
 
 
 class _Kept(NamedTuple):
@@ -100,6 +105,9 @@ class _Kept(NamedTuple):
     short: tuple[int, int, int] | None
     repeated: int = 0
     """Streams kept once because another (or its start) had the very same feeds."""
+    repeats: tuple[int, int] | None = None
+    """(units kept, units that ran) when fewer than the evidence needs were kept only because the
+    other calls repeated feeds already kept (no cap left anything out)."""
 
 
 def _merge_stateless(ordered: Sequence[Part], offsets: Sequence[int], caps: Caps, *, meta: dict[str, Any],
@@ -130,13 +138,18 @@ def _merge_stateless(ordered: Sequence[Part], offsets: Sequence[int], caps: Caps
     samples = [s.stored for _, s in chosen]
     seen = f"{len(tests)} test{'s' * (len(tests) != 1)}" if tests else f"{total} calls"
     groups = {label for label, _ in chosen if label.startswith("test:")}
+    others = sum(not label.startswith("test:") for label, _ in chosen)  # calls outside tests: a unit each
     kept_text = f"{len(chosen)} sample{'s' * (len(chosen) != 1)}" + (
-        f" from {len(groups)} test{'s' * (len(groups) != 1)}" if groups else "")
+        f" from {len(groups)} test{'s' * (len(groups) != 1)}" if groups else "") + (
+        f" and {others} other call{'s' * (others != 1)}" if groups and others else "")
     skipped.update(choice.left_out)
     ran = max(choice.units, len(tests) if tests else total)
-    short = (choice.kept_units, ran, choice.for_units) if choice.kept_units < min(MIN_UNITS, ran) else None
     _account(skipped, total, len(samples), SAMPLE_CAP if len(samples) >= caps.samples else BYTE_CAP)
-    return _Kept(samples, seen, kept_text, short)
+    few = choice.kept_units < min(MIN_UNITS, ran)
+    capped = any(skipped[reason] for reason in (SAMPLE_CAP, BYTE_CAP, MEMORY_CAP))
+    short = (choice.kept_units, ran, choice.for_units) if few and capped else None
+    repeats = (choice.kept_units, ran) if few and not capped and skipped[REPEATED] else None
+    return _Kept(samples, seen, kept_text, short, repeats=repeats)
 
 
 def _merge_streams(ordered: Sequence[Part], offsets: Sequence[int], feedback: tuple[tuple[str, ...], ...],

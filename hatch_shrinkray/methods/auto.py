@@ -64,6 +64,7 @@ from hatch_shrinkray.fitting.guard import Outcome, Scorer, Unfitted, Verdict, de
 from hatch_shrinkray.fitting.heads import classes_axis, competing
 from hatch_shrinkray.fitting.probe import Probe, site_key, weights_as_inputs
 from hatch_shrinkray.fitting.search import Found, Option, refine, search, try_uniform, within_load
+from hatch_shrinkray.fitting.windows import on_windows
 from hatch_shrinkray.methods import runtimes
 from hatch_shrinkray.methods.base import Fitted, Needs
 from hatch_shrinkray.methods.int8_method import Int8, fit_int8
@@ -190,11 +191,12 @@ class Auto:
                 made.advance()
         LOG.info("auto: %d weights, %d feeds, candidates ready after %.1f s", len(weights), len(calibration),
                  time.perf_counter() - start)
+        probe, base = on_windows(model, cal.probe, cal.base) or (cal.probe, cal.base)
         subset = calibration.seq.spread(SENSITIVITY_FEEDS)
-        judges = _judges(cal.probe, options, cal.base)
-        quick = _sensitivity(weights, cal.probe, cal.base, subset, judges)
-        LOG.info("auto: sensitivity measured after %.1f s (%d runs)", time.perf_counter() - start, cal.probe.runs)
-        return Analysis(weights, cal.probe, cal.base, subset, (tuple(judges), quick))
+        judges = _judges(probe, options, base)
+        quick = _sensitivity(weights, probe, base, subset, judges)
+        LOG.info("auto: sensitivity measured after %.1f s (%d runs)", time.perf_counter() - start, probe.runs)
+        return Analysis(weights, probe, base, subset, (tuple(judges), quick))
 
     def finish(self, model: ModelProto, analysis: Analysis, options: ShrinkOptions) -> list[TensorRecord]:
         """Search the budget's assignment and write it into ``model`` (the analysed model or a copy)."""

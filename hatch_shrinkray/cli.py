@@ -49,7 +49,10 @@ from hatch_shrinkray.shipping.config import (
     ConfigurationError,
     HookConfig,
 )
-from hatch_shrinkray.shipping.ship import confirm_plan, engine_missing, fix_line, printable_lines
+from hatch_shrinkray.shipping.display import printable_lines
+from hatch_shrinkray.shipping.planned import confirm_plan
+from hatch_shrinkray.shipping.requirements import engine_missing
+from hatch_shrinkray.shipping.wording import fix_line
 from hatch_shrinkray.signals import Terminated, redeliver, stop_request, terminate_raises
 from hatch_shrinkray.sizes import BROTLI_HINT, DEFAULT_TARGET, TARGETS, brotli_problem
 
@@ -235,8 +238,9 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument("--max-flip-rate", type=float, default=0.0, metavar="RATE",
                    help="--shadow: share of the judged answers allowed to change; --search: of the shadow "
                         "decisions allowed to flip (default 0)")
-    k.add_argument("--max-runs", type=int, default=16, metavar="N",
-                   help="--search: runs of COMMAND per model at most (default 16)")
+    k.add_argument("--max-runs", type=int, metavar="N",
+                   help="--search: runs of COMMAND per model at most (default 16); --fix: runs its per-tensor "
+                        "rung between int8 and fp16 may take per model (default: that rung is not tried)")
     k.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"the longest one run of COMMAND may take; it is then stopped with its whole process group "
                         f"and check fails (default {DEFAULT_TIMEOUT:.0f})")
@@ -745,7 +749,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         ("--max-flip-rate", args.max_flip_rate, in_range(args.max_flip_rate, 0.0, 1.0), "a share from 0 to 1"),
         ("--threshold", args.threshold, in_range(args.threshold, 0.0, 1.0) and 0 < args.threshold < 1,
          "a probability between 0 and 1"),
-        ("--max-runs", args.max_runs, args.max_runs >= 1, "a positive integer"),
+        ("--max-runs", args.max_runs, args.max_runs is None or args.max_runs >= 1, "a positive integer"),
         ("--timeout", args.timeout, in_range(args.timeout, 0.0, MAX_TIMEOUT) and args.timeout > 0,
          f"a number of seconds above 0 and at most {MAX_TIMEOUT:.0f}")) if not ok]
     if problems:
@@ -766,7 +770,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         old = dict(configured.config.plans)
         # --fix judges the configuration itself: the choices it made before are made again
         fixing = replace(configured, config=replace(configured.config, plans={}))
-        fixed = run_fix(fixing, settings, display)
+        fixed = run_fix(fixing, settings, display, args.max_runs or 0)
         judged = {c.prepared.relpath for c in fixed.choices}
         fixes = fix_entries(fixed, command, project)
         written = None
@@ -778,7 +782,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         data = report.fix_json(fixed)
         code = 0 if fixed.passed else 1
     elif args.search:
-        searched = run_search(configured, settings, display, args.max_runs)
+        searched = run_search(configured, settings, display, args.max_runs or 16)
         entries = plan_entries(searched, command, args.max_flip_rate, project)
         written = _write_plan(plan_file, entries, configured.config.table != COMMAND_LINE) if entries else None
         print(report.render_search(searched, written))

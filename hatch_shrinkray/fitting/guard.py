@@ -10,9 +10,12 @@ judged against round-to-nearest on units it never saw (cross-fitted folds for ``
 held-out half for ``auto``), with the package's judges: *decisions first* (fewer flipped decisions,
 then fewer changed answers), *then error* (the sum over outputs of squared relative L2). A tie on
 decisions goes to the smaller error, except for an ``auto`` plan at least 1% smaller than
-round-to-nearest judged on at least ``MIN_UNITS`` held-out units: it trades error for bytes within
-its accuracy budget, so it must keep as many answers and decisions as round-to-nearest, and may
-spend error to do it in fewer bytes. Losing means falling back, and the report line says so.
+round-to-nearest judged on at least ``MIN_UNITS`` held-out units where round-to-nearest flipped a
+decision or changed an answer: it trades error for bytes within its accuracy budget, so it must keep
+as many answers and decisions as round-to-nearest, and may spend error to do it in fewer bytes. A tie
+at nothing flipped or changed on either side measured nothing (margins may have shrunk towards a flip
+without reaching one), and more error flips more unseen decisions, so there the smaller error wins.
+Losing means falling back, and the report line says so.
 """
 
 from __future__ import annotations
@@ -161,6 +164,8 @@ class Scorer:
 
 
 def decide(what: str, fitted: Score, plain: Score, units: int, how: str, *, by_error: bool = True) -> Outcome:
-    """Kept when ``fitted`` is at least as good as ``plain``: decisions first, then (``by_error``)
-    error."""
-    return Outcome(what, fitted.key(by_error) <= plain.key(by_error), fitted, plain, units, how)
+    """Kept when ``fitted`` is at least as good as ``plain``: decisions first, then error, which a
+    tie may spend (not ``by_error``) only where the held-out decisions measured something."""
+    measured = plain.flips > 0 or plain.changed > 0
+    with_error = by_error or not measured
+    return Outcome(what, fitted.key(with_error) <= plain.key(with_error), fitted, plain, units, how)

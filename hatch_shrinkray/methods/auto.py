@@ -456,7 +456,8 @@ def _judge_plan(model: ModelProto, analysis: Analysis, chosen: dict[Key, tuple[W
     # no smaller than round-to-nearest int8 has nothing to spend it on, and on fewer than MIN_UNITS
     # held-out units a tie on decisions says little: then the tie goes to the smaller error, as for
     # int8's own rounding. (With few held-out units, a slightly smaller plan at a larger error can
-    # tie on the held-out decisions and still change more unseen answers than int8.)
+    # tie on the held-out decisions and still change more unseen answers than int8.) Nor does a tie
+    # at nothing flipped on either side, however many units: ``decide`` gives that to the error.
     by_error = not smaller or units < MIN_UNITS
     return decide("auto's plan", fitted, rtn, units, "the held-out half", by_error=by_error)
 

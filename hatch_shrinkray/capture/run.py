@@ -370,66 +370,85 @@ def summary(done: Finished, output: Path, expected: Sequence[Expected] = (), com
     """The coverage table (per model: calls, what ran and what was kept, bytes, skipped feeds; the
     project's configured models that never ran), what went wrong and, when something was recorded
     and ``setup`` says where it goes, the next step, for people."""
-    lines = []
     written = [r for r in done.recorded if r.path is not None]
-    if done.recorded:
-        rows = [["model", "recording", "calls", "ran", "kept", "bytes", "skipped"]]
-        for item in done.recorded:
-            meta = item.merged.meta
-            size = item.path.stat().st_size if item.path is not None else 0
-            skipped = "; ".join(f"{n} {reason}" for reason, n in meta["skipped"]) or "-"
-            rows.append([meta["model"], item.path.name if item.path else "(nothing kept)", str(meta["calls"]),
-                         item.merged.seen, item.merged.kept, human(size), skipped])
-        recorded = {r.merged.meta["model_sha256"] for r in done.recorded}
-        for model in expected:
-            if model.sha256 not in recorded:
-                rows.append([model.relpath, "(never ran)", "0", "-", "-", "-", "-"])
-        lines.append(render_table(rows))
-        total = sum(r.path.stat().st_size for r in written if r.path is not None)
-        lines.append(f"recorded {len(written)} model(s) into {output} ({human(total)} on disk)")
-    else:
-        lines.append(f"nothing recorded into {output}: {_why_nothing(done, command)}")
+    lines = _coverage(done, output, expected, written, command)
     for item in done.recorded:
-        if item.replaced:
-            lines.append(f"note: {item.merged.meta['model']}: this run's recording replaced an earlier one "
-                         f"({item.replaced} samples); to keep the samples of several commands, run them under one "
-                         "record: `hatch-shrinkray record --output DIR -- sh -c 'COMMAND1; COMMAND2'`")
-        if item.merged.repeated_streams:
-            n = item.merged.repeated_streams
-            lines.append(f"note: {item.merged.meta['model']}: {n} stream{'s' * (n != 1)} fed the very steps of another "
-                         f"(or of its start) and {'were' if n != 1 else 'was'} merged into it: the kept streams are "
-                         "the distinct ones")
-        if item.merged.short is not None:
-            kept, ran, needed = item.merged.short
-            lines.append(f"note: {item.merged.meta['model']}: kept {kept} of {ran} independent units, fewer than the "
-                         f"{MIN_UNITS} that evidence needs: --max-bytes {needed} would keep {MIN_UNITS}")
-        if item.merged.repeats is not None:
-            kept, ran = item.merged.repeats
-            lines.append(f"note: {item.merged.meta['model']}: kept {kept} distinct units of {ran} that ran, fewer than "
-                         f"the {MIN_UNITS} that evidence needs: the other calls repeat feeds already kept (identical "
-                         "inputs count once), so no bound would keep more; record a command that feeds it more "
-                         "varied inputs")
-        reasons = dict(item.merged.meta["skipped"])
-        if reasons.get(OVER_CAP):
-            lines.append(f"note: {item.merged.meta['model']}: {reasons[OVER_CAP]} feed(s) alone take more than "
-                         f"{human(done.caps.feed_bytes)} in the file and were left out; raise --max-bytes to keep "
-                         "such feeds")
-        if reasons.get(TOO_LARGE):
-            lines.append(f"note: {item.merged.meta['model']}: {reasons[TOO_LARGE]} feed(s) alone take more than "
-                         f"{human(done.caps.feed_memory)} once loaded (a sixteenth of --max-memory) and were left "
-                         "out; raise --max-memory to keep such feeds")
-    missing = [m for m in expected if m.sha256 not in {r.merged.meta["model_sha256"] for r in done.recorded}]
-    for model in missing:
+        lines += _notes(item, done.caps)
+    lines += _never_ran(done, output, expected, command, bool(written))
+    lines += [f"warning: {quoted(e, 300)}" for e in done.errors]
+    if written and setup is not None:
+        lines.append(next_step(output, setup, command, [r.merged.meta["model"] for r in written]))
+    return "\n".join(lines)
+
+
+def _coverage(done: Finished, output: Path, expected: Sequence[Expected], written: Sequence[Recorded],
+              command: Sequence[str]) -> list[str]:
+    """The table and the line that totals it (or why nothing was recorded)."""
+    if not done.recorded:
+        return [f"nothing recorded into {output}: {_why_nothing(done, command)}"]
+    rows = [["model", "recording", "calls", "ran", "kept", "bytes", "skipped"]]
+    for item in done.recorded:
+        meta = item.merged.meta
+        size = item.path.stat().st_size if item.path is not None else 0
+        skipped = "; ".join(f"{n} {reason}" for reason, n in meta["skipped"]) or "-"
+        rows.append([meta["model"], item.path.name if item.path else "(nothing kept)", str(meta["calls"]),
+                     item.merged.seen, item.merged.kept, human(size), skipped])
+    recorded = {r.merged.meta["model_sha256"] for r in done.recorded}
+    for model in expected:
+        if model.sha256 not in recorded:
+            rows.append([model.relpath, "(never ran)", "0", "-", "-", "-", "-"])
+    total = sum(r.path.stat().st_size for r in written if r.path is not None)
+    return [render_table(rows), f"recorded {len(written)} model(s) into {output} ({human(total)} on disk)"]
+
+
+def _notes(item: Recorded, caps: Caps) -> list[str]:
+    """What a model's recording kept fewer of than it might, and why."""
+    model = item.merged.meta["model"]
+    lines = []
+    if item.replaced:
+        lines.append(f"note: {model}: this run's recording replaced an earlier one "
+                     f"({item.replaced} samples); to keep the samples of several commands, run them under one "
+                     "record: `hatch-shrinkray record --output DIR -- sh -c 'COMMAND1; COMMAND2'`")
+    if item.merged.repeated_streams:
+        n = item.merged.repeated_streams
+        lines.append(f"note: {model}: {n} stream{'s' * (n != 1)} fed the very steps of another "
+                     f"(or of its start) and {'were' if n != 1 else 'was'} merged into it: the kept streams are "
+                     "the distinct ones")
+    if item.merged.short is not None:
+        kept, ran, needed = item.merged.short
+        lines.append(f"note: {model}: kept {kept} of {ran} independent units, fewer than the "
+                     f"{MIN_UNITS} that evidence needs: --max-bytes {needed} would keep {MIN_UNITS}")
+    if item.merged.repeats is not None:
+        kept, ran = item.merged.repeats
+        lines.append(f"note: {model}: kept {kept} distinct units of {ran} that ran, fewer than "
+                     f"the {MIN_UNITS} that evidence needs: the other calls repeat feeds already kept (identical "
+                     "inputs count once), so no bound would keep more; record a command that feeds it more "
+                     "varied inputs")
+    reasons = dict(item.merged.meta["skipped"])
+    if reasons.get(OVER_CAP):
+        lines.append(f"note: {model}: {reasons[OVER_CAP]} feed(s) alone take more than "
+                     f"{human(caps.feed_bytes)} in the file and were left out; raise --max-bytes to keep "
+                     "such feeds")
+    if reasons.get(TOO_LARGE):
+        lines.append(f"note: {model}: {reasons[TOO_LARGE]} feed(s) alone take more than "
+                     f"{human(caps.feed_memory)} once loaded (a sixteenth of --max-memory) and were left "
+                     "out; raise --max-memory to keep such feeds")
+    return lines
+
+
+def _never_ran(done: Finished, output: Path, expected: Sequence[Expected], command: Sequence[str],
+               written: bool) -> list[str]:
+    """A line per configured model the command never ran, with the command that would record it."""
+    recorded = {r.merged.meta["model_sha256"] for r in done.recorded}
+    lines = []
+    for model in (m for m in expected if m.sha256 not in recorded):
         need = ("method auto fits its choices to real inputs: without them its build ships int8 round-to-nearest"
                 if model.method == "auto" else "its build can verify it on generated inputs only (a smoke check)")
         rerun = (f"sh -c '{_shown_command(command)}; OTHER_COMMAND'" if written else "OTHER_COMMAND")
         lines.append(f"note: {model.relpath} is configured but the command never ran it: {need}; record a "
                      f"command that loads it (a test, an example){' too' if written else ''}: "
                      f"`hatch-shrinkray record --output {output} -- {rerun}`")
-    lines += [f"warning: {quoted(e, 300)}" for e in done.errors]
-    if written and setup is not None:
-        lines.append(next_step(output, setup, command, [r.merged.meta["model"] for r in written]))
-    return "\n".join(lines)
+    return lines
 
 
 def _shown_command(command: Sequence[str]) -> str:

@@ -16,8 +16,8 @@ import os
 import shlex
 import sys
 import traceback
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -25,33 +25,19 @@ from hatch_shrinkray import hints, progress
 from hatch_shrinkray.capture import env
 from hatch_shrinkray.errors import OptionError, PlanError, ShrinkrayError, VerificationError, printable
 from hatch_shrinkray.files import copy_atomically, write_atomically
-from hatch_shrinkray.options import (
-    BLOCK_SIZES,
-    DECODES,
-    ENCODINGS,
-    JUDGES,
-    LOAD_BUDGET,
-    METHODS,
-    ROUNDINGS,
-    SCHEMES,
-    WEB_LOAD_BUDGET,
-    ShrinkOptions,
-    VerifyOptions,
-    in_range,
-    option_errors,
-)
+from hatch_shrinkray.hints import FLAGS
+from hatch_shrinkray.option_table import BY_FIELD, BY_KEY, KINDS, OPTIONS, option_errors, options_from
+from hatch_shrinkray.options import ShrinkOptions, in_range
 from hatch_shrinkray.shipping.advice import record_advice
 from hatch_shrinkray.shipping.config import (
-    ENGINE_KEYS,
     PINS_CHOICES,
-    VERIFY_TABLE_KEYS,
     CommandLine,
     ConfigurationError,
     HookConfig,
 )
 from hatch_shrinkray.shipping.ship import confirm_plan, engine_missing, fix_line, printable_lines
 from hatch_shrinkray.signals import Terminated, redeliver, stop_request, terminate_raises
-from hatch_shrinkray.sizes import BROTLI_HINT, DEFAULT_TARGET, TARGETS, brotli_problem
+from hatch_shrinkray.sizes import BROTLI_HINT, brotli_problem
 
 QUIET_HELP = ("no progress (on a terminal a live display; on a pipe a line at least every 30 s, "
               f"{progress.INTERVAL_ENV} seconds) and no informational lines; warnings, errors and results remain")
@@ -60,46 +46,47 @@ DEFAULT_TIMEOUT = 3600.0
 MAX_TIMEOUT = 7 * 24 * 3600.0
 COMMAND_LINE = "the command line"
 """The table name of a configuration from model files and flags alone (no project table)."""
-FLAG_NAMES = {"method": "--method", "min_elements": "--min-elements", "scheme": "--scheme",
-              "levels": "--levels", "decode": "--decode", "block_size": "--block-size", "inputs": "--inputs",
-              "dims": "--dim", "default_dim": "--default-dim", "samples": "--samples",
-              "int_range": "--int-range", "max_rel_l2": "--max-rel-l2", "min_cosine": "--min-cosine",
-              "min_top1": "--min-top1", "budget_rel_l2": "--budget-rel-l2", "budget_cosine": "--budget-cosine",
-              "budget_agreement": "--budget-agreement", "budget_load": "--budget-load", "encodings": "--encoding",
-              "plan": "--plan", "runtimes": "--runtime", "judges": "--judge", "target": "--target",
-              "rounding": "--rounding", "strict": "--strict"}
+FLAG_NAMES = {**{o.field: o.flags[0] for o in OPTIONS if o.flags}, "plan": "--plan"}
+"""Options field -> the flag that sets it, for messages about flags (``plan``: the plan file's)."""
 
 
-TABLE_KEYS = {flag[2:].replace("-", "_"): key for key, flag in hints.FLAGS.items()}
-"""Flag destination -> the configuration key it overrides (``--exclude-tensor`` -> ``exclude-tensors``)."""
+class _Given(argparse.Action):
+    """argparse's store, append and store-const in one, which also notes (in the order given) the
+    settings the user gave and how they spelled each: the flags given override the project's table
+    key by key, messages name them as written, and hints quote them."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, *, append: bool = False, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.append = append
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        value = self.const if self.nargs == 0 else values
+        if self.append:
+            value = [*getattr(namespace, self.dest), value]
+        setattr(namespace, self.dest, value)
+        namespace.given = {**getattr(namespace, "given", {})}
+        namespace.given.setdefault(self.dest, option_string)
 
 
-def _verify_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("verification")
-    g.add_argument("--inputs", type=Path, metavar="PATH",
-                   help="real sample inputs: a recording directory (hatch-shrinkray record), a recording file, or a "
-                        ".npz with one array per graph input; without it, generated inputs (a smoke check only)")
-    g.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
-                   help="generated inputs: value for a symbolic dimension (repeatable)")
-    g.add_argument("--default-dim", type=int, default=None,
-                   help="generated inputs: value for other symbolic dimensions (default: 1 for a batch axis, a "
-                        "name that leads some input, else max(32, the input's largest fixed dimension); the "
-                        "verification line names the sizes used)")
-    g.add_argument("--samples", type=int, default=VerifyOptions().samples,
-                   help=f"generated samples (default {VerifyOptions().samples})")
-    g.add_argument("--int-range", type=int, nargs=2, default=[0, 64], metavar=("LOW", "HIGH"),
-                   help="range of generated integer inputs, [LOW, HIGH) (default 0 64)")
-    d = VerifyOptions()
-    g.add_argument("--max-rel-l2", type=float, default=d.max_rel_l2,
-                   help=f"the largest relative L2 of any output, 0 to 1 (default {d.max_rel_l2})")
-    g.add_argument("--min-cosine", type=float, default=d.min_cosine,
-                   help=f"the smallest cosine of any output, 0 to 1 (default {d.min_cosine})")
-    g.add_argument("--min-top1", type=float, default=d.min_top1,
-                   help="the smallest agreement of discrete answers (labels, decisions), 0 to 1, judged with a 95%% "
-                        f"confidence bound (default {d.min_top1})")
-    g.add_argument("--judge", action="append", default=[], metavar="OUTPUT=JUDGE",
-                   help="how an output's answers are compared, instead of the judge its shape implies "
-                        f"(repeatable; {', '.join(JUDGES)}; off: not judged)")
+def _option_flags(p: argparse.ArgumentParser, *, verify: bool) -> None:
+    """The flags of the engine options (``verify``: the verification ones, in their own group)."""
+    group = p.add_argument_group("verification") if verify else p
+    for option in OPTIONS:
+        if not option.flags or option.verify != verify:
+            continue
+        spec = dict(KINDS[option.kind].flag)
+        append = spec.pop("append", False)
+        default = option.default()
+        if option.kind == "boolean":
+            spec["const"] = option.const
+        elif append or option.kind == "range":
+            default = list(default)
+        if option.metavar:
+            spec["metavar"] = option.metavar
+        deprecated = f" (also {option.alias}, deprecated)" if option.alias else ""
+        group.add_argument(*option.flags, dest=option.field, action=_Given, append=append, default=default,
+                           help=f"{option.flag_help}{deprecated}", **spec)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -134,15 +121,15 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("shrink", help="shrink models into an output directory")
     s.add_argument("models", nargs="+", help="model files (glob patterns allowed)")
     s.add_argument("-o", "--output", type=Path, required=True, help="output directory")
-    _shrink_args(s)
+    _option_flags(s, verify=False)
     s.add_argument("--force", action="store_true", help="overwrite existing outputs")
     s.add_argument("--sizes", action="store_true",
                    help="measure the web size (brotli 11, ~0.3 MB/s; needs the compress extra) instead of estimating "
                         "it, and print a size table")
     s.add_argument("--json", type=Path, metavar="FILE", help="write the full report as JSON ('-' for stdout)")
-    s.add_argument("--plan", type=Path, metavar="FILE",
+    s.add_argument("--plan", type=Path, metavar="FILE", action=_Given,
                    help="apply the per-tensor plan this plan file holds for each model's bytes (check --search)")
-    _verify_args(s)
+    _option_flags(s, verify=True)
 
     w = sub.add_parser("wheel", help="shrink the models inside built wheels (any build backend)",
                        description="Rewrite wheels with their models shrunk and verified as the build hook "
@@ -155,7 +142,7 @@ def parser() -> argparse.ArgumentParser:
                        help="directory for the rewritten wheels (default: wheelhouse)")
     where.add_argument("--in-place", action="store_true", help="replace each input wheel")
     w.add_argument("--force", action="store_true", help="overwrite existing output wheels")
-    w.add_argument("--project", type=Path, default=Path("."),
+    w.add_argument("--project", type=Path, default=Path("."), action=_Given,
                    help="the project whose pyproject.toml configures the models (default: the current directory)")
     w.add_argument("--models", action="append", metavar="GLOB",
                    help="the models to shrink instead of the table's `models`: paths inside the wheel or in the "
@@ -163,15 +150,15 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--pins", choices=PINS_CHOICES,
                    help="what to do where the wheel's own text files pin the sha256, sha1 or md5 of an original "
                         "model: warn (the default) or rewrite them to name the shrunk model's (the `pins` key)")
-    _shrink_args(w)
-    _verify_args(w)
+    _option_flags(w, verify=False)
+    _option_flags(w, verify=True)
 
     c = sub.add_parser("compare", help="verify a shrunk model against its original and compare sizes")
     c.add_argument("original", type=Path)
     c.add_argument("shrunk", type=Path)
     c.add_argument("--sizes", action="store_true", help="measure the web size (brotli 11, ~0.3 MB/s; needs the "
                                                         "compress extra) instead of estimating it")
-    _verify_args(c)
+    _option_flags(c, verify=True)
 
     r = sub.add_parser("record", help="run a command and record the inputs its onnxruntime sessions see",
                        description="Run COMMAND (tests, a demo, your CLI; Python subprocesses included) with "
@@ -212,7 +199,7 @@ def parser() -> argparse.ArgumentParser:
                         "inside the wheel (src/pkg/m.onnx or pkg/m.onnx), with the project's options and the flags "
                         "below overriding them key by key; outside a configured project, model files shrunk with "
                         "the flags alone")
-    k.add_argument("--project", type=Path, default=None,
+    k.add_argument("--project", type=Path, default=None, action=_Given,
                    help="the project whose pyproject.toml configures the models (default: the current directory)")
     mode = k.add_mutually_exclusive_group()
     mode.add_argument("--shadow", action="store_true",
@@ -225,21 +212,21 @@ def parser() -> argparse.ArgumentParser:
                       help="find the smallest per-tensor plan the tests accept and write it into the plan file")
     k.add_argument("--pytest", action="store_true",
                    help="require per-test outcomes (automatic when COMMAND is pytest or python -m pytest)")
-    k.add_argument("--threshold", type=float, default=0.5,
+    k.add_argument("--threshold", type=float, default=0.5, action=_Given,
                    help="decision threshold of probability outputs for shadow flips (default 0.5)")
     k.add_argument("--max-flip-rate", type=float, default=0.0, metavar="RATE",
                    help="--search/--shadow: share of shadow decisions allowed to flip (default 0)")
     k.add_argument("--max-runs", type=int, default=16, metavar="N",
                    help="--search: runs of COMMAND per model at most (default 16)")
-    k.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+    k.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", action=_Given,
                    help=f"the longest one run of COMMAND may take; it is then stopped with its whole process group "
                         f"and check fails (default {DEFAULT_TIMEOUT:.0f})")
-    k.add_argument("--plan", type=Path, metavar="FILE",
+    k.add_argument("--plan", type=Path, metavar="FILE", action=_Given,
                    help="plan file to read and (--fix, --search) write (default: the configuration's, or "
                         "shrinkray-plan.json)")
     k.add_argument("--json", type=Path, metavar="FILE", help="write the report as JSON ('-' for stdout)")
-    _shrink_args(k)
-    _verify_args(k)
+    _option_flags(k, verify=False)
+    _option_flags(k, verify=True)
     k.set_defaults(argv=[])  # everything after `--`, split off before parsing (see main)
     for command in sub.choices.values():  # before or after the command's name
         command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)
@@ -247,159 +234,79 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _shrink_args(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--method", default="int8", help=f"one of {', '.join(METHODS)} (default int8)")
-    s.add_argument("--min-elements", type=int, default=16384, help="smallest tensor to encode (default 16384)")
-    s.add_argument("--exclude-tensor", action="append", default=[], metavar="GLOB",
-                   help="leave tensors whose name matches (repeatable)")
-    s.add_argument("--exclude-op", action="append", default=[], metavar="OP",
-                   help="leave tensors consumed by this op type (repeatable)")
-    s.add_argument("--no-dedup", action="store_true", help="do not merge identical tensors first")
-    s.add_argument("--scheme", default="symmetric", help=f"int8 scheme: {', '.join(SCHEMES)}")
-    s.add_argument("--levels", type=int, default=None,
-                   help="levels per channel: int8 3..255 (default 255, plain int8; fewer = a smaller download), "
-                        "float-levels 2..65536 (default 256)")
-    s.add_argument("--decode", default="float",
-                   help=f"int8 decode: {', '.join(DECODES)} (fast = DequantizeLinear before MatMul, opset >= 13, int8 "
-                        "activations; kept only where onnxruntime fuses it)")
-    s.add_argument("--block-size", type=int, default=32,
-                   help=f"int4 block size: {', '.join(map(str, BLOCK_SIZES))} (default 32)")
-    s.add_argument("--rounding", default="output-aware", metavar="HOW",
-                   help=f"int8 codes with real inputs: {', '.join(ROUNDINGS)} (default output-aware: fitted to the "
-                        "inputs where that does no harm on units it was not fitted on; nearest: the inputs only "
-                        "verify)")
-    s.add_argument("--target", default=DEFAULT_TARGET, metavar="SIZE",
-                   help=f"the size that counts: {', '.join(TARGETS)} (default {DEFAULT_TARGET}: the wheel's deflated "
-                        "member; web: brotli 11, needs the compress extra; disk: the raw file)")
-    s.add_argument("--runtime", action="append", default=[], metavar="TARGET",
-                   help="where the model will run: onnxruntime>=X.Y, web or openvino (repeatable); methods "
-                        "those runtimes cannot load, or would decode per inference, are refused")
-    s.add_argument("--budget-rel-l2", type=float, default=None,
-                   help="auto: largest output relative L2 on the fitting inputs (default: as round-to-nearest "
-                        "int8 does there, twice that where the outputs carry decisions)")
-    s.add_argument("--budget-cosine", type=float, default=None,
-                   help="auto: smallest output cosine (default: relative to round-to-nearest int8's)")
-    s.add_argument("--budget-agreement", type=float, default=None,
-                   help="auto: smallest share of unchanged argmax / >0.5 decisions (default: at least "
-                        "round-to-nearest int8's on the same inputs)")
-    s.add_argument("--budget-load", type=float, default=None,
-                   help="auto: the most its decodes may cost to fold at load, as a multiple of int8 of every "
-                        f"weight (default {LOAD_BUDGET}, {WEB_LOAD_BUDGET} where --runtime names web; inf: size first)")
-    s.add_argument("--encoding", action="append", default=[], metavar="GLOB=ENCODING",
-                   help="give tensors whose name matches this encoding whatever the method (repeatable; "
-                        f"{', '.join(ENCODINGS)})")
-    s.add_argument("--no-verify", action="store_true", help="skip output verification (not recommended)")
-    s.add_argument("--strict", action="store_true",
-                   help="fail for a model that generated inputs cannot verify, instead of keeping its original")
+@dataclass(frozen=True)
+class Given:
+    """The engine options the user gave as flags, read once from the parsed command line."""
+
+    settings: dict[str, Any]
+    """Key -> value, typed as the table's values are read (``inputs``: the path as given)."""
+    spelled: dict[str, str]
+    """Key -> the flag as the user wrote it (a deprecated spelling included)."""
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> Given:
+        settings: dict[str, Any] = {}
+        spelled: dict[str, str] = {}
+        for dest, flag in getattr(args, "given", {}).items():
+            option = BY_FIELD.get(dest)
+            if option is not None:
+                settings[option.key] = KINDS[option.kind].given(getattr(args, dest), flag)
+                spelled[option.key] = flag
+        return cls(settings, spelled)
+
+    def names(self) -> dict[str, str]:
+        """Options field -> the flag that sets it, as the user wrote it when given."""
+        return {**FLAG_NAMES, **{BY_KEY[k].field: flag for k, flag in self.spelled.items()}}
+
+    def options(self) -> ShrinkOptions:
+        """The options the flags alone give (the engine's defaults for the others), checked."""
+        options = options_from(self.settings, Path())
+        errors = option_errors(options, self.names())
+        if errors:
+            raise ShrinkrayError("; ".join(errors))
+        return options
+
+    def command_line(self, args: argparse.Namespace, models: Sequence[str] = (), models_flag: str = "--models", *,
+                     every_flag: bool = False) -> CommandLine:
+        """The flags given, as keys that override the project's table one by one; ``models`` globs
+        replace its ``models``. ``every_flag``: there is no table, so messages name every setting
+        by its flag, given or not."""
+        settings = {k: str(Path(v).absolute()) if k == "inputs" else v for k, v in self.settings.items()}
+        names = {**(FLAGS if every_flag else {}), **self.spelled}
+        return CommandLine(settings, names, tuple(models), models_flag, getattr(args, "pins", None))
 
 
-def _verify_options(args: argparse.Namespace) -> VerifyOptions:
-    dims = []
-    for item in args.dim:
-        name, sep, value = item.partition("=")
-        if not sep or not value.strip().lstrip("-").isdigit():
-            raise ShrinkrayError(f"--dim {item!r} must look like NAME=VALUE with an integer value")
-        dims.append((name, int(value)))
-    judges = []
-    for item in args.judge:
-        output, sep, judge = item.rpartition("=")
-        if not sep or not output:
-            raise ShrinkrayError(f"--judge {item!r} must look like OUTPUT=JUDGE (e.g. 'probability_map=map')")
-        judges.append((output, judge))
-    low, high = args.int_range
-    return VerifyOptions(inputs=args.inputs, dims=tuple(dims), default_dim=args.default_dim, samples=args.samples,
-                         int_low=low, int_high=high, max_rel_l2=args.max_rel_l2, min_cosine=args.min_cosine,
-                         min_top1=args.min_top1, judges=tuple(judges))
-
-
-def _shrink_options(args: argparse.Namespace) -> ShrinkOptions:
-    opts = ShrinkOptions(method=args.method, min_elements=args.min_elements,
-                         exclude_tensors=tuple(args.exclude_tensor), exclude_ops=tuple(args.exclude_op),
-                         dedup=not args.no_dedup, scheme=args.scheme, levels=args.levels, decode=args.decode,
-                         block_size=args.block_size, verify=None if args.no_verify else _verify_options(args),
-                         budget_rel_l2=args.budget_rel_l2, budget_cosine=args.budget_cosine,
-                         budget_agreement=args.budget_agreement, budget_load=args.budget_load,
-                         encodings=_encodings(args.encoding), runtimes=tuple(args.runtime), target=args.target,
-                         rounding=args.rounding, strict=args.strict)
-    errors = option_errors(opts, FLAG_NAMES)
-    if errors:
-        raise ShrinkrayError("; ".join(errors))
-    return opts
-
-
-def _command_line(args: argparse.Namespace, models: Sequence[str] = (), models_flag: str = "--models", *,
-                  every_flag: bool = False) -> CommandLine:
-    """The flags the user gave (not argparse's defaults), as keys that override the project's
-    table one by one; ``models`` globs replace its ``models``. ``every_flag``: there is no table,
-    so messages name every setting by its flag, given or not."""
-    options = _shrink_options(args)
-    verify = options.verify
-    settings: dict[str, Any] = {}
-    names: dict[str, str] = {}
-    for dest in sorted(set(TABLE_KEYS) & args.given):
-        key = TABLE_KEYS[dest]
-        if key == "verify":
-            value: Any = False
-        elif key in VERIFY_TABLE_KEYS:
-            if verify is None:
-                continue
-            value = ((verify.int_low, verify.int_high) if key == "int-range" else
-                     str(Path(verify.inputs).absolute()) if key == "inputs" and verify.inputs is not None else
-                     getattr(verify, ENGINE_KEYS[key]))
-        else:
-            value = getattr(options, ENGINE_KEYS[key])
-        settings[key], names[key] = value, "--" + dest.replace("_", "-")
-    if every_flag:
-        names = {**{k: "--" + d.replace("_", "-") for d, k in TABLE_KEYS.items()}, **names}
-    return CommandLine(settings, names, tuple(models), models_flag, getattr(args, "pins", None))
-
-
-def _given(argv: Sequence[str]) -> frozenset[str]:
-    """The destinations ``argv`` sets itself: parsed again with every default suppressed."""
-    p = parser()
-    parsers = [p]
-    while parsers:
-        for action in parsers.pop()._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                parsers.extend(action.choices.values())
-            else:
-                action.default = argparse.SUPPRESS
-    return frozenset(vars(p.parse_args(argv)))
+def _names(args: argparse.Namespace) -> dict[str, str]:
+    """Options field -> the flag that sets it, as written when given (nothing parsed: for messages)."""
+    given = getattr(args, "given", {})
+    return {**FLAG_NAMES, **{dest: flag for dest, flag in given.items() if dest in BY_FIELD}}
 
 
 def _as_check_args(args: argparse.Namespace) -> list[str]:
-    """The shrink and verification flags the user gave, as ``check`` takes them, for hints that
-    quote their command (the models go apart: ``check``'s MODEL arguments take the same spellings
-    as ``--models``)."""
+    """The shrink and verification flags the user gave, in their order and spelling, as ``check``
+    takes them, for hints that quote their command (the models go apart: ``check``'s MODEL
+    arguments take the same spellings as ``--models``)."""
+    given = getattr(args, "given", {})
     tokens: list[str] = []
     for dest in ("project", "plan", "timeout", "threshold"):
-        if dest in args.given and getattr(args, dest, None) is not None:
+        if dest in given and getattr(args, dest, None) is not None:
             tokens += [f"--{dest}", str(getattr(args, dest))]
     if getattr(args, "pytest", False):
         tokens.append("--pytest")
-    for dest in TABLE_KEYS:
-        if dest not in args.given:
+    for dest, flag in given.items():
+        option = BY_FIELD.get(dest)
+        value = getattr(args, dest)
+        if option is None or value is None:
             continue
-        value, flag = getattr(args, dest), "--" + dest.replace("_", "-")
-        if isinstance(value, bool):
-            tokens += [flag] if value else []
-        elif dest == "int_range":
+        if option.kind == "boolean":
+            tokens.append(flag)
+        elif option.kind == "range":
             tokens += [flag, *map(str, value)]
         elif isinstance(value, list):
             tokens += [t for v in value for t in (flag, str(v))]
-        elif value is not None:
+        else:
             tokens += [flag, str(value)]
     return tokens
-
-
-def _encodings(items: Sequence[str]) -> tuple[tuple[str, str], ...]:
-    pairs = []
-    for item in items:
-        pattern, sep, encoding = item.rpartition("=")
-        if not sep or not pattern:
-            raise ShrinkrayError(f"--encoding {item!r} must look like GLOB=ENCODING (e.g. 'conv1.*=fp16')")
-        pairs.append((pattern, encoding))
-    return tuple(pairs)
 
 
 def _expand(patterns: Sequence[str]) -> tuple[list[Path], list[str]]:
@@ -422,11 +329,12 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     from hatch_shrinkray.shipping.manifest import file_sha256
     from hatch_shrinkray.shipping.plan import read_plan
 
-    options = _shrink_options(args)
+    given = Given.of(args)
+    options = given.options()
     _need_brotli(options, args.sizes)
     plans = read_plan(args.plan) if args.plan is not None else {}
     files, unmatched = _expand(args.models)
-    configured = _project_options(args, files)
+    configured = _project_options(args, given, files)
     failures = 0
     for pattern in unmatched:
         print(f"error: {pattern}: matches no file", file=sys.stderr)
@@ -464,7 +372,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
             if isinstance(exc, PlanError):
                 exc.name_plan(str(args.plan))
             failures += 1
-            _error(exc, args.verbose)
+            _error(exc, args.verbose, given.names())
             continue
         if plan is not None:
             confirm_plan(str(src), plan, file_sha256(dest), _Stderr(args.verbose, args.quiet))
@@ -479,7 +387,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     return 1 if failures or not written else 0
 
 
-def _project_options(args: argparse.Namespace, files: Sequence[Path]) -> dict[Path, ShrinkOptions]:
+def _project_options(args: argparse.Namespace, given: Given, files: Sequence[Path]) -> dict[Path, ShrinkOptions]:
     """The options of each file inside the current directory's project, as its configuration table
     gives them (overrides included) with the flags given overriding it key by key; {} when there is
     no table (the flags alone then)."""
@@ -492,7 +400,8 @@ def _project_options(args: argparse.Namespace, files: Sequence[Path]) -> dict[Pa
     relpaths = {f: r for f, r in inside.items() if r is not None}
     if table is None or not relpaths:
         return {}
-    config = load_config(raw, root, "wheel", table, flags=_command_line(args, sorted(set(relpaths.values())), "MODEL"))
+    flags = given.command_line(args, sorted(set(relpaths.values())), "MODEL")
+    config = load_config(raw, root, "wheel", table, flags=flags)
     by_path = {m.relpath: m.options for m in config.models}
     print(f"shrink: options from `{table}` in pyproject.toml; the flags given override them", file=sys.stderr)
     return {f: by_path[r] for f, r in relpaths.items() if r in by_path}
@@ -550,13 +459,15 @@ def cmd_wheel(args: argparse.Namespace) -> int:
     from hatch_shrinkray.shipping.project import find_table
     from hatch_shrinkray.wheels.rewrite import rewrite_wheel
 
+    given = Given.of(args)
+    given.options()  # the flags are checked on their own first, each named as given
     project = args.project.resolve()
     raw, table = find_table(project, required=not args.models)
     if table is None:
         hints.installed_models()
     configure: Callable[[Path], HookConfig] = functools.partial(
         load_config, raw, project, "wheel", table or "--models",
-        flags=_command_line(args, args.models or (), every_flag=table is None))
+        flags=given.command_line(args, args.models or (), every_flag=table is None))
     created = not args.in_place and not args.output.exists()
     outputs = _wheel_destinations(args)
     display = _Stderr(args.verbose, args.quiet)
@@ -636,10 +547,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     _need_brotli(ShrinkOptions(), args.sizes)
     # Checked like `shrink` checks its input first, so a bad file gets the same one-line message.
-    options = _verify_options(args)
-    errors = option_errors(ShrinkOptions(verify=options), FLAG_NAMES)
-    if errors:
-        raise ShrinkrayError("; ".join(errors))
+    options = Given.of(args).options().verify
+    assert options is not None  # compare has no --no-verify
     files = {path: model_files(path) for path in (args.original, args.shrunk)}
     result = verify(args.original, args.shrunk, options)
     print(sizes_table(measure(files[args.original], exact_web=args.sizes),
@@ -651,9 +560,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _error(exc: ShrinkrayError, verbose: bool) -> None:
+def _error(exc: ShrinkrayError, verbose: bool, names: Mapping[str, str] = FLAG_NAMES) -> None:
     if isinstance(exc, OptionError) and not exc.named:
-        exc.name_options(FLAG_NAMES)  # options given as flags (a project's are named by shipping first)
+        exc.name_options(names)  # options given as flags (a project's are named by shipping first)
     if verbose:
         traceback.print_exception(exc)
     text = printable_lines(str(exc))
@@ -794,7 +703,8 @@ def _check_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
     from hatch_shrinkray.shipping.plan import PLAN_NAME, read_plan
     from hatch_shrinkray.shipping.project import find_table
 
-    options = _shrink_options(args)
+    given = Given.of(args)
+    options = given.options()
     project = (args.project or Path(".")).resolve()
     inside = [_inside(m, project) for m in args.models]
     raw, table = find_table(project, required=not args.models or args.project is not None)
@@ -810,14 +720,14 @@ def _check_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
         plan_file = args.plan or Path(PLAN_NAME)
         plans = read_plan(plan_file) if plan_file.is_file() else {}
         config = HookConfig(table=COMMAND_LINE, target="wheel",
-                            models=tuple(ModelEntry(f.name, options, FLAG_NAMES) for f in files), plan_file=plan_file,
-                            plans=plans)
+                            models=tuple(ModelEntry(f.name, options, given.names()) for f in files),
+                            plan_file=plan_file, plans=plans)
         return Configured(config, tuple(f.resolve().parent for f in files)), plan_file
     # The project's table: for its own files, or for an installed package's, matched by their in-wheel paths.
     root, relpaths = installed if installed is not None else (None, [m for m in inside if m])
     try:
         config = load_config(raw, project, "wheel", table, models_root=root,
-                             flags=_command_line(args, relpaths, "MODEL"))
+                             flags=given.command_line(args, relpaths, "MODEL"))
     except ConfigurationError as exc:
         raise _in_the_wheel(exc, table, args) from exc
     roots = tuple((root or project) for _ in config.models)
@@ -919,7 +829,6 @@ def _split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
 def main(argv: Sequence[str] | None = None) -> int:
     own, command = _split_command(list(sys.argv[1:] if argv is None else argv))
     args = parser().parse_args(own)
-    args.given = _given(own)
     if command is not None:
         args.argv = command
     hints.speak_to(args.command)
@@ -941,7 +850,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if stop is not None:
             return _stopped(stop)
         if isinstance(exc, ShrinkrayError):
-            _error(exc, args.verbose)
+            _error(exc, args.verbose, _names(args))
             return 1
         if isinstance(exc, MemoryError):
             _error(ShrinkrayError("out of memory", hint="the engine needs about 2.5 times a model's size in memory; "

@@ -151,7 +151,7 @@ def test_what_shrink_prints_works_on_its_command_line(tmp_path: Path) -> None:
                  "--strict")
     big = cli("shrink", str(model), "-o", str(tmp_path / "out3"), "--samples", "100000000", "--dim", "batch=100000")
     assert "record real inputs" in smoke.stdout and "`--inputs DIR`" in smoke.stdout
-    assert failed.returncode == 1 and "`--exclude-tensor W1`" in failed.stderr, failed.stderr
+    assert failed.returncode == 1 and "`--exclude-tensors W1`" in failed.stderr, failed.stderr
     assert "`hatch-shrinkray check --fix " in failed.stderr
     assert big.returncode == 1 and "`--samples`" in big.stderr and "`--dim batch=N`" in big.stderr, big.stderr
     _checked({"shrink": [smoke.stdout + smoke.stderr, failed.stdout + failed.stderr, big.stderr]})
@@ -174,7 +174,7 @@ def test_what_wheel_prints_without_a_table_names_flags_and_installed_files(tmp_p
     args = ("wheel", wheel, "-o", str(tmp_path / "out"), "--models", "toymodel/models/*.onnx")
     failed = cli(*args, "--max-rel-l2", "1e-9", "--judge", "y=values", "--strict", cwd=tmp_path)
     big = cli(*args, "--samples", "100000000", cwd=tmp_path)
-    assert failed.returncode == 1 and "`--exclude-tensor W1`" in failed.stderr, failed.stderr
+    assert failed.returncode == 1 and "`--exclude-tensors W1`" in failed.stderr, failed.stderr
     assert f"check --fix '{hints.SITE}toymodel/models/*.onnx' --max-rel-l2 1e-09 --judge y=values --strict -- " \
         in failed.stderr, failed.stderr
     assert big.returncode == 1 and "`--samples`" in big.stderr and "--models." not in big.stderr, big.stderr

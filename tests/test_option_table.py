@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from hatch_shrinkray import hints
-from hatch_shrinkray.cli import Given, _as_check_args, parser
+from hatch_shrinkray.cli import parser
+from hatch_shrinkray.cli.flags import Given
+from hatch_shrinkray.cli.flags import as_check_args as _as_check_args
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.option_table import BY_KEY, KINDS, OPTIONS, option_errors, options_from, read_settings
 from hatch_shrinkray.options import ShrinkOptions, VerifyOptions

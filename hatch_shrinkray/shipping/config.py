@@ -47,6 +47,7 @@ class ConfigurationError(ShrinkrayError):
 
     def __init__(self, errors: list[str], table: str | None = None) -> None:
         self.errors = list(errors)
+        self.table = table
         hook = table is None or table.startswith("tool.hatch.")
         heading = f"Invalid configuration in `{table}`:"
         if hook:
@@ -159,15 +160,7 @@ def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
     base_names = {f: _field(table, key) for key, f in ENGINE_KEYS.items()}
     flag_names = {ENGINE_KEYS[k]: flag for k, flag in flags.names.items()}
 
-    models: list[str] = []
-    if flags.models:
-        models = globs.match(list(flags.models), flags.models_flag, errors)
-    elif "models" not in raw:
-        errors.append(f"{_field(table, 'models')} is required")
-    else:
-        patterns = read_strings(raw["models"], f"{table}.models", errors)
-        if patterns is not None:
-            models = globs.match(patterns, f"{table}.models", errors)
+    models = _selected(raw, flags, globs, table, errors)
 
     overrides = _read_overrides(raw.get("overrides", []), globs, table, set(models), errors,
                                 selected_here=not flags.models)
@@ -178,17 +171,7 @@ def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
             del settings["inputs"]  # reported (or not needed): the value checks would report it again
 
     errors += _value_errors(base, base_names, overrides, root)
-    entries = []
-    for relpath in sorted(models):
-        settings = dict(base)
-        names = {f: f"{table}.{key}" for key, f in ENGINE_KEYS.items()}
-        for selected, override, override_table in overrides:
-            if relpath in selected:
-                settings.update(override)
-                names.update({ENGINE_KEYS[k]: f"{override_table}.{k}" for k in override if k in ENGINE_KEYS})
-        settings.update(flags.settings)
-        names.update(flag_names)
-        entries.append(ModelEntry(relpath, options_from(settings, root), names))
+    entries = [_entry(relpath, base, overrides, flags, table=table, root=root) for relpath in sorted(models)]
     if flags.settings:
         given = options_from({**base, **flags.settings}, root)
         errors += [e for e in option_errors(given, {**base_names, **flag_names}) if e not in errors]
@@ -207,6 +190,31 @@ def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
         raise ConfigurationError(errors, table)
     return HookConfig(table=table, target=target, models=tuple(entries), sdist=str(sdist),
                       cache=cache, cache_dir=cache_dir, plan_file=plan_file, plans=plans, pins=str(pins))
+
+
+def _selected(raw: Mapping[str, Any], flags: CommandLine, globs: _Globs, table: str, errors: list[str]) -> list[str]:
+    """The model files the table's ``models`` (or the command's, which replace them) select."""
+    if flags.models:
+        return globs.match(list(flags.models), flags.models_flag, errors)
+    if "models" not in raw:
+        errors.append(f"{_field(table, 'models')} is required")
+        return []
+    patterns = read_strings(raw["models"], f"{table}.models", errors)
+    return [] if patterns is None else globs.match(patterns, f"{table}.models", errors)
+
+
+def _entry(relpath: str, base: Mapping[str, Any], overrides: list[tuple[set[str], dict[str, Any], str]],
+           flags: CommandLine, *, table: str, root: Path) -> ModelEntry:
+    """One model's options: the table's, each override that selects it in order, then the flags."""
+    settings = dict(base)
+    names = {f: f"{table}.{key}" for key, f in ENGINE_KEYS.items()}
+    for selected, override, override_table in overrides:
+        if relpath in selected:
+            settings.update(override)
+            names.update({ENGINE_KEYS[k]: f"{override_table}.{k}" for k in override if k in ENGINE_KEYS})
+    settings.update(flags.settings)
+    names.update({ENGINE_KEYS[k]: flag for k, flag in flags.names.items()})
+    return ModelEntry(relpath, options_from(settings, root), names)
 
 
 def _missing(path: Path) -> bool:

@@ -72,7 +72,7 @@ def test_the_old_spellings_still_work_and_are_named_as_written() -> None:
     assert new.settings == old.settings == {"dims": (("batch", 2),), "exclude-tensors": ("W1",),
                                             "runtimes": ("web",), "judges": (("y", "values"),)}
     assert old.options() == new.options()
-    assert old.names()["dims"] == "--dim" and new.names()["dims"] == "--dims"
+    assert old.names["dims"] == "--dim" and new.names["dims"] == "--dims"
     assert _as_check_args(args) == ["--dim", "batch=2", "--exclude-tensor", "W1", "--runtime", "web",
                                     "--judge", "y=values"]
 

@@ -127,7 +127,7 @@ def _configured(args: argparse.Namespace) -> tuple[Configured, Path | None]:
     options = given.options()
     try:
         configured, plan_file = configure(args.models, project=args.project, plan=args.plan, options=options,
-                                          names=given.names(),
+                                          names=given.names,
                                           flags=lambda relpaths: given.command_line(args, relpaths, "MODEL"))
     except ConfigurationError as exc:
         raise _in_the_wheel(exc, args) from exc

@@ -15,7 +15,7 @@ from typing import Any
 
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.hints import FLAGS
-from hatch_shrinkray.option_table import BY_FIELD, BY_KEY, KINDS, OPTIONS, option_errors, options_from
+from hatch_shrinkray.option_table import BY_FIELD, KINDS, OPTIONS, option_errors, options_from
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.shipping.config import CommandLine
 
@@ -70,6 +70,8 @@ class Given:
     """Key -> value, typed as the table's values are read (``inputs``: the path as given)."""
     spelled: dict[str, str]
     """Key -> the flag as the user wrote it (a deprecated spelling included)."""
+    names: dict[str, str]
+    """Options field -> its flag, as the user wrote it when given (for messages)."""
 
     @classmethod
     def of(cls, args: argparse.Namespace) -> Given:
@@ -80,16 +82,12 @@ class Given:
             if option is not None:
                 settings[option.key] = KINDS[option.kind].given(getattr(args, dest), flag)
                 spelled[option.key] = flag
-        return cls(settings, spelled)
-
-    def names(self) -> dict[str, str]:
-        """Options field -> the flag that sets it, as the user wrote it when given."""
-        return {**FLAG_NAMES, **{BY_KEY[k].field: flag for k, flag in self.spelled.items()}}
+        return cls(settings, spelled, names_of(args))
 
     def options(self) -> ShrinkOptions:
         """The options the flags alone give (the engine's defaults for the others), checked."""
         options = options_from(self.settings, Path())
-        errors = option_errors(options, self.names())
+        errors = option_errors(options, self.names)
         if errors:
             raise ShrinkrayError("; ".join(errors))
         return options

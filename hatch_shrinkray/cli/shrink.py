@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
             if isinstance(exc, PlanError):
                 exc.name_plan(str(args.plan))
             failures += 1
-            print_error(exc, args.verbose, given.names())
+            print_error(exc, args.verbose, given.names)
             continue
         if plan is not None:
             confirm_plan(str(src), plan, file_sha256(dest), Stderr(args.verbose, args.quiet))

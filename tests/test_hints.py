@@ -20,6 +20,7 @@ from hardening import MODEL, build, cli, write_project
 
 from hatch_shrinkray import hints
 from hatch_shrinkray.cli import _split_command, parser
+from hatch_shrinkray.option_table import OPTIONS
 from hatch_shrinkray.shipping.config import _HOOK_KEYS, ENGINE_KEYS
 
 from onnx_builders import mlp, save
@@ -118,7 +119,8 @@ def test_every_hint_function_speaks_the_interface(interface: str, restore_interf
         "budget-cosine": 0.999, "budget-agreement": 0.99, "budget-load": 2.0, "encodings": {"W1": "fp16"},
         "inputs": "DIR", "dims": {"batch": hints.Blank("N")}, "default-dim": 8, "samples": hints.Blank("N"),
         "int-range": [0, 64], "max-rel-l2": 0.1, "min-cosine": 0.995, "min-top1": 0.99,
-        "judges": {"probability_map": "map"}, "rounding": "nearest", "strict": True}
+        "judges": {"probability_map": "map"}, "rounding": "nearest"}
+    samples.update({o.key: bool(o.const) for o in OPTIONS if o.kind == "boolean" and o.key not in samples})
     assert set(samples) == set(hints.FLAGS)
     texts = [hints.record_hint(), hints.check_hint(), hints.check_hint("python -m pytest tests"),
              *(hints.setting(k, v) for k, v in samples.items()), *(hints.set_it(k, v) for k, v in samples.items())]

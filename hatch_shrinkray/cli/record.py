@@ -40,6 +40,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from hatch_shrinkray.capture.run import project_root, record, summary
     from hatch_shrinkray.capture.select import Caps
+    from hatch_shrinkray.shipping.coverage import configured_models
     from hatch_shrinkray.verification.npz import MAX_BYTES as MAX_DECODED
 
     command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         Caps.hard(args.max_samples, args.max_bytes, args.max_memory)
     root = project_root(args.output)
     code, done = record(command, args.output, caps, root)
-    models, setup = _record_setup(root)
+    models, setup = configured_models(root)
     print(summary(done, args.output, models, command, setup))
     lost = done.incomplete
     for problem in lost:
@@ -67,27 +68,3 @@ def run(args: argparse.Namespace) -> int:
         print(f"verdict: exit {code}: the command's own exit code, passed through (what it recorded is kept "
               "above)", file=sys.stderr)
     return code or (1 if lost else 0)
-
-
-def _record_setup(root: Path) -> tuple[list[Any], Any]:
-    """The models the project at ``root`` configures (for the coverage table; none when it
-    configures none or its table cannot be read: the build says why) and where its table points
-    the build's ``inputs`` (for the next step)."""
-    from hatch_shrinkray.capture.run import Expected, Setup
-    from hatch_shrinkray.files import file_sha256
-    from hatch_shrinkray.shipping.config import hook_table, load_config
-    from hatch_shrinkray.shipping.project import find_table
-
-    try:
-        raw, table = find_table(root)
-    except ShrinkrayError:
-        return [], Setup(root=root, hook=hook_table())
-    inputs = raw.get("inputs")
-    setup = Setup(table, inputs if isinstance(inputs, str) else None, root, hook_table())
-    if table is None:
-        return [], setup
-    try:
-        config = load_config(raw, root, "wheel", table)
-        return [Expected(m.relpath, file_sha256(root / m.relpath), m.options.method) for m in config.models], setup
-    except (ShrinkrayError, OSError):
-        return [], setup

@@ -71,7 +71,7 @@ def set_it(key: str, value: Value) -> str:
 
 
 def key(name: str) -> str:
-    """The name of a setting where the user is: ``exclude-tensors`` or ``--exclude-tensor``."""
+    """The name of a setting where the user is: ``exclude-tensors`` or ``--exclude-tensors``."""
     return FLAGS[name] if on_command_line() and name in FLAGS else name
 
 

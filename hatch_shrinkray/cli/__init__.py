@@ -9,6 +9,7 @@ signal).
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -24,8 +25,10 @@ from hatch_shrinkray.signals import Terminated, redeliver, stop_request, termina
 
 __all__ = ["main", "parser"]
 
-COMMANDS: dict[str, Callable[..., int]] = {"shrink": shrink.run, "info": info.run, "compare": compare.run,
-                                           "wheel": wheel.run, "record": record.run, "check": check.run}
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "shrink": shrink.run, "info": info.run, "compare": compare.run, "wheel": wheel.run, "record": record.run,
+    "check": check.run}
+"""What each command runs, by name."""
 
 
 def _split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:

@@ -26,7 +26,7 @@ DEFAULT_TIMEOUT = 3600.0
 MAX_TIMEOUT = 7 * 24 * 3600.0
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     k = sub.add_parser(
         "check", help="let the package's own tests (or any command) judge the shrunk models",
         description="Shrink the models as configured (through the cache), run COMMAND with the original models "

@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from hatch_shrinkray.cli.flags import Given, option_flags
 from hatch_shrinkray.cli.output import need_brotli
 from hatch_shrinkray.options import ShrinkOptions
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     c = sub.add_parser("compare", help="verify a shrunk model against its original and compare sizes")
     c.add_argument("original", type=Path)
     c.add_argument("shrunk", type=Path)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
 from hatch_shrinkray.cli.flags import FLAG_NAMES
 from hatch_shrinkray.errors import ShrinkrayError
@@ -13,7 +12,7 @@ from hatch_shrinkray.option_table import option_errors
 from hatch_shrinkray.options import ShrinkOptions
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     info = sub.add_parser("info", help="show a model's weights and how much of the file they are")
     info.add_argument("model", type=Path)
     info.add_argument("--min-elements", type=int, default=16384,

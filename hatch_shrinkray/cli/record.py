@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from hatch_shrinkray.capture import env
 from hatch_shrinkray.errors import ShrinkrayError
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     r = sub.add_parser("record", help="run a command and record the inputs its onnxruntime sessions see",
                        description="Run COMMAND (tests, a demo, your CLI; Python subprocesses included) with "
                                    "onnxruntime instrumented, and write a bounded sample of each model's inputs into "

@@ -12,7 +12,6 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from hatch_shrinkray import progress
 from hatch_shrinkray.checking.installed import expand, inside
@@ -25,7 +24,7 @@ from hatch_shrinkray.shipping.advice import record_advice
 from hatch_shrinkray.shipping.ship import confirm_plan, fix_line
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser("shrink", help="shrink models into an output directory")
     s.add_argument("models", nargs="+", help="model files (glob patterns allowed)")
     s.add_argument("-o", "--output", type=Path, required=True, help="output directory")

@@ -7,7 +7,6 @@ import contextlib
 import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from hatch_shrinkray import hints, progress
 from hatch_shrinkray.cli.flags import Given, Noted, option_flags
@@ -16,7 +15,7 @@ from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.shipping.config import PINS_CHOICES, HookConfig
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     w = sub.add_parser("wheel", help="shrink the models inside built wheels (any build backend)",
                        description="Rewrite wheels with their models shrunk and verified as the build hook "
                                    "would. The configuration is [tool.hatch-shrinkray] (or the hook's table) "

@@ -1,4 +1,4 @@
-"""The experiment behind ``auto``'s classifier heads (``hatch_shrinkray/auto/heads.py``): fewer int8
+"""The experiment behind ``auto``'s classifier heads (``hatch_shrinkray/fitting/heads.py``): fewer int8
 levels for the rows of a CTC classifier whose class never competes on the calibration lines.
 
     python -m benchmarks.classifier_rows
@@ -9,7 +9,7 @@ weight stays float32 and only this one changes: per class (output channel) int8 
 output-aware rounding (GPTQ on the 64 recorded calibration lines' activations, seed 777), at one
 level count for the classes that are top-1 or top-2 at some time step of those lines and another for
 the rest. Judged on the 100 validation lines of seed 555 (neither recorded nor test lines; the same
-lines ``auto.budget.SPEND`` was chosen on): lines read exactly as the original reads them. Size: the
+lines ``fitting.budget.SPEND`` was chosen on): lines read exactly as the original reads them. Size: the
 codes deflated at level 6 plus float32 scales. Writes ``benchmarks/CLASSIFIER_ROWS.md``.
 """
 

@@ -46,6 +46,7 @@ from benchmarks import corpus
 from benchmarks.rate_data import RATE_DIR, Labeller, file_sets, fit_feeds
 from hatch_shrinkray import ShrinkOptions
 from hatch_shrinkray.bench import (
+    FACTORS,
     STEP_SAVINGS,
     Int8Encoder,
     Layout,
@@ -68,6 +69,9 @@ STEPS = (0.85, 0.9, 0.95, 1.0, 1.15, 1.3, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0)
 LAMS = (0.0, 3e-11, 1e-10, 2e-10, 4e-10, 7e-10, 1e-9, 2e-9)
 WLAMS = (5e-11, 1e-10, 1.5e-10, 2e-10, 3e-10)
 """For the sensitivity-weighted D (output rel-L2^2 of the model's scores per bit)."""
+WIDE = (1.0, 1.15, 1.3, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 11.0, 16.0)
+"""Step factors up to 16 (``numerics.steps.FACTORS`` stops at 4): coarser rungs than the level counts'."""
+WIDE_SAVINGS = (3.0, 2.0, 1.5, 1.0, 0.5)
 SLACK = 1.5
 QMAX = 127
 RESULTS = RATE_DIR / "magika_results.json"
@@ -322,18 +326,24 @@ def variants(weights: list[Weight], sens: dict[tuple[str, str], float]) -> dict[
         out[f"gptq-entropy lam={lam:g}"] = ent
         out[f"step+gptq-entropy lam={lam:g}"] = both
     largest = max(weights, key=lambda w: w.rows.size)
-    for saving in STEP_SAVINGS:
-        def rung(saving: float = saving, fit: bool = True, only: Weight | None = None) -> Plan:
-            plan = {}
-            for w in weights:
-                s = steps_saving(StepTable(w.rows, w.s0, w.h), saving) if only in (None, w) else None
-                s = w.s0 if s is None else s
-                plan[w.key] = (gptq_rows(w, s) if fit else rtn(w, s), s)
-            return plan
 
-        out[f"auto's rung int8-steps{saving:g}, every weight"] = rung
+    def rung(saving: float, fit: bool = True, only: Weight | None = None, factors: tuple[float, ...] = FACTORS) -> Plan:
+        plan = {}
+        for w in weights:
+            s = steps_saving(StepTable(w.rows, w.s0, w.h, factors), saving) if only in (None, w) else None
+            s = w.s0 if s is None else s
+            plan[w.key] = (gptq_rows(w, s) if fit else rtn(w, s), s)
+        return plan
+
+    for saving in STEP_SAVINGS:
+        out[f"auto's rung int8-steps{saving:g}, every weight"] = lambda s=saving: rung(s)
         out[f"auto's rung int8-steps{saving:g}, round-to-nearest, every weight"] = lambda s=saving: rung(s, False)
         out[f"auto's rung int8-steps{saving:g}, the largest weight only"] = lambda s=saving: rung(s, True, largest)
+    for saving in WIDE_SAVINGS:
+        tag = f"steps {saving:g} with factors 1-16"
+        out[f"{tag}, every weight"] = lambda s=saving: rung(s, factors=WIDE)
+        out[f"{tag}, round-to-nearest, every weight"] = lambda s=saving: rung(s, False, factors=WIDE)
+        out[f"{tag}, the largest weight only"] = lambda s=saving: rung(s, True, largest, WIDE)
     for lam in WLAMS:
         out[f"weighted step lam={lam:g}"] = lambda lam=lam: wstep(lam)
         out[f"weighted step+gptq lam={lam:g}"] = lambda lam=lam: wstep(lam, True)

@@ -14,15 +14,17 @@ import numpy as np
 import numpy.typing as npt
 
 from hatch_shrinkray import sizes
-from hatch_shrinkray.auto import rounding
-from hatch_shrinkray.auto.calib import Layout, as_rows, from_rows
-from hatch_shrinkray.auto.candidates import STEP_SAVINGS
-from hatch_shrinkray.auto.method import Auto, Planned, calibrate
-from hatch_shrinkray.auto.probe import site_key
+from hatch_shrinkray.encodings._decode import float_decode
+from hatch_shrinkray.encodings.int8 import Int8Encoder
 from hatch_shrinkray.evidence import Evidence
-from hatch_shrinkray.methods._decode import float_decode
+from hatch_shrinkray.fitting.calib import Layout, as_rows, from_rows
+from hatch_shrinkray.fitting.calibrate import calibrate
+from hatch_shrinkray.fitting.candidates import STEP_SAVINGS
+from hatch_shrinkray.fitting.choices import Planned
+from hatch_shrinkray.fitting.probe import site_key
+from hatch_shrinkray.methods import int8_method
+from hatch_shrinkray.methods.auto import Auto
 from hatch_shrinkray.methods.dedup import Dedup
-from hatch_shrinkray.methods.int8 import Int8Encoder
 from hatch_shrinkray.numerics import gptq
 from hatch_shrinkray.numerics.entropy import entropy_bits
 from hatch_shrinkray.numerics.quant import (
@@ -33,7 +35,7 @@ from hatch_shrinkray.numerics.quant import (
     quantize_symmetric,
     scale_shape,
 )
-from hatch_shrinkray.numerics.steps import StepTable, steps_saving
+from hatch_shrinkray.numerics.steps import FACTORS, StepTable, steps_saving
 from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
 from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext
 from hatch_shrinkray.onnxgraph.graph import find_sites
@@ -54,10 +56,11 @@ def inverse_factor(h: npt.NDArray[np.float64]) -> npt.NDArray[np.float64] | None
 def without_fitting_guard() -> None:
     """Fit int8's rounding on all of a recording, with no held-out fold to judge it: what the guard
     costs is measured as the difference. Only for a process that runs one command and exits."""
-    rounding.FOLDS = 1
+    int8_method.FOLDS = 1
 
 
 __all__ = [
+    "FACTORS",
     "STEP_SAVINGS",
     "Auto",
     "Decode",

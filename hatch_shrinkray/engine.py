@@ -22,11 +22,6 @@ import onnx
 from onnx import ModelProto
 
 from hatch_shrinkray import progress
-from hatch_shrinkray.auto.choices import encode_chosen
-from hatch_shrinkray.auto.guard import Scorer, Unfitted, Verdict
-from hatch_shrinkray.auto.method import guarded_auto, needs_real_inputs
-from hatch_shrinkray.auto.rounding import Int8, fit_int8
-from hatch_shrinkray.auto.sensitivity import keep_hint, rank
 from hatch_shrinkray.errors import (
     AlreadyQuantizedError,
     PlanError,
@@ -36,15 +31,18 @@ from hatch_shrinkray.errors import (
     quoted,
 )
 from hatch_shrinkray.evidence import MIN_UNITS, unit_kind
+from hatch_shrinkray.fitting.calibrate import needs_real_inputs
+from hatch_shrinkray.fitting.choices import encode_chosen
+from hatch_shrinkray.fitting.guard import Scorer, Unfitted, Verdict
+from hatch_shrinkray.fitting.sensitivity import keep_hint, rank
 from hatch_shrinkray.hints import check_hint, key, record_hint, setting
-from hatch_shrinkray.methods import runtimes
 from hatch_shrinkray.numerics.threads import one_blas_thread
 from hatch_shrinkray.onnxgraph.graph import FLOAT_TYPES, find_sites, scopes
 from hatch_shrinkray.onnxgraph.modelio import Loaded, Staged, changed_file, fits_one_file, load_model
 from hatch_shrinkray.option_table import option_errors
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.pool import Background
-from hatch_shrinkray.registry import METHODS, Dedup
+from hatch_shrinkray.registry import METHODS, Dedup, Needs, check_runtimes
 from hatch_shrinkray.result import KeptFloat, ShrinkResult, TensorRecord, VerifyResult, human, kept_reason
 from hatch_shrinkray.samples import Calibration
 from hatch_shrinkray.signals import deferred
@@ -96,8 +94,8 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
     verify (it fails on them, the original's outputs carry no signal there, or the original does not
     run on them): the original is written, with ``unverified`` set, unless ``options.strict``, which
     raises instead; a failure on real inputs always raises. ``keep_failed`` writes a model that
-    fails verification too, with the failed figures in its result: for ``check``, which lets the
-    package's own tests judge it and never ships it.
+    fails verification on real inputs (or with ``strict``) too, with the failed figures in its
+    result: for ``check``, which lets the package's own tests judge it and never ships it.
 
     "Smaller" is in the bytes ``options.target`` counts (``sizes``); the result carries the raw,
     wheel and web sizes of both models, web measured (brotli 11) with target ``web`` or
@@ -120,77 +118,116 @@ def _shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.P
         raise ShrinkrayError(f"target web counts brotli quality 11 bytes, and {brotli_problem()}", hint=BROTLI_HINT)
     start = time.perf_counter()
     loaded = load_model(source)
-    signs = quantization_signs(loaded.model)
-    if signs:
-        raise AlreadyQuantizedError(f"already quantized: {signs}", path=loaded.label,
-                                    hint="shrinking it again would compound the error; ship it as is")
-    runtimes.check(loaded.model, options.method, options.decode, options.runtimes, loaded.label)
-    _check_plan(loaded, options)
-    checker = _check_input(loaded)
-    original_ref = _reference_source(loaded, source)
+    checker = _check_source(loaded, options)
+    job = _Job(source, loaded, _reference_source(loaded, source), None if destination is None else Path(destination),
+               options, checker, exact_web, stage)
     small, weight_bytes = _census(loaded.model, options)
     overridable = _overridable(loaded.model, options)
-    work = loaded.model
-    method = METHODS[options.method]
+    needs = METHODS[options.method].needs(options)
     stage.show("reading the samples")
-    prepared, unfitted = _calibration(loaded, original_ref, options, method.calibrates(options))
-    dest = Path(destination) if destination is not None else None
-    output: Output | None = None
-    kept_original: str | None = None
-    unverified = False
+    prepared, unfitted = _calibration(loaded, job.original_ref, options, needs)
     # The original's sizes, meanwhile: compressing it (seconds for a small model, far longer at
     # brotli 11) runs in the gaps the encoding leaves, not after it.
-    original_files = _files(loaded, original_ref)
+    original_files = _files(loaded, job.original_ref)
     original_sizes_job = Background(lambda: measure(original_files, exact_web=exact_web))
     stage.show("encoding")
     calibration = prepared.calibration if prepared is not None else None
     with one_blas_thread():
         held = prepared.held_out if prepared is not None else None
-        early = _early_reference(loaded, original_ref, options, prepared, held)
+        early = _early_reference(loaded, job.original_ref, options, prepared, held, needs=needs)
         original = Scorer(early.judged, early.seq) if early is not None else None
-        records, outcome = _encode(work, options, calibration, held, loaded.label, original=original)
+        records, outcome = _encode(loaded.model, options, calibration, held, loaded.label, original=original)
     fitting: Verdict | None = outcome if outcome is not None else unfitted
-    kept_float = _kept_float(small, records)
+    done = _write_and_verify(job, records, original_sizes_job, overridable, prepared=prepared, fitting=fitting,
+                             keep_failed=keep_failed, early=early)
+    return ShrinkResult(
+        source=loaded.label, destination=None if job.dest is None else str(job.dest), method=options.method,
+        original_size=loaded.size, shrunk_size=done.output.size, tensors=tuple(done.records),
+        seconds=time.perf_counter() - start, verification=done.verification, options=options.describe(),
+        external_data=tuple(p.name for p in done.extra), kept_original=done.kept_original,
+        unverified=done.unverified, kept_float=_kept_float(small, records),
+        not_weights=max(0, loaded.size - weight_bytes), source_sha256=dict(loaded.sha256),
+        original_sizes=done.original_sizes, shrunk_sizes=done.shrunk_sizes)
 
-    def original_instead(staged: Output, shrunk: list[TensorRecord]) -> tuple[Output, list[TensorRecord], Sizes]:
-        """The original, staged in place of the shrunk model (it ships after all), with the records
-        and sizes that say so."""
-        staged.discard()
-        again = _write(load_model(source).model, dest, loaded.label, checker)
-        return again, _all_kept(shrunk), measure(again.files(), exact_web=exact_web)
 
+@dataclass
+class _Job:
+    """One shrink: its source, where it goes, and what every step after the encoding reads."""
+
+    source: str | os.PathLike[str] | ModelProto
+    loaded: Loaded
+    original_ref: str | bytes
+    dest: Path | None
+    options: ShrinkOptions
+    checker: str
+    exact_web: bool
+    stage: progress.Step
+
+
+@dataclass
+class _Done:
+    """What was written (the shrunk model, or the original in its place) and what was found out."""
+
+    output: Output
+    records: list[TensorRecord]
+    original_sizes: Sizes
+    shrunk_sizes: Sizes
+    kept_original: str | None
+    unverified: bool
+    verification: VerifyResult | None
+    extra: tuple[Path, ...]
+
+
+def _check_source(loaded: Loaded, options: ShrinkOptions) -> str:
+    """Refuse what cannot be shrunk as asked, before any work; the checker level the output gets."""
+    signs = quantization_signs(loaded.model)
+    if signs:
+        raise AlreadyQuantizedError(f"already quantized: {signs}", path=loaded.label,
+                                    hint="shrinking it again would compound the error; ship it as is")
+    check_runtimes(loaded.model, options.method, options.decode, options.runtimes, loaded.label)
+    _check_plan(loaded, options)
+    return _check_input(loaded)
+
+
+def _write_and_verify(job: _Job, records: list[TensorRecord], original_sizes_job: Background[Sizes],
+                      overridable: str, *, prepared: Prepared | None, fitting: Verdict | None, keep_failed: bool,
+                      early: Reference | None) -> _Done:
+    """Stage the encoded model (``job.loaded.model``), measure and verify it, and commit it or the
+    original in its place; nothing staged survives a failure."""
+    loaded, options, stage = job.loaded, job.options, job.stage
+    output: Output | None = None
+    kept_original: str | None = None
+    unverified = False
+    verification: VerifyResult | None = None
     try:
         stage.show("writing and measuring")
-        output = _write(work, dest, loaded.label, checker)
-        shrunk_sizes = measure(output.files(), exact_web=exact_web)
+        output = _write(loaded.model, job.dest, loaded.label, job.checker)
+        shrunk_sizes = measure(output.files(), exact_web=job.exact_web)
         original_sizes = original_sizes_job.result()
         encoded = any(r.encoding != "kept" for r in records)
-        if encoded and not _smaller(shrunk_sizes, original_sizes, options.target, options.method):
+        neutral = METHODS[options.method].size_neutral
+        if encoded and not _smaller(shrunk_sizes, original_sizes, options.target, neutral):
             kept_original = _not_smaller(options, shrunk_sizes, original_sizes)
-            del work
-            output, records, shrunk_sizes = original_instead(output, records)
+            output, records, shrunk_sizes = _original_instead(job, output, records)
         elif not encoded and overridable:  # nothing to verify: say why the weights stayed
             kept_original = overridable
-            del work
-        else:
-            del work  # the working copy can be big; onnxruntime reads the staged file from here on
+        # The working copy can be big; onnxruntime reads the staged file from here on. Scopes point
+        # at their parents and children, so the weight sites built while encoding hold it in
+        # reference cycles: without a collection now it stayed resident through verification (with
+        # every tensor it replaced: protobuf keeps them in the message's arena), twice the model's
+        # size beside the original's session (benchmarks/BIG_MODEL.md).
         loaded.model = ModelProto()
-        # Scopes point at their parents and children, so the weight sites built while encoding hold
-        # the working copy in reference cycles: without a collection now it stayed resident through
-        # verification (with every tensor it replaced: protobuf keeps them in the message's arena),
-        # twice the model's size beside the original's session (benchmarks/BIG_MODEL.md).
         gc.collect()
-        verification: VerifyResult | None = None
         if options.verify is not None and kept_original is None:
             stage.show("verifying")
             try:
-                verification = _verify(loaded, original_ref, output, options, prepared=prepared,
-                                       checker=checker, fitting=fitting, keep_failed=keep_failed,
+                verification = _verify(loaded, job.original_ref, output, options, prepared=prepared,
+                                       checker=job.checker, fitting=fitting, keep_failed=keep_failed,
                                        reference=early)
             except Unverifiable as exc:
                 _refuse_if_changed(loaded, exc)
-                kept_original, unverified, verification = exc.reason, True, None
-                output, records, shrunk_sizes = original_instead(output, records)
+                kept_original, unverified = exc.reason, True
+                output, records, shrunk_sizes = _original_instead(job, output, records)
             except ShrinkrayError as exc:
                 _refuse_if_changed(loaded, exc)  # a file swapped mid-run explains any failure; say so
                 raise
@@ -199,14 +236,16 @@ def _shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.P
     finally:
         if output is not None:
             output.discard()
-    return ShrinkResult(
-        source=loaded.label, destination=None if dest is None else str(dest), method=options.method,
-        original_size=loaded.size, shrunk_size=output.size, tensors=tuple(records),
-        seconds=time.perf_counter() - start, verification=verification, options=options.describe(),
-        external_data=tuple(p.name for p in extra), kept_original=kept_original, unverified=unverified,
-        kept_float=kept_float,
-        not_weights=max(0, loaded.size - weight_bytes), source_sha256=dict(loaded.sha256),
-        original_sizes=original_sizes, shrunk_sizes=shrunk_sizes)
+    return _Done(output, records, original_sizes, shrunk_sizes, kept_original, unverified, verification, extra)
+
+
+def _original_instead(job: _Job, staged: Output,
+                      shrunk: list[TensorRecord]) -> tuple[Output, list[TensorRecord], Sizes]:
+    """The original, staged in place of the shrunk model (it ships after all), with the records
+    and sizes that say so."""
+    staged.discard()
+    again = _write(load_model(job.source).model, job.dest, job.loaded.label, job.checker)
+    return again, _all_kept(shrunk), measure(again.files(), exact_web=job.exact_web)
 
 
 def _reference(loaded: Loaded, original_ref: str | bytes, options: ShrinkOptions,
@@ -220,12 +259,12 @@ def _reference(loaded: Loaded, original_ref: str | bytes, options: ShrinkOptions
 
 
 def _early_reference(loaded: Loaded, original_ref: str | bytes, options: ShrinkOptions,
-                     prepared: Prepared | None, held: Calibration | None) -> Reference | None:
-    """``auto``'s verification reference, made before the encoding where its guard judges the
-    plan on the same held-out feeds: the original runs there once, not twice (running it on
-    every feed is a large share of a build). Other methods make it after, with the working copy
-    freed (``_verify``)."""
-    if options.method != "auto" or options.verify is None or prepared is None or not held:
+                     prepared: Prepared | None, held: Calibration | None, *, needs: Needs) -> Reference | None:
+    """The verification reference made before the encoding, for a method whose guard judges its
+    fit on the same held-out feeds (``Needs.reference_first``): the original runs there once, not
+    twice (running it on every feed is a large share of a build). Otherwise it is made after, with
+    the working copy freed (``_verify``)."""
+    if not needs.reference_first or options.verify is None or prepared is None or not held:
         return None
     return _reference(loaded, original_ref, options, prepared)
 
@@ -234,9 +273,10 @@ def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: 
             *, prepared: Prepared | None, checker: str, fitting: Verdict | None,
             keep_failed: bool, reference: Reference | None = None) -> VerifyResult:
     """Run both models on the samples; a failure raises VerificationError with the hint that fits,
-    and a model generated inputs cannot verify raises Unverifiable (unless ``strict``)."""
+    and a model generated inputs cannot verify raises Unverifiable (unless ``strict``), with
+    ``keep_failed`` too: ``check`` then judges what a build ships, the original."""
     assert options.verify is not None
-    keep = not (options.strict or keep_failed)
+    keep = not options.strict
     # Only now, with the working copy freed: the original's session and the model in memory
     # together peak at several times the model's size (benchmarks/BIG_MODEL.md).
     try:
@@ -256,12 +296,12 @@ def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: 
     verification = verify_against(reference, output.ref, loaded.label, options.verify, checker)
     if fitting is not None:
         verification = replace(verification, fitting=fitting.text(), fitting_brief=fitting.brief())
+    if not verification.passed and not verification.real and keep:
+        failed = next(o for o in verification.outputs if not o.ok)
+        raise Unverifiable(f"{options.label()} fails on {verification.basis()}: {failed.name} "
+                           f"{failed.failures[0]}", path=loaded.label)
     if not verification.passed and not keep_failed:
         v = options.verify
-        if not verification.real and keep:
-            failed = next(o for o in verification.outputs if not o.ok)
-            raise Unverifiable(f"{options.label()} fails on {verification.basis()}: {failed.name} "
-                               f"{failed.failures[0]}", path=loaded.label)
         hint = _failure_hint(original_ref, options, reference)
         if not verification.real:
             hint = f"this ran on generated inputs, which prove little either way: {record_hint()}; or {hint}"
@@ -317,18 +357,15 @@ def _refuse_if_changed(loaded: Loaded, cause: BaseException | None = None) -> No
                              hint="wait until the model is completely written, then run again") from cause
 
 
-SIZE_NEUTRAL = {"float-levels"}
-"""Methods that keep the raw size by design (they pay off compressed): a few bytes more on disk
-from serializing the model anew do not count against them."""
 TARGET_WORDS = {"wheel": "the wheel", "web": "the web download", "disk": "on disk"}
 
 
-def _smaller(shrunk: Sizes, original: Sizes, target: str, method: str) -> bool:
-    """The never-larger rule: smaller in the bytes the target counts, and (but for SIZE_NEUTRAL
-    methods) no larger on disk: a download a few bytes smaller does not pay for a model that takes
+def _smaller(shrunk: Sizes, original: Sizes, target: str, size_neutral: bool) -> bool:
+    """The never-larger rule: smaller in the bytes the target counts, and (but for a method that is
+    ``size_neutral``) no larger on disk: a download a few bytes smaller does not pay for a model that takes
     twice the space once installed. Judging float-levels raw only shipped the original at every
     level though its wheel member is smaller."""
-    return shrunk.of(target) < original.of(target) and (method in SIZE_NEUTRAL or shrunk.raw <= original.raw)
+    return shrunk.of(target) < original.of(target) and (size_neutral or shrunk.raw <= original.raw)
 
 
 def _not_smaller(options: ShrinkOptions, shrunk: Sizes, original: Sizes) -> str:
@@ -342,7 +379,7 @@ def _not_smaller(options: ShrinkOptions, shrunk: Sizes, original: Sizes) -> str:
         why = f"on disk: {change('disk')}, though {TARGET_WORDS[target]} would be {change(target)}"
     else:
         why = f"{TARGET_WORDS[target]}: {change(target)}"
-        if target == "disk" and options.method in SIZE_NEUTRAL:
+        if target == "disk" and METHODS[options.method].size_neutral:
             why += f"; {options.method} keeps the raw size and pays off compressed: target wheel or web"
     return f"{options.method} would not make it smaller ({why})"
 
@@ -367,32 +404,13 @@ def _encode(work: ModelProto, options: ShrinkOptions, calibration: Calibration |
             method_options = replace(
                 options, exclude_tensors=(*options.exclude_tensors, *(glob.escape(n) for n in sorted(stored))))
         mine = {(c.scope, c.name) for c in chosen}
-        applied, outcome = _apply(work, method_options, calibration, held, original)
-        return records + [r for r in applied if r.name not in stored and (r.scope, r.name) not in mine] + chosen, \
-            outcome
+        applied = METHODS[options.method].fit(work, method_options, calibration, held, original)
+        return records + [r for r in applied.records if r.name not in stored and (r.scope, r.name) not in mine] \
+            + chosen, applied.outcome
     except ShrinkrayError as exc:
         if exc.path is None:
             exc.path = label
         raise
-
-
-def _apply(work: ModelProto, options: ShrinkOptions, calibration: Calibration | None,
-           held: Calibration | None, original: Scorer | None) -> tuple[list[TensorRecord], Verdict | None]:
-    """The method, guarded where it fits data; ``auto`` without enough evidence ships int8 as
-    round-to-nearest writes it."""
-    if options.method == "int8":
-        fitted = fit_int8(work, options, calibration)
-        return fitted.records, fitted.outcome
-    if options.method == "auto" and calibration is not None:
-        def int8(model: ModelProto) -> tuple[list[TensorRecord], Verdict | None]:
-            fitted = fit_int8(model, replace(options, method="int8"), calibration)
-            return fitted.records, fitted.outcome
-
-        guarded = guarded_auto(work, options, calibration, held, fallback=int8, original=original)
-        return guarded.records, guarded.outcome
-    if options.method == "auto":  # without evidence enough to fit anything
-        return Int8().plain(work, options), None
-    return METHODS[options.method].apply(work, options, calibration), None
 
 
 def _census(model: ModelProto, options: ShrinkOptions) -> tuple[KeptFloat | None, int]:
@@ -500,45 +518,43 @@ def _failure_hint(original: str | bytes, options: ShrinkOptions, reference: Refe
 
 
 def _calibration(loaded: Loaded, original: str | bytes, options: ShrinkOptions,
-                 calibrates: bool) -> tuple[Prepared | None, Unfitted | None]:
-    """For a data-dependent method, the real samples (read with the input signature of the proto, so
+                 needs: Needs) -> tuple[Prepared | None, Unfitted | None]:
+    """For a method that fits data, the real samples (read with the input signature of the proto, so
     no onnxruntime session is open while the model is in memory) and which of them it may fit on;
     and what became of the fitting when there is too little independent evidence for it."""
-    needs_data = options.method == "auto"
     inputs = options.verify.inputs if options.verify is not None else None
-    if not calibrates or inputs is None:
-        if needs_data:
+    if needs.split is None or inputs is None:
+        if needs.required:
             raise needs_real_inputs(options.method)
-        if inputs is not None and options.method == "int8" and options.rounding == "nearest":
-            return None, Unfitted('round-to-nearest, as configured (rounding = "nearest"): the inputs only verify')
+        if inputs is not None and needs.declined is not None:
+            return None, needs.declined
         return None, None
     sha256 = next(iter(loaded.sha256.values()), None) or hashlib.sha256(
         original if isinstance(original, bytes) else b"").hexdigest()
     try:
         prepared = prepare_samples(Path(inputs), specs_of_model(loaded.model), sha256=sha256, name=loaded.label,
-                                   split="holdout" if needs_data else "cross")
+                                   split=needs.split)
     except NoRecording as exc:  # verification notes it and falls back to generated inputs
-        # A model the recorded program never ran (the first build after `record` often has one):
-        # auto has nothing to fit, so it ships what it falls back to anyway, and says so.
-        if not needs_data:
+        # A model the recorded program never ran (the first build after `record` often has one): a
+        # method that cannot fit without it has nothing to fit, so it ships its fallback, and says so.
+        if not needs.required:
             return None, None
-        return None, Unfitted(f"auto fell back to int8 round-to-nearest: {exc.path} holds no recording of this "
-                              f"model, and auto fits its choices to one (record it: run the code that uses it "
+        return None, Unfitted(f"{needs.fallback}: {exc.path} holds no recording of this model, and "
+                              f"{options.method} fits its choices to one (record it: run the code that uses it "
                               f"under `hatch-shrinkray record --output {exc.path} -- COMMAND`)",
-                              "auto: int8, no recording of this model")
+                              f"{needs.brief}no recording of this model")
     if not prepared.samples.real:
-        if needs_data:
+        if needs.required:
             raise needs_real_inputs(options.method)
         return None, None
     units = prepared.units
     if units >= MIN_UNITS:
         return prepared, None
     every = tuple(range(len(prepared.samples.feeds)))
-    what = "auto fell back to int8 round-to-nearest" if needs_data else "round-to-nearest"
     kind = unit_kind(prepared.seq.units)
     return Prepared(prepared.samples, None, every), Unfitted(
-        f"{what}: {units} independent {kind}, fewer than the {MIN_UNITS} it takes to tell a fitted choice from "
-        "chance", f"{'auto: int8, ' if needs_data else 'rounding not fitted: '}only {units} {kind}")
+        f"{needs.fallback}: {units} independent {kind}, fewer than the {MIN_UNITS} it takes to tell a fitted choice "
+        f"from chance", f"{needs.brief}only {units} {kind}")
 
 
 def _reference_source(loaded: Loaded, source: str | os.PathLike[str] | ModelProto) -> str | bytes:

@@ -303,13 +303,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("min-elements", "integer", "the smallest float tensor worth encoding; smaller ones stay float",
            "smallest tensor to encode (default 16384)", _positive),
     Option("exclude-tensors", "strings", "keep tensors whose name matches one of these globs",
-           "leave tensors whose name matches (repeatable)", alias="--exclude-tensor", metavar="GLOB"),
+           "keep tensors whose name matches float (repeatable)", alias="--exclude-tensor", metavar="GLOB"),
     Option("exclude-ops", "strings", "keep tensors consumed by one of these op types",
-           "leave tensors consumed by this op type (repeatable)", alias="--exclude-op", metavar="OP"),
+           "keep tensors consumed by this op type float (repeatable)", alias="--exclude-op", metavar="OP"),
     Option("dedup", "boolean", "store identical tensors once first (lossless)",
            "do not merge identical tensors first", flag="--no-dedup", const=False),
-    Option("scheme", "string", "`int8`: `symmetric` or `asymmetric` grid", f"int8 scheme: {', '.join(SCHEMES)}",
-           _one_of(SCHEMES)),
+    Option("scheme", "string", "`int8`: `symmetric` or `asymmetric` grid",
+           f"int8 scheme: {', '.join(SCHEMES)} (default symmetric)", _one_of(SCHEMES)),
     Option("levels", "integer", "levels per channel. `int8`: 3..255, fewer distinct codes in the same int8 tensor "
            "(same decode and load cost, a smaller wheel and web download); `float-levels`: 2..65536",
            "levels per channel: int8 3..255 (default 255, plain int8; fewer = a smaller download), float-levels "
@@ -317,19 +317,23 @@ OPTIONS: tuple[Option, ...] = (
     Option("decode", "string", "`int8`: `float` (`Cast -> Mul`, folded at load) or `fast` (`DequantizeLinear` "
            "before MatMul, opset >= 13, int8 activations; kept only where the build's onnxruntime fuses it)",
            f"int8 decode: {', '.join(DECODES)} (fast = DequantizeLinear before MatMul, opset >= 13, int8 "
-           "activations; kept only where onnxruntime fuses it)", _one_of(DECODES)),
+           "activations; kept only where onnxruntime fuses it; default float)", _one_of(DECODES)),
     Option("block-size", "integer", "`int4` block size: 16, 32, 64, 128 or 256",
            f"int4 block size: {', '.join(map(str, BLOCK_SIZES))} (default 32)", _one_of(BLOCK_SIZES)),
     Option("budget-rel-l2", "number", "`auto`: the largest relative L2 of any output on the fitting samples (0 to "
-           "1); unset: int8's (twice it where outputs carry answers)",
-           "auto: largest output relative L2 on the fitting inputs (default: as round-to-nearest int8 does there, "
-           "twice that where the outputs carry decisions)", _BUDGET, shown=_BUDGET_DEFAULT),
-    Option("budget-cosine", "number", "`auto`: the smallest cosine of any output (0 to 1)",
-           "auto: smallest output cosine (default: relative to round-to-nearest int8's)", _BUDGET,
+           "1); unset: round-to-nearest int8's there, less half of what output-aware rounding wins (a margin), "
+           "twice that where outputs carry answers",
+           "auto: largest output relative L2 on the fitting inputs (default: round-to-nearest int8's there, less "
+           "half of what output-aware rounding wins, twice that where the outputs carry answers)", _BUDGET,
+           shown=_BUDGET_DEFAULT),
+    Option("budget-cosine", "number", "`auto`: the smallest cosine of any output (0 to 1); unset: relative to "
+           "int8's, as `budget-rel-l2`",
+           "auto: smallest output cosine (default: relative to round-to-nearest int8's, as --budget-rel-l2)", _BUDGET,
            shown=_BUDGET_DEFAULT),
     Option("budget-agreement", "number", "`auto`: the smallest share of unchanged discrete answers (0 to 1); unset: "
-           "at least int8's, with a margin", "auto: smallest share of unchanged argmax / >0.5 decisions (default: "
-           "at least round-to-nearest int8's on the same inputs)", _BUDGET, shown=_BUDGET_DEFAULT),
+           "at least round-to-nearest int8's, with a margin as `budget-rel-l2`", "auto: smallest share of "
+           "unchanged discrete answers (default: at least round-to-nearest int8's on the same inputs, with a margin "
+           "as --budget-rel-l2)", _BUDGET, shown=_BUDGET_DEFAULT),
     Option("budget-load", "number", "`auto`: the most its decodes may cost to fold when a session is created, as a "
            "multiple of int8 of every weight (its rungs fold at most int8's)",
            "auto: the most its decodes may cost to fold at load, as a multiple of int8 of every weight (default "
@@ -382,8 +386,9 @@ OPTIONS: tuple[Option, ...] = (
            "generated inputs: value for a symbolic dimension (repeatable)", _dims, verify=True, alias="--dim"),
     Option("default-dim", "integer", "generated inputs only: the value of other symbolic dimensions (1 for a batch "
            "axis, a name that leads some input, else the larger of 32 and the input's largest fixed dimension; a "
-           "name gets one size in every input; when the model does not run on those, 224, 16 and 1 are tried, for "
-           "the batch last); the verification line names the sizes used, `(batch=1, seq=32)`",
+           "name gets one size in every input; when the model does not run on those, 16000 and 512 for the last axis "
+           "of a waveform-like input, then 224, 16 and 1 are tried, for the batch last); the verification line names "
+           "the sizes used, `(batch=1, seq=32)`",
            "generated inputs: value for other symbolic dimensions (default: 1 for a batch axis, a name that leads "
            "some input, else max(32, the input's largest fixed dimension); the verification line names the sizes "
            "used)", _positive_or_unset, verify=True, shown="plausible"),

@@ -1,18 +1,21 @@
 """The method registry: the only module that imports every method (adding one touches one module
-and one line here). Nothing below it imports it, so it closes no import cycle."""
+and one line here), and the only door to them for the modules above (the engine names none). Nothing
+below it imports it, so it closes no import cycle."""
 
 from __future__ import annotations
 
 from onnx import ModelProto
 
-from hatch_shrinkray.auto.method import Auto
-from hatch_shrinkray.auto.rounding import Int8
+from hatch_shrinkray.encodings.float_levels import FloatLevelsEncoder
+from hatch_shrinkray.encodings.fp16 import Fp16Encoder
+from hatch_shrinkray.methods.auto import Auto
+from hatch_shrinkray.methods.base import DataFree, Method, Needs
 from hatch_shrinkray.methods.dedup import Dedup
 from hatch_shrinkray.methods.dynamic import Dynamic
-from hatch_shrinkray.methods.float_levels import FloatLevelsEncoder
-from hatch_shrinkray.methods.fp16 import Fp16Encoder
 from hatch_shrinkray.methods.int4 import Int4
-from hatch_shrinkray.onnxgraph.encoding import Calibration, DataFree, Method, TensorEncoder
+from hatch_shrinkray.methods.int8_method import Int8
+from hatch_shrinkray.methods.runtimes import check as check_runtimes
+from hatch_shrinkray.onnxgraph.encoding import Calibration, TensorEncoder
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import TensorRecord
@@ -21,9 +24,10 @@ from hatch_shrinkray.result import TensorRecord
 class PerTensor(DataFree):
     """A method made of one per-tensor encoder applied to every eligible weight."""
 
-    def __init__(self, name: str, encoder: TensorEncoder) -> None:
+    def __init__(self, name: str, encoder: TensorEncoder, *, size_neutral: bool = False) -> None:
         self.name = name
         self.encoder = encoder
+        self.size_neutral = size_neutral
 
     def apply(self, model: ModelProto, options: ShrinkOptions,
               calibration: Calibration | None = None) -> list[TensorRecord]:
@@ -42,7 +46,7 @@ class NoOp(DataFree):
 
 METHODS: dict[str, Method] = {
     "int8": Int8(),
-    "float-levels": PerTensor("float-levels", FloatLevelsEncoder()),
+    "float-levels": PerTensor("float-levels", FloatLevelsEncoder(), size_neutral=True),
     "fp16": PerTensor("fp16", Fp16Encoder()),
     "dedup": NoOp(),
     "dynamic": Dynamic(),
@@ -50,4 +54,4 @@ METHODS: dict[str, Method] = {
     "auto": Auto(),
 }
 
-__all__ = ["METHODS", "Dedup", "Method"]
+__all__ = ["METHODS", "Dedup", "Method", "Needs", "check_runtimes"]

@@ -23,7 +23,7 @@ UNIT_MODULES = frozenset({
     "test_agreement", "test_auto", "test_cache_manifest", "test_config", "test_download", "test_external_data",
     "test_fast_paths", "test_graph_cases", "test_heads", "test_hook_inprocess", "test_inputs", "test_judges",
     "test_option_table", "test_packaging", "test_packing", "test_progress", "test_properties", "test_quant",
-    "test_runtimes", "test_steps",
+    "test_runtimes", "test_steps", "test_docs_consistency",
 })
 """Modules whose tests run in this process (but those marked ``process``)."""
 

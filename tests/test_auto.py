@@ -12,10 +12,10 @@ import pytest
 from onnx import helper
 
 from hatch_shrinkray import ShrinkOptions, VerifyOptions, shrink
-from hatch_shrinkray.auto.budget import deviation
-from hatch_shrinkray.auto.calib import Layout, Moments, patches
-from hatch_shrinkray.auto.candidates import int4_block
-from hatch_shrinkray.auto.search import Found, Option, refine, search, try_uniform
+from hatch_shrinkray.fitting.budget import deviation
+from hatch_shrinkray.fitting.calib import Layout, Moments, patches
+from hatch_shrinkray.fitting.candidates import int4_block
+from hatch_shrinkray.fitting.search import Found, Option, refine, search, try_uniform
 from hatch_shrinkray.numerics.gptq import output_error, round_rows
 from hatch_shrinkray.option_table import option_errors
 
@@ -93,7 +93,7 @@ def test_looser_budget_never_larger(tmp_path: Path) -> None:
     import copy
     from dataclasses import replace
 
-    from hatch_shrinkray.auto.method import Auto
+    from hatch_shrinkray.methods.auto import Auto
 
     m = sensitive_mlp()
     opts = ShrinkOptions(method="auto", verify=VerifyOptions(inputs=calib(tmp_path)), budget_cosine=0.0,
@@ -164,7 +164,7 @@ def test_search_is_monotone_chain_bisection() -> None:
 
     def evaluate(choice: tuple[int, ...]) -> object:
         calls.append(choice)
-        from hatch_shrinkray.auto.budget import Deviation
+        from hatch_shrinkray.fitting.budget import Deviation
 
         e = sum(table[i][c].energy for i, c in enumerate(choice))
         return Deviation(e, 1.0, 1.0, e, 0.0)
@@ -184,7 +184,7 @@ class _Energies:
         return sum(self.table[i][c].energy for i, c in enumerate(choice))
 
     def evaluate(self, choice: tuple[int, ...]) -> Any:
-        from hatch_shrinkray.auto.budget import Deviation
+        from hatch_shrinkray.fitting.budget import Deviation
 
         self.calls.append(choice)
         return Deviation(self.energy(choice), 1.0, 1.0, self.energy(choice), 0.0)
@@ -239,7 +239,7 @@ def test_a_screen_on_few_decision_positions_leaves_the_answers_to_the_full_check
     under int8's agreement but within its error passes the screen and is left to the full check,
     while a point over the error budget is still screened out. Where the feeds hold many positions
     (a recogniser's characters) the screen keeps the answers term."""
-    from hatch_shrinkray.auto.budget import Deviation, Limits
+    from hatch_shrinkray.fitting.budget import Deviation, Limits
 
     def int8_on(positions: int) -> Deviation:
         return Deviation(0.004, 0.99999, 0.99975, 0.004**2, 2e-4, flips=((positions, 0.0),))
@@ -257,7 +257,7 @@ def test_search_runs_the_lossless_top_only_where_nothing_below_passes() -> None:
     """The top of the chain (every weight lossless) costs a full run and, where anything below it
     passes, changes nothing: it is evaluated only where the bisection ends there, and then its own
     deviation is what the search reports, within the budget or not."""
-    from hatch_shrinkray.auto.budget import Deviation
+    from hatch_shrinkray.fitting.budget import Deviation
 
     table = [[Option(10, 2.0), Option(40, 0.0)], [Option(10, 1.0), Option(40, 0.0)]]
     calls: list[tuple[int, ...]] = []
@@ -282,7 +282,7 @@ def test_search_runs_the_lossless_top_only_where_nothing_below_passes() -> None:
 def test_uniform_assignment_wins_where_the_energy_estimate_misleads() -> None:
     """Estimated energies say weight 0 must stay large; the real model (``real``) tolerates every
     weight at its middle rung (40 bytes), smaller than where the chain stops: try_uniform finds it."""
-    from hatch_shrinkray.auto.budget import Deviation
+    from hatch_shrinkray.fitting.budget import Deviation
 
     table = [[Option(10, 9.0), Option(20, 5.0), Option(40, 0.0)], [Option(10, 0.5), Option(20, 0.1), Option(40, 0.0)]]
     real = {(0, 0): 9.0, (1, 1): 0.8}
@@ -305,7 +305,7 @@ def test_refine_settles_screened_moves_in_one_run_and_falls_back_one_by_one() ->
     """Three weights at their largest rung, each with a smaller one. Where the moves the screen lets
     through hold together, one evaluation settles them; where together they break the budget, the
     moves are evaluated one by one and the answer is the one-by-one answer."""
-    from hatch_shrinkray.auto.budget import Deviation
+    from hatch_shrinkray.fitting.budget import Deviation
 
     table = [[Option(10, 0.4), Option(40, 0.0)], [Option(10, 0.5), Option(30, 0.0)], [Option(10, 2.0), Option(20, 0.0)]]
     start = (1, 1, 1)
@@ -491,7 +491,7 @@ def test_subgraph_weights_and_unexercised_branch(tmp_path: Path) -> None:
 
 
 def test_run_budget_bounds_the_analysis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hatch_shrinkray.auto import method as auto
+    from hatch_shrinkray.methods import auto
 
     monkeypatch.setattr(auto, "MAX_EVALS", 1)
     src = save(sensitive_mlp(), tmp_path / "m.onnx")
@@ -534,7 +534,7 @@ def test_no_packed_rungs_for_any_target(tmp_path: Path) -> None:
 def test_load_budget_is_tighter_for_the_web_unless_set() -> None:
     """onnxruntime-web folds in wasm: the default load budget there is int8's own (1.0x), else 1.25x;
     a value the user sets wins either way."""
-    from hatch_shrinkray.auto.method import load_budget
+    from hatch_shrinkray.methods.auto import load_budget
 
     assert load_budget(ShrinkOptions()) == 1.25
     assert load_budget(ShrinkOptions(runtimes=("onnxruntime>=1.18",))) == 1.25
@@ -654,7 +654,7 @@ def test_a_tie_on_decisions_goes_to_the_smaller_error_unless_the_plan_may_spend_
     """The guard's tie rule: a plan that ties round-to-nearest int8 on answers and decisions at more
     error loses where it may not spend error (few held-out units, or no bytes to spend it on), and
     is kept where it may; one more flipped decision loses either way."""
-    from hatch_shrinkray.auto.guard import Score, decide
+    from hatch_shrinkray.fitting.guard import Score, decide
 
     rtn, tie = Score(0, 0, 1e-4), Score(0, 0, 2e-4)
     assert not decide("auto's plan", tie, rtn, 10, "the held-out half").kept
@@ -666,8 +666,8 @@ def test_what_the_guard_chose_over_verifications_limits_is_named() -> None:
     """Where the guard's choice would fail verification on the held-out half (the build would fail),
     ``auto`` ships its caller's fallback instead (``int8`` with output-aware rounding); the line names
     what was over which limit. Within the limits nothing changes."""
-    from hatch_shrinkray.auto.guard import Outcome, Score, Unfitted
-    from hatch_shrinkray.auto.method import over_limits
+    from hatch_shrinkray.fitting.guard import Outcome, Score, Unfitted
+    from hatch_shrinkray.methods.auto import over_limits
 
     plan = Score(2, 14, 0.111 ** 2, "lines", rel_l2=0.111, cosine=0.99379)
     rtn = Score(2, 25, 0.132 ** 2, "lines", rel_l2=0.132, cosine=0.991)

@@ -174,8 +174,9 @@ def test_shadow_counts_flips_over_every_call(project: Path) -> None:
     proc = cli("check", "--shadow", "--json", "-", "--", *PYTEST, cwd=project)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # flips beyond --max-flip-rate 0
     (verdict,) = [line for line in proc.stdout.splitlines() if line.startswith("verdict:")]
-    assert verdict.startswith("verdict: FAILS the flip gate (--max-flip-rate 0, the default: no decision may flip), "
-                              "exit 1: src/pkg/models/net.onnx: "), verdict
+    assert verdict.startswith("verdict: FAILS the answer gate (--max-flip-rate 0, the default: no answer may "
+                              "change), exit 1: src/pkg/models/net.onnx: "), verdict
+    assert " labels changed, more than --max-flip-rate 0 allows" in verdict, verdict
     assert "3 passed" in proc.stdout  # the program got the original's answers: its tests pass
     data = json.loads(proc.stdout[proc.stdout.index("\n{") + 1:])
     (m,) = data["models"]

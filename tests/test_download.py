@@ -19,10 +19,10 @@ from hardening import MODELS_DIR, build, cli, write_project
 from onnx import helper
 
 from hatch_shrinkray import sizes
-from hatch_shrinkray.auto.calib import Layout
-from hatch_shrinkray.auto.candidates import int_candidate
 from hatch_shrinkray.engine import shrink
 from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.fitting.calib import Layout
+from hatch_shrinkray.fitting.candidates import int_candidate
 from hatch_shrinkray.hatch.plugin import PYPI_FILE_LIMIT, archive_summary
 from hatch_shrinkray.numerics import gptq
 from hatch_shrinkray.numerics.entropy import entropy_bits, estimated_bytes

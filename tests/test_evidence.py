@@ -154,7 +154,7 @@ def test_rounding_nearest_ships_round_to_nearest_and_verifies_on_the_inputs(tmp_
     nearest = cli("-v", "shrink", str(src), "-o", str(tmp_path / "nearest"), "--inputs", str(tmp_path / "in.npz"),
                   "--rounding", "nearest")
     assert nearest.returncode == 0, nearest.stderr
-    assert 'round-to-nearest, as configured (rounding = "nearest"): the inputs only verify' in nearest.stdout
+    assert 'round-to-nearest (rounding "nearest"): the inputs only verify' in nearest.stdout
     assert f"on {MIN_UNITS} recorded samples" in nearest.stdout or f"on {MIN_UNITS} samples" in nearest.stdout, \
         nearest.stdout
     shrink(src, tmp_path / "plain.onnx", ShrinkOptions(verify=None))

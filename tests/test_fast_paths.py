@@ -16,10 +16,10 @@ from hardening import cli
 from onnx import helper
 
 from hatch_shrinkray import ShrinkOptions, VerifyOptions
-from hatch_shrinkray.auto import method as auto_method
-from hatch_shrinkray.auto.budget import Baseline, deviation
-from hatch_shrinkray.auto.calib import MAX_ROWS, MIN_ROWS, ROWS_PER_FEATURE, Layout, rows_per_sample
-from hatch_shrinkray.auto.method import Auto
+from hatch_shrinkray.fitting.budget import Baseline, deviation
+from hatch_shrinkray.fitting.calib import MAX_ROWS, MIN_ROWS, ROWS_PER_FEATURE, Layout, rows_per_sample
+from hatch_shrinkray.methods import auto as auto_method
+from hatch_shrinkray.methods.auto import Auto
 from hatch_shrinkray.numerics import gptq
 from hatch_shrinkray.numerics.threads import NO_SPINNING, one_blas_thread
 from hatch_shrinkray.options import VerifyOptions as Loose

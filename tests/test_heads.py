@@ -1,4 +1,4 @@
-"""Classifier heads: classes that never compete on the fitting samples get fewer int8 levels (``auto/heads.py``)."""
+"""Classifier heads: classes that never compete on the fitting samples get fewer int8 levels (``fitting/heads.py``)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from onnx import helper, numpy_helper
 from test_evidence import lines
 
 from hatch_shrinkray import ShrinkOptions, VerifyOptions, shrink
-from hatch_shrinkray.auto.candidates import int_candidate, split
-from hatch_shrinkray.auto.heads import MIN_CLASSES, competing
+from hatch_shrinkray.fitting.candidates import int_candidate, split
+from hatch_shrinkray.fitting.heads import MIN_CLASSES, competing
 from hatch_shrinkray.onnxgraph.encoding import EncodeContext
 from hatch_shrinkray.onnxgraph.graph import find_sites
 

@@ -106,7 +106,7 @@ def test_the_checker_catches_what_the_hints_once_said(restore_interface: None) -
 
 @pytest.mark.parametrize("interface", INTERFACES)
 def test_every_hint_function_speaks_the_interface(interface: str, restore_interface: None) -> None:
-    from hatch_shrinkray.auto.sensitivity import keep_hint
+    from hatch_shrinkray.fitting.sensitivity import keep_hint
 
     hints.speak_to(interface)
     hints.set_invocation(["--method", "int8"], ["python", "-m", "pytest", "-x"], ["pkg/m.onnx"])

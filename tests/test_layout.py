@@ -18,7 +18,7 @@ MODULES = sorted(
 
 def test_the_module_list_is_complete() -> None:
     assert {"hatch_shrinkray", "hatch_shrinkray.cli", "hatch_shrinkray.hatch.hooks",
-            "hatch_shrinkray.onnxgraph.modelio", "hatch_shrinkray.auto.method"} <= set(MODULES)
+            "hatch_shrinkray.onnxgraph.modelio", "hatch_shrinkray.methods.auto"} <= set(MODULES)
 
 
 @pytest.mark.parametrize("module", MODULES)

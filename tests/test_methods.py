@@ -11,7 +11,7 @@ import pytest
 from onnx import helper
 
 from hatch_shrinkray import ShrinkOptions, ShrinkrayError, VerificationError, VerifyOptions, shrink
-from hatch_shrinkray.methods.int8 import unfused_dequantize
+from hatch_shrinkray.encodings.int8 import unfused_dequantize
 from hatch_shrinkray.methods.runtimes import DQ_MATMUL_FUSED
 from hatch_shrinkray.option_table import option_errors
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from onnx import helper
 
 from hatch_shrinkray import ShrinkOptions, VerifyOptions, shrink
-from hatch_shrinkray.methods.packing import BITS, pack, packed_decode, stored_bytes, unpack
+from hatch_shrinkray.encodings.packing import BITS, pack, packed_decode, stored_bytes, unpack
 from hatch_shrinkray.numerics.quant import quantize_symmetric
 from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights
@@ -155,6 +155,6 @@ def test_gathered_rows_decode_exactly_and_nothing_is_folded(tmp_path: Path, bits
 
 class _Int8:
     def encode(self, w: np.ndarray, ctx: EncodeContext) -> Decode:
-        from hatch_shrinkray.methods.int8 import Int8Encoder
+        from hatch_shrinkray.encodings.int8 import Int8Encoder
 
         return Int8Encoder().encode(w, ctx)

@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from hatch_shrinkray.methods.float_levels import FloatLevelsEncoder
-from hatch_shrinkray.methods.fp16 import Fp16Encoder
+from hatch_shrinkray.encodings.float_levels import FloatLevelsEncoder
+from hatch_shrinkray.encodings.fp16 import Fp16Encoder
 from hatch_shrinkray.numerics.quant import (
     FLUSH,
     NotEncodable,

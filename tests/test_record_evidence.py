@@ -51,6 +51,8 @@ def test_a_recurrent_model_is_recorded_as_whole_streams(tmp_path: Path) -> None:
     proc = cli("record", "-o", str(out), "--", sys.executable, str(script), str(silero_vad()))
     assert proc.returncode == 0, proc.stderr
     assert "4 streams" in proc.stdout and "3 streams, 47 steps" in proc.stdout, proc.stdout
+    assert "silero_vad.onnx: 1 stream fed the very steps of another (or of its start) and was merged into it" \
+        in proc.stdout, proc.stdout
     rec = read_recording(next(out.glob("silero_vad-*.npz")))
     assert rec.feedback == (("state", "stateN"),)
     assert [len(s) for s in rec.streams] == [12, 30, 5]  # the repeated clip is kept once

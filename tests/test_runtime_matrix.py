@@ -33,8 +33,8 @@ import pytest
 from packaging.version import Version
 
 from hatch_shrinkray import ShrinkOptions, shrink
-from hatch_shrinkray.methods import packing
-from hatch_shrinkray.methods._decode import float_decode
+from hatch_shrinkray.encodings import packing
+from hatch_shrinkray.encodings._decode import float_decode
 from hatch_shrinkray.methods.runtimes import Targets, packed_ok, refusal
 from hatch_shrinkray.numerics.quant import quantize_symmetric
 from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext

@@ -15,7 +15,7 @@ from hatchling.builders.wheel import WheelBuilder
 from onnx import helper
 
 from hatch_shrinkray import ShrinkOptions, shrink
-from hatch_shrinkray.methods import packing
+from hatch_shrinkray.encodings import packing
 from hatch_shrinkray.methods.runtimes import CONV_INTEGER, DQ_MATMUL_FUSED, MATMUL_NBITS, Targets, parse
 from hatch_shrinkray.numerics.quant import NotEncodable, quantize_symmetric
 from hatch_shrinkray.shipping.config import ConfigurationError, default_runtimes, load_config
@@ -134,7 +134,7 @@ def test_packed_codes_need_bitshift() -> None:
 def test_folded_bytes_is_what_folding_allocates() -> None:
     w = weight((256, 128), 3)
     q = quantize_symmetric(w, 0, 8)
-    from hatch_shrinkray.methods._decode import float_decode
+    from hatch_shrinkray.encodings._decode import float_decode
 
     assert float_decode(q, w.dtype, 13, "int8").folded_bytes == 2 * 4 * w.size  # Cast + Mul, float32
     q4 = quantize_symmetric(w, 0, 4)
@@ -144,8 +144,8 @@ def test_folded_bytes_is_what_folding_allocates() -> None:
 
 
 def test_auto_keeps_its_load_within_the_cap() -> None:
-    from hatch_shrinkray.auto.budget import Deviation
-    from hatch_shrinkray.auto.search import Found, Option, within_load
+    from hatch_shrinkray.fitting.budget import Deviation
+    from hatch_shrinkray.fitting.search import Found, Option, within_load
 
     table = [[Option(10, 1.0, 80), Option(20, 0.5, 40), Option(40, 0.0, 0)],
              [Option(10, 1.0, 30), Option(20, 0.5, 20), Option(40, 0.0, 0)]]

@@ -10,9 +10,9 @@ import onnx
 from onnx import helper
 
 from hatch_shrinkray import ShrinkOptions, VerifyOptions
-from hatch_shrinkray.auto.calib import Layout
-from hatch_shrinkray.auto.candidates import int_candidate, rung_words, step_candidates
-from hatch_shrinkray.auto.method import Auto, rungs_used
+from hatch_shrinkray.fitting.calib import Layout
+from hatch_shrinkray.fitting.candidates import int_candidate, rung_words, step_candidates
+from hatch_shrinkray.methods.auto import Auto, rungs_used
 from hatch_shrinkray.numerics.steps import FACTORS, StepTable, row_bits, steps_saving
 from hatch_shrinkray.onnxgraph.encoding import EncodeContext
 
@@ -57,6 +57,16 @@ def test_steps_coarsen_the_channels_the_output_cares_least_about_and_save_the_bi
     saved = (row_bits(np.clip(np.rint(w / s0[:, None]), -127, 127)).sum() - row_bits(codes).sum()) / w.size
     assert saved >= 0.5  # the table counts each factor at its own frequencies: the mix saves less
     assert steps_saving(table, 9.0) is None  # more than the coarsest step everywhere saves
+
+
+def test_a_step_table_tries_only_the_factors_it_is_given() -> None:
+    w = uneven().astype(np.float64)
+    s0 = np.abs(w).max(axis=1) / 127
+    table = StepTable(w, s0, moments()[0], (1.0, 16.0))
+    scale = steps_saving(table, 1.0)
+    assert scale is not None
+    assert set(np.round(scale / s0, 6)) <= {1.0, 16.0} and (scale > s0).any()
+    assert StepTable(w, s0, moments()[0]).factors.tolist() == list(FACTORS)
 
 
 def ctx_for(axis: int) -> EncodeContext:

@@ -60,6 +60,12 @@ class Merged:
     short: tuple[int, int, int] | None = None
     """When fewer than ``MIN_UNITS`` units were kept of more that ran: (kept, ran, stored bytes that
     ``MIN_UNITS`` units take), for the coverage table."""
+    source: str = ""
+    """The absolute path the model was loaded from (empty: from bytes), never written to the file:
+    for the coverage table, which finds the other installed models of a wheel-path table there."""
+    repeated_streams: int = 0
+    """Streams with the very feeds of another (or of its start), kept once, for the coverage table:
+    a test suite that runs the same clip ten times ran one stream ten times."""
 
 
 def merge(parts: Sequence[Part], caps: Caps, root: Path) -> Merged:
@@ -109,7 +115,7 @@ def merge(parts: Sequence[Part], caps: Caps, root: Path) -> Merged:
         short = (choice.kept_units, ran, choice.for_units) if choice.kept_units < min(MIN_UNITS, ran) else None
         _account(skipped, total, len(samples), SAMPLE_CAP if len(samples) >= caps.samples else BYTE_CAP)
     else:
-        streams = _streams(ordered, offsets, feedback, skipped)
+        streams, repeated = _streams(ordered, offsets, feedback, skipped)
         chosen_streams = choose_streams(streams, caps)
         steps = sorted((s.call, k) for k, stream in enumerate(chosen_streams) for s in stream.steps)
         position = {call: i for i, (call, _) in enumerate(steps)}
@@ -126,7 +132,8 @@ def merge(parts: Sequence[Part], caps: Caps, root: Path) -> Merged:
         short = None
         _account(skipped, total, len(samples), SAMPLE_CAP if len(chosen_streams) >= caps.samples else BYTE_CAP)
     meta["skipped"] = sorted([k, v] for k, v in skipped.items() if v)
-    return Merged(meta, samples, seen, kept_text, short)
+    paths = sorted({p.meta["model"] for p in ordered if p.meta["model"] != BYTES_MODEL})
+    return Merged(meta, samples, seen, kept_text, short, paths[0] if paths else "", repeated if feedback else 0)
 
 
 def _account(skipped: Counter[str], calls: int, kept: int, bound: str) -> None:
@@ -146,8 +153,9 @@ def _samples(part: Part, offset: int) -> list[Sample]:
 
 
 def _streams(parts: Sequence[Part], offsets: Sequence[int], feedback: tuple[tuple[str, ...], ...],
-             skipped: Counter[str]) -> list[Stream]:
-    """Every stream of every part (samples of stateless parts as one-step streams), repeats dropped."""
+             skipped: Counter[str]) -> tuple[list[Stream], int]:
+    """Every stream of every part (samples of stateless parts as one-step streams), repeats dropped;
+    and how many were dropped."""
     streams: list[Stream] = []
     for p, offset in zip(parts, offsets, strict=True):
         samples = _samples(p, offset)
@@ -181,7 +189,7 @@ def _streams(parts: Sequence[Part], offsets: Sequence[int], feedback: tuple[tupl
             continue  # the same feeds as (the start of) another stream
         whole.add(key)
         kept.append(stream)
-    return kept
+    return kept, len(streams) - len(kept)
 
 
 def _model(parts: Sequence[Part], root: Path) -> str:

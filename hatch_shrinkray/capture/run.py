@@ -14,6 +14,7 @@ each keep theirs and nothing else in ``DIR/.parts`` is touched.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import json
 import os
 import secrets
@@ -24,7 +25,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from hatch_shrinkray import progress
@@ -35,6 +36,7 @@ from hatch_shrinkray.capture.recorder import OVER_CAP, TOO_LARGE
 from hatch_shrinkray.capture.select import Caps
 from hatch_shrinkray.errors import ShrinkrayError, quoted
 from hatch_shrinkray.evidence import MIN_UNITS
+from hatch_shrinkray.files import file_sha256
 from hatch_shrinkray.result import human, render_table
 from hatch_shrinkray.signals import deferred
 from hatch_shrinkray.verification.recordings import (
@@ -132,6 +134,31 @@ class Expected:
     relpath: str
     sha256: str
     method: str
+
+
+def installed(globs: Sequence[str], done: Finished, method: str = "int8") -> list[Expected]:
+    """The models a wheel-path table's ``globs`` (paths inside the installed package, which the
+    project does not hold) select, found beside the models the command ran: a glob that matches the
+    end of a recorded model's path is tried from that model's install root. Globs with ``**`` and
+    models the command never came near are not found (nothing says where they are installed)."""
+    found: dict[str, Expected] = {}
+    for glob in globs:
+        depth = len(PurePosixPath(glob).parts)
+        if "**" in glob or PurePosixPath(glob).is_absolute():
+            continue
+        for item in done.recorded:
+            source = Path(item.merged.source)
+            if not item.merged.source or len(source.parts) <= depth:
+                continue
+            base = source.parents[depth - 1]
+            if not fnmatch.fnmatchcase(source.relative_to(base).as_posix(), glob):
+                continue
+            for path in sorted(base.glob(glob)):
+                rel = path.relative_to(base).as_posix()
+                if path.is_file() and rel not in found:
+                    with contextlib.suppress(OSError):
+                        found[rel] = Expected(rel, file_sha256(path), method)
+    return list(found.values())
 
 
 @dataclass(frozen=True)
@@ -367,6 +394,11 @@ def summary(done: Finished, output: Path, expected: Sequence[Expected] = (), com
             lines.append(f"note: {item.merged.meta['model']}: this run's recording replaced an earlier one "
                          f"({item.replaced} samples); to keep the samples of several commands, run them under one "
                          "record: `hatch-shrinkray record --output DIR -- sh -c 'COMMAND1; COMMAND2'`")
+        if item.merged.repeated_streams:
+            n = item.merged.repeated_streams
+            lines.append(f"note: {item.merged.meta['model']}: {n} stream{'s' * (n != 1)} fed the very steps of another "
+                         f"(or of its start) and {'were' if n != 1 else 'was'} merged into it: the kept streams are "
+                         "the distinct ones")
         if item.merged.short is not None:
             kept, ran, needed = item.merged.short
             lines.append(f"note: {item.merged.meta['model']}: kept {kept} of {ran} independent units, fewer than the "

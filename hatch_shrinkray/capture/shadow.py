@@ -176,6 +176,19 @@ class ModelStats:
     def answers(self) -> int:
         return sum(o.answers for o in self.outputs.values())
 
+    def gated(self) -> tuple[int, int, str]:
+        """What ``check --shadow``'s gate counts, ``(changed, judged, what)``: the answers the outputs'
+        judges compared (an image's boxes, a text's tags, a map's regions: what the package takes
+        from them, as the build's verification counts them), and only for an output whose judge
+        compares no answers, its decisions. A pixel of a map or a frame of a line that flips while
+        every region and every line holds changes nothing the package returns."""
+        judged = [o for o in self.outputs.values() if o.answers]
+        rows = [o for o in self.outputs.values() if not o.answers and o.positions]
+        changed = sum(o.changed_answers for o in judged) + sum(o.flips for o in rows)
+        counted = sum(o.answers for o in judged) + sum(o.positions for o in rows)
+        words = {o.describes for o in judged} | ({"decisions"} if rows else set())
+        return changed, counted, words.pop() if len(words) == 1 else "answers"
+
     def evidence(self) -> Evidence:
         """The decisions, answers and units compared, with the bound on the share of units that changed."""
         kind = "streams" if self.streams else "calls"

@@ -1,7 +1,9 @@
 """Telling recurrent (streaming) models apart at run time: an input of a call that is bitwise equal to
 an output of an earlier call of the same session object is *fed back* (Silero VAD's ``stateN``
 returns as ``state``). Calls chained that way form a *stream*; the first call of a stream holds every
-input, the later ones are computed from the previous step's outputs.
+input, the later ones are computed from the previous step's outputs. An output bitwise equal to an
+input of its own call is a *pass-through* (an encoder handing its mask on), not state: it is never
+taken for feedback, however often the next call gets the same values.
 
 Per session object the tracker keeps the outputs of the last calls whose shape and dtype equal one of
 that call's inputs (the only ones that can come back), by reference and with a CRC32 of their bytes
@@ -104,13 +106,16 @@ class StreamTracker:
         if last is None or last[0] is not session:
             return False
         _, step, feed = last
-        signatures = {(v.dtype, v.shape) for v in feed.values() if isinstance(v, np.ndarray)}
+        inputs: dict[tuple[Any, Any], list[Any]] = {}
+        for v in feed.values():
+            if isinstance(v, np.ndarray):
+                inputs.setdefault((v.dtype, v.shape), []).append(v)
         kept: dict[tuple[Any, Any], list[tuple[str, Any, int]]] = {}
         nbytes = 0
         for name, value in zip(output_names, outputs, strict=False):
             if isinstance(value, np.ndarray):
                 signature = (value.dtype, value.shape)
-                if signature in signatures and value.flags.c_contiguous:
+                if signature in inputs and value.flags.c_contiguous and not _passed_through(value, inputs[signature]):
                     kept.setdefault(signature, []).append((name, value, _crc(value)))
                     nbytes += value.nbytes
         if not kept:
@@ -149,6 +154,11 @@ class StreamTracker:
                 continue
             return end, tuple(sorted(pairs))
         return None
+
+
+def _passed_through(output: Any, inputs: Sequence[Any]) -> bool:
+    """Whether ``output`` is one of its call's ``inputs`` (same shape and dtype) handed back as it was."""
+    return any(x is output or (x.flags.c_contiguous and _equal(x, output)) for x in inputs)
 
 
 def _crc(array: Any) -> int:

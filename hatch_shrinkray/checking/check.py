@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hatch_shrinkray import progress
-from hatch_shrinkray.auto.sensitivity import keep_hint
 from hatch_shrinkray.capture.observe import ModelSeen, Observed, observe
 from hatch_shrinkray.capture.swap import Instructions
 from hatch_shrinkray.checking.models import Configured, Prepared, prepare
@@ -27,6 +26,8 @@ from hatch_shrinkray.checking.sensitive import ranked
 from hatch_shrinkray.checking.verdict import Verdict, judge
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.files import file_sha256
+from hatch_shrinkray.fitting.sensitivity import keep_hint
+from hatch_shrinkray.hints import record_hint
 from hatch_shrinkray.shipping.ship import Display
 
 
@@ -72,10 +73,11 @@ def targets_of(prepared: Sequence[Prepared]) -> list[Prepared]:
     found = [p for p in prepared if p.shrunk is not None]
     if not found:
         why = "; ".join(f"{p.relpath}: {p.verification.removeprefix('nothing to check ')}" for p in prepared)
-        planned = any(p.outcome == "kept-original" for p in prepared)
-        raise ShrinkrayError(f"nothing to check: no configured model ships shrunk ({why})",
-                             hint="the plan file's remedies ship those originals (delete their entries to check "
-                                  "again)" if planned else "check the `models` globs and min-elements")
+        hint = ("the plan file's remedies ship those originals (delete their entries to check again)"
+                if any(p.planned for p in prepared) else
+                f"a build verifies them on real inputs: {record_hint()}"
+                if any(p.ships_original for p in prepared) else "check the `models` globs and min-elements")
+        raise ShrinkrayError(f"nothing to check: no configured model ships shrunk ({why})", hint=hint)
     return found
 
 

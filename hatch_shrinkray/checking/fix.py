@@ -9,14 +9,15 @@ shrunk version and the others original:
 2. the models the command loaded are narrowed down by bisection (half of the suspects shrunk, the
    rest original) to the one the regression follows;
 3. that model climbs its ladder, cheapest first: the configured choice (the fitted codes, ``auto``'s
-   plan) -> round-to-nearest codes -> int8 instead of ``auto``'s plan -> fp16 -> the original. Each
-   rung runs with every other model as chosen so far, so the rung that restores the tests is also the
-   final run; where it fails while the rung alone passes, another model is to blame too, and the
-   bisection starts again among the rest.
+   plan) -> round-to-nearest codes -> int8 instead of ``auto``'s plan -> int8 with a per-tensor plan
+   (``fixplan``: its most sensitive tensors wider, found in a bounded number of runs) -> fp16 -> the
+   original. Each rung runs with every other model as chosen so far, so the rung that restores the
+   tests is also the final run; where it fails while the rung alone passes, another model is to
+   blame too, and the bisection starts again among the rest.
 
-A rung that gives the same bytes as a cheaper one, or fails the tolerance verification the build
-runs too, is skipped without a run; every rung is shrunk through the cache, so the build that
-follows ships it without shrinking again.
+A rung that gives the same bytes as a cheaper one (or as any run already made), or fails the
+tolerance verification the build runs too, is skipped without a run; every rung is shrunk through
+the cache, so the build that follows ships it without shrinking again.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pathlib import Path
 from hatch_shrinkray.capture.observe import ModelSeen, Observed
 from hatch_shrinkray.capture.swap import Instructions
 from hatch_shrinkray.checking.check import Settings, portable_command, run_command, two_runs
+from hatch_shrinkray.checking.fixplan import PlanSearch, plan_rung
 from hatch_shrinkray.checking.models import Configured, Prepared, only, prepare
 from hatch_shrinkray.checking.verdict import BAD, EXIT_STATUS, Verdict, judge, tally
 from hatch_shrinkray.files import file_sha256
@@ -39,6 +41,8 @@ from hatch_shrinkray.shipping.ship import Display
 ORIGINAL = Remedy(original=True)
 NARROWER_THAN_INT8 = ("auto", "int4", "dynamic")
 """Methods whose answers int8 round-to-nearest (the do-no-harm floor) may restore."""
+PLANNED = ("int8", *NARROWER_THAN_INT8)
+"""Methods whose ladder has the per-tensor rung: int8 round-to-nearest with some tensors wider."""
 
 
 def remedies(options: ShrinkOptions) -> list[Remedy]:
@@ -61,11 +65,13 @@ class Rung:
     """The model shrunk this way; None for the original (nothing swapped)."""
     sha256: str = ""
     """The shrunk model's sha256 (what the plan file records the tests accepted)."""
+    tensors: tuple[tuple[str, str, str], ...] = ()
+    """The per-tensor rung's plan (``(scope, tensor, encoding)``, sorted); empty for the other rungs."""
 
     def describe(self, configured: Prepared) -> str:
         if self.remedy is None:
-            return f"{configured.options.method} as configured"
-        return self.remedy.describe(configured.options)
+            return configured_words(configured, rung=True)
+        return self.remedy.describe(configured.options, self.tensors)
 
 
 @dataclass(frozen=True)
@@ -89,13 +95,17 @@ class Choice:
         return why + (f"; {', '.join(self.tried)} did not restore it" if self.tried else "")
 
 
-def configured_words(p: Prepared) -> str:
-    """The configured choice as the reason names it."""
+def configured_words(p: Prepared, *, rung: bool = False) -> str:
+    """The configured choice as the reason names it (``rung``: as the ladder's first rung)."""
+    nearest = p.options.method in ("int8", "auto") and p.options.rounding == "nearest"
+    said = f"{p.options.method}{' round-to-nearest' if nearest else ''} as configured"
+    if rung:
+        return said
     if p.fitted:
         return "the fitted codes"
     if p.options.method == "auto":
         return "auto's plan"
-    return f"{p.options.method} as configured"
+    return said
 
 
 @dataclass(frozen=True)
@@ -129,7 +139,7 @@ def run_fix(configured: Configured, settings: Settings, app: Display) -> Fixed:
         tmp = Path(name)
         prepared, original, shrunk = two_runs(configured, settings, app, tmp)
         first = judge(original, shrunk)
-        fixer = _Fixer(configured, settings, app, prepared, original, tmp / "rungs")
+        fixer = _Fixer(configured, settings, app, prepared, original, tmp / "rungs", tmp / "recorded")
         if first.passed:
             return Fixed(tuple(prepared), first, first, fixer.choices())
         return fixer.fix(first)
@@ -143,17 +153,22 @@ class _Fixer:
     prepared: list[Prepared]
     original: Observed
     workdir: Path
+    recorded: Path
+    """The feeds the run with the original models gave each model (what the per-tensor rung ranks on)."""
     runs: int = 0
     flaky: set[str] = field(default_factory=set)
     chosen: dict[str, Rung] = field(default_factory=dict)
     blamed: dict[str, tuple[str, ...]] = field(default_factory=dict)
     tried: dict[str, list[str]] = field(default_factory=dict)
-    last: tuple[frozenset[tuple[str, str]], Verdict] | None = None
+    made: dict[frozenset[tuple[str, str]], tuple[int, Verdict]] = field(default_factory=dict)
+    """Every run made (its number, its verdict), by the bytes it swapped in: a run with the same bytes
+    again is not made."""
 
     def __post_init__(self) -> None:
         self.suspects = [p for p in self.prepared if p.shrunk is not None
                          and self.original.models.get(p.sha256, ModelSeen()).sessions]
         self.chosen = {p.sha256: Rung(None, p, file_sha256(p.shrunk) if p.shrunk else "") for p in self.suspects}
+        self.made[frozenset()] = (0, judge(self.original, self.original))  # every model original: check's run 1
 
     def choices(self) -> tuple[Choice, ...]:
         return tuple(Choice(p, self.chosen[p.sha256], self.blamed.get(p.sha256, ()),
@@ -226,27 +241,58 @@ class _Fixer:
 
     def _rungs(self, p: Prepared) -> Iterator[Rung]:
         """``p``'s ladder above the configured choice, each rung shrunk (through the cache); a rung
-        that gives bytes a cheaper one gave is skipped."""
+        that gives bytes a cheaper one gave is skipped. The per-tensor rung comes before fp16, and
+        only where it ends smaller than fp16."""
         seen = {self.chosen[p.sha256].sha256}
         for index, remedy in enumerate(remedies(p.options)):
             if remedy.original:
                 yield Rung(remedy, None)
                 return
-            (q,) = prepare(only(self.configured, p), self.workdir / f"{self.suspects.index(p)}-{index}", self.app,
-                           chosen={p.sha256: remedy.apply(p.options)})
-            digest = file_sha256(q.shrunk) if q.shrunk is not None else p.sha256
-            if digest == p.sha256:
-                continue  # nothing to shrink that way: the original, which is the last rung
-            if digest in seen:
-                self.app.display_info(f"check --fix: {p.relpath}: {remedy.describe(p.options)} gives the bytes of a "
-                                      "cheaper choice; not run")
-                continue
-            if not q.passed:  # the build would refuse to ship it
-                self.app.display_info(f"check --fix: {p.relpath}: {remedy.describe(p.options)} {q.verification}, "
-                                      "which the build runs too; not run")
-                continue
-            seen.add(digest)
-            yield Rung(remedy, q, digest)
+            rung = self._shrunk_rung(p, remedy, index, seen)
+            if remedy.method == "fp16" and p.options.method in PLANNED:
+                ceiling = rung.prepared.shrunk_size if rung is not None and rung.prepared is not None else \
+                    p.original_size
+                yield from self._planned(p, seen, ceiling)
+            if rung is not None:
+                seen.add(rung.sha256)
+                yield rung
+
+    def _shrunk_rung(self, p: Prepared, remedy: Remedy, index: int, seen: set[str]) -> Rung | None:
+        """``p`` shrunk with ``remedy``, or None where that rung is not run (said why)."""
+        (q,) = prepare(only(self.configured, p), self.workdir / f"{self.suspects.index(p)}-{index}", self.app,
+                       chosen={p.sha256: remedy.apply(p.options)})
+        digest = file_sha256(q.shrunk) if q.shrunk is not None else p.sha256
+        if digest == p.sha256:
+            return None  # nothing to shrink that way: the original, which is the last rung
+        if digest in seen:
+            self.app.display_info(f"check --fix: {p.relpath}: {remedy.describe(p.options)} gives the bytes of a "
+                                  "cheaper choice; not run")
+            return None
+        if not q.passed:  # the build would refuse to ship it
+            self.app.display_info(f"check --fix: {p.relpath}: {remedy.describe(p.options)} {q.verification}, "
+                                  "which the build runs too; not run")
+            return None
+        return Rung(remedy, q, digest)
+
+    def _planned(self, p: Prepared, seen: set[str], ceiling: int) -> Iterator[Rung]:
+        """The per-tensor rung (``fixplan``), when its smallest passing plan is below ``ceiling``."""
+        base = Remedy(method="int8" if p.options.method != "int8" else None,
+                      rounding="nearest" if p.options.rounding != "nearest" else None)
+        search = PlanSearch(self.configured, self.settings, self.app, original=self.original, prepared=p,
+                            base=base.apply(p.options), workdir=self.workdir / f"{self.suspects.index(p)}-plan",
+                            run=lambda q, label: self._candidate_run(p, q, label))
+        best, why = plan_rung(search, self.recorded, ceiling)
+        if best is None or best.shrunk_sha256 in seen:
+            self.tried.setdefault(p.sha256, []).append(why or "a per-tensor plan (the bytes of a cheaper choice)")
+            return
+        seen.add(best.shrunk_sha256)
+        yield Rung(base, best.prepared, best.shrunk_sha256, best.prepared.options.plan)
+
+    def _candidate_run(self, p: Prepared, candidate: Prepared, label: str) -> tuple[Verdict, bool, bool]:
+        swapped = {**self._swapped(), p.sha256: candidate}
+        before = self.runs
+        verdict = self._trial(swapped, label)
+        return verdict, not self._failing(verdict), self.runs > before
 
     def _swapped(self, only: Sequence[Prepared] | None = None) -> dict[str, Prepared]:
         """Per model to swap, its shrunk version as chosen so far: every model, or (``only``) the
@@ -256,18 +302,19 @@ class _Fixer:
                 if (keep is None or p.sha256 in keep) and (rung := self.chosen[p.sha256]).prepared is not None}
 
     def _final(self) -> Verdict:
-        """The run with every choice applied (the last run, when it was that one)."""
-        swapped = self._swapped()
-        if self.last is not None and self.last[0] == _key(swapped):
-            return self.last[1]
-        return self._trial(swapped, "every choice applied")
+        """The run with every choice applied (no run when one was made with those bytes)."""
+        return self._trial(self._swapped(), "every choice applied")
 
     def _failing(self, verdict: Verdict) -> list[str]:
         return [r.test for r in verdict.regressions if r.test not in self.flaky]
 
     def _trial(self, swapped: Mapping[str, Prepared], label: str) -> Verdict:
-        if not swapped:  # every model original: the run check already made
-            return judge(self.original, self.original)
+        key = self._key(swapped)
+        if key in self.made:  # e.g. every model original: the run check already made
+            number, verdict = self.made[key]
+            if number:
+                self.app.display_info(f"check --fix: {label}: the bytes of run {number}; not run again")
+            return verdict
         self.runs += 1
         targets = tuple(p.target() for p in swapped.values())
         observed = run_command(self.settings, self.prepared, f"check --fix run {self.runs}",
@@ -276,8 +323,13 @@ class _Fixer:
         failing = self._failing(verdict)
         outcome = f"{len(failing)} regressed ({', '.join(failing[:3])})" if failing else "nothing regressed"
         self.app.display_info(f"check --fix: run {self.runs}, {label}: {tally(observed)}; {outcome}")
-        self.last = (_key(swapped), verdict)
+        self.made[key] = (self.runs, verdict)
         return verdict
+
+    @staticmethod
+    def _key(swapped: Mapping[str, Prepared]) -> frozenset[tuple[str, str]]:
+        """The bytes a run swaps in, per model (hashed again each time: a path may be reused)."""
+        return frozenset((sha, file_sha256(p.shrunk)) for sha, p in swapped.items() if p.shrunk is not None)
 
 
 class _Lazy:
@@ -300,10 +352,6 @@ class _Lazy:
             index += 1
 
 
-def _key(swapped: Mapping[str, Prepared]) -> frozenset[tuple[str, str]]:
-    return frozenset((sha, str(p.shrunk)) for sha, p in swapped.items())
-
-
 def fix_entries(fixed: Fixed, command: Sequence[str], project: Path) -> dict[str, PlanEntry]:
     """What goes into the plan file: per model whose configured choice regressed, its remedy and why."""
     out = {}
@@ -319,5 +367,5 @@ def fix_entries(fixed: Fixed, command: Sequence[str], project: Path) -> dict[str
                                       "runs": fixed.runs}
         if q is not None:
             checked.update(shrunk_sha256=c.rung.sha256, original_size=q.original_size, shrunk_size=q.shrunk_size)
-        out[p.sha256] = PlanEntry(p.relpath, p.options.method, (), checked, c.rung.remedy)
+        out[p.sha256] = PlanEntry(p.relpath, p.options.method, c.rung.tensors, checked, c.rung.remedy)
     return out

@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from hatch_shrinkray.auto.guard import KEPT
 from hatch_shrinkray.capture.swap import Target
+from hatch_shrinkray.fitting.guard import KEPT
 from hatch_shrinkray.hints import setting
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.shipping.config import HookConfig, ModelEntry
@@ -36,10 +36,18 @@ class Prepared:
     passed: bool
     outcome: str = "shrunk"
     """What a build ships for it (``shipping.ship.Shipped.outcome``): ``kept-original`` when the plan's
-    remedy ships the original, ``unchanged`` or ``already-quantized`` when nothing was shrunk."""
+    remedy ships the original or generated inputs could not verify the shrunk model (see
+    ``planned``), ``unchanged`` or ``already-quantized`` when nothing was shrunk."""
     fitted: bool = False
     """Its codes were fitted to the recording (output-aware rounding or ``auto``'s plan, kept by the
     do-no-harm guard): what ``rounding = "nearest"`` would undo."""
+    planned: bool = False
+    """A ``kept-original`` the plan file's remedy chose (else: one the build could not verify)."""
+
+    @property
+    def ships_original(self) -> bool:
+        """A build ships its original bytes although it has weights to shrink: nothing to check."""
+        return self.outcome == "kept-original"
 
     def target(self) -> Target:
         assert self.shrunk is not None
@@ -68,6 +76,7 @@ def prepare(configured: Configured, workdir: Path, app: Display,
     for index, (root, entry) in enumerate(configured.entries()):
         sha = file_sha256(root / entry.relpath)
         options = entry.options
+        planned = False
         config = replace(configured.config, models=(entry,))
         if chosen is not None and sha in chosen:
             options = chosen[sha]
@@ -77,23 +86,26 @@ def prepare(configured: Configured, workdir: Path, app: Display,
             config = replace(config, models=(replace(entry, options=options),), plans={})
         elif sha in configured.config.plans:
             options = configured.config.plans[sha].apply(options)
+            planned = configured.config.plans[sha].ships_original
         (shipped,) = ship_models(config, root, workdir / str(index), app, {}, keep_failed=True)
         entry_record = shipped.entry
         changed = [path for rel, path in shipped.files if rel == entry.relpath and shipped.new_bytes]
         verification = entry_record.verification if entry_record is not None else None
         passed = verification is None or bool(verification.get("passed"))
-        summary = _summary(verification, shipped.outcome)
+        summary = _summary(verification, shipped.outcome, planned)
         fitted = verification is not None and KEPT in str(verification.get("fitting") or "")
         out.append(Prepared(entry.relpath, root / entry.relpath, sha, options, changed[0] if changed else None,
-                            shipped.original_size, shipped.shipped_size, summary, passed, shipped.outcome, fitted))
+                            shipped.original_size, shipped.shipped_size, summary, passed, shipped.outcome, fitted,
+                            planned))
     return out
 
 
-def _summary(verification: dict[str, object] | None, outcome: str) -> str:
+def _summary(verification: dict[str, object] | None, outcome: str, planned: bool) -> str:
     if outcome in ("unchanged", "already-quantized"):
         return f"nothing to check ({outcome})"
-    if outcome == "kept-original":  # check keeps what fails verification: only a plan's remedy ships the original
-        return "ships its original bytes, as check --fix chose"
+    if outcome == "kept-original":
+        return "nothing to check (ships its original bytes, as " + (
+            "check --fix chose)" if planned else "generated inputs could not verify it)")
     if verification is None:
         return f"not verified ({setting('verify', False)})"
     basis = f"{verification.get('samples')} {'recorded' if verification.get('real_inputs') else 'generated'} samples"

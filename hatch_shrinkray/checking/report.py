@@ -41,7 +41,18 @@ def _head(prepared: Sequence[Prepared], v: Verdict) -> list[str]:
     """The models, the command's two runs, and the configured models it never loaded."""
     lines = ["models:", *(_model_line(p, v.original, v.shrunk) for p in prepared if p.shrunk),
              "runs:", _run_line("original models", v.original), _run_line("shrunk models", v.shrunk)]
-    return lines + _unloaded(prepared, v.original)
+    return lines + _not_checked(prepared) + _unloaded(prepared, v.original)
+
+
+def _not_checked(prepared: Sequence[Prepared]) -> list[str]:
+    """The models a build ships as their originals: nothing to swap, nothing judged there."""
+    lines = []
+    for planned, why in ((True, "as check --fix chose"), (False, "generated inputs could not verify them")):
+        kept = [p.relpath for p in prepared if p.ships_original and p.planned == planned]
+        if kept:
+            lines.append(f"not checked: a build ships the original bytes of {', '.join(kept)} ({why}): nothing to "
+                         "check there, and not counted as tested")
+    return lines
 
 
 def _unloaded(prepared: Sequence[Prepared], run: Observed) -> list[str]:
@@ -154,18 +165,19 @@ def shadow_failures(shadowed: Shadowed, max_flip_rate: float) -> list[str]:
         stats = None if seen is None else seen.stats
         if stats is None:
             continue
+        changed, judged, what = stats.gated()
         if stats.errors:
             out.append(f"{p.relpath}: the shrunk model failed on {stats.errors} call(s)")
-        elif stats.flips > max_flip_rate * stats.positions:
-            out.append(f"{p.relpath}: {stats.flips} of {stats.positions} decisions flipped, more than "
-                       f"--max-flip-rate {max_flip_rate:g} allows")
+        elif changed > max_flip_rate * judged:
+            out.append(f"{p.relpath}: {changed} of {judged} {what} changed, more than --max-flip-rate "
+                       f"{max_flip_rate:g} allows")
     return out
 
 
 def render_shadow(shadowed: Shadowed, max_flip_rate: float = 0.0) -> str:
     run = shadowed.run
     rows = [["model", "output", "calls", "worst rel-L2", "mean rel-L2", "worst cos", "mean cos", "decisions",
-             "flipped"]]
+             "flipped", "answers changed"]]
     notes = []
     for p in shadowed.prepared:
         seen = run.models.get(p.sha256)
@@ -176,7 +188,8 @@ def render_shadow(shadowed: Shadowed, max_flip_rate: float = 0.0) -> str:
             continue
         for name, o in sorted(seen.stats.outputs.items()):
             rows.append([p.relpath, name, str(o.calls), _f(o.worst_rel_l2), _f(o.mean_rel_l2),
-                         f"{o.worst_cosine:.6f}", f"{o.mean_cosine:.6f}", _decisions(o), _flips(o)])
+                         f"{o.worst_cosine:.6f}", f"{o.mean_cosine:.6f}", _decisions(o), _flips(o),
+                         f"{o.changed_answers} of {o.answers} {o.describes} ({o.judge})" if o.answers else "-"])
         if seen.stats.errors:
             notes.append(f"{p.relpath}: the shrunk model failed on {seen.stats.errors} call(s): "
                          f"{seen.stats.first_error}")
@@ -186,15 +199,16 @@ def render_shadow(shadowed: Shadowed, max_flip_rate: float = 0.0) -> str:
     evidence = [f"{p.relpath}: {stats.evidence().text()}" for p, stats in compared]
     streams = any(stats.streams for _, stats in compared)
     unjudged = [p.relpath for p, stats in compared if not stats.positions and not stats.answers]
-    lines = [render_table(rows), *notes, *_unloaded(shadowed.prepared, run), *evidence,
+    lines = [render_table(rows), *notes, *_not_checked(shadowed.prepared), *_unloaded(shadowed.prepared, run),
+             *evidence,
              f"the command exited {run.exit_code} with the original models' answers ({run.seconds:.1f} s); every "
              "call of the models above also ran the shrunk model on the same feeds"
              + (" (a recurrent model's streams in closed loop, on the shrunk model's own state)" if streams else "")]
     failures = shadow_failures(shadowed, max_flip_rate)
     if failures:
-        gate = (f"--max-flip-rate {max_flip_rate:g}, the default: no decision may flip" if max_flip_rate == 0
+        gate = (f"--max-flip-rate {max_flip_rate:g}, the default: no answer may change" if max_flip_rate == 0
                 else f"--max-flip-rate {max_flip_rate:g}")
-        lines.append(f"verdict: FAILS the flip gate ({gate}), exit 1: " + "; ".join(failures)
+        lines.append(f"verdict: FAILS the answer gate ({gate}), exit 1: " + "; ".join(failures)
                      + "; allow a share with --max-flip-rate RATE, or let `check --search` find a plan that passes")
     elif run.exit_code:
         lines.append(f"verdict: the command itself failed (exit {run.exit_code}) with the original models")
@@ -203,7 +217,10 @@ def render_shadow(shadowed: Shadowed, max_flip_rate: float = 0.0) -> str:
                      "name how your package reads an output with `judges`, or let its tests judge: "
                      "hatch-shrinkray check -- COMMAND")
     else:
-        lines.append(f"verdict: ok (at most --max-flip-rate {max_flip_rate:g} of the decisions flipped)"
+        held = [f"{p.relpath}: {stats.flips} of {stats.positions} decisions flipped, no answer changed"
+                for p, stats in compared if stats.flips and not stats.gated()[0]]
+        lines.append(f"verdict: ok (at most --max-flip-rate {max_flip_rate:g} of the answers changed)"
+                     + (f"; {'; '.join(held)}" if held else "")
                      + (f"; not gated, no decisions to compare: {', '.join(unjudged)}" if unjudged else ""))
     return "\n".join(lines)
 

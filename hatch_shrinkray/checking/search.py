@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from hatch_shrinkray import progress
-from hatch_shrinkray.auto.guard import Scorer, decide
 from hatch_shrinkray.capture.observe import ModelSeen, Observed
 from hatch_shrinkray.capture.swap import Instructions
 from hatch_shrinkray.checking.check import (
@@ -38,6 +37,7 @@ from hatch_shrinkray.checking.verdict import Verdict, judge, tally
 from hatch_shrinkray.engine import shrink
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.evidence import MIN_UNITS, unit_kind
+from hatch_shrinkray.fitting.guard import Scorer, decide
 from hatch_shrinkray.onnxgraph.graph import find_sites
 from hatch_shrinkray.onnxgraph.modelio import load_model
 from hatch_shrinkray.result import human
@@ -95,7 +95,11 @@ class Searched:
 def run_search(configured: Configured, settings: Settings, app: Display, max_runs: int) -> Searched:
     with tempfile.TemporaryDirectory(prefix="hatch-shrinkray-search-") as name:
         tmp = Path(name)
-        prepared = targets_of(prepare(configured, tmp / "models", app))
+        every = prepare(configured, tmp / "models", app)
+        prepared = targets_of(every)
+        for p in every:
+            if p.ships_original:
+                app.display_info(f"check --search: {p.relpath}: {p.verification}; not searched")
         targets = tuple(p.target() for p in prepared)
         app.display_info(f"check --search: run with the original models (recording their feeds): "
                          f"{shown(settings.command)}")
@@ -113,7 +117,7 @@ def run_search(configured: Configured, settings: Settings, app: Display, max_run
                 app.display_warning(f"check --search: {p.relpath}: the command loaded it but never ran it; "
                                     "nothing to search (and no plan: nothing was checked)")
                 continue
-            search = _Search(configured, settings, app, original=original, prepared=p, workdir=tmp / f"s{index}",
+            search = TensorSearch(configured, settings, app, original=original, prepared=p, workdir=tmp / f"s{index}",
                              max_runs=max_runs)
             result = search.run(tmp / "recorded")
             if result.best is not None and result.best.prepared.shrunk is not None:
@@ -125,7 +129,15 @@ def run_search(configured: Configured, settings: Settings, app: Display, max_run
         return Searched(tuple(found), original, joint)
 
 
-class _Search:
+class TensorSearch:
+    """The search for one model. The order of the tensors, the doubling, the bisections and the
+    bound on the runs live here; how a candidate is shrunk and judged (``_candidate``, ``_judge``)
+    is ``check --search``'s own, and ``check --fix``'s per-tensor rung replaces those two."""
+
+    prefix = "check --search"
+    top = "float32"
+    """What the most sensitive tensors are kept as, before each is moved down ``ladder``."""
+
     def __init__(self, configured: Configured, settings: Settings, app: Display, *, original: Observed,
                  prepared: Prepared, workdir: Path, max_runs: int) -> None:
         self.configured = configured
@@ -141,7 +153,7 @@ class _Search:
         self.step = progress.Step(progress.Task("", None, 0.0), None)
 
     def run(self, recorded: Path) -> Found:
-        label = f"check --search: {self.prepared.relpath}, runs (at most {self.max_runs})"
+        label = f"{self.prefix}: {self.prepared.relpath}, runs (at most {self.max_runs})"
         with progress.task(label, total=self.max_runs) as self.step:
             return self._run(recorded)
 
@@ -151,11 +163,11 @@ class _Search:
             self.prepared.options, plan=())), recorded)]
         names = tuple(n for _, n in order)
         if not order:
-            self.app.display_warning(f"check --search: {self.prepared.relpath}: no tensor to escalate")
+            self.app.display_warning(f"{self.prefix}: {self.prepared.relpath}: no tensor to escalate")
         k = self._fewest(order)
         if k is None:
             return Found(self.prepared, None, self.runs, names)
-        chosen = dict.fromkeys(order[:k], "float32")
+        chosen = dict.fromkeys(order[:k], self.top)
         sizes = dict(zip(order, self._sizes(order), strict=True))
         for key in sorted(chosen, key=lambda key: (-sizes[key], key)):
             self._cheapen(chosen, key)
@@ -167,11 +179,11 @@ class _Search:
         return [size.get(key, 0) for key in order]
 
     def _fewest(self, order: Sequence[Key]) -> int | None:
-        """The fewest top tensors kept float32 with which the run passes (None: none within the runs)."""
+        """The fewest top tensors kept ``top`` with which the run passes (None: none within the runs)."""
         steps = [0] + [min(2**i, len(order)) for i in range(len(order).bit_length() + 1) if 2**i <= 2 * len(order)]
         lo, hi = -1, -1
         for k in dict.fromkeys(steps):
-            trial = self._try(dict.fromkeys(order[:k], "float32"))
+            trial = self._try(dict.fromkeys(order[:k], self.top))
             if trial is None:
                 return None
             if trial.passed:
@@ -179,11 +191,14 @@ class _Search:
                 break
             lo = k
         if hi < 0:
-            self.app.display_warning(
-                f"check --search: {self.prepared.relpath}: the tests fail even with every searched tensor kept "
-                "float32: what fails is not this model's weights (a flaky test, or another model)")
+            self._every_tensor_fails()
             return None
-        return self._bisect(lo, hi, lambda k: dict.fromkeys(order[:k], "float32"))
+        return self._bisect(lo, hi, lambda k: dict.fromkeys(order[:k], self.top))
+
+    def _every_tensor_fails(self) -> None:
+        self.app.display_warning(
+            f"{self.prefix}: {self.prepared.relpath}: the tests fail even with every searched tensor kept "
+            f"{self.top}: what fails is not this model's weights (a flaky test, or another model)")
 
     def _cheapen(self, chosen: dict[Key, str], key: Key) -> None:
         """Bisect ``key`` down the ladder (the rung below the method fails, float32 passes)."""
@@ -209,14 +224,28 @@ class _Search:
             return None
         self.runs += 1
         plan = tuple(sorted((s, t, e) for (s, t), e in tensors.items()))
-        (p,) = prepare(only(self.configured, self.prepared), self.workdir / str(self.runs), self.app,
-                       plans={self.prepared.sha256: plan})
+        p = self._candidate(plan)
         if p.shrunk is None:
             # Every tensor kept as it is: the original model, which the original run already judged.
             # It passes without a run, and it is never the answer (there is nothing to ship smaller).
             self.runs -= 1
             seen = self.original.models.get(self.prepared.sha256, ModelSeen())
             return Trial(dict(tensors), judge(self.original, self.original), seen, p, self.prepared.sha256, True)
+        trial = self._judge(p, tensors)
+        if trial.passed and (self.best is None or p.shrunk_size <= self.best.prepared.shrunk_size):
+            self.best = trial
+        return trial
+
+    def _candidate(self, plan: tuple[tuple[str, str, str], ...]) -> Prepared:
+        """The model shrunk with ``plan`` (through the cache)."""
+        (p,) = prepare(only(self.configured, self.prepared), self.workdir / str(self.runs), self.app,
+                       plans={self.prepared.sha256: plan})
+        return p
+
+    def _judge(self, p: Prepared, tensors: dict[Key, str]) -> Trial:
+        """One run of the command with ``p`` swapped in and the original beside it: no test regressed
+        and at most ``max_flip_rate`` of its decisions flipped."""
+        assert p.shrunk is not None
         observed = run_command(self.settings, (self.prepared,), f"search run {self.runs}",
                                lambda r: Instructions("shrunk", True, self.settings.threshold, r, (p.target(),)))
         self.step.at(self.runs, "")
@@ -226,15 +255,16 @@ class _Search:
         flips, positions = trial.flips
         errors = seen.stats.errors if seen.stats is not None else 0
         ok = verdict.passed and not errors and flips <= self.settings.max_flip_rate * positions
-        trial = replace(trial, passed=ok)
-        if ok and (self.best is None or p.shrunk_size <= self.best.prepared.shrunk_size):
-            self.best = trial
-        kept = ", ".join(f"{t} {e}" for (_, t), e in sorted(tensors.items())) or f"{p.options.method} as configured"
         self.app.display_info(
-            f"check --search: {p.relpath} run {self.runs}: {kept}: {human(p.shrunk_size)}; tests "
+            f"check --search: {p.relpath} run {self.runs}: {kept_words(tensors, p)}: {human(p.shrunk_size)}; tests "
             f"{tally(observed)}, {len(verdict.regressions)} regressed; {flips} of {positions} shadow decisions "
             f"flipped -> {'passes' if ok else 'fails'}")
-        return trial
+        return replace(trial, passed=ok)
+
+
+def kept_words(tensors: dict[Key, str], p: Prepared) -> str:
+    """The tensors a candidate sets, for its line (``encoder.0.weight fp16, ...``)."""
+    return ", ".join(f"{t} {e}" for (_, t), e in sorted(tensors.items())) or f"{p.options.method} as configured"
 
 
 def _guarded(found: Found, recorded: Path, workdir: Path, app: Display, project: Path) -> Found:

@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from hatch_shrinkray.auto.sensitivity import Sensitive, rank
 from hatch_shrinkray.checking.models import Prepared
 from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.fitting.sensitivity import Sensitive, rank
 from hatch_shrinkray.onnxgraph.modelio import load_model
 from hatch_shrinkray.registry import Dedup
 from hatch_shrinkray.samples import Calibration, Sequencing

@@ -33,9 +33,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "and again with every onnxruntime session of a configured model loading the shrunk one, and "
                     "report every test that regressed (exit 1). --shadow: one run in which every call also runs "
                     "the shrunk model and the differences are counted. --fix: where tests regress, the cheapest "
-                    "choice per model that passes them again (round-to-nearest codes, int8, fp16, the original), "
-                    "written into the plan file the hook reads. --search: the smallest per-tensor plan the tests "
-                    "accept, written there too.",
+                    "choice per model that passes them again (round-to-nearest codes, int8, int8 with some tensors "
+                    "wider, fp16, the original), written into the plan file the hook and `wheel` read. --search: "
+                    "the smallest per-tensor plan the tests accept, written there too.",
         usage="hatch-shrinkray check [MODEL...] [--project DIR] [options] -- COMMAND [ARGS...]")
     k.add_argument("models", nargs="*", metavar="MODEL",
                    help="the models to check (default: the project's `models`): paths or globs in the project or "
@@ -49,7 +49,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                       help="one run: the program gets the original outputs, the shrunk models run beside them")
     mode.add_argument("--fix", action="store_true",
                       help="where tests regress, find per model the cheapest choice with which they pass again "
-                           "(round-to-nearest codes, int8 instead of auto's plan, fp16, the original) and write it "
+                           "(round-to-nearest codes, int8 instead of auto's plan, int8 with some tensors wider, fp16, "
+                           "the original) and write it "
                            "into the plan file the hook and `wheel` read")
     mode.add_argument("--search", action="store_true",
                       help="find the smallest per-tensor plan the tests accept and write it into the plan file")
@@ -58,7 +59,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     k.add_argument("--threshold", type=float, default=0.5, action=Noted,
                    help="decision threshold of probability outputs for shadow flips (default 0.5)")
     k.add_argument("--max-flip-rate", type=float, default=0.0, metavar="RATE",
-                   help="--search/--shadow: share of shadow decisions allowed to flip (default 0)")
+                   help="--shadow: share of the judged answers allowed to change; --search: of the shadow "
+                        "decisions allowed to flip (default 0)")
     k.add_argument("--max-runs", type=int, default=16, metavar="N",
                    help="--search: runs of COMMAND per model at most (default 16)")
     k.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", action=Noted,

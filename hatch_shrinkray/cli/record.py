@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         Caps.hard(args.max_samples, args.max_bytes, args.max_memory)
     root = project_root(args.output)
     code, done = record(command, args.output, caps, root)
-    models, setup = configured_models(root)
+    models, setup = configured_models(root, done)
     print(summary(done, args.output, models, command, setup))
     lost = done.incomplete
     for problem in lost:

@@ -25,7 +25,10 @@ from hatch_shrinkray.shipping.ship import confirm_plan, fix_line
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    s = sub.add_parser("shrink", help="shrink models into an output directory")
+    s = sub.add_parser("shrink", help="shrink models into an output directory",
+                       description="Files inside the current directory's project get its configuration table's "
+                                   "options (overrides included), the flags given overriding them key by key; "
+                                   "other files get the flags alone.")
     s.add_argument("models", nargs="+", help="model files (glob patterns allowed)")
     s.add_argument("-o", "--output", type=Path, required=True, help="output directory")
     option_flags(s, verify=False)
@@ -35,7 +38,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                         "it, and print a size table")
     s.add_argument("--json", type=Path, metavar="FILE", help="write the full report as JSON ('-' for stdout)")
     s.add_argument("--plan", type=Path, metavar="FILE", action=Noted,
-                   help="apply the per-tensor plan this plan file holds for each model's bytes (check --search)")
+                   help="apply what this plan file holds for each model's bytes (check --fix's remedy or "
+                        "check --search's per-tensor plan)")
     option_flags(s, verify=True)
 
 

@@ -13,7 +13,8 @@ from collections import defaultdict
 
 from onnx import ModelProto, NodeProto, TensorProto, helper
 
-from hatch_shrinkray.onnxgraph.encoding import Calibration, DataFree
+from hatch_shrinkray.methods.base import DataFree
+from hatch_shrinkray.onnxgraph.encoding import Calibration
 from hatch_shrinkray.onnxgraph.graph import Names, Scope, Site, find_sites
 from hatch_shrinkray.onnxgraph.rewrite import record
 from hatch_shrinkray.options import ShrinkOptions

@@ -25,7 +25,8 @@ import onnx
 from onnx import ModelProto
 
 from hatch_shrinkray.errors import ShrinkrayError, one_line
-from hatch_shrinkray.onnxgraph.encoding import Calibration, DataFree
+from hatch_shrinkray.methods.base import DataFree
+from hatch_shrinkray.onnxgraph.encoding import Calibration
 from hatch_shrinkray.onnxgraph.graph import FLOAT_TYPES, Names, Site, find_sites, scopes
 from hatch_shrinkray.onnxgraph.rewrite import record, skip_reason
 from hatch_shrinkray.options import ShrinkOptions

@@ -12,9 +12,10 @@ import logging
 
 from onnx import ModelProto
 
+from hatch_shrinkray.encodings.int8 import Int8Encoder
 from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.methods.int8 import Int8Encoder
-from hatch_shrinkray.onnxgraph.encoding import Calibration, DataFree
+from hatch_shrinkray.methods.base import DataFree
+from hatch_shrinkray.onnxgraph.encoding import Calibration
 from hatch_shrinkray.onnxgraph.graph import Names, Site, find_sites
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights, record, skip_reason
 from hatch_shrinkray.options import ShrinkOptions

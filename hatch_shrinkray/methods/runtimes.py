@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from onnx import ModelProto
 
+from hatch_shrinkray.encodings.int8 import PER_AXIS_DQ_OPSET
 from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.methods.int8 import PER_AXIS_DQ_OPSET
 from hatch_shrinkray.onnxgraph.graph import opset_version, scopes
 from hatch_shrinkray.options import NAMED_RUNTIMES, RUNTIME_FLOOR
 
@@ -27,7 +27,7 @@ CONV_INTEGER = (1, 24, 1)
 DQ_MATMUL_FUSED = (1, 25, 0)
 """First onnxruntime that fuses ``DequantizeLinear -> MatMul`` (``decode = "fast"``) into
 MatMulNBits at load; 1.24.4 runs the DequantizeLinear on every inference. (Where even the build's
-onnxruntime does not fuse a weight, ``methods.int8`` decodes it in float.)"""
+onnxruntime does not fuse a weight, ``encodings.int8`` decodes it in float.)"""
 MATMUL_NBITS = (1, 16, 2)
 """First onnxruntime with the ``MatMulNBits`` contrib op (``int4``, ``auto``'s 4-bit blocks); 1.16.1 lacks it."""
 
@@ -110,7 +110,7 @@ def check(model: ModelProto, method: str, decode: str, entries: Iterable[str], l
     if reason:
         raise ShrinkrayError(reason, path=label)
     build = Targets(_version(".".join(ort.__version__.split(".")[:3])))
-    reason = refusal(model, method, "float", build)  # decode fast falls back by itself (methods.int8)
+    reason = refusal(model, method, "float", build)  # decode fast falls back by itself (encodings.int8)
     if reason:
         raise ShrinkrayError(f"this build's onnxruntime {ort.__version__} could not verify the result: {reason}",
                              path=label, hint="upgrade onnxruntime where you build")

@@ -49,14 +49,15 @@ class StepTable:
     """Per factor and row: the relative output error and the bits of round-to-nearest codes at that
     step (computed once per weight; every ``lam`` is then an argmin over the table)."""
 
-    def __init__(self, rows: F64, scale: F64, h: F64) -> None:
-        """``rows`` ``[rows, K]``, ``scale`` the max-abs scales ``[rows]``, ``h`` ``[K, K]``."""
+    def __init__(self, rows: F64, scale: F64, h: F64, factors: tuple[float, ...] = FACTORS) -> None:
+        """``rows`` ``[rows, K]``, ``scale`` the max-abs scales ``[rows]``, ``h`` ``[K, K]``;
+        ``factors`` the step multipliers tried (``FACTORS``; benchmarks try others)."""
         energy = float(gptq.output_error(rows, h).sum())
         self.scale = scale
         self.values = int(rows.size)
-        self.factors = np.asarray(FACTORS)
+        self.factors = np.asarray(factors)
         errors, bits = [], []
-        for f in FACTORS:
+        for f in factors:
             s = scale * f
             codes = np.clip(np.rint(rows / s[:, None]), -QMAX, QMAX)
             dec = (codes.astype(np.float32) * s.astype(np.float32)[:, None]).astype(np.float64)

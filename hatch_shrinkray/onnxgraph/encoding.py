@@ -1,8 +1,8 @@
-"""The interface every encoding method implements, and the pieces per-tensor methods share.
+"""The interface every per-tensor encoding implements, and the pieces the graph layer rewrites with.
 
-A method turns a model into a smaller one and reports per tensor what it did. Per-tensor methods
-(int8, fp16, float-levels) only write ``encode``: a weight array in, a ``Decode`` out, i.e. the
-tensors to store plus the nodes that rebuild the weight under its original name.
+An encoding (int8, fp16, float-levels, ...) only writes ``encode``: a weight array in, a ``Decode``
+out, i.e. the tensors to store plus the nodes that rebuild the weight under its original name. The
+whole-model interface of a method is ``methods.base``.
 """
 
 from __future__ import annotations
@@ -12,13 +12,12 @@ from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
-from onnx import ModelProto, NodeProto, helper
+from onnx import NodeProto, helper
 
 from hatch_shrinkray.options import ShrinkOptions
-from hatch_shrinkray.result import TensorRecord
 from hatch_shrinkray.samples import Calibration, Feed
 
-__all__ = ["Calibration", "DataFree", "Decode", "DecodeNode", "EncodeContext", "Feed", "Method", "TensorEncoder"]
+__all__ = ["Calibration", "Decode", "DecodeNode", "EncodeContext", "Feed", "TensorEncoder"]
 
 
 @dataclass(frozen=True)
@@ -96,26 +95,3 @@ class TensorEncoder(Protocol):
     """A per-tensor encoding; raises ``quant.NotEncodable`` to keep a tensor as it is."""
 
     def encode(self, w: npt.NDArray[np.floating], ctx: EncodeContext) -> Decode: ...
-
-
-class Method(Protocol):
-    """A whole-model transformation chosen by name.
-
-    ``calibration`` holds real sample inputs for methods whose choices depend on data (``auto``,
-    output-aware ``int8``); None without real inputs, or when they are too few to tell a fitted
-    choice from chance (``evidence.MIN_UNITS``). ``calibrates`` says whether the method would use
-    them (so the engine prepares samples only when it must)."""
-
-    name: str
-
-    def calibrates(self, options: ShrinkOptions) -> bool: ...
-
-    def apply(self, model: ModelProto, options: ShrinkOptions,
-              calibration: Calibration | None) -> list[TensorRecord]: ...
-
-
-class DataFree:
-    """Base of the methods whose output does not depend on sample inputs."""
-
-    def calibrates(self, options: ShrinkOptions) -> bool:
-        return False

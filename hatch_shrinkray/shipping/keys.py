@@ -27,8 +27,9 @@ HOOK_KEY_HELP: dict[str, tuple[str, str]] = {
              "rewrites the wheel's member and its RECORD) ([Checking with your own tests](checking.md))"),
     "overrides": ("`[]`", "an array of tables, each with its own `models` globs and any engine key, applied to "
                   "the models it selects, in order"),
-    "plan": ("`\"shrinkray-plan.json\"` if present", "the plan file `hatch-shrinkray check --search` writes; "
-             "`false` ignores it ([Checking with your own tests](checking.md))"),
+    "plan": ("`\"shrinkray-plan.json\"` if present", "the plan file `hatch-shrinkray check --fix` and "
+             "`hatch-shrinkray check --search` write; `false` ignores it "
+             "([Checking with your own tests](checking.md))"),
 }
 """The keys the hook reads itself (:mod:`hatch_shrinkray.shipping.config`)."""
 

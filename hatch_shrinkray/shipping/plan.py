@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -64,13 +65,18 @@ class Remedy:
     def apply(self, options: ShrinkOptions) -> ShrinkOptions:
         return replace(options, method=self.method or options.method, rounding=self.rounding or options.rounding)
 
-    def describe(self, options: ShrinkOptions) -> str:
-        """The choice for people, on ``options`` as configured: ``int8 round-to-nearest``, ``fp16``."""
+    def describe(self, options: ShrinkOptions, tensors: Sequence[tuple[str, str, str]] = ()) -> str:
+        """The choice for people, on ``options`` as configured: ``int8 round-to-nearest``, ``fp16``,
+        ``int8 round-to-nearest, 3 tensors wider (2 int10, 1 fp16)`` with a per-tensor plan."""
         if self.original:
             return "the original"
         chosen = self.apply(options)
         rounding = " round-to-nearest" if chosen.rounding == "nearest" and chosen.method in ("int8", "auto") else ""
-        return f"{chosen.method}{rounding}"
+        if not tensors:
+            return f"{chosen.method}{rounding}"
+        counts = Counter(e for _, _, e in tensors)
+        wider = ", ".join(f"{counts[e]} {e}" for e in reversed(ENCODINGS) if counts[e])
+        return f"{chosen.method}{rounding}, {len(tensors)} tensor{'s' if len(tensors) > 1 else ''} wider ({wider})"
 
 
 @dataclass(frozen=True)

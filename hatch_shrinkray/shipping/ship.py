@@ -555,7 +555,7 @@ def fix_line(relpath: str, plan: PlanEntry, options: ShrinkOptions, size: int = 
     because = f" ({reason})" if isinstance(reason, str) and reason else ""
     if plan.remedy.original:
         return f"{relpath}: ships its original bytes ({human(size)}), as check --fix chose{because}"
-    return f"{relpath}: {plan.remedy.describe(options)}, as check --fix chose{because}"
+    return f"{relpath}: {plan.remedy.describe(options, plan.tensors)}, as check --fix chose{because}"
 
 
 def confirm_plan(relpath: str, plan: PlanEntry, shipped_sha256: str, app: Display) -> None:
@@ -592,7 +592,7 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
     keyed by the digests of the bytes the engine actually read. An unchanged model is recorded
     with ``shrunk_sha256 == original_sha256``, in the manifest (so a wheel built from the sdist
     passes it through) and in the cache (so it is not re-verified). ``keep_failed`` (``check``)
-    keeps a model that fails verification; it is never cached.
+    keeps a model that fails verification on real inputs; it is never cached.
     """
     source = root / model.relpath
     versions = tool_versions()
@@ -602,8 +602,6 @@ def _shrink_one(model: ModelEntry, original_sha256: str, root: Path, target: Pat
         if hit is None and not engine_installed():  # what this hatch-shrinkray made with any engine
             key = engine_free_key(original_sha256, model.options)
             hit = cache.latest(key, original_sha256)
-        if hit is not None and keep_failed and hit[1].unverified:
-            hit = None  # check judges the shrunk model, which a build that kept the original did not cache
         if hit is not None and _take_cached(hit, target, key, model.relpath, app, original=model_file_sha256,
                                             cache=cache, runtime=versions["onnxruntime"]):
             if hit[1].unverified:

@@ -1,7 +1,7 @@
 """Judging a model's outputs against the original's over a set of samples, counted by unit.
 
 Shared by the build's verification (``runner``), the do-no-harm guard of data-fitted choices
-(``auto.guard``) and ``check --shadow``: each output gets its judge once (``expectations``), every
+(``fitting.guard``) and ``check --shadow``: each output gets its judge once (``expectations``), every
 candidate's outputs are compared sample by sample (a recurrent model's stream is one sample), and
 the evidence is counted over independent units (``evidence_of``).
 """

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from hatch_shrinkray.auto.calib import Layout, as_rows, from_rows
-from hatch_shrinkray.methods import packing
-from hatch_shrinkray.methods._decode import float_decode
-from hatch_shrinkray.methods.fp16 import Fp16Encoder
+from hatch_shrinkray.encodings import packing
+from hatch_shrinkray.encodings._decode import float_decode
+from hatch_shrinkray.encodings.fp16 import Fp16Encoder
+from hatch_shrinkray.fitting.calib import Layout, as_rows, from_rows
 from hatch_shrinkray.numerics import gptq
 from hatch_shrinkray.numerics.entropy import estimated_bytes
 from hatch_shrinkray.numerics.quant import (
@@ -259,6 +259,21 @@ def int_candidate(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.N
         # rounding would fit the calibration inputs, not the layer.
         return Candidate(kind, base.label, base.stored_bytes, q0.decoded, base, rtn_err,
                          f"{FEW_ROWS}{rows_seen} calibration rows for {moments.shape[-1]} features)")
+    q = _fitted_codes(w, q0, moments, lay, bits=bits, levels=levels, axis=axis)
+    decoded = q.decoded
+    err = error_energy(w, decoded, moments, lay)
+    if err >= rtn_err:
+        return Candidate(kind, base.label, base.stored_bytes, q0.decoded, base, rtn_err, "round-to-nearest")
+    dec = decode(q, f"{name} {where} gptq")
+    gain = rtn_err / err if err > 0 else float("inf")
+    return Candidate(kind, dec.label, dec.stored_bytes, decoded, dec, err,
+                     f"output-aware rounding: {gain:.2f}x less output error than round-to-nearest")
+
+
+def _fitted_codes(w: npt.NDArray[np.float32], q0: Quantized, moments: npt.NDArray[np.float64], lay: Layout,
+                  *, bits: int, levels: int | None, axis: int | None) -> Quantized:
+    """The codes and scales output-error-aware rounding (``gptq``) fits on ``moments``, one group of
+    rows at a time; constant or all-tiny rows keep their round-to-nearest codes (``q0``)."""
     rows = as_rows(w.astype(np.float64), lay)
     s0 = as_rows(np.broadcast_to(q0.scale, w.shape), lay)[:, 0].astype(np.float64)
     g = moments.shape[0]
@@ -283,15 +298,8 @@ def int_candidate(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.N
     dec_rows[tiny] = 0
     decoded = from_rows(dec_rows, lay, w.shape)
     s_shape = scale_shape(w.shape, axis)
-    q = Quantized(from_rows(codes, lay, w.shape).astype(q0.codes.dtype), scale32.reshape(s_shape), None,
-                  decoded, None, None)
-    err = error_energy(w, decoded, moments, lay)
-    if err >= rtn_err:
-        return Candidate(kind, base.label, base.stored_bytes, q0.decoded, base, rtn_err, "round-to-nearest")
-    dec = decode(q, f"{name} {where} gptq")
-    gain = rtn_err / err if err > 0 else float("inf")
-    return Candidate(kind, dec.label, dec.stored_bytes, decoded, dec, err,
-                     f"output-aware rounding: {gain:.2f}x less output error than round-to-nearest")
+    return Quantized(from_rows(codes, lay, w.shape).astype(q0.codes.dtype), scale32.reshape(s_shape), None,
+                     decoded, None, None)
 
 
 def split(w: npt.NDArray[np.float32], hot: Candidate, cold: Candidate, mask: npt.NDArray[np.bool_], *, axis: int,

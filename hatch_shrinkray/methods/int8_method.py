@@ -1,4 +1,6 @@
-"""Method ``int8`` given real inputs: the same bytes and the same ``Cast -> Mul`` decode as
+"""Method ``int8``: every eligible weight in the per-channel codes of ``encodings.int8``.
+
+Given real inputs: the same bytes and the same ``Cast -> Mul`` decode as
 round-to-nearest int8, with each weight's codes and scales chosen by output-aware rounding (scale
 search + GPTQ, ``numerics.gptq``) on the calibration samples, kept only where it does no harm.
 
@@ -17,18 +19,19 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy.typing as npt
 from onnx import ModelProto
 
-from hatch_shrinkray.auto.calib import Layout
-from hatch_shrinkray.auto.candidates import FEW_ROWS, MIN_ROWS_PER_FEATURE, Candidate, int_candidate
-from hatch_shrinkray.auto.guard import Outcome, Scorer, Unfitted, Verdict, decide
-from hatch_shrinkray.auto.method import Calibrated, Key, Planned, calibrate
-from hatch_shrinkray.auto.probe import site_key
-from hatch_shrinkray.methods.int8 import Int8Encoder, keep_fused
+from hatch_shrinkray.encodings.int8 import Int8Encoder, keep_fused
+from hatch_shrinkray.fitting.calib import Layout
+from hatch_shrinkray.fitting.calibrate import Calibrated, Key, calibrate
+from hatch_shrinkray.fitting.candidates import FEW_ROWS, MIN_ROWS_PER_FEATURE, Candidate, int_candidate
+from hatch_shrinkray.fitting.choices import Planned
+from hatch_shrinkray.fitting.guard import Outcome, Scorer, Unfitted, Verdict, decide
+from hatch_shrinkray.fitting.probe import site_key
+from hatch_shrinkray.methods.base import Fitted, Needs
 from hatch_shrinkray.numerics.quant import NotEncodable
 from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
 from hatch_shrinkray.onnxgraph.encoding import Calibration, EncodeContext
@@ -45,24 +48,22 @@ GPTQ solve runs FOLDS + 1 times, so more folds cost more than they tell on the f
 the guard matters)."""
 
 
-@dataclass(frozen=True)
-class Fitted:
-    """What ``int8`` wrote, and the guard's verdict on its output-aware rounding (None when
-    nothing was fitted: no real inputs, or no weight whose activations are visible)."""
-
-    records: list[TensorRecord]
-    outcome: Verdict | None
-
-
 class Int8:
     name = "int8"
+    size_neutral = False
 
     def calibrates(self, options: ShrinkOptions) -> bool:
         return options.scheme == "symmetric" and options.decode == "float" and options.rounding != "nearest"
 
-    def apply(self, model: ModelProto, options: ShrinkOptions,
-              calibration: Calibration | None) -> list[TensorRecord]:
-        return fit_int8(model, options, calibration).records
+    def needs(self, options: ShrinkOptions) -> Needs:
+        """Samples dealt into folds for output-aware rounding, unless configured otherwise."""
+        declined = Unfitted('round-to-nearest (rounding "nearest"): the inputs only verify') \
+            if options.rounding == "nearest" else None
+        return Needs(split="cross" if self.calibrates(options) else None, declined=declined)
+
+    def fit(self, model: ModelProto, options: ShrinkOptions, calibration: Calibration | None,
+            held: Calibration | None, original: Scorer | None) -> Fitted:
+        return fit_int8(model, options, calibration)
 
     def plain(self, model: ModelProto, options: ShrinkOptions) -> list[TensorRecord]:
         records = encode_weights(model, Int8Encoder(), options)
@@ -182,4 +183,4 @@ def _noted(record: TensorRecord, note: str | None) -> TensorRecord:
     return dataclasses.replace(record, note=f"{record.note}; {note}" if record.note else note)
 
 
-__all__ = ["Fitted", "Int8", "fit_int8"]
+__all__ = ["Int8", "fit_int8"]

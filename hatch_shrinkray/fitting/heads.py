@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 from onnx import GraphProto, NodeProto, helper
 
-from hatch_shrinkray.auto.probe import site_key
+from hatch_shrinkray.fitting.probe import site_key
 from hatch_shrinkray.onnxgraph.graph import Site
 from hatch_shrinkray.verification.judges import judge_for
 

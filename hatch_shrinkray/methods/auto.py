@@ -31,7 +31,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -39,9 +39,13 @@ import numpy.typing as npt
 from onnx import ModelProto
 
 from hatch_shrinkray import progress
-from hatch_shrinkray.auto.budget import BROKEN, ZERO, Baseline, Deviation, Limits, deviation
-from hatch_shrinkray.auto.calib import Layout, Moments, layout, patches, rows_per_sample
-from hatch_shrinkray.auto.candidates import (
+from hatch_shrinkray.encodings.int8 import Int8Encoder
+from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.evidence import MIN_UNITS
+from hatch_shrinkray.fitting.budget import BROKEN, ZERO, Baseline, Deviation, Limits, deviation
+from hatch_shrinkray.fitting.calib import Layout
+from hatch_shrinkray.fitting.calibrate import Key, calibrate, needs_real_inputs
+from hatch_shrinkray.fitting.candidates import (
     INT8_LEVELS,
     NBITS,
     Candidate,
@@ -55,27 +59,26 @@ from hatch_shrinkray.auto.candidates import (
     split,
     step_candidates,
 )
-from hatch_shrinkray.auto.guard import Outcome, Scorer, Unfitted, Verdict, decide
-from hatch_shrinkray.auto.heads import classes_axis, competing
-from hatch_shrinkray.auto.probe import Probe, site_key, weights_as_inputs
-from hatch_shrinkray.auto.search import Found, Option, refine, search, try_uniform, within_load
-from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.evidence import MIN_UNITS
+from hatch_shrinkray.fitting.choices import Planned
+from hatch_shrinkray.fitting.guard import Outcome, Scorer, Unfitted, Verdict, decide
+from hatch_shrinkray.fitting.heads import classes_axis, competing
+from hatch_shrinkray.fitting.probe import Probe, site_key, weights_as_inputs
+from hatch_shrinkray.fitting.search import Found, Option, refine, search, try_uniform, within_load
 from hatch_shrinkray.methods import runtimes
-from hatch_shrinkray.methods.int8 import Int8Encoder
+from hatch_shrinkray.methods.base import Fitted, Needs
+from hatch_shrinkray.methods.int8_method import Int8, fit_int8
 from hatch_shrinkray.numerics.quant import NotEncodable
 from hatch_shrinkray.numerics.threads import workers
 from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
-from hatch_shrinkray.onnxgraph.encoding import Calibration, Decode, EncodeContext
-from hatch_shrinkray.onnxgraph.graph import Names, Site, find_sites, opset_version
-from hatch_shrinkray.onnxgraph.rewrite import encode_weights, record, rows_decodable, skip_reason
+from hatch_shrinkray.onnxgraph.encoding import Calibration, EncodeContext
+from hatch_shrinkray.onnxgraph.graph import Names, Site, opset_version
+from hatch_shrinkray.onnxgraph.rewrite import encode_weights, record, rows_decodable
 from hatch_shrinkray.options import LOAD_BUDGET, WEB_LOAD_BUDGET, ShrinkOptions
 from hatch_shrinkray.pool import thread_pool
 from hatch_shrinkray.result import TensorRecord
 from hatch_shrinkray.samples import Feed, as_calibration
 from hatch_shrinkray.verification.judges import per_character
 
-FLOAT32 = 1
 LOG = logging.getLogger("hatch_shrinkray.auto")
 MAX_EVALS = 400
 """Single-tensor sensitivity runs (largest weights first); weights not reached get int8 as method
@@ -109,7 +112,6 @@ MEASURED_LEVELS = (31,)
 """The rungs below int8 measured alone for the largest weights; the others are scaled from the
 nearest measured one (``_proxy``)."""
 
-Key = tuple[str, str]
 
 
 @dataclass
@@ -144,87 +146,25 @@ class Analysis:
     search's screen compares with the same, so they are prepared once)."""
 
 
-@dataclass
-class Calibrated:
-    """Calibration runs of one model: the eligible float32 weights, how each reads its activations,
-    and the activations' second moments (what output-aware rounding minimises against)."""
-
-    sites: list[Site]
-    lays: dict[Key, Layout | None]
-    probe: Probe
-    base: list[list[npt.NDArray[Any]]]
-    """The model's outputs on each calibration feed, with the original weights (streams in closed loop)."""
-    moments: dict[Key, tuple[npt.NDArray[np.float64], int]]
-    """Per weight: the mean ``x x^T`` over every calibration row, and the rows seen."""
-    folds: list[list[int]] = field(default_factory=list)
-    """With cross-fitting: the feed indices of each fold (whole units)."""
-    fold_sums: list[dict[Key, tuple[npt.NDArray[np.float64], int]]] = field(default_factory=list)
-    """Per fold: each weight's sum of ``x x^T`` over the fold's rows, and the rows."""
-
-    def moments_without(self, fold: int) -> dict[Key, tuple[npt.NDArray[np.float64], int]]:
-        """The moments of every fold but ``fold``: what a fit that must not see ``fold`` uses."""
-        out: dict[Key, tuple[npt.NDArray[np.float64], int]] = {}
-        for f, sums in enumerate(self.fold_sums):
-            if f == fold:
-                continue
-            for key, (h, n) in sums.items():
-                if key in out:
-                    out[key] = (out[key][0] + h, out[key][1] + n)
-                else:
-                    out[key] = (h.copy(), n)
-        return {k: (h / n, n) for k, (h, n) in out.items() if n > 0}
-
-
-def calibrate(model: ModelProto, options: ShrinkOptions, samples: Calibration | Sequence[Feed], *,
-              weights_as_feeds: bool, folds: int = 1) -> Calibrated | None:
-    """Run the calibration feeds through a probe copy of ``model`` that exposes the activations
-    feeding every MatMul/Gemm/Conv weight (and, with ``weights_as_feeds``, takes the weights as
-    inputs so that any mix of encodings can be evaluated without a new session). With ``folds`` > 1
-    the moments are also summed per fold of units, for cross-fitting. None: no float32 weight
-    qualifies."""
-    calibration = as_calibration(samples)
-    sites = [s for s in find_sites(model) if s.dtype == FLOAT32 and skip_reason(s, options) is None]
-    if not sites:
-        return None
-    main_names = _main_names(model)
-    lays = {site_key(s): _layout(s, main_names) for s in sites}
-    # Every consumer's activation: a weight shared by several MatMuls (dedup) sums their moments.
-    capture = sorted({la.activation for s in sites if lays[site_key(s)] is not None for n, i in s.consumers
-                      if (la := layout(n, i, s.shape)) is not None})
-    originals = {site_key(s): s.array() for s in sites} if weights_as_feeds else {}
-    probe = Probe(weights_as_inputs(model, set(originals), capture), list(calibration.feeds), originals,
-                  calibration.seq)
-    split = calibration.seq.folds(folds) if folds > 1 else [list(range(len(calibration.feeds)))]
-    fold_of = {i: f for f, members in enumerate(split) for i in members}
-    base, sums = _moments(sites, lays, probe, fold_of, len(split))
-    moments: dict[Key, tuple[npt.NDArray[np.float64], int]] = {}
-    for fold_sums in sums:
-        for key, (h, n) in fold_sums.items():
-            moments[key] = (moments[key][0] + h, moments[key][1] + n) if key in moments else (h.copy(), n)
-    moments = {k: (h / n, n) for k, (h, n) in moments.items() if n > 0}
-    return Calibrated(sites, lays, probe, base, moments, split if folds > 1 else [], sums if folds > 1 else [])
-
-
-def needs_real_inputs(method: str) -> ShrinkrayError:
-    return ShrinkrayError(
-        f"method {method} fits its choices to real inputs, and there are none: set `inputs` to a recording "
-        "(record one with `hatch-shrinkray record --output DIR -- COMMAND`) or a .npz of real samples",
-        hint="generated noise calibrates to noise: on it `auto` once shipped a text recogniser that misread 99.5% "
-             "of real lines")
-
-
 class Auto:
     name = "auto"
+    size_neutral = False
 
-    def calibrates(self, options: ShrinkOptions) -> bool:
-        return True
+    def needs(self, options: ShrinkOptions) -> Needs:
+        """Real samples, half of their units held out to judge the plan on, and the original's
+        outputs there before the encoding (verification compares with the same)."""
+        return Needs(split="holdout", required=True, reference_first=True,
+                     fallback="auto fell back to int8 round-to-nearest", brief="auto: int8, ")
 
-    def apply(self, model: ModelProto, options: ShrinkOptions,
-              calibration: Calibration | None) -> list[TensorRecord]:
-        analysis = self.analyse(model, options, calibration)
-        if analysis is None:
-            return encode_weights(model, Int8Encoder(), options)
-        return self.finish(model, analysis, options)
+    def fit(self, model: ModelProto, options: ShrinkOptions, calibration: Calibration | None,
+            held: Calibration | None, original: Scorer | None) -> Fitted:
+        """The guarded plan; without evidence enough to fit anything, int8 as round-to-nearest
+        writes it."""
+        if calibration is None:
+            return Fitted(Int8().plain(model, options), None)
+        int8 = replace(options, method="int8")
+        return guarded_auto(model, options, calibration, held, fallback=lambda m: fit_int8(m, int8, calibration),
+                            original=original)
 
     def analyse(self, model: ModelProto, options: ShrinkOptions,
                 samples: Calibration | Sequence[Feed] | None) -> Analysis | None:
@@ -280,60 +220,11 @@ class Auto:
         quick_limits = Limits.of(options, quick_plain,
                                  deviation(quick, [fitted_out[i] for i in analysis.subset])).screening(quick_plain)
 
-        screening = len(analysis.subset) < len(base)
-        in_subset = set(analysis.subset)
-        rest = [i for i in range(len(base)) if i not in in_subset]
-
-        def replaced(choice: tuple[int, ...]) -> dict[Key, npt.NDArray[Any]]:
-            return {site_key(w.site): w.candidates[c].decoded for w, c in zip(weights, choice, strict=True)}
-
-        def evaluate(choice: tuple[int, ...]) -> Deviation:
-            return deviation(baseline, probe.run(replaced(choice)))
-
-        verdicts: dict[tuple[int, ...], bool] = {}
-        latest: dict[tuple[int, ...], list[Any]] = {}
-
-        def passes(choice: tuple[int, ...]) -> bool:
-            """Whether ``choice`` keeps the budget on the single-tensor runs' feeds; each choice runs
-            there once, and the outputs of the latest are kept for the full run that often follows."""
-            if choice not in verdicts:
-                part = probe.run(replaced(choice), subset=analysis.subset)
-                verdicts[choice] = quick_limits.within(deviation(quick, part))
-                latest.clear()
-                latest[choice] = part
-            return verdicts[choice]
-
-        def screened(choice: tuple[int, ...]) -> Deviation:
-            """An assignment runs on every feed only once it keeps the budget on the single-tensor
-            runs' feeds: about half of the bisection's points and most clean-up moves do not, and
-            that check costs a fraction of a full run. (A point the subset rejects is treated as
-            over the budget: at worst a few bytes more, never a looser budget.)"""
-            if not screening:
-                return evaluate(choice)
-            if not passes(choice):
-                return BROKEN
-            part = latest.get(choice)
-            if part is None:  # screened earlier; its outputs on the subset are gone
-                return evaluate(choice)
-            outputs: list[Any] = [None] * len(base)  # the subset's outputs are not run again
-            for i, o in zip(analysis.subset, part, strict=True):
-                outputs[i] = o
-            for i, o in zip(rest, probe.run(replaced(choice), subset=rest), strict=True):
-                outputs[i] = o
-            return deviation(baseline, outputs)
-
-        def row(w: Weight) -> list[Option]:
-            return [Option(c.target_bytes(options.target), limits.load(d), _load(w, c))
-                    for c, d in zip(w.candidates, w.deviations, strict=True)]
-
-        with progress.task("auto: sizes of the candidates", total=len(weights)) as sizing, \
-                thread_pool(workers()) as pool:  # zlib and brotli let go of the lock
-            table = []
-            for options_of_w in pool.map(row, weights):
-                table.append(options_of_w)
-                sizing.advance()
+        runner = _Screened(analysis, baseline, quick, quick_limits)
+        table = _table(weights, limits, options.target)
         with progress.task("auto: searching the assignment"):
-            screen = passes if screening else None
+            screened = runner.screened
+            screen = runner.passes if runner.screening else None
             found = search(table, screened, limits.within, screen)
             found = try_uniform(table, found, _uniform(weights), screened, limits.within)
             found = refine(table, found, screened, limits.within, MAX_REFINE, screen=screen)
@@ -381,7 +272,7 @@ class Auto:
         targets = runtimes.parse(options.runtimes)
         if _int4_ok(site) and runtimes.matmul_nbits_ok(targets):
             decoded, nbytes = int4_block(w, options.block_size)
-            from hatch_shrinkray.auto.candidates import error_energy
+            from hatch_shrinkray.fitting.candidates import error_energy
 
             cands.append(Candidate(NBITS, f"int4 block {options.block_size} (MatMulNBits)", nbytes, decoded,
                                    None, error_energy(w, decoded, moments, lay)))
@@ -421,12 +312,70 @@ def _splits(w: npt.NDArray[np.float32], cands: list[Candidate], head: npt.NDArra
     return out
 
 
-@dataclass(frozen=True)
-class Guarded:
-    """What ``auto`` wrote, and the guard's verdict on its plan (None when nothing was fitted)."""
+class _Screened:
+    """How the search evaluates an assignment (each weight's candidate index): on every feed, but
+    only once it keeps the budget on the single-tensor runs' feeds (``passes``)."""
 
-    records: list[TensorRecord]
-    outcome: Verdict | None
+    def __init__(self, analysis: Analysis, baseline: Baseline, quick: Baseline, quick_limits: Limits) -> None:
+        self.weights, self.probe, self.subset = analysis.weights, analysis.probe, analysis.subset
+        self.base = analysis.base
+        self.baseline, self.quick, self.quick_limits = baseline, quick, quick_limits
+        self.screening = len(analysis.subset) < len(self.base)
+        in_subset = set(analysis.subset)
+        self.rest = [i for i in range(len(self.base)) if i not in in_subset]
+        self.verdicts: dict[tuple[int, ...], bool] = {}
+        self.latest: dict[tuple[int, ...], list[Any]] = {}
+
+    def replaced(self, choice: tuple[int, ...]) -> dict[Key, npt.NDArray[Any]]:
+        return {site_key(w.site): w.candidates[c].decoded for w, c in zip(self.weights, choice, strict=True)}
+
+    def evaluate(self, choice: tuple[int, ...]) -> Deviation:
+        return deviation(self.baseline, self.probe.run(self.replaced(choice)))
+
+    def passes(self, choice: tuple[int, ...]) -> bool:
+        """Whether ``choice`` keeps the budget on the single-tensor runs' feeds; each choice runs
+        there once, and the outputs of the latest are kept for the full run that often follows."""
+        if choice not in self.verdicts:
+            part = self.probe.run(self.replaced(choice), subset=self.subset)
+            self.verdicts[choice] = self.quick_limits.within(deviation(self.quick, part))
+            self.latest.clear()
+            self.latest[choice] = part
+        return self.verdicts[choice]
+
+    def screened(self, choice: tuple[int, ...]) -> Deviation:
+        """An assignment runs on every feed only once it keeps the budget on the single-tensor
+        runs' feeds: about half of the bisection's points and most clean-up moves do not, and
+        that check costs a fraction of a full run. (A point the subset rejects is treated as
+        over the budget: at worst a few bytes more, never a looser budget.)"""
+        if not self.screening:
+            return self.evaluate(choice)
+        if not self.passes(choice):
+            return BROKEN
+        part = self.latest.get(choice)
+        if part is None:  # screened earlier; its outputs on the subset are gone
+            return self.evaluate(choice)
+        outputs: list[Any] = [None] * len(self.base)  # the subset's outputs are not run again
+        for i, o in zip(self.subset, part, strict=True):
+            outputs[i] = o
+        for i, o in zip(self.rest, self.probe.run(self.replaced(choice), subset=self.rest), strict=True):
+            outputs[i] = o
+        return deviation(self.baseline, outputs)
+
+
+def _table(weights: list[Weight], limits: Limits, target: str) -> list[list[Option]]:
+    """Per weight, per candidate: its bytes as ``target`` counts them, its deviation in units of the
+    budget, and its load cost."""
+    def row(w: Weight) -> list[Option]:
+        return [Option(c.target_bytes(target), limits.load(d), _load(w, c))
+                for c, d in zip(w.candidates, w.deviations, strict=True)]
+
+    with progress.task("auto: sizes of the candidates", total=len(weights)) as sizing, \
+            thread_pool(workers()) as pool:  # zlib and brotli let go of the lock
+        table = []
+        for options_of_w in pool.map(row, weights):
+            table.append(options_of_w)
+            sizing.advance()
+    return table
 
 
 SMALLER = 0.99
@@ -436,13 +385,13 @@ not a saving to trade answers' margins for."""
 PLAIN_WINS = "nothing smaller than round-to-nearest int8 kept its answers on the fitting samples"
 
 
-Fallback = Callable[[ModelProto], tuple[list[TensorRecord], Verdict | None]]
+Fallback = Callable[[ModelProto], Fitted]
 """What ships instead where the guard's choice would fail verification: the caller's ``int8``."""
 
 
 def guarded_auto(model: ModelProto, options: ShrinkOptions, calibration: Calibration,
                  held: Calibration | None, *, fallback: Fallback | None = None,
-                 original: Scorer | None = None) -> Guarded:
+                 original: Scorer | None = None) -> Fitted:
     """``auto`` fitted on ``calibration``, its plan kept only if on the ``held`` units it does no
     worse than round-to-nearest int8 (``guard``); otherwise ``model`` gets round-to-nearest int8.
     Where what the guard chose is over verification's limits on the ``held`` units (the build
@@ -451,7 +400,7 @@ def guarded_auto(model: ModelProto, options: ShrinkOptions, calibration: Calibra
     auto = Auto()
     analysis = auto.analyse(model, options, calibration)
     if analysis is None:
-        return Guarded(encode_weights(model, Int8Encoder(), options), None)
+        return Fitted(encode_weights(model, Int8Encoder(), options), None)
     chosen, summary = auto.choose(analysis, options)
     outcome: Verdict | None = None
     if all(c is _rtn(w) for w, c in chosen.values()):
@@ -462,13 +411,13 @@ def guarded_auto(model: ModelProto, options: ShrinkOptions, calibration: Calibra
     del analysis
     over = over_limits(outcome, options)
     if over and fallback is not None:
-        records, fitted = fallback(model)
-        return Guarded(records, Unfitted(f"{over}: int8 with output-aware rounding ships instead"
-                                         f"{'; ' + fitted.text() if fitted is not None else ''}",
-                                         "auto: int8, its plan was over the limits"))
+        fallen = fallback(model)
+        why = f"; {fallen.outcome.text()}" if fallen.outcome is not None else ""
+        return Fitted(fallen.records, Unfitted(f"{over}: int8 with output-aware rounding ships instead{why}",
+                                               "auto: int8, its plan was over the limits"))
     if outcome is not None and not outcome.kept:
-        return Guarded(encode_weights(model, Int8Encoder(), options), outcome)
-    return Guarded(_write(model, options, chosen, summary), outcome)
+        return Fitted(encode_weights(model, Int8Encoder(), options), outcome)
+    return Fitted(_write(model, options, chosen, summary), outcome)
 
 
 def over_limits(outcome: Verdict | None, options: ShrinkOptions) -> str:
@@ -587,55 +536,6 @@ def rungs_used(chosen: Iterable[Candidate]) -> str:
     return "rungs used: " + ", ".join(parts)
 
 
-def _main_names(model: ModelProto) -> set[str]:
-    g = model.graph
-    return {i.name for i in g.input} | {o for n in g.node for o in n.output}
-
-
-def _layout(site: Site, main_names: set[str]) -> Layout | None:
-    """One layout shared by all consumers whose activations the main graph exposes, else None."""
-    if site.scope.parent is not None or not site.consumers:
-        return None
-    lays = [layout(n, i, site.shape) for n, i in site.consumers]
-    first = lays[0]
-    if first is None or any(la is None or la.transpose != first.transpose or la.groups != first.groups
-                            or la.node.op_type != first.node.op_type for la in lays):
-        return None
-    if any(la is not None and la.activation not in main_names for la in lays):
-        return None
-    return first
-
-
-def _moments(sites: list[Site], lays: dict[Key, Layout | None], probe: Probe, fold_of: dict[int, int],
-             folds: int) -> tuple[list[list[npt.NDArray[Any]]], list[dict[Key, tuple[npt.NDArray[np.float64], int]]]]:
-    """The model outputs of every calibration feed, and per fold the activation second moments of
-    each weight (summed over its consumers and the fold's feeds, with the rows counted)."""
-    index = {name: i for i, name in enumerate(probe.probe.captured)}
-    acc: list[dict[Key, Moments]] = [{key: Moments() for key, lay in lays.items() if lay is not None}
-                                     for _ in range(folds)]
-    broken: set[Key] = set()
-    base: list[list[npt.NDArray[Any]]] = [[] for _ in probe.feeds]
-    for i, outs, caps in probe.captures():
-        base[i] = outs
-        fold = acc[fold_of.get(i, 0)]
-        for site in sites:
-            key = site_key(site)
-            if key not in fold or key in broken:
-                continue
-            for node, idx in site.consumers:
-                la = layout(node, idx, site.shape)
-                p = None if la is None or la.activation not in index else patches(
-                    np.asarray(caps[index[la.activation]]), la, site.shape,
-                    rows_per_sample(la, site.shape, len(probe.feeds)))
-                if p is None:
-                    broken.add(key)
-                    break
-                fold[key].add(p)
-    sums = [{k: (m.h, m.count) for k, m in fold.items() if k not in broken and m.h is not None and m.count > 0}
-            for fold in acc]
-    return base, sums
-
-
 def _int4_ok(site: Site) -> bool:
     return (site.scope.parent is None and site.location == "initializer" and len(site.shape) == 2
             and bool(site.consumers) and all(n.op_type == "MatMul" and i == 1 for n, i in site.consumers))
@@ -725,35 +625,6 @@ def _why(w: Weight, chosen: Candidate) -> str:
     if chosen.note:
         text += f"; {chosen.note}"
     return text
-
-
-class Planned:
-    """An encoder that returns the decode planned for the site ``select`` just announced.
-
-    ``encode_weights`` calls ``select(site)`` and then ``encode`` for that same site, so the
-    selection hook tells the encoder which weight it is about to see (the encoder interface only
-    passes the array). Weights outside the plan get ``fallback``; float32 ones only with
-    ``fallback_float32`` (``auto`` plans every float32 weight it keeps, so the rest stay float32).
-    """
-
-    def __init__(self, plan: dict[Key, Decode], fallback: Int8Encoder, *, fallback_float32: bool) -> None:
-        self.plan = plan
-        self.fallback = fallback
-        self.fallback_float32 = fallback_float32
-        self.current: Key | None = None
-
-    def select(self, site: Site) -> bool:
-        key = site_key(site)
-        if key in self.plan:
-            self.current = key
-            return True
-        self.current = None
-        return self.fallback_float32 or site.dtype != FLOAT32  # other float types: plain int8
-
-    def encode(self, w: npt.NDArray[np.floating], ctx: EncodeContext) -> Decode:
-        if self.current is None:
-            return self.fallback.encode(w, ctx)
-        return self.plan[self.current]
 
 
 def _write(model: ModelProto, options: ShrinkOptions, chosen: dict[Key, tuple[Weight, Candidate]],

@@ -20,7 +20,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from hatch_shrinkray.auto.budget import Deviation
+from hatch_shrinkray.fitting.budget import Deviation
 
 
 @dataclass(frozen=True)

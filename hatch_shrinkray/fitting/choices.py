@@ -4,7 +4,8 @@
 The chosen tensors are encoded first; every tensor this pass stores is then out of the method's
 reach (``fresh_names``), so nothing is encoded twice. Integer widths other than int8 round to
 nearest (like ``auto``'s rungs without calibration), so a plan's result depends only on the model
-and the plan, never on the verification inputs.
+and the plan, never on the verification inputs. ``Planned`` is the same hook for a fitted plan
+(``auto``'s, or int8's output-aware rounding): each planned weight gets its decode, the rest a fallback.
 """
 
 from __future__ import annotations
@@ -15,19 +16,20 @@ import numpy as np
 import numpy.typing as npt
 from onnx import ModelProto
 
-from hatch_shrinkray.auto.candidates import int_candidate
-from hatch_shrinkray.auto.probe import site_key
-from hatch_shrinkray.methods._decode import float_decode
-from hatch_shrinkray.methods.fp16 import Fp16Encoder
-from hatch_shrinkray.methods.int8 import Int8Encoder
+from hatch_shrinkray.encodings._decode import float_decode
+from hatch_shrinkray.encodings.fp16 import Fp16Encoder
+from hatch_shrinkray.encodings.int8 import Int8Encoder
+from hatch_shrinkray.fitting.candidates import int_candidate
+from hatch_shrinkray.fitting.probe import site_key
 from hatch_shrinkray.numerics.quant import quantize_symmetric
-from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext
+from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext, TensorEncoder
 from hatch_shrinkray.onnxgraph.graph import Site, find_sites
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights, planned_encoding, skip_reason
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import TensorRecord
 
 Key = tuple[str, str]
+FLOAT32 = 1
 
 
 def encode_as(encoding: str, w: npt.NDArray[np.floating], ctx: EncodeContext) -> Decode:
@@ -62,6 +64,35 @@ class _Chosen:
 
     def encode(self, w: npt.NDArray[np.floating], ctx: EncodeContext) -> Decode:
         return encode_as(self.current, w, ctx)
+
+
+class Planned:
+    """An encoder that returns the decode planned for the site ``select`` just announced.
+
+    ``encode_weights`` calls ``select(site)`` and then ``encode`` for that same site, so the
+    selection hook tells the encoder which weight it is about to see (the encoder interface only
+    passes the array). Weights outside the plan get ``fallback``; float32 ones only with
+    ``fallback_float32`` (``auto`` plans every float32 weight it keeps, so the rest stay float32).
+    """
+
+    def __init__(self, plan: dict[Key, Decode], fallback: TensorEncoder, *, fallback_float32: bool) -> None:
+        self.plan = plan
+        self.fallback = fallback
+        self.fallback_float32 = fallback_float32
+        self.current: Key | None = None
+
+    def select(self, site: Site) -> bool:
+        key = site_key(site)
+        if key in self.plan:
+            self.current = key
+            return True
+        self.current = None
+        return self.fallback_float32 or site.dtype != FLOAT32  # other float types: plain int8
+
+    def encode(self, w: npt.NDArray[np.floating], ctx: EncodeContext) -> Decode:
+        if self.current is None:
+            return self.fallback.encode(w, ctx)
+        return self.plan[self.current]
 
 
 def chosen_sites(model: ModelProto, options: ShrinkOptions) -> dict[Key, str]:

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 from onnx import ModelProto
 
-from hatch_shrinkray.auto.budget import Baseline, Deviation, deviation
-from hatch_shrinkray.auto.choices import encode_as
-from hatch_shrinkray.auto.probe import Probe, site_key, weights_as_inputs
+from hatch_shrinkray.fitting.budget import Baseline, Deviation, deviation
+from hatch_shrinkray.fitting.choices import encode_as
+from hatch_shrinkray.fitting.probe import Probe, site_key, weights_as_inputs
 from hatch_shrinkray.hints import setting
 from hatch_shrinkray.numerics.quant import NotEncodable
 from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis

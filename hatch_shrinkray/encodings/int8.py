@@ -26,7 +26,7 @@ import numpy.typing as npt
 import onnx
 from onnx import ModelProto, TensorProto, helper
 
-from hatch_shrinkray.methods._decode import float_decode
+from hatch_shrinkray.encodings._decode import float_decode
 from hatch_shrinkray.numerics.quant import quantize_affine, quantize_symmetric
 from hatch_shrinkray.onnxgraph.encoding import Decode, DecodeNode, EncodeContext
 from hatch_shrinkray.onnxgraph.graph import Names, scopes

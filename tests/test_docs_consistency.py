@@ -1,0 +1,440 @@
+"""README and docs say what the tool does and what the benchmarks measured, so that a newcomer can
+take them literally: every flag they name exists where they name it, every command they quote
+parses, docs/cli.md's promises about usage errors hold, every figure in a paragraph that cites a
+benchmark file is in that file, the defaults they quote are the code's, and the headline figure is
+one figure on every page.
+
+In-process: the parser is called, never the console script (``tests/test_docs.py`` runs the error
+lines of docs/troubleshooting.md through it)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hatch_shrinkray import __version__
+from hatch_shrinkray.capture import env
+from hatch_shrinkray.cli import parser
+from hatch_shrinkray.evidence import upper_bound
+from hatch_shrinkray.options import VerifyOptions
+from hatch_shrinkray.verification.compare import flip_rate_lower_bound
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = REPO / "docs"
+BENCHMARKS = REPO / "benchmarks"
+GENERATED = re.compile(r"<!-- generated: \w+ -->.*?<!-- end of generated -->", re.S)
+"""The references ``docs/hooks.py`` writes from the parser and the key table (tests/test_docs.py)."""
+
+FLAG = r"(?<![\w-])(--[a-z][a-z0-9-]*(?:\.[a-z][a-z0-9-]*)*)"
+"""A flag as written, with what a wrong hint once glued to it (``--models.samples``)."""
+OTHER_TOOLS = {"--find-links", "--no-deps", "--wheel", "--sdist", "--no-isolation", "--require-archs", "--hooks-only",
+               "--format"}
+"""Flags of pip, build, delocate, hatch and git that the recipes and messages use."""
+
+
+def _pages() -> dict[str, str]:
+    pages = {"README.md": (REPO / "README.md").read_text(encoding="utf-8")}
+    pages |= {p.name: p.read_text(encoding="utf-8") for p in sorted(DOCS.glob("*.md"))}
+    return {name: GENERATED.sub("", text) for name, text in pages.items()}
+
+
+PAGES = _pages()
+
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    sub = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+COMMANDS = _commands()
+TOP_FLAGS = {flag for action in parser()._actions for flag in action.option_strings}
+
+
+def _flags(command: str) -> set[str]:
+    return {flag for action in COMMANDS[command]._actions for flag in action.option_strings} | TOP_FLAGS
+
+
+def _quoted_commands(text: str) -> Iterator[tuple[str, bool]]:
+    """Each ``hatch-shrinkray ...`` the text quotes, and whether it is a line of a code block (a
+    command to run as written) rather than a span in prose (which may name a command and a flag)."""
+    for block in re.findall(r"```(?:sh|console|toml)\n(.*?)```", text, flags=re.S):
+        for line in block.splitlines():
+            for m in re.finditer(r"hatch-shrinkray (?:-[vq] )?[a-z]+\b[^&\"`]*", line.split("  #", 1)[0]):
+                yield m.group(0).strip(), True
+    prose = re.sub(r"```[a-z]*\n.*?```", "", text, flags=re.S)
+    for span in re.findall(r"`(hatch-shrinkray (?:-[vq] )?[a-z][^`]*)`", prose):
+        yield span, False
+
+
+def _argv(quoted: str) -> tuple[list[str], str]:
+    """The arguments of a quoted command before its COMMAND part, and the command's name."""
+    argv = shlex.split(quoted)[1:]
+    name = next(a for a in argv if not a.startswith("-"))
+    if "--" in argv:
+        argv = argv[:argv.index("--")]
+        if name == "record":  # record's COMMAND is a positional of its own
+            argv.append("true")
+    return argv, name
+
+
+def _parse_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    try:
+        parser().parse_args(argv)
+    except SystemExit as exc:
+        return f"exit {exc.code}: {capsys.readouterr().err.strip()}"
+    return ""
+
+
+def test_every_flag_the_docs_name_exists() -> None:
+    """A flag in prose exists on some command or in the pytest plugin; a flag in a quoted
+    ``hatch-shrinkray CMD ...`` exists on CMD."""
+    every = set().union(*(_flags(c) for c in COMMANDS)) | _plugin_flags() | OTHER_TOOLS
+    wrong = [f"{name}: {flag}" for name, text in PAGES.items()
+             for flag in sorted(set(re.findall(FLAG, text))) if flag not in every]
+    for name, text in PAGES.items():
+        for quoted, _ in _quoted_commands(text):
+            command = next((w for w in quoted.split()[1:] if not w.startswith("-")), "")
+            if command not in COMMANDS:
+                wrong.append(f"{name}: `{quoted}`: no command {command!r}")
+                continue
+            wrong += [f"{name}: `{quoted}`: {command} has no {flag}"
+                      for flag in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*|-[a-zA-Z])\b", quoted.split(" -- ")[0])
+                      if flag not in _flags(command)]
+    assert wrong == []
+
+
+def test_every_flag_the_package_names_exists() -> None:
+    """The same for the package's own words (messages, hints, help, docstrings): a flag it names is
+    one of the command line's, the pytest plugin's, or another tool's the recipes use."""
+    every = set().union(*(_flags(c) for c in COMMANDS)) | _plugin_flags() | OTHER_TOOLS
+    wrong = [f"{path.relative_to(REPO)}: {flag}" for path in sorted((REPO / "hatch_shrinkray").rglob("*.py"))
+             for flag in sorted(set(re.findall(FLAG, path.read_text(encoding="utf-8"))))
+             if flag not in every]
+    assert wrong == []
+
+
+def _plugin_flags() -> set[str]:
+    from hatch_shrinkray.capture import pytest_plugin
+
+    return set(re.findall(r"addoption\(\"(--[a-z-]+)\"", Path(pytest_plugin.__file__).read_text(encoding="utf-8")))
+
+
+def test_every_quoted_command_line_parses(capsys: pytest.CaptureFixture[str]) -> None:
+    """Each ``hatch-shrinkray`` line of a code block parses as written, and so does each command in
+    prose that is quoted whole (with its ``-- COMMAND``)."""
+    seen, wrong = 0, []
+    for name, text in PAGES.items():
+        for quoted, in_block in _quoted_commands(text):
+            if not in_block and " -- " not in quoted:
+                continue  # a name in prose: `hatch-shrinkray shrink --plan`
+            argv, _ = _argv(quoted.replace("{dest_dir}", "out").replace("{wheel}", "a.whl"))
+            seen += 1
+            if why := _parse_error(argv, capsys):
+                wrong.append(f"{name}: `{quoted}`: {why}")
+    assert wrong == [] and seen >= 20
+
+
+def test_the_checker_catches_what_the_docs_could_get_wrong(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _parse_error(_argv("hatch-shrinkray shrink m.onnx -o out --levles 3")[0], capsys)
+    assert _parse_error(_argv("hatch-shrinkray record -- python -m pytest")[0], capsys)  # no --output
+    assert not _parse_error(_argv("hatch-shrinkray record -o d -- python -m pytest")[0], capsys)
+    assert not _parse_error(_argv("hatch-shrinkray check --fix -- python -m pytest tests")[0], capsys)
+    assert "--models.samples" not in _flags("wheel") and "--inputs" in _flags("check")
+    assert re.findall(FLAG, "lower `--models.samples`, or --force.") == ["--models.samples", "--force"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["shrink", "m.onnx", "-o", "out", "--levles", "3"],  # a mistyped flag
+    ["shrink", "m.onnx"],                                 # a required flag missing
+    ["wheel", "w.whl", "--pins", "always"],              # a value outside the choices
+    ["shrnk", "m.onnx"],                                  # a mistyped command
+    [],                                                   # no command
+])
+def test_usage_errors_are_one_line_and_exit_1_as_the_command_reference_says(
+        argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    text = (DOCS / "cli.md").read_text(encoding="utf-8")
+    assert "Every user mistake, a mistyped flag included, prints one\nline, `error: ...`, and exits 1" in text
+    with pytest.raises(SystemExit) as raised:
+        parser().parse_args(argv)
+    err = capsys.readouterr().err
+    assert raised.value.code == 1 and len(err.splitlines()) == 1 and err.startswith("error: "), err
+
+
+def test_version_and_verbose_are_where_the_command_reference_puts_them(capsys: pytest.CaptureFixture[str]) -> None:
+    """`hatch-shrinkray --version` says which; `-v` goes before or after the command."""
+    text = (DOCS / "cli.md").read_text(encoding="utf-8")
+    assert "`hatch-shrinkray --version` says which" in text and "`-v` (before or after the command)" in text
+    with pytest.raises(SystemExit) as raised:
+        parser().parse_args(["--version"])
+    assert raised.value.code == 0 and capsys.readouterr().out.strip() == f"hatch-shrinkray {__version__}"
+    assert parser().parse_args(["-v", "info", "m.onnx"]).verbose
+    assert parser().parse_args(["info", "m.onnx", "-v"]).verbose
+
+
+# -- Figures -----------------------------------------------------------------------------------------
+
+FIGURE = re.compile(r"(?<![\w.+-])~?(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))?\s?(%|x\b|MB\b|KB\b|GB\b|s\b)")
+"""A measured figure: a number (or a range) with a unit; ``x1.04`` ratios are the load table's."""
+
+SETTINGS = {
+    "8 MB": env.MAX_BYTES / 1e6, "64 MB": env.MAX_BYTES_FOR_UNITS / 1e6, "512 MB": env.MAX_MEMORY / 1e6,
+    "32 MB": env.MAX_MEMORY / 16 / 1e6, "32.00 MB": env.MAX_MEMORY / 16 / 1e6,
+}
+"""Figures in a benchmark paragraph that are the tool's own defaults, each checked against the code."""
+
+COMPUTED = {"28.2%", "27.5%", "31.1%", "1.75-2.75x"}
+"""Figures computed from two cells of a benchmark row (a size as a share of the original's) or by the
+code (what packed codes fold); the tests below compute each one."""
+
+
+def _numbers(line: str) -> list[float]:
+    return [float(n) for n in re.findall(r"(?<![\w.])\d+(?:\.\d+)?", line.replace(",", ""))]
+
+
+def _supported(value: str, numbers: set[float]) -> bool:
+    """``value`` (as written: ``21.2``) is one of ``numbers`` rounded to its precision."""
+    digits = len(value.split(".")[1]) if "." in value else 0
+    return any(abs(round(n, digits) - float(value)) < 10 ** -digits / 2 for n in numbers)
+
+
+def _paragraphs(text: str) -> Iterator[tuple[str, list[str]]]:
+    """Paragraphs, each list item and each table row on its own, with the benchmark files they cite
+    (a table's rows: those the paragraph before the table cites)."""
+    def cited(part: str) -> list[str]:
+        return re.findall(r"benchmarks/([A-Z_-]+\.md)", part)
+
+    before: list[str] = []
+    for para in re.split(r"\n\s*\n", text):
+        for part in re.split(r"\n(?=[*-] |\|)", para):
+            yield part, cited(part) + (before if part.startswith("|") else [])
+        before = cited(para)
+
+
+def figure_problems(page: str, text: str) -> list[str]:
+    """The figures of ``text`` that the benchmark files its paragraphs cite do not hold."""
+    files = {p.name: set(_numbers(p.read_text(encoding="utf-8"))) for p in BENCHMARKS.glob("*.md")}
+    problems = []
+    for para, cited in _paragraphs(text):
+        problems += [f"{page}: cites benchmarks/{c}, which does not exist" for c in cited if c not in files]
+        numbers = set().union(*(files[c] for c in cited if c in files))
+        if not numbers:
+            continue
+        for m in FIGURE.finditer(para):
+            if m.group(0).lstrip("~") in SETTINGS or m.group(0) in COMPUTED:
+                continue
+            values = [v for v in m.groups()[:2] if v is not None]
+            if not all(_supported(v, numbers) for v in values):
+                problems.append(f"{page}: {m.group(0)!r} is in none of {sorted(set(cited))}: "
+                                f"...{para[max(0, m.start() - 80):m.end() + 20]}...")
+    return problems
+
+
+def test_every_figure_of_a_paragraph_that_cites_a_benchmark_is_in_it() -> None:
+    problems = [p for page, text in PAGES.items() for p in figure_problems(page, text)]
+    assert problems == []
+
+
+def test_the_figure_checker_catches_a_figure_the_benchmark_does_not_hold() -> None:
+    """The paragraph of issue 31: one fact, three figures on three pages."""
+    good = "reads 94.5% of 200 unseen lines, 28.2% of the file (`benchmarks/AUTO_DOWNLOAD.md`)"
+    assert figure_problems("p", good) == []
+    assert figure_problems("p", good.replace("94.5%", "96.5%"))
+    assert figure_problems("p", good.replace("28.2%", "28.3%"))
+    assert figure_problems("p", "(52 s, `benchmarks/SHRINK_TIME.md`)") == []
+    assert figure_problems("p", "(62 s, `benchmarks/SHRINK_TIME.md`)")
+    assert figure_problems("p", "(`benchmarks/NO_SUCH.md`)")
+    table = "from `benchmarks/DOWNLOAD.md`:\n\n| levels | PP-OCRv6 |\n|---|---|\n| 255 | 5.09 / 4.92 MB, 85.5% |\n"
+    assert figure_problems("p", table) == [] and figure_problems("p", table.replace("4.92", "4.93"))
+
+
+def test_the_defaults_the_docs_quote_are_the_codes() -> None:
+    assert SETTINGS["8 MB"] == 8 and SETTINGS["64 MB"] == 64 and SETTINGS["512 MB"] == 512
+    assert SETTINGS["32 MB"] == 32
+    recording = PAGES["recording.md"] + PAGES["trust.md"]
+    assert f"`--max-samples`\n  ({env.MAX_SAMPLES})" in recording
+    assert f"at most {env.MAX_SAMPLES} samples and 8 MB" in recording
+    d = VerifyOptions()
+    troubleshooting = PAGES["troubleshooting.md"]
+    assert f"the\n  default {d.max_rel_l2}" in troubleshooting and f"the default {d.min_top1}" in PAGES["recording.md"]
+
+
+@pytest.mark.parametrize(("quoted", "flips", "positions"), [("12%", 1, 2), ("2.0%", 15, 500)])
+def test_the_gate_examples_are_what_the_gate_computes(quoted: str, flips: int, positions: int) -> None:
+    """docs/recording.md's worked lower bounds of the agreement gate."""
+    assert f"(lower bound {quoted} >" in PAGES["recording.md"]
+    digits = len(quoted.rstrip("%").split(".")[1]) if "." in quoted else 0
+    assert f"{100 * flip_rate_lower_bound(flips, positions):.{digits}f}%" == quoted
+
+
+@pytest.mark.parametrize(("quoted", "changed", "units"), [
+    ("<= 3.1% at 95%", 2, 200), ("<= 63% at 95%", 0, 3), ("the bound is 17%", 0, 16), ("it is 78%", 0, 2)])
+def test_the_evidence_bounds_are_what_the_bound_computes(quoted: str, changed: int, units: int) -> None:
+    assert quoted in PAGES["evidence.md"]
+    figure = re.search(r"(\d+(?:\.\d+)?)%", quoted)
+    assert figure is not None
+    digits = len(figure.group(1).split(".")[1]) if "." in figure.group(1) else 0
+    assert f"{100 * upper_bound(changed, units):.{digits}f}" == figure.group(1)
+
+
+def _row(text: str, section: str, variant: str) -> list[str]:
+    body = text.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
+    line = next(line for line in body.splitlines() if line.startswith(f"| {variant} |"))
+    return [cell.strip() for cell in line.strip("|").split("|")]
+
+
+def test_the_derived_figures_are_computed_from_their_rows() -> None:
+    """`int8` with the recording keeps the bytes of round-to-nearest: 28.2% and 31.1% of the file
+    for PP-OCRv6 and PP-OCRv4 rec (docs/recording.md), from AUTO_DOWNLOAD.md's rows."""
+    bench = (BENCHMARKS / "AUTO_DOWNLOAD.md").read_text(encoding="utf-8")
+    shares = []
+    for model in ("ppocrv6_rec", "ppocrv4_rec"):
+        original, fitted = _row(bench, model, "original"), _row(bench, model, "int8 with the recording")
+        shares.append(f"{100 * float(fitted[1]) / float(original[1]):.1f}%")
+    assert f"({shares[0]} and {shares[1]} of the file)" in " ".join(PAGES["recording.md"].split())
+    assert set(shares) <= COMPUTED
+
+
+def test_the_headline_is_one_figure_on_every_page() -> None:
+    """PP-OCRv6 rec with `int8` and a recording: the size and the lines kept, computed from the one
+    benchmark row they come from, are what README, the docs' index and every page that gives them say."""
+    bench = (BENCHMARKS / "AUTO_DOWNLOAD.md").read_text(encoding="utf-8")
+    original = _row(bench, "ppocrv6_rec", "original")
+    fitted = _row(bench, "ppocrv6_rec", "int8 with the recording")
+    nearest = _row(bench, "ppocrv6_rec", "int8, round-to-nearest")
+    raw = f"{100 * float(fitted[1]) / float(original[1]):.1f}%"
+    wheel = f"{100 * float(fitted[2]) / float(original[2]):.1f}%"
+    kept = f"{float(fitted[4].split('%')[0]):.1f}%"
+    plain = f"{float(nearest[4].split('%')[0]):.1f}%"
+    size = f"{float(original[1]):.1f} MB"
+    for page in ("README.md", "index.md"):
+        text = " ".join(PAGES[page].split())
+        assert f"PP-OCRv6 text recogniser ({size})" in text, page
+        assert f"{raw} of the file ({wheel} of its wheel bytes)" in text, page
+        assert f"{kept} of 200 unseen" in text and plain in text, page
+    assert f"output-aware rounding: {kept} against {plain}" in " ".join(PAGES["evidence.md"].split())
+    assert f"keeps {kept} of PP-OCRv6 rec's lines identical (round-to-nearest: {plain})" in " ".join(
+        PAGES["recording.md"].split())
+    claims = [(page, m.group(1)) for page, text in PAGES.items()
+              for m in re.finditer(r"(\d+\.\d)% of\s+(?:200 unseen|PP-OCRv6 rec's lines)", " ".join(text.split()))]
+    assert claims and all(f"{value}%" == kept for _, value in claims), claims
+
+
+def test_packed_codes_fold_what_the_docs_say() -> None:
+    """docs/runtimes.md and docs/methods.md: packed 4/6/10/12-bit codes fold 1.75-2.75x int8's bytes."""
+    import numpy as np
+
+    from hatch_shrinkray.encodings import packing
+    from hatch_shrinkray.encodings._decode import float_decode
+    from hatch_shrinkray.numerics.quant import quantize_symmetric
+
+    w = np.random.default_rng(0).standard_normal((64, 1024)).astype(np.float32)
+    int8 = float_decode(quantize_symmetric(w, 0, 8, None), w.dtype, 17, "int8").folded_bytes
+    ratios = []
+    for bits in (4, 6, 10, 12):
+        q = quantize_symmetric(w, 0, bits, None)
+        ratios.append(packing.packed_decode(q.codes, q.scale, bits, opset=17, decoded=q.decoded,
+                                            label="packed").folded_bytes / int8)
+    band = f"{min(ratios):.2f}-{max(ratios):.2f}x"
+    assert band in COMPUTED
+    assert f"{band} int8's" in PAGES["runtimes.md"] and f"{band} int8's" in PAGES["methods.md"]
+
+
+def test_the_layout_table_is_the_layer_contract() -> None:
+    """docs/development.md's layout table names the layers of pyproject.toml's import-linter
+    contract, top to bottom, one row per layer."""
+    import tomllib
+
+    contracts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    (layers,) = [c["layers"] for c in contracts["contracts"] if c["type"] == "layers"]
+    expected = [sorted(re.split(r"\s*[|:]\s*", layer.strip())) for layer in layers]
+    table = PAGES["development.md"].split("| layer | what it does |", 1)[1].split("\n* ", 1)[0]
+    rows = [line.split("|")[1] for line in table.splitlines()[2:] if line.strip().startswith("|")]
+    assert [sorted(re.findall(r"`([a-z_]+)/?`", row)) for row in rows] == expected
+
+
+@pytest.mark.parametrize(("command", "target"), [("compare", None), ("shrink", "wheel")])
+def test_the_size_tables_note_names_flags_of_the_command_that_prints_it(command: str, target: str | None) -> None:
+    """`compare` has `--sizes` but no `--target`; `shrink --sizes` has both."""
+    from hatch_shrinkray.report import sizes_table
+    from hatch_shrinkray.sizes import Sizes
+
+    note = sizes_table(Sizes(100, 90, 88, True), Sizes(25, 22, 21, True), target).splitlines()[-1]
+    named = re.findall(FLAG, note)
+    assert "--sizes" in named and all(flag in _flags(command) for flag in named), note
+    assert figure_problems("report.py", note + " (`benchmarks/DOWNLOAD.md`)") == []  # its band is DOWNLOAD.md's
+
+
+def _quotes() -> list[tuple[str, str]]:
+    """(page, words) the docs say about a constant of the code, built from the constant."""
+    from hatch_shrinkray import progress
+    from hatch_shrinkray.evidence import MIN_UNITS
+    from hatch_shrinkray.fitting.candidates import MIN_ROWS_PER_FEATURE
+    from hatch_shrinkray.hatch.plugin import PYPI_FILE_LIMIT, PYPI_NEAR
+    from hatch_shrinkray.verification.compare import NEAR_TIE
+    from hatch_shrinkray.verification.judges import MAP_MIN_PIXELS, boxes, maps, sequences, tags
+
+    low, mid, high = maps.THRESHOLDS
+    return [
+        ("evidence.md", f"at least {MAP_MIN_PIXELS} pixels"),
+        ("evidence.md", f"regions above {low}, {mid} and {high}: same count, matched one to one (IoU >= {maps.MATCH})"
+                        f" and drawn the same (IoU >= {maps.SAME})"),
+        ("evidence.md", f"the argmax of at least {sequences.BLANK_SHARE:.0%} of the frames"),
+        ("evidence.md", f"2 to {tags.MAX_TAGS} tags"),
+        ("evidence.md", f"at least {boxes.MIN_CANDIDATES} candidates"),
+        ("evidence.md", f"candidates whose best class scores >= {boxes.SCORE}, NMS per class at IoU {boxes.NMS_IOU}"),
+        ("evidence.md", f"drawn the same (IoU >= {boxes.SAME}, or no corner moved by more than a pixel)"),
+        ("evidence.md", f"below **{MIN_UNITS} independent units**"),
+        ("recording.md", f"gap below {NEAR_TIE:.0%} of the row's range, or a probability within {NEAR_TIE} of 0.5"),
+        ("recording.md", f"Below {MIN_UNITS} independent units nothing is fitted"),
+        ("recording.md", f"fewer than {MIN_ROWS_PER_FEATURE} calibration rows per input feature"),
+        ("evidence.md", f"fewer than {MIN_ROWS_PER_FEATURE}\n  recorded rows per input feature"),
+        ("quickstart.md", f"from {PYPI_NEAR:.0%} of PyPI's\n  default limit of {PYPI_FILE_LIMIT // 2 ** 20} MiB"),
+        ("configuration.md", f"the seconds between progress lines (default {progress.INTERVAL:.0f})"),
+    ]
+
+
+@pytest.mark.parametrize(("page", "words"), _quotes())
+def test_the_constants_the_docs_quote_are_the_codes(page: str, words: str) -> None:
+    assert " ".join(words.split()) in " ".join(PAGES[page].split())
+
+
+def test_the_readmes_quick_start_pins_and_installs_as_the_quick_start_page_does() -> None:
+    """Both quick starts pin the core at this version, and both install the package before its
+    tests are recorded (they import it)."""
+    readme = PAGES["README.md"].split("## Quick start: a Hatch project", 1)[1].split("\n## ", 1)[0]
+    page = PAGES["quickstart.md"]
+    for text in (readme, page):
+        assert f'"hatch-shrinkray-core=={__version__}"' in text
+        record = text.index("hatch-shrinkray record --output")
+        assert 'PIP_FIND_LINKS="$WHEELHOUSE" python -m pip install -e .' in text[:record]
+
+
+def _table_keys() -> set[str]:
+    from hatch_shrinkray.shipping.config import _HOOK_KEYS, ENGINE_KEYS
+
+    return {*_HOOK_KEYS, *ENGINE_KEYS}
+
+
+def test_every_key_the_docs_set_exists() -> None:
+    """A `key = value` in prose, and every key of a TOML block's hatch-shrinkray table (or of a
+    block that is a fragment of one), is a key the table accepts, with a value TOML reads."""
+    import tomllib
+
+    keys, wrong = _table_keys(), []
+    for page, text in PAGES.items():
+        for span in re.findall(r"`([^`\n]+)`", text):
+            if (m := re.fullmatch(r"([a-z][a-z0-9-]*) = (.+)", span)) and m.group(1) not in keys:
+                wrong.append(f"{page}: `{span}`")
+        for block in re.findall(r"```toml\n(.*?)```", text, flags=re.S):
+            data = tomllib.loads(block)
+            tool = data.get("tool", {})
+            tables = [tool.get("hatch-shrinkray", {}), tool.get("hatch", {}).get("build", {}).get("hooks", {})
+                      .get("shrinkray", {})] if "tool" in data or "build-system" in data else [data]
+            tables += [o for table in tables for o in table.get("overrides", [])]
+            wrong += [f"{page}: {key} in a TOML block" for table in tables for key in table if key not in keys]
+    assert wrong == []

@@ -87,7 +87,7 @@ def runs(root: Path) -> int:
 def test_one_tensor_kept_wider_restores_the_test_at_well_under_fp16s_size(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = make_project(tmp_path / "proj")
-    fixed = cli("check", "--fix", "--", sys.executable, "check_models.py", cwd=root)
+    fixed = cli("check", "--fix", "--max-runs", "12", "--", sys.executable, "check_models.py", cwd=root)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     err = fixed.stderr.splitlines()
     # round-to-nearest is int8 itself here (no recording): no run; W0 fp16 passes, int10 fails, int12 passes
@@ -100,6 +100,8 @@ def test_one_tensor_kept_wider_restores_the_test_at_well_under_fp16s_size(
         ["run 3, src/pkg/models/m.onnx", "per-tensor plan, W0 int10 (142.72 KB)"],
         ["run 4, src/pkg/models/m.onnx", "per-tensor plan, W0 int12 (150.64 KB)"]], trials
     assert [t.endswith("nothing regressed") for t in trials] == [False, True, False, True]
+    # each candidate is no worse than round-to-nearest int8 on the feeds the command gave the model
+    assert not any("worse than round-to-nearest int8" in line for line in err), err
     # The plan with int8's bytes (k = 0) is the run that failed: it costs no run. Nor does fp16, nor the
     # final run (the last plan's run had every choice applied).
     assert runs(root) == 2 + 4
@@ -127,3 +129,15 @@ def test_one_tensor_kept_wider_restores_the_test_at_well_under_fp16s_size(
     done = cli("shrink", str(root / MODEL), "--plan", str(root / PLAN_NAME), "-o", str(out_dir), cwd=root)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (out_dir / "m.onnx").read_bytes() == shipped
+
+
+def test_without_max_runs_the_per_tensor_rung_is_not_tried_and_the_report_says_how(tmp_path: Path) -> None:
+    """The rung's runs grow with the model; by default ``--fix`` climbs to fp16 in one run and names the flag."""
+    root = make_project(tmp_path / "proj")
+    fixed = cli("check", "--fix", "--", sys.executable, "check_models.py", cwd=root)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert ("check --fix: src/pkg/models/m.onnx: a per-tensor plan between int8 and fp16 not tried (add --max-runs "
+            "12 to let it take up to 12 more runs)") in fixed.stderr.splitlines(), fixed.stderr
+    (chose,) = [line for line in fixed.stdout.splitlines() if line.startswith("chose: ")]
+    assert "fp16" in chose and "tensor wider" not in chose, chose
+    assert runs(root) == 2 + 2  # the flaky re-run, then fp16 (whose run is the final one)

@@ -30,7 +30,7 @@ from pathlib import Path
 from hatch_shrinkray.capture.observe import ModelSeen, Observed
 from hatch_shrinkray.capture.swap import Instructions
 from hatch_shrinkray.checking.check import Settings, portable_command, run_command, two_runs
-from hatch_shrinkray.checking.fixplan import PlanSearch, plan_rung
+from hatch_shrinkray.checking.fixplan import PLAN_RUNS, PlanSearch, plan_rung
 from hatch_shrinkray.checking.models import Configured, Prepared, only, prepare
 from hatch_shrinkray.checking.verdict import BAD, EXIT_STATUS, Verdict, judge, tally
 from hatch_shrinkray.files import file_sha256
@@ -134,12 +134,14 @@ class Fixed:
         return [t for t, o in self.first.original.tests.items() if o.outcome in BAD]
 
 
-def run_fix(configured: Configured, settings: Settings, app: Display) -> Fixed:
+def run_fix(configured: Configured, settings: Settings, app: Display, plan_runs: int = 0) -> Fixed:
+    """``plan_runs``: runs of the command the per-tensor rung may take per model (0: the rung is not
+    tried, and the report says how to try it): it is the one rung whose cost grows with the model."""
     with tempfile.TemporaryDirectory(prefix="hatch-shrinkray-fix-") as name:
         tmp = Path(name)
         prepared, original, shrunk = two_runs(configured, settings, app, tmp)
         first = judge(original, shrunk)
-        fixer = _Fixer(configured, settings, app, prepared, original, tmp / "rungs", tmp / "recorded")
+        fixer = _Fixer(configured, settings, app, prepared, original, tmp / "rungs", tmp / "recorded", plan_runs)
         if first.passed:
             return Fixed(tuple(prepared), first, first, fixer.choices())
         return fixer.fix(first)
@@ -155,6 +157,8 @@ class _Fixer:
     workdir: Path
     recorded: Path
     """The feeds the run with the original models gave each model (what the per-tensor rung ranks on)."""
+    plan_runs: int = 0
+    """Runs the per-tensor rung may take per model (0: not tried)."""
     runs: int = 0
     flaky: set[str] = field(default_factory=set)
     chosen: dict[str, Rung] = field(default_factory=dict)
@@ -276,11 +280,16 @@ class _Fixer:
 
     def _planned(self, p: Prepared, seen: set[str], ceiling: int) -> Iterator[Rung]:
         """The per-tensor rung (``fixplan``), when its smallest passing plan is below ``ceiling``."""
+        if self.plan_runs < 1:
+            self.app.display_info(f"check --fix: {p.relpath}: a per-tensor plan between int8 and fp16 not tried "
+                                  f"(add --max-runs {PLAN_RUNS} to let it take up to {PLAN_RUNS} more runs)")
+            return
         base = Remedy(method="int8" if p.options.method != "int8" else None,
                       rounding="nearest" if p.options.rounding != "nearest" else None)
         search = PlanSearch(self.configured, self.settings, self.app, original=self.original, prepared=p,
                             base=base.apply(p.options), workdir=self.workdir / f"{self.suspects.index(p)}-plan",
-                            run=lambda q, label: self._candidate_run(p, q, label))
+                            run=lambda q, label: self._candidate_run(p, q, label), recorded=self.recorded,
+                            max_runs=self.plan_runs)
         best, why = plan_rung(search, self.recorded, ceiling)
         if best is None or best.shrunk_sha256 in seen:
             self.tried.setdefault(p.sha256, []).append(why or "a per-tensor plan (the bytes of a cheaper choice)")

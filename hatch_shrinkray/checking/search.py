@@ -290,16 +290,16 @@ def _guarded(found: Found, recorded: Path, workdir: Path, app: Display, project:
     workdir.mkdir(parents=True, exist_ok=True)
     plain_path = workdir / p.source.name
     shrink(p.source, plain_path, replace(p.options, method="int8", plan=(), encodings=(), verify=None))
-    names, base = _outputs(p.source, samples, p.relpath)
-    _, planned = _outputs(found.best.prepared.shrunk, samples, p.relpath)
-    _, plain = _outputs(plain_path, samples, p.relpath)
+    names, base = outputs_on(p.source, samples, p.relpath)
+    _, planned = outputs_on(found.best.prepared.shrunk, samples, p.relpath)
+    _, plain = outputs_on(plain_path, samples, p.relpath)
     score = Scorer.of(names, base, seq, p.options.verify, samples.feeds)
     outcome = decide("the plan", score(planned), score(plain), seq.unit_count(), held)
     app.display_info(f"check --search: {p.relpath}: {outcome.text()}")
     return replace(found, guard=outcome.text(), accepted=outcome.kept)
 
 
-def _outputs(model: Path, samples: Samples, label: str) -> tuple[list[str], list[list[Any]]]:
+def outputs_on(model: Path, samples: Samples, label: str) -> tuple[list[str], list[list[Any]]]:
     sess = session(str(model), label)
     return [o.name for o in sess.get_outputs()], run_all(sess, samples.feeds, samples.sequencing())
 

@@ -61,8 +61,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     k.add_argument("--max-flip-rate", type=float, default=0.0, metavar="RATE",
                    help="--shadow: share of the judged answers allowed to change; --search: of the shadow "
                         "decisions allowed to flip (default 0)")
-    k.add_argument("--max-runs", type=int, default=16, metavar="N",
-                   help="--search: runs of COMMAND per model at most (default 16)")
+    k.add_argument("--max-runs", type=int, metavar="N",
+                   help="--search: runs of COMMAND per model at most (default 16); --fix: runs its per-tensor "
+                        "rung between int8 and fp16 may take per model (default: that rung is not tried)")
     k.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", action=Noted,
                    help=f"the longest one run of COMMAND may take; it is then stopped with its whole process group "
                         f"and check fails (default {DEFAULT_TIMEOUT:.0f})")
@@ -98,9 +99,9 @@ def run(args: argparse.Namespace) -> int:
         data = report.shadow_json(shadowed)
         code = 1 if report.shadow_failures(shadowed, args.max_flip_rate) else shadowed.run.exit_code
     elif args.fix:
-        data, code = _fix(configured, settings, display, plan_file)
+        data, code = _fix(configured, settings, display, plan_file, args.max_runs or 0)
     elif args.search:
-        searched = run_search(configured, settings, display, args.max_runs)
+        searched = run_search(configured, settings, display, args.max_runs or 16)
         entries = plan_entries(searched, command, args.max_flip_rate, project)
         written = _plan_written(plan_file, entries, configured.config.table != COMMAND_LINE) if entries else None
         print(report.render_search(searched, written))
@@ -137,10 +138,11 @@ def _configured(args: argparse.Namespace) -> tuple[Configured, Path | None]:
     return configured, plan_file
 
 
-def _fix(configured: Configured, settings: Settings, display: Stderr,
-         plan_file: Path | None) -> tuple[dict[str, Any], int]:
-    """``--fix``: the cheapest choice per model with which the tests pass again, merged into the plan
-    file when they pass with every choice applied; the report's JSON and the exit code."""
+def _fix(configured: Configured, settings: Settings, display: Stderr, plan_file: Path | None,
+         max_runs: int) -> tuple[dict[str, Any], int]:
+    """``--fix``: the cheapest choice per model with which the tests pass again (``max_runs``: the runs
+    its per-tensor rung may take per model; 0: not tried), merged into the plan file when they pass
+    with every choice applied; the report's JSON and the exit code."""
     from hatch_shrinkray.checking import report
     from hatch_shrinkray.checking.configure import COMMAND_LINE
     from hatch_shrinkray.checking.fix import fix_entries, run_fix
@@ -148,7 +150,7 @@ def _fix(configured: Configured, settings: Settings, display: Stderr,
     old = dict(configured.config.plans)
     # --fix judges the configuration itself: the choices it made before are made again
     fixing = replace(configured, config=replace(configured.config, plans={}))
-    fixed = run_fix(fixing, settings, display)
+    fixed = run_fix(fixing, settings, display, max_runs)
     judged = {c.prepared.relpath for c in fixed.choices}
     fixes = fix_entries(fixed, settings.command, settings.project)
     written = None
@@ -166,7 +168,7 @@ def _check_limits(args: argparse.Namespace) -> None:
         ("--max-flip-rate", args.max_flip_rate, in_range(args.max_flip_rate, 0.0, 1.0), "a share from 0 to 1"),
         ("--threshold", args.threshold, in_range(args.threshold, 0.0, 1.0) and 0 < args.threshold < 1,
          "a probability between 0 and 1"),
-        ("--max-runs", args.max_runs, args.max_runs >= 1, "a positive integer"),
+        ("--max-runs", args.max_runs, args.max_runs is None or args.max_runs >= 1, "a positive integer"),
         ("--timeout", args.timeout, in_range(args.timeout, 0.0, MAX_TIMEOUT) and args.timeout > 0,
          f"a number of seconds above 0 and at most {MAX_TIMEOUT:.0f}")) if not ok]
     if problems:

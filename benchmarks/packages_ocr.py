@@ -3,7 +3,7 @@
 (``benchmarks/packages.py`` drives it). Needs numpy, Pillow and the installed package; fonts from
 Debian's fonts-dejavu-core.
 
-    python packages_ocr.py calibrate CACHE_DIR          # the user's calibration script (12 pages)
+    python packages_ocr.py calibrate CACHE_DIR [PAGES]  # the user's calibration script (12 pages)
     python packages_ocr.py heldout CACHE_DIR OUT.json   # 60 held-out pages -> OCR result per page
 
 Pages: 480-900 px wide, 4-9 lines of words, numbers, prices and dates in 7 DejaVu faces, some lines
@@ -85,7 +85,8 @@ def main() -> None:
     from rapidocr_onnxruntime import RapidOCR
 
     mode, cache = sys.argv[1], Path(sys.argv[2])
-    files = pages(CALIB if mode == "calibrate" else HELDOUT, cache)
+    spec = HELDOUT if mode == "heldout" else {**CALIB, "n": int(sys.argv[3]) if len(sys.argv) > 3 else CALIB["n"]}
+    files = pages(spec, cache)
     engine = RapidOCR()
     results = {}
     for f in files:

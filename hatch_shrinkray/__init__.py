@@ -23,7 +23,7 @@ _EXPORTS = {
     "VerificationError": "hatch_shrinkray.errors",
     "ShrinkOptions": "hatch_shrinkray.options",
     "VerifyOptions": "hatch_shrinkray.options",
-    "ShrinkResult": "hatch_shrinkray.result",
+    "ShrinkResult": "hatch_shrinkray.shrink_result",
     "TensorRecord": "hatch_shrinkray.result",
     "VerifyResult": "hatch_shrinkray.result",
 }
@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from hatch_shrinkray.engine import shrink
     from hatch_shrinkray.errors import AlreadyQuantizedError, ShrinkrayError, VerificationError
     from hatch_shrinkray.options import ShrinkOptions, VerifyOptions
-    from hatch_shrinkray.result import ShrinkResult, TensorRecord, VerifyResult
+    from hatch_shrinkray.result import TensorRecord, VerifyResult
+    from hatch_shrinkray.shrink_result import ShrinkResult
     from hatch_shrinkray.verification.runner import verify
 
 

@@ -43,8 +43,9 @@ from hatch_shrinkray.option_table import option_errors
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.pool import Background
 from hatch_shrinkray.registry import METHODS, Dedup, Needs, check_runtimes
-from hatch_shrinkray.result import KeptFloat, ShrinkResult, TensorRecord, VerifyResult, human, kept_reason
+from hatch_shrinkray.result import Fit, FitNote, FitReason, TensorRecord, VerifyResult, human
 from hatch_shrinkray.samples import Calibration
+from hatch_shrinkray.shrink_result import KeptFloat, ShrinkResult, kept_reason
 from hatch_shrinkray.signals import deferred
 from hatch_shrinkray.sizes import BROTLI_HINT, Sizes, brotli_problem, measure
 from hatch_shrinkray.verification.inputs import GeneratedUnusable, specs_of_model
@@ -295,7 +296,7 @@ def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: 
                                  hint="verify on inputs that make the model compute something: " + record_hint())
     verification = verify_against(reference, output.ref, loaded.label, options.verify, checker)
     if fitting is not None:
-        verification = replace(verification, fitting=fitting.text(), fitting_brief=fitting.brief())
+        verification = replace(verification, fitting=fitting.text(), fit=fitting.brief())
     if not verification.passed and not verification.real and keep:
         failed = next(o for o in verification.outputs if not o.ok)
         raise Unverifiable(f"{options.label()} fails on {verification.basis()}: {failed.name} "
@@ -542,7 +543,7 @@ def _calibration(loaded: Loaded, original: str | bytes, options: ShrinkOptions,
         return None, Unfitted(f"{needs.fallback}: {exc.path} holds no recording of this model, and "
                               f"{options.method} fits its choices to one (record it: run the code that uses it "
                               f"under `hatch-shrinkray record --output {exc.path} -- COMMAND`)",
-                              f"{needs.brief}no recording of this model")
+                              FitNote(Fit.NOT_FITTED, needs.fit_subject, FitReason.NO_RECORDING))
     if not prepared.samples.real:
         if needs.required:
             raise needs_real_inputs(options.method)
@@ -554,7 +555,7 @@ def _calibration(loaded: Loaded, original: str | bytes, options: ShrinkOptions,
     kind = unit_kind(prepared.seq.units)
     return Prepared(prepared.samples, None, every), Unfitted(
         f"{needs.fallback}: {units} independent {kind}, fewer than the {MIN_UNITS} it takes to tell a fitted choice "
-        f"from chance", f"{needs.brief}only {units} {kind}")
+        "from chance", FitNote(Fit.NOT_FITTED, needs.fit_subject, FitReason.FEW_UNITS, units, kind))
 
 
 def _reference_source(loaded: Loaded, source: str | os.PathLike[str] | ModelProto) -> str | bytes:

@@ -6,8 +6,10 @@ from pathlib import Path
 from typing import Any
 
 from hatch_shrinkray.hints import record_hint, setting
-from hatch_shrinkray.result import ShrinkResult, VerifyResult, human, model_line, render_table
+from hatch_shrinkray.result import VerifyResult, human, render_table
+from hatch_shrinkray.shrink_result import ShrinkResult
 from hatch_shrinkray.sizes import BROTLI_HINT, Sizes
+from hatch_shrinkray.verdict import brief, model_line, seconds
 
 table = render_table
 
@@ -24,20 +26,21 @@ def encoded_summary(result: ShrinkResult) -> str:
 
 
 def one_line(result: ShrinkResult) -> str:
-    """``m.onnx -> out/m.onnx: 21.23 MB -> 5.98 MB (28.2%), int8, same answers on 20 recorded calls,
+    """``m.onnx -> out/m.onnx: 21.2 MB -> 5.98 MB (28.2%), int8, same answers on 20 recorded calls,
     1.2 s``: where it wrote and the verdict in words (:func:`detail_line` has the figures)."""
     path = f"{result.source} -> {result.destination}" if result.destination else result.source
     if result.kept_original is not None:
-        verdict = f"original kept: {result.kept_original}"
+        verdicts = [f"original kept: {result.kept_original}"]
     elif not result.encoded:
-        verdict = "nothing to shrink"
+        verdicts = ["nothing to shrink"]
     elif result.verification is not None:
-        verdict = result.verification.brief()
+        verdicts = [brief(result.verification), brief(result.verification, full=False)]
     else:
-        verdict = f"not verified ({setting('verify', False)})"
+        verdicts = [f"not verified ({setting('verify', False)})"]
     kinds = {record.encoding.split(" ")[0] for record in result.encoded}
     method = result.method if result.method == "auto" or kinds <= {result.method} else encoded_summary(result)
-    return model_line(path, result.original_size, result.shrunk_size, method, verdict, tail=f"{result.seconds:.1f} s")
+    return model_line(path, result.original_size, result.shrunk_size, method, verdicts, tail=seconds(result.seconds),
+                      prefix=0)
 
 
 def detail_line(result: ShrinkResult) -> str:

@@ -1,10 +1,11 @@
-"""Plain result records returned by the engine, verification and the report (JSON-ready)."""
+"""Plain records of what was encoded and how verification judged it (JSON-ready); what a whole
+shrink returns is ``shrink_result``, and the words of the one line per model are ``verdict``."""
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 from typing import Any
 
 from hatch_shrinkray.evidence import Evidence
@@ -82,6 +83,46 @@ class OutputComparison:
         return text[:-1] + (f"; {self.near_ties} at near-ties)" if self.near_ties else ")")
 
 
+class Fit(Enum):
+    """What became of a model's data-fitted choices (output-aware rounding, a plan)."""
+
+    KEPT = "kept"
+    """Fitted, and at least as good as round-to-nearest on units it was not fitted on: it ships."""
+    NOT_KEPT = "not kept"
+    """Fitted, and worse there: round-to-nearest ships."""
+    NOT_FITTED = "not fitted"
+    """Nothing was fitted, for a reason found before any comparison."""
+
+
+class FitReason(Enum):
+    """Why a fitted choice does not ship."""
+
+    WORSE_HELD_OUT = "worse held out"
+    FEW_UNITS = "too few independent units"
+    FEW_ROWS = "too few rows"
+    NO_ACTIVATIONS = "activations not visible"
+    NO_RECORDING = "no recording of this model"
+    NOTHING_SMALLER = "nothing smaller kept the answers"
+    OVER_LIMITS = "its plan was over the limits"
+
+
+@dataclass(frozen=True)
+class FitNote:
+    """What became of the data-fitted choices, as facts: the line a build prints words them
+    (``verdict.fit_words``), and the manifest records :attr:`fit`."""
+
+    fit: Fit
+    subject: str
+    """What was fitted: ``output-aware rounding``, ``auto's plan``, ``the plan``; ``rounding`` or
+    ``auto`` for ``auto`` shipping int8 instead of a plan (``KEPT`` when that int8's rounding
+    was fitted and kept)."""
+    reason: FitReason | None = None
+    units: int = 0
+    """The independent units there were (``FEW_UNITS``)."""
+    kind: str = ""
+    """What those units are (``calls``, ``streams``, ...)."""
+
+
 @dataclass(frozen=True)
 class VerifyResult:
     outputs: tuple[OutputComparison, ...]
@@ -99,8 +140,8 @@ class VerifyResult:
     """What the verdict rests on, counted over independent units (``evidence``)."""
     fitting: str = ""
     """What became of the data-fitted choices (kept, or fallen back to round-to-nearest, and why)."""
-    fitting_brief: str = ""
-    """The same in a few words, for the one line a build prints per model (empty: nothing to say)."""
+    fit: FitNote | None = None
+    """The same as facts, for the one line a build prints per model (None: nothing to say)."""
     streams: int = 0
     """Streams of a recurrent model run in closed loop (0: calls judged one by one)."""
     symbols: tuple[tuple[str, int], ...] = ()
@@ -141,29 +182,6 @@ class VerifyResult:
         if symbols and self.symbols and not self.real:
             text += f" ({', '.join(f'{name}={size}' for name, size in self.symbols)})"
         return text + (f" ({self.calibration} others fitted on)" if self.calibration else "")
-
-    def verdict(self) -> str:
-        """The result in plain words, for the one line per model: ``same answers on 20 recorded
-        calls``, ``answers changed on 2 of 40 recorded calls (weak evidence)``, ``within limits on 8
-        generated samples (a smoke check)``; the figures are in :meth:`summary`."""
-        within = "within limits" if self.passed else "FAILS verification"
-        if not self.compared:
-            return f"{'' if self.passed else within + ': '}no output compared (every judge is off)"
-        if not self.real:
-            sizes = "".join(f"{name}={size}; " for name, size in self.symbols)
-            return f"{within} on {self.basis(symbols=False)} ({sizes}a smoke check)"
-        ev = self.evidence
-        if ev is None or not (ev.answers or ev.decisions):
-            return f"{within} on {self.basis()} (numbers only)"
-        on = f"{ev.units} {'held-out ' if self.calibration else ''}recorded {ev.unit_kind}"
-        text = f"same answers on {on}" if not ev.changed_units else \
-            f"answers changed on {ev.changed_units} of {on}"
-        return ("" if self.passed else "FAILS verification (outputs past the limits); ") + text + \
-            (" (weak evidence)" if ev.weak else "")
-
-    def brief(self) -> str:
-        """:meth:`verdict` and, when there is one, what became of the fitted choices in a few words."""
-        return f"{self.verdict()}; {self.fitting_brief}" if self.fitting_brief else self.verdict()
 
     def summary(self) -> str:
         """One line for ``-v`` and the reports: the worst output, what it rests on and how sure it is."""
@@ -207,117 +225,10 @@ class VerifyResult:
         return {"passed": self.passed, "samples": self.samples, "inputs": self.input_source,
                 "real_inputs": self.real, "calibration_samples": self.calibration, "notes": list(self.notes),
                 "checker": self.checker, "streams": self.streams, "fitting": self.fitting,
+                "fit": None if self.fit is None else self.fit.fit.value,
                 "symbolic_dims": dict(self.symbols),
                 "evidence": None if ev is None else {**asdict(ev), "upper_bound": round(ev.bound, 6), "weak": ev.weak},
                 "outputs": [_output_dict(o) for o in self.outputs]}
-
-
-@dataclass(frozen=True)
-class KeptFloat:
-    """Float weights that stayed as they were, for one reason."""
-
-    reason: str
-    """``below min-elements``, ``excluded by exclude-ops``, ``would not be smaller``, ..."""
-    count: int
-    bytes: int
-
-
-def kept_reason(note: str) -> str:
-    """A kept tensor's note without its particulars (sizes, patterns, op names), for grouping."""
-    reason = re.split(r" \(| pattern |[;:]", note, maxsplit=1)[0]
-    return "would not be smaller" if reason.endswith("would not be smaller") else reason
-
-
-NOT_WEIGHTS_SHOWN = 0.1
-"""Name the bytes that are not weights once they are this share of the input: then they, not the
-encoding, bound the ratio (some exports carry node metadata comparable to their weights)."""
-
-
-@dataclass(frozen=True)
-class ShrinkResult:
-    source: str
-    destination: str | None
-    method: str
-    original_size: int
-    shrunk_size: int
-    tensors: tuple[TensorRecord, ...]
-    seconds: float
-    verification: VerifyResult | None
-    options: dict[str, Any] = field(default_factory=dict)
-    external_data: tuple[str, ...] = ()
-    """Names of data files written beside ``destination`` (only for outputs over 2 GB)."""
-    kept_original: str | None = None
-    """Why the original was written instead of the shrunk model (it would not have been smaller, or
-    generated inputs could not verify it: ``unverified``)."""
-    unverified: bool = False
-    """The original was written because generated inputs could not verify the shrunk model (it
-    failed on them, the original's outputs carry no signal there, or it does not run on them)."""
-    kept_float: tuple[KeptFloat, ...] = ()
-    not_weights: int = 0
-    """Bytes of the input that are not float weights: graph, names, metadata, integer tensors."""
-    source_sha256: dict[str, str] = field(default_factory=dict)
-    """sha256 of every file that was read and shrunk, the model file first (the digests a cache
-    or a manifest must use: a file rewritten meanwhile is refused, never mixed in)."""
-    original_sizes: Sizes | None = None
-    """Raw, wheel and web bytes of the input (``sizes``)."""
-    shrunk_sizes: Sizes | None = None
-    """The same for what was written (the original again when ``kept_original``)."""
-
-    @property
-    def target(self) -> str:
-        return str(self.options.get("target", "wheel"))
-
-    def size_text(self) -> str:
-        """``wheel 6.08 MB -> 1.45 MB (23.8%), web ~5.90 MB -> ~1.40 MB (~23.7%, estimated)``;
-        empty without sizes."""
-        if self.original_sizes is None or self.shrunk_sizes is None:
-            return ""
-        return size_change(self.original_sizes, self.shrunk_sizes)
-
-    @property
-    def ratio(self) -> float:
-        return self.shrunk_size / self.original_size if self.original_size else 1.0
-
-    @property
-    def encoded(self) -> tuple[TensorRecord, ...]:
-        return tuple(t for t in self.tensors if t.encoding != "kept")
-
-    def kept_summary(self) -> str:
-        """``kept float: 21 tensors below min-elements (113.96 KB), 2 excluded by exclude-ops (...)``,
-        plus the bytes that are not weights when they matter; empty when there is nothing to say."""
-        parts = []
-        if self.kept_float:
-            groups = [f"{k.count} {k.reason} ({human(k.bytes)})" for k in self.kept_float]
-            first = self.kept_float[0]
-            groups[0] = f"{first.count} tensor{'s' if first.count != 1 else ''} {groups[0].split(' ', 1)[1]}"
-            parts.append("kept float: " + ", ".join(groups))
-        if self.original_size and self.not_weights >= NOT_WEIGHTS_SHOWN * self.original_size:
-            parts.append(f"{human(self.not_weights)} of the input is not weights (graph, names, metadata)")
-        return "; ".join(parts)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "source": self.source, "destination": self.destination, "method": self.method,
-            "original_size": self.original_size, "shrunk_size": self.shrunk_size,
-            "ratio": round(self.ratio, 6), "seconds": round(self.seconds, 3),
-            "external_data": list(self.external_data), "options": self.options,
-            "kept_original": self.kept_original, "unverified": self.unverified,
-            "kept_float": [asdict(k) for k in self.kept_float],
-            "not_weights": self.not_weights, "source_sha256": self.source_sha256,
-            "tensors": [_clean(asdict(t)) for t in self.tensors],
-            "target": self.target,
-            "sizes": None if self.original_sizes is None or self.shrunk_sizes is None else
-            {"original": self.original_sizes.to_dict(), "shrunk": self.shrunk_sizes.to_dict()},
-            "verification": None if self.verification is None else self.verification.to_dict(),
-        }
-
-
-def model_line(path: str, original_size: int, shrunk_size: int, method: str, verdict: str, *, tail: str = "") -> str:
-    """The one line per model a newcomer reads: ``src/pkg/m.onnx: 21.23 MB -> 5.98 MB (28.2%), int8,
-    same answers on 20 recorded calls, 1.2 s``; the figures behind the verdict are for ``-v``."""
-    ratio = f"{100 * shrunk_size / original_size:.1f}%" if original_size else "-"
-    line = f"{path}: {human(original_size)} -> {human(shrunk_size)} ({ratio}), {method}, {verdict}"
-    return f"{line}, {tail}" if tail else line
 
 
 def size_change(before: Sizes, after: Sizes) -> str:
@@ -353,7 +264,7 @@ def render_table(rows: list[list[str]]) -> str:
 
 def _output_dict(o: OutputComparison) -> dict[str, Any]:
     """One output's comparison for JSON; one that was never compared (judge ``off``) has no figures."""
-    out = _clean({k: v for k, v in asdict(o).items() if k != "changed"})
+    out = clean({k: v for k, v in asdict(o).items() if k != "changed"})
     if o.judge == "off":
         out.update(max_abs=None, rel_l2=None, cosine=None)
     return out
@@ -363,7 +274,7 @@ def _fmt(x: float) -> str:
     return f"{x:.3e}" if math.isfinite(x) else str(x)
 
 
-def _clean(d: dict[str, Any]) -> dict[str, Any]:
+def clean(d: dict[str, Any]) -> dict[str, Any]:
     """JSON has no NaN/inf: spell them as strings."""
     out: dict[str, Any] = {}
     for k, v in d.items():

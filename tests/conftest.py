@@ -14,16 +14,41 @@ The default run (``python -m pytest``) runs the unit tier and everything else bu
 from __future__ import annotations
 
 import sys
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 UNIT_MODULES = frozenset({
-    "test_agreement", "test_auto", "test_cache_manifest", "test_config", "test_download", "test_external_data",
-    "test_fast_paths", "test_graph_cases", "test_heads", "test_hook_inprocess", "test_inputs", "test_judges",
-    "test_option_table", "test_packaging", "test_packing", "test_progress", "test_properties", "test_quant",
-    "test_runtimes", "test_steps", "test_docs_consistency",
+    "test_advice",
+    "test_agreement",
+    "test_auto",
+    "test_cache_manifest",
+    "test_capture_units",
+    "test_check_verdict",
+    "test_config",
+    "test_docs_consistency",
+    "test_download",
+    "test_external_data",
+    "test_fast_paths",
+    "test_graph_cases",
+    "test_heads",
+    "test_hook_inprocess",
+    "test_inputs",
+    "test_judges",
+    "test_option_table",
+    "test_packaging",
+    "test_packing",
+    "test_progress",
+    "test_properties",
+    "test_quant",
+    "test_record_merge",
+    "test_record_select",
+    "test_runtimes",
+    "test_steps",
+    "test_wheel_layout",
 })
 """Modules whose tests run in this process (but those marked ``process``)."""
 
@@ -42,6 +67,13 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
 
 
 sys.addaudithook(_audit)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A module renamed or removed must leave the list too, or its successor silently leaves the tier."""
+    missing = sorted(name for name in UNIT_MODULES if not (Path(__file__).parent / f"{name}.py").is_file())
+    if missing:
+        raise pytest.UsageError(f"tests/conftest.py: UNIT_MODULES names no test module: {', '.join(missing)}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -63,3 +95,17 @@ def _unit_starts_no_process(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
     finally:
         _running.clear()
+
+
+@pytest.fixture
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A hook build in this process with a cache and a temporary directory of its own, and none of
+    hatch's switches that a developer's shell may set (no hooks, hooks only, clean, verbosity)."""
+    monkeypatch.setenv("HATCH_SHRINKRAY_CACHE_DIR", str(tmp_path / "cache"))
+    for name in ("HATCH_BUILD_NO_HOOKS", "HATCH_BUILD_HOOKS_ONLY", "HATCH_BUILD_CLEAN", "HATCH_VERBOSE",
+                 "HATCH_QUIET"):
+        monkeypatch.delenv(name, raising=False)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    return temp

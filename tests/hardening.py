@@ -1,4 +1,6 @@
-"""Shared helpers for the hardening tests (bad inputs, external data, nothing lost, determinism).
+"""Helpers shared by test files: projects that use the hook and their builds (in this process, or
+in a fresh one as a frontend runs the backend), the console script as a user runs it and the one
+``error:`` line of a failed command, and models several files' tests run.
 
 Tests run as root in CI containers, where ``chmod 000`` does not stop reads. ``dac_dropped()``
 removes CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from this thread's effective capabilities (and
@@ -14,13 +16,19 @@ import ctypes
 import os
 import subprocess
 import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
+import onnx
 from hatchling.builders.sdist import SdistBuilder
 from hatchling.builders.wheel import WheelBuilder
 
+from hatch_shrinkray import ShrinkOptions, shrink
 from hatch_shrinkray.shipping.manifest import file_sha256
+
+from onnx_builders import mlp, save
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL = "src/toymodel/models/a.onnx"
@@ -156,3 +164,111 @@ def cli(*args: str, cwd: Path | None = None, drop_dac: bool = False, timeout: fl
     return subprocess.run([str(CONSOLE_SCRIPT), *args], capture_output=True, text=True,
                           check=False, timeout=timeout, cwd=cwd, env=env,
                           preexec_fn=drop_dac_in_child if drop_dac else None)
+
+
+PY = sys.executable
+
+BUILD = textwrap.dedent("""
+    import sys
+    from hatchling.builders.sdist import SdistBuilder
+    from hatchling.builders.wheel import WheelBuilder
+    builder = (WheelBuilder if sys.argv[2] == "wheel" else SdistBuilder)(sys.argv[1])
+    print(next(builder.build(directory=sys.argv[3], versions=["standard"])))
+""")
+
+
+def hook_build(root: Path, tmp_path: Path, target: str = "wheel",
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """A real hatchling build of ``root`` in a fresh process (as a frontend runs the backend)."""
+    temp = tmp_path / "build-tmp"
+    temp.mkdir(exist_ok=True)
+    environment = {**os.environ, "HATCH_SHRINKRAY_CACHE_DIR": str(tmp_path / "cache"), "TMPDIR": str(temp),
+                   **(env or {})}
+    return subprocess.run([PY, "-c", BUILD, str(root), target, str(tmp_path / "dist")], capture_output=True,
+                          text=True, check=False, timeout=600, env=environment)
+
+
+def hook_build_error(root: Path, tmp_path: Path, target: str = "wheel") -> str:
+    """The stderr of a build that must fail cleanly: no traceback, no artifact, nothing left in TMPDIR,
+    the project untouched."""
+    before = tree_digest(root)
+    proc = hook_build(root, tmp_path, target)
+    assert proc.returncode != 0, proc.stdout
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert files_under(tmp_path / "dist") == []
+    assert files_under(tmp_path / "build-tmp") in ([], [".ses"])
+    assert tree_digest(root) == before
+    return proc.stderr
+
+
+def one_error(proc: subprocess.CompletedProcess[str]) -> str:
+    """The single ``error:`` line of a failed command (and no traceback)."""
+    assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, proc.stderr
+    return errors[0]
+
+
+def shared_weights(models: Path) -> tuple[object, object]:
+    """``a.onnx`` and ``b.onnx`` whose weights both live in one ``weights.bin`` (a valid layout: the
+    data file written once, each model pointing into it)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    models.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(5)
+    wa, wb = (rng.standard_normal((256, 256)).astype(np.float32) * 0.05 for _ in range(2))
+    with open(models / "weights.bin", "wb") as fh:
+        fh.write(wa.tobytes())
+        fh.write(wb.tobytes())
+    built = []
+    for name, w, offset in (("a", wa, 0), ("b", wb, wa.nbytes)):
+        tensor = numpy_helper.from_array(w, "W")
+        tensor.ClearField("raw_data")
+        tensor.data_location = TensorProto.EXTERNAL
+        for key, value in (("location", "weights.bin"), ("offset", str(offset)), ("length", str(w.nbytes))):
+            tensor.external_data.add(key=key, value=value)
+        graph = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["y"])], name,
+                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 256])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 256])], [tensor])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+        (models / f"{name}.onnx").write_bytes(model.SerializeToString())
+        built.append(onnx.load(str(models / f"{name}.onnx")))
+    return built[0], built[1]
+
+
+def run_model(path: Path) -> object:
+    import numpy as np
+    import onnxruntime as ort
+
+    x = np.random.default_rng(9).standard_normal((3, 256)).astype(np.float32)
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+
+
+RUNTIME_NEEDS_A_VERSION = ("entry 'onnxruntime' needs a version: the oldest release your users run, like "
+                           "'onnxruntime>=1.18'")
+
+
+def external_data_model(models: Path) -> Path:
+    """``a.onnx`` with its weights in ``a.onnx.data``."""
+    import onnx
+
+    models.mkdir(parents=True, exist_ok=True)
+    onnx.save(mlp(256, 512), str(models / "a.onnx"), save_as_external_data=True, location="a.onnx.data",
+              size_threshold=1024)
+    return models / "a.onnx"
+
+
+LEFT_OUT = ("a.onnx.data ({size}), the original's external data, is left out of the archive: the shrunk model "
+            "holds its weights inside the model file")
+
+
+X = {"x": np.random.default_rng(3).standard_normal((2, 256)).astype(np.float32)}
+
+
+def _out(tmp_path: Path, m: onnx.ModelProto, **kw: object) -> Path:
+    dest = tmp_path / "out.onnx"
+    shrink(save(m, tmp_path / "in.onnx"), dest, ShrinkOptions(**kw))  # type: ignore[arg-type]
+    return dest

@@ -594,8 +594,8 @@ def test_auto_says_when_round_to_nearest_ships_and_spends_error_only_for_bytes(t
     assert plain.returncode == auto.returncode == 0, plain.stderr + auto.stderr
     line, detail = auto.stdout.splitlines()[:2]
     same = (tmp_path / "auto/model.onnx").read_bytes() == (tmp_path / "rtn/model.onnx").read_bytes()
-    assert ("auto's plan kept" in line) != same, line
-    if "auto: int8, nothing smaller kept the answers" in line:
+    assert ("; plan fitted, " in line) != same, line
+    if "; no smaller plan, " in line:
         assert same and "nothing smaller than round-to-nearest int8 kept its answers" in detail
     # 10 held-out calls are too few to tell a tie on decisions from chance: a kept plan has no more error.
     kept = re.search(r"auto's plan kept: on 10 held-out units .*rel-L2 (\S+) vs (\S+) for round-to-nearest", detail)

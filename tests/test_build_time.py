@@ -16,7 +16,7 @@ from hardening import MODEL, REPO, write_project
 from hatchling.builders.wheel import WheelBuilder
 from packaging.requirements import Requirement
 
-from hatch_shrinkray.shipping.ship import engine_requirements
+from hatch_shrinkray.shipping.requirements import engine_requirements
 
 from realmodels import silero_vad
 
@@ -84,7 +84,7 @@ def test_a_cached_model_onnxruntime_loaded_is_not_loaded_again(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The load check of a cache hit is a second Python importing onnxruntime (1-2 s per model and
     target); the cache remembers which bytes this onnxruntime loaded (after verifying them), so only
-    other bytes are checked again (tests/test_hostile3.py: an entry rewritten with bytes that do not
+    other bytes are checked again (tests/test_cache_manifest.py: an entry rewritten with bytes that do not
     load is still refused)."""
     from importlib import metadata
 

@@ -13,18 +13,19 @@ import os
 import shlex
 import sys
 import textwrap
+import time
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
-from hardening import build, cli
+from hardening import PY, build, cli, files_under, one_error
 from onnx import helper
 
 from hatch_shrinkray.shipping.manifest import file_sha256
 from hatch_shrinkray.shipping.plan import PLAN_NAME, read_plan
 
-from onnx_builders import init, model, run, save, vi
+from onnx_builders import init, mlp, model, run, save, vi
 
 MODEL = "src/pkg/models/net.onnx"
 PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
@@ -331,3 +332,138 @@ def test_a_wheel_path_table_without_model_files_names_the_installed_files(tmp_pa
                     "project does not hold them (name the installed files: hatch-shrinkray check "
                     "'SITE-PACKAGES/pkg/models/*.onnx' -- python -m pytest tests (SITE-PACKAGES: where the package is "
                     "installed))"), line
+
+
+# ---------------------------------------------------------------------------------------------
+# Hostile inputs: each case ends in one line naming what to fix, with nothing left behind.
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    out = {**os.environ, "HATCH_SHRINKRAY_CACHE_DIR": str(tmp_path / "cache"), "TMPDIR": str(temp)}
+    out.pop("SOURCE_DATE_EPOCH", None)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Numbers: NaN, inf and out-of-range values are refused with one line naming the option.
+# Hostile inputs: each case ends in one line naming what to fix, with nothing left behind.
+
+
+@pytest.mark.parametrize(("flags", "expected"), [
+    (["--max-flip-rate", "nan"], "--max-flip-rate must be a share from 0 to 1; got nan"),
+    (["--threshold", "inf"], "--threshold must be a probability between 0 and 1; got inf"),
+    (["--timeout", "nan"], "--timeout must be a number of seconds above 0"),
+    (["--timeout", "0"], "--timeout must be a number of seconds above 0"),
+])
+def test_check_refuses_nan_and_out_of_range_flags(tmp_path: Path, flags: list[str], expected: str) -> None:
+    src = save(mlp(), tmp_path / "m.onnx")
+    line = one_error(cli("check", str(src), *flags, "--", PY, "-c", "pass", cwd=tmp_path))
+    assert expected in line, line
+
+
+# ---------------------------------------------------------------------------------------------
+# check: a model the command rewrites is not judged; a command that hangs is stopped.
+# Hostile inputs: each case ends in one line naming what to fix, with nothing left behind.
+
+
+LOADS_AND_REWRITES = textwrap.dedent('''
+    import sys
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    path = sys.argv[1]
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    sess.run(None, {"x": np.ones((1, 256), np.float32)})
+    m = onnx.load(path)
+    m.doc_string = "re-exported by the test suite"
+    onnx.save(m, path)
+''')
+
+
+def test_check_refuses_to_judge_a_model_the_command_rewrote(tmp_path: Path, env: dict[str, str]) -> None:
+    src = save(mlp(), tmp_path / "m.onnx")
+    script = tmp_path / "rewrite.py"
+    script.write_text(LOADS_AND_REWRITES)
+    proc = cli("check", str(src), "--", PY, str(script), str(src), cwd=tmp_path, env=env)
+    line = one_error(proc)
+    assert line.startswith(f"error: m.onnx: changed while `{PY} {script} {src}` ran (run 1 of 2, with the original "
+                           "models)"), line
+    assert "make the command leave the model file alone" in line
+    assert "REGRESSED" not in proc.stdout + proc.stderr and "hint:" not in proc.stdout
+
+
+HANGS = textwrap.dedent('''
+    import subprocess, sys, time
+    from pathlib import Path
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    Path(sys.argv[1]).write_text(str(child.pid))
+    time.sleep(600)
+''')
+
+
+def test_check_stops_a_command_that_hangs_with_its_process_group(tmp_path: Path, env: dict[str, str]) -> None:
+    src = save(mlp(), tmp_path / "m.onnx")
+    script, pid_file = tmp_path / "hang.py", tmp_path / "child.pid"
+    script.write_text(HANGS)
+    start = time.monotonic()
+    proc = cli("check", str(src), "--timeout", "3", "--", PY, str(script), str(pid_file), cwd=tmp_path, env=env,
+               timeout=120)
+    assert time.monotonic() - start < 60
+    line = one_error(proc)
+    assert line == (f"error: `{PY} {script} {pid_file}` did not finish within 3 s; it was stopped with every process "
+                    "it started (raise --timeout, or find what hangs)"), line
+    grandchild = int(pid_file.read_text())
+    time.sleep(0.5)
+    assert not Path(f"/proc/{grandchild}").exists() or "zombie" in Path(f"/proc/{grandchild}/status").read_text()
+    assert files_under(Path(env["TMPDIR"])) in ([], [".ses"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Tracebacks that are now one line: sample files, generated inputs, plans, check's report files.
+# Hostile inputs: each case ends in one line naming what to fix, with nothing left behind.
+
+
+WRITES_JUNK_REPORTS = textwrap.dedent('''
+    import os, sys
+    import numpy as np
+    import onnxruntime as ort
+    sess = ort.InferenceSession(sys.argv[1], providers=["CPUExecutionProvider"])
+    sess.run(None, {"x": np.ones((1, 256), np.float32)})
+    directory = os.environ["HATCH_SHRINKRAY_OUTCOMES"]
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "zz-junk.json"), "w") as fh:
+        fh.write(sys.argv[2])
+''')
+
+
+@pytest.mark.parametrize("junk", ["[" * 100_000, '{"tests": {"t": {"no outcome": 1}}}', "not json"])
+def test_check_with_damaged_report_files_is_one_line(tmp_path: Path, env: dict[str, str], junk: str) -> None:
+    src = save(mlp(), tmp_path / "m.onnx")
+    script = tmp_path / "junk.py"
+    script.write_text(WRITES_JUNK_REPORTS)
+    line = one_error(cli("check", str(src), "--", PY, str(script), str(src), junk, cwd=tmp_path, env=env))
+    assert line.startswith("error: a report the command's processes wrote is damaged (zz-junk.json: "), line
+    assert line.endswith("nothing can be judged from this run (something in the command wrote into hatch-shrinkray's "
+                         "temporary report directory; run check again)"), line
+
+
+# ---------------------------------------------------------------------------------------------
+# Other tracebacks and hangs of the same kind.
+# Hostile inputs: each case ends in one line naming what to fix, with nothing left behind.
+
+
+def test_check_json_onto_a_full_device_is_one_line(tmp_path: Path, env: dict[str, str]) -> None:
+    if not Path("/dev/full").exists():
+        pytest.skip("/dev/full is Linux-only")
+    src = save(mlp(), tmp_path / "m.onnx")
+    script = tmp_path / "run.py"
+    script.write_text("import sys, numpy as np, onnxruntime as ort\n"
+                      "ort.InferenceSession(sys.argv[1], providers=['CPUExecutionProvider'])"
+                      ".run(None, {'x': np.ones((1, 256), np.float32)})\n")
+    line = one_error(cli("check", str(src), "--json", "/dev/full", "--", PY, str(script), str(src), cwd=tmp_path,
+                         env=env))
+    assert line == ("error: /dev/full: cannot write the report: No space left on device (free some space or choose "
+                    "another --json path)"), line

@@ -227,10 +227,9 @@ def test_an_exact_test_gets_the_original_and_shrink_plan_ships_it(tmp_path: Path
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     (b,) = [line for line in fixed.stdout.splitlines() if line.startswith("chose: src/pkg/models/b.onnx")]
     assert b.startswith("chose: src/pkg/models/b.onnx: the original, 131.18 KB, because the command's exit status "
-                        "regressed with the fitted codes; int8 round-to-nearest, a per-tensor plan (none passed in 1 "
-                        "run), fp16 did not restore it"), b
-    # check's two, the shrunk run again, round-to-nearest, the per-tensor plan (its one tensor fp16: fp16's
-    # very bytes, so fp16 costs no run); the original needs no run (run 1 was it)
+                        "regressed with the fitted codes; int8 round-to-nearest, fp16 did not restore it"), b
+    # check's two, the shrunk run again, round-to-nearest, fp16 (the per-tensor plan is not tried without
+    # --max-runs); the original needs no run (run 1 was it)
     assert runs(root) == 2 + 3, fixed.stderr
     (entry,) = read_plan(root / PLAN_NAME).values()
     assert entry.ships_original and "shrunk_sha256" not in entry.checked

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import onnx
 import pytest
-from hardening import cli
+from hardening import CONSOLE_SCRIPT, PY, RUNTIME_NEEDS_A_VERSION, cli, files_under, one_error
 
 from onnx_builders import mlp, save
 
@@ -140,3 +140,93 @@ def test_verbose_goes_before_or_after_the_command(tmp_path: Path) -> None:
         assert line == (f"{model} -> {tmp_path / argv[0] / 'm.onnx'}: 272.54 KB -> 77.06 KB (28.3%), int8, "
                         f"not verified (`--no-verify`), {line.rsplit(', ', 1)[1]}")
         assert detail.startswith(f"{model}: wheel "), detail
+
+
+# ---------------------------------------------------------------------------------------------
+# Numbers: NaN, inf and out-of-range values are refused with one line naming the option.
+# Hostile inputs: each case ends in one line naming what to fix, with nothing left behind.
+
+
+@pytest.mark.parametrize(("flags", "expected"), [
+    (["--max-rel-l2", "inf"], "--max-rel-l2 must be a number from 0.0 to 1.0; got inf"),
+    (["--max-rel-l2", "nan"], "--max-rel-l2 must be a number from 0.0 to 1.0; got nan"),
+    (["--min-cosine", "-1"], "--min-cosine must be a number from 0.0 to 1.0; got -1.0"),
+    (["--min-top1", "nan"], "--min-top1 must be a number from 0.0 to 1.0; got nan"),
+    (["--budget-load", "nan"], "--budget-load must be a number from 1.0 to inf; got nan"),
+    (["--budget-cosine=-inf"], "--budget-cosine must be a number from 0.0 to 1.0; got -inf"),
+    (["--int-range", "0", str(2**70)], "--int-range must be two integers [low, high) with low < high"),
+])
+def test_shrink_refuses_nan_inf_and_out_of_range_numbers(tmp_path: Path, flags: list[str], expected: str) -> None:
+    src = save(mlp(), tmp_path / "m.onnx")
+    line = one_error(cli("shrink", str(src), "-o", str(tmp_path / "out"), *flags))
+    assert expected in line, line
+    assert not (tmp_path / "out").exists() or files_under(tmp_path / "out") == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Values that mean nothing are refused in one line naming the flag or key.
+# Hostile inputs: each case ends in one line naming what to fix, with nothing left behind.
+
+
+@pytest.mark.parametrize(("command", "flags", "expected"), [
+    ("info", ["--min-elements", "-5"], "--min-elements must be a positive integer; got -5"),
+    ("info", ["--min-elements", "0"], "--min-elements must be a positive integer; got 0"),
+    ("shrink", ["--runtime", "onnxruntime"], f"--runtime {RUNTIME_NEEDS_A_VERSION}"),
+    ("shrink", ["--block-size", "1048576", "--method", "int4"],
+     "--block-size must be one of 16, 32, 64, 128, 256; got 1048576"),
+    ("shrink", ["--dim", "batch=0"], "--dim 'batch' must be a positive integer; got 0"),
+    ("shrink", ["--default-dim", "-1"], "--default-dim must be a positive integer; got -1"),
+    ("shrink", ["--samples", "0"], "--samples must be a positive integer; got 0"),
+    ("compare", ["--samples", "-3"], "--samples must be a positive integer; got -3"),
+    ("check", ["--runtime", "onnxruntime"], f"--runtime {RUNTIME_NEEDS_A_VERSION}"),
+    ("check", ["--max-runs", "0"], "--max-runs must be a positive integer; got 0"),
+    ("record", ["--max-samples", "-1"], "--max-samples must be a positive integer; got -1"),
+])
+def test_numeric_and_runtime_flags_outside_their_meaning_are_one_line(tmp_path: Path, command: str,
+                                                                      flags: list[str], expected: str) -> None:
+    src = str(save(mlp(), tmp_path / "m.onnx"))
+    args = {"info": [src], "shrink": [src, "-o", str(tmp_path / "out")], "compare": [src, src],
+            "check": [src], "record": ["--output", str(tmp_path / "rec")]}[command]
+    tail = ["--", PY, "-c", "pass"] if command in ("check", "record") else []
+    line = one_error(subprocess.run([str(CONSOLE_SCRIPT), command, *args, *flags, *tail], cwd=tmp_path,
+                                    capture_output=True, text=True, timeout=120, check=False))
+    assert expected in line, line
+    assert not (tmp_path / "out").exists() and not (tmp_path / "rec").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# The predecessor's confirmed defects (onnx-shrink-ray 0.0.11, by number): none may happen here.
+
+
+def test_13_corrupt_input_glob_and_overwrite(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x0a\xff\xff\xff")
+    good = save(mlp(), tmp_path / "good.onnx")
+    proc = cli("shrink", str(bad), str(tmp_path / "none*.onnx"), str(good), "-o", str(tmp_path / "o"))
+    assert proc.returncode == 1
+    assert "not a valid ONNX model" in proc.stderr and "matches no file" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert (tmp_path / "o" / "good.onnx").exists()
+    assert cli("shrink", str(good), "-o", str(tmp_path / "o")).returncode == 1  # no silent overwrite
+
+
+# ---------------------------------------------------------------------------------------------
+# Never ship a result that is not smaller; say what stayed float and why.
+
+
+def test_cli_closing_line_counts_models(tmp_path: Path) -> None:
+    """Several models, some broken: each broken one gets its line, the good ones are written, and
+    the closing line counts models (not the ``inputs`` samples)."""
+    good = [tmp_path / "in" / f"good{i}.onnx" for i in range(2)]
+    bad = [tmp_path / "in" / f"bad{i}.onnx" for i in range(3)]
+    good[0].parent.mkdir()
+    for path in good:
+        onnx.save(mlp(), str(path))
+    for path in bad:
+        path.write_bytes(b"")
+    proc = cli("shrink", *map(str, good + bad), "-o", str(tmp_path / "out"), "--no-verify")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[-1] == "3 of 5 models failed", proc.stderr
+    assert sorted(ln.split(":")[1].strip() for ln in lines if ln.startswith("error:")) == sorted(map(str, bad))
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["good0.onnx", "good1.onnx"]

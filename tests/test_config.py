@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hardening import PY, RUNTIME_NEEDS_A_VERSION, cli, one_error
 
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.options import METHODS, ShrinkOptions, VerifyOptions
@@ -206,3 +207,54 @@ def test_error_is_a_shrinkray_error_listing_everything(root: Path) -> None:
         "Invalid configuration for build hook `shrinkray`:\n"
         f"- Field `{T}.models` pattern `x/*.onnx` matches no file\n"
         f"- Field `{T}.levels` must be an integer from 3 to 255 with method int8 (255: plain int8); got 1")
+
+
+# ---------------------------------------------------------------------------------------------
+# Numbers: NaN, inf and out-of-range values are refused with one line naming the option.
+# Hostile inputs: each case ends in one line naming what to fix, with nothing left behind.
+
+
+def test_hook_table_refuses_inf_and_minus_one(tmp_path: Path) -> None:
+    from hatch_shrinkray.shipping.config import ConfigurationError, load_config
+
+    (tmp_path / "m.onnx").write_bytes(b"x")
+    with pytest.raises(ConfigurationError) as caught:
+        load_config({"models": ["m.onnx"], "max-rel-l2": float("inf"), "min-cosine": -1,
+                     "budget-agreement": float("nan")}, tmp_path)
+    table = "tool.hatch.build.hooks.shrinkray"
+    assert caught.value.errors == [
+        f"Field `{table}.budget-agreement` must be a number from 0.0 to 1.0; got nan",
+        f"Field `{table}.max-rel-l2` must be a number from 0.0 to 1.0; got inf",
+        f"Field `{table}.min-cosine` must be a number from 0.0 to 1.0; got -1.0",
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Other tracebacks and hangs of the same kind.
+# Hostile inputs: each case ends in one line naming what to fix, with nothing left behind.
+
+
+@pytest.mark.process
+def test_a_pyproject_nested_too_deeply_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("a = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    line = one_error(cli("check", "--", PY, "-c", "pass", cwd=tmp_path))
+    assert line == f"error: {tmp_path / 'pyproject.toml'}: invalid TOML: nested too deeply", line
+
+
+# ---------------------------------------------------------------------------------------------
+# Values that mean nothing are refused in one line naming the flag or key.
+# Hostile inputs: each case ends in one line naming what to fix, with nothing left behind.
+
+
+def test_a_table_runtime_without_a_version_and_a_negative_seed_are_refused(tmp_path: Path) -> None:
+    from hatch_shrinkray.shipping.config import ConfigurationError, load_config
+
+    (tmp_path / "m.onnx").write_bytes(b"x")
+    with pytest.raises(ConfigurationError) as caught:
+        load_config({"models": ["m.onnx"], "runtimes": ["onnxruntime"], "seed": -1}, tmp_path)
+    table = "tool.hatch.build.hooks.shrinkray"
+    assert caught.value.errors == [f"Field `{table}.runtimes` {RUNTIME_NEEDS_A_VERSION}",
+                                   f"Field `{table}.seed` must be a non-negative integer; got -1"]
+    # A dependency on onnxruntime without a lower bound targets the oldest release tested.
+    config = load_config({"models": ["m.onnx"]}, tmp_path, dependencies=["onnxruntime"])
+    assert config.models[0].options.runtimes == ("onnxruntime>=1.16.3",)

@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from hardening import X as PREDECESSOR_X
+from hardening import _out
 from onnx import TensorProto, helper
 
 from hatch_shrinkray import ShrinkOptions, VerifyOptions, shrink
@@ -247,3 +249,68 @@ def _defined_names(m: onnx.ModelProto) -> list[str]:
         names += [t.name for t in scope.graph.initializer]
         names += [o for n in scope.graph.node for o in n.output]
     return names
+
+
+# ---------------------------------------------------------------------------------------------
+# The predecessor's confirmed defects (onnx-shrink-ray 0.0.11, by number): none may happen here.
+
+
+@pytest.mark.parametrize("attr", ["value_floats", "value_ints", "value_float", "value_string"])
+def test_3_other_constant_attributes_do_not_crash(tmp_path: Path, attr: str) -> None:
+    values = {"value_floats": [1.0] * 20000, "value_ints": list(range(20000)), "value_float": 2.0,
+              "value_string": "hello"}
+    node = helper.make_node("Constant", [], ["c"], **{attr: values[attr]})
+    m = model([node, helper.make_node("MatMul", ["x", "W"], ["y"])], [vi("x", ["b", 256])],
+              [vi("y", ["b", 256])], [init("W", weight((256, 256)))])
+    elem, shape = {"value_floats": (TensorProto.FLOAT, [20000]), "value_ints": (TensorProto.INT64, [20000]),
+                   "value_float": (TensorProto.FLOAT, []), "value_string": (TensorProto.STRING, [])}[attr]
+    m.graph.output.append(vi("c", shape, elem))
+    out = onnx.load(str(_out(tmp_path, m)))
+    assert any(a.name == attr for n in out.graph.node for a in n.attribute)
+
+
+def test_4_unnamed_constants_keep_distinct_weights(tmp_path: Path) -> None:
+    m = model([const("A", weight((256, 256), 1)), const("B", weight((256, 256), 2)),
+               helper.make_node("MatMul", ["x", "A"], ["h"]), helper.make_node("MatMul", ["h", "B"], ["y"])],
+              [vi("x", ["b", 256])], [vi("y", ["b", 256])])
+    for method in ("int8", "float-levels"):
+        a, b = run(m, PREDECESSOR_X)[0], run(_out(tmp_path, m, method=method), PREDECESSOR_X)[0]
+        assert np.linalg.norm(a - b) / np.linalg.norm(a) < 0.03
+
+
+def test_5_same_named_initializers_in_if_branches_stay_apart(tmp_path: Path) -> None:
+    def branch(seed: int, out: str) -> onnx.GraphProto:
+        return helper.make_graph([helper.make_node("MatMul", ["x", "W"], [out])], f"b{seed}", [],
+                                 [vi(out, ["b", 128])], [init("W", weight((256, 128), seed))])
+
+    m = model([helper.make_node("If", ["cond"], ["y"], then_branch=branch(1, "t"), else_branch=branch(2, "e"))],
+              [vi("x", ["b", 256]), vi("cond", [], TensorProto.BOOL)], [vi("y", ["b", 128])])
+    out = _out(tmp_path, m)
+    for cond in (True, False):
+        feeds = {**PREDECESSOR_X, "cond": np.array(cond)}
+        a, b = run(m, feeds)[0], run(out, feeds)[0]
+        assert np.linalg.norm(a - b) / np.linalg.norm(a) < 0.03
+
+
+def test_8_genuine_int_to_float_casts_survive(tmp_path: Path) -> None:
+    m = model([helper.make_node("Cast", ["ids"], ["f"], to=TensorProto.FLOAT),
+               helper.make_node("MatMul", ["f", "W"], ["y"])],
+              [vi("ids", ["b", 256], TensorProto.INT64)], [vi("y", ["b", 256])], [init("W", weight((256, 256)))])
+    feeds = {"ids": np.arange(512, dtype=np.int64).reshape(2, 256) % 7}
+    for method in ("fp16", "int8"):
+        out = _out(tmp_path, m, method=method)
+        assert any(n.op_type == "Cast" and n.input[0] == "ids" for n in onnx.load(str(out)).graph.node)
+        a, b = run(m, feeds)[0], run(out, feeds)[0]
+        assert np.linalg.norm(a - b) / np.linalg.norm(a) < 0.03
+
+
+def test_9_interface_and_metadata_are_unchanged(tmp_path: Path) -> None:
+    m = mlp()
+    m.graph.input.append(vi("W1", [256, 256]))
+    m.graph.output.append(vi("W2", [256, 10]))
+    m.doc_string = "doc"
+    helper.set_model_props(m, {"k": "v"})
+    out = onnx.load(str(_out(tmp_path, m, min_elements=1024)))
+    assert [i.name for i in out.graph.input] == ["x", "W1"]
+    assert [o.name for o in out.graph.output] == ["y", "W2"]
+    assert out.doc_string == "doc" and [(p.key, p.value) for p in out.metadata_props] == [("k", "v")]

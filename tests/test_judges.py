@@ -26,8 +26,10 @@ from hatch_shrinkray.evidence import MIN_UNITS, Evidence, upper_bound
 from hatch_shrinkray.samples import Sequencing, completed, grouped, run_in_order
 from hatch_shrinkray.verification.compare import compare, expect
 from hatch_shrinkray.verification.judges import detect, judge_for
+from hatch_shrinkray.verification.judges.base import Answers
 from hatch_shrinkray.verification.judges.boxes import Boxes
 from hatch_shrinkray.verification.judges.decisions import Segments
+from hatch_shrinkray.verification.judges.labels import Equal, Labels, Values
 from hatch_shrinkray.verification.judges.maps import Maps, label
 from hatch_shrinkray.verification.judges.sequences import Sequences, decode
 from hatch_shrinkray.verification.judges.tags import Tags, per_character
@@ -500,3 +502,19 @@ def test_a_taggers_heads_answer_about_the_same_texts() -> None:
     assert answer_counts([vowels, dots, vowels]) == (3, 1)
     evidence = evidence_of([vowels, dots], Sequencing.plain(3), real=True)
     assert (evidence.answers, evidence.changed_answers, evidence.describes) == (3, 1, "texts")
+
+
+def test_labels_count_each_row_whose_argmax_moved() -> None:
+    ref = [np.array([[0.1, 0.9], [0.8, 0.2]]), np.array([[0.3, 0.7]])]
+    got = [np.array([[0.6, 0.4], [0.7, 0.3]]), np.array([[0.2, 0.8]])]
+    assert Labels().answers(ref, got, 0.5) == Answers((True, False), 3, 1)
+    assert Labels().answers([np.float32(1.0)], [np.float32(2.0)], 0.5) == Answers((False,), 1, 0)  # a scalar
+
+
+def test_equal_counts_each_sample_whose_values_differ() -> None:
+    ref = [np.array([1, 2, 3]), np.array([4])]
+    assert Equal().answers(ref, [np.array([1, 2, 3]), np.array([5])], 0.5) == Answers((False, True), 2, 1)
+
+
+def test_values_have_no_answers_to_change() -> None:
+    assert Values().answers([np.zeros(3)], [np.ones(3)], 0.5) == Answers((False,), 0, 0)

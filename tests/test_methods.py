@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import helper
+from hardening import MODEL, MODELS_DIR, _out, build, cli, write_project
+from onnx import TensorProto, helper
 
 from hatch_shrinkray import ShrinkOptions, ShrinkrayError, VerificationError, VerifyOptions, shrink
 from hatch_shrinkray.encodings.int8 import unfused_dequantize
@@ -140,3 +142,91 @@ def test_verify_accepts_model_protos_and_paths(tmp_path: Path) -> None:
     assert verify(save(m, tmp_path / "m.onnx"), onnx.load(str(out))).passed
     assert not verify(m, out, VerifyOptions(max_rel_l2=1e-9, judges=(("y", "values"),))).passed
     assert verify(m, out, VerifyOptions(max_rel_l2=1e-9)).passed  # its labels all held: no veto
+
+
+# ---------------------------------------------------------------------------------------------
+# The predecessor's confirmed defects (onnx-shrink-ray 0.0.11, by number): none may happen here.
+
+
+@pytest.mark.parametrize("levels", [0, 1, 65537])
+def test_7_bad_level_counts_are_refused(levels: int) -> None:
+    with pytest.raises(ShrinkrayError, match="levels must be an integer from 2 to 65536"):
+        shrink(mlp(), None, ShrinkOptions(method="float-levels", levels=levels))
+
+
+@pytest.mark.parametrize("levels", [2, 3, 255])
+def test_7_odd_and_tiny_level_counts_give_that_many_finite_levels(tmp_path: Path, levels: int) -> None:
+    out = _out(tmp_path, mlp(512, 512), method="float-levels", levels=levels, verify=None)
+    w = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(str(out)).graph.initializer}["W1"]
+    assert np.isfinite(w).all()
+    assert max(len(np.unique(w[:, j])) for j in range(w.shape[1])) <= levels
+
+
+def test_10_api_accepts_str_and_path(tmp_path: Path) -> None:
+    src = save(mlp(), tmp_path / "m.onnx")
+    assert shrink(str(src), str(tmp_path / "a.onnx")).verification is not None
+    assert shrink(src, tmp_path / "b.onnx").verification is not None
+
+
+def test_11_dynamic_on_fp16_and_nan_models_fails_cleanly_or_verifies(tmp_path: Path) -> None:
+    h = model([helper.make_node("MatMul", ["x", "W"], ["y"])], [vi("x", ["b", 256], TensorProto.FLOAT16)],
+              [vi("y", ["b", 256], TensorProto.FLOAT16)], [init("W", weight((256, 256), dtype=np.float16))])
+    w = weight((256, 256))
+    w[3, 3] = np.nan
+    n = model([helper.make_node("MatMul", ["x", "W"], ["y"])], [vi("x", ["b", 256])], [vi("y", ["b", 256])],
+              [init("W", w)])
+    for m in (h, n):
+        try:
+            result = shrink(m, None, ShrinkOptions(method="dynamic"))
+        except ShrinkrayError:
+            continue  # a clear error is acceptable; an invalid model or a crash is not
+        assert result.verification is not None and result.verification.passed
+
+
+# ---------------------------------------------------------------------------------------------
+# Never ship a result that is not smaller; say what stayed float and why.
+
+
+def make_grows_under_dynamic(d: Path) -> Path:
+    """An 8 x 8 MLP: onnxruntime's quantize_dynamic adds more graph than it saves (188%)."""
+    (d / "a.onnx").write_bytes(mlp(8, 8).SerializeToString())
+    return d / "a.onnx"
+
+
+GROWS = ShrinkOptions(method="dynamic", min_elements=1)
+
+
+def test_api_keeps_the_original_when_the_result_is_not_smaller(tmp_path: Path) -> None:
+    path = make_grows_under_dynamic(tmp_path)
+    out = tmp_path / "out" / "a.onnx"
+    result = shrink(path, out, GROWS)
+    assert result.kept_original is not None and "would not make it smaller" in result.kept_original
+    assert result.encoded == ()
+    assert result.shrunk_size == result.original_size
+    assert onnx.load(str(out)) == onnx.load(str(path))
+    from hatch_shrinkray.report import shrink_report
+
+    first = shrink_report(result).splitlines()[0]
+    assert first.startswith(f"{path} -> {out}: ") and "original kept: dynamic would not make it smaller" in first, first
+
+
+def test_cli_keeps_the_original_when_the_result_is_not_smaller(tmp_path: Path) -> None:
+    path = make_grows_under_dynamic(tmp_path)
+    proc = cli("shrink", str(path), "-o", str(tmp_path / "out"), "--method", "dynamic", "--min-elements", "1")
+    assert proc.returncode == 0, proc.stderr
+    line = proc.stdout.splitlines()[0]
+    assert "(100.0%)" in line and "original kept: dynamic would not make it smaller (" in line, line
+    assert onnx.load(str(tmp_path / "out" / "a.onnx")) == onnx.load(str(path))
+
+
+def test_hook_keeps_the_original_when_the_result_is_not_smaller(tmp_path: Path, isolated: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    root = write_project(tmp_path / "toymodel", 'method = "dynamic"\nmin-elements = 1\n')
+    path = make_grows_under_dynamic(root / MODELS_DIR)
+    for out in ("dist", "again"):  # the second build is served from the cache and says the same
+        with zipfile.ZipFile(build(root, out=tmp_path / out)) as zf:
+            assert zf.read("toymodel/models/a.onnx") == path.read_bytes()
+        err = capsys.readouterr().err
+        assert (f"shrinkray: {MODEL}: dynamic would not make it smaller (" in err
+                and "shipping the original" in err), err
+        assert "no model was shrunk: 1 unchanged" in err

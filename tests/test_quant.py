@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
+from hardening import X, _out
+from onnx import helper
 
 from hatch_shrinkray.numerics.quant import FLUSH, NotEncodable, find_nonfinite, quantize_affine, quantize_symmetric
 
-from onnx_builders import weight
+from onnx_builders import init, model, run, vi, weight
 
 
 def test_symmetric_error_is_within_half_a_step_per_channel() -> None:
@@ -77,3 +81,33 @@ def test_affine_uses_all_levels_and_validates_range() -> None:
     q2 = quantize_affine(w, 0, 65536)
     assert q2.codes.dtype == np.uint16
     assert np.abs(q2.decoded - w).max() < 1e-4
+
+
+# ---------------------------------------------------------------------------------------------
+# The predecessor's confirmed defects (onnx-shrink-ray 0.0.11, by number): none may happen here.
+
+
+def test_1_one_nan_or_inf_weight_does_not_poison_every_output(tmp_path: Path) -> None:
+    w = weight((256, 256))
+    w[0, 0] = np.nan  # only the first output column becomes NaN in the original
+    m = model([helper.make_node("MatMul", ["x", "W"], ["y"])], [vi("x", ["b", 256])], [vi("y", ["b", 256])],
+              [init("W", w)])
+    a, b = run(m, X)[0], run(_out(tmp_path, m), X)[0]
+    np.testing.assert_array_equal(np.isnan(a), np.isnan(b))
+    assert np.isfinite(b[:, 1:]).all()
+
+
+def test_2_constant_valued_tensor_is_not_zeroed(tmp_path: Path) -> None:
+    m = model([helper.make_node("Add", ["x", "C"], ["y"])], [vi("x", [128, 256])], [vi("y", [128, 256])],
+              [init("C", np.full((128, 256), 0.001, np.float32))])
+    feeds = {"x": np.zeros((128, 256), np.float32)}
+    np.testing.assert_array_equal(run(_out(tmp_path, m), feeds)[0], feeds["x"] + np.float32(0.001))
+
+
+def test_12_one_outlier_does_not_ruin_the_tensor(tmp_path: Path) -> None:
+    w = weight((256, 256))
+    w[0, 0] = 40.0
+    m = model([helper.make_node("MatMul", ["x", "W"], ["y"])], [vi("x", ["b", 256])], [vi("y", ["b", 256])],
+              [init("W", w)])
+    a, b = run(m, X)[0], run(_out(tmp_path, m), X)[0]
+    assert np.linalg.norm((a - b)[:, 1:]) / np.linalg.norm(a[:, 1:]) < 0.01

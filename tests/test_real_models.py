@@ -13,7 +13,7 @@ from hardening import MODEL, build, cli, write_project
 
 from hatch_shrinkray import ShrinkOptions, VerifyOptions, shrink
 
-from realmodels import ppocr_v6_rec, silero_vad, silero_vad_op18
+from realmodels import ppocr_v4_rec, ppocr_v6_rec, silero_vad, silero_vad_op18
 
 
 def test_ppocr_v6_rec_int8(tmp_path: Path) -> None:
@@ -59,3 +59,26 @@ def test_build_line_says_why_silero_op18_stays_at_two_thirds(tmp_path: Path, mon
     assert "wheel 1.95 MB -> 1.09 MB (55.9%), web ~" in detail, detail
     assert detail.endswith("; kept float: 21 tensors below min-elements (112.16 KB); "
                            "663.03 KB of the input is not weights (graph, names, metadata)"), detail
+
+
+# ---------------------------------------------------------------------------------------------
+# The predecessor's confirmed defects (onnx-shrink-ray 0.0.11, by number): none may happen here.
+
+
+@pytest.mark.parametrize("fetch", [ppocr_v4_rec, ppocr_v6_rec])
+def test_14_real_ocr_models_load_and_verify(tmp_path: Path, fetch: object) -> None:
+    src = fetch()  # type: ignore[operator]
+    result = shrink(src, tmp_path / "o.onnx")
+    assert result.verification is not None and result.verification.passed
+    assert result.ratio < 0.35
+
+
+def test_14_real_silero_vad_loads_and_verifies(tmp_path: Path) -> None:
+    t = np.arange(512) / 16000
+    speech_like = np.stack([0.3 * np.sin(2 * np.pi * f * t) for f in (150, 220)]).astype(np.float32)
+    np.savez(tmp_path / "in.npz", input=speech_like[:, None, :], state=np.zeros((2, 2, 1, 128), np.float32),
+             sr=np.full((2,), 16000, np.int64))
+    loose = VerifyOptions(inputs=tmp_path / "in.npz", max_rel_l2=1.0, min_cosine=0.9)
+    result = shrink(silero_vad(), tmp_path / "o.onnx", ShrinkOptions(verify=loose))
+    assert result.verification is not None and result.verification.passed
+    assert len(result.encoded) == 12

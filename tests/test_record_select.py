@@ -1,16 +1,32 @@
 """What a recording keeps, as pure functions: ``select.choose_samples`` (units before bytes per
-unit, hard and default bounds, the memory bound) and ``merge.merge`` (every call not kept is counted
-with its reason). The recorder's own logs feed ``merge`` here, without processes or files."""
+unit, hard and default bounds, the memory bound), ``select.choose_streams`` (whole streams, cut at a
+common water level) and ``merge.merge`` fed by the recorder's own logs (every call not kept is
+counted with its reason), without processes or files. ``test_record_merge`` tests ``merge`` alone."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from hatch_shrinkray.capture.merge import Part, merge
 from hatch_shrinkray.capture.recorder import ModelLog, part_of
-from hatch_shrinkray.capture.select import BYTE_CAP, MEMORY_CAP, SAMPLE_CAP, Caps, Sample, choose_samples
+from hatch_shrinkray.capture.select import (
+    BYTE_CAP,
+    MEMORY_CAP,
+    MIN_STREAMS,
+    SAMPLE_CAP,
+    Caps,
+    Sample,
+    Stream,
+    choose_samples,
+    choose_streams,
+    distinct,
+    round_robin,
+    spreading,
+)
 from hatch_shrinkray.capture.streams import Step
 from hatch_shrinkray.evidence import MIN_UNITS
 from hatch_shrinkray.verification.npz import pack
@@ -105,3 +121,99 @@ def test_merge_is_independent_of_the_order_of_the_parts() -> None:
                                 unit=f"test:t{p}"))) for p in range(3)]
     one, other = merge(parts, caps, Path("/abs")), merge(parts[::-1], caps, Path("/abs"))
     assert one.meta == other.meta and one.samples == other.samples
+
+
+@pytest.mark.parametrize(("n", "order"), [(0, []), (1, [0]), (2, [0, 1]), (3, [0, 2, 1]), (5, [0, 4, 2, 1, 3]),
+                                          (9, [0, 8, 4, 2, 6, 1, 3, 5, 7])])
+def test_spreading_is_first_last_middle_then_quarters(n: int, order: list[int]) -> None:
+    assert spreading(n) == order
+
+
+@pytest.mark.parametrize("n", range(40))
+def test_spreading_visits_every_index_once(n: int) -> None:
+    assert sorted(spreading(n)) == list(range(n))
+
+
+def test_round_robin_takes_one_of_each_group_per_round() -> None:
+    groups = [["a0", "a1", "a2"], ["b0"], ["c0", "c1"]]
+    assert round_robin(groups) == ["a0", "c0", "b0", "a2", "c1", "a1"]
+    assert round_robin([]) == []
+
+
+def test_distinct_keeps_the_first_of_each_feed() -> None:
+    a, b, again = page(0), page(1), dataclasses.replace(page(0), call=2)
+    assert distinct([a, b, again]) == [a, b]
+
+
+def test_standalone_calls_are_each_their_own_unit() -> None:
+    chosen = choose_samples(standalone([page(3), page(7)]), Caps())
+    assert chosen.samples == [("call:3", page(3)), ("call:7", page(7))]
+    assert (chosen.units, chosen.kept_units, chosen.left_out) == (2, 2, {})
+
+
+def test_units_without_samples_are_not_units() -> None:
+    chosen = choose_samples([("test:a", []), ("test:b", [page(1)]), ("", [])], Caps())
+    assert chosen.units == 1 and chosen.samples == [("test:b", page(1))]
+
+
+def test_the_choice_is_in_call_order_whatever_the_order_of_the_units() -> None:
+    units = [("test:late", [page(9), page(10)]), ("test:early", [page(1), page(2)])]
+    chosen = choose_samples(units, Caps.hard(samples=3, max_bytes=100 * MB))
+    assert [s.call for _, s in chosen.samples] == sorted(s.call for _, s in chosen.samples)
+    assert {label for label, _ in chosen.samples} == {"test:late", "test:early"}
+
+
+def test_a_large_feed_is_left_out_and_the_small_ones_after_it_are_kept() -> None:
+    pages = [page(0, nbytes=MB), page(1, nbytes=6 * MB), page(2, nbytes=MB), page(3, nbytes=MB)]
+    chosen = choose_samples(standalone(pages), Caps.hard(max_bytes=4 * MB))
+    assert [s.call for _, s in chosen.samples] == [0, 2, 3]
+    assert chosen.left_out == {BYTE_CAP: 1}
+
+
+def test_bytes_for_min_units_are_estimated_from_the_average_of_fewer_units() -> None:
+    chosen = choose_samples(standalone([page(0, nbytes=1000), page(1, nbytes=3000)]), Caps())
+    assert chosen.for_units == 2000 * MIN_UNITS
+    assert choose_samples([], Caps()).for_units == 0
+
+
+def test_the_byte_bound_grows_to_what_min_units_take_up_to_the_ceiling() -> None:
+    caps = Caps(bytes=100, ceiling=1000)
+    assert caps.byte_bound([1] * MIN_UNITS) == 100  # the target holds them
+    assert caps.byte_bound([50] * (MIN_UNITS + 4)) == 50 * MIN_UNITS  # the smallest MIN_UNITS
+    assert caps.byte_bound([100] * MIN_UNITS) == 1000  # up to the ceiling
+    assert Caps.hard(max_bytes=10).byte_bound([100] * MIN_UNITS) == 10  # a given bound is hard
+    assert Caps(bytes=10, ceiling=1600).feed_bytes == 100 and Caps.hard(max_bytes=10).feed_bytes == 10
+
+
+def stream(first: int, steps: int, nbytes: int = 100, group: str = "") -> Stream:
+    return Stream(group, tuple(page(first + k, nbytes=nbytes, decoded=nbytes) for k in range(steps)), steps)
+
+
+def test_streams_that_fit_are_kept_whole_in_the_order_they_started() -> None:
+    streams = [stream(100, 3), stream(0, 4), stream(50, 2)]
+    chosen = choose_streams(streams, Caps.hard(max_bytes=10 * MB))
+    assert [s.steps[0].call for s in chosen] == [0, 50, 100]
+    assert [len(s.steps) for s in chosen] == [4, 2, 3]
+
+
+def test_the_first_streams_share_the_budget_at_one_water_level() -> None:
+    """Two streams of 10 steps in 1000 bytes: each cut to 5 steps, not the first whole and the second empty."""
+    chosen = choose_streams([stream(0, 10), stream(10, 10)], Caps.hard(max_bytes=1000))
+    assert [len(s.steps) for s in chosen] == [5, 5]
+    assert [s.ran for s in chosen] == [10, 10]
+
+
+def test_at_most_max_samples_streams() -> None:
+    chosen = choose_streams([stream(10 * k, 2) for k in range(5)], Caps.hard(samples=3, max_bytes=MB))
+    assert len(chosen) == 3
+
+
+def test_streams_beyond_the_first_are_added_while_the_budget_allows() -> None:
+    streams = [stream(10 * k, 1) for k in range(MIN_STREAMS + 4)]
+    chosen = choose_streams(streams, Caps.hard(max_bytes=100 * (MIN_STREAMS + 2)))
+    assert len(chosen) == MIN_STREAMS + 2
+
+
+def test_the_memory_bound_cuts_streams_too() -> None:
+    chosen = choose_streams([stream(0, 10)], Caps.hard(max_bytes=MB, memory=350))
+    assert [len(s.steps) for s in chosen] == [3]

@@ -10,13 +10,15 @@ import tarfile
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 from hardening import MODEL, build, cli, write_project
+from onnx import helper
 
 from hatch_shrinkray.shipping.manifest import MANIFEST_NAME
 from hatch_shrinkray.verification.recordings import Recording, write_recording
 
-from onnx_builders import mlp, save
+from onnx_builders import init, mlp, save
 
 LIMIT = 160
 
@@ -43,7 +45,7 @@ def test_the_build_line_is_short_and_says_why_rounding_was_not_fitted(tmp_path: 
     line = next(ln for ln in err if ln.startswith(f"shrinkray: {MODEL}: "))
     assert len(line) <= LIMIT, line
     assert line.startswith(f"shrinkray: {MODEL}: 272.54 KB -> 77.06 KB (28.3%), int8, same answers on 40 recorded "
-                           "calls; rounding not fitted: too few rows, "), line
+                           "calls; not fitted: few rows, "), line
     assert not any("cos " in ln or "rel-L2" in ln for ln in err), err
     with tarfile.open(sdist) as tar:
         member = next(m for m in tar.getmembers() if m.name.endswith(MANIFEST_NAME))
@@ -74,23 +76,64 @@ def test_the_verdict_in_words() -> None:
     """Each kind of evidence, passed or failed (``check`` keeps failing models), in a few words."""
     from hatch_shrinkray.evidence import Evidence
     from hatch_shrinkray.result import OutputComparison, VerifyResult
+    from hatch_shrinkray.verdict import verdict
 
     ok = OutputComparison("y", 0.1, 0.01, 0.9999, 1.0, 0, judge="top-1", answers=20)
     bad = OutputComparison("y", 1.0, 0.2, 0.9, 1.0, 0, failures=("rel L2 0.2 > 0.1",), judge="top-1", answers=20)
     off = OutputComparison("y", 0.0, 0.0, 1.0, None, 0, judge="off")
 
     def said(o: OutputComparison, evidence: Evidence | None, real: bool = True, calibration: int = 0) -> str:
-        return VerifyResult((o,), 20, "rec", real=real, evidence=evidence, calibration=calibration).verdict()
+        return verdict(VerifyResult((o,), 20, "rec", real=real, evidence=evidence, calibration=calibration))
 
     same = Evidence(20, 0, "calls", answers=20, decisions=20)
     assert said(ok, same) == "same answers on 20 recorded calls"
-    assert said(ok, Evidence(40, 2, "test cases", answers=40)) == "answers changed on 2 of 40 recorded test cases"
-    assert said(ok, Evidence(3, 0, "streams", decisions=47)) == "same answers on 3 recorded streams (weak evidence)"
-    assert said(ok, Evidence(10, 0, "calls", answers=10), calibration=10) == \
-        "same answers on 10 held-out recorded calls (weak evidence)"
+    assert said(ok, Evidence(40, 2, "test cases", answers=40)) == "2 of 40 recorded tests changed"
+    assert said(ok, Evidence(3, 0, "streams", decisions=47)) == "same answers on 3 recorded streams (weak)"
+    assert said(ok, Evidence(10, 0, "calls", answers=10), calibration=10) == "same answers on 10 held-out calls (weak)"
     assert said(ok, Evidence(20, 0, "calls")) == "within limits on 20 recorded samples (numbers only)"
     assert said(ok, None, real=False) == "within limits on 20 generated samples (a smoke check)"
-    assert said(bad, None, real=False) == "FAILS verification on 20 generated samples (a smoke check)"
-    assert said(bad, same) == "FAILS verification (outputs past the limits); same answers on 20 recorded calls"
+    assert said(bad, None, real=False) == "FAILS on 20 generated samples (a smoke check)"
+    assert said(bad, same) == "FAILS: same answers on 20 recorded calls"
     assert said(off, same) == "no output compared (every judge is off)"
     assert all(len(said(o, e)) < 80 for o in (ok, bad, off) for e in (same, None))
+
+
+# ---------------------------------------------------------------------------------------------
+# Never ship a result that is not smaller; say what stayed float and why.
+
+
+def _mlp_with_bias() -> onnx.ModelProto:
+    m = mlp(256, 256, 10)
+    m.graph.node[-1].output[0] = "logits"
+    m.graph.initializer.append(init("b", np.zeros(10, np.float32)))
+    m.graph.node.append(helper.make_node("Add", ["logits", "b"], ["y"]))
+    return m
+
+
+KEPT_FLOAT = "kept float: 1 tensor below min-elements (40 B), 1 excluded by exclude-tensors (10.24 KB)"
+
+
+def test_report_line_says_what_stayed_float(tmp_path: Path) -> None:
+    """W1 is encoded, W2 (2560 elements) is excluded by name, the bias is below min-elements."""
+    path = tmp_path / "a.onnx"
+    onnx.save(_mlp_with_bias(), str(path))
+    proc = cli("-v", "shrink", str(path), "-o", str(tmp_path / "out"), "--exclude-tensor", "W2", "--min-elements",
+               "1000")
+    assert proc.returncode == 0, proc.stderr
+    line, detail = proc.stdout.splitlines()[:2]
+    assert "kept float" not in line and detail.endswith(f"; {KEPT_FLOAT}"), detail
+
+
+def test_build_line_says_what_stayed_float(tmp_path: Path, isolated: Path, capsys: pytest.CaptureFixture[str],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """At the default verbosity the line is short; ``-v`` (HATCH_VERBOSE) adds what stayed float."""
+    root = write_project(tmp_path / "toymodel", 'exclude-tensors = ["W2"]\nmin-elements = 1000\n')
+    onnx.save(_mlp_with_bias(), str(root / MODEL))
+    for out in ("dist", "again"):  # from the cache too
+        monkeypatch.setenv("HATCH_VERBOSE", "1" if out == "again" else "0")
+        build(root, out=tmp_path / out)
+        lines = capsys.readouterr().err.splitlines()
+        assert not any(KEPT_FLOAT in ln for ln in lines) or out == "again"
+        if out == "again":
+            line = next(ln for ln in lines if ln.startswith(f"shrinkray: {MODEL}: ") and "kept float" in ln)
+            assert line.endswith(f"; {KEPT_FLOAT}; cached: {line.rsplit('cached: ', 1)[1]}"), line

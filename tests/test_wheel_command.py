@@ -19,7 +19,16 @@ from pathlib import Path
 
 import onnx
 import pytest
-from hardening import cli
+from hardening import (
+    CONSOLE_SCRIPT,
+    LEFT_OUT,
+    cli,
+    external_data_model,
+    files_under,
+    one_error,
+    run_model,
+    shared_weights,
+)
 from hatchling.builders.wheel import WheelBuilder
 
 from hatch_shrinkray.shipping.manifest import MANIFEST_NAME, ManifestEntry, render
@@ -374,3 +383,312 @@ def test_an_existing_output_wheel_is_refused_without_force(wheel: Path, tmp_path
     forced = cli(*args, "--force", cwd=tmp_path, env=env)
     assert forced.returncode == 0, forced.stderr
     assert zipfile.is_zipfile(out / wheel.name)
+
+
+# ---------------------------------------------------------------------------------------------
+# `hatch-shrinkray wheel`: entries that are not models stream through; a broken archive, a
+# bad SOURCE_DATE_EPOCH or a full or read-only destination are one line, with nothing left.
+# Hostile inputs: each case ends in one line naming what to fix, with nothing left behind.
+
+
+WHEEL_NAME = "toymodel-0.1.0-py3-none-any.whl"
+DIST_INFO = "toymodel-0.1.0.dist-info"
+WHEEL_TABLE = '[tool.hatch-shrinkray]\nmodels = ["toymodel/models/*.onnx"]\n'
+
+
+def record_line(name: str, digest: bytes, size: int) -> str:
+    import base64
+
+    return f"{name},sha256={base64.urlsafe_b64encode(digest).rstrip(b'=').decode()},{size}\n"
+
+
+def make_wheel(path: Path, entries: list[tuple[str, bytes]], *, record: bytes | None = None,
+               big: str | None = None) -> Path:
+    """A wheel with these entries (a name may repeat), METADATA, WHEEL and a RECORD listing each
+    name once; ``big`` adds a 4 GiB entry of zeros, deflated (18 MB), written and hashed in chunks."""
+    import hashlib
+    import warnings
+    import zipfile
+
+    metadata = b"Metadata-Version: 2.1\nName: toymodel\nVersion: 0.1.0\n"
+    tags = b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    entries = [*entries, (f"{DIST_INFO}/METADATA", metadata), (f"{DIST_INFO}/WHEEL", tags)]
+    lines = {name: record_line(name, hashlib.sha256(data).digest(), len(data)) for name, data in entries}
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Duplicate name": on purpose
+        for name, data in entries:
+            zf.writestr(name, data)
+        if big is not None:
+            info = zipfile.ZipInfo(big)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info._compresslevel = 1  # type: ignore[attr-defined]
+            digest, chunk = hashlib.sha256(), bytes(1 << 24)
+            with zf.open(info, "w", force_zip64=True) as fh:
+                for _ in range(256):
+                    fh.write(chunk)
+                    digest.update(chunk)
+            lines[big] = record_line(big, digest.digest(), 256 << 24)
+        text = "".join(lines.values()) + f"{DIST_INFO}/RECORD,,\n"
+        zf.writestr(f"{DIST_INFO}/RECORD", text.encode() if record is None else record)
+    return path
+
+
+def wheel_project(tmp_path: Path) -> Path:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text('[project]\nname = "toymodel"\nversion = "0.1.0"\n\n' + WHEEL_TABLE)
+    return project
+
+
+def model_bytes() -> bytes:
+    return mlp().SerializeToString()
+
+
+@pytest.fixture(scope="module")
+def big_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("big")
+    return make_wheel(directory / WHEEL_NAME, [("toymodel/__init__.py", b""),
+                                               ("toymodel/models/a.onnx", model_bytes())], big="toymodel/big.bin")
+
+
+def can_mount_tmpfs(directory: Path) -> bool:
+    import shutil
+
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
+                            f"mount -t tmpfs -o size=64k tmpfs '{directory}'"], capture_output=True, check=False)
+    return probe.returncode == 0
+
+
+def in_namespace(setup: str, command: str, after: str, tmp_path: Path) -> tuple[int, str, str]:
+    """Run ``setup && command; after`` in a private user + mount namespace (where ``setup`` may
+    mount a small tmpfs); the command's exit code, stdout and stderr."""
+    from hardening import CONSOLE_SCRIPT
+
+    full = (f"export HATCH_SHRINKRAY_CACHE_DIR='{tmp_path}/cache'; S='{CONSOLE_SCRIPT}'; {setup} && "
+            f"( {command} ) > '{tmp_path}/stdout' 2> '{tmp_path}/stderr'; echo $? > '{tmp_path}/rc'; {after}")
+    subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", full], check=True, timeout=600)
+    return (int((tmp_path / "rc").read_text()), (tmp_path / "stdout").read_text(), (tmp_path / "stderr").read_text())
+
+
+@pytest.mark.extended
+def test_wheel_streams_a_4_gib_entry_through_a_tiny_tmpdir(big_wheel: Path, tmp_path: Path) -> None:
+    import zipfile
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    if not can_mount_tmpfs(tmp):
+        pytest.skip("cannot mount a tmpfs in a user namespace here (unshare -rm)")
+    project = wheel_project(tmp_path)
+    code, out, err = in_namespace(f"mount -t tmpfs -o size=32m tmpfs '{tmp}'",
+                                  f"cd '{project}' && TMPDIR='{tmp}' \"$S\" wheel '{big_wheel}' -o '{tmp_path}/out'",
+                                  f"ls -A '{tmp}' > '{tmp_path}/left'", tmp_path)
+    assert code == 0, err
+    assert "Traceback" not in err
+    assert out.strip().startswith(f"{tmp_path}/out/{WHEEL_NAME}: rewrote (1 model"), out
+    assert (tmp_path / "left").read_text().split() in ([], [".ses"])
+    with zipfile.ZipFile(big_wheel) as before, zipfile.ZipFile(tmp_path / "out" / WHEEL_NAME) as after:
+        old, new = before.getinfo("toymodel/big.bin"), after.getinfo("toymodel/big.bin")
+        assert (new.CRC, new.file_size, new.compress_size) == (old.CRC, old.file_size, old.compress_size)
+        record = after.read(f"{DIST_INFO}/RECORD").decode()
+        assert record_line("toymodel/big.bin", b"", 0).split(",")[0] in record
+        big_row = next(r for r in record.splitlines() if r.startswith("toymodel/big.bin,"))
+        assert big_row in before.read(f"{DIST_INFO}/RECORD").decode()
+        assert len(after.read("toymodel/models/a.onnx")) < len(model_bytes()) / 2
+        assert after.testzip() is None  # every entry's CRC, the big one included (streamed)
+
+
+def test_wheel_writes_a_duplicated_entry_once_and_refuses_differing_copies(tmp_path: Path) -> None:
+    import zipfile
+
+    project = wheel_project(tmp_path)
+    init = ("toymodel/__init__.py", b"x = 1\n")
+    same = make_wheel(tmp_path / WHEEL_NAME, [init, init, ("toymodel/models/a.onnx", model_bytes())])
+    proc = cli("wheel", str(same), "-o", str(tmp_path / "out"), cwd=project)
+    assert proc.returncode == 0, proc.stderr
+    assert (f"shrinkray: {WHEEL_NAME}: toymodel/__init__.py is in the archive more than once, with the same bytes; "
+            "written once") in proc.stderr
+    with zipfile.ZipFile(tmp_path / "out" / WHEEL_NAME) as zf:
+        assert [i.filename for i in zf.infolist()].count("toymodel/__init__.py") == 1
+    other = tmp_path / "other"
+    other.mkdir()
+    differ = make_wheel(other / WHEEL_NAME, [("toymodel/__init__.py", b"x = 1\n"), ("toymodel/__init__.py", b"x = 2\n"),
+                                             ("toymodel/models/a.onnx", model_bytes())])
+    line = one_error(cli("wheel", str(differ), "-o", str(tmp_path / "out2"), cwd=project))
+    assert line.startswith(f"error: {differ}: ") and ("does not match its RECORD hash" in line
+                                                      or "more than once, with different bytes" in line), line
+    assert files_under(tmp_path / "out2") == []
+
+
+BROKEN = {
+    "RECORD not UTF-8": ({"record": b"toymodel/__init__.py,sha256=\xff\xfe,0\n"}, "its RECORD is not UTF-8 text"),
+    "a file that is also a directory": ({"extra": [("toymodel/models", b"")]},
+                                        "'toymodel/models' is both a file and the directory of"),
+    "a name with an empty part": ({"extra": [("toymodel//x.py", b"")]}, "is not a plain relative path"),
+    "a name too long for any file system": ({"extra": [("toymodel/" + "x" * 300, b"")]},
+                                            "has a part longer than 255 bytes, which no file system holds"),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN))
+def test_a_broken_wheel_is_one_line(tmp_path: Path, case: str) -> None:
+    spec, expected = BROKEN[case]
+    entries = [("toymodel/__init__.py", b""), ("toymodel/models/a.onnx", model_bytes()), *spec.get("extra", [])]
+    wheel = make_wheel(tmp_path / WHEEL_NAME, entries, record=spec.get("record"))
+    line = one_error(cli("wheel", str(wheel), "-o", str(tmp_path / "out"), cwd=wheel_project(tmp_path)))
+    assert line.startswith(f"error: {wheel}: ") and expected in line, line
+    assert files_under(tmp_path / "out") == []
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("4354819200", "SOURCE_DATE_EPOCH is '4354819200', past 2107-12-31 23:59:59, the last time a zip entry can hold"),
+    ("99999999999999999999", "past 2107-12-31"),
+    ("soon", "SOURCE_DATE_EPOCH must be an integer number of seconds; got 'soon'"),
+])
+def test_source_date_epoch_out_of_the_zip_range_is_one_line(tmp_path: Path, value: str, expected: str,
+                                                            env: dict[str, str]) -> None:
+    wheel = make_wheel(tmp_path / WHEEL_NAME, [("toymodel/__init__.py", b""),
+                                               ("toymodel/models/a.onnx", model_bytes())])
+    before = wheel.read_bytes()
+    line = one_error(cli("wheel", str(wheel), "--in-place", cwd=wheel_project(tmp_path),
+                         env={**env, "SOURCE_DATE_EPOCH": value}))
+    assert expected in line, line
+    assert wheel.read_bytes() == before
+    assert not [p for p in wheel.parent.iterdir() if p.name.endswith(".tmp")]
+    assert files_under(Path(env["TMPDIR"])) in ([], [".ses"])
+
+
+@pytest.mark.parametrize("disk", ["full", "read-only"])
+@pytest.mark.parametrize("where", ["-o", "--in-place"])
+def test_wheel_onto_a_full_or_read_only_disk_is_one_line(tmp_path: Path, disk: str, where: str) -> None:
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    if not can_mount_tmpfs(mount):
+        pytest.skip("cannot mount a tmpfs in a user namespace here (unshare -rm)")
+    wheel = make_wheel(tmp_path / WHEEL_NAME, [("toymodel/__init__.py", b""),
+                                               ("toymodel/models/a.onnx", model_bytes())])
+    project = wheel_project(tmp_path)
+    size = wheel.stat().st_size
+    # full: the input fits, with 8 KiB to spare; read-only: remounted so after the input is in place
+    setup = (f"mount -t tmpfs -o size={size + 8192} tmpfs '{mount}' && cp '{wheel}' '{mount}/'"
+             + (f" && mount -o remount,ro '{mount}'" if disk == "read-only" else ""))
+    target = f"'{mount}/{WHEEL_NAME}' --in-place" if where == "--in-place" else \
+        f"'{wheel}' -o '{mount}/out'" if disk == "full" else f"'{wheel}' -o '{mount}' --force"  # over its copy
+    code, _, err = in_namespace(setup, f"cd '{project}' && \"$S\" wheel {target}",
+                                f"cmp '{mount}/{WHEEL_NAME}' '{wheel}' > '{tmp_path}/same' 2>&1; "
+                                f"ls -A '{mount}' > '{tmp_path}/left'", tmp_path)
+    assert code == 1, err
+    assert "Traceback" not in err, err
+    errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1, err
+    why = "No space left on device" if disk == "full" else "Read-only file system"
+    assert f"cannot write the wheel: {why}" in errors[0] or f"cannot create the output directory: {why}" in errors[0], \
+        errors[0]
+    assert (tmp_path / "same").read_text() == ""  # the input (or its copy on the disk) is untouched
+    assert (tmp_path / "left").read_text().split() == [WHEEL_NAME]  # no temporary file, no empty -o directory
+
+
+# ---------------------------------------------------------------------------------------------
+# Words: `shrink --plan` says whether it ships the bytes `check` accepted and names each encoding;
+# a plan naming a tensor the model does not have is an error.
+# Hostile inputs: each case ends in one line naming what to fix, with nothing left behind.
+
+
+def test_wheel_keeps_a_data_file_an_unconfigured_model_reads(tmp_path: Path) -> None:
+    import zipfile
+
+    import numpy as np
+
+    models = tmp_path / "models"
+    shared_weights(models)
+    expected = run_model(models / "b.onnx")
+    wheel = make_wheel(tmp_path / WHEEL_NAME, [("toymodel/__init__.py", b"")] + [
+        (f"toymodel/models/{name}", (models / name).read_bytes()) for name in ("a.onnx", "b.onnx", "weights.bin")])
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text('[project]\nname = "toymodel"\nversion = "0.1.0"\n\n'
+                                            '[tool.hatch-shrinkray]\nmodels = ["toymodel/models/a.onnx"]\n')
+    proc = cli("wheel", str(wheel), "-o", str(tmp_path / "out"), cwd=project)
+    assert proc.returncode == 0, proc.stderr
+    assert ("shrinkray: toymodel/models/a.onnx: toymodel/models/weights.bin stays in the archive (524.29 KB): "
+            "toymodel/models/b.onnx reads it too and is not configured") in proc.stderr
+    assert "shrinkray: toymodel/models/a.onnx: 262.29 KB -> " in proc.stderr
+    with zipfile.ZipFile(tmp_path / "out" / WHEEL_NAME) as zf:
+        zf.extractall(tmp_path / "unpacked")
+    shipped = tmp_path / "unpacked/toymodel/models"
+    assert sorted(p.name for p in shipped.iterdir()) == ["a.onnx", "b.onnx", "weights.bin"]
+    np.testing.assert_array_equal(run_model(shipped / "b.onnx"), expected)
+
+
+# ---------------------------------------------------------------------------------------------
+# Other tracebacks and hangs of the same kind.
+# Hostile inputs: each case ends in one line naming what to fix, with nothing left behind.
+
+
+def test_a_wheel_whose_entries_overlap_is_refused_before_reading_them(tmp_path: Path) -> None:
+    """The zip-bomb layout: a second central-directory entry pointing at the first one's bytes (a
+    thousand of them would make the RECORD check read the same data a thousand times)."""
+    import struct
+
+    wheel = make_wheel(tmp_path / "in.zip", [("toymodel/__init__.py", b""), ("toymodel/models/a.onnx", model_bytes()),
+                                             ("toymodel/big.bin", bytes(1 << 20))])
+    data = wheel.read_bytes()
+    end = data.rfind(b"PK\x05\x06")
+    size, offset = struct.unpack("<II", data[end + 12:end + 20])
+    directory, records, pos = data[offset:offset + size], [], 0
+    while pos < len(directory):
+        n, m, k = struct.unpack("<HHH", directory[pos + 28:pos + 34])
+        records.append(directory[pos:pos + 46 + n + m + k])
+        pos += 46 + n + m + k
+    clone = next(r for r in records if b"toymodel/big.bin" in r).replace(b"big.bin", b"big.bim")
+    tail = bytearray(data[end:])
+    count = struct.unpack("<H", tail[8:10])[0] + 1
+    tail[8:16] = struct.pack("<HHI", count, count, size + len(clone))
+    bomb = tmp_path / WHEEL_NAME
+    bomb.write_bytes(data[:offset] + directory + clone + bytes(tail))
+    line = one_error(cli("wheel", str(bomb), "-o", str(tmp_path / "out"), cwd=wheel_project(tmp_path)))
+    assert line == (f"error: {bomb}: entries 'toymodel/big.bin' and 'toymodel/big.bim' overlap in the archive (this "
+                    "is how zip bombs are made; do not install it)"), line
+
+
+# ---------------------------------------------------------------------------------------------
+# Every file a rewrite leaves out gets a line: the original's external data, in the hook and in
+# `hatch-shrinkray wheel`.
+# Hostile inputs: each case ends in one line naming what to fix, with nothing left behind.
+
+
+def test_wheel_names_the_external_data_it_leaves_out(tmp_path: Path) -> None:
+    import zipfile
+
+    models = tmp_path / "models"
+    external_data_model(models)
+    wheel = make_wheel(tmp_path / WHEEL_NAME, [("toymodel/__init__.py", b"")] + [
+        (f"toymodel/models/{name}", (models / name).read_bytes()) for name in ("a.onnx", "a.onnx.data")])
+    proc = subprocess.run([str(CONSOLE_SCRIPT), "wheel", str(wheel), "-o", str(tmp_path / "out")],
+                          cwd=wheel_project(tmp_path), capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    size = "544.77 KB"
+    assert f"shrinkray: toymodel/models/a.onnx: toymodel/models/{LEFT_OUT.format(size=size)}" in proc.stderr, \
+        proc.stderr
+    with zipfile.ZipFile(tmp_path / "out" / WHEEL_NAME) as zf:
+        zf.extractall(tmp_path / "unpacked")
+    shipped = tmp_path / "unpacked/toymodel/models"
+    assert sorted(p.name for p in shipped.iterdir()) == ["a.onnx"]
+    run_model(shipped / "a.onnx")  # the package still works
+
+
+def test_wheel_warns_of_a_pin_on_the_data_file_it_leaves_out(tmp_path: Path) -> None:
+    import hashlib
+
+    models = tmp_path / "models"
+    external_data_model(models)
+    digest = hashlib.sha256((models / "a.onnx.data").read_bytes()).hexdigest()
+    pins = f'{{"a.onnx.data": "{digest}"}}'.encode()
+    wheel = make_wheel(tmp_path / WHEEL_NAME, [("toymodel/__init__.py", b""), ("toymodel/checksums.json", pins)] + [
+        (f"toymodel/models/{name}", (models / name).read_bytes()) for name in ("a.onnx", "a.onnx.data")])
+    proc = subprocess.run([str(CONSOLE_SCRIPT), "wheel", str(wheel), "-o", str(tmp_path / "out")],
+                          cwd=wheel_project(tmp_path), capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert ("shrinkray: warning: toymodel/checksums.json pins the sha256 of toymodel/models/a.onnx.data, which the "
+            "archive no longer holds (the shrunk model keeps its weights itself)") in proc.stderr, proc.stderr

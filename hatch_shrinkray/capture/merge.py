@@ -17,11 +17,12 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, NamedTuple
 
 from hatch_shrinkray.capture.recorder import NOT_CALLS, REPEATED
 from hatch_shrinkray.capture.select import (
     BYTE_CAP,
+    MEMORY_CAP,
     SAMPLE_CAP,
     Caps,
     Sample,
@@ -66,6 +67,9 @@ class Merged:
     repeated_streams: int = 0
     """Streams with the very feeds of another (or of its start), kept once, for the coverage table:
     a test suite that runs the same clip ten times ran one stream ten times."""
+    repeats: tuple[int, int] | None = None
+    """When fewer than ``MIN_UNITS`` units were kept of more that ran and no bound left any out (the
+    other calls repeated feeds already kept, which count once): (kept, ran)."""
 
 
 def merge(parts: Sequence[Part], caps: Caps, root: Path) -> Merged:
@@ -81,59 +85,93 @@ def merge(parts: Sequence[Part], caps: Caps, root: Path) -> Merged:
         skipped.update(dict(p.meta["skipped"]))
     feedbacks = Counter(tuple(tuple(pair) for pair in p.meta["feedback"]) for p in ordered if p.meta["feedback"])
     feedback = max(feedbacks, key=lambda f: (feedbacks[f], -_first(ordered, f))) if feedbacks else ()
-    tests = sorted({t for p in ordered for t in p.meta.get("tests", [])})
     meta: dict[str, Any] = {"model_sha256": ordered[0].meta["model_sha256"], "model": _model(ordered, root),
                             "inputs": ordered[0].meta["inputs"], "calls": total,
                             "feedback": [list(p) for p in feedback]}
-    if not feedback:
-        rows = sorted((("" if label.startswith("call:") else label, sample)
-                       for p, offset in zip(ordered, offsets, strict=True)
-                       for label, sample in zip(p.meta["units"], _samples(p, offset), strict=True)),
-                      key=lambda r: r[1].call)
-        units: dict[str, list[Sample]] = {}
-        first: dict[str, int] = {}
-        seen_feeds: set[str] = set()
-        for label, sample in rows:  # repeated feeds: the first call keeps it
-            units.setdefault(label, [])
-            first.setdefault(label, sample.call)
-            if sample.digest not in seen_feeds:
-                seen_feeds.add(sample.digest)
-                units[label].append(sample)
-            else:
-                skipped[REPEATED] += 1
-        choice = choose_samples([(k, units[k]) for k in sorted(units, key=first.__getitem__)], caps)
-        chosen = choice.samples
-        meta.update(units=[label for label, _ in chosen], picked=[s.call for _, s in chosen], streams=[],
-                    samples=len(chosen))
-        samples = [s.stored for _, s in chosen]
-        seen = f"{len(tests)} test{'s' * (len(tests) != 1)}" if tests else f"{total} calls"
-        groups = {label for label, _ in chosen if label.startswith("test:")}
-        kept_text = f"{len(chosen)} sample{'s' * (len(chosen) != 1)}" + (
-            f" from {len(groups)} test{'s' * (len(groups) != 1)}" if groups else "")
-        skipped.update(choice.left_out)
-        ran = max(choice.units, len(tests) if tests else total)
-        short = (choice.kept_units, ran, choice.for_units) if choice.kept_units < min(MIN_UNITS, ran) else None
-        _account(skipped, total, len(samples), SAMPLE_CAP if len(samples) >= caps.samples else BYTE_CAP)
+    if feedback:
+        kept = _merge_streams(ordered, offsets, feedback, caps, meta=meta, skipped=skipped)
     else:
-        streams, repeated = _streams(ordered, offsets, feedback, skipped)
-        chosen_streams = choose_streams(streams, caps)
-        steps = sorted((s.call, k) for k, stream in enumerate(chosen_streams) for s in stream.steps)
-        position = {call: i for i, (call, _) in enumerate(steps)}
-        by_call = {s.call: s for stream in chosen_streams for s in stream.steps}
-        meta.update(units=[f"stream:{k}" for _, k in steps], picked=[c for c, _ in steps], samples=len(steps),
-                    streams=[[position[s.call] for s in stream.steps] for stream in chosen_streams],
-                    stream_steps=[stream.ran for stream in chosen_streams])
-        samples = [by_call[c].stored for c, _ in steps]
-        ran = sum(p.meta.get("streams_ran", 0) for p in ordered) or len(streams)
-        seen = f"{ran} stream{'s' * (ran != 1)}"
-        cut = sum(len(s.steps) < s.ran for s in chosen_streams)
-        kept_text = (f"{len(chosen_streams)} stream{'s' * (len(chosen_streams) != 1)}, {len(steps)} steps"
-                     + (f" ({cut} cut to a prefix)" if cut else ""))
-        short = None
-        _account(skipped, total, len(samples), SAMPLE_CAP if len(chosen_streams) >= caps.samples else BYTE_CAP)
+        kept = _merge_stateless(ordered, offsets, caps, meta=meta, skipped=skipped)
     meta["skipped"] = sorted([k, v] for k, v in skipped.items() if v)
     paths = sorted({p.meta["model"] for p in ordered if p.meta["model"] != BYTES_MODEL})
-    return Merged(meta, samples, seen, kept_text, short, paths[0] if paths else "", repeated if feedback else 0)
+    return Merged(meta, kept.samples, kept.seen, kept.kept, kept.short, paths[0] if paths else "", kept.repeated,
+                  repeats=kept.repeats)
+
+
+class _Kept(NamedTuple):
+    samples: list[Stored]
+    seen: str
+    kept: str
+    short: tuple[int, int, int] | None
+    repeated: int = 0
+    """Streams kept once because another (or its start) had the very same feeds."""
+    repeats: tuple[int, int] | None = None
+    """(units kept, units that ran) when fewer than the evidence needs were kept only because the
+    other calls repeated feeds already kept (no cap left anything out)."""
+
+
+def _merge_stateless(ordered: Sequence[Part], offsets: Sequence[int], caps: Caps, *, meta: dict[str, Any],
+                     skipped: Counter[str]) -> _Kept:
+    """The samples of a stateless model, chosen over its units (``choose_samples``); ``meta`` gets
+    the choice, ``skipped`` the calls left out."""
+    total = meta["calls"]
+    tests = sorted({t for p in ordered for t in p.meta.get("tests", [])})
+    rows = sorted((("" if label.startswith("call:") else label, sample)
+                   for p, offset in zip(ordered, offsets, strict=True)
+                   for label, sample in zip(p.meta["units"], _samples(p, offset), strict=True)),
+                  key=lambda r: r[1].call)
+    units: dict[str, list[Sample]] = {}
+    first: dict[str, int] = {}
+    seen_feeds: set[str] = set()
+    for label, sample in rows:  # repeated feeds: the first call keeps it
+        units.setdefault(label, [])
+        first.setdefault(label, sample.call)
+        if sample.digest not in seen_feeds:
+            seen_feeds.add(sample.digest)
+            units[label].append(sample)
+        else:
+            skipped[REPEATED] += 1
+    choice = choose_samples([(k, units[k]) for k in sorted(units, key=first.__getitem__)], caps)
+    chosen = choice.samples
+    meta.update(units=[label for label, _ in chosen], picked=[s.call for _, s in chosen], streams=[],
+                samples=len(chosen))
+    samples = [s.stored for _, s in chosen]
+    seen = f"{len(tests)} test{'s' * (len(tests) != 1)}" if tests else f"{total} calls"
+    groups = {label for label, _ in chosen if label.startswith("test:")}
+    others = sum(not label.startswith("test:") for label, _ in chosen)  # calls outside tests: a unit each
+    kept_text = f"{len(chosen)} sample{'s' * (len(chosen) != 1)}" + (
+        f" from {len(groups)} test{'s' * (len(groups) != 1)}" if groups else "") + (
+        f" and {others} other call{'s' * (others != 1)}" if groups and others else "")
+    skipped.update(choice.left_out)
+    ran = max(choice.units, len(tests) if tests else total)
+    _account(skipped, total, len(samples), SAMPLE_CAP if len(samples) >= caps.samples else BYTE_CAP)
+    few = choice.kept_units < min(MIN_UNITS, ran)
+    capped = any(skipped[reason] for reason in (SAMPLE_CAP, BYTE_CAP, MEMORY_CAP))
+    short = (choice.kept_units, ran, choice.for_units) if few and capped else None
+    repeats = (choice.kept_units, ran) if few and not capped and skipped[REPEATED] else None
+    return _Kept(samples, seen, kept_text, short, repeats=repeats)
+
+
+def _merge_streams(ordered: Sequence[Part], offsets: Sequence[int], feedback: tuple[tuple[str, ...], ...],
+                   caps: Caps, *, meta: dict[str, Any], skipped: Counter[str]) -> _Kept:
+    """The streams of a recurrent model that fed back ``feedback`` (``choose_streams``); ``meta`` gets
+    the choice, ``skipped`` the calls left out."""
+    streams, repeated = _streams(ordered, offsets, feedback, skipped)
+    chosen_streams = choose_streams(streams, caps)
+    steps = sorted((s.call, k) for k, stream in enumerate(chosen_streams) for s in stream.steps)
+    position = {call: i for i, (call, _) in enumerate(steps)}
+    by_call = {s.call: s for stream in chosen_streams for s in stream.steps}
+    meta.update(units=[f"stream:{k}" for _, k in steps], picked=[c for c, _ in steps], samples=len(steps),
+                streams=[[position[s.call] for s in stream.steps] for stream in chosen_streams],
+                stream_steps=[stream.ran for stream in chosen_streams])
+    samples = [by_call[c].stored for c, _ in steps]
+    ran = sum(p.meta.get("streams_ran", 0) for p in ordered) or len(streams)
+    seen = f"{ran} stream{'s' * (ran != 1)}"
+    cut = sum(len(s.steps) < s.ran for s in chosen_streams)
+    kept_text = (f"{len(chosen_streams)} stream{'s' * (len(chosen_streams) != 1)}, {len(steps)} steps"
+                 + (f" ({cut} cut to a prefix)" if cut else ""))
+    _account(skipped, meta["calls"], len(samples), SAMPLE_CAP if len(chosen_streams) >= caps.samples else BYTE_CAP)
+    return _Kept(samples, seen, kept_text, None, repeated)
 
 
 def _account(skipped: Counter[str], calls: int, kept: int, bound: str) -> None:

@@ -403,6 +403,12 @@ def summary(done: Finished, output: Path, expected: Sequence[Expected] = (), com
             kept, ran, needed = item.merged.short
             lines.append(f"note: {item.merged.meta['model']}: kept {kept} of {ran} independent units, fewer than the "
                          f"{MIN_UNITS} that evidence needs: --max-bytes {needed} would keep {MIN_UNITS}")
+        if item.merged.repeats is not None:
+            kept, ran = item.merged.repeats
+            lines.append(f"note: {item.merged.meta['model']}: kept {kept} distinct units of {ran} that ran, fewer than "
+                         f"the {MIN_UNITS} that evidence needs: the other calls repeat feeds already kept (identical "
+                         "inputs count once), so no bound would keep more; record a command that feeds it more "
+                         "varied inputs")
         reasons = dict(item.merged.meta["skipped"])
         if reasons.get(OVER_CAP):
             lines.append(f"note: {item.merged.meta['model']}: {reasons[OVER_CAP]} feed(s) alone take more than "

@@ -28,7 +28,7 @@ from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.files import file_sha256
 from hatch_shrinkray.fitting.sensitivity import keep_hint
 from hatch_shrinkray.hints import record_hint
-from hatch_shrinkray.shipping.ship import Display
+from hatch_shrinkray.shipping.display import Display
 
 
 @dataclass(frozen=True)

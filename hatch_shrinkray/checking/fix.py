@@ -9,7 +9,8 @@ shrunk version and the others original:
 2. the models the command loaded are narrowed down by bisection (half of the suspects shrunk, the
    rest original) to the one the regression follows;
 3. that model climbs its ladder, cheapest first: the configured choice (the fitted codes, ``auto``'s
-   plan) -> round-to-nearest codes -> int8 instead of ``auto``'s plan -> int8 with a per-tensor plan
+   plan) -> round-to-nearest codes -> int8 instead of ``auto``'s plan (as method int8 ships it, then
+   round-to-nearest) -> int8 with a per-tensor plan
    (``fixplan``: its most sensitive tensors wider, found in a bounded number of runs) -> fp16 -> the
    original. Each rung runs with every other model as chosen so far, so the rung that restores the
    tests is also the final run; where it fails while the rung alone passes, another model is to
@@ -35,8 +36,8 @@ from hatch_shrinkray.checking.models import Configured, Prepared, only, prepare
 from hatch_shrinkray.checking.verdict import BAD, EXIT_STATUS, Verdict, judge, tally
 from hatch_shrinkray.files import file_sha256
 from hatch_shrinkray.options import ShrinkOptions
+from hatch_shrinkray.shipping.display import Display
 from hatch_shrinkray.shipping.plan import PlanEntry, Remedy
-from hatch_shrinkray.shipping.ship import Display
 
 ORIGINAL = Remedy(original=True)
 NARROWER_THAN_INT8 = ("auto", "int4", "dynamic")
@@ -50,6 +51,8 @@ def remedies(options: ShrinkOptions) -> list[Remedy]:
     ladder = []
     if options.method in ("int8", "auto") and options.rounding != "nearest":
         ladder.append(Remedy(rounding="nearest"))
+    if options.method == "auto" and options.rounding != "nearest":
+        ladder.append(Remedy(method="int8"))  # what method int8 ships: codes fitted where the guard keeps them
     if options.method in NARROWER_THAN_INT8:
         ladder.append(Remedy(method="int8", rounding="nearest"))
     if options.method != "fp16":

@@ -31,7 +31,7 @@ from hatch_shrinkray.fitting.guard import Score, Scorer, decide
 from hatch_shrinkray.onnxgraph.modelio import load_model
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import human
-from hatch_shrinkray.shipping.ship import Display
+from hatch_shrinkray.shipping.display import Display
 from hatch_shrinkray.verification.inputs import Samples, load_samples, specs_of_model
 
 PLAN_RUNS = 12

@@ -12,12 +12,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hatch_shrinkray.capture.swap import Target
-from hatch_shrinkray.fitting.guard import KEPT
 from hatch_shrinkray.hints import setting
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.shipping.config import HookConfig, ModelEntry
+from hatch_shrinkray.shipping.display import Display
 from hatch_shrinkray.shipping.manifest import file_sha256
-from hatch_shrinkray.shipping.ship import Display, ship_models
+from hatch_shrinkray.shipping.ship import ship_models
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def prepare(configured: Configured, workdir: Path, app: Display,
         verification = entry_record.verification if entry_record is not None else None
         passed = verification is None or bool(verification.get("passed"))
         summary = _summary(verification, shipped.outcome, planned)
-        fitted = verification is not None and KEPT in str(verification.get("fitting") or "")
+        fitted = shipped.verified is not None and shipped.verified.fitted
         out.append(Prepared(entry.relpath, root / entry.relpath, sha, options, changed[0] if changed else None,
                             shipped.original_size, shipped.shipped_size, summary, passed, shipped.outcome, fitted,
                             planned))

@@ -20,7 +20,7 @@ from hatch_shrinkray.cli.flags import as_check_args, names_of
 from hatch_shrinkray.cli.output import print_error
 from hatch_shrinkray.cli.parser import parser
 from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.shipping.ship import engine_missing
+from hatch_shrinkray.shipping.requirements import engine_missing
 from hatch_shrinkray.signals import Terminated, redeliver, stop_request, terminate_raises
 
 __all__ = ["main", "parser"]

@@ -12,7 +12,7 @@ from hatch_shrinkray.errors import OptionError, ShrinkrayError, VerificationErro
 from hatch_shrinkray.files import write_atomically
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.shipping.config import ConfigurationError
-from hatch_shrinkray.shipping.ship import printable_lines
+from hatch_shrinkray.shipping.display import printable_lines
 from hatch_shrinkray.sizes import BROTLI_HINT, brotli_problem
 
 

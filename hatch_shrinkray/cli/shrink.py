@@ -21,7 +21,8 @@ from hatch_shrinkray.errors import PlanError, ShrinkrayError, printable
 from hatch_shrinkray.files import copy_atomically
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.shipping.advice import record_advice
-from hatch_shrinkray.shipping.ship import confirm_plan, fix_line
+from hatch_shrinkray.shipping.planned import confirm_plan
+from hatch_shrinkray.shipping.wording import fix_line
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy.typing as npt
 
 from hatch_shrinkray.options import VerifyOptions
+from hatch_shrinkray.result import Fit, FitNote, FitReason
 from hatch_shrinkray.samples import Sequencing
 from hatch_shrinkray.verification.compare import tolerance_applies
 from hatch_shrinkray.verification.judging import LOOSE, Judged, answer_counts, expectations, judge_outputs
@@ -102,11 +103,11 @@ class Outcome:
             return f"{self.what}{KEPT}{judged}, {versus}"
         return f"{self.what} not kept (round-to-nearest ships): {judged}, {versus}"
 
-    def brief(self) -> str:
-        """:meth:`text` in a few words, for the one line per model."""
+    def brief(self) -> FitNote:
+        """:meth:`text` as the facts the one line per model words."""
         if self.kept:
-            return f"{self.what} kept"
-        return f"{self.what} not kept: worse held out"
+            return FitNote(Fit.KEPT, self.what)
+        return FitNote(Fit.NOT_KEPT, self.what, FitReason.WORSE_HELD_OUT)
 
 
 @dataclass(frozen=True)
@@ -116,14 +117,14 @@ class Unfitted:
     itself on the held-out half would only print "plan kept")."""
 
     reason: str
-    short: str = ""
-    """The reason in a few words, for the one line per model (empty: nothing worth a word there)."""
+    short: FitNote | None = None
+    """The reason as facts, for the one line per model (None: nothing worth a word there)."""
     kept: bool = False
 
     def text(self) -> str:
         return self.reason
 
-    def brief(self) -> str:
+    def brief(self) -> FitNote | None:
         return self.short
 
 

@@ -11,6 +11,7 @@ which is what the output-error-aware rounding needs.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -107,6 +108,13 @@ class Probe:
         self.n_outputs = len(self.session.get_outputs()) - len(probe.captured)
         self.names = [o.name for o in self.session.get_outputs()]
         self.runs = 0
+
+    def on(self, feeds: list[Feed]) -> Probe:
+        """This probe's session and weights on other feeds of the same units (``auto.windows``)."""
+        other = copy.copy(self)
+        other.feeds = feeds
+        other.workers = feed_workers(len(feeds))
+        return other
 
     def _weights(self, replace: dict[tuple[str, str], npt.NDArray[Any]] | None) -> dict[str, npt.NDArray[Any]]:
         return {self.probe.inputs[k]: (replace or {}).get(k, w) for k, w in self.originals.items()}

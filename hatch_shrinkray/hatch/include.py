@@ -15,8 +15,9 @@ from typing import Any
 
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.shipping.config import HookConfig
+from hatch_shrinkray.shipping.display import PREFIX, Display, writing_to
 from hatch_shrinkray.shipping.manifest import MANIFEST_NAME, ManifestEntry, render
-from hatch_shrinkray.shipping.ship import PREFIX, Display, Shipped, writing_to
+from hatch_shrinkray.shipping.outcome import Shipped
 
 
 def check_outside(workdir: Path, root: Path) -> None:

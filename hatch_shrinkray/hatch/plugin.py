@@ -22,9 +22,11 @@ from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.hatch.include import check_outside, include
 from hatch_shrinkray.result import human
 from hatch_shrinkray.shipping.config import PLUGIN_NAME, HookConfig, hook_table, load_config, recording_paths
+from hatch_shrinkray.shipping.display import PREFIX, printable_lines
 from hatch_shrinkray.shipping.manifest import read_manifest
 from hatch_shrinkray.shipping.pins import package_dirs, project_members, report_pins, shrunk_models
-from hatch_shrinkray.shipping.ship import PREFIX, engine_needed, engine_requirements, printable_lines, ship_models
+from hatch_shrinkray.shipping.requirements import engine_needed, engine_requirements
+from hatch_shrinkray.shipping.ship import ship_models
 from hatch_shrinkray.signals import Terminated, deferred, on_sigterm, redeliver, stop_request
 
 TARGETS = ("wheel", "sdist")

@@ -64,6 +64,7 @@ from hatch_shrinkray.fitting.guard import Outcome, Scorer, Unfitted, Verdict, de
 from hatch_shrinkray.fitting.heads import classes_axis, competing
 from hatch_shrinkray.fitting.probe import Probe, site_key, weights_as_inputs
 from hatch_shrinkray.fitting.search import Found, Option, refine, search, try_uniform, within_load
+from hatch_shrinkray.fitting.windows import on_windows
 from hatch_shrinkray.methods import runtimes
 from hatch_shrinkray.methods.base import Fitted, Needs
 from hatch_shrinkray.methods.int8_method import Int8, fit_int8
@@ -75,7 +76,7 @@ from hatch_shrinkray.onnxgraph.graph import Names, Site, opset_version
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights, record, rows_decodable
 from hatch_shrinkray.options import LOAD_BUDGET, WEB_LOAD_BUDGET, ShrinkOptions
 from hatch_shrinkray.pool import thread_pool
-from hatch_shrinkray.result import TensorRecord
+from hatch_shrinkray.result import Fit, FitNote, FitReason, TensorRecord
 from hatch_shrinkray.samples import Feed, as_calibration
 from hatch_shrinkray.verification.judges import per_character
 
@@ -154,7 +155,7 @@ class Auto:
         """Real samples, half of their units held out to judge the plan on, and the original's
         outputs there before the encoding (verification compares with the same)."""
         return Needs(split="holdout", required=True, reference_first=True,
-                     fallback="auto fell back to int8 round-to-nearest", brief="auto: int8, ")
+                     fallback="auto fell back to int8 round-to-nearest", fit_subject="auto")
 
     def fit(self, model: ModelProto, options: ShrinkOptions, calibration: Calibration | None,
             held: Calibration | None, original: Scorer | None) -> Fitted:
@@ -190,11 +191,12 @@ class Auto:
                 made.advance()
         LOG.info("auto: %d weights, %d feeds, candidates ready after %.1f s", len(weights), len(calibration),
                  time.perf_counter() - start)
+        probe, base = on_windows(model, cal.probe, cal.base) or (cal.probe, cal.base)
         subset = calibration.seq.spread(SENSITIVITY_FEEDS)
-        judges = _judges(cal.probe, options, cal.base)
-        quick = _sensitivity(weights, cal.probe, cal.base, subset, judges)
-        LOG.info("auto: sensitivity measured after %.1f s (%d runs)", time.perf_counter() - start, cal.probe.runs)
-        return Analysis(weights, cal.probe, cal.base, subset, (tuple(judges), quick))
+        judges = _judges(probe, options, base)
+        quick = _sensitivity(weights, probe, base, subset, judges)
+        LOG.info("auto: sensitivity measured after %.1f s (%d runs)", time.perf_counter() - start, probe.runs)
+        return Analysis(weights, probe, base, subset, (tuple(judges), quick))
 
     def finish(self, model: ModelProto, analysis: Analysis, options: ShrinkOptions) -> list[TensorRecord]:
         """Search the budget's assignment and write it into ``model`` (the analysed model or a copy)."""
@@ -405,7 +407,7 @@ def guarded_auto(model: ModelProto, options: ShrinkOptions, calibration: Calibra
     outcome: Verdict | None = None
     if all(c is _rtn(w) for w, c in chosen.values()):
         outcome = Unfitted(f"auto shipped int8 round-to-nearest: {PLAIN_WINS}",
-                           "auto: int8, nothing smaller kept the answers")
+                           FitNote(Fit.NOT_FITTED, "auto", FitReason.NOTHING_SMALLER))
     elif held is not None and len(held):
         outcome = _judge_plan(model, analysis, chosen, options, held, original=original)
     del analysis
@@ -413,8 +415,9 @@ def guarded_auto(model: ModelProto, options: ShrinkOptions, calibration: Calibra
     if over and fallback is not None:
         fallen = fallback(model)
         why = f"; {fallen.outcome.text()}" if fallen.outcome is not None else ""
+        kept = Fit.KEPT if fallen.outcome is not None and fallen.outcome.kept else Fit.NOT_FITTED
         return Fitted(fallen.records, Unfitted(f"{over}: int8 with output-aware rounding ships instead{why}",
-                                               "auto: int8, its plan was over the limits"))
+                                               FitNote(kept, "auto", FitReason.OVER_LIMITS)))
     if outcome is not None and not outcome.kept:
         return Fitted(encode_weights(model, Int8Encoder(), options), outcome)
     return Fitted(_write(model, options, chosen, summary), outcome)

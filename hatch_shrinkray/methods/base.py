@@ -38,8 +38,8 @@ class Needs:
     """Why it fits nothing though real inputs are given (as configured), for the record."""
     fallback: str = "round-to-nearest"
     """What ships where the evidence is too thin to fit, as the record says it."""
-    brief: str = "rounding not fitted: "
-    """How the record's few words for a fit not made begin."""
+    fit_subject: str = "rounding"
+    """What the record says was not fitted (``result.FitNote.subject``)."""
 
 
 @dataclass(frozen=True)

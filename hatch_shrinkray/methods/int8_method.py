@@ -38,7 +38,7 @@ from hatch_shrinkray.onnxgraph.encoding import Calibration, EncodeContext
 from hatch_shrinkray.onnxgraph.graph import Site, opset_version
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights
 from hatch_shrinkray.options import ShrinkOptions
-from hatch_shrinkray.result import TensorRecord
+from hatch_shrinkray.result import Fit, FitNote, FitReason, TensorRecord
 from hatch_shrinkray.samples import Feed, as_calibration
 
 NO_ACTIVATIONS = "round-to-nearest (its activations are not visible in the main graph)"
@@ -115,14 +115,14 @@ def _unfitted(notes: dict[Key, str]) -> Unfitted | None:
     if notes and all(n == NO_ACTIVATIONS for n in notes.values()):
         return Unfitted("round-to-nearest: no weight's activations are visible in the main graph (weights inside "
                         "If/Loop bodies, or read by ops other than MatMul/Gemm/Conv)",
-                        "rounding not fitted: activations not visible")
+                        FitNote(Fit.NOT_FITTED, "rounding", FitReason.NO_ACTIVATIONS))
     few = [n for n in notes.values() if n.startswith(FEW_ROWS)]
     if not few:
         return None
     return Unfitted(f"round-to-nearest: {few[0][len('round-to-nearest ('):-1]} in the recording, for "
                     f"{len(few)} weight(s); output-aware rounding needs "
                     f"{MIN_ROWS_PER_FEATURE} rows per feature (record more calls)",
-                    "rounding not fitted: too few rows")
+                    FitNote(Fit.NOT_FITTED, "rounding", FitReason.FEW_ROWS))
 
 
 def _fit(site: Site, options: ShrinkOptions, opset: int, lay: Layout | None,

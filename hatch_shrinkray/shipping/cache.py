@@ -59,13 +59,16 @@ class CachedShrink:
     sizes: tuple[Sizes, Sizes] | None = None
     """Raw, wheel and web bytes of the original and the shrunk model, for the report line."""
     verdict: str = ""
-    """The verification's result in a few words (``VerifyResult.brief()``), for the report line."""
+    """The verification's result in a few words (``verdict.brief``), for the report line."""
+    verdict_bare: str = ""
+    """The same without the details ``-v`` says too (``verdict.verdict``), for a line that has no
+    room for them; empty when there are none."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"entry": self.entry.to_dict(), "original_size": self.original_size,
                 "shrunk_size": self.shrunk_size, "seconds": self.seconds, "summary": self.summary,
                 "kept": self.kept, "kept_original": self.kept_original, "unverified": self.unverified,
-                "verdict": self.verdict,
+                "verdict": self.verdict, "verdict_bare": self.verdict_bare,
                 "sizes": None if self.sizes is None else [s.to_dict() for s in self.sizes]}
 
     @classmethod
@@ -86,7 +89,7 @@ class CachedShrink:
         for key in ("summary", "kept_original"):
             if not isinstance(data.get(key), (str, type(None))):
                 raise TypeError(f"{key} must be text")
-        for key in ("kept", "verdict"):
+        for key in ("kept", "verdict", "verdict_bare"):
             if not isinstance(data.get(key) or "", str):
                 raise TypeError(f"{key} must be text")
         if not isinstance(data.get("unverified", False), bool):
@@ -94,7 +97,8 @@ class CachedShrink:
         return cls(entry=ManifestEntry.from_dict(data["entry"]), original_size=sizes[0], shrunk_size=sizes[1],
                    seconds=float(seconds), summary=data.get("summary"), kept=data.get("kept") or "",
                    kept_original=data.get("kept_original"), unverified=data.get("unverified", False),
-                   sizes=_sizes(data.get("sizes")), verdict=data.get("verdict") or "")
+                   sizes=_sizes(data.get("sizes")), verdict=data.get("verdict") or "",
+                   verdict_bare=data.get("verdict_bare") or "")
 
 
 def _sizes(value: Any) -> tuple[Sizes, Sizes] | None:

@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from hatch_shrinkray.shipping.ship import PREFIX, Display, Shipped, writing_to
+from hatch_shrinkray.shipping.display import PREFIX, Display, writing_to
+from hatch_shrinkray.shipping.outcome import Shipped
 
 ALGORITHMS = ("sha256", "sha1", "md5")
 SUFFIXES = frozenset({".py", ".yaml", ".yml", ".json", ".toml", ".cfg", ".ini", ".txt"})

@@ -27,9 +27,11 @@ from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.files import create_beside
 from hatch_shrinkray.shipping.config import HookConfig
 from hatch_shrinkray.shipping.datafiles import Readers
+from hatch_shrinkray.shipping.display import PREFIX, Display, writing_to
 from hatch_shrinkray.shipping.manifest import ManifestEntry, file_sha256
+from hatch_shrinkray.shipping.outcome import Shipped
 from hatch_shrinkray.shipping.pins import report_pins, shrunk_models
-from hatch_shrinkray.shipping.ship import PREFIX, Display, Shipped, ship_models, writing_to
+from hatch_shrinkray.shipping.ship import ship_models
 from hatch_shrinkray.signals import deferred
 from hatch_shrinkray.wheels.archive import Wheel, extract, head, open_wheel, write_wheel
 

@@ -1,0 +1,131 @@
+"""What shipping decided for one model, as types: each line a build prints is worded from these
+(``wording``), and nothing reads a decision back out of a sentence.
+
+Six decisions are possible: *pass-through* (the bytes are what a manifest says we shipped, or the
+sdist carries originals), *shrunk* or *cached* (new bytes ship), *unchanged* (nothing to shrink, or
+not smaller), *kept-original* (generated inputs could not verify the shrunk model, or a plan
+ships the original), and *already quantized* (the engine refused it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from hatch_shrinkray.result import Fit
+from hatch_shrinkray.shipping.cache import CachedShrink
+from hatch_shrinkray.shipping.manifest import ManifestEntry
+from hatch_shrinkray.shipping.plan import PlanEntry
+
+
+@dataclass(frozen=True)
+class Verified:
+    """How the shipped model was judged, read from the typed fields of its verification record."""
+
+    real: bool
+    """On recorded inputs (False: generated ones, a smoke check)."""
+    weak: bool
+    """On fewer independent units than a verdict needs (``evidence.MIN_UNITS``)."""
+    fitted: bool
+    """A choice fitted to the recording ships (the do-no-harm guard kept it); a weak verdict then
+    rests on the held-out units only."""
+    notes: tuple[str, ...] = ()
+    """What verification noted (e.g. no recording of this model)."""
+
+    @classmethod
+    def of(cls, record: Mapping[str, Any] | None) -> Verified | None:
+        """The facts of a manifest entry's ``verification`` (None: not verified)."""
+        if record is None:
+            return None
+        evidence = record.get("evidence") or {}
+        return cls(real=record.get("real_inputs") is not False, weak=bool(evidence.get("weak")),
+                   fitted=record.get("fit") == Fit.KEPT.value, notes=tuple(record.get("notes", [])))
+
+
+@dataclass(frozen=True)
+class PassThrough:
+    """The file ships as it is: a manifest says we shipped these bytes (``entry``), or the sdist is
+    configured to carry originals (``entry`` is None)."""
+
+    entry: ManifestEntry | None
+    outcome: ClassVar[str] = "pass-through"
+
+
+@dataclass(frozen=True)
+class PlannedOriginal:
+    """``check --fix`` chose to ship this model's original bytes."""
+
+    plan: PlanEntry
+    outcome: ClassVar[str] = "kept-original"
+
+
+@dataclass(frozen=True)
+class Shrunk:
+    """New bytes ship: shrunk now, or copied out of the cache (``cached``)."""
+
+    record: CachedShrink
+    cached: bool
+
+    @property
+    def outcome(self) -> str:
+        return "cached" if self.cached else "shrunk"
+
+
+@dataclass(frozen=True)
+class Unchanged:
+    """The original ships: no weight qualified, or the result would not have been smaller (``why``)."""
+
+    record: CachedShrink
+    why: str
+    outcome: ClassVar[str] = "unchanged"
+
+
+@dataclass(frozen=True)
+class KeptOriginal:
+    """The original ships: generated inputs could not verify the shrunk model (``why``)."""
+
+    record: CachedShrink
+    why: str
+    outcome: ClassVar[str] = "kept-original"
+
+
+@dataclass(frozen=True)
+class AlreadyQuantized:
+    """The engine refused the model (``message``); it ships unchanged, with nothing claimed about it."""
+
+    message: str
+    outcome: ClassVar[str] = "already-quantized"
+
+
+Decision = PassThrough | PlannedOriginal | Shrunk | Unchanged | KeptOriginal | AlreadyQuantized
+Shrinking = Shrunk | Unchanged | KeptOriginal | AlreadyQuantized
+"""What a shrink (or the cache) decides."""
+
+
+@dataclass(frozen=True)
+class Shipped:
+    """What one model contributed to the archive (for the total line and for tests)."""
+
+    relpath: str
+    outcome: str
+    """``shrunk``, ``cached``, ``pass-through``, ``unchanged``, ``kept-original`` or ``already-quantized``."""
+    original_size: int
+    shipped_size: int
+    files: tuple[tuple[str, Path], ...] = ()
+    """``(relative path in the archive, file whose bytes go there)``: the model and, for outputs
+    over 2 GB, its data file."""
+    obsolete: tuple[str, ...] = ()
+    """Relative external-data files of the original that the shrunk model no longer reads; they
+    leave the archive."""
+    entry: ManifestEntry | None = None
+    """The manifest record (``None`` for an already-quantized model)."""
+    verified: Verified | None = None
+    """How what ships was judged (None: not verified, or nothing new ships)."""
+
+    @property
+    def new_bytes(self) -> bool:
+        """Whether what ships differs from the model's own bytes (shrunk or cached); otherwise the
+        files are the original, or a copy of it made while it was hashed."""
+        return self.outcome in ("shrunk", "cached")

@@ -1,0 +1,151 @@
+"""Every per-model line a build can print fits in ``verdict.LINE_LIMIT`` characters with a model path
+of ``verdict.PATH_ROOM`` characters, and a longer path lengthens it by no more than its excess.
+
+The combinations are enumerated from the code's own words (``verdict.FIT_WORDS``, ``FitReason``,
+``Fit``, ``evidence.UNIT_NAMES``, ``options.METHODS``), at the longest figures a build prints: three
+digits of units (recordings keep at most ``capture.env.MAX_SAMPLES`` samples per model), a weak
+verdict's ``MIN_UNITS - 1``, sizes of seven characters and a four-digit time. Only the fitting notes
+the engine can attach to such a verification are paired with it (``_notes``). ``FAILS`` verdicts are
+``check``'s alone (a build that fails verification stops) and are measured apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+from hatch_shrinkray.capture.env import MAX_SAMPLES
+from hatch_shrinkray.evidence import MIN_UNITS, UNIT_NAMES, Evidence
+from hatch_shrinkray.options import METHODS, ShrinkOptions
+from hatch_shrinkray.result import Fit, FitNote, FitReason, OutputComparison, VerifyResult, human
+from hatch_shrinkray.shipping import wording
+from hatch_shrinkray.shipping.cache import CachedShrink
+from hatch_shrinkray.shipping.manifest import ManifestEntry
+from hatch_shrinkray.verdict import FIT_WORDS, LINE_LIMIT, PATH_ROOM, brief, fit_words, ratio, seconds
+
+MOST = 10 ** len(str(MAX_SAMPLES)) - 1
+WEAKEST = MIN_UNITS - 1
+KINDS = [plural for _, plural in UNIT_NAMES.values()] + ["units"]
+PATH = "src/pkg/models/" + "m" * (PATH_ROOM - len("src/pkg/models/.onnx")) + ".onnx"
+SIZES = (int(999.99e6), int(999.99e6))
+"""The longest sizes and ratio the line prints: ``999.99 MB -> 999.99 MB (100.0%)``."""
+TAILS = ("cached", seconds(9999.0))
+
+OK = OutputComparison("y", 0.1, 0.01, 0.9999, 1.0, 0, judge="top-1", answers=20)
+BAD = OutputComparison("y", 1.0, 0.2, 0.9, 1.0, 0, failures=("rel L2 0.2 > 0.1",), judge="top-1", answers=20)
+OFF = OutputComparison("y", 0.0, 0.0, 1.0, None, 0, judge="off")
+
+
+def _verifications(output: OutputComparison) -> Iterator[VerifyResult]:
+    """Every shape of verdict: nothing compared, generated inputs (with and without sizes of symbolic
+    dimensions), numbers only (samples or streams, held out or not), and answers judged over each
+    kind of unit, same or changed, weak or not, held out or not."""
+    yield VerifyResult((OFF,), 8, "generated", real=False)
+    for symbols in ((), (("batch", 1),), (("batch", 1), ("sequence_length", 224), ("channels", 3))):
+        for samples in (8, MOST):
+            yield VerifyResult((output,), samples, "generated", real=False, symbols=symbols)
+    for streams in (0, MOST):
+        for calibration in (0, MOST):
+            yield VerifyResult((output,), MOST, "recording", calibration=calibration, streams=streams,
+                               evidence=Evidence(MOST, 0, "calls"))
+    for kind in KINDS:
+        for units, changed in ((MOST, 0), (MOST, MOST - 1), (WEAKEST, 0), (WEAKEST, WEAKEST - 1)):
+            for calibration in (0, MOST):
+                yield VerifyResult((output,), units, "recording", calibration=calibration,
+                                   evidence=Evidence(units, changed, kind, answers=units))
+
+
+def _notes(v: VerifyResult, method: str) -> Iterator[FitNote | None]:
+    """The fitting notes the engine attaches to ``v`` for ``method``: int8 fits its rounding by
+    cross-fitting on every unit (so never held out), auto its plan on the held-out half; without
+    ``MIN_UNITS`` units neither fits; auto without a recording verifies on generated inputs."""
+    yield None
+    if method not in ("int8", "auto"):
+        return
+    subject = "rounding" if method == "int8" else "auto"
+    if not v.real:
+        if method == "auto":
+            yield FitNote(Fit.NOT_FITTED, subject, FitReason.NO_RECORDING)
+        return
+    ev = v.evidence
+    if ev is not None and ev.weak and not v.calibration:
+        yield FitNote(Fit.NOT_FITTED, subject, FitReason.FEW_UNITS, ev.units, ev.unit_kind)
+    if method == "int8" and not v.calibration and (ev is None or not ev.weak):
+        yield FitNote(Fit.KEPT, "output-aware rounding")
+        yield FitNote(Fit.NOT_KEPT, "output-aware rounding", FitReason.WORSE_HELD_OUT)
+        yield from (FitNote(Fit.NOT_FITTED, subject, r) for r in (FitReason.FEW_ROWS, FitReason.NO_ACTIVATIONS))
+    if method == "auto" and v.calibration:
+        yield FitNote(Fit.KEPT, "auto's plan")
+        yield FitNote(Fit.NOT_KEPT, "auto's plan", FitReason.WORSE_HELD_OUT)
+        yield from (FitNote(fit, subject, r) for fit in Fit for r in (FitReason.NOTHING_SMALLER, FitReason.OVER_LIMITS))
+
+
+def _lines(output: OutputComparison, path: str = PATH) -> Iterator[str]:
+    for v in _verifications(output):
+        for method in METHODS:
+            for note in _notes(v, method):
+                said = replace(v, fit=note)
+                bare = brief(said, full=False)
+                record = CachedShrink(ManifestEntry("a", "b", method), *SIZES, 9999.0, "figures",
+                                      verdict=brief(said), verdict_bare="" if bare == brief(said) else bare)
+                for tail in TAILS:
+                    yield wording.success_line(path, record, cached=tail == "cached")
+
+
+def test_every_fitting_reason_has_its_few_words() -> None:
+    assert set(FIT_WORDS) == set(FitReason) - {FitReason.WORSE_HELD_OUT}
+    said = {fit_words(FitNote(fit, subject, reason, WEAKEST, kind)) for fit in Fit for reason in (None, *FitReason)
+            for subject in ("output-aware rounding", "auto's plan", "the plan", "rounding", "auto") for kind in KINDS}
+    assert all(0 < len(words) <= 28 for words in said), sorted(said, key=len)[-1]
+
+
+def test_every_model_line_a_build_prints_fits_in_160_characters() -> None:
+    lines = list(_lines(OK))
+    assert len(lines) > 500 and all(f"shrinkray: {PATH}: {human(SIZES[0])} -> " in line for line in lines)
+    longest = max(lines, key=len)
+    assert len(longest) <= LINE_LIMIT, longest
+    assert any(len(line) == LINE_LIMIT for line in lines)  # the bound is used, not idle
+    said = "\n".join(lines)
+    assert "(weak, not fitted)" in said and "; not fitted: few rows, " in said and "; plan not kept, " in said
+    assert ", passes a smoke check on 999 generated samples, " in said  # the sizes of symbolic dimensions: -v
+    short = wording.success_line("src/m.onnx", CachedShrink(ManifestEntry("a", "b", "int8"), 1000, 250, 0.3, "figures",
+                                 verdict=brief(next(v for v in _verifications(OK) if v.symbols)),
+                                 verdict_bare="bare"), cached=False)
+    assert short.endswith(", int8, within limits on 8 generated samples (batch=1; a smoke check), 0.3 s"), short
+
+
+def test_a_longer_path_lengthens_the_line_by_its_excess_only() -> None:
+    path = "src/" + "deeply/nested/" * 6 + "model.onnx"
+    excess = len(path) - PATH_ROOM
+    assert max(len(line) for line in _lines(OK, path)) <= LINE_LIMIT + excess
+
+
+def test_check_keeps_failing_models_and_their_lines_run_a_few_characters_longer() -> None:
+    """``check`` keeps a model that fails verification to run the package's tests on it; its line
+    says ``FAILS`` first."""
+    lines = list(_lines(BAD))
+    assert all("FAILS" in line for line in lines if "no output compared" not in line)
+    assert max(len(line) for line in lines) <= LINE_LIMIT + len("FAILS: "), max(lines, key=len)
+
+
+def test_the_lines_of_an_original_that_ships_fit_too() -> None:
+    """Kept originals (generated inputs could not verify them) and unchanged ones (nothing to
+    shrink, or not smaller): the reason is shortened to the line, whole under ``-v``."""
+    options = ShrinkOptions(exclude_tensors=("a",))
+    reasons = [wording.nothing_to_shrink(options), wording.nothing_to_shrink(ShrinkOptions(method="dedup")),
+               "int8 fails on 999 generated samples (batch=1): y rel L2 0.336 > 0.1",
+               "generated inputs cannot feed its input " + repr("x" * 200) + " (tensor(string))",
+               "dynamic would not make it smaller (on disk: 728 B -> 1.43 KB, 196.3%, though the wheel would be "
+               "722 B -> 718 B, 99.4%)", "word " * 80]
+    for reason in reasons:
+        kept, unchanged = wording.kept_line(PATH, reason), wording.unchanged_line(PATH, reason)
+        assert len(kept) <= LINE_LIMIT and len(unchanged) <= LINE_LIMIT, (kept, unchanged)
+        assert unchanged.endswith("; shipping the original") and kept.startswith(f"shrinkray: {PATH}: original kept: ")
+        whole = wording.unchanged_detail_line(PATH, reason)
+        assert (whole is None) == (len(f"shrinkray: {PATH}: {reason}; shipping the original") <= LINE_LIMIT)
+    assert wording.kept_line(PATH, reasons[2]).endswith(": original kept: int8 fails on 999 generated samples")
+
+
+def test_ratios_and_times_keep_the_figures_that_matter() -> None:
+    assert [ratio(a, 100) for a in (25.54, 99.94, 99.96, 100)] == ["25.5%", "99.9%", "100.0%", "100.0%"]
+    assert [seconds(s) for s in (0.31, 99.9, 100.4, 1234.5)] == ["0.3 s", "99.9 s", "100 s", "1234 s"]

@@ -1,8 +1,8 @@
 """mkdocs hook: the pages that must follow the code are generated from it at build time.
 
-* ``<!-- generated: configuration -->``: every key the configuration table accepts
-  (``shipping/config.py``), its TOML type, its default (``options.py``) and its meaning
-  (``shipping/keys.py``);
+* ``<!-- generated: configuration -->``: every key the configuration table accepts, its TOML
+  type, its default and its meaning (the engine keys' declared in ``option_table.py``, the hook's
+  own in ``shipping/config.py`` and ``shipping/keys.py``);
 * ``<!-- generated: cli -->``: every command and flag of ``hatch-shrinkray``, from the argparse
   parser ``cli.parser()`` itself;
 * ``<!-- generated: runtimes -->``: the runtime compatibility table, from
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +27,11 @@ MATRIX = ROOT / "tests" / "runtime_matrix.json"
 IMAGES = {"img/curves.png": ROOT / "benchmarks" / "curves.png", "img/results.png": ROOT / "benchmarks" / "results.png",
           "img/auto_download.png": ROOT / "benchmarks" / "auto_download.png"}
 
-KIND_WORDS = {"string": "string", "integer": "integer", "boolean": "boolean", "number": "number",
-              "strings": "array of strings", "path": "path", "dims": "table of integers",
-              "range": "array of two integers", "encodings": "table of strings", "judges": "table of strings"}
 HOOK_KEY_KINDS = {"models": "array of strings", "sdist": "string", "cache": "boolean or path",
                   "overrides": "array of tables", "plan": "path or false",
                   "pins": "string"}
-"""The TOML types of the keys ``shipping/config.py`` reads itself (the engine keys' are in its ``_KINDS``)."""
+"""The TOML types of the keys ``shipping/config.py`` reads itself (the engine keys' are declared in
+``option_table.py``)."""
 
 
 def config_keys() -> list[str]:
@@ -60,30 +57,27 @@ def _code(text: str) -> str:
 
 
 def _default(key: str) -> str:
-    from hatch_shrinkray.options import ShrinkOptions, VerifyOptions
-    from hatch_shrinkray.shipping import config
+    from hatch_shrinkray.option_table import BY_KEY
     from hatch_shrinkray.shipping.keys import KEY_HELP
 
     shown = KEY_HELP[key][0]
     if shown is not None:
         return shown
-    name = config.ENGINE_KEYS[key]
-    for options in (ShrinkOptions(), VerifyOptions()):
-        if name in {f.name for f in fields(options)}:
-            value = getattr(options, name)
-            if config._KINDS.get(key) in ("dims", "encodings", "judges"):
-                return _code("{}" if not value else str(dict(value)))
-            return _code(_toml(value))
-    raise KeyError(f"no default for `{key}`: give one in hatch_shrinkray/shipping/keys.py")
+    option = BY_KEY[key]
+    value = option.default()
+    if option.kind in ("dims", "encodings", "judges"):
+        return _code("{}" if not value else str(dict(value)))
+    return _code(_toml(value))
 
 
 def config_reference() -> str:
+    from hatch_shrinkray.option_table import BY_KEY, KINDS
     from hatch_shrinkray.shipping import config
     from hatch_shrinkray.shipping.keys import KEY_HELP
 
     rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
     for key in config_keys():
-        kind = HOOK_KEY_KINDS.get(key) or KIND_WORDS[config._KINDS[key]]
+        kind = HOOK_KEY_KINDS.get(key) or KINDS[BY_KEY[key].kind].words
         rows.append(f"| `{key}` | {kind} | {_default(key).replace('|', '&#124;')} | {KEY_HELP[key][1]} |")
     engine = ", ".join(f"`{k}`" for k in config.ENGINE_KEYS)
     reserved = ", ".join(f"`{k}`" for k in config.RESERVED_KEYS)

@@ -39,7 +39,8 @@ from hatch_shrinkray.hints import check_hint, key, record_hint, setting
 from hatch_shrinkray.numerics.threads import one_blas_thread
 from hatch_shrinkray.onnxgraph.graph import FLOAT_TYPES, find_sites, scopes
 from hatch_shrinkray.onnxgraph.modelio import Loaded, Staged, changed_file, fits_one_file, load_model
-from hatch_shrinkray.options import ShrinkOptions, option_errors
+from hatch_shrinkray.option_table import option_errors
+from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.pool import Background
 from hatch_shrinkray.registry import METHODS, Dedup, Needs, check_runtimes
 from hatch_shrinkray.result import Fit, FitNote, FitReason, TensorRecord, VerifyResult, human

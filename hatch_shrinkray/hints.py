@@ -14,19 +14,12 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from hatch_shrinkray.option_table import OPTIONS
+
 HOOK = "hook"
 """The interface of a build: the hook's table in pyproject.toml."""
 
-FLAGS: dict[str, str] = {
-    "method": "--method", "min-elements": "--min-elements", "exclude-tensors": "--exclude-tensor",
-    "exclude-ops": "--exclude-op", "dedup": "--no-dedup", "scheme": "--scheme", "levels": "--levels",
-    "decode": "--decode", "block-size": "--block-size", "target": "--target", "runtimes": "--runtime",
-    "budget-rel-l2": "--budget-rel-l2", "budget-cosine": "--budget-cosine", "budget-agreement": "--budget-agreement",
-    "budget-load": "--budget-load", "encodings": "--encoding", "verify": "--no-verify", "inputs": "--inputs",
-    "dims": "--dim", "default-dim": "--default-dim", "samples": "--samples", "int-range": "--int-range",
-    "max-rel-l2": "--max-rel-l2", "min-cosine": "--min-cosine", "min-top1": "--min-top1", "judges": "--judge",
-    "rounding": "--rounding", "strict": "--strict",
-}
+FLAGS: dict[str, str] = {o.key: o.flags[0] for o in OPTIONS if o.flags}
 """Configuration key -> the flag that sets it on ``shrink``, ``wheel`` and ``check`` (repeatable
 flags take one item each; ``--no-dedup`` and ``--no-verify`` set their key to false)."""
 
@@ -78,7 +71,7 @@ def set_it(key: str, value: Value) -> str:
 
 
 def key(name: str) -> str:
-    """The name of a setting where the user is: ``exclude-tensors`` or ``--exclude-tensor``."""
+    """The name of a setting where the user is: ``exclude-tensors`` or ``--exclude-tensors``."""
     return FLAGS[name] if on_command_line() and name in FLAGS else name
 
 

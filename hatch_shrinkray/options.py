@@ -1,7 +1,7 @@
-"""Engine options: frozen dataclasses plus a pure validator that lists every problem at once.
+"""Engine options: frozen dataclasses, the values they may take, and what an ``inputs`` path must be.
 
-Field names are the Python spelling; the hook and the CLI map their own key names onto them
-(``min-elements`` / ``--min-elements``) so every error can name the key the user actually wrote.
+Field names are the Python spelling; each is declared once as a key and a flag, with its check, in
+:mod:`hatch_shrinkray.option_table`, which names every error the way the user spelled the option.
 """
 
 from __future__ import annotations
@@ -9,13 +9,12 @@ from __future__ import annotations
 import fnmatch
 import re
 import stat
-from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from hatch_shrinkray.files import file_kind
-from hatch_shrinkray.sizes import DEFAULT_TARGET, TARGETS
+from hatch_shrinkray.sizes import DEFAULT_TARGET
 
 METHODS = ("int8", "float-levels", "fp16", "dedup", "dynamic", "int4", "auto")
 ENCODINGS = ("float32", "fp16", "int16", "int12", "int10", "int8", "int6", "int4")
@@ -47,14 +46,6 @@ dependencies name onnxruntime without a lower bound (its users may run any relea
 
 INT64 = (-(2**63), 2**63)
 """Where ``int-range`` may lie: generated integers are at most int64."""
-VERIFY_RANGES = {"max_rel_l2": (0.0, 1.0), "min_cosine": (0.0, 1.0), "min_top1": (0.0, 1.0)}
-"""The tolerances' ranges, both ends included: a rel-L2 above 1 would pass a model whose outputs are
-all zero, a cosine of 0 or below one whose outputs are unrelated (or opposite); NaN passes nothing."""
-RANGES = {"budget_rel_l2": (0.0, 1.0), "budget_cosine": (0.0, 1.0), "budget_agreement": (0.0, 1.0),
-          "budget_load": (1.0, float("inf"))}
-"""``auto``'s budgets; only ``budget-load`` may be ``inf`` (size first, whatever loading costs)."""
-
-
 @dataclass(frozen=True)
 class VerifyOptions:
     """How the shrunk model is checked against the original with onnxruntime."""
@@ -193,82 +184,6 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def option_errors(opts: ShrinkOptions, names: Mapping[str, str] | None = None) -> list[str]:
-    """Every problem with ``opts``, each naming the option as the caller spells it.
-
-    ``names`` maps field names (``min_elements``) to the user's spelling
-    (``tool.hatch.build.hooks.shrinkray.min-elements`` or ``--min-elements``).
-    """
-    names = names or {}
-
-    def n(key: str) -> str:
-        return names.get(key, key)
-
-    errors: list[str] = []
-    if opts.method not in METHODS:
-        errors.append(f"{n('method')} must be one of {', '.join(METHODS)}; got {opts.method!r}")
-    if not _is_int(opts.min_elements) or opts.min_elements < 1:
-        errors.append(f"{n('min_elements')} must be a positive integer; got {opts.min_elements!r}")
-    if opts.scheme not in SCHEMES:
-        errors.append(f"{n('scheme')} must be one of {', '.join(SCHEMES)}; got {opts.scheme!r}")
-    errors += _levels_errors(opts, n("levels"))
-    if opts.target not in TARGETS:
-        errors.append(f"{n('target')} must be one of {', '.join(TARGETS)}; got {opts.target!r}")
-    if opts.rounding not in ROUNDINGS:
-        errors.append(f"{n('rounding')} must be one of {', '.join(ROUNDINGS)}; got {opts.rounding!r}")
-    if opts.decode not in DECODES:
-        errors.append(f"{n('decode')} must be one of {', '.join(DECODES)}; got {opts.decode!r}")
-    if not _is_int(opts.block_size) or opts.block_size not in BLOCK_SIZES:
-        errors.append(f"{n('block_size')} must be one of {', '.join(map(str, BLOCK_SIZES))}; got {opts.block_size!r}")
-    for key, (lo, hi) in RANGES.items():
-        value = getattr(opts, key)
-        if value is None:
-            continue
-        if not in_range(value, lo, hi):
-            errors.append(f"{n(key)} must be a number from {lo} to {hi}; got {value!r}")
-    for entry in opts.runtimes:
-        if isinstance(entry, str) and entry.strip() == "onnxruntime":
-            errors.append(f"{n('runtimes')} entry 'onnxruntime' needs a version: the oldest release your users run, "
-                          "like 'onnxruntime>=1.18'")
-        elif not (isinstance(entry, str) and (entry in NAMED_RUNTIMES or RUNTIME_FLOOR.match(entry.strip()))):
-            errors.append(f"{n('runtimes')} entries must be 'web', 'openvino' or an onnxruntime version floor "
-                          f"like 'onnxruntime>=1.18'; got {entry!r}")
-    for pattern, encoding in opts.encodings:
-        if not isinstance(pattern, str) or not pattern:
-            errors.append(f"{n('encodings')} has an empty tensor pattern")
-        if encoding not in ENCODINGS:
-            errors.append(f"{n('encodings')}.{pattern} must be one of {', '.join(ENCODINGS)}; got {encoding!r}")
-    errors += [f"{n('plan')}: tensor {name!r} has encoding {encoding!r}, not one of {', '.join(ENCODINGS)}"
-               for _, name, encoding in opts.plan if encoding not in ENCODINGS]
-    v = opts.verify
-    if v is not None:
-        problem = None if v.inputs is None else inputs_problem(Path(v.inputs))
-        if problem:
-            errors.append(f"{n('inputs')} {problem}")
-        for dim, value in v.dims:
-            if not _is_int(value) or value < 1:
-                errors.append(f"{n('dims')} {dim!r} must be a positive integer; got {value!r}")
-        if v.default_dim is not None and (not _is_int(v.default_dim) or v.default_dim < 1):
-            errors.append(f"{n('default_dim')} must be a positive integer; got {v.default_dim!r}")
-        if not _is_int(v.samples) or v.samples < 1:
-            errors.append(f"{n('samples')} must be a positive integer; got {v.samples!r}")
-        if not _is_int(v.seed) or v.seed < 0:
-            errors.append(f"{n('seed')} must be a non-negative integer; got {v.seed!r}")
-        if not (_is_int(v.int_low) and _is_int(v.int_high)) or not INT64[0] <= v.int_low < v.int_high <= INT64[1]:
-            errors.append(f"{n('int_range')} must be two integers [low, high) with low < high, "
-                          f"from {INT64[0]} to {INT64[1]}")
-        for output, judge in v.judges:
-            if not isinstance(output, str) or not output:
-                errors.append(f"{n('judges')} has an empty output name")
-            if judge not in JUDGES:
-                errors.append(f"{n('judges')}.{output} must be one of {', '.join(JUDGES)}; got {judge!r}")
-        for key, (lo, hi) in VERIFY_RANGES.items():
-            value = getattr(v, key)
-            if not in_range(value, lo, hi):
-                errors.append(f"{n(key)} must be a number from {lo} to {hi}; got {value!r}")
-    return errors
-
-
 INPUTS_MAX_FILE_BYTES = 2_000_000_000
 """Largest sample file read: a sample file holds at most 1 GB of arrays once loaded
 (``verification.npz``), so a bigger one is refused before it is hashed or read."""
@@ -305,19 +220,6 @@ def _sample_file_problem(path: Path) -> str | None:
     if info.st_size > INPUTS_MAX_FILE_BYTES:
         return f"is {info.st_size / 1e9:.1f} GB, over the {INPUTS_MAX_FILE_BYTES / 1e9:.0f} GB a sample file may take"
     return None
-def _levels_errors(opts: ShrinkOptions, name: str) -> list[str]:
-    if opts.levels is None:
-        return []
-    low, high, _ = LEVELS.get(opts.method, ANY_LEVELS)
-    if _is_int(opts.levels) and low <= opts.levels <= high:
-        return []
-    which = f" with method {opts.method}" if opts.method in LEVELS else ""
-    plain = " (255: plain int8)" if opts.method == "int8" else ""
-    return [f"{name} must be an integer from {low} to {high}{which}{plain}; got {opts.levels!r}"]
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def in_range(value: object, lo: float, hi: float) -> bool:

@@ -38,6 +38,7 @@ UNIT_MODULES = frozenset({
     "test_hook_inprocess",
     "test_inputs",
     "test_judges",
+    "test_option_table",
     "test_packaging",
     "test_packing",
     "test_progress",

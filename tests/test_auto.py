@@ -17,7 +17,7 @@ from hatch_shrinkray.fitting.calib import Layout, Moments, patches
 from hatch_shrinkray.fitting.candidates import int4_block
 from hatch_shrinkray.fitting.search import Found, Option, refine, search, try_uniform
 from hatch_shrinkray.numerics.gptq import output_error, round_rows
-from hatch_shrinkray.options import option_errors
+from hatch_shrinkray.option_table import option_errors
 
 from onnx_builders import init, model, save, vi, weight
 

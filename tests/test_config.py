@@ -133,6 +133,7 @@ def test_unknown_keys_suggest_the_closest(root: Path) -> None:
 
 
 def test_all_type_and_value_errors_at_once(root: Path) -> None:
+    """Every problem at once, type errors first, then the values' in the option table's order."""
     raw = {
         "models": ["src/pkg/models/a.onnx"], "method": "int9", "min-elements": "big", "levels": 1,
         "exclude-ops": "Gather", "dedup": "yes", "block-size": 24, "verify": 1, "max-rel-l2": "0.1",
@@ -152,10 +153,10 @@ def test_all_type_and_value_errors_at_once(root: Path) -> None:
         "it at a recording: `hatch-shrinkray record --output shrinkray-inputs -- COMMAND`)",
         f"Field `{T}.method` {ONE_OF}; got 'int9'",
         f"Field `{T}.levels` must be an integer from 2 to 65536; got 1",
-        f"Field `{T}.rounding` must be one of output-aware, nearest; got 'closest'",
         f"Field `{T}.block-size` must be one of 16, 32, 64, 128, 256; got 24",
-        f"Field `{T}.seed` must be a non-negative integer; got -1",
+        f"Field `{T}.rounding` must be one of output-aware, nearest; got 'closest'",
         f"Field `{T}.min-cosine` must be a number from 0.0 to 1.0; got 2.0",
+        f"Field `{T}.seed` must be a non-negative integer; got -1",
         f"Field `{T}.sdist` must be one of 'shrunk', 'original'; got 'tiny'",
         f"Field `{T}.cache` must be a boolean or a directory path",
         f"Field `{T}.pins` must be one of 'warn', 'rewrite'; got 'fix'",

@@ -28,7 +28,8 @@ from hatch_shrinkray.numerics import gptq
 from hatch_shrinkray.numerics.entropy import entropy_bits, estimated_bytes
 from hatch_shrinkray.numerics.quant import code_bounds, quantize_symmetric
 from hatch_shrinkray.onnxgraph.encoding import EncodeContext
-from hatch_shrinkray.options import ShrinkOptions, option_errors
+from hatch_shrinkray.option_table import option_errors
+from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import human
 
 from onnx_builders import init, mlp, model, save, vi, weight

@@ -20,6 +20,7 @@ from hardening import MODEL, build, cli, write_project
 
 from hatch_shrinkray import hints
 from hatch_shrinkray.cli import _split_command, parser
+from hatch_shrinkray.option_table import OPTIONS
 from hatch_shrinkray.shipping.config import _HOOK_KEYS, ENGINE_KEYS
 
 from onnx_builders import mlp, save
@@ -118,7 +119,8 @@ def test_every_hint_function_speaks_the_interface(interface: str, restore_interf
         "budget-cosine": 0.999, "budget-agreement": 0.99, "budget-load": 2.0, "encodings": {"W1": "fp16"},
         "inputs": "DIR", "dims": {"batch": hints.Blank("N")}, "default-dim": 8, "samples": hints.Blank("N"),
         "int-range": [0, 64], "max-rel-l2": 0.1, "min-cosine": 0.995, "min-top1": 0.99,
-        "judges": {"probability_map": "map"}, "rounding": "nearest", "strict": True}
+        "judges": {"probability_map": "map"}, "rounding": "nearest"}
+    samples.update({o.key: bool(o.const) for o in OPTIONS if o.kind == "boolean" and o.key not in samples})
     assert set(samples) == set(hints.FLAGS)
     texts = [hints.record_hint(), hints.check_hint(), hints.check_hint("python -m pytest tests"),
              *(hints.setting(k, v) for k, v in samples.items()), *(hints.set_it(k, v) for k, v in samples.items())]
@@ -151,7 +153,7 @@ def test_what_shrink_prints_works_on_its_command_line(tmp_path: Path) -> None:
                  "--strict")
     big = cli("shrink", str(model), "-o", str(tmp_path / "out3"), "--samples", "100000000", "--dim", "batch=100000")
     assert "record real inputs" in smoke.stdout and "`--inputs DIR`" in smoke.stdout
-    assert failed.returncode == 1 and "`--exclude-tensor W1`" in failed.stderr, failed.stderr
+    assert failed.returncode == 1 and "`--exclude-tensors W1`" in failed.stderr, failed.stderr
     assert "`hatch-shrinkray check --fix " in failed.stderr
     assert big.returncode == 1 and "`--samples`" in big.stderr and "`--dim batch=N`" in big.stderr, big.stderr
     _checked({"shrink": [smoke.stdout + smoke.stderr, failed.stdout + failed.stderr, big.stderr]})
@@ -174,7 +176,7 @@ def test_what_wheel_prints_without_a_table_names_flags_and_installed_files(tmp_p
     args = ("wheel", wheel, "-o", str(tmp_path / "out"), "--models", "toymodel/models/*.onnx")
     failed = cli(*args, "--max-rel-l2", "1e-9", "--judge", "y=values", "--strict", cwd=tmp_path)
     big = cli(*args, "--samples", "100000000", cwd=tmp_path)
-    assert failed.returncode == 1 and "`--exclude-tensor W1`" in failed.stderr, failed.stderr
+    assert failed.returncode == 1 and "`--exclude-tensors W1`" in failed.stderr, failed.stderr
     assert f"check --fix '{hints.SITE}toymodel/models/*.onnx' --max-rel-l2 1e-09 --judge y=values --strict -- " \
         in failed.stderr, failed.stderr
     assert big.returncode == 1 and "`--samples`" in big.stderr and "--models." not in big.stderr, big.stderr

@@ -15,7 +15,7 @@ from onnx import TensorProto, helper
 from hatch_shrinkray import ShrinkOptions, ShrinkrayError, VerificationError, VerifyOptions, shrink
 from hatch_shrinkray.encodings.int8 import unfused_dequantize
 from hatch_shrinkray.methods.runtimes import DQ_MATMUL_FUSED
-from hatch_shrinkray.options import option_errors
+from hatch_shrinkray.option_table import option_errors
 
 from onnx_builders import init, mlp, model, run, save, vi, weight
 

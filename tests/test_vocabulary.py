@@ -170,7 +170,7 @@ def test_failure_hint_quotes_the_users_command_and_names_the_method(tmp_path: Pa
     assert done.returncode == 1
     first = done.stderr.splitlines()[0]
     assert "shrunk model (int8 with 7 levels) differs too much" in first, first
-    assert ("hatch-shrinkray check --fix m.onnx --levels 7 --inputs in.npz --max-rel-l2 0.01 -- python -m pytest"
+    assert ("hatch-shrinkray check --fix m.onnx --levels 7 --max-rel-l2 0.01 --inputs in.npz -- python -m pytest"
             in first), first
 
 

@@ -3,8 +3,8 @@
 Every problem is collected before anything is raised, so a user fixes all mistakes in one round
 trip, and every message names the full TOML path in hatchling's own wording ("Field `...` must be
 a table") so the build speaks with one voice. Engine-option values are checked by
-:func:`hatch_shrinkray.options.option_errors`, the same validator the CLI uses; this module only
-checks TOML types, keys, globs and the hook's own settings.
+:mod:`hatch_shrinkray.option_table`, which declares every engine key (its TOML type included) and
+whose checks the CLI uses too; this module checks the keys, globs and the hook's own settings.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.options import OLDEST_ONNXRUNTIME, ShrinkOptions, VerifyOptions, option_errors
+from hatch_shrinkray.option_table import OPTIONS, option_errors, options_from, read_settings, read_strings
+from hatch_shrinkray.options import OLDEST_ONNXRUNTIME, ShrinkOptions
 from hatch_shrinkray.shipping.advice import default_recording, record_command
 from hatch_shrinkray.shipping.layout import Layout, project_layout
 from hatch_shrinkray.shipping.plan import PLAN_NAME, PlanEntry, read_plan
@@ -36,42 +37,17 @@ PINS_CHOICES = ("warn", "rewrite")
 """What a build does with a digest of an original model that the package's own files pin."""
 ONNXRUNTIME_DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-directml", "onnxruntime-openvino")
 
-_SHRINK_KEYS = {
-    "method": "method", "min-elements": "min_elements", "exclude-tensors": "exclude_tensors",
-    "exclude-ops": "exclude_ops", "dedup": "dedup", "scheme": "scheme", "levels": "levels",
-    "decode": "decode", "block-size": "block_size", "budget-rel-l2": "budget_rel_l2",
-    "budget-cosine": "budget_cosine", "budget-agreement": "budget_agreement", "budget-load": "budget_load",
-    "encodings": "encodings",
-    "runtimes": "runtimes", "target": "target", "rounding": "rounding", "strict": "strict",
-}
-_VERIFY_KEYS = {
-    "max-rel-l2": "max_rel_l2", "min-cosine": "min_cosine", "min-top1": "min_top1",
-    "inputs": "inputs", "dims": "dims", "default-dim": "default_dim", "int-range": "int_range",
-    "samples": "samples", "seed": "seed", "judges": "judges",
-}
-VERIFY_TABLE_KEYS = frozenset(_VERIFY_KEYS)
-ENGINE_KEYS: dict[str, str] = {**_SHRINK_KEYS, "verify": "verify", **_VERIFY_KEYS}
+ENGINE_KEYS: dict[str, str] = {o.key: o.field for o in OPTIONS}
 """TOML key -> the field name :func:`option_errors` uses; allowed at top level and in overrides."""
 
 _HOOK_KEYS = ("models", "sdist", "cache", "overrides", "plan", "pins")
-
-_KINDS = {
-    "method": "string", "scheme": "string", "decode": "string", "target": "string", "rounding": "string",
-    "min-elements": "integer", "levels": "integer", "block-size": "integer",
-    "default-dim": "integer", "samples": "integer", "seed": "integer",
-    "dedup": "boolean", "verify": "boolean", "strict": "boolean",
-    "max-rel-l2": "number", "min-cosine": "number", "min-top1": "number",
-    "budget-rel-l2": "number", "budget-cosine": "number", "budget-agreement": "number", "budget-load": "number",
-    "exclude-tensors": "strings", "exclude-ops": "strings", "runtimes": "strings",
-    "inputs": "path", "dims": "dims", "int-range": "range", "encodings": "encodings", "judges": "judges",
-}
-
 
 class ConfigurationError(ShrinkrayError):
     """The table has one or more problems; ``errors`` lists every one of them."""
 
     def __init__(self, errors: list[str], table: str | None = None) -> None:
         self.errors = list(errors)
+        self.table = table
         hook = table is None or table.startswith("tool.hatch.")
         heading = f"Invalid configuration in `{table}`:"
         if hook:
@@ -178,21 +154,13 @@ def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
     allowed = (*_HOOK_KEYS, *ENGINE_KEYS, *RESERVED_KEYS)
     errors += _unknown_key_errors(raw, allowed, table)
 
-    base = _read_engine_settings(raw, table, errors)
+    base = read_settings(raw, table, errors)
     if "runtimes" not in raw:
         base["runtimes"] = default_runtimes(dependencies)
     base_names = {f: _field(table, key) for key, f in ENGINE_KEYS.items()}
     flag_names = {ENGINE_KEYS[k]: flag for k, flag in flags.names.items()}
 
-    models: list[str] = []
-    if flags.models:
-        models = globs.match(list(flags.models), flags.models_flag, errors)
-    elif "models" not in raw:
-        errors.append(f"{_field(table, 'models')} is required")
-    else:
-        patterns = _read_strings(raw["models"], f"{table}.models", errors)
-        if patterns is not None:
-            models = globs.match(patterns, f"{table}.models", errors)
+    models = _selected(raw, flags, globs, table, errors)
 
     overrides = _read_overrides(raw.get("overrides", []), globs, table, set(models), errors,
                                 selected_here=not flags.models)
@@ -203,20 +171,10 @@ def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
             del settings["inputs"]  # reported (or not needed): the value checks would report it again
 
     errors += _value_errors(base, base_names, overrides, root)
-    entries = []
-    for relpath in sorted(models):
-        settings = dict(base)
-        names = {f: f"{table}.{key}" for key, f in ENGINE_KEYS.items()}
-        for selected, override, override_table in overrides:
-            if relpath in selected:
-                settings.update(override)
-                names.update({ENGINE_KEYS[k]: f"{override_table}.{k}" for k in override if k in ENGINE_KEYS})
-        settings.update(flags.settings)
-        names.update(flag_names)
-        entries.append(ModelEntry(relpath, _options(settings, root), names))
+    entries = [_entry(relpath, base, overrides, flags, table=table, root=root) for relpath in sorted(models)]
     if flags.settings:
-        errors += [e for e in option_errors(_options({**base, **flags.settings}, root), {**base_names, **flag_names})
-                   if e not in errors]
+        given = options_from({**base, **flags.settings}, root)
+        errors += [e for e in option_errors(given, {**base_names, **flag_names}) if e not in errors]
 
     sdist = raw.get("sdist", "shrunk")
     if sdist not in SDIST_CHOICES:
@@ -232,6 +190,31 @@ def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
         raise ConfigurationError(errors, table)
     return HookConfig(table=table, target=target, models=tuple(entries), sdist=str(sdist),
                       cache=cache, cache_dir=cache_dir, plan_file=plan_file, plans=plans, pins=str(pins))
+
+
+def _selected(raw: Mapping[str, Any], flags: CommandLine, globs: _Globs, table: str, errors: list[str]) -> list[str]:
+    """The model files the table's ``models`` (or the command's, which replace them) select."""
+    if flags.models:
+        return globs.match(list(flags.models), flags.models_flag, errors)
+    if "models" not in raw:
+        errors.append(f"{_field(table, 'models')} is required")
+        return []
+    patterns = read_strings(raw["models"], f"{table}.models", errors)
+    return [] if patterns is None else globs.match(patterns, f"{table}.models", errors)
+
+
+def _entry(relpath: str, base: Mapping[str, Any], overrides: list[tuple[set[str], dict[str, Any], str]],
+           flags: CommandLine, *, table: str, root: Path) -> ModelEntry:
+    """One model's options: the table's, each override that selects it in order, then the flags."""
+    settings = dict(base)
+    names = {f: f"{table}.{key}" for key, f in ENGINE_KEYS.items()}
+    for selected, override, override_table in overrides:
+        if relpath in selected:
+            settings.update(override)
+            names.update({ENGINE_KEYS[k]: f"{override_table}.{k}" for k in override if k in ENGINE_KEYS})
+    settings.update(flags.settings)
+    names.update({ENGINE_KEYS[k]: flag for k, flag in flags.names.items()})
+    return ModelEntry(relpath, options_from(settings, root), names)
 
 
 def _missing(path: Path) -> bool:
@@ -261,10 +244,10 @@ def _value_errors(base: dict[str, Any], base_names: dict[str, str],
     Every value is checked on its own, so checking the top-level table and then each override
     layered on it (whether or not it matched a model) finds every problem exactly once.
     """
-    errors = option_errors(_options(base, root), base_names)
+    errors = option_errors(options_from(base, root), base_names)
     for _, override, override_table in overrides:
         names = {**base_names, **{ENGINE_KEYS[k]: _field(override_table, k) for k in override}}
-        errors += [e for e in option_errors(_options({**base, **override}, root), names)
+        errors += [e for e in option_errors(options_from({**base, **override}, root), names)
                    if e not in errors]
     return errors
 
@@ -304,88 +287,6 @@ def _unknown_key_errors(raw: Mapping[str, Any], allowed: tuple[str, ...], table:
             message += f"; did you mean `{close[0]}`?"
         errors.append(message)
     return errors
-
-
-def _read_engine_settings(raw: Mapping[str, Any], table: str, errors: list[str]) -> dict[str, Any]:
-    """TOML values of the engine keys present in ``raw``, by TOML key, type-checked.
-
-    A value of the wrong type is reported and left out, so the option falls back to its default
-    and the value checks that follow do not report the same key twice.
-    """
-    settings: dict[str, Any] = {}
-    for key in ENGINE_KEYS:
-        if key in raw:
-            value = _check_kind(_KINDS[key], raw[key], f"{table}.{key}", errors)
-            if value is not None:
-                settings[key] = value
-    return settings
-
-
-def _check_kind(kind: str, value: Any, path: str, errors: list[str]) -> Any:
-    """``value`` converted for the options dataclasses, or ``None`` (reported) if it has the wrong type."""
-    name = f"Field `{path}`"
-    if kind == "string":
-        if isinstance(value, str):
-            return value
-        errors.append(f"{name} must be a string")
-    elif kind == "path":
-        if isinstance(value, str) and value:
-            return value
-        errors.append(f"{name} must be a path relative to the project root (a recording directory or a .npz file)")
-    elif kind == "integer":
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        errors.append(f"{name} must be an integer")
-    elif kind == "boolean":
-        if isinstance(value, bool):
-            return value
-        errors.append(f"{name} must be a boolean")
-    elif kind == "number":
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        errors.append(f"{name} must be a number")
-    elif kind == "strings":
-        strings = _read_strings(value, path, errors)
-        return None if strings is None else tuple(strings)
-    elif kind == "dims":
-        return _read_dims(value, path, errors)
-    elif kind == "encodings":
-        if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
-            return tuple((str(k), v) for k, v in value.items())
-        errors.append(f"{name} must be a table of tensor-name patterns to encodings "
-                      "(`encodings = { \"conv1.weight\" = \"fp16\" }`)")
-    elif kind == "judges":
-        if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
-            return tuple((str(k), v) for k, v in value.items())
-        errors.append(f"{name} must be a table of output names to judges "
-                      "(`judges = { \"probability_map\" = \"map\", \"stateN\" = \"off\" }`)")
-    elif kind == "range":
-        if (isinstance(value, list) and len(value) == 2
-                and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
-            return (value[0], value[1])
-        errors.append(f"{name} must be an array of two integers [low, high]")
-    return None
-
-
-def _read_strings(value: Any, path: str, errors: list[str]) -> list[str] | None:
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return list(value)
-    errors.append(f"Field `{path}` must be an array of strings")
-    return None
-
-
-def _read_dims(value: Any, path: str, errors: list[str]) -> tuple[tuple[str, int], ...] | None:
-    """Symbolic dimension values; checked here in full because each entry has its own TOML path."""
-    if not isinstance(value, dict):
-        errors.append(f"Field `{path}` must be a table of integers")
-        return None
-    dims: list[tuple[str, int]] = []
-    for name, size in value.items():
-        if isinstance(size, int) and not isinstance(size, bool) and size >= 1:
-            dims.append((str(name), size))
-        else:
-            errors.append(f"Field `{path}.{name}` must be a positive integer; got {size!r}")
-    return tuple(dims)
 
 
 @dataclass(frozen=True)
@@ -448,12 +349,12 @@ def _read_overrides(value: Any, globs: _Globs, table: str, models: set[str], err
                    for k in table_only]
         errors += _unknown_key_errors({k: v for k, v in override.items() if k not in table_only},
                                       ("models", *ENGINE_KEYS), override_table)
-        settings = _read_engine_settings(override, override_table, errors)
+        settings = read_settings(override, override_table, errors)
         matched: set[str] = set()
         if "models" not in override:
             errors.append(f"{_field(override_table, 'models')} is required")
         else:
-            for pattern in _read_strings(override["models"], f"{override_table}.models", errors) or []:
+            for pattern in read_strings(override["models"], f"{override_table}.models", errors) or []:
                 hits = set(globs.glob(pattern, f"{override_table}.models", errors) or []) & models
                 if not hits and models and selected_here:
                     errors.append(f"{_field(override_table, 'models')} pattern `{pattern}` matches "
@@ -497,17 +398,3 @@ def _read_plan_key(value: Any, root: Path, table: str,
     except ShrinkrayError as exc:
         errors.append(f"{_field(table, 'plan')}: {exc}")
         return path, {}
-
-
-def _options(settings: Mapping[str, Any], root: Path) -> ShrinkOptions:
-    """Engine options from type-checked TOML settings; unset keys keep the engine defaults."""
-    shrink = {f: settings[k] for k, f in _SHRINK_KEYS.items() if k in settings}
-    if settings.get("verify", True) is False:
-        return ShrinkOptions(**shrink, verify=None)
-    verify: dict[str, Any] = {f: settings[k] for k, f in _VERIFY_KEYS.items()
-                              if k in settings and f not in ("int_range", "inputs")}
-    if "int-range" in settings:
-        verify["int_low"], verify["int_high"] = settings["int-range"]
-    if "inputs" in settings:
-        verify["inputs"] = root / settings["inputs"]
-    return ShrinkOptions(**shrink, verify=VerifyOptions(**verify))

@@ -179,3 +179,18 @@ def write_plan(path: Path, entries: Mapping[str, PlanEntry]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def merge_plan(path: Path, entries: Mapping[str, PlanEntry], *, judged: set[str] | None = None,
+               old: Mapping[str, PlanEntry] | None = None) -> None:
+    """Merge ``entries`` into the plan file at ``path`` (``old``: what it held, by default read from
+    it): other models' plans stay; plans for other bytes of the models judged (by default, those
+    ``entries`` name) go, so a plan never outlives the bytes it was found for."""
+    if old is None:
+        old = read_plan(path) if path.is_file() else {}
+    searched = judged if judged is not None else {e.model for e in entries.values()}
+    kept = {sha: e for sha, e in old.items() if e.model not in searched}
+    try:
+        write_plan(path, {**kept, **entries})
+    except OSError as exc:
+        raise ShrinkrayError(f"cannot write the plan: {exc.strerror or exc}", path=str(path)) from exc

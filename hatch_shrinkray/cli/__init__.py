@@ -1,0 +1,87 @@
+"""``hatch-shrinkray`` / ``python -m hatch_shrinkray``: info, shrink, compare, wheel, record, check.
+
+One module per command (its arguments and what it does), over :mod:`.flags` (the engine options'
+flags, made from the option table) and :mod:`.output` (what every command prints the same way).
+Every user mistake ends in one line on stderr and a non-zero exit; ``-v`` adds tracebacks.
+Ctrl-C and SIGTERM leave nothing behind and end the process the conventional way (130, or by the
+signal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from hatch_shrinkray import hints, progress
+from hatch_shrinkray.cli import check, compare, info, record, shrink, wheel
+from hatch_shrinkray.cli.flags import as_check_args, names_of
+from hatch_shrinkray.cli.output import print_error
+from hatch_shrinkray.cli.parser import parser
+from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.shipping.requirements import engine_missing
+from hatch_shrinkray.signals import Terminated, redeliver, stop_request, terminate_raises
+
+__all__ = ["main", "parser"]
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "shrink": shrink.run, "info": info.run, "compare": compare.run, "wheel": wheel.run, "record": record.run,
+    "check": check.run}
+"""What each command runs, by name."""
+
+
+def _split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """``check``'s own arguments and the COMMAND after its ``--`` (argparse would let MODEL... swallow it)."""
+    head = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
+    if head is None or argv[head] != "check" or "--" not in argv[head:]:
+        return argv, None
+    cut = argv.index("--", head)
+    return argv[:cut], argv[cut + 1:]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    own, command = _split_command(list(sys.argv[1:] if argv is None else argv))
+    args = parser().parse_args(own)
+    if command is not None:
+        args.argv = command
+    hints.speak_to(args.command)
+    if args.command in ("shrink", "wheel", "check"):
+        hints.set_invocation(as_check_args(args), args.argv if args.command == "check" else (),
+                             [str(m) for m in getattr(args, "models", None) or ()])
+    try:
+        with terminate_raises(), progress.reporting(progress.for_stream(sys.stderr, quiet=args.quiet)):
+            return COMMANDS[args.command](args)
+    except BrokenPipeError:
+        # The reader went away (`hatch-shrinkray info m.onnx | head`): no traceback, and nothing more
+        # to stdout, whose pending writes would fail again at exit (the recipe in Python's signal docs).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except BaseException as exc:
+        stop = stop_request(exc)  # Ctrl-C, SIGTERM, or either surfacing as another error (during `import onnxruntime`)
+        if stop is not None:
+            return _stopped(stop)
+        if isinstance(exc, ShrinkrayError):
+            print_error(exc, args.verbose, names_of(args))
+            return 1
+        if isinstance(exc, MemoryError):
+            print_error(ShrinkrayError("out of memory", hint="the engine needs about 2.5 times a model's size in "
+                                                             "memory; free some or shrink on a larger machine"),
+                        args.verbose)
+            return 1
+        missing = engine_missing(exc) if isinstance(exc, ModuleNotFoundError) else None
+        if missing is None:
+            raise
+        print_error(missing, args.verbose)
+        return 1
+
+
+def _stopped(stop: BaseException) -> int:
+    """Ctrl-C: one line and 130. SIGTERM: one line, then death by the signal itself (143 in a shell),
+    as callers expect."""
+    if isinstance(stop, Terminated):
+        print("terminated", file=sys.stderr)
+        redeliver(stop.signum)
+        return 128 + stop.signum
+    print("interrupted", file=sys.stderr)
+    return 130

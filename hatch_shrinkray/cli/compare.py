@@ -1,0 +1,40 @@
+"""``hatch-shrinkray compare``: verify a shrunk model against its original and compare sizes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from hatch_shrinkray.cli.flags import Given, option_flags
+from hatch_shrinkray.cli.output import need_brotli
+from hatch_shrinkray.options import ShrinkOptions
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    c = sub.add_parser("compare", help="verify a shrunk model against its original and compare sizes")
+    c.add_argument("original", type=Path)
+    c.add_argument("shrunk", type=Path)
+    c.add_argument("--sizes", action="store_true", help="measure the web size (brotli 11, ~0.3 MB/s; needs the "
+                                                        "compress extra) instead of estimating it")
+    option_flags(c, verify=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from hatch_shrinkray.report import model_files, sizes_table, verification_report
+    from hatch_shrinkray.sizes import measure
+    from hatch_shrinkray.verification.runner import verify
+
+    need_brotli(ShrinkOptions(), args.sizes)
+    # Checked like `shrink` checks its input first, so a bad file gets the same one-line message.
+    options = Given.of(args).options().verify
+    assert options is not None  # compare has no --no-verify
+    files = {path: model_files(path) for path in (args.original, args.shrunk)}
+    result = verify(args.original, args.shrunk, options)
+    print(sizes_table(measure(files[args.original], exact_web=args.sizes),
+                      measure(files[args.shrunk], exact_web=args.sizes)))
+    print("\n" + verification_report(result))
+    if not result.passed:
+        print(f"error: {args.shrunk}: differs too much from {args.original}", file=sys.stderr)
+        return 1
+    return 0

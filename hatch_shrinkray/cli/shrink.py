@@ -1,0 +1,133 @@
+"""``hatch-shrinkray shrink``: shrink model files into an output directory.
+
+A bad file is reported and the remaining files are still processed. Inside a project with a
+configuration table, a file the table selects takes its options, with the flags given overriding
+them key by key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from hatch_shrinkray import progress
+from hatch_shrinkray.checking.installed import expand, inside
+from hatch_shrinkray.cli.flags import Given, Noted, option_flags
+from hatch_shrinkray.cli.output import Stderr, need_brotli, print_error, write_report
+from hatch_shrinkray.errors import PlanError, ShrinkrayError, printable
+from hatch_shrinkray.files import copy_atomically
+from hatch_shrinkray.options import ShrinkOptions
+from hatch_shrinkray.shipping.advice import record_advice
+from hatch_shrinkray.shipping.planned import confirm_plan
+from hatch_shrinkray.shipping.wording import fix_line
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser("shrink", help="shrink models into an output directory",
+                       description="Files inside the current directory's project get its configuration table's "
+                                   "options (overrides included), the flags given overriding them key by key; "
+                                   "other files get the flags alone.")
+    s.add_argument("models", nargs="+", help="model files (glob patterns allowed)")
+    s.add_argument("-o", "--output", type=Path, required=True, help="output directory")
+    option_flags(s, verify=False)
+    s.add_argument("--force", action="store_true", help="overwrite existing outputs")
+    s.add_argument("--sizes", action="store_true",
+                   help="measure the web size (brotli 11, ~0.3 MB/s; needs the compress extra) instead of estimating "
+                        "it, and print a size table")
+    s.add_argument("--json", type=Path, metavar="FILE", help="write the full report as JSON ('-' for stdout)")
+    s.add_argument("--plan", type=Path, metavar="FILE", action=Noted,
+                   help="apply what this plan file holds for each model's bytes (check --fix's remedy or "
+                        "check --search's per-tensor plan)")
+    option_flags(s, verify=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from hatch_shrinkray.engine import shrink
+    from hatch_shrinkray.report import result_json, shrink_report
+    from hatch_shrinkray.shipping.manifest import file_sha256
+    from hatch_shrinkray.shipping.plan import read_plan
+
+    given = Given.of(args)
+    options = given.options()
+    need_brotli(options, args.sizes)
+    plans = read_plan(args.plan) if args.plan is not None else {}
+    files, unmatched = expand(args.models)
+    configured = _project_options(args, given, files)
+    failures = 0
+    for pattern in unmatched:
+        print(f"error: {pattern}: matches no file", file=sys.stderr)
+        failures += 1
+    reports = []
+    seen: set[Path] = set()
+    for src in progress.tracked(files, "shrink"):
+        dest = args.output / src.name
+        try:
+            _refuse_clash(src, dest, seen, args.force)
+            plan = plans.get(file_sha256(src)) if args.plan is not None and src.is_file() else None
+            if args.plan is not None and plan is None and src.is_file():
+                print(f"{src}: {args.plan} has no plan for these bytes (a retrained model has none); shrinking "
+                      f"with {configured.get(src, options).method} as given", file=sys.stderr)
+            chosen = configured.get(src, options)
+            if plan is not None and plan.remedy is not None:
+                print(printable(fix_line(str(src), plan, chosen, src.stat().st_size)), file=sys.stderr)
+            if plan is not None and plan.ships_original:
+                try:
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    copy_atomically(src, dest)
+                except OSError as exc:
+                    raise ShrinkrayError(f"cannot write {dest}: {exc.strerror or exc}", path=str(src)) from exc
+                continue
+            result = shrink(src, dest, plan.apply(chosen) if plan is not None else chosen, exact_web=args.sizes)
+        except ShrinkrayError as exc:
+            if isinstance(exc, PlanError):
+                exc.name_plan(str(args.plan))
+            failures += 1
+            print_error(exc, args.verbose, given.names)
+            continue
+        if plan is not None:
+            confirm_plan(str(src), plan, file_sha256(dest), Stderr(args.verbose, args.quiet))
+        print(shrink_report(result, args.sizes, verbose=args.verbose))
+        if result.unverified:
+            inputs = chosen.verify.inputs if chosen.verify is not None else None
+            print(f"{src}: original kept; {record_advice(Path.cwd(), inputs, '--inputs')}", file=sys.stderr)
+        reports.append(result_json(result))
+    written = args.json is None or write_report(args.json, json.dumps(reports, indent=2, sort_keys=True), args.verbose)
+    if failures:
+        print(f"{failures} of {len(files) + len(unmatched)} models failed", file=sys.stderr)
+    return 1 if failures or not written else 0
+
+
+def _project_options(args: argparse.Namespace, given: Given, files: Sequence[Path]) -> dict[Path, ShrinkOptions]:
+    """The options of each file inside the current directory's project, as its configuration table
+    gives them (overrides included) with the flags given overriding it key by key; {} when there is
+    no table (the flags alone then)."""
+    from hatch_shrinkray.shipping.config import load_config
+    from hatch_shrinkray.shipping.project import find_table
+
+    root = Path.cwd()
+    raw, table = find_table(root)
+    within = {f: inside(str(f), root) for f in files if f.is_file()}
+    relpaths = {f: r for f, r in within.items() if r is not None}
+    if table is None or not relpaths:
+        return {}
+    flags = given.command_line(args, sorted(set(relpaths.values())), "MODEL")
+    config = load_config(raw, root, "wheel", table, flags=flags)
+    by_path = {m.relpath: m.options for m in config.models}
+    print(f"shrink: options from `{table}` in pyproject.toml; the flags given override them", file=sys.stderr)
+    return {f: by_path[r] for f, r in relpaths.items() if r in by_path}
+
+
+def _refuse_clash(src: Path, dest: Path, seen: set[Path], force: bool) -> None:
+    """Refuse an output another input writes, the source itself, or (without ``--force``) one that exists."""
+    if dest in seen:
+        raise ShrinkrayError(f"another input also writes {dest}", path=str(src),
+                             hint="shrink same-named models into different directories")
+    seen.add(dest)
+    if dest.exists() and src.exists() and dest.resolve() == src.resolve():
+        raise ShrinkrayError("the output would overwrite the source", path=str(src),
+                             hint="choose another output directory")
+    if dest.exists() and not force:
+        raise ShrinkrayError(f"output {dest} exists", path=str(src), hint="use --force to overwrite")

@@ -1,0 +1,456 @@
+"""Every engine option, declared once: its key, flag, field, TOML type, default, meaning and check.
+
+The hook's table is read and checked from :data:`OPTIONS` (:mod:`hatch_shrinkray.shipping.config`),
+the commands' flags are made from it (``hatch_shrinkray.cli``), and so are the docs' references
+(``docs/hooks.py``), the keys' meanings (:mod:`hatch_shrinkray.shipping.keys`) and the flags that
+hints name (:data:`hatch_shrinkray.hints.FLAGS`). Adding an option is one :class:`Option` here, its
+field in :mod:`hatch_shrinkray.options`, and its use.
+
+Checks are pure and collect every problem, each naming the option as the user spelled it (a full
+TOML key or a flag), so the user fixes every mistake in one round trip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.options import (
+    ANY_LEVELS,
+    BLOCK_SIZES,
+    DECODES,
+    ENCODINGS,
+    INT64,
+    JUDGES,
+    LEVELS,
+    LOAD_BUDGET,
+    METHODS,
+    NAMED_RUNTIMES,
+    ROUNDINGS,
+    RUNTIME_FLOOR,
+    SCHEMES,
+    WEB_LOAD_BUDGET,
+    ShrinkOptions,
+    VerifyOptions,
+    in_range,
+    inputs_problem,
+)
+from hatch_shrinkray.sizes import DEFAULT_TARGET, TARGETS
+
+Check = Callable[[Any, ShrinkOptions, str], list[str]]
+"""The problems with an option's value (``value``, all the options, the option's name as spelled)."""
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _one_of(choices: tuple[Any, ...]) -> Check:
+    def check(value: Any, opts: ShrinkOptions, name: str) -> list[str]:
+        if (_is_int(value) or not isinstance(choices[0], int)) and value in choices:
+            return []
+        return [f"{name} must be one of {', '.join(map(str, choices))}; got {value!r}"]
+    return check
+
+
+def _positive(value: Any, opts: ShrinkOptions, name: str) -> list[str]:
+    return [] if _is_int(value) and value >= 1 else [f"{name} must be a positive integer; got {value!r}"]
+
+
+def _positive_or_unset(value: Any, opts: ShrinkOptions, name: str) -> list[str]:
+    return [] if value is None else _positive(value, opts, name)
+
+
+def _non_negative(value: Any, opts: ShrinkOptions, name: str) -> list[str]:
+    return [] if _is_int(value) and value >= 0 else [f"{name} must be a non-negative integer; got {value!r}"]
+
+
+def _between(lo: float, hi: float, *, optional: bool = False) -> Check:
+    """A number in ``[lo, hi]``: the tolerances and ``auto``'s budgets lie in [0, 1] (a rel-L2 above 1
+    would pass a model whose outputs are all zero, a cosine of 0 or below one whose outputs are
+    unrelated; NaN passes nothing); only ``budget-load`` may be ``inf`` (size first)."""
+    def check(value: Any, opts: ShrinkOptions, name: str) -> list[str]:
+        if (optional and value is None) or in_range(value, lo, hi):
+            return []
+        return [f"{name} must be a number from {lo} to {hi}; got {value!r}"]
+    return check
+
+
+def _levels(value: Any, opts: ShrinkOptions, name: str) -> list[str]:
+    if value is None:
+        return []
+    low, high, _ = LEVELS.get(opts.method, ANY_LEVELS)
+    if _is_int(value) and low <= value <= high:
+        return []
+    which = f" with method {opts.method}" if opts.method in LEVELS else ""
+    plain = " (255: plain int8)" if opts.method == "int8" else ""
+    return [f"{name} must be an integer from {low} to {high}{which}{plain}; got {value!r}"]
+
+
+def _runtimes(value: Any, opts: ShrinkOptions, name: str) -> list[str]:
+    errors = []
+    for entry in value:
+        if isinstance(entry, str) and entry.strip() == "onnxruntime":
+            errors.append(f"{name} entry 'onnxruntime' needs a version: the oldest release your users run, "
+                          "like 'onnxruntime>=1.18'")
+        elif not (isinstance(entry, str) and (entry in NAMED_RUNTIMES or RUNTIME_FLOOR.match(entry.strip()))):
+            errors.append(f"{name} entries must be 'web', 'openvino' or an onnxruntime version floor "
+                          f"like 'onnxruntime>=1.18'; got {entry!r}")
+    return errors
+
+
+def _named(what: str, choices: tuple[str, ...]) -> Check:
+    """A table of names (tensor patterns, outputs) to one of ``choices``."""
+    def check(value: Any, opts: ShrinkOptions, name: str) -> list[str]:
+        errors = []
+        for key, choice in value:
+            if not isinstance(key, str) or not key:
+                errors.append(f"{name} has an empty {what}")
+            if choice not in choices:
+                errors.append(f"{name}.{key} must be one of {', '.join(choices)}; got {choice!r}")
+        return errors
+    return check
+
+
+def _inputs(value: Any, opts: ShrinkOptions, name: str) -> list[str]:
+    problem = None if value is None else inputs_problem(Path(value))
+    return [f"{name} {problem}"] if problem else []
+
+
+def _dims(value: Any, opts: ShrinkOptions, name: str) -> list[str]:
+    return [f"{name} {dim!r} must be a positive integer; got {size!r}" for dim, size in value
+            if not _is_int(size) or size < 1]
+
+
+def _int_range(value: Any, opts: ShrinkOptions, name: str) -> list[str]:
+    low, high = value
+    if _is_int(low) and _is_int(high) and INT64[0] <= low < high <= INT64[1]:
+        return []
+    return [f"{name} must be two integers [low, high) with low < high, from {INT64[0]} to {INT64[1]}"]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A TOML type: how the table's value is read, and how its flag takes it."""
+
+    words: str
+    """The type as the docs name it."""
+    read: Callable[[Any, str, list[str]], Any]
+    """The value converted for :func:`options_from`, or None after reporting a wrong type (``path``:
+    the full TOML path)."""
+    flag: Mapping[str, Any]
+    """argparse's ``add_argument`` settings for the flag."""
+    given: Callable[[Any, str], Any] = lambda value, spelling: value
+    """The flag's parsed value as the table's value (``spelling``: the flag, for messages)."""
+
+
+def _typed(test: Callable[[Any], bool], convert: Callable[[Any], Any],
+           wrong: str) -> Callable[[Any, str, list[str]], Any]:
+    def read(value: Any, path: str, errors: list[str]) -> Any:
+        if test(value):
+            return convert(value)
+        errors.append(f"Field `{path}` {wrong}")
+        return None
+    return read
+
+
+def read_strings(value: Any, path: str, errors: list[str]) -> list[str] | None:
+    """An array of strings (``path``: its full TOML path, for the message)."""
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    errors.append(f"Field `{path}` must be an array of strings")
+    return None
+
+
+def _read_string_tuple(value: Any, path: str, errors: list[str]) -> tuple[str, ...] | None:
+    strings = read_strings(value, path, errors)
+    return None if strings is None else tuple(strings)
+
+
+def _read_dims(value: Any, path: str, errors: list[str]) -> tuple[tuple[str, int], ...] | None:
+    """Symbolic dimension values; checked here in full because each entry has its own TOML path."""
+    if not isinstance(value, dict):
+        errors.append(f"Field `{path}` must be a table of integers")
+        return None
+    dims: list[tuple[str, int]] = []
+    for name, size in value.items():
+        if _is_int(size) and size >= 1:
+            dims.append((str(name), size))
+        else:
+            errors.append(f"Field `{path}.{name}` must be a positive integer; got {size!r}")
+    return tuple(dims)
+
+
+def _pairs(shape: str, example: str) -> Callable[[Any, str], tuple[tuple[str, str], ...]]:
+    """A repeatable ``A=B`` flag's items as ``(A, B)`` pairs (``B`` after the last ``=``)."""
+    def given(items: Any, spelling: str) -> tuple[tuple[str, str], ...]:
+        pairs = []
+        for item in items:
+            left, sep, right = item.rpartition("=")
+            if not sep or not left:
+                raise ShrinkrayError(f"{spelling} {item!r} must look like {shape} (e.g. {example!r})")
+            pairs.append((left, right))
+        return tuple(pairs)
+    return given
+
+
+def _given_dims(items: Any, spelling: str) -> tuple[tuple[str, int], ...]:
+    dims = []
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not value.strip().lstrip("-").isdigit():
+            raise ShrinkrayError(f"{spelling} {item!r} must look like NAME=VALUE with an integer value")
+        dims.append((name, int(value)))
+    return tuple(dims)
+
+
+def _table_of(what: str, example: str) -> Callable[[Any, str, list[str]], Any]:
+    return _typed(lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()),
+                  lambda v: tuple((str(k), x) for k, x in v.items()), f"must be a table of {what} (`{example}`)")
+
+
+KINDS: dict[str, Kind] = {
+    "string": Kind("string", _typed(lambda v: isinstance(v, str), str, "must be a string"), {}),
+    "path": Kind("path", _typed(lambda v: isinstance(v, str) and bool(v), str, "must be a path relative to the "
+                                "project root (a recording directory or a .npz file)"),
+                 {"type": Path, "metavar": "PATH"}),
+    "integer": Kind("integer", _typed(_is_int, int, "must be an integer"), {"type": int}),
+    "boolean": Kind("boolean", _typed(lambda v: isinstance(v, bool), bool, "must be a boolean"), {"nargs": 0}),
+    "number": Kind("number", _typed(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), float,
+                                    "must be a number"), {"type": float}),
+    "strings": Kind("array of strings", _read_string_tuple, {"append": True}, lambda v, s: tuple(v)),
+    "dims": Kind("table of integers", _read_dims, {"append": True, "metavar": "NAME=VALUE"}, _given_dims),
+    "range": Kind("array of two integers",
+                  _typed(lambda v: isinstance(v, list) and len(v) == 2 and all(_is_int(x) for x in v), tuple,
+                         "must be an array of two integers [low, high]"),
+                  {"type": int, "nargs": 2, "metavar": ("LOW", "HIGH")}, lambda v, s: tuple(v)),
+    "encodings": Kind("table of strings", _table_of("tensor-name patterns to encodings",
+                                                    'encodings = { "conv1.weight" = "fp16" }'),
+                      {"append": True, "metavar": "GLOB=ENCODING"}, _pairs("GLOB=ENCODING", "conv1.*=fp16")),
+    "judges": Kind("table of strings", _table_of("output names to judges",
+                                                 'judges = { "probability_map" = "map", "stateN" = "off" }'),
+                   {"append": True, "metavar": "OUTPUT=JUDGE"}, _pairs("OUTPUT=JUDGE", "probability_map=map")),
+}
+
+
+@dataclass(frozen=True)
+class Option:
+    """One engine option: a key of the hook's table (top level and overrides), mostly with a flag of
+    ``shrink``, ``wheel`` and ``check`` (the verification ones on ``compare`` too)."""
+
+    key: str
+    """The TOML key, which the flag spells (``min-elements``, ``--min-elements``)."""
+    kind: str
+    """Its TOML type, a key of :data:`KINDS`."""
+    help: str
+    """What it means, for the configuration reference (markdown)."""
+    flag_help: str | None
+    """What the flag does, for ``--help`` (None: no flag, the key only)."""
+    check: Check | None = None
+    verify: bool = False
+    """A field of :class:`VerifyOptions` (a verification flag, which ``compare`` takes too)."""
+    flag: str = ""
+    """The flag, when it does not spell the key (``--no-dedup``)."""
+    alias: str | None = None
+    """The flag's earlier spelling, still accepted (deprecated)."""
+    const: bool | None = None
+    """The value a boolean's flag sets."""
+    metavar: str | None = None
+    shown: str | None = None
+    """The default as the docs show it, when the field's own does not say it."""
+
+    @property
+    def field(self) -> str:
+        """The options field it sets (``int_range``: ``int_low`` and ``int_high``)."""
+        return self.key.replace("-", "_")
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """The flag and its deprecated spelling, if any; none for a key without a flag."""
+        if self.flag_help is None:
+            return ()
+        return (self.flag or f"--{self.key}", *((self.alias,) if self.alias else ()))
+
+    def default(self) -> Any:
+        """The engine's default (``int-range``: both ends; ``verify``: on)."""
+        if self.key == "int-range":
+            return (VerifyOptions().int_low, VerifyOptions().int_high)
+        if self.key == "verify":
+            return True
+        return getattr(VerifyOptions() if self.verify else ShrinkOptions(), self.field)
+
+    def value(self, opts: ShrinkOptions) -> Any:
+        """Its value in ``opts`` (verification ones: None when verification is off)."""
+        if not self.verify:
+            return opts.verify is not None if self.key == "verify" else getattr(opts, self.field)
+        if opts.verify is None:
+            return None
+        if self.key == "int-range":
+            return (opts.verify.int_low, opts.verify.int_high)
+        return getattr(opts.verify, self.field)
+
+
+_BUDGET_DEFAULT = "round-to-nearest int8's"
+_BUDGET = _between(0.0, 1.0, optional=True)
+
+OPTIONS: tuple[Option, ...] = (
+    Option("method", "string", "the encoding method: `int8`, `fp16`, `float-levels`, `dedup`, `dynamic`, `int4` or "
+           "`auto` ([Methods and encodings](methods.md))", f"one of {', '.join(METHODS)} (default int8)",
+           _one_of(METHODS)),
+    Option("min-elements", "integer", "the smallest float tensor worth encoding; smaller ones stay float",
+           "smallest tensor to encode (default 16384)", _positive),
+    Option("exclude-tensors", "strings", "keep tensors whose name matches one of these globs",
+           "keep tensors whose name matches float (repeatable)", alias="--exclude-tensor", metavar="GLOB"),
+    Option("exclude-ops", "strings", "keep tensors consumed by one of these op types",
+           "keep tensors consumed by this op type float (repeatable)", alias="--exclude-op", metavar="OP"),
+    Option("dedup", "boolean", "store identical tensors once first (lossless)",
+           "do not merge identical tensors first", flag="--no-dedup", const=False),
+    Option("scheme", "string", "`int8`: `symmetric` or `asymmetric` grid",
+           f"int8 scheme: {', '.join(SCHEMES)} (default symmetric)", _one_of(SCHEMES)),
+    Option("levels", "integer", "levels per channel. `int8`: 3..255, fewer distinct codes in the same int8 tensor "
+           "(same decode and load cost, a smaller wheel and web download); `float-levels`: 2..65536",
+           "levels per channel: int8 3..255 (default 255, plain int8; fewer = a smaller download), float-levels "
+           "2..65536 (default 256)", _levels, shown="`255` (`int8`), `256` (`float-levels`)"),
+    Option("decode", "string", "`int8`: `float` (`Cast -> Mul`, folded at load) or `fast` (`DequantizeLinear` "
+           "before MatMul, opset >= 13, int8 activations; kept only where the build's onnxruntime fuses it)",
+           f"int8 decode: {', '.join(DECODES)} (fast = DequantizeLinear before MatMul, opset >= 13, int8 "
+           "activations; kept only where onnxruntime fuses it; default float)", _one_of(DECODES)),
+    Option("block-size", "integer", "`int4` block size: 16, 32, 64, 128 or 256",
+           f"int4 block size: {', '.join(map(str, BLOCK_SIZES))} (default 32)", _one_of(BLOCK_SIZES)),
+    Option("budget-rel-l2", "number", "`auto`: the largest relative L2 of any output on the fitting samples (0 to "
+           "1); unset: round-to-nearest int8's there, less half of what output-aware rounding wins (a margin), "
+           "twice that where outputs carry answers",
+           "auto: largest output relative L2 on the fitting inputs (default: round-to-nearest int8's there, less "
+           "half of what output-aware rounding wins, twice that where the outputs carry answers)", _BUDGET,
+           shown=_BUDGET_DEFAULT),
+    Option("budget-cosine", "number", "`auto`: the smallest cosine of any output (0 to 1); unset: relative to "
+           "int8's, as `budget-rel-l2`",
+           "auto: smallest output cosine (default: relative to round-to-nearest int8's, as --budget-rel-l2)", _BUDGET,
+           shown=_BUDGET_DEFAULT),
+    Option("budget-agreement", "number", "`auto`: the smallest share of unchanged discrete answers (0 to 1); unset: "
+           "at least round-to-nearest int8's, with a margin as `budget-rel-l2`", "auto: smallest share of "
+           "unchanged discrete answers (default: at least round-to-nearest int8's on the same inputs, with a margin "
+           "as --budget-rel-l2)", _BUDGET, shown=_BUDGET_DEFAULT),
+    Option("budget-load", "number", "`auto`: the most its decodes may cost to fold when a session is created, as a "
+           "multiple of int8 of every weight (its rungs fold at most int8's)",
+           "auto: the most its decodes may cost to fold at load, as a multiple of int8 of every weight (default "
+           f"{LOAD_BUDGET}, {WEB_LOAD_BUDGET} where --runtimes names web; inf: size first)",
+           _between(1.0, float("inf"), optional=True), shown="`1.25` (`1.0` with a `web` runtime)"),
+    Option("encodings", "encodings", "per-tensor encodings whatever the method: `{ \"conv1.*\" = \"fp16\" }` (name "
+           "globs; `float32`, `fp16`, `int16`, `int12`, `int10`, `int8`, `int6`, `int4`); two patterns that give "
+           "one tensor different encodings are an error", "give tensors whose name matches this encoding whatever "
+           f"the method (repeatable; {', '.join(ENCODINGS)})", _named("tensor pattern", ENCODINGS),
+           alias="--encoding"),
+    Option("runtimes", "strings", "where the shrunk model runs: `onnxruntime>=X.Y` (a floor; a bare `onnxruntime` "
+           "is refused), `web`, `openvino`; methods those runtimes cannot load, or would decode on every inference, "
+           "are refused ([Where the shrunk models run](runtimes.md))",
+           "where the model will run: onnxruntime>=X.Y, web or openvino (repeatable); methods those runtimes "
+           "cannot load, or would decode per inference, are refused", _runtimes, alias="--runtime",
+           metavar="TARGET", shown="from `[project].dependencies`"),
+    Option("target", "string", "the size that counts: `wheel` (the zip member, deflated as hatchling writes it), "
+           "`web` (brotli quality 11; installs the `compress` extra) or `disk` (the raw file). A shrunk model ships "
+           "only if it is smaller there", f"the size that counts: {', '.join(TARGETS)} (default {DEFAULT_TARGET}: "
+           "the wheel's deflated member; web: brotli 11, needs the compress extra; disk: the raw file)",
+           _one_of(TARGETS), metavar="SIZE"),
+    Option("rounding", "string", "int8 codes (`int8`, `auto`) with real `inputs`: `output-aware` rounds them to keep "
+           "the outputs on the recording, where that does no harm on units it was not fitted on; `nearest` always "
+           "rounds to nearest, and the inputs only verify. Set `nearest` for a model when `hatch-shrinkray check` "
+           "shows your tests judge its fitted codes worse ([Checking](checking.md))",
+           f"int8 codes with real inputs: {', '.join(ROUNDINGS)} (default output-aware: fitted to the inputs where "
+           "that does no harm on units it was not fitted on; nearest: the inputs only verify)", _one_of(ROUNDINGS),
+           metavar="HOW", shown="`\"output-aware\"`"),
+    Option("strict", "boolean", "fail the build for a model that generated inputs cannot verify (the shrunk model "
+           "fails on them, the original's outputs carry no signal there, or it does not run on them) instead of "
+           "shipping its original with the `hatch-shrinkray record` command that lets the next build shrink it; "
+           "real recorded inputs that fail always fail it ([Troubleshooting](troubleshooting.md))",
+           "fail for a model that generated inputs cannot verify, instead of keeping its original", const=True),
+    Option("verify", "boolean", "compare the shrunk model's outputs with the original's; `false` turns verification "
+           "off", "skip output verification (not recommended)", flag="--no-verify", const=False, shown="`true`"),
+    Option("max-rel-l2", "number", "verification: the largest relative L2 of any output (0 to 1)",
+           "the largest relative L2 of any output, 0 to 1 (default 0.1)", _between(0.0, 1.0), verify=True),
+    Option("min-cosine", "number", "verification: the smallest cosine of any output (0 to 1)",
+           "the smallest cosine of any output, 0 to 1 (default 0.995)", _between(0.0, 1.0), verify=True),
+    Option("min-top1", "number", "verification: the smallest agreement of discrete answers (0 to 1), judged with a "
+           "95% confidence bound ([How sure](evidence.md))", "the smallest agreement of discrete answers (labels, "
+           "decisions), 0 to 1, judged with a 95%% confidence bound (default 0.95)", _between(0.0, 1.0),
+           verify=True),
+    Option("inputs", "path", "real sample inputs, relative to the project: a recording directory (`hatch-shrinkray "
+           "record`; each model finds its own file by sha256), a recording file, or a `.npz` with one array per "
+           "graph input ([Recording real inputs](recording.md))", "real sample inputs: a recording directory "
+           "(hatch-shrinkray record), a recording file, or a .npz with one array per graph input; without it, "
+           "generated inputs (a smoke check only)", _inputs, verify=True, shown="none: generated inputs"),
+    Option("dims", "dims", "generated inputs only: values for symbolic dimensions, `{ batch = 1, seq = 128 }`",
+           "generated inputs: value for a symbolic dimension (repeatable)", _dims, verify=True, alias="--dim"),
+    Option("default-dim", "integer", "generated inputs only: the value of other symbolic dimensions (1 for a batch "
+           "axis, a name that leads some input, else the larger of 32 and the input's largest fixed dimension; a "
+           "name gets one size in every input; when the model does not run on those, 16000 and 512 for the last axis "
+           "of a waveform-like input, then 224, 16 and 1 are tried, for the batch last); the verification line names "
+           "the sizes used, `(batch=1, seq=32)`",
+           "generated inputs: value for other symbolic dimensions (default: 1 for a batch axis, a name that leads "
+           "some input, else max(32, the input's largest fixed dimension); the verification line names the sizes "
+           "used)", _positive_or_unset, verify=True, shown="plausible"),
+    Option("int-range", "range", "generated inputs only: the range `[low, high)` of integer inputs",
+           "range of generated integer inputs, [LOW, HIGH) (default 0 64)", _int_range, verify=True,
+           shown="`[0, 64]`"),
+    Option("samples", "integer", "generated inputs only: how many samples", "generated samples (default 8)",
+           _positive, verify=True),
+    Option("seed", "integer", "generated inputs only: the random seed (0 or more)", None, _non_negative,
+           verify=True),
+    Option("judges", "judges", "how an output's answers are compared, instead of the judge its shape implies: "
+           "`{ \"probability_map\" = \"map\", \"stateN\" = \"off\" }` ([How sure](evidence.md))",
+           "how an output's answers are compared, instead of the judge its shape implies (repeatable; "
+           f"{', '.join(JUDGES)}; off: not judged)", _named("output name", JUDGES), verify=True, alias="--judge"),
+)
+"""Every engine option, in the order of the docs' reference and of the checks."""
+
+BY_KEY: dict[str, Option] = {o.key: o for o in OPTIONS}
+BY_FIELD: dict[str, Option] = {o.field: o for o in OPTIONS}
+
+
+def option_errors(opts: ShrinkOptions, names: Mapping[str, str] | None = None) -> list[str]:
+    """Every problem with ``opts``, each naming the option as the caller spells it.
+
+    ``names`` maps field names (``min_elements``) to the user's spelling
+    (``tool.hatch.build.hooks.shrinkray.min-elements`` or ``--min-elements``).
+    """
+    names = names or {}
+    errors: list[str] = []
+    for option in OPTIONS:
+        value = option.value(opts)
+        if option.check is not None and not (option.verify and opts.verify is None):
+            errors += option.check(value, opts, names.get(option.field, option.field))
+    plan = names.get("plan", "plan")
+    errors += [f"{plan}: tensor {name!r} has encoding {encoding!r}, not one of {', '.join(ENCODINGS)}"
+               for _, name, encoding in opts.plan if encoding not in ENCODINGS]
+    return errors
+
+
+def options_from(settings: Mapping[str, Any], root: Path) -> ShrinkOptions:
+    """Engine options from read settings (by key); unset keys keep the engine defaults, and
+    ``inputs`` is relative to ``root``."""
+    shrink = {o.field: settings[o.key] for o in OPTIONS if not o.verify and o.key != "verify" and o.key in settings}
+    if settings.get("verify", True) is False:
+        return ShrinkOptions(**shrink, verify=None)
+    verify = {o.field: settings[o.key] for o in OPTIONS if o.verify and o.key in settings}
+    if "int_range" in verify:
+        verify["int_low"], verify["int_high"] = verify.pop("int_range")
+    if "inputs" in verify:
+        verify["inputs"] = root / verify["inputs"]
+    return ShrinkOptions(**shrink, verify=VerifyOptions(**verify))
+
+
+def read_settings(raw: Mapping[str, Any], table: str, errors: list[str]) -> dict[str, Any]:
+    """The values of the option keys present in ``raw`` (a table at TOML path ``table``), by key,
+    type-checked. A value of the wrong type is reported and left out, so the option falls back to
+    its default and the value checks that follow do not report the same key twice."""
+    settings: dict[str, Any] = {}
+    for option in OPTIONS:
+        if option.key in raw:
+            value = KINDS[option.kind].read(raw[option.key], f"{table}.{option.key}", errors)
+            if value is not None:
+                settings[option.key] = value
+    return settings
+

@@ -51,3 +51,11 @@ def test_a_plan_that_loses_its_tie_says_round_to_nearest_ships() -> None:
     outcome = decide("auto's plan", Score(0, 0, 7e-5), Score(0, 0, 1e-5), 40, HOW, by_error=False)
     assert not outcome.kept
     assert outcome.text().startswith("auto's plan not kept (round-to-nearest ships): on 40 held-out units")
+
+
+def test_outputs_of_values_only_let_a_plan_spend_error_within_its_budget() -> None:
+    """Nothing to count on either side (a regression output, no answers or decisions): the accuracy
+    budget is the whole floor, so a plan that may spend error keeps its tie; one that may not loses."""
+    rtn, plan = Score(0, 0, 1e-5, judged=False), Score(0, 0, 7e-5, judged=False)
+    assert decide("auto's plan", plan, rtn, 40, HOW, by_error=False).kept
+    assert not decide("auto's plan", plan, rtn, 40, HOW).kept

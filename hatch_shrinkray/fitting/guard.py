@@ -165,7 +165,8 @@ class Scorer:
 
 def decide(what: str, fitted: Score, plain: Score, units: int, how: str, *, by_error: bool = True) -> Outcome:
     """Kept when ``fitted`` is at least as good as ``plain``: decisions first, then error, which a
-    tie may spend (not ``by_error``) only where the held-out decisions measured something."""
-    measured = plain.flips > 0 or plain.changed > 0
+    tie may spend (not ``by_error``) only where the held-out decisions measured something, or where
+    there are none to count (outputs of values only: the accuracy budget is then the whole floor)."""
+    measured = plain.flips > 0 or plain.changed > 0 or not (plain.judged or fitted.judged)
     with_error = by_error or not measured
     return Outcome(what, fitted.key(with_error) <= plain.key(with_error), fitted, plain, units, how)

@@ -56,9 +56,9 @@ class PlanSearch(TensorSearch):
 
     def __init__(self, configured: Configured, settings: Settings, app: Display, *, original: Observed,
                  prepared: Prepared, base: ShrinkOptions, workdir: Path, run: Run, recorded: Path,
-                 max_runs: int = 0) -> None:
+                 max_runs: int = PLAN_RUNS) -> None:
         super().__init__(configured, settings, app, original=original, prepared=replace(prepared, options=base),
-                         workdir=workdir, max_runs=max_runs or PLAN_RUNS)
+                         workdir=workdir, max_runs=max_runs)
         self.ladder = LADDER
         self._run_one = run
         self._candidates = 0

@@ -64,6 +64,7 @@ from hatch_shrinkray.fitting.guard import Outcome, Scorer, Unfitted, Verdict, de
 from hatch_shrinkray.fitting.heads import classes_axis, competing
 from hatch_shrinkray.fitting.probe import Probe, site_key, weights_as_inputs
 from hatch_shrinkray.fitting.search import Found, Option, refine, search, try_uniform, within_load
+from hatch_shrinkray.fitting.small import WORDS, Small, small_tensors, with_values, write_small
 from hatch_shrinkray.fitting.windows import on_windows
 from hatch_shrinkray.methods import runtimes
 from hatch_shrinkray.methods.base import Fitted, Needs
@@ -396,6 +397,8 @@ def guarded_auto(model: ModelProto, options: ShrinkOptions, calibration: Calibra
                  original: Scorer | None = None) -> Fitted:
     """``auto`` fitted on ``calibration``, its plan kept only if on the ``held`` units it does no
     worse than round-to-nearest int8 (``guard``); otherwise ``model`` gets round-to-nearest int8.
+    The plan is judged first with the small tensors in fp16 (``small``); where that loses, or is over
+    verification's limits there, it is judged as if that rung did not exist.
     Where what the guard chose is over verification's limits on the ``held`` units (the build
     would fail), ``fallback`` writes ``model`` instead (``int8`` with output-aware rounding).
     ``original``: the original's outputs on the ``held`` units, judged (else they are run here)."""
@@ -404,6 +407,13 @@ def guarded_auto(model: ModelProto, options: ShrinkOptions, calibration: Calibra
     if analysis is None:
         return Fitted(encode_weights(model, Int8Encoder(), options), None)
     chosen, summary = auto.choose(analysis, options)
+    small = small_tensors(model, options)
+    if small and held is not None and len(held):
+        with_small = _judge_plan(model, analysis, chosen, options, held, original=original, small=small)
+        LOG.info("auto: with %s: %s", WORDS, with_small.text())
+        if with_small.kept and not over_limits(with_small, options):
+            del analysis
+            return Fitted(_write(model, options, chosen, f"{summary}; {small.words()}", small), with_small)
     outcome: Verdict | None = None
     if all(c is _rtn(w) for w, c in chosen.values()):
         outcome = Unfitted(f"auto shipped int8 round-to-nearest: {PLAIN_WINS}",
@@ -440,17 +450,28 @@ def over_limits(outcome: Verdict | None, options: ShrinkOptions) -> str:
 
 
 def _judge_plan(model: ModelProto, analysis: Analysis, chosen: dict[Key, tuple[Weight, Candidate]],
-                options: ShrinkOptions, held: Calibration, *, original: Scorer | None) -> Outcome:
-    """The plan and round-to-nearest int8 on the held-out units, each against the original."""
+                options: ShrinkOptions, held: Calibration, *, original: Scorer | None,
+                small: Small | None = None) -> Outcome:
+    """The plan (with ``small``'s tensors in fp16, where given) and round-to-nearest int8 on the
+    held-out units, each against the original. Round-to-nearest int8 keeps the small tensors float32,
+    as method int8 writes them."""
     originals = analysis.probe.originals
     probe = Probe(weights_as_inputs(model, set(originals)), list(held.feeds), originals, held.seq)
     plan = {k: c.decoded for k, (_, c) in chosen.items()}
     plain = {site_key(w.site): w.plain for w in analysis.weights if w.plain is not None}  # computed once, in _weight
     score = original or Scorer.of(probe.names[: probe.n_outputs], probe.run(), probe.seq, options.verify, probe.feeds)
-    fitted, rtn = score(probe.run(plan)), score(probe.run(plain))
+    rtn = score(probe.run(plain))
+    if small:
+        # Its own probe, the small tensors in it as the folded Cast gives them: fed as inputs instead,
+        # they would keep onnxruntime from the fusions the shipped model gets.
+        fed = weights_as_inputs(model, set(originals))
+        with_values(fed.model, small.values)
+        probe = Probe(fed, list(held.feeds), originals, held.seq)
+    fitted = score(probe.run(plan))
     target = options.target
-    smaller = sum(c.target_bytes(target) for _, c in chosen.values()) < SMALLER * sum(
-        _rtn(w).target_bytes(target) for w, _ in chosen.values())
+    as_float32, as_fp16 = small.sizes[target] if small else (0, 0)
+    smaller = sum(c.target_bytes(target) for _, c in chosen.values()) + as_fp16 < SMALLER * (sum(
+        _rtn(w).target_bytes(target) for w, _ in chosen.values()) + as_float32)
     units = held.seq.unit_count()
     # A plan may spend error for bytes where the held-out decisions can tell a tie from chance. One
     # no smaller than round-to-nearest int8 has nothing to spend it on, and on fewer than MIN_UNITS
@@ -632,7 +653,7 @@ def _why(w: Weight, chosen: Candidate) -> str:
 
 
 def _write(model: ModelProto, options: ShrinkOptions, chosen: dict[Key, tuple[Weight, Candidate]],
-           summary: str) -> list[TensorRecord]:
+           summary: str, small: Small | None = None) -> list[TensorRecord]:
     plan = {k: c.decode for k, (_, c) in chosen.items() if c.decode is not None}
     enc = Planned(plan, Int8Encoder(), fallback_float32=False)
     records = encode_weights(model, enc, options, select=enc.select)
@@ -655,6 +676,8 @@ def _write(model: ModelProto, options: ShrinkOptions, chosen: dict[Key, tuple[We
         _matmul_nbits(model, options, [w.site.name for w, _ in int4])
         for w, c in int4:
             out.append(record(w.site, c.label, _why(w, c), c.stored_bytes))
+    if small:
+        out.extend(write_small(model, options, small))
     if out:
         out[0] = replace(out[0], note=f"{out[0].note} [auto: {summary}]".strip())
     return out

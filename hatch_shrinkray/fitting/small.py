@@ -37,8 +37,10 @@ FLOAT32 = 1
 WORDS = "small tensors in fp16"
 """The rung as the report line names it."""
 
-MIN_ELEMENTS = 16
-"""Below this many values the ``Cast`` node and the stored tensor's name cost about what fp16 saves."""
+MIN_ELEMENTS = 128
+"""Below this many values a tensor saves at most 256 bytes, and still costs a ``Cast`` for the session
+to fold when it is created: a model's many tiny tensors (scalars, a few channels' norms) hold few of
+the bytes and most of those nodes (benchmarks/DOWNLOAD.md)."""
 PRECISION = 2.0 ** -11
 """fp16's relative rounding error at its worst in its normal range: a tensor whose relative error
 (L2) is larger holds values fp16 keeps only as subnormals or zero."""
@@ -87,7 +89,7 @@ TARGETS = ("disk", "wheel", "web")
 
 
 def small_tensors(model: ModelProto, options: ShrinkOptions) -> Small:
-    """The float32 tensors below ``min-elements`` (and at least ``MIN_ELEMENTS``) that feed float
+    """The float32 tensors below ``min-elements`` (and of at least ``MIN_ELEMENTS``) that feed float
     computation only and that fp16 stores to its precision; the user's ``exclude-tensors``,
     ``exclude-ops`` and ``encodings`` apply to them as to any weight."""
     opts = _options(options)

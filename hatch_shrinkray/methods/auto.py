@@ -32,6 +32,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -60,9 +61,9 @@ from hatch_shrinkray.fitting.candidates import (
     step_candidates,
 )
 from hatch_shrinkray.fitting.choices import Planned
-from hatch_shrinkray.fitting.guard import Outcome, Scorer, Unfitted, Verdict, decide
+from hatch_shrinkray.fitting.guard import Outcome, Score, Scorer, Unfitted, Verdict, decide
 from hatch_shrinkray.fitting.heads import classes_axis, competing
-from hatch_shrinkray.fitting.probe import Probe, site_key, weights_as_inputs
+from hatch_shrinkray.fitting.probe import Probe, ProbeModel, site_key, weights_as_inputs
 from hatch_shrinkray.fitting.search import Found, Option, refine, search, try_uniform, within_load
 from hatch_shrinkray.fitting.small import WORDS, Small, small_tensors, with_values, write_small
 from hatch_shrinkray.fitting.windows import on_windows
@@ -408,19 +409,20 @@ def guarded_auto(model: ModelProto, options: ShrinkOptions, calibration: Calibra
         return Fitted(encode_weights(model, Int8Encoder(), options), None)
     chosen, summary = auto.choose(analysis, options)
     small = small_tensors(model, options)
-    if small and held is not None and len(held):
-        with_small = _judge_plan(model, analysis, chosen, options, held, original=original, small=small)
+    judged = _HeldOut(model, analysis, options, held, original) if held is not None and len(held) else None
+    del analysis
+    if small and judged is not None:
+        with_small = judged.judge(chosen, small)
         LOG.info("auto: with %s: %s", WORDS, with_small.text())
         if with_small.kept and not over_limits(with_small, options):
-            del analysis
             return Fitted(_write(model, options, chosen, f"{summary}; {small.words()}", small), with_small)
     outcome: Verdict | None = None
     if all(c is _rtn(w) for w, c in chosen.values()):
         outcome = Unfitted(f"auto shipped int8 round-to-nearest: {PLAIN_WINS}",
                            FitNote(Fit.NOT_FITTED, "auto", FitReason.NOTHING_SMALLER))
-    elif held is not None and len(held):
-        outcome = _judge_plan(model, analysis, chosen, options, held, original=original)
-    del analysis
+    elif judged is not None:
+        outcome = judged.judge(chosen)
+    del judged
     over = over_limits(outcome, options)
     if over and fallback is not None:
         fallen = fallback(model)
@@ -449,38 +451,60 @@ def over_limits(outcome: Verdict | None, options: ShrinkOptions) -> str:
     return f"{what} is over verification's limits on the held-out half ({over})"
 
 
-def _judge_plan(model: ModelProto, analysis: Analysis, chosen: dict[Key, tuple[Weight, Candidate]],
-                options: ShrinkOptions, held: Calibration, *, original: Scorer | None,
-                small: Small | None = None) -> Outcome:
-    """The plan (with ``small``'s tensors in fp16, where given) and round-to-nearest int8 on the
-    held-out units, each against the original. Round-to-nearest int8 keeps the small tensors float32,
-    as method int8 writes them."""
-    originals = analysis.probe.originals
-    probe = Probe(weights_as_inputs(model, set(originals)), list(held.feeds), originals, held.seq)
-    plan = {k: c.decoded for k, (_, c) in chosen.items()}
-    plain = {site_key(w.site): w.plain for w in analysis.weights if w.plain is not None}  # computed once, in _weight
-    score = original or Scorer.of(probe.names[: probe.n_outputs], probe.run(), probe.seq, options.verify, probe.feeds)
-    rtn = score(probe.run(plain))
-    if small:
-        # Its own probe, the small tensors in it as the folded Cast gives them: fed as inputs instead,
-        # they would keep onnxruntime from the fusions the shipped model gets.
-        fed = weights_as_inputs(model, set(originals))
-        with_values(fed.model, small.values)
-        probe = Probe(fed, list(held.feeds), originals, held.seq)
-    fitted = score(probe.run(plan))
-    target = options.target
-    as_float32, as_fp16 = small.sizes[target] if small else (0, 0)
-    smaller = sum(c.target_bytes(target) for _, c in chosen.values()) + as_fp16 < SMALLER * (sum(
-        _rtn(w).target_bytes(target) for w, _ in chosen.values()) + as_float32)
-    units = held.seq.unit_count()
-    # A plan may spend error for bytes where the held-out decisions can tell a tie from chance. One
-    # no smaller than round-to-nearest int8 has nothing to spend it on, and on fewer than MIN_UNITS
-    # held-out units a tie on decisions says little: then the tie goes to the smaller error, as for
-    # int8's own rounding. (With few held-out units, a slightly smaller plan at a larger error can
-    # tie on the held-out decisions and still change more unseen answers than int8.) Nor does a tie
-    # at nothing flipped on either side, however many units: ``decide`` gives that to the error.
-    by_error = not smaller or units < MIN_UNITS
-    return decide("auto's plan", fitted, rtn, units, "the held-out half", by_error=by_error)
+class _HeldOut:
+    """The held-out units where the guard judges a plan: one probe session, the original's outputs
+    there judged once, and round-to-nearest int8's score, shared by the plan with the small tensors
+    in fp16 and the plan without them (int8 keeps the small tensors float32, as method int8 writes
+    them). Built on first use: a plan that is round-to-nearest int8 itself is not judged."""
+
+    def __init__(self, model: ModelProto, analysis: Analysis, options: ShrinkOptions, held: Calibration,
+                 original: Scorer | None) -> None:
+        self.model, self.options, self.held, self.original = model, options, held, original
+        self.originals = analysis.probe.originals
+        self.plain = {site_key(w.site): w.plain for w in analysis.weights if w.plain is not None}  # made in _weight
+
+    @cached_property
+    def probe(self) -> Probe:
+        return self._probe(weights_as_inputs(self.model, set(self.originals)))
+
+    @cached_property
+    def score(self) -> Scorer:
+        probe = self.probe
+        return self.original or Scorer.of(probe.names[: probe.n_outputs], probe.run(), probe.seq,
+                                          self.options.verify, probe.feeds)
+
+    @cached_property
+    def rtn(self) -> Score:
+        return self.score(self.probe.run(self.plain))
+
+    def _probe(self, fed: ProbeModel) -> Probe:
+        return Probe(fed, list(self.held.feeds), self.originals, self.held.seq)
+
+    def judge(self, chosen: dict[Key, tuple[Weight, Candidate]], small: Small | None = None) -> Outcome:
+        """The plan (with ``small``'s tensors in fp16, where given) against round-to-nearest int8,
+        each against the original."""
+        rtn = self.rtn
+        probe = self.probe
+        if small:
+            # Its own probe, the small tensors in it as the folded Cast gives them: fed as inputs
+            # instead, they would keep onnxruntime from the fusions the shipped model gets.
+            fed = weights_as_inputs(self.model, set(self.originals))
+            with_values(fed.model, small.values)
+            probe = self._probe(fed)
+        fitted = self.score(probe.run({k: c.decoded for k, (_, c) in chosen.items()}))
+        target = self.options.target
+        as_float32, as_fp16 = small.sizes[target] if small else (0, 0)
+        smaller = sum(c.target_bytes(target) for _, c in chosen.values()) + as_fp16 < SMALLER * (sum(
+            _rtn(w).target_bytes(target) for w, _ in chosen.values()) + as_float32)
+        units = self.held.seq.unit_count()
+        # A plan may spend error for bytes where the held-out decisions can tell a tie from chance. One
+        # no smaller than round-to-nearest int8 has nothing to spend it on, and on fewer than MIN_UNITS
+        # held-out units a tie on decisions says little: then the tie goes to the smaller error, as for
+        # int8's own rounding. (With few held-out units, a slightly smaller plan at a larger error can
+        # tie on the held-out decisions and still change more unseen answers than int8.) Nor does a tie
+        # at nothing flipped on either side, however many units: ``decide`` gives that to the error.
+        by_error = not smaller or units < MIN_UNITS
+        return decide("auto's plan", fitted, rtn, units, "the held-out half", by_error=by_error)
 
 
 def _rtn(w: Weight) -> Candidate:

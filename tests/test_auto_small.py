@@ -97,6 +97,7 @@ def test_auto_ships_them_in_its_plan_and_int8_never(tmp_path: Path) -> None:
     result = shrink(src, tmp_path / "auto.onnx", opts)
     assert result.verification is not None and result.verification.passed
     assert "auto's plan kept" in result.verification.fitting
+    assert "; small tensors in fp16: 2 tensors below min-elements, 2.05 KB -> 1.02 KB" in result.verification.fitting
     enc = {t.name: t.encoding for t in result.tensors}
     assert enc["b1"] == enc["g1"] == "fp16" and not {"big", "eps", "b2", "half"} & set(enc)
     assert "small tensors in fp16: 2 tensors below min-elements" in result.tensors[0].note
@@ -128,7 +129,8 @@ def test_where_the_plan_with_them_loses_what_ships_is_the_plan_without_them(
     np.savez(tmp_path / "calib.npz", x=x)
     opts = ShrinkOptions(method="auto", verify=VerifyOptions(inputs=tmp_path / "calib.npz"))
     assert small_tensors(flip_prone(), opts).decodes  # the rung applies ...
-    shrink(src, tmp_path / "with.onnx", opts)
+    fitting = shrink(src, tmp_path / "with.onnx", opts).verification.fitting  # type: ignore[union-attr]
+    assert "; with small tensors in fp16, not kept: " in fitting, fitting
     monkeypatch.setattr("hatch_shrinkray.methods.auto.small_tensors", lambda m, o: small_rung.Small({}, {}))
     shrink(src, tmp_path / "without.onnx", opts)
     # ... and loses the guard: what ships is what ships without the rung, byte for byte.

@@ -411,17 +411,20 @@ def guarded_auto(model: ModelProto, options: ShrinkOptions, calibration: Calibra
     small = small_tensors(model, options)
     judged = _HeldOut(model, analysis, options, held, original) if held is not None and len(held) else None
     del analysis
+    lost = ""
     if small and judged is not None:
         with_small = judged.judge(chosen, small)
-        LOG.info("auto: with %s: %s", WORDS, with_small.text())
-        if with_small.kept and not over_limits(with_small, options):
-            return Fitted(_write(model, options, chosen, f"{summary}; {small.words()}", small), with_small)
+        over = over_limits(with_small, options)
+        if with_small.kept and not over:
+            return Fitted(_write(model, options, chosen, f"{summary}; {small.words()}", small),
+                          replace(with_small, also=small.words()))
+        lost = f"with {WORDS}, not kept: {over or with_small.fitted.text()}"
     outcome: Verdict | None = None
     if all(c is _rtn(w) for w, c in chosen.values()):
-        outcome = Unfitted(f"auto shipped int8 round-to-nearest: {PLAIN_WINS}",
+        outcome = Unfitted(f"auto shipped int8 round-to-nearest: {PLAIN_WINS}" + (f"; {lost}" if lost else ""),
                            FitNote(Fit.NOT_FITTED, "auto", FitReason.NOTHING_SMALLER))
     elif judged is not None:
-        outcome = judged.judge(chosen)
+        outcome = replace(judged.judge(chosen), also=lost)
     del judged
     over = over_limits(outcome, options)
     if over and fallback is not None:
@@ -455,7 +458,8 @@ class _HeldOut:
     """The held-out units where the guard judges a plan: one probe session, the original's outputs
     there judged once, and round-to-nearest int8's score, shared by the plan with the small tensors
     in fp16 and the plan without them (int8 keeps the small tensors float32, as method int8 writes
-    them). Built on first use: a plan that is round-to-nearest int8 itself is not judged."""
+    them). The probe and the scores are made on first use: a plan that is round-to-nearest int8
+    itself, without small tensors to store, is never judged."""
 
     def __init__(self, model: ModelProto, analysis: Analysis, options: ShrinkOptions, held: Calibration,
                  original: Scorer | None) -> None:

@@ -27,7 +27,6 @@ at most int8's times ``SLACK``); the held-out files only report.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import sys
@@ -43,6 +42,7 @@ import onnx
 import onnxruntime as ort
 
 from benchmarks import corpus
+from benchmarks.common import run_report_parser
 from benchmarks.rate_data import RATE_DIR, Labeller, file_sets, fit_feeds
 from hatch_shrinkray import ShrinkOptions
 from hatch_shrinkray.bench import (
@@ -436,11 +436,7 @@ def report() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run")
-    r.add_argument("--only", nargs="*")
-    sub.add_parser("report")
+    ap, sub = run_report_parser(__doc__)
     j = sub.add_parser("judge", help="wheel bytes and tune / held-out answers of model files (e.g. auto's)")
     j.add_argument("files", nargs="+", type=Path)
     f = sub.add_parser("fit-npz", help="the fit files as a .npz of one file per sample, for `--inputs`")

@@ -32,7 +32,6 @@ Families (every one int8 codes and one float32 scale per channel, the ``Cast -> 
 
 from __future__ import annotations
 
-import argparse
 import json
 import pickle
 import sys
@@ -45,6 +44,7 @@ import numpy as np
 import onnx
 
 from benchmarks import corpus
+from benchmarks.common import run_report_parser
 from benchmarks.rate import WIDE
 from benchmarks.rate_data import RATE_DIR
 from hatch_shrinkray import ShrinkOptions
@@ -274,11 +274,7 @@ def report() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run")
-    r.add_argument("--only", nargs="*")
-    sub.add_parser("report")
+    ap, _ = run_report_parser(__doc__)
     args = ap.parse_args(argv)
     if args.cmd == "run":
         run(args.only)

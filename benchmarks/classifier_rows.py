@@ -15,6 +15,7 @@ codes deflated at level 6 plus float32 scales. Writes ``benchmarks/CLASSIFIER_RO
 
 from __future__ import annotations
 
+import argparse
 import sys
 import zlib
 from pathlib import Path
@@ -57,7 +58,9 @@ def _read(sess: Any, inputs: list[np.ndarray], chars: list[str]) -> list[str]:
     return [normalize_text(ctc_decode(sess.run(None, {name: x})[0][0], chars)) for x in inputs]
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(prog="python -m benchmarks.classifier_rows",
+                            description=(__doc__ or "").split("\n\n")[0]).parse_args(argv)
     path = corpus.model_path("ppocrv6_rec")
     model = onnx.load(str(path))
     chars = load_charset(path)

@@ -1,7 +1,9 @@
-"""Shared helpers of the benchmark harness: sizes, sessions, latency, output comparison, caching."""
+"""Shared helpers of the benchmark harness: sizes, sessions, latency, output comparison, caching, and
+the command line of the drivers that measure, then report."""
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import hashlib
 import json
@@ -236,3 +238,14 @@ def json_default(o: object) -> object:
     if isinstance(o, Path):
         return str(o)
     raise TypeError(type(o))
+
+
+def run_report_parser(doc: str | None) -> tuple[argparse.ArgumentParser, Any]:
+    """The command line of a driver that measures (``run [--only NAME ...]``, its results cached) and
+    prints its table (``report``), described by the first line of its docstring ``doc``; more
+    commands go on the returned subparsers."""
+    ap = argparse.ArgumentParser(description=(doc or "").split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("run").add_argument("--only", nargs="*")
+    sub.add_parser("report")
+    return ap, sub

@@ -13,6 +13,7 @@ Run ``python benchmarks/corpus.py`` to fetch everything and print each model's i
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -161,7 +162,15 @@ def describe(path: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    keys = (argv if argv else None) or [e.key for e in CORPUS]
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.corpus",
+                                     description="Fetch the corpus' models and print each one's inputs, outputs "
+                                                 "and metadata.")
+    parser.add_argument("keys", nargs="*", metavar="KEY",
+                        help=f"models to fetch (default: all of {', '.join(e.key for e in CORPUS)})")
+    keys = parser.parse_args(argv).keys or [e.key for e in CORPUS]
+    unknown = [k for k in keys if k not in BY_KEY]
+    if unknown:
+        parser.error(f"no model {', '.join(unknown)} in the corpus (choose from {', '.join(BY_KEY)})")
     for key in keys:
         p = model_path(key)
         print(f"{key} -> {p}  [{BY_KEY[key].requirement}: {BY_KEY[key].member}]")

@@ -27,7 +27,6 @@ at most int8's times ``SLACK``); the held-out files only report.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import sys
@@ -43,6 +42,7 @@ import onnx
 import onnxruntime as ort
 
 from benchmarks import corpus
+from benchmarks.common import run_report_parser
 from benchmarks.rate_data import RATE_DIR, Labeller, file_sets, fit_feeds
 from hatch_shrinkray import ShrinkOptions
 from hatch_shrinkray.bench import (
@@ -146,6 +146,16 @@ def step_choice(w: Weight, lam: float, steps: tuple[float, ...] = STEPS, weight:
     return np.asarray(steps)[np.argmin(np.asarray(cost), axis=0)]
 
 
+def grouped_steps(rows: np.ndarray, groups: int) -> np.ndarray:
+    """Channels ranked by their max-abs value into ``groups`` equal groups, one step per group
+    (the group's largest max-abs / 127): the per-tensor scale's few-codes channels, per group."""
+    amax = np.abs(rows).max(axis=1)
+    s = np.empty_like(amax)
+    for part in np.array_split(np.argsort(amax, kind="stable"), groups):
+        s[part] = max(float(amax[part].max()), 1e-30) / QMAX
+    return s
+
+
 def gptq_rows(w: Weight, scale: np.ndarray) -> np.ndarray:
     """GPTQ codes at these scales, kept per row only where they beat round-to-nearest's output error."""
     base = rtn(w, scale)
@@ -167,24 +177,34 @@ def sensitivities(model: onnx.ModelProto, weights: list[Weight], x: np.ndarray) 
     return out
 
 
-def gptq_entropy(w: Weight, scale: np.ndarray, lam: float) -> np.ndarray:
-    """GPTQ (``numerics.gptq.gptq``'s order, damping and blocks) where each code is the nearest or
-    its neighbour towards zero, by output error + lam * bits (bits from the round-to-nearest codes'
-    frequencies over the whole tensor)."""
-    base = rtn(w, scale)
-    counts = np.bincount((base.astype(np.int64) + QMAX).reshape(-1), minlength=2 * QMAX + 1) + 0.5
-    bits = -np.log2(counts / counts.sum())
-    k = w.rows.shape[1]
-    h = w.h.copy()
+GptqOrder = tuple[np.ndarray, np.ndarray, np.ndarray | None]
+"""GPTQ's column order, its inverse, and the inverse factor of the damped ``H`` in that order."""
+
+
+def gptq_order(h: np.ndarray) -> GptqOrder:
+    """``numerics.gptq.gptq``'s damping and column order for ``H`` (the factor None where it has none)."""
+    k = h.shape[0]
+    h = h.copy()
     dead = np.diag(h) <= 0
     h[dead, dead] = 1.0
     diag = np.diag(h)
     h[np.diag_indices(k)] += gptq.DAMP * float(diag.mean())
     perm = np.argsort(-diag, kind="stable")
-    inv_perm = np.argsort(perm, kind="stable")
-    u = inverse_factor(h[np.ix_(perm, perm)])
+    return perm, np.argsort(perm, kind="stable"), inverse_factor(h[np.ix_(perm, perm)])
+
+
+Choose = Callable[[np.ndarray, np.ndarray], np.ndarray]
+"""A column's codes from ``x``, its compensated values in steps, and ``weight``, the output error
+(relative to the layer's output energy) of one step of rounding error there."""
+
+
+def gptq_choosing(rows: np.ndarray, scale: np.ndarray, order: GptqOrder, energy: float,
+                  choose: Choose) -> np.ndarray:
+    """GPTQ (``numerics.gptq.gptq``'s blocks, in ``order``) where ``choose`` picks each column's codes."""
+    perm, inv_perm, u = order
     assert u is not None
-    wt = np.ascontiguousarray(w.rows[:, perm].T)
+    k = rows.shape[1]
+    wt = np.ascontiguousarray(rows[:, perm].T)
     q = np.zeros_like(wt)
     # Output error of a column's rounding error e (in weight units) is e^2 / u_jj^2 (relative: / energy).
     for i1 in range(0, k, gptq.BLOCK):
@@ -193,19 +213,31 @@ def gptq_entropy(w: Weight, scale: np.ndarray, lam: float) -> np.ndarray:
         err = np.zeros_like(block)
         u1 = u[i1:i2, i1:i2]
         for j in range(i2 - i1):
-            x = block[j] / scale
-            near = np.clip(np.rint(x), -QMAX, QMAX)
-            toward = near - np.sign(near)
-            weight = (scale / u1[j, j]) ** 2 / w.energy
-            c_near = weight * (x - near) ** 2 + lam * bits[(near + QMAX).astype(np.int64)]
-            c_tow = weight * (x - toward) ** 2 + lam * bits[(toward + QMAX).astype(np.int64)]
-            codes = np.where(c_tow < c_near, toward, near)
+            codes = choose(block[j] / scale, (scale / u1[j, j]) ** 2 / energy)
             q[i1 + j] = codes
             e = (block[j] - codes * scale) / u1[j, j]
             block[j + 1:] -= u1[j, j + 1:, None] * e
             err[j] = e
         wt[i2:] -= u[i1:i2, i2:].T @ err
     return np.ascontiguousarray(q[inv_perm].T)
+
+
+def gptq_entropy(w: Weight, scale: np.ndarray, lam: float) -> np.ndarray:
+    """GPTQ (``numerics.gptq.gptq``'s order, damping and blocks) where each code is the nearest or
+    its neighbour towards zero, by output error + lam * bits (bits from the round-to-nearest codes'
+    frequencies over the whole tensor)."""
+    base = rtn(w, scale)
+    counts = np.bincount((base.astype(np.int64) + QMAX).reshape(-1), minlength=2 * QMAX + 1) + 0.5
+    bits = -np.log2(counts / counts.sum())
+
+    def choose(x: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        near = np.clip(np.rint(x), -QMAX, QMAX)
+        toward = near - np.sign(near)
+        c_near = weight * (x - near) ** 2 + lam * bits[(near + QMAX).astype(np.int64)]
+        c_tow = weight * (x - toward) ** 2 + lam * bits[(toward + QMAX).astype(np.int64)]
+        return np.where(c_tow < c_near, toward, near)
+
+    return gptq_choosing(w.rows, scale, gptq_order(w.h), w.energy, choose)
 
 
 Plan = dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]
@@ -265,15 +297,9 @@ def variants(weights: list[Weight], sens: dict[tuple[str, str], float]) -> dict[
     out["per-tensor"] = per_tensor
 
     def grouped(groups: int) -> Plan:
-        """Channels ranked by their max-abs value into ``groups`` equal groups, one step per group
-        (the group's largest max-abs / 127): the per-tensor scale's few-codes channels, per group."""
         plan = {}
         for w in weights:
-            amax = np.abs(w.rows).max(axis=1)
-            order = np.argsort(amax, kind="stable")
-            s = np.empty_like(amax)
-            for part in np.array_split(order, groups):
-                s[part] = max(float(amax[part].max()), 1e-30) / QMAX
+            s = grouped_steps(w.rows, groups)
             plan[w.key] = (rtn(w, s), s)
         return plan
 
@@ -436,11 +462,7 @@ def report() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run")
-    r.add_argument("--only", nargs="*")
-    sub.add_parser("report")
+    ap, sub = run_report_parser(__doc__)
     j = sub.add_parser("judge", help="wheel bytes and tune / held-out answers of model files (e.g. auto's)")
     j.add_argument("files", nargs="+", type=Path)
     f = sub.add_parser("fit-npz", help="the fit files as a .npz of one file per sample, for `--inputs`")

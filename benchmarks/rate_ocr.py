@@ -32,7 +32,6 @@ Families (every one int8 codes and one float32 scale per channel, the ``Cast -> 
 
 from __future__ import annotations
 
-import argparse
 import json
 import pickle
 import sys
@@ -45,7 +44,8 @@ import numpy as np
 import onnx
 
 from benchmarks import corpus
-from benchmarks.rate import WIDE
+from benchmarks.common import run_report_parser
+from benchmarks.rate import WIDE, gptq_choosing, gptq_order, grouped_steps
 from benchmarks.rate_data import RATE_DIR
 from hatch_shrinkray import ShrinkOptions
 from hatch_shrinkray.bench import (
@@ -54,7 +54,6 @@ from hatch_shrinkray.bench import (
     calibrate,
     code_bounds,
     gptq,
-    inverse_factor,
     site_key,
     steps_saving,
 )
@@ -147,42 +146,23 @@ def entropy_gptq(w: W, s: np.ndarray, lam: float, passes: int = 2) -> np.ndarray
     the ceiling of the compensated value by relative output error + ``lam`` x bits / values."""
     rows, k = w.rows, w.rows.shape[1]
     energy = float(gptq.output_error(rows, w.h).sum())
-    h = w.h.copy()
-    dead = np.diag(h) <= 0
-    h[dead, dead] = 1.0
-    diag = np.diag(h)
-    h[np.diag_indices(k)] += gptq.DAMP * float(diag.mean())
-    perm = np.argsort(-diag, kind="stable")
-    inv = np.argsort(perm, kind="stable")
-    u = inverse_factor(h[np.ix_(perm, perm)])
+    order = gptq_order(w.h)
     codes = rtn(w, s)
-    if u is None or w.rows_seen < 2 * k:
+    if order[2] is None or w.rows_seen < 2 * k:
         return codes
     per_bit = lam / rows.size
     for _ in range(passes):
         counts = np.bincount((codes.astype(np.int64) + QMAX).reshape(-1), minlength=2 * QMAX + 1) + 0.5
         cost = -np.log2(counts / counts.sum())
-        wt = np.ascontiguousarray(rows[:, perm].T)
-        q = np.zeros_like(wt)
-        for i1 in range(0, k, gptq.BLOCK):
-            i2 = min(i1 + gptq.BLOCK, k)
-            block = wt[i1:i2].copy()
-            err = np.zeros_like(block)
-            u1 = u[i1:i2, i1:i2]
-            for j in range(i2 - i1):
-                x = block[j] / s
-                lo = np.clip(np.floor(x), -QMAX, QMAX)
-                hi = np.clip(lo + 1, -QMAX, QMAX)
-                weight = (s / u1[j, j]) ** 2 / energy
-                c_lo = weight * (x - lo) ** 2 + per_bit * cost[(lo + QMAX).astype(np.int64)]
-                c_hi = weight * (x - hi) ** 2 + per_bit * cost[(hi + QMAX).astype(np.int64)]
-                c = np.where(c_hi < c_lo, hi, lo)
-                q[i1 + j] = c
-                e = (block[j] - c * s) / u1[j, j]
-                block[j + 1:] -= u1[j, j + 1:, None] * e
-                err[j] = e
-            wt[i2:] -= u[i1:i2, i2:].T @ err
-        codes = np.ascontiguousarray(q[inv].T)
+
+        def choose(x: np.ndarray, weight: np.ndarray, cost: np.ndarray = cost) -> np.ndarray:
+            lo = np.clip(np.floor(x), -QMAX, QMAX)
+            hi = np.clip(lo + 1, -QMAX, QMAX)
+            c_lo = weight * (x - lo) ** 2 + per_bit * cost[(lo + QMAX).astype(np.int64)]
+            c_hi = weight * (x - hi) ** 2 + per_bit * cost[(hi + QMAX).astype(np.int64)]
+            return np.where(c_hi < c_lo, hi, lo)
+
+        codes = gptq_choosing(rows, s, order, energy, choose)
     return codes
 
 
@@ -219,16 +199,9 @@ def families() -> dict[str, Family]:
             out[f"{tag}, round-to-nearest"] = lambda w, b=saving, d=diag: (rtn(w, s := steps(w, b, d)), s)
             out[f"{tag}, output-aware"] = lambda w, b=saving, d=diag: (fitted(w, s := steps(w, b, d)), s)
 
-    def grouped(w: W, groups: int) -> np.ndarray:
-        amax = np.abs(w.rows).max(axis=1)
-        s = np.empty_like(amax)
-        for part in np.array_split(np.argsort(amax, kind="stable"), groups):
-            s[part] = max(float(amax[part].max()), 1e-30) / QMAX
-        return s
-
     for groups, tag in ((1, "per-tensor"), (4, "grouped 4"), (16, "grouped 16")):
-        out[f"{tag}, round-to-nearest"] = lambda w, g=groups: (rtn(w, s := grouped(w, g)), s)
-        out[f"{tag}, output-aware"] = lambda w, g=groups: (fitted(w, s := grouped(w, g)), s)
+        out[f"{tag}, round-to-nearest"] = lambda w, g=groups: (rtn(w, s := grouped_steps(w.rows, g)), s)
+        out[f"{tag}, output-aware"] = lambda w, g=groups: (fitted(w, s := grouped_steps(w.rows, g)), s)
 
     def clip(w: W) -> tuple[np.ndarray, np.ndarray]:
         alphas = np.asarray(gptq.ALPHAS)
@@ -274,11 +247,7 @@ def report() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run")
-    r.add_argument("--only", nargs="*")
-    sub.add_parser("report")
+    ap, _ = run_report_parser(__doc__)
     args = ap.parse_args(argv)
     if args.cmd == "run":
         run(args.only)

@@ -22,7 +22,7 @@ from hatch_shrinkray.fitting.calibrate import calibrate
 from hatch_shrinkray.fitting.candidates import STEP_SAVINGS
 from hatch_shrinkray.fitting.choices import Planned
 from hatch_shrinkray.fitting.probe import site_key
-from hatch_shrinkray.methods import int8_method
+from hatch_shrinkray.methods import int8 as int8_method
 from hatch_shrinkray.methods.auto import Auto
 from hatch_shrinkray.methods.dedup import Dedup
 from hatch_shrinkray.numerics import gptq

@@ -2,17 +2,22 @@
 (``inputs = "DIR"``), a flag on the command line (``--inputs DIR``).
 
 A hint is only useful where it can be followed: a build user has a pyproject table and no flags, a
-``shrink`` user may have flags and no table. The CLI says which command runs (:func:`speak_to`);
-everything else asks :func:`setting` to spell a key, so one message reads right in both.
+``shrink`` user may have flags and no table. The CLI runs each command inside :func:`speaking`,
+with what it was given (an :class:`Invocation`); everything else asks :func:`setting` to spell a key,
+so one message reads right in both. The invocation lives in a context variable set for the command's
+duration only: a library caller in the same process (a test, a build after a CLI call) gets the
+hook's words, and the engine's worker threads (:mod:`hatch_shrinkray.pool`) see their caller's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shlex
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
 
 from hatch_shrinkray.option_table import OPTIONS
 
@@ -29,7 +34,43 @@ TESTS = ("python", "-m", "pytest")
 SITE = "SITE-PACKAGES/"
 """Where an installed package's files are, in a hint that names them (a placeholder)."""
 
-_state: dict[str, tuple[str, ...]] = {"interface": (HOOK,), "args": (), "command": (), "models": ()}
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """Who is speaking and what they gave: the ``interface`` (:data:`HOOK` or a command's name), and
+    for ``shrink``, ``wheel`` and ``check`` the flags (``args``, as ``check`` would take them), the
+    test command (``command``) and the ``models`` (files or globs), so hints quote the user's own
+    command. A build has none of them."""
+
+    interface: str = HOOK
+    args: tuple[str, ...] = ()
+    command: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+
+    def installed(self) -> Invocation:
+        """The models are paths inside a wheel that no project table maps to files (``wheel --models``
+        alone): ``check`` finds them only where the wheel is installed, so hints name them there
+        (:data:`SITE`)."""
+        return replace(self, models=tuple(m if m.startswith(SITE) else SITE + m for m in self.models))
+
+
+_current: ContextVar[Invocation] = ContextVar("shrinkray_hints", default=Invocation())  # noqa: B039 (frozen)
+
+
+@contextlib.contextmanager
+def speaking(invocation: Invocation) -> Iterator[Invocation]:
+    """Hints in this context are for ``invocation``; the words before it come back on leaving."""
+    token = _current.set(invocation)
+    try:
+        yield invocation
+    finally:
+        _current.reset(token)
+
+
+def current() -> Invocation:
+    """The invocation hints speak to here (the hook's, outside :func:`speaking`)."""
+    return _current.get()
 
 
 @dataclass(frozen=True)
@@ -42,15 +83,9 @@ class Blank:
 Value = str | int | float | bool | Blank | Sequence[str] | Mapping[str, "str | Blank"]
 
 
-def speak_to(command: str) -> None:
-    """Hints from now on are for ``command`` (``shrink``, ``wheel``, ``check``, ...), or for
-    :data:`HOOK`; the CLI sets it before running a command."""
-    _state["interface"] = (command,)
-
-
 def interface() -> str:
     """:data:`HOOK` or the running command's name."""
-    return _state["interface"][0]
+    return _current.get().interface
 
 
 def on_command_line() -> bool:
@@ -118,18 +153,10 @@ def record_hint() -> str:
             f"{set_it('inputs', 'DIR')}")
 
 
-def set_invocation(args: Sequence[str], command: Sequence[str] = (), models: Sequence[str] = ()) -> None:
-    """What the running CLI command was given, as ``check`` would take it: its ``models`` (files
-    or globs) and flags (``args``), and the test command it runs, if any: hints then quote the
-    user's own command. The CLI sets it; in a build there is none."""
-    _state["args"], _state["command"], _state["models"] = tuple(args), tuple(command), tuple(models)
-
-
 def installed_models() -> None:
-    """The models given are paths inside a wheel that no project table maps to files (``wheel
-    --models`` alone): ``check`` finds them only where the wheel is installed, so hints name them
-    there (:data:`SITE`)."""
-    _state["models"] = tuple(m if m.startswith(SITE) else SITE + m for m in _state["models"])
+    """For the rest of the enclosing :func:`speaking`, the models given are paths inside a wheel
+    that no project table maps to files (:meth:`Invocation.installed`)."""
+    _current.set(_current.get().installed())
 
 
 def check_hint(command: str | None = None, *, fix: bool = False) -> str:
@@ -139,6 +166,7 @@ def check_hint(command: str | None = None, *, fix: bool = False) -> str:
     After ``wheel`` the models are files inside the wheel, which ``check`` finds only through the
     project's table (its MODEL arguments are files, or paths its table's models match): the hint
     then names no model and runs in the project."""
-    test = command or shlex.join(_state["command"] or TESTS)
-    args = shlex.join((*_state["models"], *_state["args"]))
+    invocation = _current.get()
+    test = command or shlex.join(invocation.command or TESTS)
+    args = shlex.join((*invocation.models, *invocation.args))
     return f"hatch-shrinkray check {'--fix' if fix else '--search'} {args + ' ' if args else ''}-- {test}"

@@ -13,7 +13,7 @@ from hatch_shrinkray.methods.base import DataFree, Method, Needs
 from hatch_shrinkray.methods.dedup import Dedup
 from hatch_shrinkray.methods.dynamic import Dynamic
 from hatch_shrinkray.methods.int4 import Int4
-from hatch_shrinkray.methods.int8_method import Int8
+from hatch_shrinkray.methods.int8 import Int8
 from hatch_shrinkray.methods.runtimes import check as check_runtimes
 from hatch_shrinkray.onnxgraph.encoding import Calibration, TensorEncoder
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights

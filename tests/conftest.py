@@ -13,6 +13,7 @@ The default run (``python -m pytest``) runs the unit tier and everything else bu
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -109,3 +110,21 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     temp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
     return temp
+
+
+@pytest.fixture
+def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A shrink cache of this test's own (``HATCH_SHRINKRAY_CACHE_DIR``), for the commands it runs too."""
+    monkeypatch.setenv("HATCH_SHRINKRAY_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a command run in a fresh process: a cache and a $TMPDIR of its own, and no
+    ``SOURCE_DATE_EPOCH`` from a developer's shell (a module that needs other variables defines its own)."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    out = {**os.environ, "HATCH_SHRINKRAY_CACHE_DIR": str(tmp_path / "cache"), "TMPDIR": str(temp)}
+    out.pop("SOURCE_DATE_EPOCH", None)
+    return out

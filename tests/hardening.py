@@ -99,23 +99,47 @@ def blocks_reads(directory: Path) -> bool:
         probe.unlink()
 
 
-def write_project(root: Path, hook_table: str = "", *, models_glob: str = "src/toymodel/models/**/*.onnx") -> Path:
-    """A tiny hatchling project using the hook; put model files under ``root/MODELS_DIR``."""
-    (root / MODELS_DIR).mkdir(parents=True, exist_ok=True)
-    (root / "src/toymodel/__init__.py").write_text("")
+def write_project(root: Path, hook_table: str = "", *, models_glob: str = "src/toymodel/models/**/*.onnx",
+                  package: str = "toymodel", wheel_table: str = "") -> Path:
+    """A tiny hatchling project using the hook; put model files under ``root/src/PACKAGE/models``
+    (``MODELS_DIR`` for the default package). ``hook_table`` follows the hook table's ``models``
+    line (more keys, then any tables after it); ``wheel_table`` adds keys to the wheel target's."""
+    (root / f"src/{package}/models").mkdir(parents=True, exist_ok=True)
+    (root / f"src/{package}/__init__.py").write_text("")
     (root / "pyproject.toml").write_text(
         '[build-system]\nrequires = ["hatchling", "hatch-shrinkray-core"]\nbuild-backend = "hatchling.build"\n\n'
-        '[project]\nname = "toymodel"\nversion = "0.1.0"\n\n'
-        '[tool.hatch.build.targets.wheel]\npackages = ["src/toymodel"]\n\n'
+        f'[project]\nname = "{package}"\nversion = "0.1.0"\n\n'
+        f'[tool.hatch.build.targets.wheel]\npackages = ["src/{package}"]\n{wheel_table}\n'
         f'[tool.hatch.build.hooks.shrinkray]\nmodels = ["{models_glob}"]\n' + hook_table)
     return root
 
 
-def build(root: Path, target: str = "wheel", out: Path | None = None) -> Path:
+COUNTS_ITS_RUNS = textwrap.dedent('''
+    import sys
+    from pathlib import Path
+
+    import numpy as np
+    import onnxruntime as ort
+
+    ROOT = Path(__file__).resolve().parent
+    with open(ROOT / "runs.log", "a") as fh:
+        fh.write("run\\n")
+''')
+"""The start of a project's own check script (at the project's root) that counts its runs in
+``runs.log``, for ``runs``; the script's checks follow it."""
+
+
+def runs(root: Path) -> int:
+    """How many times the project's command ran: the lines of its ``runs.log`` (0 before the first)."""
+    path = root / "runs.log"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def build(root: Path, target: str = "wheel", out: Path | None = None, version: str = "standard") -> Path:
     """A real hatchling build in this process (the hook aborts with SystemExit on user errors)."""
     builder = (WheelBuilder if target == "wheel" else SdistBuilder)(str(root))
     directory = out or root.parent / "dist"
-    return Path(next(builder.build(directory=str(directory), versions=["standard"])))
+    return Path(next(builder.build(directory=str(directory), versions=[version])))
 
 
 sha256_file = file_sha256  # the engine's own streaming digest

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hardening import PY, build, cli, files_under, one_error
+from hardening import PY, build, cli, files_under, one_error, write_project
 from onnx import helper
 
 from hatch_shrinkray.shipping.manifest import file_sha256
@@ -75,11 +75,10 @@ def _net() -> object:
 
 
 @pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "proj"
-    (root / "src/pkg/models").mkdir(parents=True)
+def project(tmp_path: Path, private_cache: Path) -> Path:
+    root = write_project(tmp_path / "proj", '\n[tool.pytest.ini_options]\ntestpaths = ["tests"]\n',
+                         models_glob="src/pkg/models/*.onnx", package="pkg")
     (root / "tests").mkdir()
-    (root / "src/pkg/__init__.py").write_text("")
     path = save(_net(), root / MODEL)  # type: ignore[arg-type]
     x = np.random.default_rng(1).standard_normal((400, 128)).astype(np.float32)
     x[:, 5] = np.abs(x[:, 5]) * 0.02
@@ -88,25 +87,6 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     clear = (top2[:, 1] - top2[:, 0]) > 0.05 * (y.max(1) - y.min(1))  # no near-ties in the golden labels
     np.savez(root / "tests/golden.npz", x=x[clear], labels=y[clear].argmax(1))
     (root / "tests/test_model.py").write_text(TESTS)
-    (root / "pyproject.toml").write_text(textwrap.dedent('''
-        [build-system]
-        requires = ["hatchling", "hatch-shrinkray-core"]
-        build-backend = "hatchling.build"
-
-        [project]
-        name = "pkg"
-        version = "0.1.0"
-
-        [tool.hatch.build.targets.wheel]
-        packages = ["src/pkg"]
-
-        [tool.hatch.build.hooks.shrinkray]
-        models = ["src/pkg/models/*.onnx"]
-
-        [tool.pytest.ini_options]
-        testpaths = ["tests"]
-    '''))
-    monkeypatch.setenv("HATCH_SHRINKRAY_CACHE_DIR", str(tmp_path / "cache"))
     return root
 
 
@@ -332,19 +312,6 @@ def test_a_wheel_path_table_without_model_files_names_the_installed_files(tmp_pa
                     "project does not hold them (name the installed files: hatch-shrinkray check "
                     "'SITE-PACKAGES/pkg/models/*.onnx' -- python -m pytest tests (SITE-PACKAGES: where the package is "
                     "installed))"), line
-
-
-# ---------------------------------------------------------------------------------------------
-# Hostile inputs: each case ends in one line naming what to fix, with nothing left behind.
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    out = {**os.environ, "HATCH_SHRINKRAY_CACHE_DIR": str(tmp_path / "cache"), "TMPDIR": str(temp)}
-    out.pop("SOURCE_DATE_EPOCH", None)
-    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hardening import CONSOLE_SCRIPT, build, cli
+from hardening import CONSOLE_SCRIPT, COUNTS_ITS_RUNS, build, cli, runs, write_project
 from onnx import helper
 
 from hatch_shrinkray.shipping.manifest import file_sha256
@@ -34,16 +34,7 @@ from onnx_builders import init, model, run, save, vi
 
 MODELS = "src/pkg/models"
 K, N = 256, 128
-SCRIPT = textwrap.dedent('''
-    import sys
-    from pathlib import Path
-
-    import numpy as np
-    import onnxruntime as ort
-
-    ROOT = Path(__file__).resolve().parent
-    with open(ROOT / "runs.log", "a") as fh:
-        fh.write("run\\n")
+SCRIPT = COUNTS_ITS_RUNS + textwrap.dedent('''\
     golden = np.load(ROOT / "tests/golden.npz")
     off = []
     for name, tol in (("a", TOL_A), ("b", TOL_B), ("c", 0.5)):
@@ -100,9 +91,9 @@ def make_project(root: Path, *, tol_b: float = 0.07, tol_a: float = 0.5, unloade
                  names: str = "abc") -> Path:
     """Three models (``names``) the script and the tests load (and, with ``unloaded``, a fourth they
     never do)."""
-    (root / MODELS).mkdir(parents=True)
+    write_project(root, 'inputs = "inputs.npz"\n', models_glob="src/pkg/models/*.onnx", package="pkg",
+                  wheel_table='exclude = ["*.log"]\n')
     (root / "tests").mkdir()
-    (root / "src/pkg/__init__.py").write_text("")
     for name in names + ("d" if unloaded else ""):
         w = (np.random.default_rng(10 + "abcd".index(name)).standard_normal((K, N)) * 0.1).astype(np.float32)
         save(model([helper.make_node("MatMul", ["x", "W"], ["y"])], [vi("x", ["batch", K])], [vi("y", ["batch", N])],
@@ -114,30 +105,10 @@ def make_project(root: Path, *, tol_b: float = 0.07, tol_a: float = 0.5, unloade
     np.savez(root / "tests/golden.npz", x=x, **{n: run(root / MODELS / f"{n}.onnx", {"x": x})[0] for n in names})
     (root / "check_models.py").write_text(SCRIPT.replace("TOL_B", repr(tol_b)).replace("TOL_A", repr(tol_a)))
     (root / "tests/test_models.py").write_text(TESTS)
-    (root / "pyproject.toml").write_text(textwrap.dedent('''
-        [build-system]
-        requires = ["hatchling", "hatch-shrinkray-core"]
-        build-backend = "hatchling.build"
-
-        [project]
-        name = "pkg"
-        version = "0.1.0"
-
-        [tool.hatch.build.targets.wheel]
-        packages = ["src/pkg"]
-        exclude = ["*.log"]
-
-        [tool.hatch.build.hooks.shrinkray]
-        models = ["src/pkg/models/*.onnx"]
-        inputs = "inputs.npz"
-    '''))
     return root
 
 
-@pytest.fixture(autouse=True)
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("HATCH_SHRINKRAY_CACHE_DIR", str(tmp_path / "cache"))
-    return tmp_path / "cache"
+pytestmark = pytest.mark.usefixtures("private_cache")
 
 
 NO_PYTEST = textwrap.dedent('''
@@ -160,11 +131,6 @@ def without_pytest(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """``hatch-shrinkray ARGS`` in an interpreter that cannot import pytest (the command it runs can)."""
     return subprocess.run([sys.executable, "-c", NO_PYTEST, *args], cwd=cwd, capture_output=True, text=True,
                           check=False, timeout=300)
-
-
-def runs(root: Path) -> int:
-    path = root / "runs.log"
-    return len(path.read_text().splitlines()) if path.exists() else 0
 
 
 def test_fix_blames_one_model_of_three_by_bisection_and_the_build_ships_its_remedy(

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hardening import build, cli
+from hardening import COUNTS_ITS_RUNS, build, cli, runs, write_project
 from onnx import helper
 
 from hatch_shrinkray.shipping.manifest import file_sha256
@@ -27,16 +27,7 @@ from onnx_builders import init, model, run, save, vi
 
 MODEL = "src/pkg/models/m.onnx"
 K, N = 256, 128
-SCRIPT = textwrap.dedent('''
-    import sys
-    from pathlib import Path
-
-    import numpy as np
-    import onnxruntime as ort
-
-    ROOT = Path(__file__).resolve().parent
-    with open(ROOT / "runs.log", "a") as fh:
-        fh.write("run\\n")
+SCRIPT = COUNTS_ITS_RUNS + textwrap.dedent('''\
     golden = np.load(ROOT / "golden.npz")
     s = ort.InferenceSession(str(ROOT / "src/pkg/models/m.onnx"), providers=["CPUExecutionProvider"])
     err = float(np.abs(s.run(None, {"x": golden["x"]})[0] - golden["y"]).max())
@@ -44,14 +35,11 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
-@pytest.fixture(autouse=True)
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HATCH_SHRINKRAY_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("private_cache")
 
 
 def make_project(root: Path) -> Path:
-    (root / "src/pkg/models").mkdir(parents=True)
-    (root / "src/pkg/__init__.py").write_text("")
+    write_project(root, models_glob="src/pkg/models/*.onnx", package="pkg")
     rng = np.random.default_rng(5)
     weights = {f"W{i}": (rng.standard_normal((K, N)) * s).astype(np.float32)
                for i, s in enumerate((1.0, 0.05, 0.05, 0.05))}
@@ -62,26 +50,7 @@ def make_project(root: Path) -> Path:
     x = np.random.default_rng(100).standard_normal((8, K)).astype(np.float32)
     np.savez(root / "golden.npz", x=x, y=run(root / MODEL, {"x": x})[0])
     (root / "check_models.py").write_text(SCRIPT)
-    (root / "pyproject.toml").write_text(textwrap.dedent('''
-        [build-system]
-        requires = ["hatchling", "hatch-shrinkray-core"]
-        build-backend = "hatchling.build"
-
-        [project]
-        name = "pkg"
-        version = "0.1.0"
-
-        [tool.hatch.build.targets.wheel]
-        packages = ["src/pkg"]
-
-        [tool.hatch.build.hooks.shrinkray]
-        models = ["src/pkg/models/*.onnx"]
-    '''))
     return root
-
-
-def runs(root: Path) -> int:
-    return len((root / "runs.log").read_text().splitlines())
 
 
 def test_one_tensor_kept_wider_restores_the_test_at_well_under_fp16s_size(

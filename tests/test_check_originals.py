@@ -33,9 +33,7 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
-@pytest.fixture(autouse=True)
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HATCH_SHRINKRAY_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("private_cache")
 
 
 def make_project(root: Path, models: str = "src/pkg/models/*.onnx") -> Path:

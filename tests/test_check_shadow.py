@@ -37,9 +37,7 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
-@pytest.fixture(autouse=True)
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HATCH_SHRINKRAY_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("private_cache")
 
 
 def _map_model(bias: np.ndarray, w: np.ndarray) -> object:

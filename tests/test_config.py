@@ -125,6 +125,16 @@ def test_models_errors(root: Path) -> None:
     ]
 
 
+def test_the_patterns_that_match_nothing_are_data_as_well_as_words(root: Path) -> None:
+    """``check`` in an installed package reads which patterns matched nothing from the error, not its text."""
+    with pytest.raises(ConfigurationError) as caught:
+        load_config({"models": ["nope/*.onnx", "src/**/*.onnx", "gone.onnx"]}, root)
+    assert caught.value.unmatched == ("nope/*.onnx", "gone.onnx") and len(caught.value.errors) == 2
+    with pytest.raises(ConfigurationError) as caught:
+        load_config({"models": ["src/**/*.onnx"], "methd": "int8"}, root)
+    assert caught.value.unmatched == ()
+
+
 def test_unknown_keys_suggest_the_closest(root: Path) -> None:
     assert errors_of({"models": ["src/**/*.onnx"], "methd": "int8", "zzz": 1}, root) == [
         f"Unknown field `{T}.methd`; did you mean `method`?",

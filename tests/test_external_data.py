@@ -9,7 +9,6 @@ files are left out of the archive and the shrunk model's are shipped.
 
 from __future__ import annotations
 
-import tempfile
 import zipfile
 from pathlib import Path
 
@@ -141,17 +140,6 @@ def test_cli_reports_sizes_with_the_data_files(tmp_path: Path) -> None:
 
 
 # --- the hook ----------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("HATCH_SHRINKRAY_CACHE_DIR", str(tmp_path / "cache"))
-    for name in ("HATCH_BUILD_NO_HOOKS", "HATCH_BUILD_HOOKS_ONLY", "HATCH_BUILD_CLEAN"):
-        monkeypatch.delenv(name, raising=False)
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(temp))
-    return temp
 
 
 def external_project(root: Path, m: onnx.ModelProto) -> Path:

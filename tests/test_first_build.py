@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
-import tempfile
 import zipfile
 from pathlib import Path
 
@@ -62,13 +61,7 @@ def fixed_reshape() -> onnx.ModelProto:
                  [init("W", weight((1000, 32), 5)), init("shape", np.array([1, 1000], dtype=np.int64))])
 
 
-@pytest.fixture(autouse=True)
-def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HATCH_SHRINKRAY_CACHE_DIR", str(tmp_path / "cache"))
-    for name in ("HATCH_BUILD_NO_HOOKS", "HATCH_BUILD_HOOKS_ONLY", "HATCH_BUILD_CLEAN", "HATCH_QUIET"):
-        monkeypatch.delenv(name, raising=False)
-    (tmp_path / "tmp").mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+pytestmark = pytest.mark.usefixtures("isolated")
 
 
 def project(root: Path, table: str = "", *, tests: bool = True, **models: onnx.ModelProto) -> Path:

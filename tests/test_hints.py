@@ -87,14 +87,7 @@ def problems(text: str, interface: str) -> list[str]:
     return found
 
 
-@pytest.fixture
-def restore_interface() -> Iterator[None]:
-    yield
-    hints.speak_to(hints.HOOK)
-    hints.set_invocation(())
-
-
-def test_the_checker_catches_what_the_hints_once_said(restore_interface: None) -> None:
+def test_the_checker_catches_what_the_hints_once_said() -> None:
     """The hints that did not work where they were printed are caught."""
     assert problems("lower `--models.samples` or `--models.dims batch=N`", "wheel")
     assert problems('set `inputs = "DIR"`', "shrink") and problems('`exclude-tensors = ["W1"]`', "check")
@@ -105,13 +98,15 @@ def test_the_checker_catches_what_the_hints_once_said(restore_interface: None) -
 
 
 @pytest.mark.parametrize("interface", INTERFACES)
-def test_every_hint_function_speaks_the_interface(interface: str, restore_interface: None) -> None:
+def test_every_hint_function_speaks_the_interface(interface: str) -> None:
+    invocation = hints.Invocation(interface, ("--method", "int8"), ("python", "-m", "pytest", "-x"), ("pkg/m.onnx",))
+    with hints.speaking(invocation.installed() if interface == "wheel" else invocation):
+        _every_hint_speaks(interface)
+
+
+def _every_hint_speaks(interface: str) -> None:
     from hatch_shrinkray.fitting.sensitivity import keep_hint
 
-    hints.speak_to(interface)
-    hints.set_invocation(["--method", "int8"], ["python", "-m", "pytest", "-x"], ["pkg/m.onnx"])
-    if interface == "wheel":
-        hints.installed_models()
     samples: dict[str, hints.Value] = {
         "method": "fp16", "min-elements": 1024, "exclude-tensors": ["W1", "conv.*"], "exclude-ops": ["Gather"],
         "dedup": False, "verify": False, "scheme": "symmetric", "levels": hints.Blank("N"), "decode": "float",
@@ -193,3 +188,35 @@ def test_what_a_build_prints_names_keys_of_the_table(tmp_path: Path, monkeypatch
     err = capsys.readouterr().err
     assert '`exclude-tensors = ["W1"]`' in err and "`--exclude-tensor" not in err, err
     _checked({hints.HOOK: [err]})
+
+
+@pytest.mark.unit
+def test_the_words_of_a_command_end_with_it_and_reach_its_worker_threads() -> None:
+    """Hints are scoped to the command that speaks (no process-wide state a later library call in
+    the same process would inherit), and the engine's thread pools carry them to their workers."""
+    from hatch_shrinkray.pool import Background, thread_pool
+
+    assert hints.current() == hints.Invocation() and hints.interface() == hints.HOOK
+    asked = hints.Invocation("check", ("--method", "int8"), ("pytest",), ("m.onnx",))
+    with hints.speaking(asked):
+        with thread_pool(2) as pool:
+            seen = list(pool.map(lambda _: (hints.interface(), hints.check_hint()), range(4)))
+        background = Background(hints.current).result()
+        hints.installed_models()
+        installed = hints.current().models
+    assert seen == [("check", "hatch-shrinkray check --search m.onnx --method int8 -- pytest")] * 4
+    assert background == asked and installed == (hints.SITE + "m.onnx",)
+    assert hints.current() == hints.Invocation() and hints.setting("inputs", "DIR") == '`inputs = "DIR"`'
+    with thread_pool(2) as pool:
+        assert list(pool.map(lambda _: hints.interface(), range(2))) == [hints.HOOK] * 2
+
+
+def test_the_cli_leaves_the_hooks_words_behind_in_process(tmp_path: Path) -> None:
+    """``main`` run in process (as a test or a tool embedding the CLI does) speaks flags while it
+    runs and leaves the hook's words for whatever the process does next."""
+    from hatch_shrinkray.cli import main
+
+    missing = tmp_path / "absent.onnx"
+    assert main(["shrink", str(missing), "-o", str(tmp_path / "out")]) == 1
+    assert hints.current() == hints.Invocation()
+    assert hints.set_it("inputs", "DIR") == 'set `inputs = "DIR"`'

@@ -11,13 +11,14 @@ import json
 import subprocess
 import sys
 import tarfile
-import tempfile
 import zipfile
 from pathlib import Path
 
+import hardening
 import numpy as np
 import onnx
 import pytest
+from hardening import build
 from hatchling.builders.sdist import SdistBuilder
 from hatchling.builders.wheel import WheelBuilder
 from onnx import helper
@@ -34,14 +35,9 @@ IN_SDIST = f"toymodel-0.1.0/{MODEL}"
 
 
 def write_project(root: Path, hook_table: str = "", *, onnx_model: onnx.ModelProto | None = None) -> Path:
-    (root / "src/toymodel/models").mkdir(parents=True)
-    (root / "src/toymodel/__init__.py").write_text("")
+    """The shared toy project with ``onnx_model`` (an MLP unless given) as its one model."""
+    hardening.write_project(root, hook_table, models_glob="src/toymodel/models/*.onnx")
     save(onnx_model or mlp(), root / MODEL)
-    (root / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["hatchling", "hatch-shrinkray-core"]\nbuild-backend = "hatchling.build"\n\n'
-        '[project]\nname = "toymodel"\nversion = "0.1.0"\n\n'
-        '[tool.hatch.build.targets.wheel]\npackages = ["src/toymodel"]\n\n'
-        '[tool.hatch.build.hooks.shrinkray]\nmodels = ["src/toymodel/models/*.onnx"]\n' + hook_table)
     return root
 
 
@@ -50,23 +46,7 @@ def project(tmp_path: Path) -> Path:
     return write_project(tmp_path / "toymodel")
 
 
-@pytest.fixture(autouse=True)
-def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A private cache and temp directory per test, and no hatch switches from the caller's shell."""
-    monkeypatch.setenv("HATCH_SHRINKRAY_CACHE_DIR", str(tmp_path / "cache"))
-    for name in ("HATCH_BUILD_NO_HOOKS", "HATCH_BUILD_HOOKS_ONLY", "HATCH_BUILD_CLEAN", "HATCH_VERBOSE",
-                 "HATCH_QUIET"):
-        monkeypatch.delenv(name, raising=False)
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(temp))
-    return temp
-
-
-def build(root: Path, target: str = "wheel", out: Path | None = None, version: str = "standard") -> Path:
-    builder = (WheelBuilder if target == "wheel" else SdistBuilder)(str(root))
-    out = out or root.parent / "dist"
-    return Path(next(builder.build(directory=str(out), versions=[version])))
+pytestmark = pytest.mark.usefixtures("isolated")
 
 
 def forbid_engine(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import sys
 import tarfile
-import tempfile
 import textwrap
 import zipfile
 from pathlib import Path
@@ -24,13 +23,7 @@ from realmodels import silero_vad
 IN_WHEEL = "toymodel/models/a.onnx"
 
 
-@pytest.fixture(autouse=True)
-def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HATCH_SHRINKRAY_CACHE_DIR", str(tmp_path / "cache"))
-    for name in ("HATCH_BUILD_NO_HOOKS", "HATCH_BUILD_HOOKS_ONLY", "HATCH_BUILD_CLEAN"):
-        monkeypatch.delenv(name, raising=False)
-    (tmp_path / "tmp").mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+pytestmark = pytest.mark.usefixtures("isolated")
 
 
 def recorded(root: Path, directory: str, model: Path) -> Path:

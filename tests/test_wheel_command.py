@@ -10,7 +10,6 @@ import base64
 import csv
 import hashlib
 import io
-import os
 import subprocess
 import sys
 import time
@@ -51,15 +50,6 @@ def write_project(root: Path, table: str = TABLE) -> Path:
         '[project]\nname = "toymodel"\nversion = "0.1.0"\n\n'
         '[tool.hatch.build.targets.wheel]\npackages = ["src/toymodel"]\n\n' + table)
     return root
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    out = {**os.environ, "HATCH_SHRINKRAY_CACHE_DIR": str(tmp_path / "cache"), "TMPDIR": str(temp)}
-    out.pop("SOURCE_DATE_EPOCH", None)
-    return out
 
 
 @pytest.fixture

@@ -45,12 +45,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(own)
     if command is not None:
         args.argv = command
-    hints.speak_to(args.command)
-    if args.command in ("shrink", "wheel", "check"):
-        hints.set_invocation(as_check_args(args), args.argv if args.command == "check" else (),
-                             [str(m) for m in getattr(args, "models", None) or ()])
     try:
-        with terminate_raises(), progress.reporting(progress.for_stream(sys.stderr, quiet=args.quiet)):
+        with terminate_raises(), hints.speaking(_invocation(args)), \
+                progress.reporting(progress.for_stream(sys.stderr, quiet=args.quiet)):
             return COMMANDS[args.command](args)
     except BrokenPipeError:
         # The reader went away (`hatch-shrinkray info m.onnx | head`): no traceback, and nothing more
@@ -74,6 +71,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print_error(missing, args.verbose)
         return 1
+
+
+def _invocation(args: argparse.Namespace) -> hints.Invocation:
+    """Who hints speak to: the command, and for those that can suggest a ``check`` what it was given."""
+    if args.command not in ("shrink", "wheel", "check"):
+        return hints.Invocation(args.command)
+    return hints.Invocation(args.command, tuple(as_check_args(args)),
+                            tuple(args.argv) if args.command == "check" else (),
+                            tuple(str(m) for m in getattr(args, "models", None) or ()))
 
 
 def _stopped(stop: BaseException) -> int:

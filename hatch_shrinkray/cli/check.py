@@ -179,10 +179,9 @@ def _in_the_wheel(exc: ConfigurationError, args: argparse.Namespace) -> Shrinkra
     """``exc``, or where a ``[tool.hatch-shrinkray]`` table's ``models`` match nothing in the project
     (paths inside a wheel the project does not hold, as a stub that rewrites someone else's wheel),
     what ``check`` needs instead: the installed files."""
-    table = exc.table
-    if args.models or table != "tool.hatch-shrinkray" or not all("matches no file" in e for e in exc.errors):
+    table, patterns = exc.table, exc.unmatched
+    if args.models or table != "tool.hatch-shrinkray" or len(patterns) != len(exc.errors):
         return exc
-    patterns = [e.split("pattern `", 1)[1].split("`", 1)[0] for e in exc.errors if "pattern `" in e]
     listed = " ".join(shlex.quote(hints.SITE + p) for p in patterns)
     return ShrinkrayError(f"`{table}.models` ({', '.join(patterns)}) names files inside the wheel, and this project "
                           "does not hold them", hint=f"name the installed files: hatch-shrinkray check {listed} -- "

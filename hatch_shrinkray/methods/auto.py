@@ -67,7 +67,7 @@ from hatch_shrinkray.fitting.search import Found, Option, refine, search, try_un
 from hatch_shrinkray.fitting.windows import on_windows
 from hatch_shrinkray.methods import runtimes
 from hatch_shrinkray.methods.base import Fitted, Needs
-from hatch_shrinkray.methods.int8_method import Int8, fit_int8
+from hatch_shrinkray.methods.int8 import Int8, fit_int8
 from hatch_shrinkray.numerics.quant import NotEncodable
 from hatch_shrinkray.numerics.threads import workers
 from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis

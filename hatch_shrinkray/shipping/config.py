@@ -42,12 +42,26 @@ ENGINE_KEYS: dict[str, str] = {o.key: o.field for o in OPTIONS}
 
 _HOOK_KEYS = ("models", "sdist", "cache", "overrides", "plan", "pins")
 
+class NoMatch(str):
+    """The error of a ``models`` pattern that matches no file, with the ``pattern`` as data (a
+    caller that knows where else the files are, ``check`` in an installed package, reads it)."""
+
+    pattern: str
+
+    def __new__(cls, path: str, pattern: str) -> NoMatch:
+        error = super().__new__(cls, f"Field `{path}` pattern `{pattern}` matches no file")
+        error.pattern = pattern
+        return error
+
+
 class ConfigurationError(ShrinkrayError):
-    """The table has one or more problems; ``errors`` lists every one of them."""
+    """The table has one or more problems; ``errors`` lists every one of them, and ``unmatched`` the
+    ``models`` patterns among them that match no file."""
 
     def __init__(self, errors: list[str], table: str | None = None) -> None:
         self.errors = list(errors)
         self.table = table
+        self.unmatched = tuple(e.pattern for e in errors if isinstance(e, NoMatch))
         hook = table is None or table.startswith("tool.hatch.")
         heading = f"Invalid configuration in `{table}`:"
         if hook:
@@ -307,7 +321,7 @@ class _Globs:
         for pattern in patterns:
             matched = self.glob(pattern, path, errors)
             if matched is not None and not matched:
-                errors.append(f"Field `{path}` pattern `{pattern}` matches no file")
+                errors.append(NoMatch(path, pattern))
             models += [m for m in matched or [] if m not in models]
         return models
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import glob
 import hashlib
+import math
 import os
 import time
 from dataclasses import dataclass, replace
@@ -146,7 +147,7 @@ def _shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.P
         original_size=loaded.size, shrunk_size=done.output.size, tensors=tuple(done.records),
         seconds=time.perf_counter() - start, verification=done.verification, options=options.describe(),
         external_data=tuple(p.name for p in done.extra), kept_original=done.kept_original,
-        unverified=done.unverified, kept_float=_kept_float(small, records),
+        unverified=done.unverified, kept_float=_kept_float(small, records, options.min_elements),
         not_weights=max(0, loaded.size - weight_bytes), source_sha256=dict(loaded.sha256),
         original_sizes=done.original_sizes, shrunk_sizes=done.shrunk_sizes)
 
@@ -440,7 +441,13 @@ def _overridable(model: ModelProto, options: ShrinkOptions) -> str:
             "as initializers only (torch.onnx.export(..., keep_initializers_as_inputs=False))")
 
 
-def _kept_float(small: KeptFloat | None, records: list[TensorRecord]) -> tuple[KeptFloat, ...]:
+def _kept_float(small: KeptFloat | None, records: list[TensorRecord], min_elements: int) -> tuple[KeptFloat, ...]:
+    """Float weights left as they were, by reason; those below ``min-elements`` that a method stored
+    anyway (``auto``'s small tensors in fp16) are not among them."""
+    below = [r for r in records if r.encoding != "kept" and math.prod(r.shape) < min_elements]
+    if small is not None and below:
+        count, nbytes = small.count - len(below), small.bytes - sum(r.original_bytes for r in below)
+        small = KeptFloat(small.reason, count, nbytes) if count > 0 else None
     groups: dict[str, list[int]] = {}
     for r in records:
         if r.encoding == "kept":

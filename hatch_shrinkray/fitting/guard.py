@@ -94,6 +94,9 @@ class Outcome:
     units: int
     how: str
     """``2 cross-fitted folds`` or ``the held-out half``."""
+    also: str = ""
+    """Said after the comparison: what else the choice holds, or what was judged before it and lost
+    (``auto``'s small tensors in fp16)."""
 
     def text(self) -> str:
         judged = f"on {self.units} held-out units ({self.how})"
@@ -101,7 +104,7 @@ class Outcome:
                    f"{self.fitted.flips} vs {self.plain.flips} decisions flipped, "
                    if self.fitted.judged or self.plain.judged else "no answers to compare (numbers only), ")
         versus = (f"{counted}rel-L2 {self.fitted.error ** 0.5:.2e} vs {self.plain.error ** 0.5:.2e} "
-                  "for round-to-nearest")
+                  "for round-to-nearest") + (f"; {self.also}" if self.also else "")
         if self.kept:
             return f"{self.what}{KEPT}{judged}, {versus}"
         return f"{self.what} not kept (round-to-nearest ships): {judged}, {versus}"

@@ -32,6 +32,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -60,10 +61,11 @@ from hatch_shrinkray.fitting.candidates import (
     step_candidates,
 )
 from hatch_shrinkray.fitting.choices import Planned
-from hatch_shrinkray.fitting.guard import Outcome, Scorer, Unfitted, Verdict, decide
+from hatch_shrinkray.fitting.guard import Outcome, Score, Scorer, Unfitted, Verdict, decide
 from hatch_shrinkray.fitting.heads import classes_axis, competing
-from hatch_shrinkray.fitting.probe import Probe, site_key, weights_as_inputs
+from hatch_shrinkray.fitting.probe import Probe, ProbeModel, site_key, weights_as_inputs
 from hatch_shrinkray.fitting.search import Found, Option, refine, search, try_uniform, within_load
+from hatch_shrinkray.fitting.small import WORDS, Small, small_tensors, with_values, write_small
 from hatch_shrinkray.fitting.windows import on_windows
 from hatch_shrinkray.methods import runtimes
 from hatch_shrinkray.methods.base import Fitted, Needs
@@ -396,6 +398,8 @@ def guarded_auto(model: ModelProto, options: ShrinkOptions, calibration: Calibra
                  original: Scorer | None = None) -> Fitted:
     """``auto`` fitted on ``calibration``, its plan kept only if on the ``held`` units it does no
     worse than round-to-nearest int8 (``guard``); otherwise ``model`` gets round-to-nearest int8.
+    The plan is judged first with the small tensors in fp16 (``small``); where that loses, or is over
+    verification's limits there, it is judged as if that rung did not exist.
     Where what the guard chose is over verification's limits on the ``held`` units (the build
     would fail), ``fallback`` writes ``model`` instead (``int8`` with output-aware rounding).
     ``original``: the original's outputs on the ``held`` units, judged (else they are run here)."""
@@ -404,13 +408,24 @@ def guarded_auto(model: ModelProto, options: ShrinkOptions, calibration: Calibra
     if analysis is None:
         return Fitted(encode_weights(model, Int8Encoder(), options), None)
     chosen, summary = auto.choose(analysis, options)
+    small = small_tensors(model, options)
+    judged = _HeldOut(model, analysis, options, held, original) if held is not None and len(held) else None
+    del analysis
+    lost = ""
+    if small and judged is not None:
+        with_small = judged.judge(chosen, small)
+        over = over_limits(with_small, options)
+        if with_small.kept and not over:
+            return Fitted(_write(model, options, chosen, f"{summary}; {small.words()}", small),
+                          replace(with_small, also=small.words()))
+        lost = f"with {WORDS}, not kept: {over or with_small.fitted.text()}"
     outcome: Verdict | None = None
     if all(c is _rtn(w) for w, c in chosen.values()):
-        outcome = Unfitted(f"auto shipped int8 round-to-nearest: {PLAIN_WINS}",
+        outcome = Unfitted(f"auto shipped int8 round-to-nearest: {PLAIN_WINS}" + (f"; {lost}" if lost else ""),
                            FitNote(Fit.NOT_FITTED, "auto", FitReason.NOTHING_SMALLER))
-    elif held is not None and len(held):
-        outcome = _judge_plan(model, analysis, chosen, options, held, original=original)
-    del analysis
+    elif judged is not None:
+        outcome = replace(judged.judge(chosen), also=lost)
+    del judged
     over = over_limits(outcome, options)
     if over and fallback is not None:
         fallen = fallback(model)
@@ -439,27 +454,61 @@ def over_limits(outcome: Verdict | None, options: ShrinkOptions) -> str:
     return f"{what} is over verification's limits on the held-out half ({over})"
 
 
-def _judge_plan(model: ModelProto, analysis: Analysis, chosen: dict[Key, tuple[Weight, Candidate]],
-                options: ShrinkOptions, held: Calibration, *, original: Scorer | None) -> Outcome:
-    """The plan and round-to-nearest int8 on the held-out units, each against the original."""
-    originals = analysis.probe.originals
-    probe = Probe(weights_as_inputs(model, set(originals)), list(held.feeds), originals, held.seq)
-    plan = {k: c.decoded for k, (_, c) in chosen.items()}
-    plain = {site_key(w.site): w.plain for w in analysis.weights if w.plain is not None}  # computed once, in _weight
-    score = original or Scorer.of(probe.names[: probe.n_outputs], probe.run(), probe.seq, options.verify, probe.feeds)
-    fitted, rtn = score(probe.run(plan)), score(probe.run(plain))
-    target = options.target
-    smaller = sum(c.target_bytes(target) for _, c in chosen.values()) < SMALLER * sum(
-        _rtn(w).target_bytes(target) for w, _ in chosen.values())
-    units = held.seq.unit_count()
-    # A plan may spend error for bytes where the held-out decisions can tell a tie from chance. One
-    # no smaller than round-to-nearest int8 has nothing to spend it on, and on fewer than MIN_UNITS
-    # held-out units a tie on decisions says little: then the tie goes to the smaller error, as for
-    # int8's own rounding. (With few held-out units, a slightly smaller plan at a larger error can
-    # tie on the held-out decisions and still change more unseen answers than int8.) Nor does a tie
-    # at nothing flipped on either side, however many units: ``decide`` gives that to the error.
-    by_error = not smaller or units < MIN_UNITS
-    return decide("auto's plan", fitted, rtn, units, "the held-out half", by_error=by_error)
+class _HeldOut:
+    """The held-out units where the guard judges a plan: one probe session, the original's outputs
+    there judged once, and round-to-nearest int8's score, shared by the plan with the small tensors
+    in fp16 and the plan without them (int8 keeps the small tensors float32, as method int8 writes
+    them). The probe and the scores are made on first use: a plan that is round-to-nearest int8
+    itself, without small tensors to store, is never judged."""
+
+    def __init__(self, model: ModelProto, analysis: Analysis, options: ShrinkOptions, held: Calibration,
+                 original: Scorer | None) -> None:
+        self.model, self.options, self.held, self.original = model, options, held, original
+        self.originals = analysis.probe.originals
+        self.plain = {site_key(w.site): w.plain for w in analysis.weights if w.plain is not None}  # made in _weight
+
+    @cached_property
+    def probe(self) -> Probe:
+        return self._probe(weights_as_inputs(self.model, set(self.originals)))
+
+    @cached_property
+    def score(self) -> Scorer:
+        probe = self.probe
+        return self.original or Scorer.of(probe.names[: probe.n_outputs], probe.run(), probe.seq,
+                                          self.options.verify, probe.feeds)
+
+    @cached_property
+    def rtn(self) -> Score:
+        return self.score(self.probe.run(self.plain))
+
+    def _probe(self, fed: ProbeModel) -> Probe:
+        return Probe(fed, list(self.held.feeds), self.originals, self.held.seq)
+
+    def judge(self, chosen: dict[Key, tuple[Weight, Candidate]], small: Small | None = None) -> Outcome:
+        """The plan (with ``small``'s tensors in fp16, where given) against round-to-nearest int8,
+        each against the original."""
+        rtn = self.rtn
+        probe = self.probe
+        if small:
+            # Its own probe, the small tensors in it as the folded Cast gives them: fed as inputs
+            # instead, they would keep onnxruntime from the fusions the shipped model gets.
+            fed = weights_as_inputs(self.model, set(self.originals))
+            with_values(fed.model, small.values)
+            probe = self._probe(fed)
+        fitted = self.score(probe.run({k: c.decoded for k, (_, c) in chosen.items()}))
+        target = self.options.target
+        as_float32, as_fp16 = small.sizes[target] if small else (0, 0)
+        smaller = sum(c.target_bytes(target) for _, c in chosen.values()) + as_fp16 < SMALLER * (sum(
+            _rtn(w).target_bytes(target) for w, _ in chosen.values()) + as_float32)
+        units = self.held.seq.unit_count()
+        # A plan may spend error for bytes where the held-out decisions can tell a tie from chance. One
+        # no smaller than round-to-nearest int8 has nothing to spend it on, and on fewer than MIN_UNITS
+        # held-out units a tie on decisions says little: then the tie goes to the smaller error, as for
+        # int8's own rounding. (With few held-out units, a slightly smaller plan at a larger error can
+        # tie on the held-out decisions and still change more unseen answers than int8.) Nor does a tie
+        # at nothing flipped on either side, however many units: ``decide`` gives that to the error.
+        by_error = not smaller or units < MIN_UNITS
+        return decide("auto's plan", fitted, rtn, units, "the held-out half", by_error=by_error)
 
 
 def _rtn(w: Weight) -> Candidate:
@@ -632,7 +681,7 @@ def _why(w: Weight, chosen: Candidate) -> str:
 
 
 def _write(model: ModelProto, options: ShrinkOptions, chosen: dict[Key, tuple[Weight, Candidate]],
-           summary: str) -> list[TensorRecord]:
+           summary: str, small: Small | None = None) -> list[TensorRecord]:
     plan = {k: c.decode for k, (_, c) in chosen.items() if c.decode is not None}
     enc = Planned(plan, Int8Encoder(), fallback_float32=False)
     records = encode_weights(model, enc, options, select=enc.select)
@@ -655,6 +704,8 @@ def _write(model: ModelProto, options: ShrinkOptions, chosen: dict[Key, tuple[We
         _matmul_nbits(model, options, [w.site.name for w, _ in int4])
         for w, c in int4:
             out.append(record(w.site, c.label, _why(w, c), c.stored_bytes))
+    if small:
+        out.extend(write_small(model, options, small))
     if out:
         out[0] = replace(out[0], note=f"{out[0].note} [auto: {summary}]".strip())
     return out

@@ -36,6 +36,7 @@ from onnx import TensorProto
 import hatch_shrinkray.onnxgraph.modelio
 from hatch_shrinkray import ShrinkOptions, shrink
 from hatch_shrinkray.onnxgraph import modelio
+from hatch_shrinkray.result import human
 
 from onnx_builders import mlp, run
 
@@ -298,11 +299,14 @@ def test_hook_names_the_external_data_it_leaves_out(tmp_path: Path) -> None:
     import zipfile
 
     root = write_project(tmp_path / "toymodel")
-    external_data_model(root / MODELS_DIR)
+    model = external_data_model(root / MODELS_DIR)
+    weighs = model.stat().st_size + model.with_name("a.onnx.data").stat().st_size
     proc = hook_build(root, tmp_path)
     assert proc.returncode == 0, proc.stderr
     line = f"shrinkray: src/toymodel/models/a.onnx: src/toymodel/models/{LEFT_OUT.format(size='544.77 KB')}"
     assert line in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    # The line before the shrink weighs the model as the line after it does: with its data file.
+    assert f"shrinkray: src/toymodel/models/a.onnx ({human(weighs)}): int8..." in proc.stdout + proc.stderr
     (wheel,) = (tmp_path / "dist").iterdir()
     with zipfile.ZipFile(wheel) as zf:
         assert sorted(n for n in zf.namelist() if "/models/" in n) == ["toymodel/models/a.onnx"]

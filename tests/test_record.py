@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -283,6 +284,28 @@ def test_the_same_project_recorded_in_two_directories_gives_the_same_bytes(tmp_p
         assert meta.model == "models/net.onnx" and set(meta.units) == {"test:tests/test_net.py::test_a",
                                                                         "test:tests/test_net.py::test_b"}
     assert contents[0] == contents[1]
+
+
+def test_a_command_without_tests_is_not_the_check_it_suggests(tmp_path: Path) -> None:
+    """A recorded demo that runs no pytest test: `check` with it would compare only its exit status, a
+    verdict that cannot fail while the demo succeeds. The next step names the tests instead, and
+    `--shadow` with the demo, which counts its answers."""
+    root = tmp_path / "proj"
+    (root / "models").mkdir(parents=True)
+    (root / "pyproject.toml").write_text('[project]\nname = "proj"\nversion = "0"\n\n'
+                                         '[tool.hatch.build.targets.wheel.hooks.shrinkray]\n'
+                                         'models = ["models/net.onnx"]\n')
+    save(mlp(512, 64), root / "models" / "net.onnx")
+    demo = ("import numpy as np, onnxruntime as ort; s = ort.InferenceSession('models/net.onnx'); "
+            "[s.run(None, {'x': np.full((1, 512), n, np.float32)}) for n in range(3)]")
+    proc = cli("record", "-o", "rec", "--", sys.executable, "-c", demo, cwd=root)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    shown = f"-- {shlex.join([sys.executable, '-c', demo])}"
+    assert proc.stdout.splitlines()[-1] == (
+        'next: set `inputs = "rec"` in [tool.hatch.build.targets.wheel.hooks.shrinkray] of pyproject.toml, then '
+        "let your tests judge the shrunk models: `hatch-shrinkray check -- python -m pytest` (this command ran no "
+        f"pytest test, so `check` would compare only its exit status; `hatch-shrinkray check --shadow {shown}` "
+        "counts the answers it changes)")
 
 
 def test_nothing_captured_suggests_another_command_not_this_one(tmp_path: Path) -> None:

@@ -377,8 +377,20 @@ def summary(done: Finished, output: Path, expected: Sequence[Expected] = (), com
     lines += _never_ran(done, output, expected, command, bool(written))
     lines += [f"warning: {quoted(e, 300)}" for e in done.errors]
     if written and setup is not None:
-        lines.append(next_step(output, setup, command, [r.merged.meta["model"] for r in written]))
+        lines.append(next_step(output, setup, command, [r.merged.meta["model"] for r in written],
+                               tests=not _ran_no_tests(written, command)))
     return "\n".join(lines)
+
+
+def _ran_no_tests(written: Sequence[Recorded], command: Sequence[str]) -> bool:
+    """Whether the recorded command surely ran no pytest test: pytest is not named in it, and no kept
+    call of any model belongs to a test (a stream's units do not say, so a recurrent model leaves it
+    open). Then ``check`` with this command could compare only its exit status."""
+    if any("pytest" in arg or "py.test" in arg for arg in command):
+        return False
+    metas = [r.merged.meta for r in written]
+    return not any(m.get("streams") for m in metas) and not any(
+        str(unit).startswith("test:") for m in metas for unit in m.get("units", []))
 
 
 def _coverage(done: Finished, output: Path, expected: Sequence[Expected], written: Sequence[Recorded],
@@ -455,9 +467,11 @@ def _shown_command(command: Sequence[str]) -> str:
     return shlex.join(command).replace("'", "'\"'\"'") if command else "COMMAND"
 
 
-def next_step(output: Path, setup: Setup, command: Sequence[str], models: Sequence[str] = ()) -> str:
+def next_step(output: Path, setup: Setup, command: Sequence[str], models: Sequence[str] = (), *,
+              tests: bool = True) -> str:
     """What to do with a recording: point the build at it (the key of the project's table, or the
-    flag on the command line), then let ``check`` run the package's tests with the shrunk models."""
+    flag on the command line), then let ``check`` run the package's tests with the shrunk models:
+    the recorded command when it ran tests (``tests``), else pytest (see ``_judge_step``)."""
     shown = _relative(output, setup.root)
     tail = f"-- {shlex.join(command) if command else 'COMMAND'}"
     if setup.table is None:
@@ -467,10 +481,20 @@ def next_step(output: Path, setup: Setup, command: Sequence[str], models: Sequen
                 f"and `wheel` (in a project's build: `inputs = \"{shown}\"` in its [{setup.hook}] table)")
     if setup.inputs is not None and setup.root is not None and \
             (setup.root / setup.inputs).resolve() == output.resolve():
-        return (f"next: the build reads this recording (`inputs = \"{setup.inputs}\"` in [{setup.table}]); run "
-                f"`hatch-shrinkray check {tail}`")
-    return (f"next: set `inputs = \"{shown}\"` in [{setup.table}] of pyproject.toml, then run "
-            f"`hatch-shrinkray check {tail}`")
+        return (f"next: the build reads this recording (`inputs = \"{setup.inputs}\"` in [{setup.table}]); "
+                f"{_judge_step(tail, tests)}")
+    return f"next: set `inputs = \"{shown}\"` in [{setup.table}] of pyproject.toml, then {_judge_step(tail, tests)}"
+
+
+def _judge_step(tail: str, tests: bool) -> str:
+    """``check`` with the recorded command when it ran tests. A command that ran none (a demo, a
+    workload script) would only have its exit status compared, a verdict that cannot fail while the
+    command succeeds: name the tests instead, and ``--shadow``, which counts the command's answers."""
+    if tests:
+        return f"run `hatch-shrinkray check {tail}`"
+    return ("let your tests judge the shrunk models: `hatch-shrinkray check -- python -m pytest` (this command ran "
+            f"no pytest test, so `check` would compare only its exit status; `hatch-shrinkray check --shadow {tail}` "
+            "counts the answers it changes)")
 
 
 def _relative(output: Path, root: Path | None) -> str:

@@ -135,13 +135,15 @@ class _Build:
         model = replace(model, entry=entry, plan=plan)
         if plan is not None and plan.ships_original:
             return model, PlannedOriginal(plan)
-        self.app.display_waiting(wording.waiting_line(entry.relpath, model.size, entry.options.method))
         return self._shrink(model)
 
     def _shrink(self, model: _Model) -> tuple[_Model, Shrinking]:
         entry = model.entry
         try:
             sidecars = sidecars_of(model.source, entry.relpath)
+            # What the model weighs with its data files, as the line after the shrink says.
+            weighs = model.size + sum(Path(data).stat().st_size for data in sidecars)
+            self.app.display_waiting(wording.waiting_line(entry.relpath, weighs, entry.options.method))
             with writing_to(self.workdir):
                 model.target.parent.mkdir(parents=True, exist_ok=True)
                 job = Job(entry, self.root, model.target,

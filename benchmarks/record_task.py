@@ -7,7 +7,9 @@ runs the original model of the corpus (``~/.cache/hatch-shrinkray-bench/models/K
 package would: PaddleOCR recognisers read 64 rendered lines of another seed (half clean, half
 degraded) at their own widths; Silero VAD streams 4 clips of other sentences at 5 SNRs (16 kHz,
 and 8 kHz at 10 dB); Magika identifies real files of this machine that are not in its test list,
-4 per call.
+4 per call;
+PP-OCRv4 det finds the lines of 16 rendered pages of another seed, one page per call; the sentence
+embedder embeds 64 sentences none of the test pairs has, 2 per call.
 """
 
 from __future__ import annotations
@@ -28,13 +30,14 @@ if __package__ in (None, ""):
 from benchmarks import corpus
 from benchmarks.common import CACHE_DIR
 
-KEYS = ("ppocrv6_rec", "ppocrv4_rec", "silero_vad", "magika")
+KEYS = ("ppocrv6_rec", "ppocrv4_rec", "silero_vad", "magika", "ppocrv4_det", "minilm")
 RECORDINGS = CACHE_DIR / "real_inputs" / "recordings"
 REPO = Path(__file__).resolve().parent.parent
 
 
 def use(key: str, model: Path) -> int:
-    """Run ``key``'s calibration workload on ``model``; how many lines / clips / files it handled."""
+    """Run ``key``'s calibration workload on ``model``; how many lines / clips / files / pages / sentences
+    it handled."""
     if key.endswith("_rec"):
         from benchmarks.tasks import ocr_rec
 
@@ -47,6 +50,14 @@ def use(key: str, model: Path) -> int:
         from benchmarks.tasks import magika_task
 
         return magika_task.use(model)
+    if key == "ppocrv4_det":
+        from benchmarks.tasks import ocr_det
+
+        return ocr_det.use(model)
+    if key == "minilm":
+        from benchmarks.tasks import sentence
+
+        return sentence.use(model)
     raise KeyError(key)
 
 

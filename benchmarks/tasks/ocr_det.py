@@ -22,6 +22,8 @@ PAGE = 640
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
 RAW_PAGES = 4
+TEST_SEED = 777
+CALIB_SEED = 2024
 Box = tuple[float, float, float, float]  # x0, y0, x1, y1
 
 
@@ -144,7 +146,7 @@ def f1_boxes(gts: list[list[Box]], preds: list[list[Box]], thr: float) -> float:
 
 
 class OcrDetTask:
-    def __init__(self, n_pages: int = 30, seed: int = 777) -> None:
+    def __init__(self, n_pages: int = 30, seed: int = TEST_SEED) -> None:
         self.pages = build_pages(n_pages, seed)
         self.inputs = [preprocess(img) for img, _ in self.pages]
         self.gts = [boxes for _, boxes in self.pages]
@@ -173,3 +175,18 @@ class OcrDetTask:
     @staticmethod
     def agreement(ref: TaskOutput, new: TaskOutput) -> float:
         return f1_boxes(ref.decisions, new.decisions, 0.8)
+
+
+def use(model_path: Path, n_pages: int = 16, seed: int = CALIB_SEED) -> int:
+    """Find the text lines of ``n_pages`` rendered pages of ``seed`` (half clean, half degraded; not the
+    test pages' seed) with the task's own pipeline, one page per call: the workload ``hatch-shrinkray
+    record`` watches."""
+    import onnxruntime as ort
+
+    assert seed != TEST_SEED, "calibration pages would be the test pages"
+    sess = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    pages = build_pages(n_pages, seed)
+    for img, _ in pages:
+        db_boxes(sess.run(None, {name: preprocess(img)})[0][0, 0])
+    return len(pages)

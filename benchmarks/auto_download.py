@@ -352,33 +352,75 @@ def _web(s: dict[str, Any]) -> str:
     return _mb(s["web"]) if s.get("web") else "~" + _mb(s["estimate"])
 
 
+SHORT = {"int8, round-to-nearest": "int8 RTN", "int8 with the recording": "int8 rec", "auto, target wheel": "auto",
+         "auto, target web": "auto web", "fp16": "fp16", "quantize_dynamic (ours dynamic)": "dynamic",
+         "MatMulNBits 4-bit (ours int4)": "int4", "onnx-shrink-ray default": "peer default",
+         "onnx-shrink-ray per-channel": "peer per-channel"}
+WEB_TOO = ("auto, target web", "int8, round-to-nearest", "onnx-shrink-ray default")
+"""Variants drawn at their web bytes too (hollow): what ``--target web`` is measured against."""
+
+
+def _style(name: str) -> tuple[str, str]:
+    if name.startswith("onnx-shrink-ray"):
+        return "x", "C3"
+    if name.startswith("auto"):
+        return "o", "C0"
+    return "o", {"int8, round-to-nearest": "C2", "int8 with the recording": "C1"}.get(name, "C7")
+
+
+def _at(r: dict[str, Any], name: str) -> tuple[float, float]:
+    """(wheel MB, % of held-out answers identical) of variant ``name`` in result ``r``."""
+    a = r["answers"][name]
+    return r["sizes"][name]["wheel"] / 1e6, 100 * a["same"] / a["n"]
+
+
 def plot(results: list[dict[str, Any]]) -> Path:
-    """Per model, wheel bytes against identical answers on the held-out test data, one point per variant
-    (the Pareto front is the upper left)."""
+    """One panel per model: bytes in the target against identical answers on the held-out test data, one
+    point per variant at its wheel member (filled) and, for ``auto --target web``, round-to-nearest int8 and
+    onnx-shrink-ray's default, at its web bytes too (hollow). The dashed line is round-to-nearest int8's
+    answers (the floor), the dotted one onnx-shrink-ray default's wheel member; upper left is better."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, max(1, len(results)), figsize=(5.5 * max(1, len(results)), 4.6))
-    axes = axes if len(results) > 1 else [axes]
+    n = max(1, len(results))
+    cols = min(3, n)
+    rows = (n + cols - 1) // cols
+    fig, grid = plt.subplots(rows, cols, figsize=(5.6 * cols, 4.4 * rows), squeeze=False)
+    axes = [ax for row in grid for ax in row]
     for ax, r in zip(axes, results, strict=False):
         for name, v in r["variants"].items():
             if "error" in v or name not in r["answers"]:
                 continue
-            a = r["answers"][name]
-            x, y = r["sizes"][name]["wheel"] / 1e6, 100 * a["same"] / a["n"]
-            ours = not name.startswith("onnx-shrink-ray")
-            ax.scatter([x], [y], marker="o" if ours else "x", s=36, color="C0" if name.startswith("auto") else
-                       ("C1" if ours else "C3"))
-            ax.annotate(name, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
-        ax.set_title(f"{r['key']} ({WHAT[r['key']]})")
-        ax.set_xlabel("wheel member, MB (deflate 6)")
-        ax.set_ylabel("identical to the original, % of held-out answers")
+            marker, color = _style(name)
+            x, y = _at(r, name)
+            web = _webv(r["sizes"][name]) / 1e6
+            if name != "auto, target web":
+                ax.scatter([x], [y], marker=marker, s=40, color=color)
+                ax.annotate(SHORT.get(name, name), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+            if name in WEB_TOO:
+                ax.scatter([web], [y], marker=marker, s=40, facecolors="none" if marker == "o" else color,
+                           edgecolors=color, color=color)
+                ax.annotate(SHORT[name] + (" (web)" if name != "auto, target web" else ""), (web, y), fontsize=7,
+                            xytext=(3, -9), textcoords="offset points", color=color)
+        if "int8, round-to-nearest" in r["answers"]:
+            ax.axhline(_at(r, "int8, round-to-nearest")[1], color="C2", ls="--", lw=0.8)
+        if "onnx-shrink-ray default" in r["answers"]:
+            ax.axvline(_at(r, "onnx-shrink-ray default")[0], color="C3", ls=":", lw=0.8)
+        failed = [SHORT.get(n, n) for n, v in r["variants"].items() if "error" in v]
+        if failed:
+            ax.text(0.99, 0.02, "failed or does not load: " + ", ".join(failed), transform=ax.transAxes, fontsize=7,
+                    ha="right", va="bottom", color="C3")
+        ax.set_title(f"{r['key']}: {r['answers']['original']['n']} {WHAT[r['key']].split(' (')[0]}", fontsize=9)
+        ax.set_xlabel("MB in the target: wheel member (filled), web (hollow)", fontsize=8)
+        ax.set_ylabel("identical to the original, % of held-out", fontsize=8)
         ax.grid(alpha=0.3)
+    for ax in axes[len(results):]:
+        ax.set_visible(False)
     fig.tight_layout()
     path = BENCH_DIR / "auto_download.png"
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     return path
 
 

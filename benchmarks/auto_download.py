@@ -376,9 +376,10 @@ def _at(r: dict[str, Any], name: str) -> tuple[float, float]:
 
 def plot(results: list[dict[str, Any]]) -> Path:
     """One panel per model: bytes in the target against identical answers on the held-out test data, one
-    point per variant at its wheel member (filled) and, for ``auto --target web``, round-to-nearest int8 and
-    onnx-shrink-ray's default, at its web bytes too (hollow). The dashed line is round-to-nearest int8's
-    answers (the floor), the dotted one onnx-shrink-ray default's wheel member; upper left is better."""
+    point per variant at its wheel member (filled; onnx-shrink-ray's ``x``) and, for ``auto --target web``,
+    round-to-nearest int8 and onnx-shrink-ray's default, at its web bytes too (hollow; onnx-shrink-ray's
+    ``+``). The dashed line is round-to-nearest int8's answers (the floor), the dotted one onnx-shrink-ray
+    default's wheel member; upper left is better."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -400,8 +401,10 @@ def plot(results: list[dict[str, Any]]) -> Path:
                 ax.scatter([x], [y], marker=marker, s=40, color=color)
                 ax.annotate(SHORT.get(name, name), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
             if name in WEB_TOO:
-                ax.scatter([web], [y], marker=marker, s=40, facecolors="none" if marker == "o" else color,
-                           edgecolors=color, color=color)
+                if marker == "o":
+                    ax.scatter([web], [y], marker=marker, s=40, facecolors="none", edgecolors=color)
+                else:
+                    ax.scatter([web], [y], marker="+", s=40, color=color)
                 ax.annotate(SHORT[name] + (" (web)" if name != "auto, target web" else ""), (web, y), fontsize=7,
                             xytext=(3, -9), textcoords="offset points", color=color)
         if "int8, round-to-nearest" in r["answers"]:
@@ -413,7 +416,7 @@ def plot(results: list[dict[str, Any]]) -> Path:
             ax.text(0.99, 0.02, "failed or does not load: " + ", ".join(failed), transform=ax.transAxes, fontsize=7,
                     ha="right", va="bottom", color="C3")
         ax.set_title(f"{r['key']}: {r['answers']['original']['n']} {WHAT[r['key']].split(' (')[0]}", fontsize=9)
-        ax.set_xlabel("MB in the target: wheel member (filled), web (hollow)", fontsize=8)
+        ax.set_xlabel("MB in the target: wheel member (filled, x), web (hollow, +)", fontsize=8)
         ax.set_ylabel("identical to the original, % of held-out", fontsize=8)
         ax.grid(alpha=0.3)
     for ax in axes[len(results):]:

@@ -280,7 +280,7 @@ def _mb(n: float | None) -> str:
 
 
 def write_report(results: list[dict[str, Any]]) -> Path:
-    lines = ["# `auto` and the download (issue 20)", "",
+    lines = ["# `auto` and the download (issues 20 and 33)", "",
              f"Engine {', '.join(sorted({'`' + r['engine'] + '`' for r in results})) or '?'} (each model's "
              f"section names its own); written "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on the shared 2-vCPU VM (other jobs ran at "
@@ -291,7 +291,8 @@ def write_report(results: list[dict[str, Any]]) -> Path:
              "brotli 11 where measured (PP-OCRv6), else `~` the LZMA estimate reports show. identical = answers "
              "identical to the original's on the task's held-out test data (none of it recorded). load = session "
              f"creation CPU time in this process, median of {LOADS} or more interleaved runs (each section says how "
-             "many), as a multiple of round-to-nearest int8's.", ""]
+             "many), as a multiple of round-to-nearest int8's. The plot (`auto_download.png`, docs/methods.md) has one "
+             "panel per model: bytes in the target against identical answers.", ""]
     for r in results:
         ans, sizes, loads = r["answers"], r["sizes"], r["loads"]
         base = "int8, round-to-nearest"
@@ -413,8 +414,8 @@ def plot(results: list[dict[str, Any]]) -> Path:
             ax.axvline(_at(r, "onnx-shrink-ray default")[0], color="C3", ls=":", lw=0.8)
         failed = [SHORT.get(n, n) for n, v in r["variants"].items() if "error" in v]
         if failed:
-            ax.text(0.99, 0.02, "failed or does not load: " + ", ".join(failed), transform=ax.transAxes, fontsize=7,
-                    ha="right", va="bottom", color="C3")
+            ax.text(0.5, 0.97, "failed or does not load: " + ", ".join(failed), transform=ax.transAxes, fontsize=7,
+                    ha="center", va="top", color="C3")
         ax.set_title(f"{r['key']}: {r['answers']['original']['n']} {WHAT[r['key']].split(' (')[0]}", fontsize=9)
         ax.set_xlabel("MB in the target: wheel member (filled, x), web (hollow, +)", fontsize=8)
         ax.set_ylabel("identical to the original, % of held-out", fontsize=8)

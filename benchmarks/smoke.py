@@ -148,7 +148,7 @@ def measured_rows(tiny: Path, out: Path) -> list[dict[str, Any]]:
 
 
 def task_helper_facts(out: Path) -> dict[str, Any]:
-    from benchmarks.tasks import ocr_det, ocr_rec, vad
+    from benchmarks.tasks import ocr_det, ocr_rec, sentence, vad
 
     chars = ["<blank>", "a", "b", " "]
     probs = np.eye(4)[[1, 1, 0, 1, 2, 2, 3, 0, 2]]
@@ -161,7 +161,10 @@ def task_helper_facts(out: Path) -> dict[str, Any]:
             "match_counts": list(ocr_det.match_counts(gt, [(0.0, 0.0, 10.0, 11.0)], 0.5)),
             "f1_boxes": ocr_det.f1_boxes([gt], [gt], 0.7),
             "vad_f1": vad.f1(np.array([True, True, False, False]), np.array([True, False, False, True])),
-            "stream_shape": list(stream.shape), "stream_first": float(stream[0]), "stream_speech": float(stream[20])}
+            "stream_shape": list(stream.shape), "stream_first": float(stream[0]), "stream_speech": float(stream[20]),
+            "ocr_det_seeds": [ocr_det.CALIB_SEED, ocr_det.TEST_SEED],
+            "sentence_calibration": len(sentence.CALIB_SENTENCES),
+            "sentence_calibration_in_test": sorted(set(sentence.CALIB_SENTENCES) & set(sentence.SentenceTask.pool()))}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -102,6 +102,14 @@ def test_task_helpers_without_models(smoke: tuple[dict[str, Any], Path]) -> None
     assert t["vad_f1"] == pytest.approx(0.5)
 
 
+def test_recording_workloads_are_disjoint_from_the_test_data(smoke: tuple[dict[str, Any], Path]) -> None:
+    """What ``record_task`` records for PP-OCRv4 det and the sentence embedder is none of their test data."""
+    t = smoke[0]["tasks"]
+    calib, test = t["ocr_det_seeds"]
+    assert calib != test
+    assert t["sentence_calibration"] >= 64 and t["sentence_calibration_in_test"] == []
+
+
 def test_vad_streaming_on_a_silero_shaped_model(smoke: tuple[dict[str, Any], Path]) -> None:
     """stream_probs feeds 64 context + 512 samples, state and sr like silero_vad's OnnxWrapper."""
     t = smoke[0]["tasks"]

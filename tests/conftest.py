@@ -28,6 +28,7 @@ UNIT_MODULES = frozenset({
     "test_auto",
     "test_cache_manifest",
     "test_capture_units",
+    "test_check_fix_floor",
     "test_check_verdict",
     "test_config",
     "test_docs_consistency",

@@ -139,6 +139,8 @@ def test_fix_blames_one_model_of_three_by_bisection_and_the_build_ships_its_reme
     plain = without_pytest("check", "--", *SCRIPT_COMMAND, cwd=root)  # as the [engine] install has none
     assert plain.returncode == 1, plain.stdout + plain.stderr
     assert "REGRESSED exit status" in plain.stdout
+    totals = [line for line in plain.stderr.splitlines() if line.startswith("shrinkray: total ")]
+    assert len(totals) == 1 and totals[0].startswith("shrinkray: total 4 models ("), plain.stderr  # not one a model
     assert "not loaded: the command never created a session of src/pkg/models/d.onnx: it judged nothing there" \
         in plain.stdout
     (fix,) = [line for line in plain.stdout.splitlines() if line.startswith("fix: ")]
@@ -157,6 +159,8 @@ def test_fix_blames_one_model_of_three_by_bisection_and_the_build_ships_its_reme
     assert b.startswith("chose: src/pkg/models/b.onnx: int8 round-to-nearest, ") and b.endswith(
         "because the command's exit status regressed with the fitted codes"), b
     assert out[-1] == "verdict: nothing regressed with every choice applied (final run: no pytest tests seen, exit 0)"
+    assert [line for line in out if line.startswith("verdict: ")] == out[-1:]  # one verdict, the last line
+    assert "before --fix: 1 regressed with the shrunk models:" in out
     report = json.loads((root / "report.json").read_text())
     assert report["passed"] and report["runs_beyond_check"] == 4 and report["never_loaded"] == [f"{MODELS}/d.onnx"]
 
@@ -311,6 +315,28 @@ def test_two_models_to_blame_each_get_their_remedy(tmp_path: Path) -> None:
                                                        "chose: src/pkg/models/c.onnx: int8 as configured (nothing "
                                                        "regressed with it)"], chose
     assert sorted(e.model for e in read_plan(root / PLAN_NAME).values()) == [f"{MODELS}/a.onnx", f"{MODELS}/b.onnx"]
+    assert fixed.stdout.splitlines()[-1].startswith("verdict: nothing regressed with every choice applied")
+
+
+@pytest.mark.extended
+def test_a_rung_that_restores_its_own_tests_is_taken_without_a_run_to_confirm_it(tmp_path: Path) -> None:
+    """a's and b's own tests regress: a's first rung, run with b still shrunk, passes a's test and fails
+    only b's, which regressed with every model shrunk already. That run is the one b's bisection starts
+    from; a run with b original to confirm a's rung would tell nothing new."""
+    root = make_project(tmp_path / "proj", tol_a=0.07)
+    tests = root / "tests/test_models.py"
+    tests.write_text(tests.read_text().replace('error("a") < 0.5', 'error("a") < 0.07'))
+    (root / "runs.log").write_text("")
+    fixed = cli("check", "--fix", "--", *PYTEST, cwd=root)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    chose = [line for line in fixed.stdout.splitlines() if line.startswith("chose: ")]
+    assert [line.split(",")[0] for line in chose] == ["chose: src/pkg/models/a.onnx: int8 round-to-nearest",
+                                                       "chose: src/pkg/models/b.onnx: int8 round-to-nearest",
+                                                       "chose: src/pkg/models/c.onnx: int8 as configured (nothing "
+                                                       "regressed with it)"], chose
+    assert "the models not blamed original" not in fixed.stderr
+    # the flaky re-run; bisection a+b, then a; a's rung (b still shrunk); bisection b; b's rung, the final run
+    assert runs(root) == 2 + 6, fixed.stderr
     assert fixed.stdout.splitlines()[-1].startswith("verdict: nothing regressed with every choice applied")
 
 

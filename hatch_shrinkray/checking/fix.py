@@ -167,6 +167,8 @@ class _Fixer:
     chosen: dict[str, Rung] = field(default_factory=dict)
     blamed: dict[str, tuple[str, ...]] = field(default_factory=dict)
     tried: dict[str, list[str]] = field(default_factory=dict)
+    regressed: set[str] = field(default_factory=set)
+    """The tests that regressed with every model shrunk, in both of the first runs."""
     made: dict[frozenset[tuple[str, str]], tuple[int, Verdict]] = field(default_factory=dict)
     """Every run made (its number, its verdict), by the bytes it swapped in: a run with the same bytes
     again is not made."""
@@ -186,6 +188,7 @@ class _Fixer:
         before, after = {r.test for r in first.regressions}, {r.test for r in again.regressions}
         self.flaky = before ^ after
         tests = sorted(before & after)
+        self.regressed = set(tests)
         group = list(self.suspects)
         while tests and group:
             culprit, tests = self._bisect(group, tests)
@@ -215,10 +218,13 @@ class _Fixer:
         """Up ``culprit``'s ladder until a rung restores the tests; True when that run had every other
         model as chosen (it is the final run).
 
-        Each rung runs with the other models as chosen. Where such a run fails with a test the model
-        was not blamed for, or even its original does not restore the tests, another model breaks
-        them too: the ladder is climbed again with the models not yet blamed original, and the
-        bisection then looks among those."""
+        Each rung runs with the other models as chosen. Where such a run passes every test the model
+        was blamed for and fails only tests that already regressed with every model shrunk, the rung
+        is taken: those tests are another model's, and the run is the one with every choice applied
+        that the bisection for them starts from. Where it fails with a test the model was not blamed
+        for, or even its original does not restore the tests, another model breaks them too: the
+        ladder is climbed again with the models not yet blamed original, and the bisection then looks
+        among those."""
         ladder = _Lazy(self._rungs(culprit))
         tried = self.tried.setdefault(culprit.sha256, [])
         for rung in ladder:
@@ -229,7 +235,10 @@ class _Fixer:
             if not self._unblamed():
                 tried.append(rung.describe(culprit))
                 continue
-            if set(failing) - set(self.blamed[culprit.sha256]) or rung.remedy == ORIGINAL:
+            mine = set(self.blamed[culprit.sha256])
+            if not mine & set(failing) and set(failing) <= self.regressed:
+                return False
+            if set(failing) - mine or rung.remedy == ORIGINAL:
                 break
             tried.append(rung.describe(culprit))
         else:

@@ -163,8 +163,11 @@ class Floor:
         if outcome.kept:
             return ""
         fitted, plain = outcome.fitted, outcome.plain
+        tied = (fitted.changed, fitted.flips) == (plain.changed, plain.flips)
+        error = f", and on a tie the error: squared rel-L2 {fitted.error:.3g} vs {plain.error:.3g}" if tied else ""
         return (f"worse than round-to-nearest int8 on {units} units of {self.held} ({fitted.changed} vs "
-                f"{plain.changed} {plain.describes} changed, {fitted.flips} vs {plain.flips} decisions flipped)")
+                f"{plain.changed} {plain.describes} changed, {fitted.flips} vs {plain.flips} decisions flipped"
+                f"{error})")
 
 
 def _first_samples(p: Prepared, sources: list[tuple[Path, str]]) -> tuple[Samples, str]:

@@ -7,6 +7,7 @@ and never ships).
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -15,9 +16,11 @@ from hatch_shrinkray.capture.swap import Target
 from hatch_shrinkray.hints import setting
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.shipping.config import HookConfig, ModelEntry
-from hatch_shrinkray.shipping.display import Display
+from hatch_shrinkray.shipping.display import Display, Sanitized
 from hatch_shrinkray.shipping.manifest import file_sha256
+from hatch_shrinkray.shipping.outcome import Shipped
 from hatch_shrinkray.shipping.ship import ship_models
+from hatch_shrinkray.shipping.wording import total_line
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,8 @@ def prepare(configured: Configured, workdir: Path, app: Display,
     """Shrink every configured model into ``workdir``; ``plans`` (by sha256) replaces the plan file's
     plan, ``chosen`` (by sha256) the options altogether (``check --fix``'s candidate remedies)."""
     out = []
+    every: list[Shipped] = []
+    start = time.perf_counter()
     for index, (root, entry) in enumerate(configured.entries()):
         sha = file_sha256(root / entry.relpath)
         options = entry.options
@@ -87,7 +92,8 @@ def prepare(configured: Configured, workdir: Path, app: Display,
         elif sha in configured.config.plans:
             options = configured.config.plans[sha].apply(options)
             planned = configured.config.plans[sha].ships_original
-        (shipped,) = ship_models(config, root, workdir / str(index), app, {}, keep_failed=True)
+        (shipped,) = ship_models(config, root, workdir / str(index), app, {}, keep_failed=True, total=False)
+        every.append(shipped)
         entry_record = shipped.entry
         changed = [path for rel, path in shipped.files if rel == entry.relpath and shipped.new_bytes]
         verification = entry_record.verification if entry_record is not None else None
@@ -97,6 +103,8 @@ def prepare(configured: Configured, workdir: Path, app: Display,
         out.append(Prepared(entry.relpath, root / entry.relpath, sha, options, changed[0] if changed else None,
                             shipped.original_size, shipped.shipped_size, summary, passed, shipped.outcome, fitted,
                             planned))
+    if every:
+        Sanitized(app).display_success(total_line(every, time.perf_counter() - start))
     return out
 
 

@@ -74,7 +74,10 @@ def render_check(checked: Checked) -> str:
 
 def render_fix(fixed: Fixed, written: str | None) -> str:
     first = fixed.first
-    lines = [*_head(fixed.prepared, first), *_regressions(first, flaky=fixed.flaky)]
+    # check's own verdict is where --fix started, not its verdict (the last line): said so
+    lines = [*_head(fixed.prepared, first),
+             *(f"before --fix: {line.removeprefix('verdict: ')}" if line.startswith("verdict: ") else line
+               for line in _regressions(first, flaky=fixed.flaky))]
     for test in fixed.flaky:
         lines.append(f"  FLAKY {test}: passed once and failed once with the same shrunk models; not blamed on a "
                      "model")

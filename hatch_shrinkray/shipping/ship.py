@@ -55,7 +55,7 @@ from hatch_shrinkray.shipping.shrink import Job, content_sha256, data_files_besi
 
 def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
                 manifest_in: Mapping[str, ManifestEntry], *, keep_failed: bool = False,
-                tree: Tree | None = None) -> list[Shipped]:
+                tree: Tree | None = None, total: bool = True) -> list[Shipped]:
     """Shrink (or pass through) every configured model under ``root``; say what ships instead.
 
     ``manifest_in`` maps model paths to what hatch-shrinkray shipped for them before: a model
@@ -63,7 +63,8 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
     plan file gets that plan. ``keep_failed`` (``check`` only, which ships nothing) writes models
     that fail verification too; they are never cached. ``tree`` lists the other files of the
     archive (by default: the files under ``root``), for the models that read a shrunk model's
-    external data too (see ``datafiles``).
+    external data too (see ``datafiles``). ``total``: end with the total line (``check``, which ships
+    its models one call at a time, says it once for all of them).
     """
     app = Sanitized(app)
     with progress.task("models", total=len(config.models)) as counted:
@@ -77,7 +78,8 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
         counted.at(len(config.models), "")
         shipped = drop_obsolete_data(shipped, build.sidecars, readers, app)
         build.close()
-        app.display_success(wording.total_line(shipped, time.perf_counter() - start))
+        if total:
+            app.display_success(wording.total_line(shipped, time.perf_counter() - start))
         return shipped
 
 

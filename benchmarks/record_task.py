@@ -7,9 +7,8 @@ runs the original model of the corpus (``~/.cache/hatch-shrinkray-bench/models/K
 package would: PaddleOCR recognisers read 64 rendered lines of another seed (half clean, half
 degraded) at their own widths; Silero VAD streams 4 clips of other sentences at 5 SNRs (16 kHz,
 and 8 kHz at 10 dB); Magika identifies real files of this machine that are not in its test list,
-4 per call;
-PP-OCRv4 det finds the lines of 16 rendered pages of another seed, one page per call; the sentence
-embedder embeds 128 sentences none of the test pairs has, 2 per call.
+4 per call; PP-OCRv4 det finds the lines of 16 rendered pages of another seed, one page per call; the
+sentence embedder embeds 128 sentences that are none of its test sentences, 2 per call.
 """
 
 from __future__ import annotations

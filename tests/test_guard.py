@@ -53,9 +53,13 @@ def test_a_plan_that_loses_its_tie_says_round_to_nearest_ships() -> None:
     assert outcome.text().startswith("auto's plan not kept (round-to-nearest ships): on 40 held-out units")
 
 
-def test_outputs_of_values_only_let_a_plan_spend_error_within_its_budget() -> None:
-    """Nothing to count on either side (a regression output, no answers or decisions): the accuracy
-    budget is the whole floor, so a plan that may spend error keeps its tie; one that may not loses."""
+def test_outputs_of_values_only_let_a_plan_spend_error_within_the_users_budget_only() -> None:
+    """Nothing to count on either side (a regression output, an embedding): with a budget the user
+    gave, that budget is the whole floor, so a plan that may spend error keeps its tie; by default the
+    error is the one measure of answers there, and the plan with more of it loses (an embedder's
+    `auto` that spent error changed held-out nearest neighbours that round-to-nearest int8 kept)."""
     rtn, plan = Score(0, 0, 1e-5, judged=False), Score(0, 0, 7e-5, judged=False)
-    assert decide("auto's plan", plan, rtn, 40, HOW, by_error=False).kept
-    assert not decide("auto's plan", plan, rtn, 40, HOW).kept
+    assert decide("auto's plan", plan, rtn, 40, HOW, by_error=False, budget_given=True).kept
+    assert not decide("auto's plan", plan, rtn, 40, HOW, by_error=False).kept
+    assert not decide("auto's plan", plan, rtn, 40, HOW, budget_given=True).kept
+    assert decide("auto's plan", rtn, plan, 40, HOW, by_error=False).kept  # less error wins anyway

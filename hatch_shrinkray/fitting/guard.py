@@ -166,10 +166,13 @@ class Scorer:
                      any(c.answers or c.positions for c in counted))
 
 
-def decide(what: str, fitted: Score, plain: Score, units: int, how: str, *, by_error: bool = True) -> Outcome:
+def decide(what: str, fitted: Score, plain: Score, units: int, how: str, *, by_error: bool = True,
+           budget_given: bool = False) -> Outcome:
     """Kept when ``fitted`` is at least as good as ``plain``: decisions first, then error, which a
     tie may spend (not ``by_error``) only where the held-out decisions measured something, or where
-    there are none to count (outputs of values only: the accuracy budget is then the whole floor)."""
-    measured = plain.flips > 0 or plain.changed > 0 or not (plain.judged or fitted.judged)
+    there are none to count (outputs of values only) and the user gave the accuracy budget
+    (``budget_given``): that budget is then the whole floor. Without one, values only are judged by
+    their error, the one measure of answers they have (an embedder's nearest neighbours move with it)."""
+    measured = plain.flips > 0 or plain.changed > 0 or (budget_given and not (plain.judged or fitted.judged))
     with_error = by_error or not measured
     return Outcome(what, fitted.key(with_error) <= plain.key(with_error), fitted, plain, units, how)

@@ -508,7 +508,9 @@ class _HeldOut:
         # tie on the held-out decisions and still change more unseen answers than int8.) Nor does a tie
         # at nothing flipped on either side, however many units: ``decide`` gives that to the error.
         by_error = not smaller or units < MIN_UNITS
-        return decide("auto's plan", fitted, rtn, units, "the held-out half", by_error=by_error)
+        given = any(b is not None for b in (self.options.budget_rel_l2, self.options.budget_cosine,
+                                            self.options.budget_agreement))
+        return decide("auto's plan", fitted, rtn, units, "the held-out half", by_error=by_error, budget_given=given)
 
 
 def _rtn(w: Weight) -> Candidate:

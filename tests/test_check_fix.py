@@ -301,6 +301,14 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     assert os.path.getsize(elsewhere / PLAN_NAME) == len(json.dumps(theirs))
 
 
+def assert_a_and_b_round_to_nearest(stdout: str) -> None:
+    """``--fix`` chose round-to-nearest for a and b and left c as configured."""
+    chose = [line.split(",")[0] for line in stdout.splitlines() if line.startswith("chose: ")]
+    assert chose == ["chose: src/pkg/models/a.onnx: int8 round-to-nearest",
+                     "chose: src/pkg/models/b.onnx: int8 round-to-nearest",
+                     "chose: src/pkg/models/c.onnx: int8 as configured (nothing regressed with it)"], chose
+
+
 @pytest.mark.extended
 def test_two_models_to_blame_each_get_their_remedy(tmp_path: Path) -> None:
     """a and b both regress with their fitted codes: the first one blamed climbs again with the
@@ -309,11 +317,7 @@ def test_two_models_to_blame_each_get_their_remedy(tmp_path: Path) -> None:
     root = make_project(tmp_path / "proj", tol_a=0.07)
     fixed = cli("check", "--fix", "--", *SCRIPT_COMMAND, cwd=root)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
-    chose = [line for line in fixed.stdout.splitlines() if line.startswith("chose: ")]
-    assert [line.split(",")[0] for line in chose] == ["chose: src/pkg/models/a.onnx: int8 round-to-nearest",
-                                                       "chose: src/pkg/models/b.onnx: int8 round-to-nearest",
-                                                       "chose: src/pkg/models/c.onnx: int8 as configured (nothing "
-                                                       "regressed with it)"], chose
+    assert_a_and_b_round_to_nearest(fixed.stdout)
     assert sorted(e.model for e in read_plan(root / PLAN_NAME).values()) == [f"{MODELS}/a.onnx", f"{MODELS}/b.onnx"]
     assert fixed.stdout.splitlines()[-1].startswith("verdict: nothing regressed with every choice applied")
 
@@ -329,11 +333,7 @@ def test_a_rung_that_restores_its_own_tests_is_taken_without_a_run_to_confirm_it
     (root / "runs.log").write_text("")
     fixed = cli("check", "--fix", "--", *PYTEST, cwd=root)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
-    chose = [line for line in fixed.stdout.splitlines() if line.startswith("chose: ")]
-    assert [line.split(",")[0] for line in chose] == ["chose: src/pkg/models/a.onnx: int8 round-to-nearest",
-                                                       "chose: src/pkg/models/b.onnx: int8 round-to-nearest",
-                                                       "chose: src/pkg/models/c.onnx: int8 as configured (nothing "
-                                                       "regressed with it)"], chose
+    assert_a_and_b_round_to_nearest(fixed.stdout)
     assert "the models not blamed original" not in fixed.stderr
     # the flaky re-run; bisection a+b, then a; a's rung (b still shrunk); bisection b; b's rung, the final run
     assert runs(root) == 2 + 6, fixed.stderr

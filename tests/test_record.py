@@ -286,16 +286,21 @@ def test_the_same_project_recorded_in_two_directories_gives_the_same_bytes(tmp_p
     assert contents[0] == contents[1]
 
 
-def test_a_command_without_tests_is_not_the_check_it_suggests(tmp_path: Path) -> None:
-    """A recorded demo that runs no pytest test: `check` with it would compare only its exit status, a
-    verdict that cannot fail while the demo succeeds. The next step names the tests instead, and
-    `--shadow` with the demo, which counts its answers."""
-    root = tmp_path / "proj"
+def _net_project(root: Path) -> Path:
+    """A project whose wheel hook configures one MLP, ``models/net.onnx``."""
     (root / "models").mkdir(parents=True)
     (root / "pyproject.toml").write_text('[project]\nname = "proj"\nversion = "0"\n\n'
                                          '[tool.hatch.build.targets.wheel.hooks.shrinkray]\n'
                                          'models = ["models/net.onnx"]\n')
     save(mlp(512, 64), root / "models" / "net.onnx")
+    return root
+
+
+def test_a_command_without_tests_is_not_the_check_it_suggests(tmp_path: Path) -> None:
+    """A recorded demo that runs no pytest test: `check` with it would compare only its exit status, a
+    verdict that cannot fail while the demo succeeds. The next step names the tests instead, and
+    `--shadow` with the demo, which counts its answers."""
+    root = _net_project(tmp_path / "proj")
     demo = ("import numpy as np, onnxruntime as ort; s = ort.InferenceSession('models/net.onnx'); "
             "[s.run(None, {'x': np.full((1, 512), n, np.float32)}) for n in range(3)]")
     proc = cli("record", "-o", "rec", "--", sys.executable, "-c", demo, cwd=root)
@@ -312,12 +317,7 @@ def test_nothing_captured_suggests_another_command_not_this_one(tmp_path: Path) 
     """A project configures a model the command never loads: the note asks for a command that loads
     it, without repeating the one that just ran, claims nothing about what the build ships, and
     there is no next step to a recording that does not exist."""
-    root = tmp_path / "proj"
-    (root / "models").mkdir(parents=True)
-    (root / "pyproject.toml").write_text('[project]\nname = "proj"\nversion = "0"\n\n'
-                                         '[tool.hatch.build.targets.wheel.hooks.shrinkray]\n'
-                                         'models = ["models/net.onnx"]\n')
-    save(mlp(512, 64), root / "models" / "net.onnx")
+    root = _net_project(tmp_path / "proj")
     proc = cli("record", "-o", "rec", "--", sys.executable, "-c", "print('unrelated work')", cwd=root)
     assert proc.returncode == 0, proc.stderr
     note = next(line for line in proc.stdout.splitlines() if line.startswith("note: models/net.onnx"))

@@ -110,7 +110,7 @@ class Evidence:
         parts = []
         if self.decisions:
             parts.append(f"{self.flips} of {self.decisions} decisions flipped")
-        said = (self.answers == self.units and self.describes == self.unit_kind) or (
+        said = (self.answers == self.units and self.describes in (self.unit_kind, "rows")) or (
             self.answers == self.decisions and self.changed_answers == self.flips)
         if self.answers and not said:
             parts.append(f"{self.changed_answers} of {self.answers} {self.describes} changed")

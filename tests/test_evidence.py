@@ -225,3 +225,18 @@ def test_closed_loop_catches_the_drift_that_per_call_comparison_misses(tmp_path:
         inputs=tmp_path / "calls.npz", judges=(("stateN", "values"),))))  # a .npz does not say what is state
     assert per_call.verification is not None and per_call.verification.evidence is not None
     assert per_call.verification.evidence.flips == 0
+
+
+def test_a_decision_models_answers_are_rows_not_samples() -> None:
+    """The `decision` judge counts batch rows (a tagger's characters), which the line calls rows, not
+    samples (the recorded calls are the samples); one row per unit is the units' own count."""
+    from hatch_shrinkray.evidence import Evidence
+    from hatch_shrinkray.verification.judges.decisions import Decisions
+
+    assert Decisions.describes == "rows"
+    many = Evidence(40, 14, "calls", answers=2512, changed_answers=21, decisions=2512, flips=21, describes="rows")
+    assert "21 of 2512 decisions flipped over 40 calls (14 changed;" in many.text()
+    one = Evidence(80, 1, "samples", answers=80, changed_answers=1, decisions=160, flips=2, describes="rows")
+    assert one.text().startswith("2 of 160 decisions flipped over 80 samples (1 changed;") and "rows" not in one.text()
+    two = Evidence(80, 1, "samples", answers=160, changed_answers=1, decisions=320, flips=2, describes="rows")
+    assert "1 of 160 rows changed over 80 samples" in two.text()

@@ -20,7 +20,7 @@ from hatch_shrinkray.verification.judges.base import Answers, Arrays
 class Decisions:
     name = "decision"
     decision = "decision"
-    describes = "samples"
+    describes = "rows"  # a batch row's decisions: a character of a tagger, not a recorded sample
 
     def answers(self, ref: Arrays, got: Arrays, threshold: float) -> Answers:
         changed: list[bool] = []

@@ -75,9 +75,7 @@ def render_check(checked: Checked) -> str:
 def render_fix(fixed: Fixed, written: str | None) -> str:
     first = fixed.first
     # check's own verdict is where --fix started, not its verdict (the last line): said so
-    lines = [*_head(fixed.prepared, first),
-             *(f"before --fix: {line.removeprefix('verdict: ')}" if line.startswith("verdict: ") else line
-               for line in _regressions(first, flaky=fixed.flaky))]
+    lines = [*_head(fixed.prepared, first), *_regressions(first, flaky=fixed.flaky, heading="before --fix")]
     for test in fixed.flaky:
         lines.append(f"  FLAKY {test}: passed once and failed once with the same shrunk models; not blamed on a "
                      "model")
@@ -120,15 +118,15 @@ def fix_json(fixed: Fixed) -> dict[str, Any]:
             "final": _run_json(fixed.final.shrunk)}
 
 
-def _regressions(v: Verdict, *, flaky: Sequence[str] = ()) -> list[str]:
+def _regressions(v: Verdict, *, flaky: Sequence[str] = (), heading: str = "verdict") -> list[str]:
     failing = [t for t, o in v.original.tests.items() if o.outcome in BAD]
     aside = ([f"  ({len(failing)} test(s) fail with the original models too, never blamed on a model: "
               f"{', '.join(failing[:5])}{' ...' if len(failing) > 5 else ''})"] if failing else [])
     if v.passed:
         seen = f"{len(v.original.tests)} tests" if v.original.tests else "the exit status"
-        return [f"verdict: nothing regressed with the shrunk models ({seen} as with the originals)", *aside]
+        return [f"{heading}: nothing regressed with the shrunk models ({seen} as with the originals)", *aside]
     real = [r for r in v.regressions if r.test not in flaky]
-    lines = [f"verdict: {len(real)} regressed with the shrunk models" + (":" if real else ", flaky tests aside:")]
+    lines = [f"{heading}: {len(real)} regressed with the shrunk models" + (":" if real else ", flaky tests aside:")]
     for r in real:
         lines.append(f"  REGRESSED {r.test}: {r.before} with the originals, {r.after} with the shrunk models")
         text = [t for t in r.text.splitlines() if t.strip()][-TEXT_LINES:]

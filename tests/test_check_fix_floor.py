@@ -12,7 +12,8 @@ from hatch_shrinkray.checking.fixplan import Floor
 from hatch_shrinkray.checking.search import outputs_on
 from hatch_shrinkray.fitting.guard import Scorer
 from hatch_shrinkray.verification.inputs import Samples
-from tests.onnx_builders import init, model, save, vi, weight
+
+from onnx_builders import init, model, save, vi, weight
 
 
 def _matmul(path: Path, w: np.ndarray) -> Path:

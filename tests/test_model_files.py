@@ -122,31 +122,30 @@ def make_missing_external(d: Path) -> Path:
     return path
 
 
-def make_external_dotdot(d: Path) -> Path:
-    """The data file exists (one level up), but the model may not reach outside its directory."""
+def _external_moved(d: Path, location: str, data: Path) -> Path:
+    """A model in ``d/sub`` whose data file, written beside it, is moved to ``data``; its ``location``
+    says ``location``."""
     sub = d / "sub"
     sub.mkdir()
-    path = _external(sub, "../a.onnx.data")
-    os.replace(sub / "a.onnx.data", d / "a.onnx.data")
-    return path
-
-
-def make_external_absolute(d: Path) -> Path:
-    sub = d / "sub"
-    sub.mkdir()
-    data = (d / "elsewhere.data").resolve()
-    path = _external(sub, str(data))
+    path = _external(sub, location)
     os.replace(sub / "a.onnx.data", data)
     return path
 
 
+def make_external_dotdot(d: Path) -> Path:
+    """The data file exists (one level up), but the model may not reach outside its directory."""
+    return _external_moved(d, "../a.onnx.data", d / "a.onnx.data")
+
+
+def make_external_absolute(d: Path) -> Path:
+    data = (d / "elsewhere.data").resolve()
+    return _external_moved(d, str(data), data)
+
+
 def make_external_symlink(d: Path) -> Path:
     """``location`` is a plain name, but the file there is a symlink to a file outside the directory."""
-    sub = d / "sub"
-    sub.mkdir()
-    path = _external(sub, "a.onnx.data")
-    os.replace(sub / "a.onnx.data", d / "outside.data")
-    (sub / "a.onnx.data").symlink_to((d / "outside.data").resolve())
+    path = _external_moved(d, "a.onnx.data", d / "outside.data")
+    (path.parent / "a.onnx.data").symlink_to((d / "outside.data").resolve())
     return path
 
 

@@ -5,7 +5,7 @@ the activations' second moments, the data every fitted choice (int8's output-awa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,14 +56,16 @@ class Calibrated:
 
 
 def calibrate(model: ModelProto, options: ShrinkOptions, samples: Calibration | Sequence[Feed], *,
-              weights_as_feeds: bool, folds: int = 1) -> Calibrated | None:
+              weights_as_feeds: bool, folds: int = 1, also: Callable[[Site], bool] | None = None) -> Calibrated | None:
     """Run the calibration feeds through a probe copy of ``model`` that exposes the activations
     feeding every MatMul/Gemm/Conv weight (and, with ``weights_as_feeds``, takes the weights as
     inputs so that any mix of encodings can be evaluated without a new session). With ``folds`` > 1
-    the moments are also summed per fold of units, for cross-fitting. None: no float32 weight
+    the moments are also summed per fold of units, for cross-fitting. ``also``: float32 weights that
+    take part though ``options`` leaves them out (``auto``'s small weights). None: no float32 weight
     qualifies."""
     calibration = as_calibration(samples)
-    sites = [s for s in find_sites(model) if s.dtype == FLOAT32 and skip_reason(s, options) is None]
+    sites = [s for s in find_sites(model) if s.dtype == FLOAT32 and (skip_reason(s, options) is None
+                                                                  or (also is not None and also(s)))]
     if not sites:
         return None
     main_names = _main_names(model)

@@ -65,7 +65,7 @@ from hatch_shrinkray.fitting.guard import Outcome, Score, Scorer, Unfitted, Verd
 from hatch_shrinkray.fitting.heads import classes_axis, competing
 from hatch_shrinkray.fitting.probe import Probe, ProbeModel, site_key, weights_as_inputs
 from hatch_shrinkray.fitting.search import Found, Option, refine, search, try_uniform, within_load
-from hatch_shrinkray.fitting.small import WORDS, Small, small_tensors, with_values, write_small
+from hatch_shrinkray.fitting.small import Small, small_tensors, small_weight, with_values, write_small
 from hatch_shrinkray.fitting.windows import on_windows
 from hatch_shrinkray.methods import runtimes
 from hatch_shrinkray.methods.base import Fitted, Needs
@@ -135,6 +135,9 @@ class Weight:
         return None if self.rtn is None else self.rtn.decoded
     fixed: str = ""
     """Why the weight's sensitivity is unknown and it gets int8 regardless (empty: measured)."""
+    small: bool = False
+    """Below ``min-elements`` (``small.small_weight``): method int8 keeps it float32, so float32 is its
+    round-to-nearest and its floor, and what the plan chooses for it ships through the small rung."""
 
 
 @dataclass
@@ -177,7 +180,7 @@ class Auto:
             raise needs_real_inputs("auto")
         calibration = as_calibration(samples)
         start = time.perf_counter()
-        cal = calibrate(model, options, calibration, weights_as_feeds=True)
+        cal = calibrate(model, options, calibration, weights_as_feeds=True, also=lambda s: small_weight(s, options))
         if cal is None:
             return None
         opset = opset_version(model)
@@ -249,7 +252,7 @@ class Auto:
             return chosen, f"{PLAIN_WINS}: round-to-nearest int8 ({probe.runs} runs in all)"
         chosen = {site_key(w.site): (w, w.candidates[c]) for w, c in zip(weights, found.choice, strict=True)}
         summary = (f"budget {limits.text()} met: {found.deviation.text()} ({found.evaluations} assignments "
-                   f"checked, {probe.runs} runs in all); {rungs_used(c for _, c in chosen.values())}")
+                   f"checked, {probe.runs} runs in all); {rungs_used(c for w, c in chosen.values() if not w.small)}")
         return chosen, summary
 
     def write_choice(self, model: ModelProto, analysis: Analysis, options: ShrinkOptions,
@@ -274,7 +277,8 @@ class Auto:
         ctx = EncodeContext(options, opset, tuple(n for n, _ in site.consumers), axis, how)
         cands: list[Candidate] = []
         targets = runtimes.parse(options.runtimes)
-        if _int4_ok(site) and runtimes.matmul_nbits_ok(targets):
+        small = site.size < options.min_elements  # written by the small rung, which has no MatMulNBits
+        if not small and _int4_ok(site) and runtimes.matmul_nbits_ok(targets):
             decoded, nbytes = int4_block(w, options.block_size)
             from hatch_shrinkray.fitting.candidates import error_energy
 
@@ -298,8 +302,9 @@ class Auto:
         plain = None
         with contextlib.suppress(NotEncodable):
             dec = Int8Encoder().encode(w, ctx)
-            plain = Candidate("int8", dec.label, dec.stored_bytes, dec.decoded, dec, 0.0, "round-to-nearest")
-        return Weight(site, ctx, lay, cands, [ZERO] * len(cands), [False] * len(cands), plain)
+            plain = None if small else Candidate("int8", dec.label, dec.stored_bytes, dec.decoded, dec, 0.0,
+                                                 "round-to-nearest")
+        return Weight(site, ctx, lay, cands, [ZERO] * len(cands), [False] * len(cands), plain, small=small)
 
 
 def _splits(w: npt.NDArray[np.float32], cands: list[Candidate], head: npt.NDArray[np.bool_], *, axis: int,
@@ -398,8 +403,9 @@ def guarded_auto(model: ModelProto, options: ShrinkOptions, calibration: Calibra
                  original: Scorer | None = None) -> Fitted:
     """``auto`` fitted on ``calibration``, its plan kept only if on the ``held`` units it does no
     worse than round-to-nearest int8 (``guard``); otherwise ``model`` gets round-to-nearest int8.
-    The plan is judged first with the small tensors in fp16 (``small``); where that loses, or is over
-    verification's limits there, it is judged as if that rung did not exist.
+    The plan is judged first with the small weights in int8 and the other small tensors in fp16
+    (``small``), then where that loses, or is over verification's limits there, with every small
+    tensor in fp16, then as if those rungs did not exist.
     Where what the guard chose is over verification's limits on the ``held`` units (the build
     would fail), ``fallback`` writes ``model`` instead (``int8`` with output-aware rounding).
     ``original``: the original's outputs on the ``held`` units, judged (else they are run here)."""
@@ -407,18 +413,23 @@ def guarded_auto(model: ModelProto, options: ShrinkOptions, calibration: Calibra
     analysis = auto.analyse(model, options, calibration)
     if analysis is None:
         return Fitted(encode_weights(model, Int8Encoder(), options), None)
-    chosen, summary = auto.choose(analysis, options)
-    small = small_tensors(model, options)
+    planned, summary = auto.choose(analysis, options)
+    chosen = {k: (w, c) for k, (w, c) in planned.items() if not w.small}
+    small = small_tensors(model, options, {k: c.decode for k, (w, c) in planned.items()
+                                           if w.small and c.decode is not None})
     judged = _HeldOut(model, analysis, options, held, original) if held is not None and len(held) else None
     del analysis
-    lost = ""
-    if small and judged is not None:
-        with_small = judged.judge(chosen, small)
+    losses: list[str] = []
+    for rung in (small, small.fp16):
+        if not rung or judged is None:
+            continue
+        with_small = judged.judge(chosen, rung)
         over = over_limits(with_small, options)
         if with_small.kept and not over:
-            return Fitted(_write(model, options, chosen, f"{summary}; {small.words()}", small),
-                          replace(with_small, also=small.words()))
-        lost = f"with {WORDS}, not kept: {over or with_small.fitted.text()}"
+            return Fitted(_write(model, options, chosen, f"{summary}; {rung.words()}", rung),
+                          replace(with_small, also="; ".join([*losses, rung.words()])))
+        losses.append(f"with {rung.name}, not kept: {over or with_small.fitted.text()}")
+    lost = "; ".join(losses)
     outcome: Verdict | None = None
     if all(c is _rtn(w) for w, c in chosen.values()):
         outcome = Unfitted(f"auto shipped int8 round-to-nearest: {PLAIN_WINS}" + (f"; {lost}" if lost else ""),
@@ -464,7 +475,8 @@ class _HeldOut:
     def __init__(self, model: ModelProto, analysis: Analysis, options: ShrinkOptions, held: Calibration,
                  original: Scorer | None) -> None:
         self.model, self.options, self.held, self.original = model, options, held, original
-        self.originals = analysis.probe.originals
+        small = {site_key(w.site) for w in analysis.weights if w.small}
+        self.originals = {k: v for k, v in analysis.probe.originals.items() if k not in small}  # theirs: ``small``
         self.plain = {site_key(w.site): w.plain for w in analysis.weights if w.plain is not None}  # made in _weight
 
     @cached_property
@@ -542,9 +554,10 @@ def _load(w: Weight, c: Candidate) -> int:
 
 
 def _int8_choice(weights: list[Weight]) -> tuple[int, ...]:
-    """Every weight at its int8 candidate (output-aware rounding), or float32 where it has none."""
-    return tuple(next((j for j, c in enumerate(w.candidates) if c.kind == "int8"), len(w.candidates) - 1)
-                 for w in weights)
+    """Every weight at its int8 candidate (output-aware rounding), or float32 where it has none (or is
+    small: method int8 keeps it float32)."""
+    return tuple(next((j for j, c in enumerate(w.candidates) if c.kind == "int8" and not w.small),
+                      len(w.candidates) - 1) for w in weights)
 
 
 def _no_larger_than_int8(table: list[list[Option]], weights: list[Weight], found: Found,
@@ -604,7 +617,7 @@ def _sensitivity(weights: list[Weight], probe: Probe, base: list[list[npt.NDArra
     order = sorted(range(len(weights)), key=lambda i: (-weights[i].site.size, i))
     budget = MAX_EVALS
     baseline = Baseline([base[k] for k in subset], judges)
-    total = sum(w.site.size for w in weights)
+    total = sum(w.site.size for w in weights if not w.small)
     covered = 0
     with progress.task("auto: sensitivity, one weight at a time", total=len(order)) as measured:
         for i in order:
@@ -642,7 +655,7 @@ def _measure(w: Weight, probe: Probe, baseline: Baseline, subset: list[int], bud
 def _fixed_int8(w: Weight, why: str) -> None:
     """Sensitivity unknown: the weight gets its int8 candidate, as method int8 would (zero cost
     to the search), and the record says why."""
-    keep = [j for j, c in enumerate(w.candidates) if c.kind == "int8"] or [len(w.candidates) - 1]
+    keep = [j for j, c in enumerate(w.candidates) if c.kind == "int8" and not w.small] or [len(w.candidates) - 1]
     w.candidates = [w.candidates[j] for j in keep]
     w.deviations = [ZERO for _ in keep]
     w.measured = [False for _ in keep]

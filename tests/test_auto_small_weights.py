@@ -84,13 +84,17 @@ def test_where_the_plan_with_them_loses_the_small_weights_go_fp16(
 
     monkeypatch.setattr(auto_method._HeldOut, "judge", refuse_planned)
     src = save(small_then_large(), tmp_path / "m.onnx")
-    result = shrink(src, tmp_path / "auto.onnx",
-                    ShrinkOptions(method="auto", verify=VerifyOptions(inputs=calib(tmp_path))))
+    opts = ShrinkOptions(method="auto", verify=VerifyOptions(inputs=calib(tmp_path)))
+    result = shrink(src, tmp_path / "auto.onnx", opts)
     fitting = result.verification.fitting  # type: ignore[union-attr]
     assert "; with small weights in the plan, not kept: " in fitting, fitting
     assert "; small tensors in fp16: 1 tensor below min-elements, 24.58 KB -> 12.29 KB" in fitting, fitting
     assert next(t for t in result.tensors if t.name == "K").encoding == "fp16"
     assert dtypes(onnx.load(tmp_path / "auto.onnx"))["K_fp16"] == TensorProto.FLOAT16
+    # ... the plan chosen again without the small weights: what ships where they never take part.
+    monkeypatch.setattr(auto_method, "small_weight", lambda site, options: False)
+    shrink(src, tmp_path / "without.onnx", opts)
+    assert (tmp_path / "auto.onnx").read_bytes() == (tmp_path / "without.onnx").read_bytes()
 
 
 def test_auto_with_small_weights_is_deterministic(tmp_path: Path) -> None:

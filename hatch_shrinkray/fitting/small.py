@@ -93,8 +93,8 @@ class Small:
     planned: frozenset[Key] = frozenset()
     """The small weights among ``decodes`` stored as ``auto``'s plan encoded them (int8 and its rungs)."""
     fp16: Small | None = None
-    """The same tensors with every one fp16 can hold in fp16: the rung without the planned small
-    weights, judged where the plan with them loses (None: this is that rung already)."""
+    """The same tensors with every one fp16 can hold in fp16 (possibly none): the rung without the
+    planned small weights, judged where the plan with them loses (None: this is that rung already)."""
 
     def __bool__(self) -> bool:
         return bool(self.decodes)
@@ -148,7 +148,7 @@ def small_tensors(model: ModelProto, options: ShrinkOptions, weights: Mapping[Ke
     ints = {k: d for k, d in planned.items() if k in originals}
     if not ints:
         return fp16
-    return replace(_small({**halves, **ints}, originals, frozenset(ints)), fp16=fp16 if fp16 else None)
+    return replace(_small({**halves, **ints}, originals, frozenset(ints)), fp16=fp16)
 
 
 def small_weight(site: Site, options: ShrinkOptions) -> bool:

@@ -172,15 +172,18 @@ class Auto:
         return guarded_auto(model, options, calibration, held, fallback=lambda m: fit_int8(m, int8, calibration),
                             original=original)
 
-    def analyse(self, model: ModelProto, options: ShrinkOptions,
-                samples: Calibration | Sequence[Feed] | None) -> Analysis | None:
+    def analyse(self, model: ModelProto, options: ShrinkOptions, samples: Calibration | Sequence[Feed] | None, *,
+                small_weights: bool = False) -> Analysis | None:
         """Candidates and their measured sensitivities; independent of the budget, so a budget
-        sweep (the benchmark's curves) can reuse one analysis. None: no float32 weight to choose for."""
+        sweep (the benchmark's curves) can reuse one analysis. ``small_weights``: the layers' weights
+        below ``min-elements`` take part too (``small.small_weight``; only the small rung writes them).
+        None: no float32 weight to choose for."""
         if not samples:
             raise needs_real_inputs("auto")
         calibration = as_calibration(samples)
         start = time.perf_counter()
-        cal = calibrate(model, options, calibration, weights_as_feeds=True, also=lambda s: small_weight(s, options))
+        also = (lambda s: small_weight(s, options)) if small_weights else None
+        cal = calibrate(model, options, calibration, weights_as_feeds=True, also=also)
         if cal is None:
             return None
         opset = opset_version(model)
@@ -403,32 +406,47 @@ def guarded_auto(model: ModelProto, options: ShrinkOptions, calibration: Calibra
                  original: Scorer | None = None) -> Fitted:
     """``auto`` fitted on ``calibration``, its plan kept only if on the ``held`` units it does no
     worse than round-to-nearest int8 (``guard``); otherwise ``model`` gets round-to-nearest int8.
-    The plan is judged first with the small weights in int8 and the other small tensors in fp16
-    (``small``), then where that loses, or is over verification's limits there, with every small
-    tensor in fp16, then as if those rungs did not exist.
+    The plan is judged first with the small weights of layers as it encodes them and the other small
+    tensors in fp16 (``small``); where that loses, or is over verification's limits there, the plan is
+    chosen again without the small weights (which then spent none of the budget) and judged with every
+    small tensor in fp16, then without them, as before that rung. (Not byte for byte what ``auto``
+    chose before it: the probe session that measured the weights then also took the small ones as
+    inputs, and onnxruntime's numbers move in their last bits with its graph.)
     Where what the guard chose is over verification's limits on the ``held`` units (the build
     would fail), ``fallback`` writes ``model`` instead (``int8`` with output-aware rounding).
     ``original``: the original's outputs on the ``held`` units, judged (else they are run here)."""
     auto = Auto()
-    analysis = auto.analyse(model, options, calibration)
+    analysis = auto.analyse(model, options, calibration, small_weights=held is not None and len(held) > 0)
     if analysis is None:
         return Fitted(encode_weights(model, Int8Encoder(), options), None)
-    planned, summary = auto.choose(analysis, options)
-    chosen = {k: (w, c) for k, (w, c) in planned.items() if not w.small}
-    small = small_tensors(model, options, {k: c.decode for k, (w, c) in planned.items()
-                                           if w.small and c.decode is not None})
     judged = _HeldOut(model, analysis, options, held, original) if held is not None and len(held) else None
-    del analysis
+    chosen, summary = auto.choose(analysis, options)
+    small = small_tensors(model, options, {k: c.decode for k, (w, c) in chosen.items()
+                                           if w.small and c.decode is not None})
     losses: list[str] = []
-    for rung in (small, small.fp16):
-        if not rung or judged is None:
-            continue
-        with_small = judged.judge(chosen, rung)
+    if small.planned and judged is not None:
+        large = {k: (w, c) for k, (w, c) in chosen.items() if not w.small}
+        with_small = judged.judge(large, small)
         over = over_limits(with_small, options)
         if with_small.kept and not over:
-            return Fitted(_write(model, options, chosen, f"{summary}; {rung.words()}", rung),
-                          replace(with_small, also="; ".join([*losses, rung.words()])))
-        losses.append(f"with {rung.name}, not kept: {over or with_small.fitted.text()}")
+            return Fitted(_write(model, options, large, f"{summary}; {small.words()}", small),
+                          replace(with_small, also=small.words()))
+        losses.append(f"with {small.name}, not kept: {over or with_small.fitted.text()}")
+    if any(w.small for w in analysis.weights):
+        analysis.weights = [w for w in analysis.weights if not w.small]
+        if not analysis.weights:  # as without the small weights: no weight to choose for
+            return Fitted(encode_weights(model, Int8Encoder(), options), None)
+        chosen, summary = auto.choose(analysis, options)
+    if small.fp16 is not None:
+        small = small.fp16
+    del analysis
+    if small and judged is not None:
+        with_small = judged.judge(chosen, small)
+        over = over_limits(with_small, options)
+        if with_small.kept and not over:
+            return Fitted(_write(model, options, chosen, f"{summary}; {small.words()}", small),
+                          replace(with_small, also="; ".join([*losses, small.words()])))
+        losses.append(f"with {small.name}, not kept: {over or with_small.fitted.text()}")
     lost = "; ".join(losses)
     outcome: Verdict | None = None
     if all(c is _rtn(w) for w, c in chosen.values()):

@@ -76,6 +76,10 @@ FLOAT_OPERANDS: dict[str, frozenset[int] | None] = {
 """Per standard op, the inputs that are float operands of its computation (None: every input). A
 small tensor read anywhere else (a ``Resize`` scale, a ``Range`` bound, a ``Clip`` bound, a contrib
 op) stays float32."""
+WEIGHT_MIN_ELEMENTS = 1024
+"""Below this many values a small weight saves at most about a kilobyte over fp16, and its decode costs
+a ``Mul`` beside fp16's ``Cast`` for the session to fold when it is created: it stays with the fp16
+rung (benchmarks/DOWNLOAD.md)."""
 WEIGHT_INPUTS: dict[str, frozenset[int]] = {"Conv": frozenset({1}), "ConvTranspose": frozenset({1}),
                                             "MatMul": frozenset({0, 1}), "Gemm": frozenset({0, 1})}
 """The inputs that are a layer's weight matrix or kernel: a small tensor read only there may be int8
@@ -153,8 +157,8 @@ def small_tensors(model: ModelProto, options: ShrinkOptions, weights: Mapping[Ke
 
 def small_weight(site: Site, options: ShrinkOptions) -> bool:
     """A float32 weight of a Conv, MatMul or Gemm below ``min-elements`` (and of at least
-    ``MIN_ELEMENTS``) that this rung may store: ``auto`` searches its encoding as a large weight's."""
-    return (site.dtype == FLOAT32 and MIN_ELEMENTS <= site.size < options.min_elements
+    ``WEIGHT_MIN_ELEMENTS``) that this rung may store: ``auto`` searches its encoding as a large weight's."""
+    return (site.dtype == FLOAT32 and WEIGHT_MIN_ELEMENTS <= site.size < options.min_elements
             and _eligible(site, _options(options)) and bool(site.consumers)
             and all(n.op_type in WEIGHT_INPUTS and i in WEIGHT_INPUTS[n.op_type] for n, i in site.consumers))
 

@@ -22,8 +22,8 @@ much as every large weight's int8), so ``auto`` does not round them blindly: the
 like the large weights (output-aware rounding, fewer levels, coarser steps, 16 bits or float32,
 each measured alone), with float32 as their floor, as method int8 keeps them. Those the plan
 encodes are written here with the plan's decode; the rest of the small tensors as fp16. Where the
-plan with them loses, the guard judges it with those weights float32 and every small tensor in fp16,
-then without any small tensor stored.
+plan with them loses, ``auto`` chooses its plan again without them and the guard judges it with every
+small tensor in fp16, then without any small tensor stored.
 """
 
 from __future__ import annotations
@@ -227,4 +227,3 @@ def _fp16(w: npt.NDArray[Any], ctx: EncodeContext) -> Decode | None:
     exact = w[finite].astype(np.float64)
     error = float(np.linalg.norm(dec.decoded[finite].astype(np.float64) - exact))
     return dec if error <= PRECISION * float(np.linalg.norm(exact)) else None
-

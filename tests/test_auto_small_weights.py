@@ -53,6 +53,19 @@ def test_only_small_weights_of_layers_qualify() -> None:
     opts = ShrinkOptions(method="auto")
     assert {s.name for s in find_sites(m) if small_weight(s, opts)} == {"K"}  # not its bias, nor W (large)
     assert not any(small_weight(s, replace(opts, exclude_tensors=("K",))) for s in find_sites(m))
+    depthwise = model([helper.make_node("Conv", ["x", "D"], ["y"], group=IN)], [vi("x", ["batch", IN, 4, 4])],
+                      [vi("y", ["batch", IN, 2, 2])], [init("D", weight((IN, 1, 3, 3), 5))])
+    assert not any(small_weight(s, opts) for s in find_sites(depthwise))  # 576 values: it stays with fp16
+
+
+def test_only_guarded_auto_takes_them_into_its_analysis() -> None:
+    feeds = [{"x": x} for x in np.random.default_rng(2).standard_normal((8, 16, IN, 1, 1)).astype(np.float32)]
+    plain = auto_method.Auto().analyse(small_then_large(), ShrinkOptions(method="auto"), feeds)
+    both = auto_method.Auto().analyse(small_then_large(), ShrinkOptions(method="auto"), feeds, small_weights=True)
+    assert plain is not None and both is not None
+    assert [w.site.name for w in plain.weights] == ["W"]  # a budget sweep's analysis, as before
+    kernel = next(w for w in both.weights if w.site.name == "K")
+    assert kernel.small and kernel.plain is None and kernel.candidates[-1].kind == "fp32"  # float32: its floor
 
 
 def test_auto_encodes_a_small_conv_weight_and_int8_keeps_it_float32(tmp_path: Path) -> None:

@@ -118,6 +118,8 @@ def _moments(sites: list[Site], lays: dict[Key, Layout | None], probe: Probe, fo
              folds: int) -> tuple[list[list[npt.NDArray[Any]]], list[dict[Key, tuple[npt.NDArray[np.float64], int]]]]:
     """The model outputs of every calibration feed, and per fold the activation second moments of
     each weight (summed over its consumers and the fold's feeds, with the rows counted)."""
+    if not probe.probe.captured:  # no activation to sum (weights inside subgraphs): the outputs, streams side by side
+        return probe.run(), [{} for _ in range(folds)]
     index = {name: i for i, name in enumerate(probe.probe.captured)}
     acc: list[dict[Key, Moments]] = [{key: Moments() for key, lay in lays.items() if lay is not None}
                                      for _ in range(folds)]

@@ -223,7 +223,10 @@ class Auto:
         int8 = _int8_choice(weights)
         fitted = {site_key(w.site): w.candidates[c].decoded for w, c in zip(weights, int8, strict=True)
                   if w.plain is not None}
-        fitted_out, plain_out = probe.run(fitted), probe.run(plain)
+        fitted_out = probe.run(fitted)
+        # Without activations to fit on (weights inside subgraphs), int8's candidate is round-to-nearest itself.
+        same = all(np.array_equal(fitted[k], plain[k]) for k in plain)
+        plain_out = fitted_out if same else probe.run(plain)
         fitted_dev, plain_dev = deviation(baseline, fitted_out), deviation(baseline, plain_out)
         limits = Limits.of(options, plain_dev, fitted_dev)
         quick_plain = deviation(quick, [plain_out[i] for i in analysis.subset])
@@ -231,6 +234,8 @@ class Auto:
                                  deviation(quick, [fitted_out[i] for i in analysis.subset])).screening(quick_plain)
 
         runner = _Screened(analysis, baseline, quick, quick_limits)
+        if all(w.plain is not None or w.candidates[c].kind == "fp32" for w, c in zip(weights, int8, strict=True)):
+            runner.full[int8] = fitted_dev  # the search often starts there: that run was just made
         table = _table(weights, limits, options.target)
         with progress.task("auto: searching the assignment"):
             screened = runner.screened
@@ -337,12 +342,17 @@ class _Screened:
         self.rest = [i for i in range(len(self.base)) if i not in in_subset]
         self.verdicts: dict[tuple[int, ...], bool] = {}
         self.latest: dict[tuple[int, ...], list[Any]] = {}
+        self.full: dict[tuple[int, ...], Deviation] = {}
+        """The deviation on every feed of each assignment run there: the search, the uniform seeds
+        and the clean-up meet some of the same points, whose runs would give the same outputs."""
 
     def replaced(self, choice: tuple[int, ...]) -> dict[Key, npt.NDArray[Any]]:
         return {site_key(w.site): w.candidates[c].decoded for w, c in zip(self.weights, choice, strict=True)}
 
     def evaluate(self, choice: tuple[int, ...]) -> Deviation:
-        return deviation(self.baseline, self.probe.run(self.replaced(choice)))
+        if choice not in self.full:
+            self.full[choice] = deviation(self.baseline, self.probe.run(self.replaced(choice)))
+        return self.full[choice]
 
     def passes(self, choice: tuple[int, ...]) -> bool:
         """Whether ``choice`` keeps the budget on the single-tensor runs' feeds; each choice runs
@@ -363,6 +373,8 @@ class _Screened:
             return self.evaluate(choice)
         if not self.passes(choice):
             return BROKEN
+        if choice in self.full:
+            return self.full[choice]
         part = self.latest.get(choice)
         if part is None:  # screened earlier; its outputs on the subset are gone
             return self.evaluate(choice)
@@ -371,7 +383,8 @@ class _Screened:
             outputs[i] = o
         for i, o in zip(self.rest, self.probe.run(self.replaced(choice), subset=self.rest), strict=True):
             outputs[i] = o
-        return deviation(self.baseline, outputs)
+        self.full[choice] = deviation(self.baseline, outputs)
+        return self.full[choice]
 
 
 def _table(weights: list[Weight], limits: Limits, target: str) -> list[list[Option]]:

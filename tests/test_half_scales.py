@@ -148,3 +148,19 @@ def test_onnxruntime_folds_the_cast_and_gets_code_times_fp16_scale(tmp_path: Pat
     got = run(written, {"x": x[0]})[0]
     want = np.maximum(x[0] @ expected["W1"], 0) @ expected["W2"]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_the_cli_says_it_in_words(tmp_path: Path) -> None:
+    import json
+    import os
+
+    from hardening import cli
+
+    src = save(two_layers(), tmp_path / "m.onnx")
+    env = {**os.environ, "HATCH_SHRINKRAY_CACHE_DIR": str(tmp_path / "cache")}
+    got = cli("shrink", str(src), "-o", str(tmp_path / "out"), "--method", "auto", "--inputs", str(inputs(tmp_path)),
+              "--json", str(tmp_path / "report.json"), env=env)
+    assert got.returncode == 0, got.stderr
+    tensors = json.loads((tmp_path / "report.json").read_text())[0]["tensors"]
+    assert [t["encoding"] for t in tensors] == ["int8 axis 1 gptq, fp16 scales", "int8 axis 1, fp16 scales"]
+    assert "; int8 scales in fp16 for 2 of 2 weights]" in tensors[0]["note"]

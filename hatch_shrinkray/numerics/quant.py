@@ -68,7 +68,7 @@ def scale_shape(shape: tuple[int, ...], axis: int | None) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class Quantized:
-    """Integer codes plus per-channel float32 parameters; ``decoded`` is the float32 result."""
+    """Integer codes plus per-channel float parameters; ``decoded`` is the float32 result."""
 
     codes: npt.NDArray[np.integer]
     scale: npt.NDArray[Any]

@@ -63,7 +63,7 @@ def test_sensitive_tensor_kept_precise_others_compact(tmp_path: Path) -> None:
     assert enc["S"].startswith(("int16", "fp16", "kept")), enc
     # The others on int8's ladder, at least one below int8's 255 levels: the budget is int8's own answers.
     assert enc["A"].startswith("int8") and enc["B"].startswith("int8"), enc
-    assert "levels" in enc["A"] + enc["B"], enc
+    assert "levels" in enc["A"] + enc["B"] or "coarser steps" in enc["A"] + enc["B"], enc
     assert all(t.note for t in result.tensors)
     # The budget is met on the 16 calibration samples; the 16 held-out ones show how well that carries over.
     assert result.verification is not None and result.verification.calibration == 16

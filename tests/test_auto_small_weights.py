@@ -19,16 +19,17 @@ from hatch_shrinkray.onnxgraph.graph import find_sites
 
 from onnx_builders import init, model, save, vi, weight
 
-IN, HIDDEN, CLASSES = 64, 96, 256
+IN, HIDDEN, CLASSES = 64, 96, 384
 
 
 def small_then_large() -> onnx.ModelProto:
-    """x -> Conv K (96x64x1x1: 6144 values, below min-elements) + bias -> Relu -> Conv W (256x96x1x1,
+    """x -> Conv K (96x64x1x1: 6144 values, below min-elements) + bias -> Relu -> Conv W (384x96x1x1,
     above it) -> y: a pointwise convolution's stack, as in a mobile network's blocks. K's values sit on
-    int8's grid (each channel's codes -127..127 times a step), so int8 stores it exactly."""
+    int8's grid (each channel's codes -127..127 times a step fp16 holds), so int8 stores it exactly;
+    W is four times K's size or more, so that K's decode fits in the default load budget beside W's."""
     codes = np.random.default_rng(4).integers(-127, 128, (HIDDEN, IN, 1, 1))
     codes[:, 0] = 127
-    kernel = (codes * 0.004).astype(np.float32)
+    kernel = (codes * 2.0**-8).astype(np.float32)  # a step fp16 holds exactly, as the scales are stored
     return model(
         [helper.make_node("Conv", ["x", "K", "kb"], ["c"]), helper.make_node("Relu", ["c"], ["r"]),
          helper.make_node("Conv", ["r", "W"], ["y"])],

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hatch_shrinkray.encodings import packing
-from hatch_shrinkray.encodings._decode import float_decode
+from hatch_shrinkray.encodings._decode import HALF_SCALES, float_decode
 from hatch_shrinkray.encodings.fp16 import Fp16Encoder
 from hatch_shrinkray.fitting.calib import Layout, as_rows, from_rows
 from hatch_shrinkray.numerics import gptq
@@ -30,6 +30,7 @@ from hatch_shrinkray.numerics.quant import (
     quantize_symmetric,
     scale_shape,
 )
+from hatch_shrinkray.numerics.scales import on_half_grid, stored_scales
 from hatch_shrinkray.numerics.steps import StepTable, steps_saving
 from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext
 
@@ -166,18 +167,20 @@ def rung_words(kind: str) -> str:
 
 
 def step_candidates(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.NDArray[np.float64] | None,
-                    lay: Layout | None, *, rows_seen: int = 0, fit: bool = True) -> list[Candidate]:
+                    lay: Layout | None, *, rows_seen: int = 0, fit: bool = True,
+                    half_scales: bool = False) -> list[Candidate]:
     """int8 codes with one scale per channel, some channels at a coarser step (``numerics.steps``):
     for each of ``STEP_SAVINGS``, the steps that save that many bits a value at the least output
     error on the calibration moments, the codes then rounded output-aware (``fit``) where that beats
     round-to-nearest at the same steps. None without moments on the weight's channel axis (the
-    steps are chosen by output error), with non-finite values, or for grouped convolutions."""
+    steps are chosen by output error), with non-finite values, or for grouped convolutions.
+    ``half_scales``: as ``int_candidate``'s."""
     axis = ctx.axis
     if moments is None or lay is None or moments.shape[0] != 1 or axis != (1 if lay.transpose else 0):
         return []
     if rows_seen < MIN_ROWS_PER_FEATURE * moments.shape[-1]:
         return []
-    q0 = quantize_symmetric(w, axis, 8)
+    q0 = quantize_symmetric(w, axis, 8, half_scales=half_scales)
     if q0.nonfinite is not None:
         return []
     h = moments[0]
@@ -192,7 +195,7 @@ def step_candidates(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt
         scale = steps_saving(table, saving)
         if scale is None:
             continue
-        scale = np.where(exact, s0, scale)
+        scale = np.where(exact, s0, on_half_grid(scale, keep=exact) if half_scales else scale)
         scale32 = scale.astype(F32)
         if not np.isfinite(scale32).all() or not np.isfinite(scale32 * F32(127)).all():
             continue
@@ -211,12 +214,13 @@ def step_candidates(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt
         codes[tiny] = 0
         dec_rows[tiny] = 0
         decoded = from_rows(dec_rows, lay, w.shape)
-        q = Quantized(from_rows(codes, lay, w.shape).astype(np.int8), scale32.reshape(scale_shape(w.shape, axis)),
+        stored = scale32.reshape(scale_shape(w.shape, axis))
+        q = Quantized(from_rows(codes, lay, w.shape).astype(np.int8), stored_scales(stored) if half_scales else stored,
                       None, decoded, None, None)
         coarser = int((scale32 != s0.astype(F32)).sum())
         label = f"int8 coarser steps {saving:g} bit {where}{' gptq' if how != 'round-to-nearest' else ''}"
         dec = float_decode(q, w.dtype, ctx.opset, label)
-        out.append(Candidate(step_kind(saving), label, dec.stored_bytes, decoded, dec,
+        out.append(Candidate(step_kind(saving), dec.label, dec.stored_bytes, decoded, dec,
                              error_energy(w, decoded, moments, lay),
                              f"coarser steps on {coarser} of {len(scale)} channels ({how})"))
     return out
@@ -228,20 +232,22 @@ FEW_ROWS = "round-to-nearest (only "
 
 def int_candidate(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.NDArray[np.float64] | None,
                   lay: Layout | None, *, rows_seen: int = 0, bits: int = 8, levels: int | None = None,
-                  fit: bool = True) -> Candidate:
+                  fit: bool = True, half_scales: bool = False) -> Candidate:
     """Symmetric per-channel ``bits``-bit codes (int8 as a plain tensor, other widths packed);
     output-error-aware rounding where moments exist for the weight's axis. ``levels`` (int8 only,
     3..255) keeps that many codes per channel on the same grid, decoded exactly like int8 (the
     rounding then picks among those codes only). ``fit=False``: round-to-nearest codes whatever the
-    moments (which still estimate the error)."""
+    moments (which still estimate the error). ``half_scales`` (int8 only): every scale rounded to
+    fp16 before the codes are rounded or fitted to it, and stored as fp16 where exact
+    (``numerics.scales``)."""
     axis = ctx.axis
-    if levels is not None and bits != 8:
-        raise ValueError("levels apply to int8 codes only")
+    if (levels is not None or half_scales) and bits != 8:
+        raise ValueError("levels and fp16 scales apply to int8 codes only")
     levels = INT8_LEVELS if bits == 8 and levels is None else levels
     where = "per-tensor" if axis is None else f"axis {axis}"
     kind = level_kind(levels) if levels is not None else f"int{bits}"
     name = kind if levels in (None, INT8_LEVELS) else f"int8 {levels} levels"
-    q0 = quantize_symmetric(w, axis, bits, levels)
+    q0 = quantize_symmetric(w, axis, bits, levels, half_scales=half_scales)
     if bits != 8 and q0.nonfinite is not None:
         raise NotEncodable("packed codes keep no non-finite sentinel")
 
@@ -259,7 +265,7 @@ def int_candidate(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.N
         # rounding would fit the calibration inputs, not the layer.
         return Candidate(kind, base.label, base.stored_bytes, q0.decoded, base, rtn_err,
                          f"{FEW_ROWS}{rows_seen} calibration rows for {moments.shape[-1]} features)")
-    q = _fitted_codes(w, q0, moments, lay, bits=bits, levels=levels, axis=axis)
+    q = _fitted_codes(w, q0, moments, lay, bits=bits, levels=levels, axis=axis, half_scales=half_scales)
     decoded = q.decoded
     err = error_energy(w, decoded, moments, lay)
     if err >= rtn_err:
@@ -271,7 +277,7 @@ def int_candidate(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.N
 
 
 def _fitted_codes(w: npt.NDArray[np.float32], q0: Quantized, moments: npt.NDArray[np.float64], lay: Layout,
-                  *, bits: int, levels: int | None, axis: int | None) -> Quantized:
+                  *, bits: int, levels: int | None, axis: int | None, half_scales: bool) -> Quantized:
     """The codes and scales output-error-aware rounding (``gptq``) fits on ``moments``, one group of
     rows at a time; constant or all-tiny rows keep their round-to-nearest codes (``q0``)."""
     rows = as_rows(w.astype(np.float64), lay)
@@ -284,7 +290,7 @@ def _fitted_codes(w: npt.NDArray[np.float32], q0: Quantized, moments: npt.NDArra
     for i in range(g):
         sl = slice(i * per, (i + 1) * per)
         r = gptq.round_rows(rows[sl], s0[sl], moments[i], bits,
-                            None if bounds is None else (bounds[0][sl], bounds[1][sl]))
+                            None if bounds is None else (bounds[0][sl], bounds[1][sl]), half_scales=half_scales)
         codes[sl] = r.codes
         scale[sl] = r.scale
     exact = (rows.min(axis=1) == rows.max(axis=1)) | (np.abs(rows).max(axis=1) < FLUSH)
@@ -297,9 +303,9 @@ def _fitted_codes(w: npt.NDArray[np.float32], q0: Quantized, moments: npt.NDArra
     codes[tiny] = 0
     dec_rows[tiny] = 0
     decoded = from_rows(dec_rows, lay, w.shape)
-    s_shape = scale_shape(w.shape, axis)
-    return Quantized(from_rows(codes, lay, w.shape).astype(q0.codes.dtype), scale32.reshape(s_shape), None,
-                     decoded, None, None)
+    stored = scale32.reshape(scale_shape(w.shape, axis))
+    return Quantized(from_rows(codes, lay, w.shape).astype(q0.codes.dtype),
+                     stored_scales(stored) if half_scales else stored, None, decoded, None, None)
 
 
 def split(w: npt.NDArray[np.float32], hot: Candidate, cold: Candidate, mask: npt.NDArray[np.bool_], *, axis: int,
@@ -311,14 +317,18 @@ def split(w: npt.NDArray[np.float32], hot: Candidate, cold: Candidate, mask: npt
     hd, cd = hot.decode, cold.decode
     if hd is None or cd is None or set(hd.stored) != {"q", "scale"} or set(cd.stored) != {"q", "scale"}:
         raise NotEncodable("only plain int8 codes with per-channel scales split by channel")
+    if hd.stored["scale"].dtype != cd.stored["scale"].dtype:
+        raise NotEncodable("the two level counts store their scales in different precisions")
     shape = [1] * w.ndim
     shape[axis] = w.shape[axis]
     pick = mask.reshape(shape)
     stored = {"q": np.where(pick, hd.stored["q"], cd.stored["q"]),
-              "scale": np.where(pick, hd.stored["scale"], cd.stored["scale"]).astype(F32)}
+              "scale": np.where(pick, hd.stored["scale"], cd.stored["scale"])}
     decoded = np.where(pick, hot.decoded, cold.decoded).astype(hot.decoded.dtype)
     h, c = levels_of(hot.kind), levels_of(cold.kind)
     label = f"int8 {h} levels for {int(mask.sum())} competing classes, {c} for {int((~mask).sum())} others, axis {axis}"
+    if stored["scale"].dtype == np.float16:
+        label = f"{label}, {HALF_SCALES}"
     dec = Decode(stored, hd.nodes, decoded, label)
     return Candidate(f"int8-{h}+{c}levels", label, dec.stored_bytes, decoded, dec,
                      error_energy(w, decoded, moments, lay), f"classes that never compete on the recording: {c} levels")

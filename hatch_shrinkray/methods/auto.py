@@ -18,6 +18,14 @@ as many answers kept, and its error (twice it where the outputs carry answers). 
 codes are not on the ladder: they compress worse than int8 codes with as few levels and cost about
 twice int8's load (benchmarks/DOWNLOAD.md, LOAD.md), so ``auto`` loads like int8.
 
+Every int8 candidate stores its per-channel scales as fp16 where fp16 holds them
+(``numerics.scales``), which the int8 floor (method ``int8``, round-to-nearest) never does. The
+scales are rounded before the codes are rounded or fitted to them, so the sensitivity runs, the
+search and the guard all see exactly the values that ship: the rung is part of the judged plan,
+not a variant judged with and without it as the small tensors in fp16 are (``small``). It moves a
+channel's grid by at most 2^-12 of its step, far less than any choice the search weighs, and a
+plan with float32 scales to fall back on would cost a second build of every candidate.
+
 Steps: inputs -> one probe session with the weights as inputs (``probe``) -> activation moments
 for output-aware rounding (``calib``) -> candidates -> one-tensor-at-a-time sensitivity and the
 knapsack search in target bytes (``search``) -> write the chosen encodings; the engine then keeps
@@ -105,6 +113,7 @@ LEVELS = (7, 15, 31, 63, 127)
 """The rungs below int8: codes per channel in an int8 container (``int_candidate(levels=...)``).
 Seven is the floor: below it output-aware rounding kept almost no answer identical
 (benchmarks/DOWNLOAD.md)."""
+INT8_BITS = 8
 SPLIT_HOT = (127, INT8_LEVELS)
 SPLIT_COLD = (7, 15)
 """A classifier head's split candidates (``heads``): these levels for the classes that compete on
@@ -260,7 +269,8 @@ class Auto:
             return chosen, f"{PLAIN_WINS}: round-to-nearest int8 ({probe.runs} runs in all)"
         chosen = {site_key(w.site): (w, w.candidates[c]) for w, c in zip(weights, found.choice, strict=True)}
         summary = (f"budget {limits.text()} met: {found.deviation.text()} ({found.evaluations} assignments "
-                   f"checked, {probe.runs} runs in all); {rungs_used(c for w, c in chosen.values() if not w.small)}")
+                   f"checked, {probe.runs} runs in all); {rungs_used(c for w, c in chosen.values() if not w.small)}"
+                   f"{scales_used(c for w, c in chosen.values() if not w.small)}")
         return chosen, summary
 
     def write_choice(self, model: ModelProto, analysis: Analysis, options: ShrinkOptions,
@@ -295,11 +305,13 @@ class Auto:
         fit = options.rounding != "nearest"
         for levels in LEVELS:
             with contextlib.suppress(NotEncodable):
-                cands.append(int_candidate(w, ctx, moments, lay, rows_seen=rows_seen, levels=levels, fit=fit))
+                cands.append(int_candidate(w, ctx, moments, lay, rows_seen=rows_seen, levels=levels, fit=fit,
+                                           half_scales=True))
         if fit:  # the steps are chosen by output error on the recording: a data-fitted choice
-            cands.extend(step_candidates(w, ctx, moments, lay, rows_seen=rows_seen))
+            cands.extend(step_candidates(w, ctx, moments, lay, rows_seen=rows_seen, half_scales=True))
         with contextlib.suppress(NotEncodable):
-            cands.append(int_candidate(w, ctx, moments, lay, rows_seen=rows_seen, levels=INT8_LEVELS, fit=fit))
+            cands.append(int_candidate(w, ctx, moments, lay, rows_seen=rows_seen, levels=INT8_LEVELS, fit=fit,
+                                       half_scales=True))
         if head is not None and ctx.axis is not None and ctx.axis == classes_axis(site):
             cands.extend(_splits(w, cands, head, axis=ctx.axis, moments=moments, lay=lay))
         sixteen = sixteen_bit(w, ctx, moments, lay)
@@ -633,6 +645,17 @@ def rungs_used(chosen: Iterable[Candidate]) -> str:
     parts = [f"{words} for {n} weight{'s' if n != 1 else ''}" if i == 0 else f"{words} for {n}"
              for i, (words, n) in enumerate(ranked)]
     return "rungs used: " + ", ".join(parts)
+
+
+def scales_used(chosen: Iterable[Candidate]) -> str:
+    """How many of a plan's int8 weights store their scales as fp16, in words (empty: none has
+    int8 scales); the others keep float32 scales, which fp16 cannot hold exactly."""
+    dtypes = [c.decode.stored["scale"].dtype for c in chosen
+              if c.decode is not None and c.bits == INT8_BITS and "scale" in c.decode.stored]
+    if not dtypes:
+        return ""
+    half = sum(d == np.float16 for d in dtypes)
+    return f"; int8 scales in fp16 for {half} of {len(dtypes)} weight{'s' if len(dtypes) != 1 else ''}"
 
 
 def _int4_ok(site: Site) -> bool:

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from hatch_shrinkray.numerics.scales import on_half_grid
+
 ALPHAS = tuple(1.0 - 0.01 * i for i in range(16))
 DAMP = 0.01
 BLOCK = 16
@@ -72,13 +74,18 @@ def symmetric_bounds(rows: int, bits: int) -> Bounds:
     return full, full.copy()
 
 
-def round_rows(w: F64, scale: F64, h: F64, bits: int = 8, bounds: Bounds | None = None) -> Rounded:
+def round_rows(w: F64, scale: F64, h: F64, bits: int = 8, bounds: Bounds | None = None, *,
+               half_scales: bool = False) -> Rounded:
     """Codes for ``w`` ``[rows, K]`` given RTN scales ``[rows]`` and ``h`` ``[K, K]``, within
-    ``bounds`` (default: the whole ``bits``-bit grid; fewer levels: ``quant.code_bounds``)."""
+    ``bounds`` (default: the whole ``bits``-bit grid; fewer levels: ``quant.code_bounds``).
+    ``half_scales``: the scales the search picks are rounded to fp16 (``scales``) before the codes
+    are fitted to them (``scale`` itself is taken as given)."""
     bounds = symmetric_bounds(w.shape[0], bits) if bounds is None else bounds
     rtn = _rtn(w, scale, bounds)
     rtn_err = output_error(w - rtn * scale[:, None], h)
     best_s = scale * np.asarray(ALPHAS)[np.argmin(_trial_errors(w, scale, h, bounds), axis=0)]
+    if half_scales:
+        best_s = on_half_grid(best_s)
     clipped = _rtn(w, best_s, bounds)
     clip_err = output_error(w - clipped * best_s[:, None], h)
     codes = gptq(w, best_s, h, bounds)

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from hatch_shrinkray.numerics.scales import on_half_grid, stored_scales
+
 FLUSH = 1e-30
 F32 = np.float32
 
@@ -66,10 +68,11 @@ def scale_shape(shape: tuple[int, ...], axis: int | None) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class Quantized:
-    """Integer codes plus per-channel float32 parameters; ``decoded`` is the float32 result."""
+    """Integer codes plus per-channel float parameters; ``decoded`` is the float32 result."""
 
     codes: npt.NDArray[np.integer]
-    scale: npt.NDArray[np.float32]
+    scale: npt.NDArray[Any]
+    """float32, or fp16 where asked for and exact (``scales``)."""
     zero_point: npt.NDArray[np.float32] | None
     decoded: npt.NDArray[np.float32]
     nonfinite: NonFinite | None
@@ -90,12 +93,15 @@ def _finite_rows(w: FloatArray, axis: int | None, nonfinite: NonFinite | None) -
     return rows.min(axis=1).astype(np.float64), rows.max(axis=1).astype(np.float64)
 
 
-def quantize_symmetric(w: FloatArray, axis: int | None, bits: int = 8, levels: int | None = None) -> Quantized:
+def quantize_symmetric(w: FloatArray, axis: int | None, bits: int = 8, levels: int | None = None, *,
+                       half_scales: bool = False) -> Quantized:
     """Symmetric codes in [-(2^(b-1)-1), 2^(b-1)-1]; -2^(b-1) is the non-finite sentinel.
 
     Zero stays exactly zero and no zero-point is needed, so decoding is a single Mul. ``levels``
     (3 .. 2^b - 1, default all of them) asks for fewer distinct codes per channel, on the same
     uniform grid (``code_bounds``): the container and the decode stay those of ``bits``.
+    ``half_scales``: the scales rounded to fp16 before the codes are (``scales``), and stored as
+    fp16 where every one of them then is an fp16 value.
     """
     nonfinite = find_nonfinite(w)
     qmax = 2 ** (bits - 1) - 1
@@ -113,6 +119,8 @@ def quantize_symmetric(w: FloatArray, axis: int | None, bits: int = 8, levels: i
     dead = (~constant) & (amax < FLUSH)
     scale64 = np.where(dead, 1.0, scale64)
     scale = _fit(scale64.astype(F32), np.where(constant, 1.0, np.maximum(neg, pos).astype(np.float64)))
+    if half_scales:
+        scale = on_half_grid(scale, keep=constant).astype(F32)
     shp = scale_shape(w.shape, axis)
     s = scale.reshape(shp) if shp else scale.reshape(())
     low, high = (-neg.reshape(shp), pos.reshape(shp)) if shp else (-int(neg[0]), int(pos[0]))
@@ -124,7 +132,7 @@ def quantize_symmetric(w: FloatArray, axis: int | None, bits: int = 8, levels: i
         sentinel = -qmax - 1
         codes[nonfinite.mask] = sentinel
         decoded[nonfinite.mask] = nonfinite.value
-    return Quantized(codes, s.astype(F32), None, decoded, nonfinite, sentinel)
+    return Quantized(codes, stored_scales(s) if half_scales else s.astype(F32), None, decoded, nonfinite, sentinel)
 
 
 def code_bounds(lo: FloatArray, hi: FloatArray, levels: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:

@@ -48,7 +48,7 @@ from hatch_shrinkray.result import Fit, FitNote, FitReason, TensorRecord, Verify
 from hatch_shrinkray.samples import Calibration
 from hatch_shrinkray.shrink_result import KeptFloat, ShrinkResult, kept_reason
 from hatch_shrinkray.signals import deferred
-from hatch_shrinkray.sizes import BROTLI_HINT, Sizes, brotli_problem, measure
+from hatch_shrinkray.sizes import BROTLI_HINT, Sizes, brotli_problem, clearly_below, measure, web_bytes
 from hatch_shrinkray.verification.inputs import GeneratedUnusable, specs_of_model
 from hatch_shrinkray.verification.recordings import NoRecording
 from hatch_shrinkray.verification.runner import (
@@ -100,8 +100,9 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
     result: for ``check``, which lets the package's own tests judge it and never ships it.
 
     "Smaller" is in the bytes ``options.target`` counts (``sizes``); the result carries the raw,
-    wheel and web sizes of both models, web measured (brotli 11) with target ``web`` or
-    ``exact_web``, else estimated.
+    wheel and web sizes of both models, web measured (brotli 11) with ``exact_web``, else estimated;
+    target ``web`` measures the shrunk model's, and the original's only where its estimate cannot
+    settle the never-larger rule (``sizes.clearly_below``).
     """
     options = options or ShrinkOptions()
     name = "the model" if isinstance(source, ModelProto) else Path(source).name
@@ -115,21 +116,21 @@ def _shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.P
     problems = option_errors(options)
     if problems:
         raise ShrinkrayError("invalid options: " + "; ".join(problems))
-    exact_web = exact_web or options.target == "web"
-    if exact_web and brotli_problem():
+    shrunk_web = exact_web or options.target == "web"
+    if shrunk_web and brotli_problem():
         raise ShrinkrayError(f"target web counts brotli quality 11 bytes, and {brotli_problem()}", hint=BROTLI_HINT)
     start = time.perf_counter()
     loaded = load_model(source)
     checker = _check_source(loaded, options)
     job = _Job(source, loaded, _reference_source(loaded, source), None if destination is None else Path(destination),
-               options, checker, exact_web, stage)
+               options, checker, shrunk_web, stage)
     small, weight_bytes = _census(loaded.model, options)
     overridable = _overridable(loaded.model, options)
     needs = METHODS[options.method].needs(options)
     stage.show("reading the samples")
     prepared, unfitted = _calibration(loaded, job.original_ref, options, needs)
     # The original's sizes, meanwhile: compressing it (seconds for a small model, far longer at
-    # brotli 11) runs in the gaps the encoding leaves, not after it.
+    # brotli 11, which target web alone leaves to `_settled`) runs in the gaps the encoding leaves.
     original_files = _files(loaded, job.original_ref)
     original_sizes_job = Background(lambda: measure(original_files, exact_web=exact_web))
     stage.show("encoding")
@@ -163,6 +164,7 @@ class _Job:
     options: ShrinkOptions
     checker: str
     exact_web: bool
+    """The shrunk model's web bytes are measured (brotli 11), not estimated."""
     stage: progress.Step
 
 
@@ -205,7 +207,7 @@ def _write_and_verify(job: _Job, records: list[TensorRecord], original_sizes_job
         stage.show("writing and measuring")
         output = _write(loaded.model, job.dest, loaded.label, job.checker)
         shrunk_sizes = measure(output.files(), exact_web=job.exact_web)
-        original_sizes = original_sizes_job.result()
+        original_sizes = _settled(original_sizes_job.result(), shrunk_sizes, _files(loaded, job.original_ref))
         encoded = any(r.encoding != "kept" for r in records)
         neutral = METHODS[options.method].size_neutral
         if encoded and not _smaller(shrunk_sizes, original_sizes, options.target, neutral):
@@ -239,6 +241,15 @@ def _write_and_verify(job: _Job, records: list[TensorRecord], original_sizes_job
         if output is not None:
             output.discard()
     return _Done(output, records, original_sizes, shrunk_sizes, kept_original, unverified, verification, extra)
+
+
+def _settled(original: Sizes, shrunk: Sizes, files: bytes | list[Path]) -> Sizes:
+    """The original's sizes with its web bytes measured where the shrunk model's are and the
+    estimate could decide the never-larger rule (the shrunk model is not clearly below it); an
+    estimate that cannot change the outcome stays one, and says so (``web_estimated``)."""
+    if not original.web_estimated or shrunk.web_estimated or clearly_below(shrunk.web, original.web):
+        return original
+    return replace(original, web=web_bytes(files), web_estimated=False)
 
 
 def _original_instead(job: _Job, staged: Output,
@@ -374,7 +385,8 @@ def _not_smaller(options: ShrinkOptions, shrunk: Sizes, original: Sizes) -> str:
     """Why the original ships, in the sizes that decided it."""
     def change(kind: str) -> str:
         before, after = original.of(kind), shrunk.of(kind)
-        return f"{human(before)} -> {human(after)}, {100 * after / max(1, before):.1f}%"
+        about = "~" if kind == "web" and original.web_estimated else ""
+        return f"{about}{human(before)} -> {human(after)}, {about}{100 * after / max(1, before):.1f}%"
 
     target = options.target
     if shrunk.of(target) < original.of(target):

@@ -5,7 +5,7 @@ the activations' second moments, the data every fitted choice (int8's output-awa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,14 +56,16 @@ class Calibrated:
 
 
 def calibrate(model: ModelProto, options: ShrinkOptions, samples: Calibration | Sequence[Feed], *,
-              weights_as_feeds: bool, folds: int = 1) -> Calibrated | None:
+              weights_as_feeds: bool, folds: int = 1, also: Callable[[Site], bool] | None = None) -> Calibrated | None:
     """Run the calibration feeds through a probe copy of ``model`` that exposes the activations
     feeding every MatMul/Gemm/Conv weight (and, with ``weights_as_feeds``, takes the weights as
     inputs so that any mix of encodings can be evaluated without a new session). With ``folds`` > 1
-    the moments are also summed per fold of units, for cross-fitting. None: no float32 weight
+    the moments are also summed per fold of units, for cross-fitting. ``also``: float32 weights that
+    take part though ``options`` leaves them out (``auto``'s small weights). None: no float32 weight
     qualifies."""
     calibration = as_calibration(samples)
-    sites = [s for s in find_sites(model) if s.dtype == FLOAT32 and skip_reason(s, options) is None]
+    sites = [s for s in find_sites(model) if s.dtype == FLOAT32 and (skip_reason(s, options) is None
+                                                                  or (also is not None and also(s)))]
     if not sites:
         return None
     main_names = _main_names(model)
@@ -116,6 +118,8 @@ def _moments(sites: list[Site], lays: dict[Key, Layout | None], probe: Probe, fo
              folds: int) -> tuple[list[list[npt.NDArray[Any]]], list[dict[Key, tuple[npt.NDArray[np.float64], int]]]]:
     """The model outputs of every calibration feed, and per fold the activation second moments of
     each weight (summed over its consumers and the fold's feeds, with the rows counted)."""
+    if not probe.probe.captured:  # no activation to sum (weights inside subgraphs): the outputs, streams side by side
+        return probe.run(), [{} for _ in range(folds)]
     index = {name: i for i, name in enumerate(probe.probe.captured)}
     acc: list[dict[Key, Moments]] = [{key: Moments() for key, lay in lays.items() if lay is not None}
                                      for _ in range(folds)]

@@ -73,7 +73,7 @@ from hatch_shrinkray.fitting.guard import Outcome, Score, Scorer, Unfitted, Verd
 from hatch_shrinkray.fitting.heads import classes_axis, competing
 from hatch_shrinkray.fitting.probe import Probe, ProbeModel, site_key, weights_as_inputs
 from hatch_shrinkray.fitting.search import Found, Option, refine, search, try_uniform, within_load
-from hatch_shrinkray.fitting.small import WORDS, Small, small_tensors, with_values, write_small
+from hatch_shrinkray.fitting.small import Small, small_tensors, small_weight, with_values, write_small
 from hatch_shrinkray.fitting.windows import on_windows
 from hatch_shrinkray.methods import runtimes
 from hatch_shrinkray.methods.base import Fitted, Needs
@@ -144,6 +144,9 @@ class Weight:
         return None if self.rtn is None else self.rtn.decoded
     fixed: str = ""
     """Why the weight's sensitivity is unknown and it gets int8 regardless (empty: measured)."""
+    small: bool = False
+    """Below ``min-elements`` (``small.small_weight``): method int8 keeps it float32, so float32 is its
+    round-to-nearest and its floor, and what the plan chooses for it ships through the small rung."""
 
 
 @dataclass
@@ -178,15 +181,18 @@ class Auto:
         return guarded_auto(model, options, calibration, held, fallback=lambda m: fit_int8(m, int8, calibration),
                             original=original)
 
-    def analyse(self, model: ModelProto, options: ShrinkOptions,
-                samples: Calibration | Sequence[Feed] | None) -> Analysis | None:
+    def analyse(self, model: ModelProto, options: ShrinkOptions, samples: Calibration | Sequence[Feed] | None, *,
+                small_weights: bool = False) -> Analysis | None:
         """Candidates and their measured sensitivities; independent of the budget, so a budget
-        sweep (the benchmark's curves) can reuse one analysis. None: no float32 weight to choose for."""
+        sweep (the benchmark's curves) can reuse one analysis. ``small_weights``: the layers' weights
+        below ``min-elements`` take part too (``small.small_weight``; only the small rung writes them).
+        None: no float32 weight to choose for."""
         if not samples:
             raise needs_real_inputs("auto")
         calibration = as_calibration(samples)
         start = time.perf_counter()
-        cal = calibrate(model, options, calibration, weights_as_feeds=True)
+        also = (lambda s: small_weight(s, options)) if small_weights else None
+        cal = calibrate(model, options, calibration, weights_as_feeds=True, also=also)
         if cal is None:
             return None
         opset = opset_version(model)
@@ -226,7 +232,10 @@ class Auto:
         int8 = _int8_choice(weights)
         fitted = {site_key(w.site): w.candidates[c].decoded for w, c in zip(weights, int8, strict=True)
                   if w.plain is not None}
-        fitted_out, plain_out = probe.run(fitted), probe.run(plain)
+        fitted_out = probe.run(fitted)
+        # Without activations to fit on (weights inside subgraphs), int8's candidate is round-to-nearest itself.
+        same = all(np.array_equal(fitted[k], plain[k]) for k in plain)
+        plain_out = fitted_out if same else probe.run(plain)
         fitted_dev, plain_dev = deviation(baseline, fitted_out), deviation(baseline, plain_out)
         limits = Limits.of(options, plain_dev, fitted_dev)
         quick_plain = deviation(quick, [plain_out[i] for i in analysis.subset])
@@ -234,6 +243,8 @@ class Auto:
                                  deviation(quick, [fitted_out[i] for i in analysis.subset])).screening(quick_plain)
 
         runner = _Screened(analysis, baseline, quick, quick_limits)
+        if all(w.plain is not None or w.candidates[c].kind == "fp32" for w, c in zip(weights, int8, strict=True)):
+            runner.full[int8] = fitted_dev  # the search often starts there: that run was just made
         table = _table(weights, limits, options.target)
         with progress.task("auto: searching the assignment"):
             screened = runner.screened
@@ -258,8 +269,8 @@ class Auto:
             return chosen, f"{PLAIN_WINS}: round-to-nearest int8 ({probe.runs} runs in all)"
         chosen = {site_key(w.site): (w, w.candidates[c]) for w, c in zip(weights, found.choice, strict=True)}
         summary = (f"budget {limits.text()} met: {found.deviation.text()} ({found.evaluations} assignments "
-                   f"checked, {probe.runs} runs in all); {rungs_used(c for _, c in chosen.values())}"
-                   f"{scales_used(c for _, c in chosen.values())}")
+                   f"checked, {probe.runs} runs in all); {rungs_used(c for w, c in chosen.values() if not w.small)}"
+                   f"{scales_used(c for w, c in chosen.values() if not w.small)}")
         return chosen, summary
 
     def write_choice(self, model: ModelProto, analysis: Analysis, options: ShrinkOptions,
@@ -284,7 +295,8 @@ class Auto:
         ctx = EncodeContext(options, opset, tuple(n for n, _ in site.consumers), axis, how)
         cands: list[Candidate] = []
         targets = runtimes.parse(options.runtimes)
-        if _int4_ok(site) and runtimes.matmul_nbits_ok(targets):
+        small = site.size < options.min_elements  # written by the small rung, which has no MatMulNBits
+        if not small and _int4_ok(site) and runtimes.matmul_nbits_ok(targets):
             decoded, nbytes = int4_block(w, options.block_size)
             from hatch_shrinkray.fitting.candidates import error_energy
 
@@ -310,8 +322,9 @@ class Auto:
         plain = None
         with contextlib.suppress(NotEncodable):
             dec = Int8Encoder().encode(w, ctx)
-            plain = Candidate("int8", dec.label, dec.stored_bytes, dec.decoded, dec, 0.0, "round-to-nearest")
-        return Weight(site, ctx, lay, cands, [ZERO] * len(cands), [False] * len(cands), plain)
+            plain = None if small else Candidate("int8", dec.label, dec.stored_bytes, dec.decoded, dec, 0.0,
+                                                 "round-to-nearest")
+        return Weight(site, ctx, lay, cands, [ZERO] * len(cands), [False] * len(cands), plain, small=small)
 
 
 def _splits(w: npt.NDArray[np.float32], cands: list[Candidate], head: npt.NDArray[np.bool_], *, axis: int,
@@ -341,12 +354,17 @@ class _Screened:
         self.rest = [i for i in range(len(self.base)) if i not in in_subset]
         self.verdicts: dict[tuple[int, ...], bool] = {}
         self.latest: dict[tuple[int, ...], list[Any]] = {}
+        self.full: dict[tuple[int, ...], Deviation] = {}
+        """The deviation on every feed of each assignment run there: the search, the uniform seeds
+        and the clean-up meet some of the same points, whose runs would give the same outputs."""
 
     def replaced(self, choice: tuple[int, ...]) -> dict[Key, npt.NDArray[Any]]:
         return {site_key(w.site): w.candidates[c].decoded for w, c in zip(self.weights, choice, strict=True)}
 
     def evaluate(self, choice: tuple[int, ...]) -> Deviation:
-        return deviation(self.baseline, self.probe.run(self.replaced(choice)))
+        if choice not in self.full:
+            self.full[choice] = deviation(self.baseline, self.probe.run(self.replaced(choice)))
+        return self.full[choice]
 
     def passes(self, choice: tuple[int, ...]) -> bool:
         """Whether ``choice`` keeps the budget on the single-tensor runs' feeds; each choice runs
@@ -367,6 +385,8 @@ class _Screened:
             return self.evaluate(choice)
         if not self.passes(choice):
             return BROKEN
+        if choice in self.full:
+            return self.full[choice]
         part = self.latest.get(choice)
         if part is None:  # screened earlier; its outputs on the subset are gone
             return self.evaluate(choice)
@@ -375,7 +395,8 @@ class _Screened:
             outputs[i] = o
         for i, o in zip(self.rest, self.probe.run(self.replaced(choice), subset=self.rest), strict=True):
             outputs[i] = o
-        return deviation(self.baseline, outputs)
+        self.full[choice] = deviation(self.baseline, outputs)
+        return self.full[choice]
 
 
 def _table(weights: list[Weight], limits: Limits, target: str) -> list[list[Option]]:
@@ -410,27 +431,48 @@ def guarded_auto(model: ModelProto, options: ShrinkOptions, calibration: Calibra
                  original: Scorer | None = None) -> Fitted:
     """``auto`` fitted on ``calibration``, its plan kept only if on the ``held`` units it does no
     worse than round-to-nearest int8 (``guard``); otherwise ``model`` gets round-to-nearest int8.
-    The plan is judged first with the small tensors in fp16 (``small``); where that loses, or is over
-    verification's limits there, it is judged as if that rung did not exist.
+    The plan is judged first with the small weights of layers as it encodes them and the other small
+    tensors in fp16 (``small``); where that loses, or is over verification's limits there, the plan is
+    chosen again without the small weights (which then spent none of the budget) and judged with every
+    small tensor in fp16, then without them, as before that rung. (Not byte for byte what ``auto``
+    chose before it: the probe session that measured the weights then also took the small ones as
+    inputs, and onnxruntime's numbers move in their last bits with its graph.)
     Where what the guard chose is over verification's limits on the ``held`` units (the build
     would fail), ``fallback`` writes ``model`` instead (``int8`` with output-aware rounding).
     ``original``: the original's outputs on the ``held`` units, judged (else they are run here)."""
     auto = Auto()
-    analysis = auto.analyse(model, options, calibration)
+    analysis = auto.analyse(model, options, calibration, small_weights=held is not None and len(held) > 0)
     if analysis is None:
         return Fitted(encode_weights(model, Int8Encoder(), options), None)
-    chosen, summary = auto.choose(analysis, options)
-    small = small_tensors(model, options)
     judged = _HeldOut(model, analysis, options, held, original) if held is not None and len(held) else None
+    chosen, summary = auto.choose(analysis, options)
+    small = small_tensors(model, options, {k: c.decode for k, (w, c) in chosen.items()
+                                           if w.small and c.decode is not None})
+    losses: list[str] = []
+    if small.planned and judged is not None:
+        large = {k: (w, c) for k, (w, c) in chosen.items() if not w.small}
+        with_small = judged.judge(large, small)
+        over = over_limits(with_small, options)
+        if with_small.kept and not over:
+            return Fitted(_write(model, options, large, f"{summary}; {small.words()}", small),
+                          replace(with_small, also=small.words()))
+        losses.append(f"with {small.name}, not kept: {over or with_small.fitted.text()}")
+    if any(w.small for w in analysis.weights):
+        analysis.weights = [w for w in analysis.weights if not w.small]
+        if not analysis.weights:  # as without the small weights: no weight to choose for
+            return Fitted(encode_weights(model, Int8Encoder(), options), None)
+        chosen, summary = auto.choose(analysis, options)
+    if small.fp16 is not None:
+        small = small.fp16
     del analysis
-    lost = ""
     if small and judged is not None:
         with_small = judged.judge(chosen, small)
         over = over_limits(with_small, options)
         if with_small.kept and not over:
             return Fitted(_write(model, options, chosen, f"{summary}; {small.words()}", small),
-                          replace(with_small, also=small.words()))
-        lost = f"with {WORDS}, not kept: {over or with_small.fitted.text()}"
+                          replace(with_small, also="; ".join([*losses, small.words()])))
+        losses.append(f"with {small.name}, not kept: {over or with_small.fitted.text()}")
+    lost = "; ".join(losses)
     outcome: Verdict | None = None
     if all(c is _rtn(w) for w, c in chosen.values()):
         outcome = Unfitted(f"auto shipped int8 round-to-nearest: {PLAIN_WINS}" + (f"; {lost}" if lost else ""),
@@ -476,7 +518,8 @@ class _HeldOut:
     def __init__(self, model: ModelProto, analysis: Analysis, options: ShrinkOptions, held: Calibration,
                  original: Scorer | None) -> None:
         self.model, self.options, self.held, self.original = model, options, held, original
-        self.originals = analysis.probe.originals
+        small = {site_key(w.site) for w in analysis.weights if w.small}
+        self.originals = {k: v for k, v in analysis.probe.originals.items() if k not in small}  # theirs: ``small``
         self.plain = {site_key(w.site): w.plain for w in analysis.weights if w.plain is not None}  # made in _weight
 
     @cached_property
@@ -554,9 +597,10 @@ def _load(w: Weight, c: Candidate) -> int:
 
 
 def _int8_choice(weights: list[Weight]) -> tuple[int, ...]:
-    """Every weight at its int8 candidate (output-aware rounding), or float32 where it has none."""
-    return tuple(next((j for j, c in enumerate(w.candidates) if c.kind == "int8"), len(w.candidates) - 1)
-                 for w in weights)
+    """Every weight at its int8 candidate (output-aware rounding), or float32 where it has none (or is
+    small: method int8 keeps it float32)."""
+    return tuple(next((j for j, c in enumerate(w.candidates) if c.kind == "int8" and not w.small),
+                      len(w.candidates) - 1) for w in weights)
 
 
 def _no_larger_than_int8(table: list[list[Option]], weights: list[Weight], found: Found,
@@ -627,7 +671,7 @@ def _sensitivity(weights: list[Weight], probe: Probe, base: list[list[npt.NDArra
     order = sorted(range(len(weights)), key=lambda i: (-weights[i].site.size, i))
     budget = MAX_EVALS
     baseline = Baseline([base[k] for k in subset], judges)
-    total = sum(w.site.size for w in weights)
+    total = sum(w.site.size for w in weights if not w.small)
     covered = 0
     with progress.task("auto: sensitivity, one weight at a time", total=len(order)) as measured:
         for i in order:
@@ -665,7 +709,7 @@ def _measure(w: Weight, probe: Probe, baseline: Baseline, subset: list[int], bud
 def _fixed_int8(w: Weight, why: str) -> None:
     """Sensitivity unknown: the weight gets its int8 candidate, as method int8 would (zero cost
     to the search), and the record says why."""
-    keep = [j for j, c in enumerate(w.candidates) if c.kind == "int8"] or [len(w.candidates) - 1]
+    keep = [j for j, c in enumerate(w.candidates) if c.kind == "int8" and not w.small] or [len(w.candidates) - 1]
     w.candidates = [w.candidates[j] for j in keep]
     w.deviations = [ZERO for _ in keep]
     w.measured = [False for _ in keep]

@@ -1,0 +1,122 @@
+"""``auto``'s small weights: the Conv/MatMul/Gemm weights below ``min-elements`` enter ``auto``'s search
+(float32 their floor, as method int8 keeps them) and ship with the plan's encoding through the small
+rung, where the guard keeps the plan with them; method int8 never touches them."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from hatch_shrinkray import ShrinkOptions, VerifyOptions, shrink
+from hatch_shrinkray.fitting.small import small_weight
+from hatch_shrinkray.methods import auto as auto_method
+from hatch_shrinkray.onnxgraph.graph import find_sites
+
+from onnx_builders import init, model, save, vi, weight
+
+IN, HIDDEN, CLASSES = 64, 96, 256
+LOAD = 1.3
+"""K is a quarter of W, so decoding both costs 1.25x decoding W alone, the default load budget, plus the
+fold of their fp16 scales: a little more room than the default, so that the load budget does not decide."""
+
+
+def small_then_large() -> onnx.ModelProto:
+    """x -> Conv K (96x64x1x1: 6144 values, below min-elements) + bias -> Relu -> Conv W (256x96x1x1,
+    above it) -> y: a pointwise convolution's stack, as in a mobile network's blocks. K's values sit on
+    int8's grid (each channel's codes -127..127 times a step), so int8 stores it exactly."""
+    codes = np.random.default_rng(4).integers(-127, 128, (HIDDEN, IN, 1, 1))
+    codes[:, 0] = 127
+    kernel = (codes * 2.0 ** -8).astype(np.float32)  # a step fp16 holds exactly, as auto stores its scales
+    return model(
+        [helper.make_node("Conv", ["x", "K", "kb"], ["c"]), helper.make_node("Relu", ["c"], ["r"]),
+         helper.make_node("Conv", ["r", "W"], ["y"])],
+        [vi("x", ["batch", IN, 1, 1])], [vi("y", ["batch", CLASSES, 1, 1])],
+        [init("K", kernel), init("kb", weight((HIDDEN,), 2)),
+         init("W", weight((CLASSES, HIDDEN, 1, 1), 3))])
+
+
+def calib(tmp_path: Path) -> Path:
+    x = np.random.default_rng(7).standard_normal((32, 64, IN, 1, 1)).astype(np.float32)
+    path = tmp_path / "calib.npz"
+    np.savez(path, x=x)
+    return path
+
+
+def dtypes(m: onnx.ModelProto) -> dict[str, int]:
+    return {t.name: t.data_type for t in m.graph.initializer}
+
+
+def test_only_small_weights_of_layers_qualify() -> None:
+    m = small_then_large()
+    opts = ShrinkOptions(method="auto")
+    assert {s.name for s in find_sites(m) if small_weight(s, opts)} == {"K"}  # not its bias, nor W (large)
+    assert not any(small_weight(s, replace(opts, exclude_tensors=("K",))) for s in find_sites(m))
+    depthwise = model([helper.make_node("Conv", ["x", "D"], ["y"], group=IN)], [vi("x", ["batch", IN, 4, 4])],
+                      [vi("y", ["batch", IN, 2, 2])], [init("D", weight((IN, 1, 3, 3), 5))])
+    assert not any(small_weight(s, opts) for s in find_sites(depthwise))  # 576 values: it stays with fp16
+
+
+def test_only_guarded_auto_takes_them_into_its_analysis() -> None:
+    feeds = [{"x": x} for x in np.random.default_rng(2).standard_normal((8, 16, IN, 1, 1)).astype(np.float32)]
+    plain = auto_method.Auto().analyse(small_then_large(), ShrinkOptions(method="auto"), feeds)
+    both = auto_method.Auto().analyse(small_then_large(), ShrinkOptions(method="auto"), feeds, small_weights=True)
+    assert plain is not None and both is not None
+    assert [w.site.name for w in plain.weights] == ["W"]  # a budget sweep's analysis, as before
+    kernel = next(w for w in both.weights if w.site.name == "K")
+    assert kernel.small and kernel.plain is None and kernel.candidates[-1].kind == "fp32"  # float32: its floor
+
+
+def test_auto_encodes_a_small_conv_weight_and_int8_keeps_it_float32(tmp_path: Path) -> None:
+    src = save(small_then_large(), tmp_path / "m.onnx")
+    rec = calib(tmp_path)
+    result = shrink(src, tmp_path / "auto.onnx",
+                    ShrinkOptions(method="auto", budget_load=LOAD, verify=VerifyOptions(inputs=rec)))
+    assert result.verification is not None and result.verification.passed
+    fitting = result.verification.fitting
+    assert "auto's plan kept" in fitting, fitting
+    assert "; small weights in the plan: 1 tensor below min-elements, 24.58 KB -> " in fitting, fitting
+    kernel = next(t for t in result.tensors if t.name == "K")
+    assert kernel.encoding.startswith("int8") and "small weights in the plan, auto" in kernel.note
+    assert kernel.stored_bytes < kernel.original_bytes
+    assert "K" not in dtypes(onnx.load(tmp_path / "auto.onnx"))  # stored as codes, decoded under its name
+
+    int8 = shrink(src, tmp_path / "int8.onnx", ShrinkOptions(method="int8", verify=VerifyOptions(inputs=rec)))
+    assert "K" not in {t.name for t in int8.tensors}
+    assert dtypes(onnx.load(tmp_path / "int8.onnx"))["K"] == TensorProto.FLOAT
+
+
+def test_where_the_plan_with_them_loses_the_small_weights_go_fp16(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    judge = auto_method._HeldOut.judge
+
+    def refuse_planned(self: auto_method._HeldOut, chosen: dict, small: auto_method.Small | None = None  # type: ignore[type-arg]
+                       ) -> auto_method.Outcome:
+        outcome = judge(self, chosen, small)
+        return replace(outcome, kept=False) if small is not None and small.planned else outcome
+
+    monkeypatch.setattr(auto_method._HeldOut, "judge", refuse_planned)
+    src = save(small_then_large(), tmp_path / "m.onnx")
+    opts = ShrinkOptions(method="auto", budget_load=LOAD, verify=VerifyOptions(inputs=calib(tmp_path)))
+    result = shrink(src, tmp_path / "auto.onnx", opts)
+    fitting = result.verification.fitting  # type: ignore[union-attr]
+    assert "; with small weights in the plan, not kept: " in fitting, fitting
+    assert "; small tensors in fp16: 1 tensor below min-elements, 24.58 KB -> 12.29 KB" in fitting, fitting
+    assert next(t for t in result.tensors if t.name == "K").encoding == "fp16"
+    assert dtypes(onnx.load(tmp_path / "auto.onnx"))["K_fp16"] == TensorProto.FLOAT16
+    # ... the plan chosen again without the small weights: what ships where they never take part.
+    monkeypatch.setattr(auto_method, "small_weight", lambda site, options: False)
+    shrink(src, tmp_path / "without.onnx", opts)
+    assert (tmp_path / "auto.onnx").read_bytes() == (tmp_path / "without.onnx").read_bytes()
+
+
+def test_auto_with_small_weights_is_deterministic(tmp_path: Path) -> None:
+    src = save(small_then_large(), tmp_path / "m.onnx")
+    opts = ShrinkOptions(method="auto", verify=VerifyOptions(inputs=calib(tmp_path)))
+    shrink(src, tmp_path / "a.onnx", opts)
+    shrink(src, tmp_path / "b.onnx", opts)
+    assert (tmp_path / "a.onnx").read_bytes() == (tmp_path / "b.onnx").read_bytes()

@@ -629,10 +629,11 @@ def _generated_file(rng: np.random.Generator) -> bytes:
 
 @pytest.mark.extended
 def test_auto_on_few_held_out_units_spends_no_error_on_a_tie(tmp_path: Path) -> None:
-    """Magika recorded on 20 calls of 4 generated files, 10 held out. The search finds a plan 1.6%
-    smaller than round-to-nearest int8 that ties it on the 40 held-out decisions at 1.4x its error;
-    it had shipped and changed 1 of 380 unseen labels. Ten units cannot tell that tie from chance, so
-    the smaller error wins and round-to-nearest int8 ships, and the line says so."""
+    """Magika recorded on 20 calls of 4 generated files, 10 held out. The search finds a plan smaller
+    than round-to-nearest int8 that ties it on the 40 held-out decisions; one such plan at 1.4x its error
+    had shipped and changed 1 of 380 unseen labels. Ten units cannot tell that tie from chance, so the
+    smaller error wins, and the line says so: with more error round-to-nearest int8 ships byte for
+    byte; with less (the plan since int8 scales are fp16 in ``auto``) the plan ships, no larger."""
     import re
 
     rng = np.random.default_rng(3)
@@ -644,9 +645,13 @@ def test_auto_on_few_held_out_units_spends_no_error_on_a_tie(tmp_path: Path) -> 
     said = auto.verification.fitting
     versus = re.search(r"on 10 held-out units \(the held-out half\), 0 vs 0 labels changed, 0 vs 0 decisions flipped, "
                        r"rel-L2 (\S+) vs (\S+) for round-to-nearest", said)
-    assert said.startswith("auto's plan not kept (round-to-nearest ships)") and versus, said
-    assert float(versus[1]) > float(versus[2])
-    assert (tmp_path / "auto.onnx").read_bytes() == (tmp_path / "rtn.onnx").read_bytes()
+    assert versus, said
+    if float(versus[1]) >= float(versus[2]):
+        assert said.startswith("auto's plan not kept (round-to-nearest ships)"), said
+        assert (tmp_path / "auto.onnx").read_bytes() == (tmp_path / "rtn.onnx").read_bytes()
+    else:
+        assert said.startswith("auto's plan kept"), said
+        assert (tmp_path / "auto.onnx").stat().st_size < (tmp_path / "rtn.onnx").stat().st_size
     del plain
 
 

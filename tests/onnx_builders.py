@@ -64,3 +64,8 @@ def run(m: onnx.ModelProto | Path | str, feeds: dict[str, np.ndarray]) -> list[n
     ref = m.SerializeToString() if isinstance(m, onnx.ModelProto) else str(m)
     sess = ort.InferenceSession(ref, providers=["CPUExecutionProvider"])
     return list(sess.run(None, feeds))
+
+
+def dtypes(m: onnx.ModelProto) -> dict[str, int]:
+    """Each initializer's ``TensorProto`` data type, by name."""
+    return {t.name: t.data_type for t in m.graph.initializer}

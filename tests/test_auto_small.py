@@ -16,7 +16,7 @@ from hatch_shrinkray import ShrinkOptions, VerifyOptions, shrink
 from hatch_shrinkray.fitting import small as small_rung
 from hatch_shrinkray.fitting.small import small_tensors, write_small
 
-from onnx_builders import init, model, run, save, vi, weight
+from onnx_builders import dtypes, init, model, run, save, vi, weight
 
 K = 64
 HIDDEN = 256
@@ -49,10 +49,6 @@ def calib(tmp_path: Path, n: int = 32, batch: int = 16, seed: int = 5) -> Path:
     path = tmp_path / "calib.npz"
     np.savez(path, x=x)
     return path
-
-
-def dtypes(m: onnx.ModelProto) -> dict[str, int]:
-    return {t.name: t.data_type for t in m.graph.initializer}
 
 
 def test_small_float_operands_go_fp16_and_those_fp16_cannot_hold_stay_float32() -> None:

@@ -17,7 +17,7 @@ from hatch_shrinkray.fitting.small import small_weight
 from hatch_shrinkray.methods import auto as auto_method
 from hatch_shrinkray.onnxgraph.graph import find_sites
 
-from onnx_builders import init, model, save, vi, weight
+from onnx_builders import dtypes, init, model, save, vi, weight
 
 IN, HIDDEN, CLASSES = 64, 96, 384
 
@@ -43,10 +43,6 @@ def calib(tmp_path: Path) -> Path:
     path = tmp_path / "calib.npz"
     np.savez(path, x=x)
     return path
-
-
-def dtypes(m: onnx.ModelProto) -> dict[str, int]:
-    return {t.name: t.data_type for t in m.graph.initializer}
 
 
 def test_only_small_weights_of_layers_qualify() -> None:

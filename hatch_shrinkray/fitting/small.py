@@ -165,12 +165,8 @@ def small_weight(site: Site, options: ShrinkOptions) -> bool:
 
 def _small(decodes: dict[Key, Decode], originals: dict[Key, npt.NDArray[Any]], planned: frozenset[Key]) -> Small:
     sizes = {t: (sum(estimated_bytes({"w": originals[k]}, t) for k in decodes),
-                 sum(_bytes(d, t) for d in decodes.values())) for t in TARGETS}
+                 sum(estimated_bytes(d.stored, t) for d in decodes.values())) for t in TARGETS}
     return Small(decodes, sizes, planned)
-
-
-def _bytes(dec: Decode, target: str) -> int:
-    return estimated_bytes(dec.stored, target)
 
 
 def write_small(model: ModelProto, options: ShrinkOptions, small: Small) -> list[TensorRecord]:

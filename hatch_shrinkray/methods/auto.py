@@ -320,10 +320,10 @@ class Auto:
         cands = [c for c in cands if c.stored_bytes < w.nbytes]
         cands.append(fp32(w))
         plain = None
-        with contextlib.suppress(NotEncodable):
-            dec = Int8Encoder().encode(w, ctx)
-            plain = None if small else Candidate("int8", dec.label, dec.stored_bytes, dec.decoded, dec, 0.0,
-                                                 "round-to-nearest")
+        if not small:  # method int8 keeps a small weight float32: it has no round-to-nearest int8 to compare
+            with contextlib.suppress(NotEncodable):
+                dec = Int8Encoder().encode(w, ctx)
+                plain = Candidate("int8", dec.label, dec.stored_bytes, dec.decoded, dec, 0.0, "round-to-nearest")
         return Weight(site, ctx, lay, cands, [ZERO] * len(cands), [False] * len(cands), plain, small=small)
 
 

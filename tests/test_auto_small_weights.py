@@ -101,10 +101,13 @@ def test_where_the_plan_with_them_loses_the_small_weights_go_fp16(
     assert "; small tensors in fp16: 1 tensor below min-elements, 24.58 KB -> 12.29 KB" in fitting, fitting
     assert next(t for t in result.tensors if t.name == "K").encoding == "fp16"
     assert dtypes(onnx.load(tmp_path / "auto.onnx"))["K_fp16"] == TensorProto.FLOAT16
-    # ... the plan chosen again without the small weights: what ships where they never take part.
-    monkeypatch.setattr(auto_method, "small_weight", lambda site, options: False)
-    shrink(src, tmp_path / "without.onnx", opts)
-    assert (tmp_path / "auto.onnx").read_bytes() == (tmp_path / "without.onnx").read_bytes()
+    # ... with the other weights as the plan with them chose them (no second search).
+    monkeypatch.setattr(auto_method._HeldOut, "judge", judge)
+    kept = shrink(src, tmp_path / "kept.onnx", opts)
+    assert "auto's plan kept" in kept.verification.fitting  # type: ignore[union-attr]
+    large = [(t.name, t.encoding, t.stored_bytes) for t in result.tensors if t.name == "W"]
+    assert large == [(t.name, t.encoding, t.stored_bytes) for t in kept.tensors if t.name == "W"]
+    assert auto_method.SMALL_FLOAT in next(t for t in result.tensors if t.name == "W").note
 
 
 def test_auto_with_small_weights_is_deterministic(tmp_path: Path) -> None:

@@ -22,8 +22,8 @@ much as every large weight's int8), so ``auto`` does not round them blindly: the
 like the large weights (output-aware rounding, fewer levels, coarser steps, 16 bits or float32,
 each measured alone), with float32 as their floor, as method int8 keeps them. Those the plan
 encodes are written here with the plan's decode; the rest of the small tensors as fp16. Where the
-plan with them loses, ``auto`` chooses its plan again without them and the guard judges it with every
-small tensor in fp16, then without any small tensor stored.
+plan with them loses, the guard judges the same plan's other weights with every small tensor in fp16
+(the small weights back at float32), then without any small tensor stored.
 """
 
 from __future__ import annotations

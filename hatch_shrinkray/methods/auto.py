@@ -420,6 +420,7 @@ SMALLER = 0.99
 roundings of one weight differ by a fraction of a percent in estimated compressed bytes, which is
 not a saving to trade answers' margins for."""
 PLAIN_WINS = "nothing smaller than round-to-nearest int8 kept its answers on the fitting samples"
+SMALL_FLOAT = "its small weights float32 here (the plan with them encoded lost)"
 
 
 Fallback = Callable[[ModelProto], Fitted]
@@ -432,11 +433,10 @@ def guarded_auto(model: ModelProto, options: ShrinkOptions, calibration: Calibra
     """``auto`` fitted on ``calibration``, its plan kept only if on the ``held`` units it does no
     worse than round-to-nearest int8 (``guard``); otherwise ``model`` gets round-to-nearest int8.
     The plan is judged first with the small weights of layers as it encodes them and the other small
-    tensors in fp16 (``small``); where that loses, or is over verification's limits there, the plan is
-    chosen again without the small weights (which then spent none of the budget) and judged with every
-    small tensor in fp16, then without them, as before that rung. (Not byte for byte what ``auto``
-    chose before it: the probe session that measured the weights then also took the small ones as
-    inputs, and onnxruntime's numbers move in their last bits with its graph.)
+    tensors in fp16 (``small``); where that loses, or is over verification's limits there, the same
+    plan's other weights are judged with every small tensor in fp16, then without them. That plan has
+    less error than the one that lost (its small weights are back at float32) and costs no second
+    search (as long as the first; at the same budget, its plan spends the same error elsewhere).
     Where what the guard chose is over verification's limits on the ``held`` units (the build
     would fail), ``fallback`` writes ``model`` instead (``int8`` with output-aware rounding).
     ``original``: the original's outputs on the ``held`` units, judged (else they are run here)."""
@@ -457,11 +457,11 @@ def guarded_auto(model: ModelProto, options: ShrinkOptions, calibration: Calibra
             return Fitted(_write(model, options, large, f"{summary}; {small.words()}", small),
                           replace(with_small, also=small.words()))
         losses.append(f"with {small.name}, not kept: {over or with_small.fitted.text()}")
-    if any(w.small for w in analysis.weights):
-        analysis.weights = [w for w in analysis.weights if not w.small]
-        if not analysis.weights:  # as without the small weights: no weight to choose for
-            return Fitted(encode_weights(model, Int8Encoder(), options), None)
-        chosen, summary = auto.choose(analysis, options)
+    if all(w.small for w in analysis.weights):  # as without the small weights: no weight to choose for
+        return Fitted(encode_weights(model, Int8Encoder(), options), None)
+    if small.planned:
+        summary = f"{summary}; {SMALL_FLOAT}"
+    chosen = {k: (w, c) for k, (w, c) in chosen.items() if not w.small}
     if small.fp16 is not None:
         small = small.fp16
     del analysis

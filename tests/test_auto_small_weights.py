@@ -116,3 +116,19 @@ def test_auto_with_small_weights_is_deterministic(tmp_path: Path) -> None:
     shrink(src, tmp_path / "a.onnx", opts)
     shrink(src, tmp_path / "b.onnx", opts)
     assert (tmp_path / "a.onnx").read_bytes() == (tmp_path / "b.onnx").read_bytes()
+
+
+def test_without_the_small_weights_the_plan_is_never_larger_than_round_to_nearest_int8() -> None:
+    feeds = [{"x": x} for x in np.random.default_rng(2).standard_normal((8, 16, IN, 1, 1)).astype(np.float32)]
+    analysis = auto_method.Auto().analyse(small_then_large(), ShrinkOptions(method="auto"), feeds, small_weights=True)
+    assert analysis is not None
+    w = next(w for w in analysis.weights if w.site.name == "W")
+    by_kind = {c.kind: c for c in w.candidates}
+    rtn = w.rtn
+    assert rtn is not None
+    # Paid for by what the small weights saved: 16 bits for W is more than its int8; int8 ships for it.
+    chosen, words = auto_method._without_small({("", "W"): (w, by_kind["int16"])}, "plan", "wheel")
+    assert chosen[("", "W")][1] is rtn and "no smaller than round-to-nearest int8" in words
+    # Smaller than int8 (fewer levels in int8's container compress better): the plan's choice stays.
+    chosen, words = auto_method._without_small({("", "W"): (w, by_kind["int8-15levels"])}, "plan", "wheel")
+    assert chosen[("", "W")][1] is by_kind["int8-15levels"] and words == f"plan; {auto_method.SMALL_FLOAT}"

@@ -459,9 +459,9 @@ def guarded_auto(model: ModelProto, options: ShrinkOptions, calibration: Calibra
         losses.append(f"with {small.name}, not kept: {over or with_small.fitted.text()}")
     if all(w.small for w in analysis.weights):  # as without the small weights: no weight to choose for
         return Fitted(encode_weights(model, Int8Encoder(), options), None)
-    if small.planned:
-        summary = f"{summary}; {SMALL_FLOAT}"
     chosen = {k: (w, c) for k, (w, c) in chosen.items() if not w.small}
+    if small.planned:
+        chosen, summary = _without_small(chosen, summary, options.target)
     if small.fp16 is not None:
         small = small.fp16
     del analysis
@@ -490,6 +490,18 @@ def guarded_auto(model: ModelProto, options: ShrinkOptions, calibration: Calibra
     if outcome is not None and not outcome.kept:
         return Fitted(encode_weights(model, Int8Encoder(), options), outcome)
     return Fitted(_write(model, options, chosen, summary), outcome)
+
+
+def _without_small(chosen: dict[Key, tuple[Weight, Candidate]], summary: str,
+                   target: str) -> tuple[dict[Key, tuple[Weight, Candidate]], str]:
+    """The plan's other weights as it chose them, where that is smaller in ``target`` than every one
+    of them at round-to-nearest int8; else round-to-nearest int8 (the plan may have paid for them with
+    what its small weights saved, and ``auto`` never ships more than int8's bytes for its weights)."""
+    if sum(c.target_bytes(target) for _, c in chosen.values()) < sum(
+            _rtn(w).target_bytes(target) for w, _ in chosen.values()):
+        return chosen, f"{summary}; {SMALL_FLOAT}"
+    return ({k: (w, _rtn(w)) for k, (w, _) in chosen.items()},
+            f"{summary}; {SMALL_FLOAT}, no smaller than round-to-nearest int8, which it is here")
 
 
 def over_limits(outcome: Verdict | None, options: ShrinkOptions) -> str:

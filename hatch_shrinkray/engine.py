@@ -48,7 +48,15 @@ from hatch_shrinkray.result import Fit, FitNote, FitReason, TensorRecord, Verify
 from hatch_shrinkray.samples import Calibration
 from hatch_shrinkray.shrink_result import KeptFloat, ShrinkResult, kept_reason
 from hatch_shrinkray.signals import deferred
-from hatch_shrinkray.sizes import BROTLI_HINT, Sizes, brotli_problem, clearly_below, measure, web_bytes
+from hatch_shrinkray.sizes import (
+    BROTLI_HINT,
+    Sizes,
+    brotli_problem,
+    clearly_apart,
+    clearly_below,
+    measure,
+    web_bytes,
+)
 from hatch_shrinkray.verification.inputs import GeneratedUnusable, specs_of_model
 from hatch_shrinkray.verification.recordings import NoRecording
 from hatch_shrinkray.verification.runner import (
@@ -101,8 +109,9 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
 
     "Smaller" is in the bytes ``options.target`` counts (``sizes``); the result carries the raw,
     wheel and web sizes of both models, web measured (brotli 11) with ``exact_web``, else estimated;
-    target ``web`` measures the shrunk model's, and the original's only where its estimate cannot
-    settle the never-larger rule (``sizes.clearly_below``).
+    target ``web`` measures the shrunk model's only where the two estimates are close enough for
+    their error to decide which ships (``sizes.clearly_apart``), and then the original's only where
+    its estimate still cannot settle the never-larger rule (``sizes.clearly_below``).
     """
     options = options or ShrinkOptions()
     name = "the model" if isinstance(source, ModelProto) else Path(source).name
@@ -123,7 +132,7 @@ def _shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.P
     loaded = load_model(source)
     checker = _check_source(loaded, options)
     job = _Job(source, loaded, _reference_source(loaded, source), None if destination is None else Path(destination),
-               options, checker, shrunk_web, stage)
+               options, checker, shrunk_web, exact_web, stage)
     small, weight_bytes = _census(loaded.model, options)
     overridable = _overridable(loaded.model, options)
     needs = METHODS[options.method].needs(options)
@@ -164,7 +173,9 @@ class _Job:
     options: ShrinkOptions
     checker: str
     exact_web: bool
-    """The shrunk model's web bytes are measured (brotli 11), not estimated."""
+    """The web bytes decide (target web) or are asked for: brotli 11 measures them where it counts."""
+    asked: bool
+    """``--sizes``: brotli 11 measures both models' web bytes, whatever the estimates say."""
     stage: progress.Step
 
 
@@ -206,8 +217,7 @@ def _write_and_verify(job: _Job, records: list[TensorRecord], original_sizes_job
     try:
         stage.show("writing and measuring")
         output = _write(loaded.model, job.dest, loaded.label, job.checker)
-        shrunk_sizes = measure(output.files(), exact_web=job.exact_web)
-        original_sizes = _settled(original_sizes_job.result(), shrunk_sizes, _files(loaded, job.original_ref))
+        shrunk_sizes, original_sizes = _sized(job, output.files(), original_sizes_job.result())
         encoded = any(r.encoding != "kept" for r in records)
         neutral = METHODS[options.method].size_neutral
         if encoded and not _smaller(shrunk_sizes, original_sizes, options.target, neutral):
@@ -243,6 +253,21 @@ def _write_and_verify(job: _Job, records: list[TensorRecord], original_sizes_job
     return _Done(output, records, original_sizes, shrunk_sizes, kept_original, unverified, verification, extra)
 
 
+def _sized(job: _Job, files: bytes | list[Path], original: Sizes) -> tuple[Sizes, Sizes]:
+    """The shrunk model's sizes and the original's. Under target web (without ``--sizes``) the shrunk
+    model's web bytes stay the LZMA estimate where both estimates are so far apart that no error of
+    theirs could make the shrunk model the larger (``clearly_apart``): brotli 11 at ~0.3 MB/s would
+    only print a figure that decides nothing (minutes on a large model); every report marks it."""
+    if job.exact_web and not job.asked and original.web_estimated:
+        estimate = measure(files)
+        if clearly_apart(estimate.web, original.web):
+            return estimate, original
+        shrunk = replace(estimate, web=web_bytes(files), web_estimated=False)
+    else:
+        shrunk = measure(files, exact_web=job.exact_web)
+    return shrunk, _settled(original, shrunk, _files(job.loaded, job.original_ref))
+
+
 def _settled(original: Sizes, shrunk: Sizes, files: bytes | list[Path]) -> Sizes:
     """The original's sizes with its web bytes measured where the shrunk model's are and the
     estimate could decide the never-larger rule (the shrunk model is not clearly below it); an
@@ -258,7 +283,7 @@ def _original_instead(job: _Job, staged: Output,
     and sizes that say so."""
     staged.discard()
     again = _write(load_model(job.source).model, job.dest, job.loaded.label, job.checker)
-    return again, _all_kept(shrunk), measure(again.files(), exact_web=job.exact_web)
+    return again, _all_kept(shrunk), measure(again.files(), exact_web=job.asked)
 
 
 def _reference(loaded: Loaded, original_ref: str | bytes, options: ShrinkOptions,

@@ -15,9 +15,10 @@
 The estimate needs no brotli: LZMA (the standard library's ``lzma``, ``ESTIMATOR``) of the data, or
 of 8 evenly spread 512 KiB slices of anything over 4 MiB, scaled to the whole. It tracks brotli 11
 closely across float, fp16, level and codebook encodings; benchmarks/DOWNLOAD.md holds the
-comparison. With target ``web`` the shrunk file's brotli 11 decides; the original's is measured only
-when its estimate cannot settle the never-larger rule (:func:`clearly_below`): brotli 11 of a float32
-original can take longer than the rest of the build.
+comparison. With target ``web`` brotli 11 decides which file ships, so it measures the shrunk file
+where the two estimates are close enough for their error to matter (:func:`clearly_apart`), and the
+original where the shrunk file's measured bytes still cannot settle the never-larger rule
+(:func:`clearly_below`): brotli 11 of a large model can take longer than the rest of the build.
 
 Nothing here imports beyond the standard library (``brotli`` when installed) and ``errors``, so the
 build hook's light path can report archive sizes without the engine.
@@ -114,6 +115,13 @@ def clearly_below(web: int, estimate: int) -> bool:
     """``web`` (brotli 11 bytes) is below the brotli 11 bytes that ``estimate`` (:func:`web_estimate`)
     stands for, whatever the estimate's error (``ESTIMATE_HIGH``): only then may those be left unmeasured."""
     return web * ESTIMATE_HIGH < estimate
+
+
+def clearly_apart(shrunk: int, original: int) -> bool:
+    """Both LZMA estimates (:func:`web_estimate`), ``shrunk``'s brotli 11 bytes are below ``original``'s
+    whatever the error of either estimate (``ESTIMATE_HIGH``, taken both ways: the estimate was never
+    below 0.9x of brotli 11 where measured)."""
+    return shrunk * ESTIMATE_HIGH * ESTIMATE_HIGH < original
 
 
 def raw_bytes(source: Source) -> int:

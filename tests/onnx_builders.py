@@ -53,6 +53,16 @@ def mlp(k: int = 256, n: int = 256, classes: int = 10) -> onnx.ModelProto:
         [init("W1", weight((k, n), 1)), init("W2", weight((n, classes), 2) * 10)])
 
 
+def cancelling() -> onnx.ModelProto:
+    """y = x @ W + x @ (1e-3 R - W): the answer is the small difference of two large products, which
+    int8's rounding of each weight swamps (rel L2 far over 0.1 on any input)."""
+    w, r = weight((256, 64), 1), weight((256, 64), 2)
+    return model([helper.make_node("MatMul", ["x", "A"], ["a"]), helper.make_node("MatMul", ["x", "B"], ["b"]),
+                  helper.make_node("Add", ["a", "b"], ["y"])],
+                 [vi("x", ["batch", 256])], [vi("y", ["batch", 64])],
+                 [init("A", w), init("B", (1e-3 * r - w).astype(np.float32))])
+
+
 def save(m: onnx.ModelProto, path: Path) -> Path:
     onnx.save(m, str(path))
     return path

@@ -23,20 +23,10 @@ from hatch_shrinkray.verification.inputs import InputSpec, Sizing, generated_sha
 from hatch_shrinkray.verification.recordings import Recording, write_recording
 from hatch_shrinkray.verification.silence import silent, silent_outputs
 
-from onnx_builders import init, mlp, model, save, vi, weight
+from onnx_builders import cancelling, init, mlp, model, save, vi, weight
 
 MODELS = "src/toymodel/models"
 RECORD = "hatch-shrinkray record --output tests/shrinkray-inputs -- python -m pytest tests"
-
-
-def cancelling() -> onnx.ModelProto:
-    """y = x @ W + x @ (1e-3 R - W): the answer is the small difference of two large products, which
-    int8's rounding of each weight swamps (rel L2 far over 0.1 on any input)."""
-    w, r = weight((256, 64), 1), weight((256, 64), 2)
-    return model([helper.make_node("MatMul", ["x", "A"], ["a"]), helper.make_node("MatMul", ["x", "B"], ["b"]),
-                  helper.make_node("Add", ["a", "b"], ["y"])],
-                 [vi("x", ["batch", 256])], [vi("y", ["batch", 64])],
-                 [init("A", w), init("B", (1e-3 * r - w).astype(np.float32))])
 
 
 def whisper() -> onnx.ModelProto:

@@ -106,6 +106,24 @@ def load_times(files: dict[str, str], rounds: int = LOADS) -> dict[str, float]:
     return {n: statistics.median(v) for n, v in times.items()}
 
 
+FRESH = ("original", "int8, round-to-nearest", "int8 with the recording", "auto, target wheel", "auto, target web")
+"""The files whose loads are measured in fresh processes too (``fresh-loads``)."""
+
+
+def fresh_load_times(files: dict[str, str], rounds: int) -> dict[str, float]:
+    """Median session creation CPU seconds per file, each load alone in a fresh process
+    (``load_probe.py``: nothing cached from an earlier session, as a user's program meets it),
+    ``rounds`` rounds interleaved over the files, each round starting at another file."""
+    probe = str(Path(__file__).resolve().parent / "load_probe.py")
+    times: dict[str, list[float]] = {n: [] for n in files}
+    order = list(files.items())
+    for r in range(rounds):
+        for name, path in order[r % len(order):] + order[:r % len(order)]:
+            out = subprocess.run([sys.executable, probe, path], capture_output=True, text=True, check=True).stdout
+            times[name].append(float(json.loads(out.strip().splitlines()[-1])["cpu"]))
+    return {n: statistics.median(v) for n, v in times.items()}
+
+
 NOTES = """## Where issue 33's bars stand (2026-11-27, sixth and seventh sessions: the tables above)
 
 One `run` of all six models on a quiet machine, 20:35-20:47 UTC, engine `f277ee7` (the small Conv/MatMul
@@ -345,19 +363,21 @@ def write_report(results: list[dict[str, Any]]) -> Path:
     for r in results:
         ans, sizes, loads = r["answers"], r["sizes"], r["loads"]
         base = "int8, round-to-nearest"
-        lines += [f"## {r['key']}", "", f"Engine `{r['engine']}`. Load: {r.get('load_rounds', LOADS)} rounds. "
+        lines += [f"## {r['key']}", "", f"Engine `{r['engine']}`. Load: {r.get('load_rounds', LOADS)} rounds"
+                  f"{_fresh_rounds(r)}. "
                   f"Recording: {_rec(r['recording'])}. Test data: "
                   f"{ans['original']['n']} "
                   f"{WHAT[r['key']]}.", "",
-                  "| variant | raw | wheel | web | identical | wheel / int8 | web / int8 | load / int8 | shrink wall s "
+                  "| variant | raw | wheel | web | identical | wheel / int8 | web / int8 | load / int8 "
+                  "| load / int8, fresh processes | shrink wall s "
                   "| shrink CPU s | build's evidence | what auto / the guard said | command |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         o = sizes["original"]
         lines.append(f"| original | {_mb(o['raw'])} | {_mb(o['wheel'])} | {_web(o)} | - | - | - | "
-                     f"{loads['original'] / loads[base]:.2f}x | - | - | - | - | - |")
+                     f"{loads['original'] / loads[base]:.2f}x | {_fresh(r, 'original')} | - | - | - | - | - |")
         for name, v in r["variants"].items():
             if "error" in v:
-                lines.append(f"| {name} | failed: {v['error'][-200:]!r} | | | | | | | | | | | `{v['command']}` |")
+                lines.append(f"| {name} | failed: {v['error'][-200:]!r} | | | | | | | | | | | | `{v['command']}` |")
                 continue
             s, a = sizes[name], ans[name]
             note = ""
@@ -369,13 +389,25 @@ def write_report(results: list[dict[str, Any]]) -> Path:
             lines.append(
                 f"| {name} | {_mb(s['raw'])} | {_mb(s['wheel'])} | {_web(s)} | {100 * a['same'] / a['n']:.2f}% "
                 f"({a['same']}/{a['n']}) | {s['wheel'] / sizes[base]['wheel']:.2f}x | "
-                f"{_webv(s) / _webv(sizes[base]):.2f}x | {loads[name] / loads[base]:.2f}x | {v['seconds']:.0f} | "
-                f"{v.get('cpu', 0):.0f} | {evidence} | {note} | `{v['command']}` |")
+                f"{_webv(s) / _webv(sizes[base]):.2f}x | {loads[name] / loads[base]:.2f}x | {_fresh(r, name)} | "
+                f"{v['seconds']:.1f} | "
+                f"{v.get('cpu', 0):.1f} | {evidence} | {note} | `{v['command']}` |")
         lines.append("")
     lines += runtime_table(_load(OUT / "runtimes.json"))
     path = BENCH_DIR / "AUTO_DOWNLOAD.md"
     path.write_text("\n".join(lines) + "\n" + NOTES)
     return path
+
+
+def _fresh(result: dict[str, Any], name: str) -> str:
+    """``name``'s load in fresh processes as a multiple of round-to-nearest int8's (- where not measured)."""
+    fresh, base = result.get("fresh_loads") or {}, "int8, round-to-nearest"
+    return f"{fresh[name] / fresh[base]:.3f}x" if name in fresh and base in fresh else "-"
+
+
+def _fresh_rounds(result: dict[str, Any]) -> str:
+    n = result.get("fresh_load_rounds")
+    return f" in this process, {n} in fresh processes (`load_probe.py`, CPU seconds)" if n else ""
 
 
 def _rec(recording: dict[str, Any]) -> str:
@@ -479,7 +511,7 @@ def plot(results: list[dict[str, Any]]) -> Path:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("action", choices=["run", "report", "loads", "runtimes"])
+    ap.add_argument("action", choices=["run", "report", "loads", "fresh-loads", "runtimes"])
     ap.add_argument("keys", nargs="*", default=list(KEYS))
     ap.add_argument("--fresh", action="store_true")
     ap.add_argument("--reps", type=int, default=5)
@@ -496,6 +528,14 @@ def main() -> None:
             files = {n: v["file"] for n, v in result["variants"].items() if "file" in v}
             result["loads"] = load_times({"original": result["model"], **files}, max(args.reps, LOADS))
             result["load_rounds"] = max(args.reps, LOADS)
+            _save(OUT / "results" / f"{key}.json", result)
+    if args.action == "fresh-loads":
+        for key in args.keys:
+            result = _load(OUT / "results" / f"{key}.json")
+            files = {"original": result["model"], **{n: v["file"] for n, v in result["variants"].items()
+                                                     if "file" in v and n in FRESH}}
+            result["fresh_loads"] = fresh_load_times(files, args.reps)
+            result["fresh_load_rounds"] = args.reps
             _save(OUT / "results" / f"{key}.json", result)
     results = [r for k in KEYS if (r := _load(OUT / "results" / f"{k}.json"))]
     print(write_report(results))

@@ -76,7 +76,14 @@ def test_auto_encodes_a_small_conv_weight_and_int8_keeps_it_float32(tmp_path: Pa
     kernel = next(t for t in result.tensors if t.name == "K")
     assert kernel.encoding.startswith("int8") and "small weights in the plan, auto" in kernel.note
     assert kernel.stored_bytes < kernel.original_bytes
-    assert "K" not in dtypes(onnx.load(tmp_path / "auto.onnx"))  # stored as codes, decoded under its name
+    shipped = onnx.load(tmp_path / "auto.onnx")
+    assert "K" not in dtypes(shipped)  # stored as codes, decoded under its name
+    # Its scales are the fp16 values the codes were rounded against, stored as float32: no Cast to fold
+    # at load for a few dozen bytes; the large weight's keep fp16 and their Cast.
+    assert dtypes(shipped)["K_scale"] == TensorProto.FLOAT and dtypes(shipped)["W_scale"] == TensorProto.FLOAT16
+    scale = onnx.numpy_helper.to_array(next(t for t in shipped.graph.initializer if t.name == "K_scale"))
+    assert np.array_equal(scale.astype(np.float16).astype(np.float32), scale)
+    assert [n.op_type for n in shipped.graph.node if "K_scale" in n.input] == ["Mul"]
 
     int8 = shrink(src, tmp_path / "int8.onnx", ShrinkOptions(method="int8", verify=VerifyOptions(inputs=rec)))
     assert "K" not in {t.name for t in int8.tensors}

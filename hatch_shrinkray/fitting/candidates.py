@@ -10,7 +10,7 @@ dynamic range such as Silero's 54.9 among values around 0.04), and the original 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -355,6 +355,29 @@ def sixteen_bit(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.NDA
     if not options:
         return None
     return min(options, key=lambda c: (c.weight_error, c.stored_bytes))
+
+
+def float32_scales(c: Candidate) -> Candidate:
+    """``c`` with fp16 scales stored as the float32 values they are: the same decoded weight, without
+    the scale's ``Cast`` to fold at load. For a small weight the few dozen bytes fp16 saves cost more
+    load time than they are worth (a node folded at load costs about as much whatever its size).
+    Chains with more than the codes and one scale (non-finite values restored) keep theirs."""
+    d = c.decode
+    if d is None or set(d.stored) != {"q", "scale"} or d.stored["scale"].dtype != np.float16:
+        return c
+    cast = next(i for i, n in enumerate(d.nodes) if n.op == "Cast" and n.inputs == ("scale",))
+
+    def ref(r: str) -> str:
+        if not r.startswith("@"):
+            return r
+        k = int(r[1:])
+        return "scale" if k == cast else f"@{k - 1}" if k > cast else r
+
+    nodes = tuple(replace(n, inputs=tuple(ref(r) for r in n.inputs)) for i, n in enumerate(d.nodes) if i != cast)
+    decode = Decode({"q": d.stored["q"], "scale": d.stored["scale"].astype(np.float32)}, nodes, d.decoded,
+                    d.label.replace(f", {HALF_SCALES}", ""))
+    return Candidate(c.kind, c.label.replace(f", {HALF_SCALES}", ""), decode.stored_bytes, c.decoded, decode,
+                     c.weight_error, c.note)
 
 
 def fp32(w: npt.NDArray[np.float32]) -> Candidate:

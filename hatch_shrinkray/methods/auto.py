@@ -58,6 +58,7 @@ from hatch_shrinkray.fitting.candidates import (
     INT8_LEVELS,
     NBITS,
     Candidate,
+    float32_scales,
     fp32,
     int4_block,
     int_candidate,
@@ -318,6 +319,8 @@ class Auto:
         if sixteen is not None:
             cands.append(sixteen)
         cands = [c for c in cands if c.stored_bytes < w.nbytes]
+        if small:
+            cands = [float32_scales(c) for c in cands]
         cands.append(fp32(w))
         plain = None
         if not small:  # method int8 keeps a small weight float32: it has no round-to-nearest int8 to compare

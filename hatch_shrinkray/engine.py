@@ -132,7 +132,7 @@ def _shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.P
     loaded = load_model(source)
     checker = _check_source(loaded, options)
     job = _Job(source, loaded, _reference_source(loaded, source), None if destination is None else Path(destination),
-               options, checker, shrunk_web, exact_web, stage)
+               options, checker, exact_web, stage)
     small, weight_bytes = _census(loaded.model, options)
     overridable = _overridable(loaded.model, options)
     needs = METHODS[options.method].needs(options)
@@ -173,8 +173,6 @@ class _Job:
     options: ShrinkOptions
     checker: str
     exact_web: bool
-    """The web bytes decide (target web) or are asked for: brotli 11 measures them where it counts."""
-    asked: bool
     """``--sizes``: brotli 11 measures both models' web bytes, whatever the estimates say."""
     stage: progress.Step
 
@@ -258,13 +256,12 @@ def _sized(job: _Job, files: bytes | list[Path], original: Sizes) -> tuple[Sizes
     model's web bytes stay the LZMA estimate where both estimates are so far apart that no error of
     theirs could make the shrunk model the larger (``clearly_apart``): brotli 11 at ~0.3 MB/s would
     only print a figure that decides nothing (minutes on a large model); every report marks it."""
-    if job.exact_web and not job.asked and original.web_estimated:
-        estimate = measure(files)
-        if clearly_apart(estimate.web, original.web):
-            return estimate, original
-        shrunk = replace(estimate, web=web_bytes(files), web_estimated=False)
-    else:
-        shrunk = measure(files, exact_web=job.exact_web)
+    if job.options.target != "web" or job.exact_web:  # nothing to settle: both estimated, or both measured
+        return measure(files, exact_web=job.exact_web), original
+    estimate = measure(files)
+    if clearly_apart(estimate.web, original.web):
+        return estimate, original
+    shrunk = replace(estimate, web=web_bytes(files), web_estimated=False)
     return shrunk, _settled(original, shrunk, _files(job.loaded, job.original_ref))
 
 
@@ -283,7 +280,7 @@ def _original_instead(job: _Job, staged: Output,
     and sizes that say so."""
     staged.discard()
     again = _write(load_model(job.source).model, job.dest, job.loaded.label, job.checker)
-    return again, _all_kept(shrunk), measure(again.files(), exact_web=job.asked)
+    return again, _all_kept(shrunk), measure(again.files(), exact_web=job.exact_web)
 
 
 def _reference(loaded: Loaded, original_ref: str | bytes, options: ShrinkOptions,

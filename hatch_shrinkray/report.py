@@ -68,8 +68,7 @@ def sizes_table(original: Sizes, shrunk: Sizes, target: str | None = None) -> st
                             for k, _ in kinds)])
     text = table(rows)
     if original.web_estimated or shrunk.web_estimated:
-        flags = "--sizes"
-        text += (f"\n~ web estimated (LZMA: 0.91-1.16x of brotli 11 measured, median 1.02); {flags} "
+        text += ("\n~ web estimated (LZMA: 0.91-1.16x of brotli 11 measured, median 1.02); --sizes "
                  f"measures it ({BROTLI_HINT})")
     return text
 

@@ -10,14 +10,14 @@ dynamic range such as Silero's 54.9 among values around 0.04), and the original 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from hatch_shrinkray.encodings import packing
-from hatch_shrinkray.encodings._decode import HALF_SCALES, float_decode
+from hatch_shrinkray.encodings._decode import HALF_SCALES, WHERE_MIN_OPSET, float_decode
 from hatch_shrinkray.encodings.fp16 import Fp16Encoder
 from hatch_shrinkray.fitting.calib import Layout, as_rows, from_rows
 from hatch_shrinkray.numerics import gptq
@@ -365,17 +365,8 @@ def float32_scales(c: Candidate) -> Candidate:
     d = c.decode
     if d is None or set(d.stored) != {"q", "scale"} or d.stored["scale"].dtype != np.float16:
         return c
-    cast = next(i for i, n in enumerate(d.nodes) if n.op == "Cast" and n.inputs == ("scale",))
-
-    def ref(r: str) -> str:
-        if not r.startswith("@"):
-            return r
-        k = int(r[1:])
-        return "scale" if k == cast else f"@{k - 1}" if k > cast else r
-
-    nodes = tuple(replace(n, inputs=tuple(ref(r) for r in n.inputs)) for i, n in enumerate(d.nodes) if i != cast)
-    decode = Decode({"q": d.stored["q"], "scale": d.stored["scale"].astype(np.float32)}, nodes, d.decoded,
-                    d.label.replace(f", {HALF_SCALES}", ""))
+    q = Quantized(d.stored["q"], d.stored["scale"].astype(np.float32), None, d.decoded, None, None)
+    decode = float_decode(q, d.decoded.dtype, WHERE_MIN_OPSET, d.label.replace(f", {HALF_SCALES}", ""))
     return Candidate(c.kind, c.label.replace(f", {HALF_SCALES}", ""), decode.stored_bytes, c.decoded, decode,
                      c.weight_error, c.note)
 

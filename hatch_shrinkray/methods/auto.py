@@ -89,7 +89,7 @@ from hatch_shrinkray.options import LOAD_BUDGET, WEB_LOAD_BUDGET, ShrinkOptions
 from hatch_shrinkray.pool import thread_pool
 from hatch_shrinkray.result import Fit, FitNote, FitReason, TensorRecord
 from hatch_shrinkray.samples import Feed, as_calibration
-from hatch_shrinkray.verification.judges import per_character
+from hatch_shrinkray.verification.judges import calls_of, detect, per_character
 
 LOG = logging.getLogger("hatch_shrinkray.auto")
 MAX_EVALS = 400
@@ -589,12 +589,25 @@ def _rtn(w: Weight) -> Candidate:
 
 
 def _judges(probe: Probe, options: ShrinkOptions, base: list[list[npt.NDArray[Any]]]) -> list[str]:
-    """Per model output, the judge the ``judges`` option names for it (``auto`` if none: detected,
-    ``tags`` where the probe's feeds show one row per character, as verification detects it)."""
+    """Per model output, the judge the ``judges`` option names for it (``auto`` if none: detected),
+    named where the probe's calls tell more than the output's values do (``tags`` for one row per
+    character, ``segments`` for a streaming detector's frames, ``sequence`` for raw CTC logits fed
+    images or audio), as verification detects it."""
     v = options.verify
-    named = [v.judge_of(n) if v is not None else "auto" for n in probe.names[: probe.n_outputs]]
-    return ["tags" if j == "auto" and per_character([b[i] for b in base], probe.feeds) else j
-            for i, j in enumerate(named)]
+    names = probe.names[: probe.n_outputs]
+    named = [v.judge_of(n) if v is not None else "auto" for n in names]
+    calls = calls_of(base, probe.feeds, recurrent=probe.seq.recurrent)
+    fed_back = {o for _, o in probe.seq.feedback}
+    out = []
+    for i, j in enumerate(named):
+        per_call = [b[i] for b in base]
+        if j == "auto" and names[i] not in fed_back:
+            told = detect(per_call, recurrent=probe.seq.recurrent, characters=per_character(per_call, probe.feeds),
+                          calls=calls).name
+            out.append(told if told != detect(per_call, recurrent=probe.seq.recurrent).name else j)
+            continue
+        out.append(j)
+    return out
 
 
 def load_budget(options: ShrinkOptions) -> float:

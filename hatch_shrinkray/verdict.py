@@ -44,16 +44,17 @@ def kind(unit_kind: str) -> str:
 def fit_words(note: FitNote) -> str:
     """``rounding fitted``, ``plan not kept``, ``not fitted: 12 calls``, ``no smaller plan``:
     what became of the fitting in the few words the per-model line spends on it."""
-    then = "" if note.instead is None else f", {INSTEAD_WORDS[note.instead]}"
+    if note.instead is not None:
+        return INSTEAD_WORDS[note.instead]
     if note.reason is not None and note.reason is not FitReason.WORSE_HELD_OUT:
-        return FIT_WORDS[note.reason].format(units=note.units, kind=kind(note.kind)) + then
+        return FIT_WORDS[note.reason].format(units=note.units, kind=kind(note.kind))
     subject = SUBJECTS.get(note.subject, note.subject)
-    return f"{subject} fitted" if note.fit is Fit.KEPT else f"{subject} not kept{then}"
+    return f"{subject} fitted" if note.fit is Fit.KEPT else f"{subject} not kept"
 
 
-INSTEAD_WORDS = {Fit.KEPT: "int8 rounding fitted", Fit.NOT_KEPT: "int8 round-to-nearest",
-                 Fit.NOT_FITTED: "int8 round-to-nearest"}
-"""What ships where ``auto``'s plan does not (``FitNote.instead``): int8 as method ``int8`` writes it."""
+INSTEAD_WORDS = {Fit.KEPT: "int8 fitted", Fit.NOT_KEPT: "int8 nearest", Fit.NOT_FITTED: "int8 nearest"}
+"""What ships where ``auto``'s plan does not (``FitNote.instead``): int8 as method ``int8`` writes it, its
+codes fitted or round-to-nearest; why the plan did not ship is in ``-v``."""
 
 
 def verdict(v: VerifyResult, *, full: bool = True, weak: str = "weak") -> str:

@@ -78,6 +78,8 @@ def _notes(v: VerifyResult, method: str) -> Iterator[FitNote | None]:
         yield FitNote(Fit.KEPT, "auto's plan")
         yield FitNote(Fit.NOT_KEPT, "auto's plan", FitReason.WORSE_HELD_OUT)
         yield from (FitNote(fit, subject, r) for fit in Fit for r in (FitReason.NOTHING_SMALLER, FitReason.OVER_LIMITS))
+        yield from (FitNote(Fit.NOT_KEPT, "auto's plan", r, instead=i) for i in Fit
+                    for r in (FitReason.WORSE_HELD_OUT, FitReason.NOTHING_SMALLER, FitReason.OVER_LIMITS))
 
 
 def _lines(output: OutputComparison, path: str = PATH) -> Iterator[str]:
@@ -94,9 +96,12 @@ def _lines(output: OutputComparison, path: str = PATH) -> Iterator[str]:
 
 def test_every_fitting_reason_has_its_few_words() -> None:
     assert set(FIT_WORDS) == set(FitReason) - {FitReason.WORSE_HELD_OUT}
-    said = {fit_words(FitNote(fit, subject, reason, WEAKEST, kind)) for fit in Fit for reason in (None, *FitReason)
+    said = {fit_words(FitNote(fit, subject, reason, WEAKEST, kind, instead)) for fit in Fit
+            for reason in (None, *FitReason) for instead in (None, *Fit)
             for subject in ("output-aware rounding", "auto's plan", "the plan", "rounding", "auto") for kind in KINDS}
     assert all(0 < len(words) <= 28 for words in said), sorted(said, key=len)[-1]
+    assert fit_words(FitNote(Fit.NOT_KEPT, "auto's plan", FitReason.WORSE_HELD_OUT, instead=Fit.KEPT)) == \
+        "int8 fitted"  # what ships instead of auto's plan (int8's fitted codes), in as few words
 
 
 def test_every_model_line_a_build_prints_fits_in_160_characters() -> None:

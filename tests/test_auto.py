@@ -572,9 +572,9 @@ def _magika_recording(directory: Path, files: list[list[bytes]]) -> tuple[Path, 
 def test_auto_says_when_round_to_nearest_ships_and_spends_error_only_for_bytes(tmp_path: Path) -> None:
     """Magika on 20 calls of 4 of this interpreter's own library files (source, data, archives,
     images, sound). When nothing smaller than round-to-nearest int8 keeps the fitting samples'
-    answers, auto ships exactly what method int8 ships with the same recording and says so (it used to print "auto's plan
-    kept" for the same bytes, compared with themselves); on 10 held-out units a tie on decisions
-    goes to the smaller error."""
+    answers, auto ships exactly what method int8 ships with the same recording and says so (it used
+    to print "auto's plan kept" for the same bytes, compared with themselves); on 10 held-out units a
+    tie on decisions goes to the smaller error."""
     import os
     import re
     import sysconfig

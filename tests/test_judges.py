@@ -741,3 +741,22 @@ def test_auto_on_fsmn_vad_ships_no_less_than_int8(tmp_path: Path) -> None:
     else:
         assert said.startswith("auto's plan kept"), said
         assert auto.shrunk_size <= int8.shrunk_size
+
+
+def test_batched_time_major_logits_are_read_line_by_line() -> None:
+    """captcha-whisperer's ``recognize_batch`` returns ``[20, N, 37]``: with N images in, the batch is
+    the second axis, and each of the N lines is decoded from its 20 frames."""
+    rng = np.random.default_rng(5)
+    logits = rng.standard_normal((20, 3, 37)).astype(np.float32)
+    logits[:, :, 36] += 6.0
+    for t, n, c in ((2, 0, 4), (6, 0, 9), (3, 1, 17), (9, 1, 2), (12, 2, 30), (15, 2, 8)):
+        logits[t, n, c] += 12.0
+    images = {"image": np.zeros((3, 3, 60, 160), np.float32)}
+    calls = calls_of([[logits]], [images])
+    assert calls.batches == (3,)
+    judge = detect([logits], calls=calls)
+    assert isinstance(judge, Sequences) and judge.time_major and judge.blank == 36
+    assert decode(logits, 36, time_major=True) == [(4, 9), (17, 2), (30, 8)]
+    other = logits.copy()
+    other[12, 2, 30] -= 24.0
+    assert judge.answers([logits], [other], 0.5).changed_items == 1 and judge.answers([logits], [other], 0.5).items == 3

@@ -67,6 +67,9 @@ class Calls:
     media: bool = False
     """Its inputs are images or audio: a float input of at least ``MEDIA_VALUES`` values in every call,
     and no integer input of two or more axes (token ids)."""
+    batches: tuple[int, ...] = ()
+    """Per call, the leading axis of its largest float input (the batch of images or clips), where
+    every call has one: an output ``[T, batch, C]`` is then time-major whatever the batch."""
 
 
 UNKNOWN = Calls()
@@ -79,7 +82,20 @@ def calls_of(outputs: Sequence[Sequence[Any]], feeds: Sequence[Mapping[str, Any]
         return Calls(streaming=recurrent)
     state = recurrent or any(_carries_state(out, feed) for out, feed in zip(outputs, feeds, strict=True))
     media = all(_media(feed) for feed in feeds)
-    return Calls(streaming=state, media=media)
+    batches = [_batch(feed) for feed in feeds]
+    return Calls(streaming=state, media=media,
+                 batches=tuple(b for b in batches if b is not None) if None not in batches else ())
+
+
+def _batch(feed: Mapping[str, Any]) -> int | None:
+    floats = [np.asarray(v) for v in feed.values() if np.asarray(v).dtype.kind == "f" and np.ndim(v) >= 2]
+    return int(max(floats, key=lambda a: a.size).shape[0]) if floats else None
+
+
+def _time_major(ref: Arrays, calls: Calls) -> bool:
+    """Every call's ``[a, b, C]`` has the batch of its input on the second axis, not the first."""
+    return len(calls.batches) == len(ref) and all(np.ndim(r) == 3 and np.shape(r)[1] == n and np.shape(r)[0] != n
+                                                  for r, n in zip(ref, calls.batches, strict=True))
 
 
 def _carries_state(outputs: Sequence[Any], feed: Mapping[str, Any]) -> bool:
@@ -168,16 +184,17 @@ def detect(ref: Arrays, *, recurrent: bool = False, fed_back: bool = False, char
         if frames is not None and frames.silence is not None and \
                 speech_runs(ref, frames.silence, frames.log, THRESHOLD) >= MIN_RUN:
             return frames  # a streaming detector's frames: speech lasts, where CTC characters are spikes
-    rows = batch_first(first)
+    time_major = _time_major(ref, calls)
+    rows = batch_first(first, time_major)
     if rows.ndim == 3 and rows.shape[-2] >= 2 and rows.shape[-1] >= 3:
         if _softmax(rows) or _log_softmax(rows):
             blank = blank_class(ref)
             if blank is not None:
-                return Sequences(blank)
+                return Sequences(blank, time_major=time_major)
         elif calls.media and not _unit_rows(first):
-            blank = raw_ctc(ref)
+            blank = raw_ctc(ref, time_major)
             if blank is not None:
-                return Sequences(blank)  # raw logits of a recogniser fed images or audio
+                return Sequences(blank, time_major=time_major)  # raw logits of a recogniser fed images or audio
     if _class_scores(first):
         return Labels()
     if _probabilities(ref, first):

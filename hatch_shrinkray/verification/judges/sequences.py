@@ -42,20 +42,21 @@ def blank_class(ref: Arrays) -> int | None:
     return best
 
 
-def batch_first(x: npt.NDArray[Any]) -> npt.NDArray[Any]:
+def batch_first(x: npt.NDArray[Any], time_major: bool = False) -> npt.NDArray[Any]:
     """``[batch, time, classes]``; a time-major ``[time, 1, classes]`` (torch's CTC layout, as ddddocr
-    exports it) turned so. A batch of one-frame lines would read no more than a character each."""
+    exports it) turned so, and any ``[time, batch, classes]`` where the calls' inputs say so
+    (``time_major``). A batch of one-frame lines would read no more than a character each."""
     a: npt.NDArray[Any] = np.asarray(x)
-    if a.ndim == 3 and a.shape[1] == 1 and a.shape[0] > 1:
+    if a.ndim == 3 and ((a.shape[1] == 1 and a.shape[0] > 1) or time_major):
         turned: npt.NDArray[Any] = a.transpose(1, 0, 2)
         return turned
     return a
 
 
-def decode(x: npt.NDArray[Any], blank: int | None) -> list[tuple[int, ...]]:
+def decode(x: npt.NDArray[Any], blank: int | None, time_major: bool = False) -> list[tuple[int, ...]]:
     """Greedy CTC per batch row: argmax per frame, repeats collapsed, blanks dropped (``blank``
     None: not CTC, the argmax sequence as it is)."""
-    a = batch_first(x)
+    a = batch_first(x, time_major)
     rows = a.reshape(-1, a.shape[-2], a.shape[-1]).argmax(axis=2)
     if blank is None:
         return [tuple(int(c) for c in row) for row in rows]
@@ -75,7 +76,7 @@ MIN_CHARACTERS = 2
 """Raw logits: the non-blank frames must take at least this many distinct classes."""
 
 
-def raw_ctc(ref: Arrays) -> int | None:
+def raw_ctc(ref: Arrays, time_major: bool = False) -> int | None:
     """The blank of raw CTC logits ``[N, T, C]`` / ``[T, N, C]`` (None: they do not look like CTC):
     class 0 or C-1 is the argmax of between ``BLANK_SHARE`` and ``MAX_BLANK_SHARE`` of the frames, the
     other frames name at least ``MIN_CHARACTERS`` classes, and no row is unit-length (an embedding).
@@ -86,7 +87,7 @@ def raw_ctc(ref: Arrays) -> int | None:
     frames = blanks = 0
     seen: set[int] = set()
     for r in ref:
-        a = batch_first(np.asarray(r, dtype=np.float64))
+        a = batch_first(np.asarray(r, dtype=np.float64), time_major)
         if a.ndim != 3 or a.shape[-2] < 2 or a.shape[-1] < 3:
             return None
         rows = a.reshape(-1, a.shape[-1])
@@ -106,9 +107,11 @@ class Sequences:
     decision = "top-1"
     describes = "lines"
 
-    def __init__(self, blank: int | None = None, *, tolerance: float = 0) -> None:
+    def __init__(self, blank: int | None = None, *, tolerance: float = 0, time_major: bool = False) -> None:
         self.blank = blank
         self.tolerance = tolerance
+        self.time_major = time_major
+        """``[time, batch, classes]`` whatever the batch (torch's CTC layout, batched)."""
 
     def same(self) -> str:
         n = int(self.tolerance)
@@ -119,7 +122,7 @@ class Sequences:
         changed: list[bool] = []
         items = moved = chars = edits = 0
         for r, g in zip(ref, got, strict=True):
-            a, b = decode(r, blank), decode(g, blank)
+            a, b = decode(r, blank, self.time_major), decode(g, blank, self.time_major)
             distances = [_edit_distance(x, y) if x != y else 0 for x, y in zip(a, b, strict=True)]
             diff = sum(d > self.tolerance for d in distances)
             items += len(a)

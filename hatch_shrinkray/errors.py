@@ -92,12 +92,14 @@ class AlreadyQuantizedError(ShrinkrayError):
 
 
 class VerificationError(ShrinkrayError):
-    """The shrunk model's outputs are too far from the original's; carries the full comparison."""
+    """The shrunk model's outputs are too far from the original's; carries the full comparison and
+    ``why`` in a few words (the limit it broke, for the line of a model that falls back)."""
 
     def __init__(self, message: str, *, path: str | None = None, hint: str | None = None,
-                 table: str = "") -> None:
+                 table: str = "", why: str = "") -> None:
         super().__init__(message, path=path, hint=hint)
         self.table = table
+        self.why = why or message
 
     def __str__(self) -> str:
         base = super().__str__()

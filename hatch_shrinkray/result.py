@@ -168,6 +168,12 @@ class VerifyResult:
     def weak(self) -> bool:
         return self.evidence is None or self.evidence.weak
 
+    def breach(self) -> str:
+        """The first limit broken, in a few words (``top-1 93.3% (152/163) < 95% on probabilities``);
+        empty when verification passed."""
+        failed = next((o for o in self.outputs if not o.ok), None)
+        return "" if failed is None else f"{failed.failures[0]} on {failed.name}"
+
     def basis(self, symbols: bool = True) -> str:
         """What the figures rest on: ``8 held-out recorded samples (24 others fitted on)``, ``24
         recorded streams (7620 steps) in closed loop``; generated samples name the sizes their
@@ -194,6 +200,9 @@ class VerifyResult:
                 worst = min(agreeing, key=lambda o: o.top1 if o.top1 is not None else 1.0)
                 text += f", {worst.agreement_kind} {worst.agreement_text()}"
             text += f" on {self.basis()}"
+            waived = [f"{w} ({o.name})" for o in self.compared if o.ok for w in o.waived]
+            if waived:
+                text += f"; {', '.join(waived)}: not counted: every answer held"
         if self.evidence is not None and self.real and self.compared:
             text += f"; {self.evidence.text()}"
         if self.fitting:

@@ -253,7 +253,7 @@ def test_an_installed_packages_models_get_the_projects_table(project: Path) -> N
             s.run(None, {{"x": np.random.default_rng(seed).standard_normal((5, 128)).astype(np.float32)}})
     '''))
     table = ('[project]\nname = "pkg"\nversion = "0.1.0"\n\n[tool.hatch-shrinkray]\nmodels = ["pkg/models/*.onnx"]\n'
-             'inputs = "inputs.npz"\nmax-rel-l2 = 1\nmin-cosine = 0\nmin-top1 = 0\n')
+             'inputs = "inputs.npz"\nmax-rel-l2 = 1\nmin-cosine = 0\nmin-agreement = 0\n')
     (project / "pyproject.toml").write_text(table)
     judged = cli("check", "--shadow", "--max-flip-rate", "1", str(installed), "--", sys.executable, str(script),
                  cwd=project)

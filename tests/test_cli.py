@@ -151,7 +151,7 @@ def test_verbose_goes_before_or_after_the_command(tmp_path: Path) -> None:
     (["--max-rel-l2", "inf"], "--max-rel-l2 must be a number from 0.0 to 1.0; got inf"),
     (["--max-rel-l2", "nan"], "--max-rel-l2 must be a number from 0.0 to 1.0; got nan"),
     (["--min-cosine", "-1"], "--min-cosine must be a number from 0.0 to 1.0; got -1.0"),
-    (["--min-top1", "nan"], "--min-top1 must be a number from 0.0 to 1.0; got nan"),
+    (["--min-agreement", "nan"], "--min-agreement must be a number from 0.0 to 1.0; got nan"),
     (["--budget-load", "nan"], "--budget-load must be a number from 1.0 to inf; got nan"),
     (["--budget-cosine=-inf"], "--budget-cosine must be a number from 0.0 to 1.0; got -inf"),
     (["--int-range", "0", str(2**70)], "--int-range must be two integers [low, high) with low < high"),

@@ -371,7 +371,7 @@ def test_hook_reports_sizes_and_each_archive(tmp_path: Path, private: Path, caps
         wheel = build(root, out=tmp_path / out)
         sdist = build(root, "sdist", out=tmp_path / out)
         err = capsys.readouterr().err.splitlines()
-        verdict = next(e for e in err if e.startswith(f"shrinkray: {MODELS_DIR}/a.onnx: ") and " limits on " in e)
+        verdict = next(e for e in err if e.startswith(f"shrinkray: {MODELS_DIR}/a.onnx: ") and " smoke check on " in e)
         line = err[err.index(verdict) + 1]
         with zipfile.ZipFile(wheel) as zf:
             info = zf.getinfo("toymodel/models/a.onnx")

@@ -83,7 +83,7 @@ def test_a_ctc_recogniser_is_judged_by_decoded_lines(tmp_path: Path) -> None:
     np.savez(tmp_path / "lines.npz", x=lines(8))
     proc = cli("-v", "shrink", str(ppocr_v6_rec()), "-o", str(tmp_path / "out"), "--inputs",
                str(tmp_path / "lines.npz"),
-               "--max-rel-l2", "1", "--min-cosine", "0", "--min-top1", "0")
+               "--max-rel-l2", "1", "--min-cosine", "0", "--min-agreement", "0")
     assert proc.returncode == 0, proc.stderr
     assert "sequence " in proc.stdout and " lines same (CTC greedy, blank 0" in proc.stdout, proc.stdout
     # 8 lines are 8 units: the evidence is weak, so nothing is fitted to them, and the line says so.

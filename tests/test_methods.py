@@ -108,7 +108,7 @@ def test_verification_off_is_explicit() -> None:
 
 def test_option_errors_are_all_reported() -> None:
     bad = ShrinkOptions(method="int3", levels=1, min_elements=0, block_size=48,
-                        verify=VerifyOptions(max_rel_l2=-1, min_top1=2))
+                        verify=VerifyOptions(max_rel_l2=-1, min_agreement=2))
     errors = option_errors(bad, {"levels": "--levels"})
     assert len(errors) == 6
     assert any(e.startswith("--levels must be an integer from 2 to 65536") for e in errors)

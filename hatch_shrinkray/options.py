@@ -281,7 +281,9 @@ class Remedy:
                    original)
 
     def apply(self, options: ShrinkOptions) -> ShrinkOptions:
-        return replace(options, method=self.method or options.method, rounding=self.rounding or options.rounding)
+        """``options`` with this choice; a method named here takes its own default levels."""
+        return replace(options, method=self.method or options.method, rounding=self.rounding or options.rounding,
+                       levels=None if self.method else options.levels)
 
     def describe(self, options: ShrinkOptions, tensors: Sequence[tuple[str, str, str]] = ()) -> str:
         """The choice for people, on ``options`` as configured: ``int8 round-to-nearest``, ``fp16``,

@@ -169,10 +169,10 @@ class VerifyResult:
         return self.evidence is None or self.evidence.weak
 
     def breach(self) -> str:
-        """The first limit broken, in a few words (``top-1 93.3% (152/163) < 95% on probabilities``);
+        """The first limit broken, the output first (``probabilities: top-1 93.3% (152/163) < 95% (...)``);
         empty when verification passed."""
         failed = next((o for o in self.outputs if not o.ok), None)
-        return "" if failed is None else f"{failed.failures[0]} on {failed.name}"
+        return "" if failed is None else f"{failed.name}: {failed.failures[0]}"
 
     def basis(self, symbols: bool = True) -> str:
         """What the figures rest on: ``8 held-out recorded samples (24 others fitted on)``, ``24

@@ -29,16 +29,17 @@ PREFIX_ROOM = len("shrinkray: ")
 KINDS = {"test cases": "tests"}
 """Unit kinds (``evidence.unit_kind``) the line spells shorter."""
 
-NEAREST = "codes rounded to nearest"
+UNFITTED = "not fitted"
 FIT_WORDS = {
-    FitReason.FEW_ROWS: f"{NEAREST} (too few rows to fit)",
-    FitReason.NO_ACTIVATIONS: f"{NEAREST} (activations not visible)",
-    FitReason.NO_RECORDING: f"{NEAREST} (no recording of this model)",
+    FitReason.FEW_ROWS: f"{UNFITTED}: few rows",
+    FitReason.NO_ACTIVATIONS: f"{UNFITTED}: activations unseen",
+    FitReason.NO_RECORDING: f"{UNFITTED}: no recording of it",
     FitReason.NOTHING_SMALLER: "no smaller plan kept the answers",
     FitReason.OVER_LIMITS: "auto's plan broke the limits",
 }
-"""What the line says of fitting that did not ship, by reason (``FEW_UNITS`` is said with the weak
-evidence it comes from; ``-v`` has the whole reason, ``VerifyResult.fitting``)."""
+"""What the line says of fitting that did not ship, by reason: int8's codes then round to nearest,
+and ``auto`` ships int8 (``FEW_UNITS`` is said with the weak evidence it comes from; ``-v`` has the
+whole reason, ``VerifyResult.fitting``)."""
 AUTO_SUBJECTS = ("auto's plan", "auto")
 """``FitNote.subject`` of ``auto``'s notes (``auto``: what it shipped instead of a plan)."""
 
@@ -67,20 +68,20 @@ def shipped_method(method: str, fit: FitNote | None) -> str:
 
 
 def fit_words(note: FitNote, held: str = "units") -> str:
-    """What became of the fitting, as what shipped, in a few words: ``codes fitted to the recording``,
-    ``codes rounded to nearest (too few rows to fit)``, ``auto's plan lost on held-out calls``;
+    """What became of the fitting in a few words: ``fitted to the recording`` (int8's codes), ``not
+    fitted: few rows`` (they round to nearest), ``auto's plan lost on held-out calls`` (it shipped int8);
     ``held`` names the held-out units."""
     if note.reason is not None and note.reason in FIT_WORDS:
         return FIT_WORDS[note.reason]
     if note.reason is FitReason.FEW_UNITS:
-        return f"{NEAREST} (only {note.units} {kind(note.kind)})"
+        return f"{UNFITTED}: only {note.units} {kind(note.kind)}"
     if note.subject in AUTO_SUBJECTS:
         if note.fit is Fit.KEPT:
             return f"plan kept on held-out {held}" if note.subject == "auto's plan" else "codes fitted, no plan"
         return f"auto's plan lost on held-out {held}"
     if note.fit is Fit.KEPT:
-        return "codes fitted to the recording"
-    return f"{NEAREST} (fitted ones lost on held-out {held})"
+        return "fitted to the recording"
+    return f"fitting lost on held-out {held}"
 
 
 def verdict(v: VerifyResult, *, full: bool = True, weak: str = "weak evidence") -> str:
@@ -131,7 +132,7 @@ def _weak(v: VerifyResult) -> bool:
 
 
 def fell_back(label: str, why: str) -> str:
-    """``int4 failed: top-1 93.3% (152/163) < 95% on probabilities``: the choice a model fell back from."""
+    """``int4 failed: probabilities: top-1 93.3% (152/163) < 95% (...)``: the choice a model fell back from."""
     return f"{label} failed: {why}"
 
 
@@ -174,8 +175,8 @@ def model_line(path: str, original_size: int, shrunk_size: int, label: str, verd
     it) is said, with ``tail`` where it fits, else the last, cut to fit."""
     head = f"{path}: {state.shrunk}, {sizes(original_size, shrunk_size)}, {label}: "
     budget = room(path, prefix) + len(path)
-    lines = [f"{head}{said}, {tail}" if tail else f"{head}{said}" for said in verdicts]
-    lines += [f"{head}{said}" for said in verdicts] if tail else []
+    lines = [line for said in verdicts for line in ((f"{head}{said}, {tail}", f"{head}{said}") if tail else
+                                                     (f"{head}{said}",))]
     fitting = next((line for line in lines if len(line) <= budget), None)
     return fitting or f"{head}{shortened(verdicts[-1], max(budget - len(head), 20))}"
 
@@ -223,7 +224,8 @@ def line_words(result: ShrinkResult) -> tuple[str, list[str]]:
         verdicts = list(dict.fromkeys([brief(v), brief(v, full=False), verdict(v, full=False)]))
     failed = result.fell_back
     if failed:
-        names = " and ".join(f.label for f in failed)
+        names = " and ".join(f.label for f in failed) if len(failed) <= 2 else \
+            f"{failed[0].label} and {len(failed) - 1} more"
         first = fell_back(names, failed[0].why)
-        verdicts = [f"{first}; {verdicts[0]}", first, f"{names} failed {'their' if len(failed) > 1 else 'its'} limits"]
+        verdicts = [f"{first}; {verdicts[0]}", first]
     return shipped_label(result), verdicts

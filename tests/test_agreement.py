@@ -44,7 +44,7 @@ def test_a_clear_flip_on_two_samples_still_fails() -> None:
     ref = scores(2)
     c = compare("features", [ref], [flip(ref, np.array([0]))], VerifyOptions())
     assert (c.flips, c.near_ties) == (1, 0)
-    assert not c.ok and c.failures[0] == "top-1 50.0% (1/2) < 95%: 1 flip (flip rate >= 12.1% at 95%)"
+    assert not c.ok and c.failures[0] == "top-1 50.0% (1/2) < 95% (1 flip; flip rate >= 12.1% at 95%)"
 
 
 def test_three_percent_of_500_clear_flips_fail_a_one_percent_allowance() -> None:
@@ -53,7 +53,7 @@ def test_three_percent_of_500_clear_flips_fail_a_one_percent_allowance() -> None
     got = flip(ref, rows)
     strict = compare("logits", [ref], [got], VerifyOptions(min_agreement=0.99))
     assert not strict.ok and strict.flips == 15 and strict.near_ties == 0
-    assert strict.failures[0].startswith("top-1 97.0% (485/500) < 99%: 15 flips")
+    assert strict.failures[0].startswith("top-1 97.0% (485/500) < 99% (15 flips;")
     loose = compare("logits", [ref], [got], VerifyOptions(min_agreement=0.95))  # 3% is within a 5% allowance
     assert loose.ok
 
@@ -65,7 +65,7 @@ def test_an_observed_share_past_the_limit_fails_however_few_the_positions() -> N
     got = flip(ref, np.arange(0, 163, 15)[:11])
     c = compare("logits", [ref], [got], VerifyOptions())
     assert c.flips == 11 and flip_rate_lower_bound(11, 163) < 0.05
-    assert not c.ok and c.failures[0].startswith("top-1 93.3% (152/163) < 95%: 11 flips (flip rate >= ")
+    assert not c.ok and c.failures[0].startswith("top-1 93.3% (152/163) < 95% (11 flips; flip rate >= ")
     at_the_limit = flip(ref, np.arange(0, 163, 20)[:8])  # 8 of 163 = 4.9%: within
     assert compare("logits", [ref], [at_the_limit], VerifyOptions()).ok
 

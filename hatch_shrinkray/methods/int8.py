@@ -31,7 +31,7 @@ from hatch_shrinkray.fitting.candidates import FEW_ROWS, MIN_ROWS_PER_FEATURE, C
 from hatch_shrinkray.fitting.choices import Planned
 from hatch_shrinkray.fitting.guard import Outcome, Scorer, Unfitted, Verdict, decide
 from hatch_shrinkray.fitting.probe import site_key
-from hatch_shrinkray.methods.base import Fitted, Needs
+from hatch_shrinkray.methods.base import NEAREST_INT8, Fitted, Needs
 from hatch_shrinkray.numerics.quant import NotEncodable
 from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
 from hatch_shrinkray.onnxgraph.encoding import Calibration, EncodeContext
@@ -53,7 +53,10 @@ class Int8:
     size_neutral = False
 
     def ladder(self, options: ShrinkOptions) -> tuple[Remedy, ...]:
-        """Fitted codes fall back on round-to-nearest ones (the same bytes where nothing was fitted)."""
+        """Fitted codes fall back on round-to-nearest ones (the same bytes where nothing was fitted);
+        fewer levels than plain int8 on plain int8."""
+        if self.floored(options):
+            return (NEAREST_INT8,)
         return (Remedy(rounding="nearest"),) if options.rounding != "nearest" else ()
 
     def floored(self, options: ShrinkOptions) -> bool:

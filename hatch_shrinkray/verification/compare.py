@@ -81,13 +81,13 @@ def agreement_fails(flips: float, positions: int, min_agreement: float) -> bool:
 
 
 def agreement_failure(kind: str, positions: int, flips: int, counted: int, min_agreement: float) -> str:
-    """``top-1 93.3% (152/163) < 95%: 11 flips (>= 4.1% at 95%)``: the observed agreement past its
-    limit, with how sure that is."""
+    """``top-1 93.3% (152/163) < 95% (11 flips; flip rate >= 4.1% at 95%)``: the observed agreement
+    past its limit, then how sure that is."""
     bound = flip_rate_lower_bound(counted, positions)
     ties = f", {flips - counted} more at near-ties" if flips > counted else ""
     return (f"{kind} {100 * (1 - counted / positions):.1f}% ({positions - counted}/{positions}) < "
-            f"{100 * min_agreement:g}%: {counted} flip{'s' if counted != 1 else ''}{ties} "
-            f"(flip rate >= {100 * bound:.1f}% at 95%)")
+            f"{100 * min_agreement:g}% ({counted} flip{'s' if counted != 1 else ''}{ties}; "
+            f"flip rate >= {100 * bound:.1f}% at 95%)")
 
 
 @dataclass(frozen=True)

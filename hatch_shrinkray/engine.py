@@ -105,9 +105,14 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
     written: the original is, and ``kept_original`` says why. Nor is one that generated inputs cannot
     verify (it fails on them, the original's outputs carry no signal there, or the original does not
     run on them): the original is written, with ``unverified`` set, unless ``options.strict``, which
-    raises instead; a failure on real inputs always raises. ``keep_failed`` writes a model that
-    fails verification on real inputs (or with ``strict``) too, with the failed figures in its
-    result: for ``check``, which lets the package's own tests judge it and never ships it.
+    raises instead.
+
+    A choice that fails its limits on real inputs, or that is ``floored`` and changes more whole
+    answers than round-to-nearest int8 on them, falls back along its ladder (``registry.ladder``:
+    round-to-nearest, fp16, the original) to the first that holds; the result says which failed and
+    why (``fell_back``). ``options.strict`` raises instead; with ``keep_failed`` too, the failing model
+    is written with the failed figures in its result: for ``check``, which lets the package's own
+    tests judge it and never ships it.
 
     "Smaller" is in the bytes ``options.target`` counts (``sizes``); the result carries the raw,
     wheel and web sizes of both models, web measured (brotli 11) with ``exact_web``, else estimated;
@@ -382,17 +387,19 @@ def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: 
     if not verification.passed and not kept:
         hint = _failure_hint(original_ref, options, reference)
         if not verification.real:
-            hint = f"this ran on generated inputs, which prove little either way: {record_hint()}; or {hint}"
+            hint = f"this ran on generated inputs, which prove little either way: {record_hint()}\nor {hint}"
+        strict = f"; {setting('strict', True)}: no fallback" if verification.real else ""
         raise LimitsFailed(
-            f"shrunk model ({options.label()}) differs too much from the original on {verification.basis()}",
+            f"failed: {options.label()} broke its limits on {verification.basis()}{strict}",
             path=loaded.label, table=verification.table(
                 {"max rel L2": v.rel_l2_limit, "min cosine": v.cosine_limit, "min agreement": v.agreement_limit}),
             hint=hint, why=verification.breach(), recorded=verification.real)
     if verification.passed and verification.real and not kept and METHODS[options.method].floored(options):
         below = _below_floor(original_ref, loaded.label, options, reference, verification, checker=checker)
         if below:
-            raise LimitsFailed(f"{options.label()} keeps fewer answers than round-to-nearest int8 on "
-                               f"{verification.basis()}: {below}", path=loaded.label, why=below, recorded=True,
+            raise LimitsFailed(f"failed: {options.label()} changed more answers than int8 round-to-nearest on "
+                               f"{verification.basis()} ({below}); {setting('strict', True)}: no fallback",
+                               path=loaded.label, why=below, recorded=True,
                                hint=f"use round-to-nearest int8 ({setting('method', 'int8')}), or let your tests "
                                     f"judge: `{check_hint(fix=True)}`")
     return verification
@@ -640,7 +647,7 @@ def _failure_hint(original: str | bytes, options: ShrinkOptions, reference: Refe
                           method=options.label())
     except (ShrinkrayError, MemoryError):
         return generic
-    return f"{found}; or let your tests judge: `{check_hint(fix=True)}`" if found else generic
+    return f"{found}\nor let your tests judge: `{check_hint(fix=True)}`" if found else generic
 
 
 def _calibration(loaded: Loaded, original: str | bytes, options: ShrinkOptions,

@@ -102,6 +102,9 @@ class VerificationError(ShrinkrayError):
         self.why = why or message
 
     def __str__(self) -> str:
-        base = super().__str__()
-        return f"{base}\n{self.table}" if self.table else base
+        """The failure on its first line, the comparison's table below, and what to do last: each line
+        short enough to read in a build log."""
+        head = f"{self.path}: {self.message}" if self.path else self.message
+        hint = [f"what to do: {self.hint}"] if self.hint else []
+        return "\n".join([head, *([self.table] if self.table else []), *hint])
 

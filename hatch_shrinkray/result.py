@@ -180,9 +180,15 @@ class VerifyResult:
         symbolic dimensions got (``symbols``: the short verdict leaves them to ``-v``)."""
         kind = "recorded" if self.real else "generated"
         held = "held-out " if self.calibration else ""
+        ev = self.evidence
         if self.streams:
             text = f"{self.streams} {held}{kind} stream{'s' if self.streams != 1 else ''} ({self.samples} steps) " \
                    "in closed loop"
+        elif self.real and ev is not None and ev.unit_kind not in ("samples", "units"):
+            units = ev.unit_kind.replace("test cases", "tests")
+            text = f"{ev.units} {held}{kind} {units if ev.units != 1 else units[:-1]}"
+            if ev.units != self.samples:
+                text += f" ({self.samples} calls)"
         else:
             text = f"{self.samples} {held}{kind} sample{'s' if self.samples != 1 else ''}"
         if symbols and self.symbols and not self.real:
@@ -213,7 +219,7 @@ class VerifyResult:
         head = ["output", "max abs", "rel L2", "cosine", "decisions", "answers", "status"]
         rows = [head]
         for o in self.outputs:
-            status = "ok" if o.ok else "FAIL: " + "; ".join(o.failures)
+            status = "ok" if o.ok else "FAIL (below)"
             if o.unchecked and o.ok:
                 status = f"not checked: the original is {o.unchecked}"
             elif o.waived and o.ok:
@@ -225,6 +231,7 @@ class VerifyResult:
                          (f"{o.agreement_kind} " if o.agreement_kind else "") + o.agreement_text(),
                          o.answers_text(), status])
         text = render_table(rows)
+        text += "".join(f"\n{o.name}: {failure}" for o in self.outputs for failure in o.failures)
         if limits:
             text += "\nlimits: " + ", ".join(f"{k} {v:g}" for k, v in limits.items())
         return text

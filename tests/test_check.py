@@ -102,7 +102,7 @@ def test_check_names_the_regression_then_the_plan_fixes_it(project: Path) -> Non
     assert before.returncode == 1, before.stdout + before.stderr
     assert "REGRESSED tests/test_model.py::test_labels_exactly: passed with the originals, failed" in before.stdout
     assert "Mismatched elements" in before.stdout  # the failure text, as pytest wrote it
-    assert "passes the tolerance verification on 8 generated samples" in before.stdout  # what it did not catch
+    assert "passes its limits on 8 generated samples" in before.stdout  # what it did not catch
     hint = next(line for line in before.stdout.splitlines() if line.startswith("hint: src/pkg/models/net.onnx"))
     assert "W1 (rel-L2" in hint and "`--exclude-tensors W1`" in hint and "`--encodings W1=fp16`" in hint
     report = json.loads(before.stdout[before.stdout.index("\n{") + 1:])

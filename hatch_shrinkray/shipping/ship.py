@@ -61,7 +61,7 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
     ``manifest_in`` maps model paths to what hatch-shrinkray shipped for them before: a model
     whose bytes are that entry's ``shrunk_sha256`` passes through. A model with an entry in the
     plan file gets that plan. ``keep_failed`` (``check`` only, which ships nothing) writes models
-    that fail verification too; they are never cached. ``tree`` lists the other files of the
+    that fail verification under ``strict`` too; they are never cached. ``tree`` lists the other files of the
     archive (by default: the files under ``root``), for the models that read a shrunk model's
     external data too (see ``datafiles``). ``total``: end with the total line (``check``, which ships
     its models one call at a time, says it once for all of them).

@@ -51,7 +51,7 @@ def shrink_one(job: Job, *, cache: ShrinkCache | None, app: Display, keep_failed
     """What ships for ``job.model``, its bytes at ``job.target`` (the original's when nothing was
     shrunk, it was not smaller, or generated inputs could not verify the result); nothing is
     written for an already-quantized model. ``keep_failed`` (``check``) keeps a model that fails
-    verification on real inputs; it is never cached."""
+    verification under ``strict`` (a build would fail); it is never cached."""
     versions = tool_versions()
     if cache is not None:
         cached = _from_cache(job, cache, app, versions=versions)

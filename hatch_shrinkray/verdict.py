@@ -13,6 +13,7 @@ them (``tests``, ``calls``, ``streams``, ``samples``), on the build's line, in `
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -153,9 +154,32 @@ def sizes(before: int, after: int) -> str:
     return f"{a} -> {b} ({ratio(after, before)})"
 
 
-def room(path: str, prefix: int = PREFIX_ROOM) -> int:
-    """Characters a model's line has after ``prefix`` characters and ``path`` (see ``PATH_ROOM``)."""
-    return LINE_LIMIT - prefix - min(len(path), PATH_ROOM)
+PATHS = re.compile(r"\S*/\S*")
+"""A token with a slash: a path, a glob or a command quoting one."""
+
+
+def counted(text: str) -> int:
+    """``text``'s length as the line budget counts it: every path as at most ``PATH_ROOM`` characters
+    (it is the user's own, printed whole to copy or search for)."""
+    return len(PATHS.sub(lambda m: m.group(0)[:PATH_ROOM], text))
+
+
+def fits(line: str, prefix: int = PREFIX_ROOM) -> bool:
+    """Whether ``line``, after ``prefix`` characters, keeps within ``LINE_LIMIT`` (paths counted as
+    ``PATH_ROOM``)."""
+    return prefix + counted(line) <= LINE_LIMIT
+
+
+
+def clipped(line: str, prefix: int = 0) -> str:
+    """``line`` cut after a word, with ``…``, where it does not fit (:func:`fits`); the whole of it is
+    one ``-v`` away, in a report or the plan file."""
+    if fits(line, prefix):
+        return line
+    words = line.split(" ")
+    while len(words) > 1 and not fits(" ".join(words) + "…", prefix):
+        words.pop()
+    return " ".join(words).rstrip(" ,;:(") + "…"
 
 
 def shortened(text: str, limit: int) -> str:
@@ -174,11 +198,10 @@ def model_line(path: str, original_size: int, shrunk_size: int, label: str, verd
     fullest first; the first that keeps the line within its budget (``prefix`` characters go before
     it) is said, with ``tail`` where it fits, else the last, cut to fit."""
     head = f"{path}: {state.shrunk}, {sizes(original_size, shrunk_size)}, {label}: "
-    budget = room(path, prefix) + len(path)
     lines = [line for said in verdicts for line in ((f"{head}{said}, {tail}", f"{head}{said}") if tail else
                                                      (f"{head}{said}",))]
-    fitting = next((line for line in lines if len(line) <= budget), None)
-    return fitting or f"{head}{shortened(verdicts[-1], max(budget - len(head), 20))}"
+    fitting = next((line for line in lines if fits(line, prefix)), None)
+    return fitting or f"{head}{shortened(verdicts[-1], max(LINE_LIMIT - prefix - counted(head), 20))}"
 
 
 def original_line(path: str, size: int, why: str, *, prefix: int = PREFIX_ROOM, state: State = SHIPPED,
@@ -186,7 +209,7 @@ def original_line(path: str, size: int, why: str, *, prefix: int = PREFIX_ROOM, 
     """The line of a model whose original ships: ``src/pkg/m.onnx: shipped its original (6.59 MB):
     int8 fails on generated inputs``, ``why`` cut to the line's budget (``-v`` has it whole)."""
     head = f"{path}: {state.original} ({human(size)}){what}: "
-    return head + shortened(why, room(path, prefix) + len(path) - len(head))
+    return head + shortened(why, LINE_LIMIT - prefix - counted(head))
 
 
 def shipped_label(result: ShrinkResult) -> str:

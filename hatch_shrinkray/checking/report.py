@@ -87,8 +87,8 @@ def render_fix(fixed: Fixed, written: str | None) -> str:
             lines.append(clipped(f"chose: {p.relpath}: {rung.describe(p)} ({c.reason})"))
             continue
         size = (f", {sizes(p.original_size, rung.prepared.shrunk_size)}" if rung.prepared is not None
-                else f", {human(p.original_size)}")
-        lines.append(clipped(f"chose: {p.relpath}: {rung.describe(p)}{size}, because {c.reason}"))
+                else f" ({human(p.original_size)})")
+        lines.append(clipped(f"chose: {p.relpath}: {rung.describe(p)}{size}: {c.reason}"))
     if written:
         lines.append(written)
     final = fixed.final

@@ -22,6 +22,7 @@ from hatch_shrinkray.files import copy_atomically
 from hatch_shrinkray.shipping.advice import record_advice
 from hatch_shrinkray.shipping.planned import confirm_plan
 from hatch_shrinkray.shipping.wording import fix_line
+from hatch_shrinkray.verdict import WRITTEN
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
                       f"with {configured.get(src, options).method} as given", file=sys.stderr)
             chosen = configured.get(src, options)
             if plan is not None and plan.remedy is not None:
-                print(printable(fix_line(str(src), plan, chosen, src.stat().st_size)), file=sys.stderr)
+                print(printable(fix_line(str(src), plan, chosen, src.stat().st_size, WRITTEN)), file=sys.stderr)
             if plan is not None and plan.ships_original:
                 try:
                     dest.parent.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,7 @@ from hatch_shrinkray.shipping.cache import CachedShrink
 from hatch_shrinkray.shipping.display import PREFIX
 from hatch_shrinkray.shipping.outcome import Shipped
 from hatch_shrinkray.shipping.plan import PlanEntry
-from hatch_shrinkray.verdict import model_line, original_line, seconds, sizes
+from hatch_shrinkray.verdict import PREFIX_ROOM, SHIPPED, State, clipped, model_line, original_line, seconds, sizes
 
 
 def sdist_original_line(relpath: str, size: int) -> str:
@@ -214,12 +214,16 @@ def fix_reason(plan: PlanEntry) -> str:
     return f"{n} test{'s' if n != 1 else ''} regressed with cheaper choices"
 
 
-def fix_line(relpath: str, plan: PlanEntry, options: ShrinkOptions, size: int = 0) -> str:
-    """What a build says of a model ``check --fix`` chose its original for (``success_line`` says the
-    other remedies): ``m.onnx: shipped its original (6.59 MB), check --fix's choice: 3 tests regressed
-    with cheaper choices``."""
+def fix_line(relpath: str, plan: PlanEntry, options: ShrinkOptions, size: int = 0, state: State = SHIPPED) -> str:
+    """What a build says of a model ``check --fix`` chose a remedy for: its original (``m.onnx: shipped
+    its original (6.59 MB), check --fix's choice: 3 tests regressed with cheaper choices``), or the
+    choice before it is shrunk (a build's line after the shrink names it too: ``success_line``)."""
     assert plan.remedy is not None
-    return original_line(relpath, size, fix_reason(plan), what=", check --fix's choice")
+    if plan.remedy.original:
+        return original_line(relpath, size, fix_reason(plan), what=", check --fix's choice", state=state,
+                             prefix=PREFIX_ROOM if state is SHIPPED else 0)
+    return clipped(f"{relpath}: {plan.remedy.describe(options, plan.tensors)}, check --fix's choice: "
+                   f"{fix_reason(plan)}")
 
 
 def fix_detail_line(relpath: str, plan: PlanEntry, options: ShrinkOptions) -> str:

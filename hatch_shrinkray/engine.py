@@ -395,14 +395,44 @@ def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: 
                 {"max rel L2": v.rel_l2_limit, "min cosine": v.cosine_limit, "min agreement": v.agreement_limit}),
             hint=hint, why=verification.breach(), recorded=verification.real)
     if verification.passed and verification.real and not kept and METHODS[options.method].floored(options):
-        below = _below_floor(original_ref, loaded.label, options, reference, verification, checker=checker)
+        if _budgeted(options):
+            below, floor = _beyond_budget(options, verification), "budget"
+        else:
+            below, floor = _below_floor(original_ref, loaded.label, options, reference, verification,
+                                        checker=checker), "int8"
         if below:
-            raise LimitsFailed(f"failed: {options.label()} changed more answers than int8 round-to-nearest on "
+            raise LimitsFailed(f"failed: {options.label()} kept fewer answers than {FLOORS[floor]} on "
                                f"{verification.basis()} ({below}); {setting('strict', True)}: no fallback",
                                path=loaded.label, why=below, recorded=True,
                                hint=f"use round-to-nearest int8 ({setting('method', 'int8')}), or let your tests "
                                     f"judge: `{check_hint(fix=True)}`")
+        verification = replace(verification, floor=floor)
     return verification
+
+
+FLOORS = {"int8": "int8 round-to-nearest", "budget": "your budget"}
+"""What a narrower choice was held to, for the failure's words."""
+
+
+def _budgeted(options: ShrinkOptions) -> bool:
+    """Whether the user set an accuracy budget: below round-to-nearest int8's floor, then, is theirs to allow
+    (decision 3)."""
+    return any(b is not None for b in (options.budget_rel_l2, options.budget_cosine, options.budget_agreement))
+
+
+def _beyond_budget(options: ShrinkOptions, verification: VerifyResult) -> str:
+    """How a narrower choice went past the accuracy budget the user set, in a few words (empty: within it):
+    the share of whole answers kept (``budget-agreement``), the worst relative L2 and cosine."""
+    ev = verification.evidence
+    if options.budget_agreement is not None and ev is not None and ev.units and \
+            1 - ev.changed_units / ev.units < options.budget_agreement:
+        return (f"{ev.changed_units} of {ev.units} {kind(ev.unit_kind)} changed, past budget-agreement "
+                f"{options.budget_agreement:g}")
+    if options.budget_rel_l2 is not None and verification.worst_rel_l2 > options.budget_rel_l2:
+        return f"rel L2 {verification.worst_rel_l2:.3g} > budget-rel-l2 {options.budget_rel_l2:g}"
+    if options.budget_cosine is not None and verification.worst_cosine < options.budget_cosine:
+        return f"cosine {verification.worst_cosine:.6f} < budget-cosine {options.budget_cosine:g}"
+    return ""
 
 
 class LimitsFailed(VerificationError):

@@ -31,6 +31,9 @@ class PerTensor(DataFree):
         self.size_neutral = size_neutral
         self.narrow = narrow
 
+    def ladder(self, options: ShrinkOptions) -> tuple[Remedy, ...]:
+        return (NEAREST_INT8,) if self.narrow else ()
+
     def floored(self, options: ShrinkOptions) -> bool:
         return self.narrow
 

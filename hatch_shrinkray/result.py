@@ -146,6 +146,10 @@ class VerifyResult:
     """Streams of a recurrent model run in closed loop (0: calls judged one by one)."""
     symbols: tuple[tuple[str, int], ...] = ()
     """Generated inputs: the size each named symbolic dimension got, by name."""
+    floor: str = ""
+    """What a choice narrower than int8 was held to (decision 3): ``int8`` (round-to-nearest int8's
+    whole answers on the same units), ``budget`` (the accuracy budget the user set), or empty (not a
+    narrower choice, or no whole answer changed)."""
 
     @property
     def passed(self) -> bool:
@@ -241,7 +245,7 @@ class VerifyResult:
         return {"passed": self.passed, "samples": self.samples, "inputs": self.input_source,
                 "real_inputs": self.real, "calibration_samples": self.calibration, "notes": list(self.notes),
                 "checker": self.checker, "streams": self.streams, "fitting": self.fitting,
-                "fit": None if self.fit is None else self.fit.fit.value,
+                "fit": None if self.fit is None else self.fit.fit.value, "floor": self.floor,
                 "symbolic_dims": dict(self.symbols),
                 "evidence": None if ev is None else {**asdict(ev), "upper_bound": round(ev.bound, 6), "weak": ev.weak},
                 "outputs": [_output_dict(o) for o in self.outputs]}

@@ -124,6 +124,9 @@ def brief(v: VerifyResult, *, full: bool = True) -> str:
 
 
 WEAK_UNFITTED = "weak evidence, nothing fitted"
+BUDGET_FLOOR = "held to your budget, not int8's answers"
+"""What the line says of a choice narrower than int8 that an accuracy budget the user set let below
+round-to-nearest int8's answers (decision 3)."""
 
 
 def _weak(v: VerifyResult) -> bool:
@@ -245,6 +248,8 @@ def line_words(result: ShrinkResult) -> tuple[str, list[str]]:
         verdicts = [f"not verified ({setting('verify', False)})"]
     else:
         verdicts = list(dict.fromkeys([brief(v), brief(v, full=False), verdict(v, full=False)]))
+        if v.floor == "budget":  # decision 3: the line says which floor it used
+            verdicts = [f"{verdicts[0]}; {BUDGET_FLOOR}", *verdicts]
     failed = result.fell_back
     if failed:
         names = " and ".join(f.label for f in failed) if len(failed) <= 2 else \

@@ -139,7 +139,7 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
                     raise
                 failed.append(Failed(label, exc.why))
                 continue
-            return replace(result, label=label, fell_back=tuple(failed)) if failed else result
+            return replace(result, label=label, fell_back=tuple(failed))
     raise AssertionError("the ladder ends with the original")  # pragma: no cover
 
 

@@ -163,8 +163,13 @@ PATHS = re.compile(r"\S*/\S*")
 
 def counted(text: str) -> int:
     """``text``'s length as the line budget counts it: every path as at most ``PATH_ROOM`` characters
-    (it is the user's own, printed whole to copy or search for)."""
-    return len(PATHS.sub(lambda m: m.group(0)[:PATH_ROOM], text))
+    (it is the user's own, printed whole to copy or search for), the punctuation after it as itself."""
+    def shown(m: re.Match[str]) -> str:
+        token = m.group(0)
+        path = token.rstrip(":;,.)`'\"")
+        return path[:PATH_ROOM] + token[len(path):]
+
+    return len(PATHS.sub(shown, text))
 
 
 def fits(line: str, prefix: int = PREFIX_ROOM) -> bool:
@@ -223,7 +228,7 @@ def shipped_label(result: ShrinkResult) -> str:
         return result.label
     v = result.verification
     method = shipped_method(result.method, v.fit if v is not None else None)
-    label = result.label or method
+    label = result.label if method == result.method and result.label else method
     if method == "auto":
         return label
     others: dict[str, int] = {}

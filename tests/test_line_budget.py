@@ -31,8 +31,13 @@ pytestmark = [pytest.mark.process, pytest.mark.usefixtures("private_cache")]
 
 
 def counted(line: str) -> int:
-    """The line's length with every path counted as at most ``PATH_ROOM`` characters."""
-    return len(PATHS.sub(lambda m: m.group(0)[:PATH_ROOM], line))
+    """The line's length with every path counted as at most ``PATH_ROOM`` characters (the punctuation after
+    it as itself)."""
+    total = len(line)
+    for m in PATHS.finditer(line):
+        path = re.sub(r"[:;,.)`'\"]+$", "", m.group(0))
+        total -= max(0, len(path) - PATH_ROOM)
+    return total
 
 
 TESTS = """\

@@ -200,14 +200,18 @@ def shortened(text: str, limit: int) -> str:
 
 
 def model_line(path: str, original_size: int, shrunk_size: int, label: str, verdicts: Sequence[str], *,
-               tail: str = "", prefix: int = PREFIX_ROOM, state: State = SHIPPED) -> str:
+               tail: str = "", prefix: int = PREFIX_ROOM, state: State = SHIPPED, keep_tail: bool = False) -> str:
     """The one line per model a newcomer reads: ``src/pkg/m.onnx: shipped shrunk, 21.23 -> 5.98 MB
     (28.2%), int8: same answers on 20 recorded calls, 1.2 s``. ``verdicts``: the verdict in words,
     fullest first; the first that keeps the line within its budget (``prefix`` characters go before
-    it) is said, with ``tail`` where it fits, else the last, cut to fit."""
+    it) is said, with ``tail`` where it fits (``keep_tail``: the shortest with ``tail`` before the fullest
+    without it), else the last, cut to fit."""
     head = f"{path}: {state.shrunk}, {sizes(original_size, shrunk_size)}, {label}: "
-    lines = [line for said in verdicts for line in ((f"{head}{said}, {tail}", f"{head}{said}") if tail else
-                                                     (f"{head}{said}",))]
+    if keep_tail:
+        lines = [*(f"{head}{said}, {tail}" for said in verdicts), *(f"{head}{said}" for said in verdicts)]
+    else:
+        lines = [line for said in verdicts for line in (f"{head}{said}, {tail}" if tail else "", f"{head}{said}")
+                 if line]
     fitting = next((line for line in lines if fits(line, prefix)), None)
     return fitting or f"{head}{shortened(verdicts[-1], max(LINE_LIMIT - prefix - counted(head), 20))}"
 

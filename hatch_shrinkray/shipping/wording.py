@@ -99,7 +99,8 @@ def success_line(relpath: str, record: CachedShrink, cached: bool, plan: PlanEnt
         label = f"{label}, check --fix's choice"
         verdicts = [f"{fix_reason(plan)}; {verdicts[0]}", *verdicts]
     timing = "cached" if cached else seconds(record.seconds)
-    return f"{PREFIX} " + model_line(relpath, record.original_size, record.shrunk_size, label, verdicts, tail=timing)
+    return f"{PREFIX} " + model_line(relpath, record.original_size, record.shrunk_size, label, verdicts, tail=timing,
+                                     keep_tail=cached)
 
 
 def detail_line(relpath: str, record: CachedShrink, cached: bool) -> str:

@@ -121,6 +121,9 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
     its estimate still cannot settle the never-larger rule (``sizes.clearly_below``).
     """
     options = options or ShrinkOptions()
+    problems = option_errors(options)
+    if problems:
+        raise ShrinkrayError("invalid options: " + "; ".join(problems))
     name = "the model" if isinstance(source, ModelProto) else Path(source).name
     failed: list[Failed] = []
     with progress.task(f"{name}: {options.method}") as stage:
@@ -169,9 +172,6 @@ def _original_result(source: str | os.PathLike[str] | ModelProto, destination: s
 def _shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.PathLike[str] | None,
             options: ShrinkOptions, *, keep_failed: bool, exact_web: bool, stage: progress.Step) -> ShrinkResult:
     stage.show("loading")
-    problems = option_errors(options)
-    if problems:
-        raise ShrinkrayError("invalid options: " + "; ".join(problems))
     shrunk_web = exact_web or options.target == "web"
     if shrunk_web and brotli_problem():
         raise ShrinkrayError(f"target web counts brotli quality 11 bytes, and {brotli_problem()}", hint=BROTLI_HINT)

@@ -26,9 +26,10 @@ def encoded_summary(result: ShrinkResult) -> str:
 
 
 def one_line(result: ShrinkResult) -> str:
-    """``m.onnx -> out/m.onnx: shrunk, 21.2 -> 5.98 MB (28.2%), int8: same answers on 20 recorded calls,
-    1.2 s``: where it wrote, what, and the verdict in words (:func:`detail_line` has the figures)."""
-    path = f"{result.source} -> {result.destination}" if result.destination else result.source
+    """``m.onnx: shrunk, 21.2 -> 5.98 MB (28.2%), int8: same answers on 20 recorded calls, 1.2 s``: what
+    became of the model and the verdict in words (:func:`detail_line` has the figures; it was written
+    under ``--output`` by its own name, and the JSON report says where)."""
+    path = result.source
     if result.kept_original is not None:
         return original_line(path, result.original_size, result.kept_original, prefix=0, state=WRITTEN)
     if not result.encoded:

@@ -232,7 +232,7 @@ def test_verification_failure_fails_cleanly(tmp_path: Path, isolated: Path,
             build(root, target, out)
         assert info.value.code == 1
         err = capsys.readouterr().err
-        assert f"shrinkray: {MODEL}: shrunk model (int8) differs too much from the original" in err
+        assert f"shrinkray: {MODEL}: failed: int8 broke its limits on 8 generated samples" in err
         assert "rel L2" in err and "FAIL" in err and "Traceback" not in err
         assert not out.exists() or list(out.iterdir()) == []
     assert tree_digest(root) == before

@@ -137,7 +137,8 @@ def test_verbose_goes_before_or_after_the_command(tmp_path: Path) -> None:
         proc = cli(*argv, str(model), "-o", str(tmp_path / argv[0]), "--no-verify")
         assert proc.returncode == 0, proc.stderr
         line, detail = proc.stdout.splitlines()[:2]
-        assert line.startswith(f"{model}: shrunk, 272.54 -> 77.06 KB (28.3%), int8: not verified (`--no-verify`), "), line
+        assert line.startswith(f"{model}: shrunk, 272.54 -> 77.06 KB (28.3%), int8: not verified (`--no-verify`), "), \
+            line
         assert detail.startswith(f"{model}: wheel "), detail
 
 

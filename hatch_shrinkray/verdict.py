@@ -86,8 +86,9 @@ def fit_words(note: FitNote, held: str = "units") -> str:
 
 
 def verdict(v: VerifyResult, *, full: bool = True, weak: str = "weak evidence") -> str:
-    """The result in plain words: ``same answers on 20 recorded calls``, ``2 of 40 recorded tests changed
-    (weak evidence)``, ``passes a smoke check on 8 generated samples``. Without ``full``, for a line with
+    """The result in plain words, naming the answers the judge compared: ``same lines on 20 recorded
+    calls``, ``labels changed in 2 of 40 recorded tests (weak evidence)``, ``passes a smoke check on 8
+    generated samples``. Without ``full``, for a line with
     no room for them, the details ``-v`` says too are left out (that outputs were compared as numbers
     only, that the units were recorded). ``FAILS`` is ``check``'s alone (a build falls back or fails)."""
     fails = "" if v.passed else "FAILS: "
@@ -103,8 +104,15 @@ def verdict(v: VerifyResult, *, full: bool = True, weak: str = "weak evidence") 
             v.samples, source, kind(ev.unit_kind) if ev is not None else "samples")
         return f"{fails}within limits on {what}{' (numbers only)' if full else ''}"
     on = _count(ev.units, source, kind(ev.unit_kind), always=True)
-    text = f"same answers on {on}" if not ev.changed_units else f"{ev.changed_units} of {on} changed"
+    what = ANSWERS.get(ev.describes, "answers")
+    text = f"same {what} on {on}" if not ev.changed_units else f"{what} changed in {ev.changed_units} of {on}"
     return fails + text + (f" ({weak})" if ev.weak else "")
+
+
+ANSWERS = {"labels": "labels", "lines": "lines", "texts": "texts", "segment lists": "segment lists", "maps": "maps",
+           "images": "boxes"}
+"""The answer a judge compares (``Judge.describes``), as the line names it: which judge read the output;
+``answers`` where several or none did."""
 
 
 def _count(n: int, source: str, plural: str, *, always: bool = False) -> str:

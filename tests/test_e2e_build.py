@@ -343,7 +343,7 @@ def test_the_quick_start_as_written(wheelhouse: Path, build_env: dict[str, str],
     build_line = next(line for line in _block_lines("frontends") if "python -m build" in line)
     done = run(["sh", "-c", build_line], root, {**env, "PIP_FIND_LINKS": str(wheelhouse)})
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "same answers on 20 recorded tests" in done.stdout + done.stderr, done.stdout + done.stderr
+    assert "same labels on 20 recorded tests" in done.stdout + done.stderr, done.stdout + done.stderr
     (wheel,) = (root / "dist").glob("*.whl")
     with zipfile.ZipFile(wheel) as zf:
         for name, share in (("model", 0.3), ("sensitive", 0.55)):  # int8, and fp16 for the override

@@ -26,6 +26,7 @@ from hatch_shrinkray.shipping.cache import CachedShrink
 from hatch_shrinkray.shipping.manifest import ManifestEntry
 from hatch_shrinkray.shrink_result import Failed, ShrinkResult
 from hatch_shrinkray.verdict import (
+    ANSWERS,
     FIT_WORDS,
     LINE_LIMIT,
     PATH_ROOM,
@@ -65,8 +66,9 @@ def _verifications(output: OutputComparison) -> Iterator[VerifyResult]:
     for kind in KINDS:
         for units, changed in ((MOST, 0), (MOST, MOST - 1), (WEAKEST, 0), (WEAKEST, WEAKEST - 1)):
             for calibration in (0, MOST):
-                yield VerifyResult((output,), units, "recording", calibration=calibration,
-                                   evidence=Evidence(units, changed, kind, answers=units))
+                for describes in ("answers", *ANSWERS):  # the longest answer a judge names: segment lists
+                    yield VerifyResult((output,), units, "recording", calibration=calibration,
+                                       evidence=Evidence(units, changed, kind, answers=units, describes=describes))
 
 
 def _notes(v: VerifyResult, method: str) -> Iterator[FitNote | None]:

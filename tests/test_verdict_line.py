@@ -44,7 +44,7 @@ def test_the_build_line_is_short_and_says_why_rounding_was_not_fitted(tmp_path: 
     err = capsys.readouterr().err.splitlines()
     line = next(ln for ln in err if ln.startswith(f"shrinkray: {MODEL}: "))
     assert len(line) <= LIMIT, line
-    assert line.startswith(f"shrinkray: {MODEL}: shipped shrunk, 272.54 -> 77.06 KB (28.3%), int8: same answers on 40 "
+    assert line.startswith(f"shrinkray: {MODEL}: shipped shrunk, 272.54 -> 77.06 KB (28.3%), int8: same labels on 40 "
                            "recorded calls; not fitted: few rows, "), line
     assert not any("cos " in ln or "rel-L2" in ln for ln in err), err
     with tarfile.open(sdist) as tar:
@@ -60,7 +60,7 @@ def test_the_shrink_line_keeps_figures_for_v_and_none_for_an_output_never_compar
     assert judged.returncode == 0, judged.stderr
     line = judged.stdout.splitlines()[0]
     assert len(line) <= LIMIT + len(str(tmp_path)) * 2, line  # the paths are the user's
-    assert ": shrunk, " in line and ", int8: same answers on 20 recorded calls; " in line and "cos" not in line, line
+    assert ": shrunk, " in line and ", int8: same labels on 20 recorded calls; " in line and "cos" not in line, line
     off = cli("-v", "shrink", str(model), "-o", str(tmp_path / "b"), "--inputs", str(tmp_path / "rec"),
               "--judge", "y=off", "--json", "-")
     assert off.returncode == 0, off.stderr
@@ -88,7 +88,9 @@ def test_the_verdict_in_words() -> None:
 
     same = Evidence(20, 0, "calls", answers=20, decisions=20)
     assert said(ok, same) == "same answers on 20 recorded calls"
-    assert said(ok, Evidence(40, 2, "test cases", answers=40)) == "2 of 40 recorded tests changed"
+    assert said(ok, Evidence(40, 2, "test cases", answers=40)) == "answers changed in 2 of 40 recorded tests"
+    assert said(ok, Evidence(40, 2, "test cases", answers=40, describes="segment lists")) == \
+        "segment lists changed in 2 of 40 recorded tests"
     assert said(ok, Evidence(3, 0, "streams", decisions=47)) == "same answers on 3 recorded streams (weak evidence)"
     assert said(ok, Evidence(10, 0, "calls", answers=10), calibration=10) == \
         "same answers on 10 held-out calls (weak evidence)"

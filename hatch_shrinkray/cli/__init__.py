@@ -18,7 +18,7 @@ from hatch_shrinkray import hints, progress
 from hatch_shrinkray.cli import check, compare, info, record, shrink, wheel
 from hatch_shrinkray.cli.flags import as_check_args, names_of
 from hatch_shrinkray.cli.output import print_error
-from hatch_shrinkray.cli.parser import parser
+from hatch_shrinkray.cli.parser import parse, parser
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.shipping.requirements import engine_missing
 from hatch_shrinkray.signals import Terminated, redeliver, stop_request, terminate_raises
@@ -41,10 +41,7 @@ def _split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    own, command = _split_command(list(sys.argv[1:] if argv is None else argv))
-    args = parser().parse_args(own)
-    if command is not None:
-        args.argv = command
+    args = parse(*_split_command(list(sys.argv[1:] if argv is None else argv)))
     try:
         with terminate_raises(), hints.speaking(_invocation(args)), \
                 progress.reporting(progress.for_stream(sys.stderr, quiet=args.quiet)):

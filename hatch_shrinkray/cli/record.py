@@ -7,21 +7,23 @@ import sys
 from pathlib import Path
 
 from hatch_shrinkray.capture import env
+from hatch_shrinkray.cli.usage import command
 from hatch_shrinkray.errors import ShrinkrayError
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    r = sub.add_parser("record", help="run a command and record the inputs its onnxruntime sessions see",
-                       description="Run COMMAND (tests, a demo, your CLI; Python subprocesses included) with "
-                                   "onnxruntime instrumented, and write a bounded sample of each model's inputs into "
-                                   "DIR, one .npz per model, for `inputs`: spread over the pytest tests that ran it "
-                                   "(else over its calls), whole streams for a recurrent model. Ends with a coverage "
-                                   "table, including the project's configured models that never ran, and the next "
-                                   "step. The command's exit code is passed through; when a recording is not "
-                                   "complete on disk (a full disk), record names what was lost and exits 1 if the "
-                                   "command did not fail.",
-                       usage="hatch-shrinkray record --output DIR [options] -- COMMAND [ARGS...]")
-    r.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="recording directory")
+    r = command(sub, "record", help="run a command and record the inputs its onnxruntime sessions see",
+                description="Run COMMAND (tests, a demo, your CLI; Python subprocesses included) with "
+                            "onnxruntime instrumented, and write a bounded sample of each model's inputs into "
+                            "DIR, one .npz per model, for `inputs`: spread over the pytest tests that ran it "
+                            "(else over its calls), whole streams for a recurrent model. Ends with a coverage "
+                            "table, including the project's configured models that never ran, and the next "
+                            "step. The command's exit code is passed through; when a recording is not "
+                            "complete on disk (a full disk), record names what was lost and exits 1 if the "
+                            "command did not fail.",
+                usage="hatch-shrinkray record --output DIR [options] -- COMMAND [ARGS...]")
+    r.takes_command = True
+    r.common(r.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="recording directory"))
     r.add_argument("--max-samples", type=int, default=env.MAX_SAMPLES, metavar="N",
                    help=f"samples kept per model; a stream counts as one (default {env.MAX_SAMPLES})")
     r.add_argument("--max-bytes", type=int, default=None, metavar="BYTES",

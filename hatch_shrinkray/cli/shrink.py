@@ -15,8 +15,9 @@ from pathlib import Path
 
 from hatch_shrinkray import progress
 from hatch_shrinkray.checking.installed import expand, inside
-from hatch_shrinkray.cli.flags import Given, Noted, option_flags
+from hatch_shrinkray.cli.flags import Given, option_flags, plan_flag
 from hatch_shrinkray.cli.output import Stderr, need_brotli, print_error, write_report
+from hatch_shrinkray.cli.usage import command
 from hatch_shrinkray.errors import PlanError, ShrinkrayError, printable
 from hatch_shrinkray.files import copy_atomically
 from hatch_shrinkray.options import ShrinkOptions
@@ -26,22 +27,19 @@ from hatch_shrinkray.shipping.wording import fix_line
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    s = sub.add_parser("shrink", help="shrink models into an output directory",
-                       description="Files inside the current directory's project get its configuration table's "
-                                   "options (overrides included), the flags given overriding them key by key; "
-                                   "other files get the flags alone.")
-    s.add_argument("models", nargs="+", help="model files (glob patterns allowed)")
-    s.add_argument("-o", "--output", type=Path, required=True, help="output directory")
-    option_flags(s, verify=False)
-    s.add_argument("--force", action="store_true", help="overwrite existing outputs")
+    s = command(sub, "shrink", help="shrink models into an output directory",
+                description="Shrink models into an output directory. Files inside the current directory's project "
+                            "get its configuration table's options (overrides included), the flags given overriding "
+                            "them key by key; other files get the flags alone.")
+    s.add_argument("models", nargs="+", metavar="MODEL", help="model files (glob patterns allowed)")
+    s.common(s.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="output directory"),
+             s.add_argument("--force", action="store_true", help="overwrite existing outputs"),
+             plan_flag(s))
     s.add_argument("--sizes", action="store_true",
                    help="measure the web size (brotli 11, ~0.3 MB/s; needs the compress extra) instead of estimating "
                         "it, and print a size table")
     s.add_argument("--json", type=Path, metavar="FILE", help="write the full report as JSON ('-' for stdout)")
-    s.add_argument("--plan", type=Path, metavar="FILE", action=Noted,
-                   help="apply what this plan file holds for each model's bytes (check --fix's remedy or "
-                        "check --search's per-tensor plan)")
-    option_flags(s, verify=True)
+    option_flags(s)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -9,7 +9,6 @@ whose checks the CLI uses too; this module checks the keys, globs and the hook's
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -19,7 +18,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.errors import ShrinkrayError, did_you_mean
 from hatch_shrinkray.option_table import OPTIONS, option_errors, options_from, read_settings, read_strings
 from hatch_shrinkray.options import OLDEST_ONNXRUNTIME, ShrinkOptions
 from hatch_shrinkray.shipping.advice import default_recording, record_command
@@ -296,9 +295,9 @@ def _unknown_key_errors(raw: Mapping[str, Any], allowed: tuple[str, ...], table:
         if key in allowed:
             continue
         message = f"Unknown field `{table}.{key}`"
-        close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
+        close = did_you_mean(str(key), allowed)
         if close:
-            message += f"; did you mean `{close[0]}`?"
+            message += f"; did you mean `{close}`?"
         errors.append(message)
     return errors
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 
@@ -21,7 +22,7 @@ from hatch_shrinkray.cli.output import print_error
 from hatch_shrinkray.cli.parser import parse, parser
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.shipping.requirements import engine_missing
-from hatch_shrinkray.signals import Terminated, redeliver, stop_request, terminate_raises
+from hatch_shrinkray.signals import STOPPED, Terminated, redeliver, stop_request, terminate_raises
 
 __all__ = ["main", "parser"]
 
@@ -83,8 +84,8 @@ def _stopped(stop: BaseException) -> int:
     """Ctrl-C: one line and 130. SIGTERM: one line, then death by the signal itself (143 in a shell),
     as callers expect."""
     if isinstance(stop, Terminated):
-        print("terminated", file=sys.stderr)
+        print(STOPPED[stop.signum], file=sys.stderr)
         redeliver(stop.signum)
         return 128 + stop.signum
-    print("interrupted", file=sys.stderr)
-    return 130
+    print(STOPPED[signal.SIGINT], file=sys.stderr)
+    return 128 + signal.SIGINT

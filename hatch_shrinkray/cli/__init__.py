@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from hatch_shrinkray import hints, progress
 from hatch_shrinkray.cli import check, compare, info, record, shrink, wheel
@@ -72,12 +73,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _invocation(args: argparse.Namespace) -> hints.Invocation:
-    """Who hints speak to: the command, and for those that can suggest a ``check`` what it was given."""
+    """Who hints speak to: the command and the project it works in, and for those that can suggest
+    a ``check`` what it was given."""
+    where = Path(getattr(args, "project", None) or ".").resolve()
+    root = where if (where / "pyproject.toml").is_file() else None
     if args.command not in ("shrink", "wheel", "check"):
-        return hints.Invocation(args.command)
+        return hints.Invocation(args.command, root=root)
     return hints.Invocation(args.command, tuple(as_check_args(args)),
                             tuple(args.argv) if args.command == "check" else (),
-                            tuple(str(m) for m in getattr(args, "models", None) or ()))
+                            tuple(str(m) for m in getattr(args, "models", None) or ()), root=root)
 
 
 def _stopped(stop: BaseException) -> int:

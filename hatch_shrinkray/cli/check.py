@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
 def _configured(args: argparse.Namespace) -> tuple[Configured, Path | None]:
     """The models to check with their options (the flags given, over the project's table when the
     models are its own or an installed package's), and the plan file to read and write."""
-    from hatch_shrinkray.checking.configure import configure, refuse_foreign
+    from hatch_shrinkray.checking.configure import COMMAND_LINE, configure, refuse_foreign
 
     given = Given.of(args)
     options = given.options()
@@ -138,6 +138,8 @@ def _configured(args: argparse.Namespace) -> tuple[Configured, Path | None]:
     except ConfigurationError as exc:
         raise _in_the_wheel(exc, args) from exc
     refuse_foreign(configured.config, plan_file)
+    if configured.config.table != COMMAND_LINE:  # its fixes go into the table: hints name its keys
+        hints.configured_by_table()
     return configured, plan_file
 
 

@@ -41,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def run(args: argparse.Namespace) -> int:
     from hatch_shrinkray.capture.run import project_root, record, summary
     from hatch_shrinkray.capture.select import Caps
-    from hatch_shrinkray.shipping.coverage import configured_models
+    from hatch_shrinkray.shipping.coverage import configured_models, named_by_content
     from hatch_shrinkray.verification.npz import MAX_BYTES as MAX_DECODED
 
     command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     caps = Caps(args.max_samples, memory=args.max_memory) if args.max_bytes is None else \
         Caps.hard(args.max_samples, args.max_bytes, args.max_memory)
     root = project_root(args.output)
-    code, done = record(command, args.output, caps, root)
+    code, done = record(command, args.output, caps, root, named_by_content(root))
     models, setup = configured_models(root, done)
     print(summary(done, args.output, models, command, setup))
     lost = done.incomplete

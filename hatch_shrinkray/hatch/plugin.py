@@ -16,7 +16,7 @@ from typing import Any
 from hatchling.builders.config import BuilderConfig
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-from hatch_shrinkray import progress
+from hatch_shrinkray import hints, progress
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.hatch.include import check_outside, include
 from hatch_shrinkray.hatch.stopping import Guard, Reaper, stopping
@@ -131,7 +131,7 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
                 self._reaper = Reaper(self._workdir.name) if _killable() else None
             config, root, workdir = self._load(), Path(self.root), Path(self._workdir.name)
             check_outside(workdir, root)
-            with progress.reporting(self._reporter()):
+            with progress.reporting(self._reporter()), hints.speaking(hints.Invocation(root=root)):
                 shipped = ship_models(config, root, workdir, self.app, read_manifest(root, self.app.display_warning))
             models = shrunk_models(shipped, root)
             # a rewritten pin ships as a copy: the project's own file stays as it is

@@ -182,6 +182,18 @@ def width(line: str) -> int:
     return len(_PATH.sub("_" * PATH_WIDTH, line))
 
 
+def listed(items: Sequence[str], room: int) -> str:
+    """``items`` joined with commas while they fit in ``room`` (:func:`width`), then how many more."""
+    shown: list[str] = []
+    for i, item in enumerate(items):
+        rest = len(items) - i - 1
+        more = f", and {rest} more" if rest else ""
+        if shown and width(", ".join([*shown, item]) + more) > room:
+            return ", ".join(shown) + f", and {len(items) - len(shown)} more"
+        shown.append(item)
+    return ", ".join(shown)
+
+
 def default_recording(root: Path) -> str:
     """Where a project at ``root`` records its inputs unless it says otherwise."""
     return RECORDING if (root / "tests").is_dir() else "shrinkray-inputs"

@@ -12,7 +12,7 @@ TOML key or a flag), so the user fixes every mistake in one round trip.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -261,10 +261,11 @@ class Only:
             return f"verification is off ({names.get('verify', 'verify')})"
         if self.methods and opts.method not in self.methods:
             return f"it applies to {_or(self.methods)} only, not {opts.method} ({names.get('method', 'method')})"
-        real = opts.verify is not None and opts.verify.inputs is not None
-        if self.inputs is True and not real:
+        inputs = opts.verify.inputs if opts.verify is not None else None
+        if self.inputs is True and inputs is None:
             return f"it applies with real inputs only ({names.get('inputs', 'inputs')})"
-        if self.inputs is False and real:
+        # a recording directory may lack a model, which is then verified on generated inputs
+        if self.inputs is False and inputs is not None and Path(inputs).is_file():
             return f"it applies to generated inputs only, and {names.get('inputs', 'inputs')} gives real ones"
         return None
 
@@ -482,6 +483,19 @@ def option_errors(opts: ShrinkOptions, names: Mapping[str, str] | None = None) -
     plan = names.get("plan", "plan")
     errors += [f"{plan}: tensor {name!r} has encoding {encoding!r}, not one of {', '.join(ENCODINGS)}"
                for _, name, encoding in opts.plan if encoding not in ENCODINGS]
+    return errors
+
+
+def idle_errors(keys: Iterable[str], per_model: Sequence[ShrinkOptions], names: Mapping[str, str]) -> list[str]:
+    """The options among ``keys`` (the ones a user gave) that do nothing for any of ``per_model``
+    (the options each model gets), each saying why, its name and the others' as ``names`` spells
+    them (field -> spelling). Nothing when there is no model to judge by."""
+    errors = []
+    for key in keys:
+        option = BY_KEY[key]
+        reasons = [option.only.idle(opts, option.verify, names) for opts in per_model]
+        if per_model and all(reasons):
+            errors.append(f"{names.get(option.field, key)} does nothing here: {reasons[0]}")
     return errors
 
 

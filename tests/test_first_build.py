@@ -26,7 +26,7 @@ from hatch_shrinkray.verification.silence import silent, silent_outputs
 from onnx_builders import cancelling, init, mlp, model, save, vi, weight
 
 MODELS = "src/toymodel/models"
-RECORD = "hatch-shrinkray record --output tests/shrinkray-inputs -- python -m pytest tests"
+RECORD = "hatch-shrinkray record -o tests/shrinkray-inputs -- python -m pytest tests"
 
 
 def whisper() -> onnx.ModelProto:
@@ -98,7 +98,7 @@ def test_a_second_build_takes_the_kept_original_from_the_cache_and_says_the_same
     line = f"shrinkray: {MODELS}/quiet.onnx: original kept: its outputs carry no signal on generated inputs"
     for err in (first, second):
         assert line in err, err
-        assert f"shrinkray: {MODELS}/quiet.onnx: to shrink it: `hatch-shrinkray record --output shrinkray-inputs -- " \
+        assert f"shrinkray: {MODELS}/quiet.onnx: to shrink it: `hatch-shrinkray record -o shrinkray-inputs -- " \
                'COMMAND`, then set inputs = "shrinkray-inputs"' in err, err
         total = next(x for x in err if x.startswith("shrinkray: total"))
         assert total.startswith("shrinkray: total 1 model: no model was shrunk: 1 kept its original (the lines "

@@ -430,9 +430,8 @@ def _notes(item: Recorded, caps: Caps) -> list[str]:
     model = item.merged.meta["model"]
     lines = []
     if item.replaced:
-        lines.append(f"note: {model}: this run's recording replaced an earlier one "
-                     f"({item.replaced} samples); to keep the samples of several commands, run them under one "
-                     "record: `hatch-shrinkray record --output DIR -- sh -c 'COMMAND1; COMMAND2'`")
+        lines.append(f"note: {model}: replaced an earlier recording ({item.replaced} samples); to keep several "
+                     "commands' samples, record them at once: `-- sh -c 'COMMAND1; COMMAND2'`")
     if item.merged.repeated_streams:
         n = item.merged.repeated_streams
         lines.append(f"note: {model}: {n} stream{'s' * (n != 1)} fed the very steps of another "
@@ -495,7 +494,9 @@ def next_step(output: Path, setup: Setup, command: Sequence[str], models: Sequen
     else:
         head = f"next: set `inputs = \"{shown}\"` in [{setup.table}]"
     line = f"{head}; {_judge_step(tail, tests)}"
-    return line if width(line) <= LINE else f"{head}; {_judge_step('-- COMMAND', tests)} (the command you recorded)"
+    if width(line) <= LINE or not tests:
+        return line
+    return f"{head}; {_judge_step('-- COMMAND', tests)} with the command you recorded"
 
 
 def _passable(models: Sequence[Merged], root: Path | None) -> list[str]:

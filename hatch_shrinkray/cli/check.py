@@ -138,6 +138,7 @@ def _configured(args: argparse.Namespace) -> tuple[Configured, Path | None]:
     except ConfigurationError as exc:
         raise _in_the_wheel(exc, args) from exc
     refuse_foreign(configured.config, plan_file)
+    given.refuse_idle(m.options for m in configured.config.models)
     if configured.config.table != COMMAND_LINE:  # its fixes go into the table: hints name its keys
         hints.configured_by_table()
     return configured, plan_file
@@ -176,6 +177,10 @@ def _check_limits(args: argparse.Namespace) -> None:
         ("--max-runs", args.max_runs, args.max_runs is None or args.max_runs >= 1, "a positive integer"),
         ("--timeout", args.timeout, in_range(args.timeout, 0.0, MAX_TIMEOUT) and args.timeout > 0,
          f"a number of seconds above 0 and at most {MAX_TIMEOUT:.0f}")) if not ok]
+    problems += [f"{flag} does nothing here: it applies with {modes} only" for flag, given, modes, active in (
+        ("--max-flip-rate", args.max_flip_rate != 0.0, "--shadow or --search", args.shadow or args.search),
+        ("--max-runs", args.max_runs is not None, "--search or --fix", args.search or args.fix))
+        if given and not active]
     if problems:
         raise ShrinkrayError("; ".join(problems))
 

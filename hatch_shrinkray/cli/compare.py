@@ -29,7 +29,10 @@ def run(args: argparse.Namespace) -> int:
 
     need_brotli(ShrinkOptions(), args.sizes)
     # Checked like `shrink` checks its input first, so a bad file gets the same one-line message.
-    options = Given.of(args).options().verify
+    given = Given.of(args)
+    checked = given.options()
+    given.refuse_idle([checked])
+    options = checked.verify
     assert options is not None  # compare has no --no-verify
     files = {path: model_files(path) for path in (args.original, args.shrunk)}
     result = verify(args.original, args.shrunk, options)

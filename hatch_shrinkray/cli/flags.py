@@ -8,7 +8,7 @@ earlier, deprecated spelling included), and hints quote them in the user's order
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ from typing import Any
 from hatch_shrinkray.cli.usage import Parser
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.hints import FLAGS
-from hatch_shrinkray.option_table import BY_FIELD, GROUPS, KINDS, OPTIONS, option_errors, options_from
+from hatch_shrinkray.option_table import BY_FIELD, GROUPS, KINDS, OPTIONS, idle_errors, option_errors, options_from
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.shipping.config import CommandLine
 
@@ -105,14 +105,21 @@ class Given:
             raise ShrinkrayError("; ".join(errors))
         return options
 
+    def refuse_idle(self, per_model: Iterable[ShrinkOptions]) -> None:
+        """Refuse, in one line, a flag that does nothing for any of the models (their options, the
+        project's table and the flags merged): the user meant something that would not happen."""
+        errors = idle_errors(self.spelled, list(per_model), self.names)
+        if errors:
+            raise ShrinkrayError("; ".join(errors), hint="drop it, or give what it needs")
+
     def command_line(self, args: argparse.Namespace, models: Sequence[str] = (), models_flag: str = "--models", *,
-                     every_flag: bool = False) -> CommandLine:
+                     every_flag: bool = False, plan: Path | None = None) -> CommandLine:
         """The flags given, as keys that override the project's table one by one; ``models`` globs
-        replace its ``models``. ``every_flag``: there is no table, so messages name every setting
-        by its flag, given or not."""
+        replace its ``models``; ``plan`` its plan file. ``every_flag``: there is no table, so
+        messages name every setting by its flag, given or not."""
         settings = {k: str(Path(v).absolute()) if k == "inputs" else v for k, v in self.settings.items()}
         names = {**(FLAGS if every_flag else {}), **self.spelled}
-        return CommandLine(settings, names, tuple(models), models_flag, getattr(args, "pins", None))
+        return CommandLine(settings, names, tuple(models), models_flag, getattr(args, "pins", None), plan)
 
 
 def names_of(args: argparse.Namespace) -> dict[str, str]:

@@ -19,7 +19,8 @@ from hatch_shrinkray.cli.flags import Given, option_flags, plan_flag
 from hatch_shrinkray.cli.output import Stderr, need_brotli, print_error, write_report
 from hatch_shrinkray.cli.usage import command
 from hatch_shrinkray.errors import PlanError, ShrinkrayError, printable
-from hatch_shrinkray.files import copy_atomically
+from hatch_shrinkray.files import copy_atomically, model_files
+from hatch_shrinkray.hints import LINE, listed
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.shipping.advice import record_advice
 from hatch_shrinkray.shipping.planned import confirm_plan
@@ -54,9 +55,10 @@ def run(args: argparse.Namespace) -> int:
     plans = read_plan(args.plan) if args.plan is not None else {}
     files, unmatched = expand(args.models)
     configured = _project_options(args, given, files)
+    given.refuse_idle([configured.get(f, options) for f in files] or [options])
     failures = 0
     for pattern in unmatched:
-        print(f"error: {pattern}: matches no file", file=sys.stderr)
+        print(f"error: {pattern}: matches no file; {_models_here()}", file=sys.stderr)
         failures += 1
     reports = []
     seen: set[Path] = set()
@@ -116,6 +118,12 @@ def _project_options(args: argparse.Namespace, given: Given, files: Sequence[Pat
     by_path = {m.relpath: m.options for m in config.models}
     print(f"shrink: options from `{table}` in pyproject.toml; the flags given override them", file=sys.stderr)
     return {f: by_path[r] for f, r in relpaths.items() if r in by_path}
+
+
+def _models_here() -> str:
+    """The model files under the working directory, for a glob that matched none."""
+    found = model_files(Path.cwd())
+    return f"the .onnx files here: {listed(found, LINE - 70)}" if found else "no .onnx file under this directory"
 
 
 def _refuse_clash(src: Path, dest: Path, seen: set[Path], force: bool) -> None:

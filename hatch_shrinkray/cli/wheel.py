@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-from collections.abc import Callable
 from pathlib import Path
 
 from hatch_shrinkray import hints, progress
@@ -56,9 +55,15 @@ def run(args: argparse.Namespace) -> int:
     raw, table = find_table(project, required=not args.models)
     if table is None:
         hints.installed_models()
-    configure: Callable[[Path], HookConfig] = functools.partial(
-        load_config, raw, project, "wheel", table or "--models",
-        flags=given.command_line(args, args.models or (), every_flag=table is None))
+    read = functools.partial(load_config, raw, project, "wheel", table or "--models",
+                             flags=given.command_line(args, args.models or (), every_flag=table is None,
+                                                      plan=args.plan))
+
+    def configure(files: Path) -> HookConfig:
+        config = read(files)
+        given.refuse_idle(m.options for m in config.models)
+        return config
+
     created = not args.in_place and not args.output.exists()
     outputs = _wheel_destinations(args)
     display = Stderr(args.verbose, args.quiet)

@@ -19,6 +19,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from hatch_shrinkray.errors import ShrinkrayError, did_you_mean
+from hatch_shrinkray.files import model_files
+from hatch_shrinkray.hints import LINE, listed, width
 from hatch_shrinkray.option_table import OPTIONS, option_errors, options_from, read_settings, read_strings
 from hatch_shrinkray.options import OLDEST_ONNXRUNTIME, ShrinkOptions
 from hatch_shrinkray.shipping.advice import default_recording, record_command
@@ -47,8 +49,14 @@ class NoMatch(str):
 
     pattern: str
 
-    def __new__(cls, path: str, pattern: str) -> NoMatch:
-        error = super().__new__(cls, f"Field `{path}` pattern `{pattern}` matches no file")
+    def __new__(cls, path: str, pattern: str, where: str = "", models: Sequence[str] = ()) -> NoMatch:
+        """``models``: the model files that exist ``where`` (the wheel, the project), listed on a line
+        of their own: the pattern's mistake is usually a directory level."""
+        text = f"Field `{path}` pattern `{pattern}` matches no file"
+        if where:
+            head = f"  {where}'s models: "
+            text += f"\n{head}{listed(models, LINE - width(head))}" if models else f"; {where} holds no .onnx file"
+        error = super().__new__(cls, text)
         error.pattern = pattern
         return error
 
@@ -93,6 +101,8 @@ class CommandLine:
     models_flag: str = "--models"
     pins: str | None = None
     """``--pins``, which overrides the table's ``pins`` (None: not given)."""
+    plan: Path | None = None
+    """``--plan``, the plan file read instead of the table's ``plan`` (None: not given)."""
 
 
 @dataclass(frozen=True)
@@ -194,7 +204,8 @@ def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
         errors.append(f"{_field(table, 'sdist')} must be one of {', '.join(map(repr, SDIST_CHOICES))}; "
                       f"got {sdist!r}")
     cache, cache_dir = _read_cache(raw.get("cache", True), root, table, errors)
-    plan_file, plans = _read_plan_key(raw.get("plan"), root, table, errors)
+    plan_file, plans = _read_plan_key(raw.get("plan"), root, table, errors) if flags.plan is None else \
+        _read_plan_flag(flags.plan, errors)
     pins = raw.get("pins", "warn") if flags.pins is None else flags.pins
     if pins not in PINS_CHOICES:
         errors.append(f"{_field(table, 'pins')} must be one of {', '.join(map(repr, PINS_CHOICES))}; got {pins!r}")
@@ -320,7 +331,8 @@ class _Globs:
         for pattern in patterns:
             matched = self.glob(pattern, path, errors)
             if matched is not None and not matched:
-                errors.append(NoMatch(path, pattern))
+                errors.append(NoMatch(path, pattern, "the wheel" if self.in_wheel else "the project",
+                                      model_files(self.root)))
             models += [m for m in matched or [] if m not in models]
         return models
 
@@ -384,6 +396,19 @@ def _read_cache(value: Any, root: Path, table: str, errors: list[str]) -> tuple[
         return True, (root / Path(value).expanduser()).resolve()
     errors.append(f"{_field(table, 'cache')} must be a boolean or a directory path")
     return True, None
+
+
+def _read_plan_flag(path: Path, errors: list[str]) -> tuple[Path | None, dict[str, PlanEntry]]:
+    """``--plan FILE``: the plan file a command reads instead of the table's."""
+    if not path.is_file():
+        errors.append(f"--plan names a file that does not exist: {path} (hatch-shrinkray check --fix or --search "
+                      "writes it)")
+        return None, {}
+    try:
+        return path, read_plan(path)
+    except ShrinkrayError as exc:
+        errors.append(f"--plan {path}: {exc}")
+        return path, {}
 
 
 def _read_plan_key(value: Any, root: Path, table: str,

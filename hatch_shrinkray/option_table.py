@@ -486,17 +486,18 @@ def option_errors(opts: ShrinkOptions, names: Mapping[str, str] | None = None) -
     return errors
 
 
-def idle_errors(keys: Iterable[str], per_model: Sequence[ShrinkOptions], names: Mapping[str, str]) -> list[str]:
-    """The options among ``keys`` (the ones a user gave) that do nothing for any of ``per_model``
-    (the options each model gets), each saying why, its name and the others' as ``names`` spells
-    them (field -> spelling). Nothing when there is no model to judge by."""
-    errors = []
+def idle_options(keys: Iterable[str], per_model: Sequence[ShrinkOptions],
+                 names: Mapping[str, str]) -> list[tuple[str, str]]:
+    """``(name, why)`` for each option among ``keys`` (the ones a user gave) that does nothing for
+    any of ``per_model`` (the options each model gets), spelled as ``names`` spells them (field ->
+    spelling). None when there is no model to judge by."""
+    idle = []
     for key in keys:
         option = BY_KEY[key]
         reasons = [option.only.idle(opts, option.verify, names) for opts in per_model]
         if per_model and all(reasons):
-            errors.append(f"{names.get(option.field, key)} does nothing here: {reasons[0]}")
-    return errors
+            idle.append((names.get(option.field, key), str(reasons[0])))
+    return idle
 
 
 def options_from(settings: Mapping[str, Any], root: Path) -> ShrinkOptions:

@@ -701,7 +701,13 @@ def test_wheel_plan_applies_the_plan_file_given(wheel: Path, project: Path, tmp_
     planned = cli(*args, "-o", str(tmp_path / "planned"), "--plan", str(plan), cwd=tmp_path, env=env)
     plain = cli(*args, "-o", str(tmp_path / "plain"), cwd=tmp_path, env=env)
     assert planned.returncode == 0 and plain.returncode == 0, planned.stderr + plain.stderr
-    assert ", 1 tensor fp16, " in planned.stderr and "fp16" not in plain.stderr, planned.stderr
+    assert "W1 fp16" in planned.stderr and "fp16" not in plain.stderr, planned.stderr
+
+    def shipped(out: str) -> int:
+        with zipfile.ZipFile(tmp_path / out / wheel.name) as zf:
+            return zf.getinfo(MODEL).file_size
+
+    assert shipped("planned") > shipped("plain")  # W1 is kept at 16 bits
     missing = cli(*args, "-o", str(tmp_path / "none"), "--plan", str(tmp_path / "no.json"), cwd=tmp_path, env=env)
     assert missing.returncode == 1 and "--plan names a file that does not exist" in missing.stderr, missing.stderr
     assert not (tmp_path / "none" / wheel.name).exists()

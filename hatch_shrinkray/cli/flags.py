@@ -16,7 +16,7 @@ from typing import Any
 from hatch_shrinkray.cli.usage import Parser
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.hints import FLAGS
-from hatch_shrinkray.option_table import BY_FIELD, GROUPS, KINDS, OPTIONS, idle_errors, option_errors, options_from
+from hatch_shrinkray.option_table import BY_FIELD, GROUPS, KINDS, OPTIONS, idle_options, option_errors, options_from
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.shipping.config import CommandLine
 
@@ -108,9 +108,11 @@ class Given:
     def refuse_idle(self, per_model: Iterable[ShrinkOptions]) -> None:
         """Refuse, in one line, a flag that does nothing for any of the models (their options, the
         project's table and the flags merged): the user meant something that would not happen."""
-        errors = idle_errors(self.spelled, list(per_model), self.names)
-        if errors:
-            raise ShrinkrayError("; ".join(errors), hint="drop it, or give what it needs")
+        idle = idle_options(self.spelled, list(per_model), self.names)
+        if idle:
+            (name, why), others = idle[0], [n for n, _ in idle[1:]]
+            more = f"; so {'does' if len(others) == 1 else 'do'} {', '.join(others)}" if others else ""
+            raise ShrinkrayError(f"{name} does nothing here: {why}{more}", hint="drop it, or give what it needs")
 
     def command_line(self, args: argparse.Namespace, models: Sequence[str] = (), models_flag: str = "--models", *,
                      every_flag: bool = False, plan: Path | None = None) -> CommandLine:

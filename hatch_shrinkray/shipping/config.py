@@ -205,7 +205,7 @@ def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
                       f"got {sdist!r}")
     cache, cache_dir = _read_cache(raw.get("cache", True), root, table, errors)
     plan_file, plans = _read_plan_key(raw.get("plan"), root, table, errors) if flags.plan is None else \
-        _read_plan_flag(flags.plan, errors)
+        _read_plan_file(flags.plan, str(flags.plan), "--plan", errors)
     pins = raw.get("pins", "warn") if flags.pins is None else flags.pins
     if pins not in PINS_CHOICES:
         errors.append(f"{_field(table, 'pins')} must be one of {', '.join(map(repr, PINS_CHOICES))}; got {pins!r}")
@@ -398,16 +398,17 @@ def _read_cache(value: Any, root: Path, table: str, errors: list[str]) -> tuple[
     return True, None
 
 
-def _read_plan_flag(path: Path, errors: list[str]) -> tuple[Path | None, dict[str, PlanEntry]]:
-    """``--plan FILE``: the plan file a command reads instead of the table's."""
+def _read_plan_file(path: Path, shown: str, name: str, errors: list[str]) -> tuple[Path | None, dict[str, PlanEntry]]:
+    """The plan file at ``path`` and its entries (``name``: the setting that names it, ``shown`` as
+    its value, for messages)."""
     if not path.is_file():
-        errors.append(f"--plan names a file that does not exist: {path} (hatch-shrinkray check --fix or --search "
+        errors.append(f"{name} names a file that does not exist: {shown} (hatch-shrinkray check --fix or --search "
                       "writes it)")
         return None, {}
     try:
         return path, read_plan(path)
     except ShrinkrayError as exc:
-        errors.append(f"--plan {path}: {exc}")
+        errors.append(f"{name}: {exc}")
         return path, {}
 
 
@@ -422,17 +423,9 @@ def _read_plan_key(value: Any, root: Path, table: str,
         if not path.is_file():
             return None, {}
     elif isinstance(value, str) and value.endswith(".json"):
-        path = root / value
-        if not path.is_file():
-            errors.append(f"{_field(table, 'plan')} names a file that does not exist: {value} "
-                          "(hatch-shrinkray check --fix or --search writes it)")
-            return None, {}
+        return _read_plan_file(root / value, value, _field(table, "plan"), errors)
     else:
         errors.append(f"{_field(table, 'plan')} must be the path of a .json plan file, relative to the project "
                       "root, or false")
         return None, {}
-    try:
-        return path, read_plan(path)
-    except ShrinkrayError as exc:
-        errors.append(f"{_field(table, 'plan')}: {exc}")
-        return path, {}
+    return _read_plan_file(path, PLAN_NAME, _field(table, "plan"), errors)

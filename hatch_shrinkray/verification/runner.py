@@ -165,7 +165,7 @@ def prepare_samples(path: Path, specs: list[InputSpec], *, sha256: str, name: st
 
 
 def _missing_note(exc: NoRecording) -> str:
-    return f"{exc.path} holds no recording of this model: verified on generated inputs, a smoke check"
+    return f"{exc.path} holds no recording of this model: verified on generated inputs instead, a smoke check"
 
 
 def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,

@@ -170,25 +170,31 @@ def _toml(value: Value) -> str:
     return "[" + ", ".join(json.dumps(str(v)) for v in value) + "]"
 
 
-LINE = 160
-"""The most characters a line the tool prints takes, a path counted as :data:`PATH_WIDTH`."""
-PATH_WIDTH = 40
-_PATH = re.compile(r"[^\s`'\"()\[\]]*/[^\s`'\"()\[\]]*")
+LINE_LIMIT = 160
+"""The most characters a line the tool prints takes, a path counted as at most :data:`PATH_ROOM`."""
+PATH_ROOM = 40
+PATHS = re.compile(r"\S*/\S*")
+"""A token with a slash: a path, a glob or a command quoting one."""
 
 
-def width(line: str) -> int:
-    """The characters ``line`` counts against :data:`LINE`: a path (a word with a ``/``) as
-    :data:`PATH_WIDTH`, whatever its length, since a project's paths are as long as it makes them."""
-    return len(_PATH.sub("_" * PATH_WIDTH, line))
+def counted(text: str) -> int:
+    """``text``'s length as the line budget counts it: every path as at most :data:`PATH_ROOM`
+    characters (it is the user's own, printed whole), the punctuation after it as itself."""
+    def shown(m: re.Match[str]) -> str:
+        token = m.group(0)
+        path = token.rstrip(":;,.)`'\"")
+        return path[:PATH_ROOM] + token[len(path):]
+
+    return len(PATHS.sub(shown, text))
 
 
 def listed(items: Sequence[str], room: int) -> str:
-    """``items`` joined with commas while they fit in ``room`` (:func:`width`), then how many more."""
+    """``items`` joined with commas while they fit in ``room`` (:func:`counted`), then how many more."""
     shown: list[str] = []
     for i, item in enumerate(items):
         rest = len(items) - i - 1
         more = f", and {rest} more" if rest else ""
-        if shown and width(", ".join([*shown, item]) + more) > room:
+        if shown and counted(", ".join([*shown, item]) + more) > room:
             return ", ".join(shown) + f", and {len(items) - len(shown)} more"
         shown.append(item)
     return ", ".join(shown)

@@ -37,7 +37,7 @@ from hatch_shrinkray.capture.select import Caps
 from hatch_shrinkray.errors import ShrinkrayError, quoted
 from hatch_shrinkray.evidence import MIN_UNITS
 from hatch_shrinkray.files import file_sha256
-from hatch_shrinkray.hints import LINE, default_recording, width
+from hatch_shrinkray.hints import LINE_LIMIT, counted, default_recording
 from hatch_shrinkray.result import human, render_table
 from hatch_shrinkray.signals import deferred
 from hatch_shrinkray.verification.recordings import (
@@ -494,7 +494,7 @@ def next_step(output: Path, setup: Setup, command: Sequence[str], models: Sequen
     else:
         head = f"next: set `inputs = \"{shown}\"` in [{setup.table}]"
     line = f"{head}; {_judge_step(tail, tests)}"
-    if width(line) <= LINE or not tests:
+    if counted(line) <= LINE_LIMIT or not tests:
         return line
     return f"{head}; {_judge_step('-- COMMAND', tests)} with the command you recorded"
 

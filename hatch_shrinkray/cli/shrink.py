@@ -20,7 +20,7 @@ from hatch_shrinkray.cli.output import Stderr, need_brotli, print_error, write_r
 from hatch_shrinkray.cli.usage import command
 from hatch_shrinkray.errors import PlanError, ShrinkrayError, printable
 from hatch_shrinkray.files import copy_atomically, model_files
-from hatch_shrinkray.hints import LINE, listed
+from hatch_shrinkray.hints import LINE_LIMIT, listed
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.shipping.advice import record_advice
 from hatch_shrinkray.shipping.planned import confirm_plan
@@ -123,7 +123,7 @@ def _project_options(args: argparse.Namespace, given: Given, files: Sequence[Pat
 def _models_here() -> str:
     """The model files under the working directory, for a glob that matched none."""
     found = model_files(Path.cwd())
-    return f"the .onnx files here: {listed(found, LINE - 70)}" if found else "no .onnx file under this directory"
+    return f"the .onnx files here: {listed(found, LINE_LIMIT - 70)}" if found else "no .onnx file under this directory"
 
 
 def _refuse_clash(src: Path, dest: Path, seen: set[Path], force: bool) -> None:

@@ -20,7 +20,7 @@ from packaging.version import Version
 
 from hatch_shrinkray.errors import ShrinkrayError, did_you_mean
 from hatch_shrinkray.files import model_files
-from hatch_shrinkray.hints import LINE, listed, width
+from hatch_shrinkray.hints import LINE_LIMIT, counted, listed
 from hatch_shrinkray.option_table import OPTIONS, option_errors, options_from, read_settings, read_strings
 from hatch_shrinkray.options import OLDEST_ONNXRUNTIME, ShrinkOptions
 from hatch_shrinkray.shipping.advice import default_recording, record_command
@@ -55,7 +55,8 @@ class NoMatch(str):
         text = f"Field `{path}` pattern `{pattern}` matches no file"
         if where:
             head = f"  {where}'s models: "
-            text += f"\n{head}{listed(models, LINE - width(head))}" if models else f"; {where} holds no .onnx file"
+            room = LINE_LIMIT - counted(head)
+            text += f"\n{head}{listed(models, room)}" if models else f"; {where} holds no .onnx file"
         error = super().__new__(cls, text)
         error.pattern = pattern
         return error

@@ -83,7 +83,7 @@ def test_unverifiable_models_ship_their_originals_with_the_record_command_and_th
     assert kept[f"{MODELS}/quiet.onnx"].endswith(": original kept: its outputs carry no signal on generated inputs")
     assert kept[f"{MODELS}/fixed.onnx"].endswith(": original kept: it does not run on generated inputs")
     models = ", ".join(f"{MODELS}/{n}.onnx" for n in ("cancel", "fixed", "quiet"))
-    assert f'shrinkray: {models}: to shrink them: `{RECORD}`, then set inputs = "tests/shrinkray-inputs"' in err, err
+    assert f"shrinkray: {models}: to shrink them: `{RECORD}`, then set `inputs`" in err, err
     total = next(line for line in err if line.startswith("shrinkray: total"))
     assert total.startswith("shrinkray: total 4 models (1 shrunk, 3 kept original): "), total
 
@@ -99,7 +99,7 @@ def test_a_second_build_takes_the_kept_original_from_the_cache_and_says_the_same
     for err in (first, second):
         assert line in err, err
         assert f"shrinkray: {MODELS}/quiet.onnx: to shrink it: `hatch-shrinkray record -o shrinkray-inputs -- " \
-               'COMMAND`, then set inputs = "shrinkray-inputs"' in err, err
+               "COMMAND`, then set `inputs`" in err, err
         total = next(x for x in err if x.startswith("shrinkray: total"))
         assert total.startswith("shrinkray: total 1 model: no model was shrunk: 1 kept its original (the lines "
                                 "above say why); "), total
@@ -155,7 +155,7 @@ def test_the_cli_keeps_the_original_and_strict_fails(tmp_path: Path) -> None:
     assert kept.returncode == 0, kept.stderr
     assert (tmp_path / "out/cancel.onnx").read_bytes() == src.read_bytes()
     assert "original kept: int8 fails on 8 generated samples (batch=1): y rel L2 " in kept.stdout
-    assert f"{src}: original kept; to shrink it: `{RECORD}`, then pass --inputs tests/shrinkray-inputs" in kept.stderr
+    assert f"{src}: original kept; to shrink it: `{RECORD}`, then pass `--inputs`" in kept.stderr
     strict = cli("shrink", str(src), "-o", str(tmp_path / "strict"), "--strict", cwd=tmp_path)
     assert strict.returncode == 1 and "differs too much" in strict.stderr, strict.stderr
     assert not (tmp_path / "strict/cancel.onnx").exists()

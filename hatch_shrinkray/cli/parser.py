@@ -29,7 +29,8 @@ def parser() -> Parser:
         description="Shrink ONNX models (weights-only quantization), verified with onnxruntime.")
     p.add_argument("--version", action="version", version=f"hatch-shrinkray {__version__}")
     sub = cast("argparse._SubParsersAction[argparse.ArgumentParser]",
-               p.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+               p.add_subparsers(dest="command", required=True))
+    sub.metavar = "COMMAND"  # the list of commands is under it
     for add in (add_info, add_shrink, add_wheel, add_compare, add_record, add_check):
         add(sub)
     finish(p, verbose_help=VERBOSE_HELP, quiet_help=QUIET_HELP, top=True)

@@ -30,12 +30,12 @@ def parser() -> Parser:
     p.add_argument("--version", action="version", version=f"hatch-shrinkray {__version__}")
     sub = cast("argparse._SubParsersAction[argparse.ArgumentParser]",
                p.add_subparsers(dest="command", required=True))
-    sub.metavar = "COMMAND"  # the list of commands is under it
     for add in (add_info, add_shrink, add_wheel, add_compare, add_record, add_check):
         add(sub)
     finish(p, verbose_help=VERBOSE_HELP, quiet_help=QUIET_HELP, top=True)
     for each in _commands(p).values():
         finish(each, verbose_help=VERBOSE_HELP, quiet_help=QUIET_HELP)
+    sub.metavar = "COMMAND"  # the commands are listed under it
     return p
 
 

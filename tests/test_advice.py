@@ -15,7 +15,7 @@ def test_a_project_with_tests_records_beside_them(tmp_path: Path) -> None:
     assert default_recording(tmp_path) == RECORDING
     assert record_command(tmp_path, "rec") == COMMAND.format("rec")
     assert record_advice(tmp_path, None) == \
-        f'to shrink it: `{COMMAND.format(RECORDING)}`, then set inputs = "{RECORDING}"'
+        f"to shrink it: `{COMMAND.format(RECORDING)}`, then set `inputs`"
 
 
 def test_a_project_without_tests_is_told_to_run_its_own_command(tmp_path: Path) -> None:
@@ -25,10 +25,9 @@ def test_a_project_without_tests_is_told_to_run_its_own_command(tmp_path: Path) 
 
 def test_a_flag_is_advised_as_a_flag_and_several_models_as_them(tmp_path: Path) -> None:
     advice = record_advice(tmp_path, None, key="--inputs", models=2)
-    assert advice == "to shrink them: `hatch-shrinkray record -o shrinkray-inputs -- COMMAND`, then pass " \
-        "--inputs shrinkray-inputs"
+    assert advice == "to shrink them: `hatch-shrinkray record -o shrinkray-inputs -- COMMAND`, then pass `--inputs`"
     assert record_advice(tmp_path, None, key="tool.hatch.build.hooks.shrinkray.inputs").endswith(
-        'then set tool.hatch.build.hooks.shrinkray.inputs = "shrinkray-inputs"')
+        "then set `tool.hatch.build.hooks.shrinkray.inputs`")
 
 
 def test_a_recording_that_lacks_the_model_is_named_relative_to_the_project(tmp_path: Path) -> None:

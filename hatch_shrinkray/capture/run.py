@@ -435,18 +435,15 @@ def _notes(item: Recorded, caps: Caps) -> list[str]:
     if item.merged.repeated_streams:
         n = item.merged.repeated_streams
         lines.append(f"note: {model}: {n} stream{'s' * (n != 1)} fed the very steps of another "
-                     f"(or of its start) and {'were' if n != 1 else 'was'} merged into it: the kept streams are "
-                     "the distinct ones")
+                     f"(or of its start) and {'were' if n != 1 else 'was'} merged into it")
     if item.merged.short is not None:
         kept, ran, needed = item.merged.short
         lines.append(f"note: {model}: kept {kept} of {ran} independent units, fewer than the "
                      f"{MIN_UNITS} that evidence needs: --max-bytes {needed} would keep {MIN_UNITS}")
     if item.merged.repeats is not None:
         kept, ran = item.merged.repeats
-        lines.append(f"note: {model}: kept {kept} distinct units of {ran} that ran, fewer than "
-                     f"the {MIN_UNITS} that evidence needs: the other calls repeat feeds already kept (identical "
-                     "inputs count once), so no bound would keep more; record a command that feeds it more "
-                     "varied inputs")
+        lines.append(f"note: {model}: kept {kept} distinct units of {ran} that ran ({MIN_UNITS} make evidence): "
+                     "the rest repeat kept feeds; record more varied ones")
     reasons = dict(item.merged.meta["skipped"])
     if reasons.get(OVER_CAP):
         lines.append(f"note: {model}: {reasons[OVER_CAP]} feed(s) alone take more than "
@@ -454,8 +451,7 @@ def _notes(item: Recorded, caps: Caps) -> list[str]:
                      "such feeds")
     if reasons.get(TOO_LARGE):
         lines.append(f"note: {model}: {reasons[TOO_LARGE]} feed(s) alone take more than "
-                     f"{human(caps.feed_memory)} once loaded (a sixteenth of --max-memory) and were left "
-                     "out; raise --max-memory to keep such feeds")
+                     f"{human(caps.feed_memory)} once loaded and were left out (raise --max-memory, 16x that)")
     return lines
 
 

@@ -24,8 +24,9 @@ def record_advice(root: Path, inputs: Path | None, key: str = "inputs", models: 
     it = "them" if models > 1 else "it"
     if inputs is not None:
         return f"{output} holds no recording of {it}; to shrink {it}: `{command}`"
+    # the recording's path is in the command: the setting is named, not given it again (a line's room)
     if key.startswith("--"):
-        return f"to shrink {it}: `{command}`, then pass --inputs {output}"
-    return f'to shrink {it}: `{command}`, then set {key} = "{output}"'
+        return f"to shrink {it}: `{command}`, then pass `{key}`"
+    return f"to shrink {it}: `{command}`, then set `{key}`"
 
 

@@ -57,7 +57,7 @@ def test_recordings_are_not_shipped_and_a_wheel_from_the_sdist_needs_none(tmp_pa
     recording = recorded(root, where, root / MODEL)
     sdist = build(root, "sdist")
     wheel = build(root, "wheel")
-    assert "int8, same answers on 12 recorded calls (weak, not fitted), " in \
+    assert "int8: same answers on 12 recorded calls (weak evidence, nothing fitted)" in \
         capsys.readouterr().err  # too few units to fit: verified on all 12
     shipped = members(sdist) + members(wheel)
     assert not any(recording.name in m for m in shipped), shipped

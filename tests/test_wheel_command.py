@@ -241,7 +241,7 @@ def test_shrunk_wheel_passes_through(wheel: Path, project: Path, env: dict[str, 
             "finally:\n    print('ENGINE' if 'onnxruntime' in sys.modules else 'LIGHT')")
     light = subprocess.run([sys.executable, "-c", code, str(shrunk), str(tmp_path / "three")], cwd=project,
                            env=env, capture_output=True, text=True, check=False)
-    assert f"shrinkray: {MODEL}: shipped shrunk, " in light.stderr and "as the sdist holds it" in light.stderr, \
+    assert f"shrinkray: {MODEL}: shipped shrunk" in light.stderr and "as the sdist holds it" in light.stderr, \
         light.stderr
     assert light.stdout.strip().endswith("LIGHT"), light.stdout
 
@@ -250,7 +250,7 @@ def test_command_line_configuration(wheel: Path, tmp_path: Path, env: dict[str, 
     done = cli("wheel", str(wheel), "-o", str(tmp_path / "out"), "--models", "toymodel/**/*.onnx",
                "--method", "fp16", cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr
-    assert ", fp16, " in done.stderr
+    assert ", fp16: " in done.stderr
     unmatched = cli("wheel", str(wheel), "-o", str(tmp_path / "out2"), "--models", "src/toymodel/*.onnx",
                     cwd=tmp_path, env=env)
     assert unmatched.returncode == 1
@@ -604,7 +604,7 @@ def test_wheel_keeps_a_data_file_an_unconfigured_model_reads(tmp_path: Path) -> 
     assert proc.returncode == 0, proc.stderr
     assert ("shrinkray: toymodel/models/a.onnx: toymodel/models/weights.bin stays in the archive (524.29 KB): "
             "toymodel/models/b.onnx reads it too and is not configured") in proc.stderr
-    assert "shrinkray: toymodel/models/a.onnx: 262.29 KB -> " in proc.stderr
+    assert "shrinkray: toymodel/models/a.onnx: shipped shrunk, 262.29 -> " in proc.stderr
     with zipfile.ZipFile(tmp_path / "out" / WHEEL_NAME) as zf:
         zf.extractall(tmp_path / "unpacked")
     shipped = tmp_path / "unpacked/toymodel/models"

@@ -169,12 +169,13 @@ AS_HELD = "pass-through"
 
 def total_line(shipped: Sequence[Shipped], seconds: float) -> str:
     """``total 3 models: 1 shipped shrunk, 2 shipped their original; 6.00 -> 3.00 MB (50.0%) in 2.1 s``.
-    A model the sdist holds shrunk counts as shrunk, with the size it had before (``original_size``):
-    a wheel built from the sdist says what its models weigh against their originals."""
+    A model the sdist holds shrunk (its manifest entry names other bytes than the original's) counts as
+    shrunk, against the size it had before where the manifest records it (``original_size``)."""
     before = sum(s.original_size for s in shipped)
     after = sum(s.shipped_size for s in shipped)
     shrunk = sum(s.outcome in SHRUNK for s in shipped)
-    held = sum(s.outcome == AS_HELD and s.original_size > s.shipped_size for s in shipped)
+    held = sum(s.outcome == AS_HELD and s.entry is not None and s.entry.shrunk_sha256 != s.entry.original_sha256
+               for s in shipped)
     originals = len(shipped) - shrunk - held
     plural = "s" if len(shipped) != 1 else ""
     parts = [f"{shrunk} shipped shrunk"] if shrunk else []

@@ -334,7 +334,8 @@ def _reference(loaded: Loaded, original_ref: str | bytes, options: ShrinkOptions
                prepared: Prepared | None) -> Reference:
     assert options.verify is not None
     try:
-        return reference_outputs(original_ref, loaded.label, options.verify, prepared=prepared)
+        return reference_outputs(original_ref, loaded.label, options.verify, prepared=prepared,
+                                 rows=loaded.tables)
     except ShrinkrayError as exc:  # e.g. generated inputs too large for this model: name the model
         exc.path = exc.path or loaded.label
         raise

@@ -99,7 +99,7 @@ class Blank:
     name: str
 
 
-Value = str | int | float | bool | Blank | Sequence[str] | Mapping[str, "str | Blank"]
+Value = str | int | float | bool | Blank | Sequence[str] | Sequence[int] | Mapping[str, "str | Blank"]
 
 
 def interface() -> str:
@@ -167,7 +167,7 @@ def _toml(value: Value) -> str:
         items = ", ".join(f"{k if re.fullmatch(r'[A-Za-z0-9_-]+', k) else json.dumps(k)} = {_toml(v)}"
                           for k, v in value.items())
         return "{" + items + "}"
-    return "[" + ", ".join(json.dumps(str(v)) for v in value) + "]"
+    return "[" + ", ".join(str(v) if isinstance(v, int) else json.dumps(str(v)) for v in value) + "]"
 
 
 LINE_LIMIT = 160

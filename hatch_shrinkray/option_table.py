@@ -32,11 +32,13 @@ from hatch_shrinkray.options import (
     ROUNDINGS,
     RUNTIME_FLOOR,
     SCHEMES,
+    TOLERANCES,
     WEB_LOAD_BUDGET,
     ShrinkOptions,
     VerifyOptions,
     in_range,
     inputs_problem,
+    judge_problem,
 )
 from hatch_shrinkray.sizes import DEFAULT_TARGET, TARGETS
 
@@ -104,14 +106,18 @@ def _runtimes(value: Any, opts: ShrinkOptions, name: str) -> list[str]:
     return errors
 
 
-def _named(what: str, choices: tuple[str, ...]) -> Check:
-    """A table of names (tensor patterns, outputs) to one of ``choices``."""
+def _named(what: str, choices: tuple[str, ...], problem: Callable[[str], str] | None = None) -> Check:
+    """A table of names (tensor patterns, outputs) to one of ``choices`` (``problem``: what is wrong
+    with a value, in words, where the choices take more than a name)."""
     def check(value: Any, opts: ShrinkOptions, name: str) -> list[str]:
         errors = []
         for key, choice in value:
             if not isinstance(key, str) or not key:
                 errors.append(f"{name} has an empty {what}")
-            if choice not in choices:
+            if problem is not None:
+                if wrong := problem(choice):
+                    errors.append(f"{name}.{key} {wrong}")
+            elif choice not in choices:
                 errors.append(f"{name}.{key} must be one of {', '.join(choices)}; got {choice!r}")
         return errors
     return check
@@ -464,9 +470,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("seed", "integer", "generated inputs only: the random seed (0 or more)", None, _non_negative,
            verify=True, group="generated", only=_GENERATED),
     Option("judges", "judges", "how an output's answers are compared, instead of the judge its shape implies: "
-           "`{ \"probability_map\" = \"map\", \"stateN\" = \"off\" }` ([How sure](evidence.md))",
+           "`{ \"probability_map\" = \"map\", \"stateN\" = \"off\" }`; a judge's tolerance, what still counts as the "
+           f"same answer, after a colon: `\"logits\" = \"segments:2\"` ({', '.join(TOLERANCES)}; "
+           "[How sure](evidence.md))",
            "how an output's answers are compared, instead of the judge its shape implies (repeatable; "
-           f"{', '.join(JUDGES)}; off: not judged)", _named("output name", JUDGES), verify=True, alias="--judge",
+           f"{', '.join(JUDGES)}; off: not judged; JUDGE:N sets its tolerance, logits=segments:2)",
+           _named("output name", JUDGES, judge_problem), verify=True, alias="--judge",
            group="verification"),
 )
 """Every engine option, in the order of the docs' reference and of the checks."""

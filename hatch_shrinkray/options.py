@@ -38,6 +38,48 @@ ANY_LEVELS = (2, 65536, 256)
 the method of some models while the table's ``levels`` stays)."""
 JUDGES = ("auto", "map", "sequence", "tags", "boxes", "top-1", "decision", "segments", "equal", "values", "off")
 """What ``judges`` may set an output's judge to (``verification.judges``; ``auto``: detected)."""
+TOLERANCES: dict[str, tuple[str, float, float]] = {
+    "segments": ("steps", 0, 1e9), "sequence": ("edits", 0, 1e9), "tags": ("tags", 0, 1e9),
+    "top-1": ("share", 0.0, 1.0), "decision": ("margin", 0.0, 0.5), "map": ("IoU", 0.0, 1.0),
+    "boxes": ("IoU", 0.0, 1.0)}
+"""The judges whose notion of "the same answer" a ``judges`` value may set after a colon
+(``"segments:2"``): what the number counts (whole steps or frames, character edits per line, tags
+per text; a share of the scores' range, a distance from the threshold, an IoU) and its range. A
+tolerance belongs to the judge that reads it, so it is written with the judge's name: a number alone
+could be read by whichever judge detection picks."""
+
+
+def judge_spec(value: str) -> tuple[str, float | None]:
+    """``"segments:2"`` -> ``("segments", 2.0)``; ``"map"`` -> ``("map", None)``; a tolerance that is
+    no number -> ``(value, None)``, which no judge is named (the option's check says so)."""
+    name, sep, tolerance = value.partition(":")
+    if not sep:
+        return value, None
+    try:
+        return name, float(tolerance)
+    except ValueError:
+        return value, None
+
+
+def judge_problem(value: str) -> str:
+    """What is wrong with a ``judges`` value, in words (empty: nothing)."""
+    name, tolerance = judge_spec(value)
+    if name not in JUDGES:
+        head = value.partition(":")[0]
+        if head in TOLERANCES:
+            return f"has a tolerance that is no number: {value!r}"
+        return f"must be one of {', '.join(JUDGES)} (with a tolerance after a colon for " \
+               f"{', '.join(TOLERANCES)}: \"segments:2\"); got {value!r}"
+    if tolerance is None:
+        return ""
+    if name not in TOLERANCES:
+        return f"names {name!r}, which takes no tolerance; got {value!r}"
+    unit, low, high = TOLERANCES[name]
+    whole = unit in ("steps", "edits", "tags")
+    if not low <= tolerance <= high or (whole and tolerance != int(tolerance)):
+        what = "a whole number of " + unit if whole else f"a number from {low:g} to {high:g}"
+        return f"tolerance of {name!r} must be {what}; got {value!r}"
+    return ""
 RUNTIME_FLOOR = re.compile(r"^onnxruntime\s*(>=|==|~=|>)\s*([0-9]+(?:\.[0-9]+)*)$")
 """A runtime target: ``onnxruntime`` with a lower bound, or one of ``NAMED_RUNTIMES``. A bare
 ``onnxruntime`` is refused: which methods load depends on the release, so a target names one."""
@@ -82,7 +124,8 @@ class VerifyOptions:
     aside) of any output; None: ``DEFAULT_MIN_AGREEMENT``. It always gates."""
     judges: tuple[tuple[str, str], ...] = ()
     """``(output name, judge)``: how an output's answers are compared (``verification.judges``),
-    instead of the judge its shape and values imply; ``off`` leaves the output unjudged."""
+    instead of the judge its shape and values imply; ``off`` leaves the output unjudged. A judge may
+    carry its tolerance after a colon (``segments:2``, ``auto`` excepted: see ``TOLERANCES``)."""
 
     def dim_map(self) -> dict[str, int]:
         return dict(self.dims)

@@ -121,6 +121,10 @@ class FitNote:
     """The independent units there were (``FEW_UNITS``)."""
     kind: str = ""
     """What those units are (``calls``, ``streams``, ...)."""
+    instead: Fit | None = None
+    """What ships where ``auto``'s plan does not: int8 as method ``int8`` writes it, its output-aware
+    rounding ``KEPT`` (the fitted codes ship), ``NOT_KEPT`` or ``NOT_FITTED`` (round-to-nearest codes);
+    None where no plan was at stake (method ``int8``, or a kept plan)."""
 
 
 @dataclass(frozen=True)

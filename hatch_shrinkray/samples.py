@@ -94,9 +94,29 @@ class Calibration:
 
     feeds: list[Feed]
     seq: Sequencing
+    index: tuple[int, ...] = ()
+    """Where each feed was in the recording (empty: not known), so two parts of one recording can be
+    put back in its order (``joined``)."""
 
     def __len__(self) -> int:
         return len(self.feeds)
+
+
+def joined(a: Calibration, b: Calibration) -> Calibration:
+    """Two parts of one recording (``auto``'s fitting and held-out halves) as the whole, in the
+    recording's order where both know it: what a method fitted on every unit is fitted on."""
+    parts = [(i, a, k) for k, i in enumerate(a.index or range(len(a)))]
+    if a.index and b.index:
+        parts += [(i, b, k) for k, i in enumerate(b.index)]
+        parts.sort(key=lambda part: part[0])
+    else:
+        parts += [(len(a) + k, b, k) for k in range(len(b))]
+    where = {(id(c), k): n for n, (_, c, k) in enumerate(parts)}
+    streams = tuple(tuple(where[(id(c), k)] for k in stream) for c in (a, b) for stream in c.seq.streams)
+    seq = Sequencing(tuple(c.seq.units[k] for _, c, k in parts), a.seq.feedback or b.seq.feedback,
+                     tuple(sorted(streams)))
+    return Calibration([c.feeds[k] for _, c, k in parts], seq,
+                       tuple(i for i, _, _ in parts) if a.index and b.index else ())
 
 
 def as_calibration(samples: Calibration | Sequence[Feed]) -> Calibration:

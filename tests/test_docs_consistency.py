@@ -377,18 +377,22 @@ def _quotes() -> list[tuple[str, str]]:
     from hatch_shrinkray.fitting.candidates import MIN_ROWS_PER_FEATURE
     from hatch_shrinkray.hatch.plugin import PYPI_FILE_LIMIT, PYPI_NEAR
     from hatch_shrinkray.verification.compare import NEAR_TIE
-    from hatch_shrinkray.verification.judges import MAP_MIN_PIXELS, boxes, maps, sequences, tags
+    from hatch_shrinkray.verification.judges import MAP_MIN_PIXELS, boxes, decisions, maps, sequences, tags
 
     low, mid, high = maps.THRESHOLDS
     return [
         ("evidence.md", f"at least {MAP_MIN_PIXELS} pixels"),
-        ("evidence.md", f"regions above {low}, {mid} and {high}: same count, matched one to one (IoU >= {maps.MATCH})"
-                        f" and drawn the same (IoU >= {maps.SAME})"),
+        ("evidence.md", f"regions above {low}, {mid} and {high}: same count, matched one to one (IoU >= {maps.MATCH})"),
+        ("evidence.md", f"each matched region drawn with IoU >= {maps.SAME}"),
+        ("evidence.md", f"the blank is the argmax of {sequences.BLANK_SHARE:.0%} to {sequences.MAX_BLANK_SHARE:.0%} "
+                        "of the frames"),
+        ("evidence.md", f"runs above 0.5 of at least {decisions.MIN_RUN} frames on average"),
+        ("evidence.md", f"boundaries within {decisions.TOLERANCE} step or frame"),
         ("evidence.md", f"the argmax of at least {sequences.BLANK_SHARE:.0%} of the frames"),
         ("evidence.md", f"2 to {tags.MAX_TAGS} tags"),
         ("evidence.md", f"at least {boxes.MIN_CANDIDATES} candidates"),
         ("evidence.md", f"candidates whose best class scores >= {boxes.SCORE}, NMS per class at IoU {boxes.NMS_IOU}"),
-        ("evidence.md", f"drawn the same (IoU >= {boxes.SAME}, or no corner moved by more than a pixel)"),
+        ("evidence.md", f"each pair drawn with IoU >= {boxes.SAME}, or no corner moved by more than a pixel"),
         ("evidence.md", f"below **{MIN_UNITS} independent units**"),
         ("recording.md", f"gap below {NEAR_TIE:.0%} of the row's range, or a probability within {NEAR_TIE} of 0.5"),
         ("recording.md", f"Below {MIN_UNITS} independent units nothing is fitted"),

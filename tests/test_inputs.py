@@ -429,3 +429,52 @@ def test_a_symbolic_name_gets_one_size_in_every_input(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "on 8 generated samples (batch=1)" in proc.stdout, proc.stdout
     assert "generated (seed 0; a 1x16; b 16x1)" in proc.stdout, proc.stdout
+
+
+def _embedding(path: Path, *, through: str = "Cast") -> Path:
+    """ids (int32, [batch, seq]) -> ``through`` -> Gather on a 49-row table -> mean: a character-level
+    text model's first layer. ``through = "Add"`` offsets the ids first (no longer plain rows)."""
+    table = np.random.default_rng(0).standard_normal((49, 400)).astype(np.float32)
+    nodes = [helper.make_node("Cast", ["ids"], ["i64"], to=onnx.TensorProto.INT64)]
+    if through == "Add":
+        nodes.append(helper.make_node("Add", ["i64", "one"], ["rows"]))
+    else:
+        nodes.append(helper.make_node("Unsqueeze", ["i64", "axes"], ["u"]))
+        nodes.append(helper.make_node("Squeeze", ["u", "axes"], ["rows"]))
+    nodes += [helper.make_node("Gather", ["E", "rows"], ["emb"]),
+              helper.make_node("ReduceMean", ["emb"], ["out"], axes=[2], keepdims=0)]
+    return save(model(nodes, [vi("ids", ["batch", "seq"], onnx.TensorProto.INT32)], [vi("out", ["batch", "seq"])],
+                      [init("E", table), init("one", np.array(1, np.int64)), init("axes", np.array([0], np.int64))]),
+                path)
+
+
+def test_an_input_that_indexes_a_table_gets_generated_rows_inside_it(tmp_path: Path) -> None:
+    """A 49-row embedding fed generated ids up to 64 did not run at all (the original was kept):
+    the ids an input feeds a Gather with, through casts and reshapes, stay inside the table."""
+    from hatch_shrinkray.onnxgraph.indices import table_rows
+    from hatch_shrinkray.verification.inputs import InputSpec, generate
+
+    source = _embedding(tmp_path / "emb.onnx")
+    assert table_rows(onnx.load(source)) == {"ids": 49}
+    assert table_rows(onnx.load(_embedding(tmp_path / "add.onnx", through="Add"))) == {}  # arithmetic: not rows
+    feeds = generate([InputSpec("ids", "tensor(int32)", (1, 32), rows=49)], VerifyOptions(samples=50))
+    assert max(int(f["ids"].max()) for f in feeds) == 48 and min(int(f["ids"].min()) for f in feeds) == 0
+    result = shrink(source, tmp_path / "out.onnx")
+    assert not result.unverified and result.verification is not None and result.verification.passed
+    narrow = generate([InputSpec("ids", "tensor(int32)", (1, 32), rows=49)], VerifyOptions(int_low=3, int_high=9))
+    assert {int(v) for f in narrow for v in f["ids"].reshape(-1)} <= set(range(3, 9))  # a narrower range stays
+
+
+@pytest.mark.process
+def test_an_index_past_a_table_is_said_with_the_range_that_fixes_it(tmp_path: Path) -> None:
+    """Where the graph does not tell (ids offset by arithmetic), onnxruntime's refusal is named in one
+    line with the int-range that keeps inside the table, in the words of the interface."""
+    source = _embedding(tmp_path / "add.onnx", through="Add")
+    result = shrink(source, tmp_path / "out.onnx")
+    assert result.unverified and result.kept_original is not None
+    assert "past a table of 49 rows; `int-range = [0, 49]` keeps inside it" in result.kept_original, \
+        result.kept_original
+    proc = cli("shrink", str(source), "-o", str(tmp_path / "cli"))
+    assert proc.returncode == 0 and "`--int-range 0 49` keeps inside it" in proc.stdout, proc.stdout + proc.stderr
+    again = cli("shrink", str(source), "-o", str(tmp_path / "fixed"), "--int-range", "0", "48")
+    assert again.returncode == 0 and "original kept" not in again.stdout, again.stdout

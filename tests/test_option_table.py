@@ -111,7 +111,8 @@ def test_option_errors_follow_the_table_and_name_the_options() -> None:
         "default_dim must be a positive integer; got 0",
         "seed must be a non-negative integer; got -1",
         "judges has an empty output name",
-        "judges. must be one of auto, map, sequence, tags, boxes, top-1, decision, segments, equal, values, off; "
+        "judges. must be one of auto, map, sequence, tags, boxes, top-1, decision, segments, equal, values, off "
+        "(with a tolerance after a colon for segments, sequence, tags, top-1, decision, map, boxes: \"segments:2\"); "
         "got 'nope'",
     ]
     assert option_errors(ShrinkOptions(verify=None)) == []

@@ -68,7 +68,7 @@ def test_a_recurrent_model_is_recorded_as_whole_streams(tmp_path: Path) -> None:
     assert "3 streams, 47 steps of 59 calls" in shrunk.stdout
     # Verified as the program runs it: each stream from its first step on, the shrunk model on its own state.
     assert "on 3 recorded streams (47 steps) in closed loop; " in shrunk.stdout
-    assert "segments 3/3 streams same (" in shrunk.stdout and "values" in shrunk.stdout  # stateN: numbers only
+    assert "segments 3/3 segment lists same (" in shrunk.stdout and "values" in shrunk.stdout  # stateN: numbers only
 
 
 def test_streams_are_cut_to_prefixes_to_fit_and_at_least_16_are_kept(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ import numpy as np
 from hatch_shrinkray.evidence import Evidence
 from hatch_shrinkray.options import VerifyOptions
 from hatch_shrinkray.verification.compare import compare, expect
-from hatch_shrinkray.verification.judges import Judge, judge_for, per_character
+from hatch_shrinkray.verification.judges import UNKNOWN, Calls, Judge, calls_of, judge_for, per_character
 from hatch_shrinkray.verification.judges.labels import Values
 
 LOOSE = VerifyOptions(max_rel_l2=math.inf, min_cosine=-1.0, min_agreement=0.0)
@@ -51,17 +51,19 @@ class OutputStats:
     changed_answers: int = 0
 
     def add(self, name: str, ref: Any, got: Any, threshold: float, *, state: bool = False,
-            judge_name: str = "auto", feed: Mapping[str, Any] | None = None) -> None:
+            judge_name: str = "auto", feed: Mapping[str, Any] | None = None, calls: Calls = UNKNOWN) -> None:
         """One call's values; ``state``: the output is fed back as an input (a recurrent state), whose
         error shows in the outputs it feeds: numbers only, no decisions. ``judge_name``: the judge
         the ``judges`` key names for this output (``auto``: detected, ``feed`` telling a tagger's
-        per-character scores from a CTC recogniser's)."""
+        per-character scores from a CTC recogniser's; ``calls``: what the call's inputs and outputs tell,
+        a streaming detector's state or a recogniser's image)."""
         if state and self.kind:
             self.kind, self.positions, self.flips, self.near_ties, self.flipped_calls = "", 0, 0, 0, 0
         r = np.asarray(ref)
         judge: Judge = Values()
         if not state:
-            judge = judge_for(judge_name, [r], characters=feed is not None and per_character([r], [feed])) or Values()
+            judge = judge_for(judge_name, [r], characters=feed is not None and per_character([r], [feed]),
+                              calls=calls) or Values()
         c = compare(name, expect([r], threshold, judge), [np.asarray(got)], LOOSE, threshold)
         self.calls += 1
         self.worst_rel_l2 = max(self.worst_rel_l2, c.rel_l2)
@@ -124,6 +126,7 @@ class ModelStats:
         with self.lock:
             self.calls += 1
             flips = 0
+            calls = calls_of([ref], [feed] if feed is not None else [], recurrent=bool(states))
             for name, r, g in zip(names, ref, got, strict=True):
                 if (judges or {}).get(name) == "off":
                     continue  # switched off: not compared, so no figure either
@@ -131,7 +134,7 @@ class ModelStats:
                     stats = self.outputs.setdefault(name, OutputStats())
                     before = stats.flips + stats.changed_answers
                     stats.add(name, r, g, threshold, state=name in states,
-                              judge_name=(judges or {}).get(name, "auto"), feed=feed)
+                              judge_name=(judges or {}).get(name, "auto"), feed=feed, calls=calls)
                     flips += stats.flips + stats.changed_answers - before  # a flip, or a changed answer
             key = unit if unit is not None else f"call{self.calls}"
             if key not in self._open:

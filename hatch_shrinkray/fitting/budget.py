@@ -19,7 +19,7 @@ import numpy.typing as npt
 from hatch_shrinkray.evidence import MIN_UNITS
 from hatch_shrinkray.options import ShrinkOptions, VerifyOptions
 from hatch_shrinkray.result import OutputComparison
-from hatch_shrinkray.verification.compare import Expected, agreement, agreement_fails, compare, dots, expect
+from hatch_shrinkray.verification.compare import Expected, agreement, agreement_fails, compare, decided, dots, expect
 from hatch_shrinkray.verification.judges import judge_for
 from hatch_shrinkray.verification.judges.labels import Values
 
@@ -256,7 +256,7 @@ def _quick(e: Expected, square: float | None, got: npt.NDArray[Any]) -> OutputCo
 
 def _margins(e: Expected, ref: list[npt.NDArray[Any]]) -> Margins | None:
     if e.kind == "decision":
-        return None, None, _floored(np.abs(e.flat - e.threshold))
+        return None, None, _floored(np.abs(decided(e, e.flat)[0] - e.threshold))
     if e.kind != "top-1":
         return None
     firsts, seconds, gaps = [], [], []
@@ -277,7 +277,8 @@ def _shifts(e: Expected, margins: Margins, got: npt.NDArray[np.float64]) -> npt.
     threshold, / that margin)^2."""
     first, second, margin = margins
     if first is None or second is None:
-        moved = got.astype(np.float64) - e.flat
+        read, other = decided(e, got)
+        moved = other.astype(np.float64) - read
     else:
         ga = got.reshape(-1, e.classes)
         ra = e.flat.reshape(-1, e.classes)

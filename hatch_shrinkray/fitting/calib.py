@@ -71,23 +71,53 @@ def from_rows(rows: npt.NDArray[Any], lay: Layout, shape: tuple[int, ...]) -> np
     return rows.reshape(shape)
 
 
+FEW_ROWS = 8
+"""Adds of fewer rows than this are stacked (up to ``STACKED_ROWS``) before their Gram product: an
+unrolled recurrent cell's Gemm gives one row per time step and call, and a rank-one product per row
+wrote a whole ``K x K`` matrix each time (a 4096-feature LSTM input weight: 134 MB per row, most of
+a captcha recogniser's build). Adds of more rows keep their own product, so the sums, and the codes
+fitted to them, are those of a product per add wherever no add is that small."""
+STACKED_ROWS = 256
+
+
 @dataclass
 class Moments:
-    """Accumulated ``[groups, K/groups... ]`` second moments and the number of rows seen."""
+    """Accumulated ``[groups, K/groups... ]`` second moments and the number of rows seen (call
+    ``flush`` before reading ``h``)."""
 
     h: npt.NDArray[np.float64] | None = None
     count: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    stacked: list[npt.NDArray[np.float32]] = field(default_factory=list)
+    """Adds of fewer than ``FEW_ROWS`` rows not yet in ``h``."""
 
     def add(self, patches: npt.NDArray[Any]) -> None:
         """``patches``: ``[n, groups, Kg]``."""
         p = np.asarray(patches, dtype=np.float32)  # float32 products, float64 sums across samples
+        if p.shape[0] >= FEW_ROWS:
+            self._gram(p)
+            return
+        self.stacked.append(p)
+        if sum(x.shape[0] for x in self.stacked) >= STACKED_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Add the stacked rows' product to ``h``."""
+        if self.stacked:
+            p = np.concatenate(self.stacked)
+            self.stacked = []
+            self._gram(p)
+
+    def _gram(self, p: npt.NDArray[np.float32]) -> None:
         if p.shape[1] == 1:
             rows = p[:, 0, :]
             h = (rows.T @ rows)[None]  # one Gram matrix: numpy hands A^T A to BLAS syrk (half the work)
         else:
             h = np.matmul(p.transpose(1, 2, 0), p.transpose(1, 0, 2))
-        self.h = h.astype(np.float64) if self.h is None else self.h + h
+        if self.h is None:
+            self.h = h.astype(np.float64)
+        else:
+            self.h += h  # in place: a large K x K sum allocated anew per add cost as much as the product
         self.count += int(p.shape[0])
 
 

@@ -140,6 +140,9 @@ def _moments(sites: list[Site], lays: dict[Key, Layout | None], probe: Probe, fo
                     broken.add(key)
                     break
                 fold[key].add(p)
+    for fold in acc:
+        for m in fold.values():
+            m.flush()
     sums = [{k: (m.h, m.count) for k, m in fold.items() if k not in broken and m.h is not None and m.count > 0}
             for fold in acc]
     return base, sums

@@ -104,6 +104,9 @@ class Outcome:
     also: str = ""
     """Said after the comparison: what else the choice holds, or what was judged before it and lost
     (``auto``'s small tensors in fp16)."""
+    instead: Fit | None = None
+    """Where the choice is not kept: None when round-to-nearest ships; else int8 as method ``int8``
+    writes it ships (``auto``), with its output-aware rounding kept or not (``FitNote.instead``)."""
 
     def text(self) -> str:
         judged = f"on {self.units} held-out units ({self.how})"
@@ -114,13 +117,15 @@ class Outcome:
                   "for round-to-nearest") + (f"; {self.also}" if self.also else "")
         if self.kept:
             return f"{self.what}{KEPT}{judged}, {versus}"
-        return f"{self.what} not kept (round-to-nearest ships): {judged}, {versus}"
+        ships = "round-to-nearest" if self.instead is None else (
+            "int8 with its fitted rounding" if self.instead is Fit.KEPT else "int8 round-to-nearest")
+        return f"{self.what} not kept ({ships} ships): {judged}, {versus}"
 
     def brief(self) -> FitNote:
         """:meth:`text` as the facts the one line per model words."""
         if self.kept:
             return FitNote(Fit.KEPT, self.what)
-        return FitNote(Fit.NOT_KEPT, self.what, FitReason.WORSE_HELD_OUT)
+        return FitNote(Fit.NOT_KEPT, self.what, FitReason.WORSE_HELD_OUT, instead=self.instead)
 
 
 @dataclass(frozen=True)

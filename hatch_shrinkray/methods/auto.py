@@ -88,8 +88,8 @@ from hatch_shrinkray.onnxgraph.rewrite import encode_weights, record, rows_decod
 from hatch_shrinkray.options import LOAD_BUDGET, WEB_LOAD_BUDGET, Remedy, ShrinkOptions
 from hatch_shrinkray.pool import thread_pool
 from hatch_shrinkray.result import Fit, FitNote, FitReason, TensorRecord
-from hatch_shrinkray.samples import Feed, as_calibration
-from hatch_shrinkray.verification.judges import per_character
+from hatch_shrinkray.samples import Feed, as_calibration, joined
+from hatch_shrinkray.verification.judges import calls_of, detect, per_character
 
 LOG = logging.getLogger("hatch_shrinkray.auto")
 MAX_EVALS = 400
@@ -189,7 +189,8 @@ class Auto:
         if calibration is None:
             return Fitted(Int8().plain(model, options), None)
         int8 = replace(options, method="int8")
-        return guarded_auto(model, options, calibration, held, fallback=lambda m: fit_int8(m, int8, calibration),
+        whole = joined(calibration, held) if held is not None and len(held) else calibration
+        return guarded_auto(model, options, calibration, held, fallback=lambda m: fit_int8(m, int8, whole),
                             original=original)
 
     def analyse(self, model: ModelProto, options: ShrinkOptions, samples: Calibration | Sequence[Feed] | None, *,
@@ -491,18 +492,45 @@ def guarded_auto(model: ModelProto, options: ShrinkOptions, calibration: Calibra
         outcome = Unfitted(f"auto shipped int8 round-to-nearest: {PLAIN_WINS}" + (f"; {lost}" if lost else ""),
                            FitNote(Fit.NOT_FITTED, "auto", FitReason.NOTHING_SMALLER))
     elif judged is not None:
-        outcome = replace(judged.judge(chosen), also=lost)
+        judgement = judged.judge(chosen)
+        outcome = replace(judgement, also="; ".join(filter(None, (lost, judgement.also))))
     del judged
     over = over_limits(outcome, options)
     if over and fallback is not None:
         fallen = fallback(model)
         why = f"; {fallen.outcome.text()}" if fallen.outcome is not None else ""
-        kept = Fit.KEPT if fallen.outcome is not None and fallen.outcome.kept else Fit.NOT_FITTED
-        return Fitted(fallen.records, Unfitted(f"{over}: int8 with output-aware rounding ships instead{why}",
-                                               FitNote(kept, "auto", FitReason.OVER_LIMITS)))
+        return Fitted(fallen.records, Unfitted(f"{over}: {INT8_INSTEAD} ships instead{why}",
+                                               FitNote(Fit.NOT_KEPT, "auto's plan", FitReason.OVER_LIMITS,
+                                                       instead=_rounding(fallen))))
     if outcome is not None and not outcome.kept:
-        return Fitted(encode_weights(model, Int8Encoder(), options), outcome)
+        if fallback is None:
+            return Fitted(encode_weights(model, Int8Encoder(), options), outcome)
+        return _instead(outcome, fallback(model))
     return Fitted(_write(model, options, chosen, summary), outcome)
+
+
+INT8_INSTEAD = "int8 as method int8 writes it (its output-aware rounding where its guard keeps that)"
+
+
+def _rounding(fallen: Fitted) -> Fit:
+    """What int8's output-aware rounding became where int8 ships instead of the plan."""
+    if fallen.outcome is None:
+        return Fit.NOT_FITTED
+    return Fit.KEPT if fallen.outcome.kept else Fit.NOT_KEPT
+
+
+def _instead(outcome: Verdict, fallen: Fitted) -> Fitted:
+    """Int8 as method ``int8`` writes it with the same recording ships where ``auto``'s plan does not
+    (``outcome``): ``auto`` never ships less than ``int8`` would, and its words say which rounding that
+    is (the fitted codes, or round-to-nearest ones)."""
+    then = f"; int8: {fallen.outcome.text()}" if fallen.outcome is not None else ""
+    instead = _rounding(fallen)
+    if isinstance(outcome, Outcome):
+        return Fitted(fallen.records, replace(outcome, instead=instead, also="; ".join(
+            filter(None, (outcome.also, then.removeprefix("; "))))))
+    note = outcome.brief()
+    return Fitted(fallen.records, Unfitted(f"{outcome.text().replace('int8 round-to-nearest', 'int8')}{then}",
+                                           replace(note, instead=instead) if note is not None else None))
 
 
 def _without_small(chosen: dict[Key, tuple[Weight, Candidate]], summary: str,
@@ -546,6 +574,11 @@ class _HeldOut:
         small = {site_key(w.site) for w in analysis.weights if w.small}
         self.originals = {k: v for k, v in analysis.probe.originals.items() if k not in small}  # theirs: ``small``
         self.plain = {site_key(w.site): w.plain for w in analysis.weights if w.plain is not None}  # made in _weight
+        self.fitted_int8 = {site_key(w.site): w.candidates[c].decoded for w, c in
+                            zip(analysis.weights, _int8_choice(analysis.weights), strict=True)
+                            if w.plain is not None and w.candidates[c].kind == "int8"}
+        """Method int8's codes fitted on the same half (output-aware rounding): what ships instead
+        where the plan keeps fewer held-out answers than they do."""
 
     @cached_property
     def probe(self) -> Probe:
@@ -560,6 +593,10 @@ class _HeldOut:
     @cached_property
     def rtn(self) -> Score:
         return self.score(self.probe.run(self.plain))
+
+    @cached_property
+    def int8(self) -> Score:
+        return self.score(self.probe.run({**self.plain, **self.fitted_int8}))
 
     def _probe(self, fed: ProbeModel) -> Probe:
         return Probe(fed, list(self.held.feeds), self.originals, self.held.seq)
@@ -590,7 +627,12 @@ class _HeldOut:
         by_error = not smaller or units < MIN_UNITS
         given = any(b is not None for b in (self.options.budget_rel_l2, self.options.budget_cosine,
                                             self.options.budget_agreement))
-        return decide("auto's plan", fitted, rtn, units, "the held-out half", by_error=by_error, budget_given=given)
+        outcome = decide("auto's plan", fitted, rtn, units, "the held-out half", by_error=by_error, budget_given=given)
+        if not outcome.kept or not self.fitted_int8 or fitted.key(False) <= self.int8.key(False):
+            return outcome
+        int8 = self.int8  # fitted on the same half: a plan that keeps less than int8's rounding is no gain
+        return replace(outcome, kept=False, also=f"int8 with output-aware rounding does better there ({int8.changed} "
+                       f"{int8.describes} changed, {int8.flips} decisions flipped)")
 
 
 def _rtn(w: Weight) -> Candidate:
@@ -599,12 +641,25 @@ def _rtn(w: Weight) -> Candidate:
 
 
 def _judges(probe: Probe, options: ShrinkOptions, base: list[list[npt.NDArray[Any]]]) -> list[str]:
-    """Per model output, the judge the ``judges`` option names for it (``auto`` if none: detected,
-    ``tags`` where the probe's feeds show one row per character, as verification detects it)."""
+    """Per model output, the judge the ``judges`` option names for it (``auto`` if none: detected),
+    named where the probe's calls tell more than the output's values do (``tags`` for one row per
+    character, ``segments`` for a streaming detector's frames, ``sequence`` for raw CTC logits fed
+    images or audio), as verification detects it."""
     v = options.verify
-    named = [v.judge_of(n) if v is not None else "auto" for n in probe.names[: probe.n_outputs]]
-    return ["tags" if j == "auto" and per_character([b[i] for b in base], probe.feeds) else j
-            for i, j in enumerate(named)]
+    names = probe.names[: probe.n_outputs]
+    named = [v.judge_of(n) if v is not None else "auto" for n in names]
+    calls = calls_of(base, probe.feeds, recurrent=probe.seq.recurrent)
+    fed_back = {o for _, o in probe.seq.feedback}
+    out = []
+    for i, j in enumerate(named):
+        per_call = [b[i] for b in base]
+        if j == "auto" and names[i] not in fed_back:
+            told = detect(per_call, recurrent=probe.seq.recurrent, characters=per_character(per_call, probe.feeds),
+                          calls=calls).name
+            out.append(told if told != detect(per_call, recurrent=probe.seq.recurrent).name else j)
+            continue
+        out.append(j)
+    return out
 
 
 def load_budget(options: ShrinkOptions) -> float:

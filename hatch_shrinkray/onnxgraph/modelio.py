@@ -27,6 +27,7 @@ from onnx import ModelProto, TensorProto
 from hatch_shrinkray.errors import ShrinkrayError, quoted
 from hatch_shrinkray.files import NotRegular, TooLarge, file_sha256, read_regular
 from hatch_shrinkray.onnxgraph.graph import scopes
+from hatch_shrinkray.onnxgraph.indices import table_rows
 from hatch_shrinkray.signals import deferred
 
 TWO_GB = 2**31
@@ -44,6 +45,9 @@ class Loaded:
     data_files: tuple[Path, ...] = ()
     sha256: dict[str, str] = field(default_factory=dict)
     """sha256 of every file read, the model file first (empty for a ModelProto source)."""
+    tables: dict[str, int] = field(default_factory=dict)
+    """The integer inputs that index a table, and its rows (``indices.table_rows``), as read: the
+    model is encoded in place later, and generated inputs for the original need them."""
 
 
 def changed_file(loaded: Loaded) -> str | None:
@@ -104,7 +108,7 @@ def load_model(source: str | os.PathLike[str] | ModelProto) -> Loaded:
         copy = ModelProto()
         copy.CopyFrom(source)
         _check_structure(copy, "<ModelProto>")
-        return Loaded(copy, "<ModelProto>", copy.ByteSize(), None)
+        return Loaded(copy, "<ModelProto>", copy.ByteSize(), None, tables=table_rows(copy))
     if not isinstance(source, (str, os.PathLike)):
         raise ShrinkrayError(f"expected a path or an onnx.ModelProto, got {type(source).__name__}")
     path = Path(source)
@@ -125,7 +129,7 @@ def load_model(source: str | os.PathLike[str] | ModelProto) -> Loaded:
             raise ShrinkrayError(f"cannot read its external data: {str(exc).splitlines()[0][:300]}", path=label,
                                  hint="re-export the model with its data file") from exc
         size += referenced
-    return Loaded(model, label, size, path, tuple(data_files), digests)
+    return Loaded(model, label, size, path, tuple(data_files), digests, table_rows(model))
 
 
 def _read(path: Path) -> bytes:

@@ -32,13 +32,14 @@ import numpy.typing as npt
 from hatch_shrinkray.options import VerifyOptions
 from hatch_shrinkray.result import OutputComparison
 from hatch_shrinkray.verification.judges import THRESHOLD, Judge, detect
+from hatch_shrinkray.verification.judges.base import NEAR_TIE
 from hatch_shrinkray.verification.judges.boxes import Boxes
+from hatch_shrinkray.verification.judges.decisions import Segments
 from hatch_shrinkray.verification.judges.maps import THRESHOLDS as MAP_THRESHOLDS
 
 CHUNK = 1 << 15
 """Values per step of ``dots``: float64 copies of this size stay in cache (the whole-vector copies
 of a 23M-value output took about twice as long)."""
-NEAR_TIE = 0.01
 Z_95 = 1.6448536269514722
 """One-sided 95% normal quantile."""
 
@@ -110,6 +111,9 @@ class Expected:
     """Positions where the original is nearly tied (top-1 vs top-2 gap, or distance to the threshold)."""
     threshold: float = THRESHOLD
     """The decision threshold of a probability output."""
+    decided: npt.NDArray[np.float64] | None = None
+    """``decision``: the probability its decisions are read from, where that is not ``flat`` itself
+    (a streaming detector's speech probability per frame, 1 - p[silence])."""
 
     @property
     def classes(self) -> int:
@@ -167,9 +171,29 @@ def expect(ref: Arrays, threshold: float = THRESHOLD, judge: Judge | None = None
     if judge.decision == "decision":
         if judge.name == "map":
             threshold = MAP_THRESHOLDS[0]
-        return Expected(ref, a64, finite, "decision", judge, tied=np.abs(a64 - threshold) < NEAR_TIE,
-                        threshold=threshold)
+        decided = _positions(judge, a64, first)
+        read = a64 if decided is None else decided
+        return Expected(ref, a64, finite, "decision", judge, tied=np.abs(read - threshold) < NEAR_TIE,
+                        threshold=threshold, decided=decided)
     return Expected(ref, a64, finite, "", judge)
+
+
+def _positions(judge: Judge, flat: npt.NDArray[Any], first: npt.NDArray[Any]) -> npt.NDArray[np.float64] | None:
+    """Where a judge reads its decisions off other values than the output's own: a streaming
+    detector's frames of class probabilities give one speech probability per frame."""
+    if isinstance(judge, Segments) and judge.silence is not None:
+        return judge.positions(flat, int(np.shape(first)[-1]))
+    return None
+
+
+def decided(e: Expected, b: npt.NDArray[Any]) -> tuple[npt.NDArray[np.float64], npt.NDArray[Any]]:
+    """The values a ``decision`` output's decisions are read from: the original's and those of ``b``
+    (all the other model's values of the output, in one vector)."""
+    if e.decided is None:
+        return e.flat, b
+    other = _positions(e.judge, b, e.arrays[0])
+    assert other is not None
+    return e.decided, other
 
 
 def agreement(e: Expected, b: npt.NDArray[Any]) -> Agreement | None:
@@ -179,8 +203,9 @@ def agreement(e: Expected, b: npt.NDArray[Any]) -> Agreement | None:
         return None
     if e.kind == "decision":
         limit = np.float64(e.threshold)  # compared in float64 whatever ``b``'s type, as the original's values
-        flipped = (e.flat > limit) != (b > limit)
-        return Agreement("decision", int(e.flat.size), int(flipped.sum()), int((flipped & e.tied).sum()))
+        read, other = decided(e, b)
+        flipped = (read > limit) != (other > limit)
+        return Agreement("decision", int(read.size), int(flipped.sum()), int((flipped & e.tied).sum()))
     if not np.isfinite(b).all():
         return None
     assert e.top1 is not None

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +86,9 @@ class InputSpec:
     name: str
     type: str
     shape: tuple[int | str | None, ...]
+    rows: int | None = None
+    """An integer input that indexes a table of this many rows (``onnxgraph.indices``): generated
+    values stay inside it, whatever ``int-range`` says."""
 
 
 @dataclass(frozen=True)
@@ -261,7 +264,7 @@ def generate(specs: list[InputSpec], options: VerifyOptions, sizing: Sizing = Si
                 raise GeneratedUnusable(f"cannot generate values for input {spec.name!r} of type {spec.type}",
                                         kind="cannot-run", reason=f"generated inputs cannot feed its input "
                                         f"{spec.name!r} ({spec.type})", hint="provide real inputs: " + record_hint())
-            feed[spec.name] = np.asarray(_random(rng, np.dtype(dtype), shapes[spec.name], options))
+            feed[spec.name] = np.asarray(_random(rng, np.dtype(dtype), shapes[spec.name], options, spec.rows))
         samples.append(feed)
     return samples
 
@@ -373,12 +376,26 @@ def describe_generated(specs: Sequence[InputSpec], options: VerifyOptions, sizin
 
 
 def _random(rng: np.random.Generator, dtype: np.dtype[Any], shape: tuple[int, ...],
-            options: VerifyOptions) -> npt.NDArray[Any]:
+            options: VerifyOptions, rows: int | None = None) -> npt.NDArray[Any]:
     if dtype.kind == "f":
         return rng.standard_normal(shape).astype(dtype)
     if dtype.kind == "b":
         return rng.random(shape) < 0.5
+    low, high = integer_range(dtype, options, rows)
+    return rng.integers(low, high, size=shape).astype(dtype)
+
+
+def integer_range(dtype: np.dtype[Any], options: VerifyOptions, rows: int | None = None) -> tuple[int, int]:
+    """``[low, high)`` of generated values of an integer input: ``int-range`` within what the type
+    holds, and inside a table of ``rows`` the input indexes (where ``int-range`` reaches past it)."""
     info = np.iinfo(dtype)
     low = max(options.int_low, int(info.min))
     high = min(options.int_high, int(info.max) + 1)
-    return rng.integers(low, high, size=shape).astype(dtype)
+    if rows is not None and max(low, 0) < min(high, rows):
+        low, high = max(low, 0), min(high, rows)
+    return low, high
+
+
+def with_tables(specs: Sequence[InputSpec], rows: Mapping[str, int]) -> list[InputSpec]:
+    """``specs`` with the rows of the table each integer input indexes (``onnxgraph.indices``)."""
+    return [replace(s, rows=rows.get(s.name)) for s in specs]

@@ -21,7 +21,7 @@ from hatch_shrinkray.options import VerifyOptions
 from hatch_shrinkray.result import OutputComparison
 from hatch_shrinkray.samples import Sequencing, group_units, grouped
 from hatch_shrinkray.verification.compare import Expected, compare, expect
-from hatch_shrinkray.verification.judges import THRESHOLD, judge_for, per_character
+from hatch_shrinkray.verification.judges import THRESHOLD, calls_of, judge_for, per_character
 
 Outputs = Sequence[Sequence[npt.NDArray[Any]]]
 """Per feed, per output."""
@@ -42,14 +42,16 @@ class Judged:
 def expectations(names: Sequence[str], ref: Outputs, seq: Sequencing, options: VerifyOptions,
                  threshold: float = THRESHOLD, *, feeds: Sequence[Mapping[str, Any]] = ()) -> list[Judged]:
     """Each output's judge, detected from the original's per-call values (and the calls' ``feeds``,
-    which tell a tagger's per-character scores from a CTC recogniser's) unless ``options.judges``
-    names one, and its reference grouped as judged (a stream's steps stacked)."""
+    which tell a tagger's per-character scores from a CTC recogniser's, raw CTC logits from hidden
+    states, and a streaming detector from a stateless model) unless ``options.judges`` names one, and
+    its reference grouped as judged (a stream's steps stacked)."""
     fed_back = {o for _, o in seq.feedback}
+    calls = calls_of(ref, feeds, recurrent=seq.recurrent)
     out = []
     for i, name in enumerate(names):
         per_call = [r[i] for r in ref]
         judge = judge_for(options.judge_of(name), per_call, recurrent=seq.recurrent, fed_back=name in fed_back,
-                          characters=per_character(per_call, feeds))
+                          characters=per_character(per_call, feeds), calls=calls)
         out.append(Judged(i, name, None if judge is None else expect(grouped(ref, seq, i), threshold, judge)))
     return out
 

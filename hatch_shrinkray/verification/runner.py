@@ -9,6 +9,8 @@ import dataclasses
 import hashlib
 import itertools
 import os
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,8 +20,9 @@ from onnx import ModelProto
 
 from hatch_shrinkray import progress
 from hatch_shrinkray.errors import OptionError, ShrinkrayError, one_line
-from hatch_shrinkray.hints import Blank, record_hint, set_it
+from hatch_shrinkray.hints import Blank, record_hint, set_it, setting
 from hatch_shrinkray.numerics.threads import NO_SPINNING
+from hatch_shrinkray.onnxgraph.indices import table_rows
 from hatch_shrinkray.options import VerifyOptions
 from hatch_shrinkray.result import VerifyResult
 from hatch_shrinkray.samples import Calibration, Sequencing, completed, run_in_order
@@ -36,6 +39,7 @@ from hatch_shrinkray.verification.inputs import (
     load_samples,
     retries,
     specs_of,
+    with_tables,
 )
 from hatch_shrinkray.verification.judges import THRESHOLD
 from hatch_shrinkray.verification.judging import Judged, evidence_of, expectations, judge_outputs
@@ -132,14 +136,14 @@ class Prepared:
     def calibration(self) -> Calibration | None:
         if self.fit is None:
             return None
-        return Calibration([self.samples.feeds[i] for i in self.fit], self.seq.subset(self.fit))
+        return Calibration([self.samples.feeds[i] for i in self.fit], self.seq.subset(self.fit), self.fit)
 
     @property
     def held_out(self) -> Calibration | None:
         """The verified feeds when they are apart from the fitted ones (for ``auto``'s guard)."""
         if self.fit is None or self.cross:
             return None
-        return Calibration([self.samples.feeds[i] for i in self.held], self.seq.subset(self.held))
+        return Calibration([self.samples.feeds[i] for i in self.held], self.seq.subset(self.held), self.held)
 
     @property
     def units(self) -> int:
@@ -170,12 +174,15 @@ def _missing_note(exc: NoRecording) -> str:
 
 def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
                       sha256: str | None = None, name: str | None = None,
-                      prepared: Prepared | None = None, threshold: float = THRESHOLD) -> Reference:
+                      prepared: Prepared | None = None, threshold: float = THRESHOLD,
+                      rows: Mapping[str, int] | None = None) -> Reference:
     """Inputs and the original's outputs; the original session is released before returning
-    so two big models are never resident at once. ``prepared``: samples already loaded (and split)."""
+    so two big models are never resident at once. ``prepared``: samples already loaded (and split);
+    ``rows``: the rows of the table each integer input indexes (``onnxgraph.indices``), which
+    generated values stay inside."""
     sess = session(original, label)
     try:
-        specs = specs_of(sess)
+        specs = with_tables(specs_of(sess), rows or {})
         names = [o.name for o in sess.get_outputs()]
     except Exception as exc:  # e.g. UnicodeDecodeError for a name that is not UTF-8
         raise ShrinkrayError(f"onnxruntime cannot read its inputs and outputs: {one_line(exc)}", path=label,
@@ -215,7 +222,8 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
         try:
             outputs = run_all(sess, feeds, step="verifying: the original model")
         except Exception as exc:
-            tried.append((sizing, one_line(exc, 200)))
+            bounds = OUT_OF_BOUNDS.search(str(exc))  # onnxruntime's words come late in its message
+            tried.append((sizing, bounds.group(0) if bounds else one_line(exc, 200)))
             continue
         source = describe_generated(specs, options, sizing)
         if tried:  # say which sizes it took, and why not the default ones
@@ -227,15 +235,28 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
     raise _cannot_run(tried, label)
 
 
+OUT_OF_BOUNDS = re.compile(r"indices element out of data bounds, idx=(-?\d+) must be within the inclusive "
+                           r"range \[(-?\d+),\s*(-?\d+)\]")
+"""onnxruntime's words when a generated integer indexes past a table (``Gather``)."""
+
+
 def _cannot_run(tried: list[tuple[Sizing, str]], label: str) -> GeneratedUnusable:
-    """The original ran on none of the generated sizes: the first error, and every size tried."""
+    """The original ran on none of the generated sizes: the first error, and every size tried. An
+    index past a table names onnxruntime's words and the ``int-range`` that keeps inside it."""
     sizes = ", ".join(sizing.text() for sizing, _ in tried)
     retried = f"; sizes of the symbolic dimensions tried: {sizes}" if len(tried) > 1 else ""
     brief = ", ".join(sizing.text().replace(" (audio length)", "") for sizing, _ in tried)
+    message = f"the original model does not run on generated inputs ({tried[0][1]}){retried}"
+    bounds = next((m for _, error in tried if (m := OUT_OF_BOUNDS.search(error))), None)
+    if bounds is not None:
+        index, rows = int(bounds.group(1)), int(bounds.group(3)) + 1
+        fix = setting("int-range", [0, rows])
+        reason = f"generated index {index} is past a table of {rows} rows; {fix} keeps inside it"
+        return GeneratedUnusable(message, kind="cannot-run", reason=reason, path=label,
+                                 hint=f"{set_it('int-range', [0, rows])}, or {record_hint()}")
     dims = set_it("dims", {"NAME": Blank("N")})
-    return GeneratedUnusable(f"the original model does not run on generated inputs ({tried[0][1]}){retried}",
-                             kind="cannot-run", reason=f"it does not run on generated inputs (sizes tried: {brief})",
-                             path=label, hint=f"{record_hint()}, or {dims} for the symbolic dimensions")
+    return GeneratedUnusable(message, kind="cannot-run", reason=f"it does not run on generated inputs (sizes tried: "
+                             f"{brief})", path=label, hint=f"{record_hint()}, or {dims} for the symbolic dimensions")
 
 
 def _checked(ref: Reference, label: str, options: VerifyOptions, threshold: float) -> Reference:
@@ -276,6 +297,7 @@ def verify(original: ModelRef | ModelProto, shrunk: ModelRef | ModelProto,
     """Compare two models' outputs (paths, serialized bytes or ModelProtos); also runs onnx.checker
     on ``shrunk``. Raises ShrinkrayError when either model cannot be loaded or run."""
 
+    rows = _tables(original) if (options is None or options.inputs is None) else {}
     if isinstance(original, ModelProto):
         original = original.SerializeToString()
     if isinstance(shrunk, ModelProto):
@@ -295,8 +317,21 @@ def verify(original: ModelRef | ModelProto, shrunk: ModelRef | ModelProto,
             _check(shrunk, full=False)
         except Exception as basic_exc:
             raise ShrinkrayError(f"onnx.checker rejects it: {one_line(basic_exc)}", path=label) from basic_exc
-    ref = reference_outputs(original, "<original>" if isinstance(original, bytes) else str(original), options)
+    ref = reference_outputs(original, "<original>" if isinstance(original, bytes) else str(original), options,
+                            rows=rows)
     return verify_against(ref, shrunk, label, options, checker)
+
+
+def _tables(model: ModelRef | ModelProto) -> dict[str, int]:
+    """``table_rows`` of a model however given (none where it cannot be read: the session says why)."""
+    import onnx
+
+    try:
+        proto = model if isinstance(model, ModelProto) else onnx.load_from_string(model) \
+            if isinstance(model, bytes) else onnx.load(str(model), load_external_data=False)
+    except Exception:  # the session reports an unreadable model in its own words
+        return {}
+    return table_rows(proto)
 
 
 def checker_level(original: ModelProto | ModelRef) -> str:

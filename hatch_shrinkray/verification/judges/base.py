@@ -19,6 +19,9 @@ import numpy.typing as npt
 Arrays = Sequence[npt.NDArray[Any]]
 
 THRESHOLD = 0.5
+NEAR_TIE = 0.01
+"""How close to a tie the original may be for a flip not to count: a probability within this of the
+threshold, or a top-1 / top-2 gap under this share of the row's range (any rounding may flip a tie)."""
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,14 @@ class Judge(Protocol):
     decision: str
     """The fine-grained decisions ``compare`` counts for it: ``top-1``, ``decision``, ``equal`` or ''."""
     describes: str
-    """What one answer is, for reports: ``labels``, ``lines``, ``pages``, ``streams``."""
+    """What one answer is, for reports: ``labels``, ``lines``, ``pages``, ``segment lists``."""
+    tolerance: float
+    """How far two answers may differ and still be the same (in the judge's unit: frames, edits,
+    IoU, a share of the scores' range); ``judges = { out = "segments:2" }`` sets it per output."""
+
+    def same(self) -> str:
+        """The tolerance in words, for reports: ``boundaries within 1 frame``, ``the same text``."""
+        ...
 
     def answers(self, ref: Arrays, got: Arrays, threshold: float) -> Answers:
         """Compare the original's ``ref`` with ``got``, sample by sample (same shapes)."""

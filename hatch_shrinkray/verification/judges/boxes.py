@@ -175,7 +175,7 @@ def boxes(x: npt.NDArray[Any], layout: Layout) -> list[Found]:
     return found
 
 
-def match(a: Found, b: Found, pixels: bool) -> tuple[int, float]:
+def match(a: Found, b: Found, pixels: bool, same_iou: float = SAME) -> tuple[int, float]:
     """Boxes of ``a`` and ``b`` paired one to one (same class, best IoU first) that are drawn the
     same; and the worst IoU among the pairs (1 without any)."""
     same = 0
@@ -195,7 +195,7 @@ def match(a: Found, b: Found, pixels: bool) -> tuple[int, float]:
             used_a.add(i)
             used_b.add(j)
             worst = min(worst, float(overlaps[i, j]))
-            if overlaps[i, j] >= SAME or (pixels and moved[i, j] <= SHIFT):
+            if overlaps[i, j] >= same_iou or (pixels and moved[i, j] <= SHIFT):
                 same += 1
     return same, worst
 
@@ -205,8 +205,13 @@ class Boxes:
     decision = ""
     describes = "images"
 
-    def __init__(self, layout: Layout) -> None:
+    def __init__(self, layout: Layout, *, tolerance: float = SAME) -> None:
         self.layout = layout
+        self.tolerance = tolerance
+        """IoU at which two matched boxes are drawn the same."""
+
+    def same(self) -> str:
+        return f"the same boxes (IoU >= {self.tolerance:g}, or within {SHIFT:g} px)"
 
     def answers(self, ref: Arrays, got: Arrays, threshold: float) -> Answers:
         changed: list[bool] = []
@@ -216,7 +221,7 @@ class Boxes:
             sample_changed = False
             for a, b in zip(boxes(r, self.layout), boxes(g, self.layout), strict=True):
                 pixels = bool((a.corners > 1.0).any() or (b.corners > 1.0).any())
-                same, low = match(a, b, pixels)
+                same, low = match(a, b, pixels, self.tolerance)
                 worst = min(worst, low)
                 image_changed = same != len(a.classes) or same != len(b.classes)
                 images += 1

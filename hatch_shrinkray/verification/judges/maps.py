@@ -108,6 +108,13 @@ class Maps:
     decision = "decision"
     describes = "maps"
 
+    def __init__(self, tolerance: float = SAME) -> None:
+        self.tolerance = tolerance
+        """IoU at which a matched region is drawn the same."""
+
+    def same(self) -> str:
+        return f"the same regions (IoU >= {self.tolerance:g})"
+
     def answers(self, ref: Arrays, got: Arrays, threshold: float) -> Answers:
         changed: list[bool] = []
         items = moved = regions = lost = 0
@@ -123,7 +130,7 @@ class Maps:
                     regions += na
                     lost += (na - matched) + (nb - matched)
                     worst = min([worst, *ious])
-                    if matched != na or matched != nb or any(v < SAME for v in ious):
+                    if matched != na or matched != nb or any(v < self.tolerance for v in ious):
                         plane_changed = True
                 items += 1
                 moved += plane_changed

@@ -143,6 +143,7 @@ def commands() -> dict[str, argparse.ArgumentParser]:
 
 def cli_reference() -> str:
     from hatch_shrinkray.cli import parser
+    from hatch_shrinkray.cli.usage import GLOBAL
 
     top = parser()
     sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
@@ -150,12 +151,19 @@ def cli_reference() -> str:
     out = ["Options before the command:", "", *_action_rows([a for a in top._actions if a is not sub]), ""]
     for name, command in commands().items():
         summary = helps.get(name) or ""
-        out += [f"## hatch-shrinkray {name}", "", _cell(summary[:1].upper() + summary[1:]) + ".", ""]
+        out += [f"## hatch-shrinkray {name}", ""]
+        if not (command.description or "").lower().startswith(summary.lower()):
+            out += [_cell(summary[:1].upper() + summary[1:]) + ".", ""]
         if command.description:
             out += [_cell(command.description), ""]
         usage = command.format_usage().removeprefix("usage: ").strip()
         out += ["```text", " ".join(usage.split()), "```", ""]
-        out += [*_action_rows(command._actions), ""]
+        for group in command._action_groups:  # the headings of its --help
+            if group.title == GLOBAL:  # as before the command (above)
+                flags = ", ".join(f"`{s}`" for a in group._group_actions for s in a.option_strings)
+                out += [f"**{group.title}** (as before the command): {flags}", ""]
+            elif group._group_actions:
+                out += [f"**{group.title}**", "", *_action_rows(group._group_actions), ""]
     return "\n".join(out)
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 
 def one_line(exc: BaseException, limit: int = 400) -> str:
@@ -13,6 +14,13 @@ def one_line(exc: BaseException, limit: int = 400) -> str:
     if not text:
         return type(exc).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
+    """The one of ``choices`` that ``word`` most likely misspells (a key, a flag, a command, a
+    value), or None when none is close."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 def quoted(text: str | bytes, limit: int = 60) -> str:

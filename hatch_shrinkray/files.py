@@ -157,3 +157,21 @@ def create_beside(path: Path) -> tuple[int, str]:
         except FileExistsError:
             continue
     raise FileExistsError(errno.EEXIST, "cannot create a temporary file", str(path.parent))
+
+
+NOT_SOURCES = frozenset({"node_modules", "site-packages", "__pycache__", "build", "dist"})
+"""Directories a project's own model files are not in (environments, outputs); hidden ones neither."""
+
+
+def model_files(root: Path, limit: int = 100) -> list[str]:
+    """The ``.onnx`` files under ``root`` (a project, or a wheel's unpacked files) as relative POSIX
+    paths, sorted, at most ``limit``: what a ``models`` pattern that matched nothing could have
+    meant. Virtual environments, outputs and hidden directories are not searched."""
+    found: list[str] = []
+    for directory, subdirectories, files in os.walk(root):
+        subdirectories[:] = sorted(d for d in subdirectories if not d.startswith(".") and d not in NOT_SOURCES
+                                   and not (Path(directory) / d / "pyvenv.cfg").exists())
+        found += [Path(directory, f).relative_to(root).as_posix() for f in files if f.endswith(".onnx")]
+        if len(found) >= limit:
+            break
+    return sorted(found)[:limit]

@@ -12,12 +12,12 @@ TOML key or a flag), so the user fixes every mistake in one round trip.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.errors import ShrinkrayError, did_you_mean
 from hatch_shrinkray.options import (
     ANY_LEVELS,
     BLOCK_SIZES,
@@ -54,7 +54,9 @@ def _one_of(choices: tuple[Any, ...]) -> Check:
     def check(value: Any, opts: ShrinkOptions, name: str) -> list[str]:
         if (_is_int(value) or not isinstance(choices[0], int)) and value in choices:
             return []
-        return [f"{name} must be one of {', '.join(map(str, choices))}; got {value!r}"]
+        close = did_you_mean(value, choices) if isinstance(value, str) and isinstance(choices[0], str) else None
+        return [f"{name} must be one of {', '.join(map(str, choices))}; got {value!r}"
+                + (f" (did you mean {close!r}?)" if close else "")]
     return check
 
 
@@ -223,10 +225,10 @@ KINDS: dict[str, Kind] = {
     "path": Kind("path", _typed(lambda v: isinstance(v, str) and bool(v), str, "must be a path relative to the "
                                 "project root (a recording directory or a .npz file)"),
                  {"type": Path, "metavar": "PATH"}),
-    "integer": Kind("integer", _typed(_is_int, int, "must be an integer"), {"type": int}),
+    "integer": Kind("integer", _typed(_is_int, int, "must be an integer"), {"type": int, "metavar": "N"}),
     "boolean": Kind("boolean", _typed(lambda v: isinstance(v, bool), bool, "must be a boolean"), {"nargs": 0}),
     "number": Kind("number", _typed(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), float,
-                                    "must be a number"), {"type": float}),
+                                    "must be a number"), {"type": float, "metavar": "NUMBER"}),
     "strings": Kind("array of strings", _read_string_tuple, {"append": True}, lambda v, s: tuple(v)),
     "dims": Kind("table of integers", _read_dims, {"append": True, "metavar": "NAME=VALUE"}, _given_dims),
     "range": Kind("array of two integers",
@@ -240,6 +242,42 @@ KINDS: dict[str, Kind] = {
                                                  'judges = { "probability_map" = "map", "stateN" = "off" }'),
                    {"append": True, "metavar": "OUTPUT=JUDGE"}, _pairs("OUTPUT=JUDGE", "probability_map=map")),
 }
+
+
+GROUPS: dict[str, str] = {"encoding": "encoding", "tensors": "which tensors", "auto": "auto's budgets",
+                          "target": "where it runs", "verification": "verification",
+                          "generated": "generated inputs"}
+"""The headings the options' flags are listed under in ``--help`` (an option's ``group``), in order."""
+
+
+@dataclass(frozen=True)
+class Only:
+    """Where an option does something: with one of ``methods`` (empty: any), with real inputs
+    (``inputs=True``) or generated ones (``False``). A verification option does nothing with
+    verification off. A flag given where its option does nothing is refused (the user meant
+    something that would not happen)."""
+
+    methods: tuple[str, ...] = ()
+    inputs: bool | None = None
+
+    def idle(self, opts: ShrinkOptions, verify: bool, names: Mapping[str, str]) -> str | None:
+        """Why the option does nothing with ``opts`` (``verify``: a verification option), in words
+        that name the other options as ``names`` spells them; None when it does something."""
+        if verify and opts.verify is None:
+            return f"verification is off ({names.get('verify', 'verify')})"
+        if self.methods and opts.method not in self.methods:
+            return f"it applies to {_or(self.methods)} only, not {opts.method} ({names.get('method', 'method')})"
+        inputs = opts.verify.inputs if opts.verify is not None else None
+        if self.inputs is True and inputs is None:
+            return f"it applies with real inputs only ({names.get('inputs', 'inputs')})"
+        # a recording directory may lack a model, which is then verified on generated inputs
+        if self.inputs is False and inputs is not None and Path(inputs).is_file():
+            return f"it applies to generated inputs only, and {names.get('inputs', 'inputs')} gives real ones"
+        return None
+
+
+def _or(words: tuple[str, ...]) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
 
 
 @dataclass(frozen=True)
@@ -267,6 +305,12 @@ class Option:
     metavar: str | None = None
     shown: str | None = None
     """The default as the docs show it, when the field's own does not say it."""
+    group: str = "encoding"
+    """The heading its flag is listed under in ``--help`` (a key of :data:`GROUPS`)."""
+    common: bool = False
+    """Its flag is one of the few ``-h`` shows (the rest are under ``--help``)."""
+    only: Only = Only()
+    """Where it does something (a flag given where it does nothing is refused)."""
 
     @property
     def field(self) -> str:
@@ -300,103 +344,116 @@ class Option:
 
 
 _BUDGET_DEFAULT = "round-to-nearest int8's"
+_AUTO = Only(("auto",))
+_GENERATED = Only(inputs=False)
 _BUDGET = _between(0.0, 1.0, optional=True)
 
 OPTIONS: tuple[Option, ...] = (
     Option("method", "string", "the encoding method: `int8`, `fp16`, `float-levels`, `dedup`, `dynamic`, `int4` or "
            "`auto` ([Methods and encodings](methods.md))", f"one of {', '.join(METHODS)} (default int8)",
-           _one_of(METHODS)),
+           _one_of(METHODS), group="encoding", common=True),
     Option("min-elements", "integer", "the smallest float tensor worth encoding; smaller ones stay float",
-           "smallest tensor to encode (default 16384)", _positive),
+           "smallest tensor to encode (default 16384)", _positive, group="tensors"),
     Option("exclude-tensors", "strings", "keep tensors whose name matches one of these globs",
-           "keep tensors whose name matches float (repeatable)", alias="--exclude-tensor", metavar="GLOB"),
+           "keep tensors whose name matches float (repeatable)", alias="--exclude-tensor", metavar="GLOB",
+           group="tensors"),
     Option("exclude-ops", "strings", "keep tensors consumed by one of these op types",
-           "keep tensors consumed by this op type float (repeatable)", alias="--exclude-op", metavar="OP"),
+           "keep tensors consumed by this op type float (repeatable)", alias="--exclude-op", metavar="OP",
+           group="tensors"),
     Option("dedup", "boolean", "store identical tensors once first (lossless)",
-           "do not merge identical tensors first", flag="--no-dedup", const=False),
+           "do not merge identical tensors first", flag="--no-dedup", const=False, group="tensors"),
     Option("scheme", "string", "`int8`: `symmetric` or `asymmetric` grid",
-           f"int8 scheme: {', '.join(SCHEMES)} (default symmetric)", _one_of(SCHEMES)),
+           f"int8 scheme: {', '.join(SCHEMES)} (default symmetric)", _one_of(SCHEMES), group="encoding"),
     Option("levels", "integer", "levels per channel. `int8`: 3..255, fewer distinct codes in the same int8 tensor "
            "(same decode and load cost, a smaller wheel and web download); `float-levels`: 2..65536",
            "levels per channel: int8 3..255 (default 255, plain int8; fewer = a smaller download), float-levels "
-           "2..65536 (default 256)", _levels, shown="`255` (`int8`), `256` (`float-levels`)"),
+           "2..65536 (default 256)", _levels, shown="`255` (`int8`), `256` (`float-levels`)",
+           only=Only(("int8", "float-levels"))),
     Option("decode", "string", "`int8`: `float` (`Cast -> Mul`, folded at load) or `fast` (`DequantizeLinear` "
            "before MatMul, opset >= 13, int8 activations; kept only where the build's onnxruntime fuses it)",
            f"int8 decode: {', '.join(DECODES)} (fast = DequantizeLinear before MatMul, opset >= 13, int8 "
-           "activations; kept only where onnxruntime fuses it; default float)", _one_of(DECODES)),
+           "activations; kept only where onnxruntime fuses it; default float)", _one_of(DECODES), group="encoding"),
     Option("block-size", "integer", "`int4` block size: 16, 32, 64, 128 or 256",
-           f"int4 block size: {', '.join(map(str, BLOCK_SIZES))} (default 32)", _one_of(BLOCK_SIZES)),
+           f"int4 block size: {', '.join(map(str, BLOCK_SIZES))} (default 32)", _one_of(BLOCK_SIZES),
+           only=Only(("int4", "auto"))),
     Option("budget-rel-l2", "number", "`auto`: the largest relative L2 of any output on the fitting samples (0 to "
            "1); unset: round-to-nearest int8's there, less half of what output-aware rounding wins (a margin), "
            "twice that where outputs carry answers",
            "auto: largest output relative L2 on the fitting inputs (default: round-to-nearest int8's there, less "
            "half of what output-aware rounding wins, twice that where the outputs carry answers)", _BUDGET,
-           shown=_BUDGET_DEFAULT),
+           shown=_BUDGET_DEFAULT, group="auto", only=_AUTO),
     Option("budget-cosine", "number", "`auto`: the smallest cosine of any output (0 to 1); unset: relative to "
            "int8's, as `budget-rel-l2`",
            "auto: smallest output cosine (default: relative to round-to-nearest int8's, as --budget-rel-l2)", _BUDGET,
-           shown=_BUDGET_DEFAULT),
+           shown=_BUDGET_DEFAULT, group="auto", only=_AUTO),
     Option("budget-agreement", "number", "`auto`: the smallest share of unchanged discrete answers (0 to 1); unset: "
            "at least round-to-nearest int8's, with a margin as `budget-rel-l2`", "auto: smallest share of "
            "unchanged discrete answers (default: at least round-to-nearest int8's on the same inputs, with a margin "
-           "as --budget-rel-l2)", _BUDGET, shown=_BUDGET_DEFAULT),
+           "as --budget-rel-l2)", _BUDGET, shown=_BUDGET_DEFAULT, group="auto", only=_AUTO),
     Option("budget-load", "number", "`auto`: the most its decodes may cost to fold when a session is created, as a "
            "multiple of int8 of every weight (its rungs fold at most int8's)",
            "auto: the most its decodes may cost to fold at load, as a multiple of int8 of every weight (default "
            f"{LOAD_BUDGET}, {WEB_LOAD_BUDGET} where --runtimes names web; inf: size first)",
-           _between(1.0, float("inf"), optional=True), shown="`1.25` (`1.0` with a `web` runtime)"),
+           _between(1.0, float("inf"), optional=True), shown="`1.25` (`1.0` with a `web` runtime)",
+           group="auto", only=_AUTO),
     Option("encodings", "encodings", "per-tensor encodings whatever the method: `{ \"conv1.*\" = \"fp16\" }` (name "
            "globs; `float32`, `fp16`, `int16`, `int12`, `int10`, `int8`, `int6`, `int4`); two patterns that give "
            "one tensor different encodings are an error", "give tensors whose name matches this encoding whatever "
            f"the method (repeatable; {', '.join(ENCODINGS)})", _named("tensor pattern", ENCODINGS),
-           alias="--encoding"),
+           alias="--encoding", group="tensors"),
     Option("runtimes", "strings", "where the shrunk model runs: `onnxruntime>=X.Y` (a floor; a bare `onnxruntime` "
            "is refused), `web`, `openvino`; methods those runtimes cannot load, or would decode on every inference, "
            "are refused ([Where the shrunk models run](runtimes.md))",
            "where the model will run: onnxruntime>=X.Y, web or openvino (repeatable); methods those runtimes "
            "cannot load, or would decode per inference, are refused", _runtimes, alias="--runtime",
-           metavar="TARGET", shown="from `[project].dependencies`"),
+           metavar="TARGET", shown="from `[project].dependencies`", group="target"),
     Option("target", "string", "the size that counts: `wheel` (the zip member, deflated as hatchling writes it), "
            "`web` (brotli quality 11; installs the `compress` extra) or `disk` (the raw file). A shrunk model ships "
            "only if it is smaller there", f"the size that counts: {', '.join(TARGETS)} (default {DEFAULT_TARGET}: "
            "the wheel's deflated member; web: brotli 11, needs the compress extra; disk: the raw file)",
-           _one_of(TARGETS), metavar="SIZE"),
+           _one_of(TARGETS), metavar="SIZE", group="target", common=True),
     Option("rounding", "string", "int8 codes (`int8`, `auto`) with real `inputs`: `output-aware` rounds them to keep "
            "the outputs on the recording, where that does no harm on units it was not fitted on; `nearest` always "
            "rounds to nearest, and the inputs only verify. Set `nearest` for a model when `hatch-shrinkray check` "
            "shows your tests judge its fitted codes worse ([Checking](checking.md))",
            f"int8 codes with real inputs: {', '.join(ROUNDINGS)} (default output-aware: fitted to the inputs where "
            "that does no harm on units it was not fitted on; nearest: the inputs only verify)", _one_of(ROUNDINGS),
-           metavar="HOW", shown="`\"output-aware\"`"),
+           metavar="HOW", shown="`\"output-aware\"`", only=Only(("int8", "auto"), inputs=True)),
     Option("strict", "boolean", "fail the build for a model that generated inputs cannot verify (the shrunk model "
            "fails on them, the original's outputs carry no signal there, or it does not run on them) instead of "
            "shipping its original with the `hatch-shrinkray record` command that lets the next build shrink it; "
            "real recorded inputs that fail always fail it ([Troubleshooting](troubleshooting.md))",
-           "fail for a model that generated inputs cannot verify, instead of keeping its original", const=True),
+           "fail for a model that generated inputs cannot verify, instead of keeping its original", const=True,
+           group="verification", common=True),
     Option("verify", "boolean", "compare the shrunk model's outputs with the original's; `false` turns verification "
-           "off", "skip output verification (not recommended)", flag="--no-verify", const=False, shown="`true`"),
+           "off", "skip output verification (not recommended)", flag="--no-verify", const=False, shown="`true`",
+           group="verification"),
     Option("max-rel-l2", "number", "verification: the largest relative L2 an output may show between the shrunk "
            "model and the original (0 to 1). Set, it gates every output; unset (0.1), it does not count for an "
            "output whose judge compared its answers and found every one held (`-v` says `not counted`)",
            "the largest relative L2 of any output, 0 to 1; set, it gates every output (default 0.1, not counted "
-           "where every answer held)", _between(0.0, 1.0, optional=True), verify=True, shown="`0.1`"),
+           "where every answer held)", _between(0.0, 1.0, optional=True), verify=True, shown="`0.1`",
+           group="verification"),
     Option("min-cosine", "number", "verification: the smallest cosine similarity an output may show (0 to 1); set "
            "or unset (0.995) as `max-rel-l2`",
            "the smallest cosine of any output, 0 to 1; set, it gates every output (default 0.995, not counted "
-           "where every answer held)", _between(0.0, 1.0, optional=True), verify=True, shown="`0.995`"),
+           "where every answer held)", _between(0.0, 1.0, optional=True), verify=True, shown="`0.995`",
+           group="verification"),
     Option("min-agreement", "number", "verification: the smallest observed share of unchanged decisions of any "
            "output (labels, characters, pixels, frames; flips where the original was nearly tied aside), 0 to 1; it "
            "always gates. Whole answers (tests, texts, streams) are judged against round-to-nearest int8's count "
            "instead ([How sure](evidence.md))", "the smallest observed share of unchanged decisions (labels, "
            "characters, pixels, frames), 0 to 1 (default 0.95)", _between(0.0, 1.0, optional=True), verify=True,
-           shown="`0.95`"),
+           shown="`0.95`", group="verification"),
     Option("inputs", "path", "real sample inputs, relative to the project: a recording directory (`hatch-shrinkray "
            "record`; each model finds its own file by sha256), a recording file, or a `.npz` with one array per "
-           "graph input ([Recording real inputs](recording.md))", "real sample inputs: a recording directory "
-           "(hatch-shrinkray record), a recording file, or a .npz with one array per graph input; without it, "
-           "generated inputs (a smoke check only)", _inputs, verify=True, shown="none: generated inputs"),
+           "graph input ([Recording real inputs](recording.md))", "real sample inputs: a recording directory, a "
+           "recording file or a .npz (hatch-shrinkray record writes the first; a .npz holds one array per graph "
+           "input); without it, generated inputs (a smoke check only)", _inputs, verify=True,
+           shown="none: generated inputs", group="verification", common=True),
     Option("dims", "dims", "generated inputs only: values for symbolic dimensions, `{ batch = 1, seq = 128 }`",
-           "generated inputs: value for a symbolic dimension (repeatable)", _dims, verify=True, alias="--dim"),
+           "generated inputs: value for a symbolic dimension (repeatable)", _dims, verify=True, alias="--dim",
+           group="generated", only=_GENERATED),
     Option("default-dim", "integer", "generated inputs only: the value of other symbolic dimensions (1 for a batch "
            "axis, a name that leads some input, else the larger of 32 and the input's largest fixed dimension; a "
            "name gets one size in every input; when the model does not run on those, 16000 and 512 for the last axis "
@@ -404,21 +461,22 @@ OPTIONS: tuple[Option, ...] = (
            "the sizes used, `(batch=1, seq=32)`",
            "generated inputs: value for other symbolic dimensions (default: 1 for a batch axis, a name that leads "
            "some input, else max(32, the input's largest fixed dimension); the verification line names the sizes "
-           "used)", _positive_or_unset, verify=True, shown="plausible"),
+           "used)", _positive_or_unset, verify=True, shown="plausible", group="generated", only=_GENERATED),
     Option("int-range", "range", "generated inputs only: the range `[low, high)` of integer inputs",
            "range of generated integer inputs, [LOW, HIGH) (default 0 64)", _int_range, verify=True,
-           shown="`[0, 64]`"),
+           shown="`[0, 64]`", group="generated", only=_GENERATED),
     Option("samples", "integer", "generated inputs only: how many samples", "generated samples (default 8)",
-           _positive, verify=True),
+           _positive, verify=True, group="generated", only=_GENERATED),
     Option("seed", "integer", "generated inputs only: the random seed (0 or more)", None, _non_negative,
-           verify=True),
+           verify=True, group="generated", only=_GENERATED),
     Option("judges", "judges", "how an output's answers are compared, instead of the judge its shape implies: "
            "`{ \"probability_map\" = \"map\", \"stateN\" = \"off\" }`; a judge's tolerance, what still counts as the "
            f"same answer, after a colon: `\"logits\" = \"segments:2\"` ({', '.join(TOLERANCES)}; "
            "[How sure](evidence.md))",
            "how an output's answers are compared, instead of the judge its shape implies (repeatable; "
            f"{', '.join(JUDGES)}; off: not judged; JUDGE:N sets its tolerance, logits=segments:2)",
-           _named("output name", JUDGES, judge_problem), verify=True, alias="--judge"),
+           _named("output name", JUDGES, judge_problem), verify=True, alias="--judge",
+           group="verification"),
 )
 """Every engine option, in the order of the docs' reference and of the checks."""
 
@@ -442,6 +500,20 @@ def option_errors(opts: ShrinkOptions, names: Mapping[str, str] | None = None) -
     errors += [f"{plan}: tensor {name!r} has encoding {encoding!r}, not one of {', '.join(ENCODINGS)}"
                for _, name, encoding in opts.plan if encoding not in ENCODINGS]
     return errors
+
+
+def idle_options(keys: Iterable[str], per_model: Sequence[ShrinkOptions],
+                 names: Mapping[str, str]) -> list[tuple[str, str]]:
+    """``(name, why)`` for each option among ``keys`` (the ones a user gave) that does nothing for
+    any of ``per_model`` (the options each model gets), spelled as ``names`` spells them (field ->
+    spelling). None when there is no model to judge by."""
+    idle = []
+    for key in keys:
+        option = BY_KEY[key]
+        reasons = [option.only.idle(opts, option.verify, names) for opts in per_model]
+        if per_model and all(reasons):
+            idle.append((names.get(option.field, key), str(reasons[0])))
+    return idle
 
 
 def options_from(settings: Mapping[str, Any], root: Path) -> ShrinkOptions:

@@ -110,7 +110,7 @@ def verification_notes(verification: VerifyResult) -> list[str]:
     """The verification's notes, and the suggestion to record real inputs when they were generated."""
     lines = [f"note: {n}" for n in verification.notes]
     if not verification.real:
-        lines.append(f"note: generated inputs are a smoke check, not evidence; {record_hint()}")
+        lines.append(f"note: a smoke check; {record_hint()}")
     return lines
 
 

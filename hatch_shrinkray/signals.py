@@ -23,6 +23,8 @@ from types import FrameType
 from typing import Any
 
 HANDLED = (signal.SIGINT, signal.SIGTERM)
+STOPPED: dict[int, str] = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
+"""The one line a stopped run prints (the command line's, and the build's after its prefix)."""
 
 
 class Terminated(BaseException):
@@ -41,18 +43,28 @@ def _raise_terminated(signum: int, frame: FrameType | None) -> None:
     raise Terminated(signum)
 
 
-def on_sigterm(handler: Callable[[int, FrameType | None], Any]) -> Callable[[], None] | None:
-    """Install ``handler`` for SIGTERM; returns how to put the default back, or ``None`` when
-    nothing was installed (not the main thread, or someone else already handles or ignores it)."""
-    if not _main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+DEFAULTS: dict[int, Any] = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
+"""What Python starts with: Ctrl-C raises KeyboardInterrupt, SIGTERM kills."""
+
+
+def on_signal(signum: int, handler: Callable[[int, FrameType | None], Any]) -> Callable[[], None] | None:
+    """Install ``handler`` for ``signum`` (SIGINT or SIGTERM); returns how to put Python's default
+    back, or ``None`` when nothing was installed (not the main thread, or someone else already
+    handles or ignores it: a shell runs background jobs with SIGINT ignored)."""
+    if not _main_thread() or signal.getsignal(signum) is not DEFAULTS[signum]:
         return None
-    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signum, handler)
 
     def restore() -> None:
         if _main_thread():
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signum, DEFAULTS[signum])
 
     return restore
+
+
+def on_sigterm(handler: Callable[[int, FrameType | None], Any]) -> Callable[[], None] | None:
+    """:func:`on_signal` for SIGTERM."""
+    return on_signal(signal.SIGTERM, handler)
 
 
 @contextlib.contextmanager

@@ -13,17 +13,13 @@ them (``tests``, ``calls``, ``streams``, ``samples``), on the build's line, in `
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hatch_shrinkray.hints import setting
+from hatch_shrinkray.hints import LINE_LIMIT, counted, setting
 from hatch_shrinkray.result import Fit, FitNote, FitReason, VerifyResult, human
 from hatch_shrinkray.shrink_result import ShrinkResult
 
-LINE_LIMIT = 160
-"""Characters of a model's line, ``shrinkray:`` prefix included, for a path of ``PATH_ROOM`` characters."""
-PATH_ROOM = 40
 PREFIX_ROOM = len("shrinkray: ")
 """What a build puts before the path (``shrink`` puts nothing there)."""
 
@@ -163,21 +159,6 @@ def sizes(before: int, after: int) -> str:
     if a.split(" ")[1] == b.split(" ")[1]:
         a = a.split(" ")[0]
     return f"{a} -> {b} ({ratio(after, before)})"
-
-
-PATHS = re.compile(r"\S*/\S*")
-"""A token with a slash: a path, a glob or a command quoting one."""
-
-
-def counted(text: str) -> int:
-    """``text``'s length as the line budget counts it: every path as at most ``PATH_ROOM`` characters
-    (it is the user's own, printed whole to copy or search for), the punctuation after it as itself."""
-    def shown(m: re.Match[str]) -> str:
-        token = m.group(0)
-        path = token.rstrip(":;,.)`'\"")
-        return path[:PATH_ROOM] + token[len(path):]
-
-    return len(PATHS.sub(shown, text))
 
 
 def fits(line: str, prefix: int = PREFIX_ROOM) -> bool:

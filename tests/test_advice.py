@@ -7,7 +7,7 @@ from pathlib import Path
 
 from hatch_shrinkray.shipping.advice import RECORDING, default_recording, record_advice, record_command
 
-COMMAND = "hatch-shrinkray record --output {} -- python -m pytest tests"
+COMMAND = "hatch-shrinkray record -o {} -- python -m pytest tests"
 
 
 def test_a_project_with_tests_records_beside_them(tmp_path: Path) -> None:
@@ -15,20 +15,19 @@ def test_a_project_with_tests_records_beside_them(tmp_path: Path) -> None:
     assert default_recording(tmp_path) == RECORDING
     assert record_command(tmp_path, "rec") == COMMAND.format("rec")
     assert record_advice(tmp_path, None) == \
-        f'to shrink it: `{COMMAND.format(RECORDING)}`, then set inputs = "{RECORDING}"'
+        f"to shrink it: `{COMMAND.format(RECORDING)}`, then set `inputs`"
 
 
 def test_a_project_without_tests_is_told_to_run_its_own_command(tmp_path: Path) -> None:
     assert default_recording(tmp_path) == "shrinkray-inputs"
-    assert record_command(tmp_path, "rec") == "hatch-shrinkray record --output rec -- COMMAND"
+    assert record_command(tmp_path, "rec") == "hatch-shrinkray record -o rec -- COMMAND"
 
 
 def test_a_flag_is_advised_as_a_flag_and_several_models_as_them(tmp_path: Path) -> None:
     advice = record_advice(tmp_path, None, key="--inputs", models=2)
-    assert advice == "to shrink them: `hatch-shrinkray record --output shrinkray-inputs -- COMMAND`, then pass " \
-        "--inputs shrinkray-inputs"
+    assert advice == "to shrink them: `hatch-shrinkray record -o shrinkray-inputs -- COMMAND`, then pass `--inputs`"
     assert record_advice(tmp_path, None, key="tool.hatch.build.hooks.shrinkray.inputs").endswith(
-        'then set tool.hatch.build.hooks.shrinkray.inputs = "shrinkray-inputs"')
+        "then set `tool.hatch.build.hooks.shrinkray.inputs`")
 
 
 def test_a_recording_that_lacks_the_model_is_named_relative_to_the_project(tmp_path: Path) -> None:

@@ -230,3 +230,48 @@ def test_cli_closing_line_counts_models(tmp_path: Path) -> None:
     assert lines[-1] == "3 of 5 models failed", proc.stderr
     assert sorted(ln.split(":")[1].strip() for ln in lines if ln.startswith("error:")) == sorted(map(str, bad))
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["good0.onnx", "good1.onnx"]
+
+
+# ---------------------------------------------------------------------------------------------
+# A flag that does nothing where it is given is refused in one line (the user meant something that
+# would not happen), before any work.
+
+
+@pytest.mark.parametrize(("command", "flags", "expected"), [
+    ("shrink", ["--rounding", "nearest"], "--rounding does nothing here: it applies with real inputs only (--inputs)"),
+    ("shrink", ["--budget-load", "2"], "--budget-load does nothing here: it applies to auto only, not int8 (--method)"),
+    ("shrink", ["--method", "fp16", "--levels", "15"],
+     "--levels does nothing here: it applies to int8 or float-levels only, not fp16 (--method)"),
+    ("shrink", ["--block-size", "64"], "--block-size does nothing here: it applies to int4 or auto only"),
+    ("shrink", ["--no-verify", "--min-agreement", "0.9"],
+     "--min-agreement does nothing here: verification is off (--no-verify)"),
+    ("shrink", ["--inputs", "{npz}", "--samples", "3"],
+     "--samples does nothing here: it applies to generated inputs only, and --inputs gives real ones"),
+    ("compare", ["--inputs", "{npz}", "--dim", "batch=2"], "--dim does nothing here: it applies to generated inputs"),
+    ("check", ["--max-runs", "3"], "--max-runs does nothing here: it applies with --search or --fix only"),
+    ("check", ["--max-flip-rate", "0.1"], "--max-flip-rate does nothing here: it applies with --shadow or --search"),
+])
+def test_a_flag_that_does_nothing_here_is_refused(tmp_path: Path, command: str, flags: list[str],
+                                                  expected: str) -> None:
+    import numpy as np
+
+    src = str(save(mlp(), tmp_path / "m.onnx"))
+    np.savez(tmp_path / "x.npz", x=np.ones((4, 256), np.float32))
+    args = {"shrink": [src, "-o", str(tmp_path / "out")], "compare": [src, src], "check": [src]}[command]
+    tail = ["--", PY, "-c", "pass"] if command == "check" else []
+    given = [f.format(npz=tmp_path / "x.npz") for f in flags]
+    line = one_error(subprocess.run([str(CONSOLE_SCRIPT), command, *args, *given, *tail], cwd=tmp_path,
+                                    capture_output=True, text=True, timeout=120, check=False))
+    assert expected in line, line
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_flag_refused_alone_is_taken_where_it_does_something(tmp_path: Path) -> None:
+    """``--rounding`` with real inputs, ``--levels`` with int8: accepted."""
+    import numpy as np
+
+    src = str(save(mlp(), tmp_path / "m.onnx"))
+    np.savez(tmp_path / "x.npz", x=np.random.default_rng(0).standard_normal((24, 256)).astype(np.float32))
+    done = cli("shrink", src, "-o", str(tmp_path / "out"), "--inputs", str(tmp_path / "x.npz"), "--rounding", "nearest",
+               "--levels", "255")
+    assert done.returncode == 0, done.stderr

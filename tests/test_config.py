@@ -22,6 +22,8 @@ from hatch_shrinkray.shipping.config import (
 
 T = "tool.hatch.build.hooks.shrinkray"
 ONE_OF = f"must be one of {', '.join(METHODS)}"
+MODELS = "src/pkg/models/a.onnx, src/pkg/models/b.onnx, src/pkg/models/deep/c.onnx"
+"""The model files of the ``root`` project, which a pattern that matches none lists."""
 
 
 @pytest.fixture
@@ -119,7 +121,7 @@ def test_models_errors(root: Path) -> None:
     assert errors_of({"models": "src/*.onnx"}, root) == [f"Field `{T}.models` must be an array of strings"]
     assert errors_of({"models": []}, root) == [f"Field `{T}.models` must list at least one glob pattern"]
     assert errors_of({"models": ["src/**/*.onnx", "nope/*.onnx", "../x.onnx", "/abs.onnx"]}, root) == [
-        f"Field `{T}.models` pattern `nope/*.onnx` matches no file",
+        f"Field `{T}.models` pattern `nope/*.onnx` matches no file\n  the project's models: {MODELS}",
         f"Field `{T}.models` pattern `../x.onnx` must be a relative path inside the project",
         f"Field `{T}.models` pattern `/abs.onnx` must be a relative path inside the project",
     ]
@@ -160,8 +162,8 @@ def test_all_type_and_value_errors_at_once(root: Path) -> None:
         f"Field `{T}.dims.seq` must be a positive integer; got 'long'",
         f"Field `{T}.int-range` must be an array of two integers [low, high]",
         f"Field `{T}.inputs` names a file that does not exist: data/missing.npz (save real samples there, or point "
-        "it at a recording: `hatch-shrinkray record --output shrinkray-inputs -- COMMAND`)",
-        f"Field `{T}.method` {ONE_OF}; got 'int9'",
+        "it at a recording: `hatch-shrinkray record -o shrinkray-inputs -- COMMAND`)",
+        f"Field `{T}.method` {ONE_OF}; got 'int9' (did you mean 'int8'?)",
         f"Field `{T}.levels` must be an integer from 2 to 65536; got 1",
         f"Field `{T}.block-size` must be one of 16, 32, 64, 128, 256; got 24",
         f"Field `{T}.rounding` must be one of output-aware, nearest; got 'closest'",
@@ -195,7 +197,7 @@ def test_override_errors_name_the_override(root: Path) -> None:
         f"Field `{o}[1].models` pattern `src/pkg/models/deep/*.onnx` matches none of the models "
         f"selected by `{T}.models`",
         f"Field `{T}.method` {ONE_OF}; got 'bad'",
-        f"Field `{o}[0].method` {ONE_OF}; got 'fp17'",
+        f"Field `{o}[0].method` {ONE_OF}; got 'fp17' (did you mean 'fp16'?)",
         f"Field `{o}[1].levels` must be an integer from 2 to 65536; got 0",
         f"Field `{o}[2].method` {ONE_OF}; got 'bad'",
     ]
@@ -207,7 +209,7 @@ def test_target_level_table_is_named(root: Path) -> None:
     table = hook_table("wheel")
     assert table == "tool.hatch.build.targets.wheel.hooks.shrinkray"
     assert errors_of({"models": ["x/*.onnx"]}, root, table=table) == [
-        f"Field `{table}.models` pattern `x/*.onnx` matches no file"]
+        f"Field `{table}.models` pattern `x/*.onnx` matches no file\n  the project's models: {MODELS}"]
 
 
 def test_error_is_a_shrinkray_error_listing_everything(root: Path) -> None:
@@ -215,7 +217,7 @@ def test_error_is_a_shrinkray_error_listing_everything(root: Path) -> None:
         load_config({"models": ["x/*.onnx"], "levels": 1}, root)
     assert str(info.value) == (
         "Invalid configuration for build hook `shrinkray`:\n"
-        f"- Field `{T}.models` pattern `x/*.onnx` matches no file\n"
+        f"- Field `{T}.models` pattern `x/*.onnx` matches no file\n  the project's models: {MODELS}\n"
         f"- Field `{T}.levels` must be an integer from 3 to 255 with method int8 (255: plain int8); got 1")
 
 

@@ -341,6 +341,15 @@ def _scenario(name: str, tmp: Path) -> tuple[str, dict[str, str]]:
         proc = cli("record", "-o", "tests/shrinkray-inputs", "--", sys.executable, "-c", script,
                    cwd=_project(root, f"models = [{models}]\n"), env=_env(cache))
         out = proc.stdout + proc.stderr
+    elif name == "usage-slip":
+        root.mkdir()
+        proc = cli("check", "python", "-m", "pytest", "tests", cwd=root, env=_env(cache))
+        out = proc.stdout + proc.stderr
+    elif name == "idle-flag":
+        root.mkdir()
+        shutil.copyfile(MODEL, root / "model.onnx")
+        proc = cli("shrink", "model.onnx", "-o", "out", "--rounding", "nearest", cwd=root, env=_env(cache))
+        out = proc.stdout + proc.stderr
     elif name == "no-pyproject":
         root.mkdir()
         (root / "mypkg-1.0-py3-none-any.whl").write_bytes(b"")

@@ -26,7 +26,7 @@ from hatch_shrinkray.verification.silence import silent, silent_outputs
 from onnx_builders import cancelling, init, mlp, model, save, vi, weight
 
 MODELS = "src/toymodel/models"
-RECORD = "hatch-shrinkray record --output tests/shrinkray-inputs -- python -m pytest tests"
+RECORD = "hatch-shrinkray record -o tests/shrinkray-inputs -- python -m pytest tests"
 
 
 def whisper() -> onnx.ModelProto:
@@ -83,7 +83,7 @@ def test_unverifiable_models_ship_their_originals_with_the_record_command_and_th
     assert kept[f"{MODELS}/quiet.onnx"].endswith("): its outputs carry no signal on generated inputs (see below)")
     assert kept[f"{MODELS}/fixed.onnx"].endswith("): it does not run on generated inputs (see below)")
     models = f"3 models ({MODELS}/cancel.onnx, ...)"  # named above, one line each
-    assert f'shrinkray: {models}: to shrink them: `{RECORD}`, then set inputs = "tests/shrinkray-inputs"' in err, err
+    assert f"shrinkray: {models}: to shrink them: `{RECORD}`, then set `inputs`" in err, err
     total = next(line for line in err if line.startswith("shrinkray: total"))
     assert total.startswith("shrinkray: total 4 models: 1 shipped shrunk, 3 shipped their original; "), total
 
@@ -99,8 +99,8 @@ def test_a_second_build_takes_the_kept_original_from_the_cache_and_says_the_same
             "generated inputs (see below)")
     for err in (first, second):
         assert line in err, err
-        assert f"shrinkray: {MODELS}/quiet.onnx: to shrink it: `hatch-shrinkray record --output shrinkray-inputs -- " \
-               'COMMAND`, then set inputs = "shrinkray-inputs"' in err, err
+        assert f"shrinkray: {MODELS}/quiet.onnx: to shrink it: `hatch-shrinkray record -o shrinkray-inputs -- " \
+               "COMMAND`, then set `inputs`" in err, err
         total = next(x for x in err if x.startswith("shrinkray: total"))
         assert total.startswith("shrinkray: total 1 model: no model shrunk, 1 shipped its original (262.28 KB) "
                                 "in "), total
@@ -165,7 +165,7 @@ def test_the_cli_keeps_the_original_and_strict_fails(tmp_path: Path) -> None:
     assert kept.returncode == 0, kept.stderr
     assert (tmp_path / "out/cancel.onnx").read_bytes() == src.read_bytes()
     assert ": original written (131.23 KB): int8 fails on 8 generated samples" in kept.stdout, kept.stdout
-    assert f"{src}: original kept; to shrink it: `{RECORD}`, then pass --inputs tests/shrinkray-inputs" in kept.stderr
+    assert f"{src}: to shrink it: `{RECORD}`, then pass `--inputs`" in kept.stderr
     strict = cli("shrink", str(src), "-o", str(tmp_path / "strict"), "--strict", cwd=tmp_path)
     assert strict.returncode == 1 and ": failed: int8 broke its limits on 8 generated samples" in strict.stderr, \
         strict.stderr

@@ -147,7 +147,7 @@ def test_what_shrink_prints_works_on_its_command_line(tmp_path: Path) -> None:
     failed = cli("shrink", str(model), "-o", str(tmp_path / "out2"), "--max-rel-l2", "1e-9", "--judge", "y=values",
                  "--strict")
     big = cli("shrink", str(model), "-o", str(tmp_path / "out3"), "--samples", "100000000", "--dim", "batch=100000")
-    assert "record real inputs" in smoke.stdout and "`--inputs DIR`" in smoke.stdout
+    assert "record real inputs" in smoke.stdout and "pass it as `--inputs`" in smoke.stdout
     assert failed.returncode == 1 and "`--exclude-tensors W1`" in failed.stderr, failed.stderr
     assert "`hatch-shrinkray check --fix " in failed.stderr
     assert big.returncode == 1 and "`--samples`" in big.stderr and "`--dim batch=N`" in big.stderr, big.stderr

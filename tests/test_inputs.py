@@ -158,7 +158,7 @@ def test_generated_inputs_are_plausible_and_say_so(tmp_path: Path) -> None:
     assert "on 8 generated samples" in v.summary()
     proc = cli("shrink", str(src), "-o", str(tmp_path / "o"), "--min-elements", "64")
     assert proc.returncode == 0, proc.stderr
-    assert "note: generated inputs are a smoke check, not evidence; record real inputs with" in proc.stdout
+    assert "note: a smoke check; record real inputs: `hatch-shrinkray record -o " in proc.stdout
 
 
 @pytest.mark.process
@@ -167,7 +167,9 @@ def test_auto_without_real_inputs_is_one_line(tmp_path: Path) -> None:
     proc = cli("shrink", str(src), "-o", str(tmp_path / "o"), "--method", "auto")
     assert proc.returncode == 1
     first = proc.stderr.splitlines()[0]
-    assert first.startswith("error: method auto fits its choices to real inputs, and there are none: set `inputs`")
+    assert first.startswith("error: method auto fits its choices to real inputs, and there are none: record real "
+                            "inputs: `hatch-shrinkray record -o "), first
+    assert first.endswith(", then pass it as `--inputs`"), first
     assert "hatch-shrinkray record" in first and "Traceback" not in proc.stderr
     assert not (tmp_path / "o" / "m.onnx").exists()
 

@@ -33,6 +33,7 @@ from onnx import helper
 
 import hatch_shrinkray.engine
 from hatch_shrinkray import ShrinkrayError, shrink
+from hatch_shrinkray.signals import STOPPED
 
 from onnx_builders import init, mlp, model, vi, weight
 
@@ -134,8 +135,10 @@ def test_engine_error_on_the_second_model_changes_nothing(tmp_path: Path, env: d
 
 
 def test_keyboard_interrupt_inside_the_engine_changes_nothing(tmp_path: Path, env: dict[str, Path],
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """Ctrl-C while the second model is being verified (its shrunk bytes already staged)."""
+                                                              monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C while the second model is being verified (its shrunk bytes already staged): one line,
+    and the build ends as Ctrl-C ends the command line (130)."""
     root = rich_project(tmp_path / "toymodel", "cache = false\n")
     before = tree_digest(root)
     real_verify = hatch_shrinkray.engine.verify_against
@@ -148,8 +151,9 @@ def test_keyboard_interrupt_inside_the_engine_changes_nothing(tmp_path: Path, en
         return real_verify(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(hatch_shrinkray.engine, "verify_against", interrupt_second)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(SystemExit) as stopped:
         build(root, "wheel", env["dist"])
+    assert stopped.value.code == 130 and capsys.readouterr().err.splitlines()[-1] == "shrinkray: interrupted"
     assert len(calls) == 2
     assert_clean(root, before, env)
 
@@ -207,9 +211,9 @@ def slow_model(path: Path) -> None:
     onnx.save(model(nodes, [vi("x", ["b", n])], [vi("y", ["b", n])], inits), str(path))
 
 
-EXIT = {signal.SIGINT: -signal.SIGINT, signal.SIGTERM: -signal.SIGTERM}
-"""How a build dies: by the signal it got, after cleaning up (Python re-raises an unhandled
-KeyboardInterrupt as SIGINT; the hook re-raises SIGTERM), so a shell shows 130 or 143."""
+EXIT = {signal.SIGINT: 130, signal.SIGTERM: -signal.SIGTERM}
+"""How a build ends, after cleaning up and one line: exit 130 for Ctrl-C (as the command line), death
+by SIGTERM (the hook re-raises it), so a shell shows 130 or 143."""
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
@@ -241,6 +245,7 @@ def test_signal_mid_build_changes_nothing(sig: signal.Signals, tmp_path: Path) -
         proc.kill()
     assert proc.returncode == EXIT[sig], "".join(seen) + rest
     assert "total" not in rest, "the build finished before the signal; make the model slower"
+    assert rest.splitlines() == [f"shrinkray: {STOPPED[sig]}"], rest  # one line, no traceback
     assert tree_digest(root) == before
     assert files_under(dirs["dist"]) == []
     assert_no_partial_cache(dirs["cache"])

@@ -105,7 +105,7 @@ def test_option_errors_follow_the_table_and_name_the_options() -> None:
     bad = ShrinkOptions(method="int9", block_size=True, budget_cosine=1.5,  # type: ignore[arg-type]
                         verify=VerifyOptions(default_dim=0, seed=-1, judges=(("", "nope"),)))
     assert option_errors(bad, {"method": "M"}) == [
-        "M must be one of int8, float-levels, fp16, dedup, dynamic, int4, auto; got 'int9'",
+        "M must be one of int8, float-levels, fp16, dedup, dynamic, int4, auto; got 'int9' (did you mean 'int8'?)",
         "block_size must be one of 16, 32, 64, 128, 256; got True",
         "budget_cosine must be a number from 0.0 to 1.0; got 1.5",
         "default_dim must be a positive integer; got 0",

@@ -62,6 +62,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root
 
 
+@pytest.mark.process  # a build through PEP 517 starts the reaper of its work directory (hatch/stopping.py)
 def test_the_engine_is_requested_only_to_shrink(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """hatchling's own PEP 517 functions, as a frontend calls them in the build environment."""
     assert backend.get_requires_for_build_sdist() == ENGINE_REQUIREMENTS

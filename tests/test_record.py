@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shlex
 import subprocess
 import sys
 import textwrap
@@ -276,10 +275,10 @@ def test_the_same_project_recorded_in_two_directories_gives_the_same_bytes(tmp_p
         data = path.read_bytes()
         assert str(tmp_path).encode() not in data and b"/proj" not in data
         contents.append((path.name, data))
+        # the whole command would make the line too long: the user has it at hand
         assert proc.stdout.splitlines()[-1] == (
-            'next: set `inputs = "tests/shrinkray-inputs"` in [tool.hatch.build.targets.wheel.hooks.shrinkray] of '
-            f"pyproject.toml, then run `hatch-shrinkray check -- {sys.executable} -m pytest -q -p no:cacheprovider "
-            "tests`")
+            'next: set `inputs = "tests/shrinkray-inputs"` in [tool.hatch.build.targets.wheel.hooks.shrinkray]; '
+            "then `hatch-shrinkray check -- COMMAND` with the command you recorded")
         meta = read_recording(path)
         assert meta.model == "models/net.onnx" and set(meta.units) == {"test:tests/test_net.py::test_a",
                                                                         "test:tests/test_net.py::test_b"}
@@ -305,12 +304,9 @@ def test_a_command_without_tests_is_not_the_check_it_suggests(tmp_path: Path) ->
             "[s.run(None, {'x': np.full((1, 512), n, np.float32)}) for n in range(3)]")
     proc = cli("record", "-o", "rec", "--", sys.executable, "-c", demo, cwd=root)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    shown = f"-- {shlex.join([sys.executable, '-c', demo])}"
     assert proc.stdout.splitlines()[-1] == (
-        'next: set `inputs = "rec"` in [tool.hatch.build.targets.wheel.hooks.shrinkray] of pyproject.toml, then '
-        "let your tests judge the shrunk models: `hatch-shrinkray check -- python -m pytest` (this command ran no "
-        f"pytest test, so `check` would compare only its exit status; `hatch-shrinkray check --shadow {shown}` "
-        "counts the answers it changes)")
+        'next: set `inputs = "rec"` in [tool.hatch.build.targets.wheel.hooks.shrinkray]; then `hatch-shrinkray check '
+        "-- python -m pytest`: it ran no test (`check --shadow` counts its answers)")
 
 
 def test_nothing_captured_suggests_another_command_not_this_one(tmp_path: Path) -> None:
@@ -321,6 +317,42 @@ def test_nothing_captured_suggests_another_command_not_this_one(tmp_path: Path) 
     proc = cli("record", "-o", "rec", "--", sys.executable, "-c", "print('unrelated work')", cwd=root)
     assert proc.returncode == 0, proc.stderr
     note = next(line for line in proc.stdout.splitlines() if line.startswith("note: models/net.onnx"))
-    assert note.endswith("`hatch-shrinkray record --output rec -- OTHER_COMMAND`"), note
+    assert note == ("note: models/net.onnx is configured but was never loaded: record a command that loads it (its "
+                    "build verifies it on generated inputs only)"), note
     assert "unrelated work" not in note and "ships its original" not in proc.stdout
     assert "next:" not in proc.stdout and not (root / "rec").exists()
+
+
+def test_a_model_loaded_from_bytes_is_recorded_under_its_projects_file_name(tmp_path: Path) -> None:
+    """The program hands onnxruntime the model's bytes, not its path: the recording is still named
+    after the project's file with those bytes (``net-<sha>.npz``), and one under the old name
+    (``model-<sha>.npz``) is still found by its content."""
+    root = _net_project(tmp_path / "proj")
+    demo = ("import numpy as np, onnxruntime as ort; s = ort.InferenceSession(open('models/net.onnx', 'rb').read()); "
+            "[s.run(None, {'x': np.full((1, 512), n, np.float32)}) for n in range(3)]")
+    proc = cli("record", "-o", "rec", "--", sys.executable, "-c", demo, cwd=root)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (path,) = (root / "rec").iterdir()
+    sha = hashlib.sha256((root / "models" / "net.onnx").read_bytes()).hexdigest()
+    assert path.name == f"net-{sha[:16]}.npz", path.name
+    path.rename(root / "rec" / f"model-{sha[:16]}.npz")
+    result = shrink(root / "models" / "net.onnx", None, ShrinkOptions(verify=VerifyOptions(inputs=root / "rec")))
+    assert result.verification is not None and result.verification.real
+
+
+def test_the_next_step_names_the_model_as_the_user_can_pass_it(tmp_path: Path) -> None:
+    """A model opened by a path relative to another directory is named as a path from here (no
+    ``MODEL...`` placeholder); a recording outside the project is not what its build can read."""
+    model_path = save(mlp(256, 64), tmp_path / "net.onnx")
+    (tmp_path / "sub").mkdir()
+    demo = ("import sys, numpy as np, onnxruntime as ort; s = ort.InferenceSession(sys.argv[1]); "
+            "[s.run(None, {'x': np.full((1, 256), n, np.float32)}) for n in range(3)]")
+    proc = cli("record", "-o", "rec", "--", sys.executable, "-c", demo, "../net.onnx", cwd=tmp_path / "sub")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[-1].startswith(f"next: `hatch-shrinkray check {model_path} --inputs rec -- ")
+    root = _net_project(tmp_path / "proj")
+    outside = cli("record", "-o", str(tmp_path / "outside"), "--", sys.executable, "-c",
+                  demo.replace("sys.argv[1]", "'models/net.onnx'").replace("256", "512"), cwd=root)
+    assert outside.returncode == 0, outside.stdout + outside.stderr
+    assert outside.stdout.splitlines()[-1] == ('next: a build reads a recording inside its project only: record again '
+                                               'with `-o shrinkray-inputs`, then set `inputs = "shrinkray-inputs"`')

@@ -27,9 +27,9 @@ def test_repeated_feeds_are_named_as_the_reason_for_few_units_and_no_bound_is_su
     assert proc.returncode == 0, proc.stderr
     rec = read_recording(next((tmp_path / "rec").glob("*.npz")))
     assert len(rec.samples) == 5 and dict(rec.skipped) == {"repeating a kept feed": 15}
-    note = next(line for line in proc.stdout.splitlines() if "fewer than the 16" in line)
+    note = next(line for line in proc.stdout.splitlines() if "(16 make evidence)" in line)
     assert note.startswith("note: m.onnx: kept 5 distinct units of 20 that ran"), note
-    assert "repeat feeds already kept" in note and "--max-bytes" not in note
+    assert "the rest repeat kept feeds" in note and "--max-bytes" not in note
 
 
 def test_the_table_counts_the_calls_outside_tests_beside_the_tests() -> None:

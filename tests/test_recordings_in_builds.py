@@ -118,7 +118,7 @@ def test_an_unrecorded_model_that_fails_its_smoke_check_ships_the_original_and_t
     assert ("shrinkray: src/toymodel/models/vad.onnx: shipped its original (2.33 MB): int8 fails on 8 generated "
             "samples (see below)\n") in err, err
     assert "shrinkray: src/toymodel/models/vad.onnx: tests/shrinkray-inputs holds no recording of it; to shrink it: " \
-           "`hatch-shrinkray record --output tests/shrinkray-inputs -- python -m pytest tests`\n" in err, err
+           "`hatch-shrinkray record -o tests/shrinkray-inputs -- python -m pytest tests`\n" in err, err
     assert "shrinkray: total 2 models: 1 shipped shrunk, 1 shipped its original; " in err
     proc = cli("shrink", str(vad), "-o", str(tmp_path / "out"), "--inputs", str(root / "tests/shrinkray-inputs"))
     assert proc.returncode == 0, proc.stderr
@@ -143,7 +143,7 @@ def test_auto_without_a_recording_of_its_model_falls_back_to_int8_and_says_so(tm
     assert ", int8: passes a smoke check on 8 generated samples; not fitted: no recording of it" in \
         proc.stdout.splitlines()[0], proc.stdout
     assert "holds no recording of this model" in proc.stdout
-    assert "hatch-shrinkray record --output" in proc.stdout and "generated" in proc.stdout
+    assert "hatch-shrinkray record -o" in proc.stdout and "generated" in proc.stdout
     assert (tmp_path / "out/a.onnx").read_bytes() == (tmp_path / "plain/a.onnx").read_bytes()
     assert "Traceback" not in proc.stderr
 
@@ -163,7 +163,7 @@ def test_record_lists_configured_models_that_never_ran(tmp_path: Path) -> None:
     assert lines[0].split() == ["model", "recording", "calls", "ran", "kept", "bytes", "skipped"]
     assert lines[1].split()[0] == MODEL  # relative to the project root
     assert lines[2].split()[:4] == ["src/toymodel/models/unused.onnx", "(never", "ran)", "0"]
-    assert any(line.startswith("note: src/toymodel/models/unused.onnx is configured but the command never ran it")
+    assert any(line.startswith("note: src/toymodel/models/unused.onnx is configured but was never loaded")
                for line in lines), proc.stdout
 
 

@@ -683,3 +683,42 @@ def test_wheel_warns_of_a_pin_on_the_data_file_it_leaves_out(tmp_path: Path) -> 
     assert proc.returncode == 0, proc.stderr
     assert ("shrinkray: warning: toymodel/checksums.json pins the sha256 of toymodel/models/a.onnx.data, which the "
             "archive no longer holds (the shrunk model keeps its weights itself)") in proc.stderr, proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# `wheel --plan FILE` applies a plan file without a project; a `--models` glob that matches nothing
+# lists the wheel's models (the usual mistake is a directory level).
+
+
+def test_wheel_plan_applies_the_plan_file_given(wheel: Path, project: Path, tmp_path: Path,
+                                                env: dict[str, str]) -> None:
+    from hatch_shrinkray.files import file_sha256
+    from hatch_shrinkray.shipping.plan import PlanEntry, write_plan
+
+    plan = tmp_path / "elsewhere" / "plan.json"
+    plan.parent.mkdir()
+    write_plan(plan, {file_sha256(project / "src" / MODEL): PlanEntry("a.onnx", "int8", (("main", "W1", "fp16"),), {})})
+    args = ("wheel", str(wheel), "--models", "toymodel/models/*.onnx")
+    planned = cli(*args, "-o", str(tmp_path / "planned"), "--plan", str(plan), cwd=tmp_path, env=env)
+    plain = cli(*args, "-o", str(tmp_path / "plain"), cwd=tmp_path, env=env)
+    assert planned.returncode == 0 and plain.returncode == 0, planned.stderr + plain.stderr
+    assert "W1 fp16" in planned.stderr and "fp16" not in plain.stderr, planned.stderr
+
+    def shipped(out: str) -> int:
+        with zipfile.ZipFile(tmp_path / out / wheel.name) as zf:
+            return zf.getinfo(MODEL).file_size
+
+    assert shipped("planned") > shipped("plain")  # W1 is kept at 16 bits
+    missing = cli(*args, "-o", str(tmp_path / "none"), "--plan", str(tmp_path / "no.json"), cwd=tmp_path, env=env)
+    assert missing.returncode == 1 and "--plan names a file that does not exist" in missing.stderr, missing.stderr
+    assert not (tmp_path / "none" / wheel.name).exists()
+
+
+def test_a_models_glob_that_matches_nothing_lists_the_wheels_models(wheel: Path, tmp_path: Path,
+                                                                   env: dict[str, str]) -> None:
+    proc = cli("wheel", str(wheel), "-o", str(tmp_path / "out"), "--models", "toymodel/*.onnx", cwd=tmp_path, env=env)
+    assert proc.returncode == 1
+    lines = proc.stderr.splitlines()
+    assert "- Field `--models` pattern `toymodel/*.onnx` matches no file" in lines, proc.stderr
+    assert "  the wheel's models: toymodel/models/a.onnx" in lines, proc.stderr
+    assert not (tmp_path / "out" / wheel.name).exists()

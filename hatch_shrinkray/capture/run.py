@@ -22,7 +22,7 @@ import shlex
 import shutil
 import tempfile
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -37,6 +37,7 @@ from hatch_shrinkray.capture.select import Caps
 from hatch_shrinkray.errors import ShrinkrayError, quoted
 from hatch_shrinkray.evidence import MIN_UNITS
 from hatch_shrinkray.files import file_sha256
+from hatch_shrinkray.hints import LINE_LIMIT, counted, default_recording
 from hatch_shrinkray.result import human, render_table
 from hatch_shrinkray.signals import deferred
 from hatch_shrinkray.verification.recordings import (
@@ -161,6 +162,10 @@ def installed(globs: Sequence[str], done: Finished, method: str = "int8") -> lis
     return list(found.values())
 
 
+Named = Callable[[str], "str | None"]
+"""A model's sha256 -> the project's file with those bytes (None: no such file)."""
+
+
 @dataclass(frozen=True)
 class Setup:
     """Where the recording goes next: the project's table and its ``inputs``, for the last line."""
@@ -231,9 +236,10 @@ def discard(run_dir: Path) -> None:
 
 
 def record(command: Sequence[str], output: Path, caps: Caps | None = None,
-           root: Path | None = None) -> tuple[int, Finished]:
+           root: Path | None = None, named: Named | None = None) -> tuple[int, Finished]:
     """Run ``command`` with recording on; its exit code and what was recorded. Directories it
-    created for ``output`` are removed again when nothing was written into them."""
+    created for ``output`` are removed again when nothing was written into them; ``named``: the
+    project's file of a model loaded from bytes, after which its recording is named."""
     if not command:
         raise ShrinkrayError("no command to record", hint="hatch-shrinkray record --output DIR -- COMMAND [ARGS...]")
     created = missing_directories(output)
@@ -245,7 +251,7 @@ def record(command: Sequence[str], output: Path, caps: Caps | None = None,
             except OSError as exc:
                 raise ShrinkrayError(f"cannot run {command[0]}: {exc.strerror or exc}",
                                      hint="check the command after --") from exc
-        return returncode, finish(run_dir, output, caps, root or project_root(output))
+        return returncode, finish(run_dir, output, caps, root or project_root(output), named)
     finally:
         remove_if_empty(created)
 
@@ -276,7 +282,8 @@ def project_root(output: Path) -> Path:
     return Path.cwd()
 
 
-def finish(run_dir: Path, output: Path, caps: Caps | None = None, root: Path | None = None) -> Finished:
+def finish(run_dir: Path, output: Path, caps: Caps | None = None, root: Path | None = None,
+           named: Named | None = None) -> Finished:
     """Merge the parts of the run in ``run_dir`` into one recording per model in ``output``; removes
     ``run_dir``. A part that cannot be read is reported, the others are still merged."""
     done = Finished(caps=caps or Caps())
@@ -310,7 +317,7 @@ def finish(run_dir: Path, output: Path, caps: Caps | None = None, root: Path | N
                                     detail=lambda sha: str(by_model[sha][0].meta.get("model", sha[:12]))):
             merged = merge(by_model[sha], caps or Caps(), root or Path.cwd())
             earlier = _earlier_samples(output, merged.meta["model_sha256"])
-            written = _write(output, merged, done.unwritten)
+            written = _write(output, merged, done.unwritten, named)
             done.recorded.append(Recorded(written, merged, earlier if written is not None else 0))
         done.recorded.sort(key=lambda r: (r.path is None, r.path.name if r.path else r.merged.meta["model"]))
         return done
@@ -328,12 +335,17 @@ def _report(path: Path) -> dict[str, Any] | None:
     return data
 
 
-def _write(output: Path, merged: Merged, errors: list[str]) -> Path | None:
-    """Write ``merged`` (replacing older recordings of the same model); None when it holds no sample."""
+def _write(output: Path, merged: Merged, errors: list[str], named: Named | None = None) -> Path | None:
+    """Write ``merged`` (replacing older recordings of the same model); None when it holds no sample.
+    Its file is named after the model (``toy_mlp-<sha>.npz``): a model loaded from bytes after the
+    project's file with those bytes (``named``), if any."""
     if not merged.samples:
         return None
     sha = merged.meta["model_sha256"]
-    path = output / file_name(sha, merged.meta["model"])
+    model = merged.meta["model"]
+    if model == BYTES_MODEL and named is not None:
+        model = named(sha) or model
+    path = output / file_name(sha, model)
     try:
         write_stored(path, merged.meta, merged.samples)
     except OSError as exc:
@@ -374,10 +386,10 @@ def summary(done: Finished, output: Path, expected: Sequence[Expected] = (), com
     lines = _coverage(done, output, expected, written, command)
     for item in done.recorded:
         lines += _notes(item, done.caps)
-    lines += _never_ran(done, output, expected, command, bool(written))
+    lines += _never_ran(done, expected, bool(written))
     lines += [f"warning: {quoted(e, 300)}" for e in done.errors]
     if written and setup is not None:
-        lines.append(next_step(output, setup, command, [r.merged.meta["model"] for r in written],
+        lines.append(next_step(output, setup, command, [r.merged for r in written],
                                tests=not _ran_no_tests(written, command)))
     return "\n".join(lines)
 
@@ -418,24 +430,20 @@ def _notes(item: Recorded, caps: Caps) -> list[str]:
     model = item.merged.meta["model"]
     lines = []
     if item.replaced:
-        lines.append(f"note: {model}: this run's recording replaced an earlier one "
-                     f"({item.replaced} samples); to keep the samples of several commands, run them under one "
-                     "record: `hatch-shrinkray record --output DIR -- sh -c 'COMMAND1; COMMAND2'`")
+        lines.append(f"note: {model}: replaced an earlier recording ({item.replaced} samples); to keep several "
+                     "commands' samples, record them at once: `-- sh -c 'COMMAND1; COMMAND2'`")
     if item.merged.repeated_streams:
         n = item.merged.repeated_streams
         lines.append(f"note: {model}: {n} stream{'s' * (n != 1)} fed the very steps of another "
-                     f"(or of its start) and {'were' if n != 1 else 'was'} merged into it: the kept streams are "
-                     "the distinct ones")
+                     f"(or of its start) and {'were' if n != 1 else 'was'} merged into it")
     if item.merged.short is not None:
         kept, ran, needed = item.merged.short
         lines.append(f"note: {model}: kept {kept} of {ran} independent units, fewer than the "
                      f"{MIN_UNITS} that evidence needs: --max-bytes {needed} would keep {MIN_UNITS}")
     if item.merged.repeats is not None:
         kept, ran = item.merged.repeats
-        lines.append(f"note: {model}: kept {kept} distinct units of {ran} that ran, fewer than "
-                     f"the {MIN_UNITS} that evidence needs: the other calls repeat feeds already kept (identical "
-                     "inputs count once), so no bound would keep more; record a command that feeds it more "
-                     "varied inputs")
+        lines.append(f"note: {model}: kept {kept} distinct units of {ran} that ran ({MIN_UNITS} make evidence): "
+                     "the rest repeat kept feeds; record more varied ones")
     reasons = dict(item.merged.meta["skipped"])
     if reasons.get(OVER_CAP):
         lines.append(f"note: {model}: {reasons[OVER_CAP]} feed(s) alone take more than "
@@ -443,47 +451,62 @@ def _notes(item: Recorded, caps: Caps) -> list[str]:
                      "such feeds")
     if reasons.get(TOO_LARGE):
         lines.append(f"note: {model}: {reasons[TOO_LARGE]} feed(s) alone take more than "
-                     f"{human(caps.feed_memory)} once loaded (a sixteenth of --max-memory) and were left "
-                     "out; raise --max-memory to keep such feeds")
+                     f"{human(caps.feed_memory)} once loaded and were left out (raise --max-memory, 16x that)")
     return lines
 
 
-def _never_ran(done: Finished, output: Path, expected: Sequence[Expected], command: Sequence[str],
-               written: bool) -> list[str]:
-    """A line per configured model the command never ran, with the command that would record it."""
+def _never_ran(done: Finished, expected: Sequence[Expected], written: bool) -> list[str]:
+    """A line per configured model the command never ran (the user records one that runs it)."""
     recorded = {r.merged.meta["model_sha256"] for r in done.recorded}
     lines = []
     for model in (m for m in expected if m.sha256 not in recorded):
-        need = ("method auto fits its choices to real inputs: without them its build ships int8 round-to-nearest"
-                if model.method == "auto" else "its build can verify it on generated inputs only (a smoke check)")
-        rerun = (f"sh -c '{_shown_command(command)}; OTHER_COMMAND'" if written else "OTHER_COMMAND")
-        lines.append(f"note: {model.relpath} is configured but the command never ran it: {need}; record a "
-                     f"command that loads it (a test, an example){' too' if written else ''}: "
-                     f"`hatch-shrinkray record --output {output} -- {rerun}`")
+        need = ("method auto then ships int8 round-to-nearest" if model.method == "auto" else
+                "its build verifies it on generated inputs only")
+        lines.append(f"note: {model.relpath} is configured but was never loaded: record a command that loads it"
+                     f"{' too' if written else ''} ({need})")
     return lines
 
 
-def _shown_command(command: Sequence[str]) -> str:
-    return shlex.join(command).replace("'", "'\"'\"'") if command else "COMMAND"
-
-
-def next_step(output: Path, setup: Setup, command: Sequence[str], models: Sequence[str] = (), *,
+def next_step(output: Path, setup: Setup, command: Sequence[str], models: Sequence[Merged] = (), *,
               tests: bool = True) -> str:
-    """What to do with a recording: point the build at it (the key of the project's table, or the
-    flag on the command line), then let ``check`` run the package's tests with the shrunk models:
-    the recorded command when it ran tests (``tests``), else pytest (see ``_judge_step``)."""
+    """What to do with a recording, in one line: point the build at it (the key of the project's
+    table, or the flag on the command line, naming the models it recorded as the user can pass
+    them), then let ``check`` run the package's tests with the shrunk models: the recorded command
+    when it ran tests (``tests``), else pytest (see ``_judge_step``). A recording outside the
+    project is not one its build can read (nor its sdist, nor another machine)."""
     shown = _relative(output, setup.root)
     tail = f"-- {shlex.join(command) if command else 'COMMAND'}"
     if setup.table is None:
-        here = setup.root or Path.cwd()
-        named = " ".join(shlex.quote(m) for m in models if m != BYTES_MODEL and (here / m).is_file()) or "MODEL..."
-        return (f"next: `hatch-shrinkray check {named} --inputs {shown} {tail}`, and `--inputs {shown}` for `shrink` "
-                f"and `wheel` (in a project's build: `inputs = \"{shown}\"` in its [{setup.hook}] table)")
+        named = " ".join(shlex.quote(m) for m in _passable(models, setup.root)) or "MODEL..."
+        return (f"next: `hatch-shrinkray check {named} --inputs {shown} {tail}` (`--inputs {shown}`: `shrink`, "
+                "`wheel` too)")
+    if setup.root is not None and not output.resolve().is_relative_to(setup.root.resolve()):
+        inside = default_recording(setup.root)
+        return (f"next: a build reads a recording inside its project only: record again with `-o {inside}`, then set "
+                f"`inputs = \"{inside}\"`")
     if setup.inputs is not None and setup.root is not None and \
             (setup.root / setup.inputs).resolve() == output.resolve():
-        return (f"next: the build reads this recording (`inputs = \"{setup.inputs}\"` in [{setup.table}]); "
-                f"{_judge_step(tail, tests)}")
-    return f"next: set `inputs = \"{shown}\"` in [{setup.table}] of pyproject.toml, then {_judge_step(tail, tests)}"
+        head = f"next: the build reads this recording (`inputs = \"{setup.inputs}\"`)"
+    else:
+        head = f"next: set `inputs = \"{shown}\"` in [{setup.table}]"
+    line = f"{head}; {_judge_step(tail, tests)}"
+    if counted(line) <= LINE_LIMIT or not tests:
+        return line
+    return f"{head}; {_judge_step('-- COMMAND', tests)} with the command you recorded"
+
+
+def _passable(models: Sequence[Merged], root: Path | None) -> list[str]:
+    """The recorded models' files as a command run here takes them: relative to the working directory
+    when under it (the path the program opened, resolved), else absolute; none for a model loaded
+    from bytes that no project file matches."""
+    here = Path.cwd()
+    paths = []
+    for merged in models:
+        source = Path(merged.source) if merged.source else (root or here) / merged.meta["model"]
+        if source.is_file():
+            resolved = source.resolve()
+            paths.append(os.path.relpath(resolved) if resolved.is_relative_to(here.resolve()) else str(resolved))
+    return paths
 
 
 def _judge_step(tail: str, tests: bool) -> str:
@@ -491,10 +514,8 @@ def _judge_step(tail: str, tests: bool) -> str:
     workload script) would only have its exit status compared, a verdict that cannot fail while the
     command succeeds: name the tests instead, and ``--shadow``, which counts the command's answers."""
     if tests:
-        return f"run `hatch-shrinkray check {tail}`"
-    return ("let your tests judge the shrunk models: `hatch-shrinkray check -- python -m pytest` (this command ran "
-            f"no pytest test, so `check` would compare only its exit status; `hatch-shrinkray check --shadow {tail}` "
-            "counts the answers it changes)")
+        return f"then `hatch-shrinkray check {tail}`"
+    return "then `hatch-shrinkray check -- python -m pytest`: it ran no test (`check --shadow` counts its answers)"
 
 
 def _relative(output: Path, root: Path | None) -> str:

@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from hatch_shrinkray import hints, progress
 from hatch_shrinkray.cli import check, compare, info, record, shrink, wheel
 from hatch_shrinkray.cli.flags import as_check_args, names_of
 from hatch_shrinkray.cli.output import print_error
-from hatch_shrinkray.cli.parser import parser
+from hatch_shrinkray.cli.parser import parse, parser
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.shipping.requirements import engine_missing
-from hatch_shrinkray.signals import Terminated, redeliver, stop_request, terminate_raises
+from hatch_shrinkray.signals import STOPPED, Terminated, redeliver, stop_request, terminate_raises
 
 __all__ = ["main", "parser"]
 
@@ -41,10 +43,7 @@ def _split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    own, command = _split_command(list(sys.argv[1:] if argv is None else argv))
-    args = parser().parse_args(own)
-    if command is not None:
-        args.argv = command
+    args = parse(*_split_command(list(sys.argv[1:] if argv is None else argv)))
     try:
         with terminate_raises(), hints.speaking(_invocation(args)), \
                 progress.reporting(progress.for_stream(sys.stderr, quiet=args.quiet)):
@@ -74,20 +73,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _invocation(args: argparse.Namespace) -> hints.Invocation:
-    """Who hints speak to: the command, and for those that can suggest a ``check`` what it was given."""
+    """Who hints speak to: the command and the project it works in, and for those that can suggest
+    a ``check`` what it was given."""
+    where = Path(getattr(args, "project", None) or ".").resolve()
+    root = where if (where / "pyproject.toml").is_file() else None
     if args.command not in ("shrink", "wheel", "check"):
-        return hints.Invocation(args.command)
+        return hints.Invocation(args.command, root=root)
     return hints.Invocation(args.command, tuple(as_check_args(args)),
                             tuple(args.argv) if args.command == "check" else (),
-                            tuple(str(m) for m in getattr(args, "models", None) or ()))
+                            tuple(str(m) for m in getattr(args, "models", None) or ()), root=root)
 
 
 def _stopped(stop: BaseException) -> int:
     """Ctrl-C: one line and 130. SIGTERM: one line, then death by the signal itself (143 in a shell),
     as callers expect."""
     if isinstance(stop, Terminated):
-        print("terminated", file=sys.stderr)
+        print(STOPPED[stop.signum], file=sys.stderr)
         redeliver(stop.signum)
         return 128 + stop.signum
-    print("interrupted", file=sys.stderr)
-    return 130
+    print(STOPPED[signal.SIGINT], file=sys.stderr)
+    return 128 + signal.SIGINT

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hatch_shrinkray import hints
-from hatch_shrinkray.cli.flags import Given, Noted, option_flags
+from hatch_shrinkray.cli.flags import Given, Noted, option_flags, plan_flag
 from hatch_shrinkray.cli.output import Stderr, write_report
+from hatch_shrinkray.cli.usage import command
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.options import in_range
 from hatch_shrinkray.shipping.config import ConfigurationError
@@ -27,8 +28,8 @@ MAX_TIMEOUT = 7 * 24 * 3600.0
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    k = sub.add_parser(
-        "check", help="let the package's own tests (or any command) judge the shrunk models",
+    k = command(
+        sub, "check", help="let the package's own tests (or any command) judge the shrunk models",
         description="Shrink the models as configured (through the cache), run COMMAND with the original models "
                     "and again with every onnxruntime session of a configured model loading the shrunk one, and "
                     "report every test that regressed (exit 1). --shadow: one run in which every call also runs "
@@ -37,23 +38,27 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "wider, fp16, the original), written into the plan file the hook and `wheel` read. --search: "
                     "the smallest per-tensor plan the tests accept, written there too.",
         usage="hatch-shrinkray check [MODEL...] [--project DIR] [options] -- COMMAND [ARGS...]")
+    k.takes_command = True
     k.add_argument("models", nargs="*", metavar="MODEL",
                    help="the models to check (default: the project's `models`): paths or globs in the project or "
                         "inside the wheel (src/pkg/m.onnx or pkg/m.onnx), with the project's options and the flags "
                         "below overriding them key by key; outside a configured project, model files shrunk with "
                         "the flags alone")
-    k.add_argument("--project", type=Path, default=None, action=Noted,
-                   help="the project whose pyproject.toml configures the models (default: the current directory)")
+    k.common(k.add_argument("--project", type=Path, default=None, action=Noted, metavar="DIR",
+                            help="the project whose pyproject.toml configures the models (default: the current "
+                                 "directory)"))
     mode = k.add_mutually_exclusive_group()
-    mode.add_argument("--shadow", action="store_true",
-                      help="one run: the program gets the original outputs, the shrunk models run beside them")
-    mode.add_argument("--fix", action="store_true",
-                      help="where tests regress, find per model the cheapest choice with which they pass again "
-                           "(round-to-nearest codes, int8 instead of auto's plan, int8 with some tensors wider, fp16, "
-                           "the original) and write it "
-                           "into the plan file the hook and `wheel` read")
-    mode.add_argument("--search", action="store_true",
-                      help="find the smallest per-tensor plan the tests accept and write it into the plan file")
+    k.common(mode.add_argument("--shadow", action="store_true",
+                               help="one run: the program gets the original outputs, the shrunk models run beside "
+                                    "them"))
+    k.common(mode.add_argument("--fix", action="store_true",
+                               help="where tests regress, find per model the cheapest choice with which they pass "
+                                    "again (round-to-nearest codes, int8 instead of auto's plan, int8 with some "
+                                    "tensors wider, fp16, the original) and write it into the plan file the hook and "
+                                    "`wheel` read"))
+    k.common(mode.add_argument("--search", action="store_true",
+                               help="find the smallest per-tensor plan the tests accept and write it into the plan "
+                                    "file"))
     k.add_argument("--pytest", action="store_true",
                    help="require per-test outcomes (automatic when COMMAND is pytest or python -m pytest)")
     k.add_argument("--threshold", type=float, default=0.5, action=Noted,
@@ -67,12 +72,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     k.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", action=Noted,
                    help=f"the longest one run of COMMAND may take; it is then stopped with its whole process group "
                         f"and check fails (default {DEFAULT_TIMEOUT:.0f})")
-    k.add_argument("--plan", type=Path, metavar="FILE", action=Noted,
-                   help="plan file to read and (--fix, --search) write (default: the configuration's, or "
-                        "shrinkray-plan.json)")
+    k.common(plan_flag(k, "plan file to read, and to write with --fix or --search (default: the "
+                          "configuration's, or shrinkray-plan.json)"))
     k.add_argument("--json", type=Path, metavar="FILE", help="write the report as JSON ('-' for stdout)")
-    option_flags(k, verify=False)
-    option_flags(k, verify=True)
+    option_flags(k)
     k.set_defaults(argv=[])  # everything after `--`, split off before parsing (see main)
 
 
@@ -124,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
 def _configured(args: argparse.Namespace) -> tuple[Configured, Path | None]:
     """The models to check with their options (the flags given, over the project's table when the
     models are its own or an installed package's), and the plan file to read and write."""
-    from hatch_shrinkray.checking.configure import configure, refuse_foreign
+    from hatch_shrinkray.checking.configure import COMMAND_LINE, configure, refuse_foreign
 
     given = Given.of(args)
     options = given.options()
@@ -135,6 +138,9 @@ def _configured(args: argparse.Namespace) -> tuple[Configured, Path | None]:
     except ConfigurationError as exc:
         raise _in_the_wheel(exc, args) from exc
     refuse_foreign(configured.config, plan_file)
+    given.refuse_idle(m.options for m in configured.config.models)
+    if configured.config.table != COMMAND_LINE:  # its fixes go into the table: hints name its keys
+        hints.configured_by_table()
     return configured, plan_file
 
 
@@ -171,6 +177,10 @@ def _check_limits(args: argparse.Namespace) -> None:
         ("--max-runs", args.max_runs, args.max_runs is None or args.max_runs >= 1, "a positive integer"),
         ("--timeout", args.timeout, in_range(args.timeout, 0.0, MAX_TIMEOUT) and args.timeout > 0,
          f"a number of seconds above 0 and at most {MAX_TIMEOUT:.0f}")) if not ok]
+    problems += [f"{flag} does nothing here: it applies with {modes} only" for flag, given, modes, active in (
+        ("--max-flip-rate", args.max_flip_rate != 0.0, "--shadow or --search", args.shadow or args.search),
+        ("--max-runs", args.max_runs is not None, "--search or --fix", args.search or args.fix))
+        if given and not active]
     if problems:
         raise ShrinkrayError("; ".join(problems))
 

@@ -10,16 +10,18 @@ from pathlib import Path
 from hatch_shrinkray.cli.flags import Given, option_flags
 from hatch_shrinkray.cli.output import need_brotli
 from hatch_shrinkray.cli.project import project_of
+from hatch_shrinkray.cli.usage import command
 from hatch_shrinkray.options import ShrinkOptions
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    c = sub.add_parser("compare", help="verify a shrunk model against its original and compare sizes")
-    c.add_argument("original", type=Path)
-    c.add_argument("shrunk", type=Path)
+    c = command(sub, "compare", help="verify a shrunk model against its original and compare sizes",
+                description="Verify a shrunk model against its original and compare their sizes.")
+    c.add_argument("original", type=Path, metavar="ORIGINAL", help="the original model")
+    c.add_argument("shrunk", type=Path, metavar="SHRUNK", help="the shrunk model")
     c.add_argument("--sizes", action="store_true", help="measure the web size (brotli 11, ~0.3 MB/s; needs the "
                                                         "compress extra) instead of estimating it")
-    option_flags(c, verify=True)
+    option_flags(c, verification_only=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,9 +32,11 @@ def run(args: argparse.Namespace) -> int:
     need_brotli(ShrinkOptions(), args.sizes)
     # Checked like `shrink` checks its input first, so a bad file gets the same one-line message.
     given = Given.of(args)
-    options = given.options().verify
-    assert options is not None  # compare has no --no-verify
+    checked = given.options()
     configured = project_of(args, given, [args.original], "compare").options.get(args.original)
+    given.refuse_idle([configured or checked])
+    options = checked.verify
+    assert options is not None  # compare has no --no-verify
     if configured is not None and configured.verify is not None:
         options = configured.verify  # the table's inputs, judges and limits, the flags given overriding them
     files = {path: model_files(path) for path in (args.original, args.shrunk)}

@@ -8,14 +8,15 @@ earlier, deprecated spelling included), and hints quote them in the user's order
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hatch_shrinkray.cli.usage import Parser
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.hints import FLAGS
-from hatch_shrinkray.option_table import BY_FIELD, KINDS, OPTIONS, option_errors, options_from
+from hatch_shrinkray.option_table import BY_FIELD, GROUPS, KINDS, OPTIONS, idle_options, option_errors, options_from
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.shipping.config import CommandLine
 
@@ -42,11 +43,20 @@ class Noted(argparse.Action):
         namespace.given.setdefault(self.dest, option_string)
 
 
-def option_flags(p: argparse.ArgumentParser, *, verify: bool) -> None:
-    """The flags of the engine options (``verify``: the verification ones, in their own group)."""
-    group = p.add_argument_group("verification") if verify else p
+PLAN_HELP = ("apply what this plan file holds for each model's bytes (check --fix's remedy or check --search's "
+             "per-tensor plan)")
+
+
+def plan_flag(p: Parser, help_text: str = PLAN_HELP) -> argparse.Action:
+    """``--plan FILE``: the plan file a command applies (``check``: reads and writes)."""
+    return p.add_argument("--plan", type=Path, metavar="FILE", action=Noted, help=help_text)
+
+
+def option_flags(p: Parser, *, verification_only: bool = False) -> None:
+    """The flags of the engine options, each under its heading in ``--help`` and the common ones in
+    ``-h`` (``verification_only``: those of :class:`VerifyOptions`, which ``compare`` takes)."""
     for option in OPTIONS:
-        if not option.flags or option.verify != verify:
+        if not option.flags or (verification_only and not option.verify):
             continue
         spec = dict(KINDS[option.kind].flag)
         append = spec.pop("append", False)
@@ -58,8 +68,11 @@ def option_flags(p: argparse.ArgumentParser, *, verify: bool) -> None:
         if option.metavar:
             spec["metavar"] = option.metavar
         deprecated = f" (also {option.alias}, deprecated)" if option.alias else ""
-        group.add_argument(*option.flags, dest=option.field, action=Noted, append=append, default=default,
-                           help=f"{option.flag_help}{deprecated}", **spec)
+        action = p.heading(GROUPS[option.group]).add_argument(
+            *option.flags, dest=option.field, action=Noted, append=append, default=default,
+            help=f"{option.flag_help}{deprecated}", **spec)
+        if option.common:
+            p.common(action)
 
 
 @dataclass(frozen=True)
@@ -92,14 +105,23 @@ class Given:
             raise ShrinkrayError("; ".join(errors))
         return options
 
+    def refuse_idle(self, per_model: Iterable[ShrinkOptions]) -> None:
+        """Refuse, in one line, a flag that does nothing for any of the models (their options, the
+        project's table and the flags merged): the user meant something that would not happen."""
+        idle = idle_options(self.spelled, list(per_model), self.names)
+        if idle:
+            (name, why), others = idle[0], [n for n, _ in idle[1:]]
+            more = f"; so {'does' if len(others) == 1 else 'do'} {', '.join(others)}" if others else ""
+            raise ShrinkrayError(f"{name} does nothing here: {why}{more}", hint="drop it, or give what it needs")
+
     def command_line(self, args: argparse.Namespace, models: Sequence[str] = (), models_flag: str = "--models", *,
-                     every_flag: bool = False) -> CommandLine:
+                     every_flag: bool = False, plan: Path | None = None) -> CommandLine:
         """The flags given, as keys that override the project's table one by one; ``models`` globs
-        replace its ``models``. ``every_flag``: there is no table, so messages name every setting
-        by its flag, given or not."""
+        replace its ``models``; ``plan`` its plan file. ``every_flag``: there is no table, so
+        messages name every setting by its flag, given or not."""
         settings = {k: str(Path(v).absolute()) if k == "inputs" else v for k, v in self.settings.items()}
         names = {**(FLAGS if every_flag else {}), **self.spelled}
-        return CommandLine(settings, names, tuple(models), models_flag, getattr(args, "pins", None))
+        return CommandLine(settings, names, tuple(models), models_flag, getattr(args, "pins", None), plan)
 
 
 def names_of(args: argparse.Namespace) -> dict[str, str]:

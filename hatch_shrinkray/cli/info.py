@@ -7,17 +7,19 @@ import json
 from pathlib import Path
 
 from hatch_shrinkray.cli.flags import FLAG_NAMES
+from hatch_shrinkray.cli.usage import command
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.option_table import option_errors
 from hatch_shrinkray.options import ShrinkOptions
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    info = sub.add_parser("info", help="show a model's weights and how much of the file they are")
-    info.add_argument("model", type=Path)
-    info.add_argument("--min-elements", type=int, default=16384,
+    info = command(sub, "info", help="show a model's weights and how much of the file they are",
+                   description="Show a model's weights and how much of the file they are.")
+    info.add_argument("model", type=Path, metavar="MODEL", help="the model file")
+    info.add_argument("--min-elements", type=int, default=16384, metavar="N",
                       help="smallest tensor the table counts as one to encode (default 16384, as shrink)")
-    info.add_argument("--json", action="store_true", help="print JSON")
+    info.common(info.add_argument("--json", action="store_true", help="print JSON"))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
-from typing import NoReturn, cast
+from collections.abc import Sequence
+from typing import cast
 
 from hatch_shrinkray import progress
 from hatch_shrinkray.cli.check import add_parser as add_check
@@ -12,37 +12,54 @@ from hatch_shrinkray.cli.compare import add_parser as add_compare
 from hatch_shrinkray.cli.info import add_parser as add_info
 from hatch_shrinkray.cli.record import add_parser as add_record
 from hatch_shrinkray.cli.shrink import add_parser as add_shrink
+from hatch_shrinkray.cli.usage import Parser, finish
 from hatch_shrinkray.cli.wheel import add_parser as add_wheel
+from hatch_shrinkray.errors import did_you_mean
 
-QUIET_HELP = ("no progress (on a terminal a live display; on a pipe a line at least every 30 s, "
-              f"{progress.INTERVAL_ENV} seconds) and no informational lines; warnings, errors and results remain")
+QUIET_HELP = ("no progress and no informational lines; warnings, errors and results remain (progress: on a "
+              f"terminal a live display, on a pipe a line at least every 30 s, {progress.INTERVAL_ENV} seconds)")
 VERBOSE_HELP = "show tracebacks and the details: per-tensor encodings, verification figures and tables"
 
 
-class _Parser(argparse.ArgumentParser):
-    """A usage error is a user mistake like any other: one line, ``error: ...``, and exit 1 (argparse
-    prints its usage block and exits 2); the line names the help that shows the usage."""
-
-    def error(self, message: str) -> NoReturn:
-        print(f"error: {message} (see `{self.prog} --help`)", file=sys.stderr)
-        sys.exit(1)
-
-
-def parser() -> argparse.ArgumentParser:
+def parser() -> Parser:
     from hatch_shrinkray import __version__
 
-    p = _Parser(
+    p = Parser(
         prog="hatch-shrinkray",
         description="Shrink ONNX models (weights-only quantization), verified with onnxruntime.")
     p.add_argument("--version", action="version", version=f"hatch-shrinkray {__version__}")
-    p.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
-    p.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
-    # Each command's parser is a _Parser too (argparse makes them of the parent's class).
     sub = cast("argparse._SubParsersAction[argparse.ArgumentParser]",
                p.add_subparsers(dest="command", required=True))
     for add in (add_info, add_shrink, add_wheel, add_compare, add_record, add_check):
         add(sub)
-    for each in sub.choices.values():  # before or after the command's name
-        each.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)
-        each.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET_HELP)
+    finish(p, verbose_help=VERBOSE_HELP, quiet_help=QUIET_HELP, top=True)
+    for each in _commands(p).values():
+        finish(each, verbose_help=VERBOSE_HELP, quiet_help=QUIET_HELP)
+    sub.metavar = "COMMAND"  # the commands are listed under it
     return p
+
+
+def _commands(p: argparse.ArgumentParser) -> dict[str, Parser]:
+    sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+    return cast("dict[str, Parser]", sub.choices)
+
+
+def parse(argv: Sequence[str], command: list[str] | None = None) -> argparse.Namespace:
+    """The command line ``argv`` parsed (``command``: ``check``'s COMMAND, split off after its
+    ``--``), or one line naming the slip and exit 1: an unknown command or flag with the closest
+    one, a COMMAND without its ``--``, argparse's message otherwise."""
+    top = parser()
+    commands = _commands(top)
+    name = next((a for a in argv if not a.startswith("-")), None)
+    if name is not None and name not in commands:
+        close = did_you_mean(name, commands)
+        top.error(f"no command `{name}`" + (f"; did you mean `{close}`?" if close else
+                                           f" (the commands: {', '.join(commands)})"))
+    args, extras = top.parse_known_args(argv)
+    own = commands[args.command]
+    if extras:  # argparse would blame the command line as a whole, and name no fix
+        own.error(f"unrecognized arguments: {' '.join(extras)}")
+    if command is not None:
+        args.argv = command
+    own.check_given(args)
+    return args

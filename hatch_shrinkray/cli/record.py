@@ -7,21 +7,23 @@ import sys
 from pathlib import Path
 
 from hatch_shrinkray.capture import env
+from hatch_shrinkray.cli.usage import command
 from hatch_shrinkray.errors import ShrinkrayError
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    r = sub.add_parser("record", help="run a command and record the inputs its onnxruntime sessions see",
-                       description="Run COMMAND (tests, a demo, your CLI; Python subprocesses included) with "
-                                   "onnxruntime instrumented, and write a bounded sample of each model's inputs into "
-                                   "DIR, one .npz per model, for `inputs`: spread over the pytest tests that ran it "
-                                   "(else over its calls), whole streams for a recurrent model. Ends with a coverage "
-                                   "table, including the project's configured models that never ran, and the next "
-                                   "step. The command's exit code is passed through; when a recording is not "
-                                   "complete on disk (a full disk), record names what was lost and exits 1 if the "
-                                   "command did not fail.",
-                       usage="hatch-shrinkray record --output DIR [options] -- COMMAND [ARGS...]")
-    r.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="recording directory")
+    r = command(sub, "record", help="run a command and record the inputs its onnxruntime sessions see",
+                description="Run COMMAND (tests, a demo, your CLI; Python subprocesses included) with "
+                            "onnxruntime instrumented, and write a bounded sample of each model's inputs into "
+                            "DIR, one .npz per model, for `inputs`: spread over the pytest tests that ran it "
+                            "(else over its calls), whole streams for a recurrent model. Ends with a coverage "
+                            "table, including the project's configured models that never ran, and the next "
+                            "step. The command's exit code is passed through; when a recording is not "
+                            "complete on disk (a full disk), record names what was lost and exits 1 if the "
+                            "command did not fail.",
+                usage="hatch-shrinkray record --output DIR [options] -- COMMAND [ARGS...]")
+    r.takes_command = True
+    r.common(r.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="recording directory"))
     r.add_argument("--max-samples", type=int, default=env.MAX_SAMPLES, metavar="N",
                    help=f"samples kept per model; a stream counts as one (default {env.MAX_SAMPLES})")
     r.add_argument("--max-bytes", type=int, default=None, metavar="BYTES",
@@ -39,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def run(args: argparse.Namespace) -> int:
     from hatch_shrinkray.capture.run import project_root, record, summary
     from hatch_shrinkray.capture.select import Caps
-    from hatch_shrinkray.shipping.coverage import configured_models
+    from hatch_shrinkray.shipping.coverage import configured_models, named_by_content
     from hatch_shrinkray.verification.npz import MAX_BYTES as MAX_DECODED
 
     command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
@@ -53,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     caps = Caps(args.max_samples, memory=args.max_memory) if args.max_bytes is None else \
         Caps.hard(args.max_samples, args.max_bytes, args.max_memory)
     root = project_root(args.output)
-    code, done = record(command, args.output, caps, root)
+    code, done = record(command, args.output, caps, root, named_by_content(root))
     models, setup = configured_models(root, done)
     print(summary(done, args.output, models, command, setup))
     lost = done.incomplete

@@ -14,11 +14,13 @@ from pathlib import Path
 
 from hatch_shrinkray import progress
 from hatch_shrinkray.checking.installed import expand
-from hatch_shrinkray.cli.flags import Given, Noted, option_flags
+from hatch_shrinkray.cli.flags import Given, option_flags, plan_flag
 from hatch_shrinkray.cli.output import Stderr, need_brotli, print_error, write_report
 from hatch_shrinkray.cli.project import project_of
+from hatch_shrinkray.cli.usage import command
 from hatch_shrinkray.errors import PlanError, ShrinkrayError, printable
-from hatch_shrinkray.files import copy_atomically
+from hatch_shrinkray.files import copy_atomically, model_files
+from hatch_shrinkray.hints import LINE_LIMIT, listed
 from hatch_shrinkray.shipping.advice import record_advice
 from hatch_shrinkray.shipping.planned import confirm_plan
 from hatch_shrinkray.shipping.wording import fix_line
@@ -26,22 +28,19 @@ from hatch_shrinkray.verdict import WRITTEN
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    s = sub.add_parser("shrink", help="shrink models into an output directory",
-                       description="Files inside the current directory's project get its configuration table's "
-                                   "options (overrides included), the flags given overriding them key by key; "
-                                   "other files get the flags alone.")
-    s.add_argument("models", nargs="+", help="model files (glob patterns allowed)")
-    s.add_argument("-o", "--output", type=Path, required=True, help="output directory")
-    option_flags(s, verify=False)
-    s.add_argument("--force", action="store_true", help="overwrite existing outputs")
+    s = command(sub, "shrink", help="shrink models into an output directory",
+                description="Shrink models into an output directory. Files inside the current directory's project "
+                            "get its configuration table's options (overrides included) and its plan file's plans, "
+                            "the flags given overriding them key by key; other files get the flags alone.")
+    s.add_argument("models", nargs="+", metavar="MODEL", help="model files (glob patterns allowed)")
+    s.common(s.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="output directory"),
+             s.add_argument("--force", action="store_true", help="overwrite existing outputs"),
+             plan_flag(s))
     s.add_argument("--sizes", action="store_true",
                    help="measure the web size (brotli 11, ~0.3 MB/s; needs the compress extra) instead of estimating "
                         "it, and print a size table")
     s.add_argument("--json", type=Path, metavar="FILE", help="write the full report as JSON ('-' for stdout)")
-    s.add_argument("--plan", type=Path, metavar="FILE", action=Noted,
-                   help="apply what this plan file holds for each model's bytes (check --fix's remedy or "
-                        "check --search's per-tensor plan)")
-    option_flags(s, verify=True)
+    option_flags(s)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,11 +55,12 @@ def run(args: argparse.Namespace) -> int:
     files, unmatched = expand(args.models)
     project = project_of(args, given, files, "shrink")
     configured = project.options
+    given.refuse_idle([configured.get(f, options) for f in files] or [options])
     plans = read_plan(args.plan) if args.plan is not None else project.plans
     plan_name = str(args.plan) if args.plan is not None else project.plan_file
     failures = 0
     for pattern in unmatched:
-        print(f"error: {pattern}: matches no file", file=sys.stderr)
+        print(f"error: {pattern}: matches no file; {_models_here()}", file=sys.stderr)
         failures += 1
     reports = []
     seen: set[Path] = set()
@@ -95,12 +95,19 @@ def run(args: argparse.Namespace) -> int:
         print(shrink_report(result, args.sizes, verbose=args.verbose))
         if result.unverified:
             inputs = chosen.verify.inputs if chosen.verify is not None else None
-            print(f"{src}: original kept; {record_advice(Path.cwd(), inputs, '--inputs')}", file=sys.stderr)
+            # the line above says the original shipped; this one what lets the next run shrink it
+            print(f"{src}: {record_advice(Path.cwd(), inputs, '--inputs')}", file=sys.stderr)
         reports.append(result_json(result))
     written = args.json is None or write_report(args.json, json.dumps(reports, indent=2, sort_keys=True), args.verbose)
     if failures:
         print(f"{failures} of {len(files) + len(unmatched)} models failed", file=sys.stderr)
     return 1 if failures or not written else 0
+
+
+def _models_here() -> str:
+    """The model files under the working directory, for a glob that matched none."""
+    found = model_files(Path.cwd())
+    return f"the .onnx files here: {listed(found, LINE_LIMIT - 70)}" if found else "no .onnx file under this directory"
 
 
 def _refuse_clash(src: Path, dest: Path, seen: set[Path], force: bool) -> None:

@@ -5,38 +5,40 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-from collections.abc import Callable
 from pathlib import Path
 
 from hatch_shrinkray import hints, progress
-from hatch_shrinkray.cli.flags import Given, Noted, option_flags
+from hatch_shrinkray.cli.flags import Given, Noted, option_flags, plan_flag
 from hatch_shrinkray.cli.output import Stderr
+from hatch_shrinkray.cli.usage import command
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.shipping.config import PINS_CHOICES, HookConfig
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    w = sub.add_parser("wheel", help="shrink the models inside built wheels (any build backend)",
-                       description="Rewrite wheels with their models shrunk and verified as the build hook "
-                                   "would. The configuration is [tool.hatch-shrinkray] (or the hook's table) "
-                                   "of the project's pyproject.toml; --models and the options below override its "
-                                   "keys one by one (without a table, they configure alone).")
+    w = command(sub, "wheel", help="shrink the models inside built wheels (any build backend)",
+                description="Rewrite wheels with their models shrunk and verified as the build hook "
+                            "would. The configuration is [tool.hatch-shrinkray] (or the hook's table) "
+                            "of the project's pyproject.toml; --models and the options below override its "
+                            "keys one by one (without a table, they configure alone).")
     w.add_argument("wheels", nargs="+", type=Path, metavar="WHEEL", help="wheel files")
     where = w.add_mutually_exclusive_group()
-    where.add_argument("-o", "--output", type=Path, default=Path("wheelhouse"),
-                       help="directory for the rewritten wheels (default: wheelhouse)")
-    where.add_argument("--in-place", action="store_true", help="replace each input wheel")
+    w.common(where.add_argument("-o", "--output", type=Path, default=Path("wheelhouse"), metavar="DIR",
+                                help="directory for the rewritten wheels (default: wheelhouse)"),
+             where.add_argument("--in-place", action="store_true", help="replace each input wheel"))
     w.add_argument("--force", action="store_true", help="overwrite existing output wheels")
-    w.add_argument("--project", type=Path, default=Path("."), action=Noted,
-                   help="the project whose pyproject.toml configures the models (default: the current directory)")
-    w.add_argument("--models", action="append", metavar="GLOB",
-                   help="the models to shrink instead of the table's `models`: paths inside the wheel or in the "
-                        "project (pkg/models/*.onnx or src/pkg/models/*.onnx; repeatable; ** allowed)")
+    w.common(w.add_argument("--project", type=Path, default=Path("."), action=Noted, metavar="DIR",
+                            help="the project whose pyproject.toml configures the models (default: the current "
+                                 "directory)"),
+             w.add_argument("--models", action="append", metavar="GLOB",
+                            help="the models to shrink instead of the table's `models`: paths inside the wheel or in "
+                                 "the project (pkg/models/*.onnx or src/pkg/models/*.onnx; repeatable; ** allowed)"),
+             plan_flag(w, "apply what this plan file holds for each model's bytes (check --fix's remedy or check "
+                          "--search's per-tensor plan) instead of the configuration's plan"))
     w.add_argument("--pins", choices=PINS_CHOICES,
                    help="what to do where the wheel's own text files pin the sha256, sha1 or md5 of an original "
                         "model: warn (the default) or rewrite them to name the shrunk model's (the `pins` key)")
-    option_flags(w, verify=False)
-    option_flags(w, verify=True)
+    option_flags(w)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,9 +55,15 @@ def run(args: argparse.Namespace) -> int:
     raw, table = find_table(project, required=not args.models)
     if table is None:
         hints.installed_models()
-    configure: Callable[[Path], HookConfig] = functools.partial(
-        load_config, raw, project, "wheel", table or "--models",
-        flags=given.command_line(args, args.models or (), every_flag=table is None))
+    read = functools.partial(load_config, raw, project, "wheel", table or "--models",
+                             flags=given.command_line(args, args.models or (), every_flag=table is None,
+                                                      plan=args.plan))
+
+    def configure(files: Path) -> HookConfig:
+        config = read(files)
+        given.refuse_idle(m.options for m in config.models)
+        return config
+
     created = not args.in_place and not args.output.exists()
     outputs = _wheel_destinations(args)
     display = Stderr(args.verbose, args.quiet)

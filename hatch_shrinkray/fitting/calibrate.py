@@ -16,6 +16,7 @@ from onnx import ModelProto
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.fitting.calib import Layout, Moments, layout, patches, rows_per_sample
 from hatch_shrinkray.fitting.probe import Probe, site_key, weights_as_inputs
+from hatch_shrinkray.hints import record_hint
 from hatch_shrinkray.onnxgraph.graph import Site, find_sites
 from hatch_shrinkray.onnxgraph.rewrite import skip_reason
 from hatch_shrinkray.options import ShrinkOptions
@@ -88,11 +89,9 @@ def calibrate(model: ModelProto, options: ShrinkOptions, samples: Calibration | 
 
 
 def needs_real_inputs(method: str) -> ShrinkrayError:
-    return ShrinkrayError(
-        f"method {method} fits its choices to real inputs, and there are none: set `inputs` to a recording "
-        "(record one with `hatch-shrinkray record --output DIR -- COMMAND`) or a .npz of real samples",
-        hint="generated noise calibrates to noise: on it `auto` once shipped a text recogniser that misread 99.5% "
-             "of real lines")
+    """Noise calibrates to noise (on it, ``auto`` once shipped a text recogniser that misread 99.5%
+    of real lines): the user records real inputs instead, as their interface says it."""
+    return ShrinkrayError(f"method {method} fits its choices to real inputs, and there are none: {record_hint()}")
 
 
 def _main_names(model: ModelProto) -> set[str]:

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from hatchling.plugin import hookimpl
+try:
+    import signal
 
-from hatch_shrinkray.hatch.plugin import ShrinkrayBuildHook
+    from hatchling.plugin import hookimpl
+
+    from hatch_shrinkray.hatch.plugin import ShrinkrayBuildHook
+except KeyboardInterrupt:  # Ctrl-C while hatchling loads the plugin: as anywhere in the build, no traceback
+    from hatch_shrinkray.hatch.stopping import stop
+
+    stop(signal.SIGINT)
 
 
 @hookimpl

@@ -9,17 +9,17 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
-from types import FrameType
-from typing import Any, ClassVar
+from typing import Any
 
 from hatchling.builders.config import BuilderConfig
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-from hatch_shrinkray import progress
+from hatch_shrinkray import hints, progress
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.hatch.include import check_outside, include
+from hatch_shrinkray.hatch.stopping import Guard, Reaper, stopping
 from hatch_shrinkray.result import human
 from hatch_shrinkray.shipping.config import PLUGIN_NAME, HookConfig, hook_table, load_config, recording_paths
 from hatch_shrinkray.shipping.display import PREFIX, printable_lines
@@ -27,7 +27,7 @@ from hatch_shrinkray.shipping.manifest import read_manifest
 from hatch_shrinkray.shipping.pins import package_dirs, project_members, report_pins, shrunk_models
 from hatch_shrinkray.shipping.requirements import engine_needed, engine_requirements
 from hatch_shrinkray.shipping.ship import ship_models
-from hatch_shrinkray.signals import Terminated, deferred, on_sigterm, redeliver, stop_request
+from hatch_shrinkray.signals import deferred
 
 TARGETS = ("wheel", "sdist")
 PYPI_FILE_LIMIT = 100 * 1024 * 1024
@@ -54,6 +54,18 @@ def archive_summary(path: Path) -> tuple[str, str]:
     return "info", line
 
 
+def _asked_by_a_frontend(*hooks: str) -> bool:
+    """Whether hatchling is answering one of a frontend's PEP 517 ``hooks`` (its entry point in
+    ``hatchling.build`` on the call stack), rather than a builder driven directly (``hatch build``
+    runs hatchling's own command; a test or a tool may run a builder in its process)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name in hooks and frame.f_globals.get("__name__") == "hatchling.build":
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
 def _editable_build() -> bool:
     """Whether hatchling is answering a frontend's ``get_requires_for_build_editable``.
 
@@ -61,13 +73,13 @@ def _editable_build() -> bool:
     (pypa/hatch#1348), but an editable build ships no model, so it must not pull in the engine;
     the PEP 660 entry point on the call stack is the one reliable sign.
     """
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code.co_name == "get_requires_for_build_editable" and \
-                frame.f_globals.get("__name__") == "hatchling.build":
-            return True
-        frame = frame.f_back  # type: ignore[assignment]
-    return False
+    return _asked_by_a_frontend("get_requires_for_build_editable")
+
+
+def _killable() -> bool:
+    """Whether a frontend may kill this process on Ctrl-C before it has cleaned up: those that run
+    the backend through PEP 517 (build, pip, uv) kill it when it does not end at once."""
+    return _asked_by_a_frontend("build_wheel", "build_sdist", "prepare_metadata_for_build_wheel")
 
 
 class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
@@ -76,6 +88,7 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._workdir: tempfile.TemporaryDirectory[str] | None = None
+        self._reaper: Reaper | None = None
         self.initializing = False
 
     def _load(self) -> HookConfig:
@@ -97,9 +110,11 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
         try:
             config = self._load()
             needed = engine_needed(config, Path(self.root), read_manifest(Path(self.root)))
-        except ShrinkrayError as exc:
-            self.app.abort(printable_lines(f"shrinkray: {exc}"))
-            raise  # abort exits; this is for type checkers
+        except BaseException as exc:
+            stopping(exc)
+            if isinstance(exc, ShrinkrayError):
+                self.app.abort(printable_lines(f"shrinkray: {exc}"))
+            raise
         web = any(m.options.target == "web" for m in config.models)
         methods = {m.options.method for m in config.models} | {p.method for p in config.plans.values()}
         return [*engine_requirements(methods), *([WEB_REQUIREMENT] if web else [])] if needed else []
@@ -108,14 +123,15 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
         if self.target_name not in TARGETS or version != "standard":
             self.app.display_debug(f"shrinkray: nothing to do for {self.target_name} ({version}) builds")
             return
-        _Guard.enter(self)
+        Guard.enter(self)
         self.initializing = True
         try:
-            with deferred():  # the directory and our reference to it appear together
+            with deferred():  # the directory, our reference to it and its reaper appear together
                 self._workdir = self._make_workdir()
+                self._reaper = Reaper(self._workdir.name) if _killable() else None
             config, root, workdir = self._load(), Path(self.root), Path(self._workdir.name)
             check_outside(workdir, root)
-            with progress.reporting(self._reporter()):
+            with progress.reporting(self._reporter()), hints.speaking(hints.Invocation(root=root)):
                 shipped = ship_models(config, root, workdir, self.app, read_manifest(root, self.app.display_warning))
             models = shrunk_models(shipped, root)
             # a rewritten pin ships as a copy: the project's own file stays as it is
@@ -125,10 +141,8 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
             self._drop(path for model in shipped for path in model.obsolete)
             self._leave_out_recordings(config, root)
         except BaseException as exc:
-            self._cleanup()
-            stop = stop_request(exc)  # also SIGTERM during `import onnxruntime` (an ImportError caused by it)
-            if isinstance(stop, Terminated):
-                redeliver(stop.signum)
+            self.cleanup()
+            stopping(exc)  # Ctrl-C, SIGTERM: one line, every live hook cleaned up, the process ends
             if isinstance(exc, ShrinkrayError):
                 self.app.abort(printable_lines(f"shrinkray: {exc}"))
             raise
@@ -211,47 +225,15 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
                 level, line = archive_summary(Path(artifact_path))
                 (self.app.display_warning if level == "warning" else self.app.display_info)(line)
         finally:
-            self._cleanup()
+            self.cleanup()
 
-    def _cleanup(self) -> None:
+    def cleanup(self) -> None:
+        """Remove the work directory and leave the guard (``finalize``, a failure, a stop)."""
         if self._workdir is not None:
             self._workdir.cleanup()
             self._workdir = None
-        _Guard.leave(self)
+        if self._reaper is not None:
+            self._reaper.release()
+            self._reaper = None
+        Guard.leave(self)
 
-
-class _Guard:
-    """From ``initialize`` to ``finalize``, SIGTERM (a CI timeout, a container stop) must not strand
-    a work directory in $TMPDIR. Inside an ``initialize`` it unwinds like Ctrl-C, so every cleanup
-    on the way runs (staging files, cache temporaries); while hatchling writes an archive it removes
-    the work directories. Either way the process then dies by the signal.
-
-    Handlers belong to the process and hatchling may hold several hooks at once (sdist then wheel
-    in one process; ``--hooks-only`` or a failed archive never reaches ``finalize``), so one handler
-    serves every live hook and is put back when the last one leaves."""
-
-    live: ClassVar[list[ShrinkrayBuildHook]] = []
-    restore: ClassVar[Callable[[], None] | None] = None
-
-    @classmethod
-    def enter(cls, hook: ShrinkrayBuildHook) -> None:
-        if not cls.live:
-            cls.restore = on_sigterm(cls.handle)
-        if hook not in cls.live:
-            cls.live.append(hook)
-
-    @classmethod
-    def leave(cls, hook: ShrinkrayBuildHook) -> None:
-        if hook in cls.live:
-            cls.live.remove(hook)
-        if not cls.live and cls.restore is not None:
-            cls.restore()
-            cls.restore = None
-
-    @classmethod
-    def handle(cls, signum: int, frame: FrameType | None) -> None:
-        if any(hook.initializing for hook in cls.live):
-            raise Terminated(signum)
-        for hook in list(cls.live):
-            hook._cleanup()
-        redeliver(signum)

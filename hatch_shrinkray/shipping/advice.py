@@ -6,23 +6,11 @@ an ``inputs`` that does not exist yet and the command line's advice all name the
 
 from __future__ import annotations
 
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
-RECORDING = "tests/shrinkray-inputs"
-"""Where the advice records a project's inputs: beside its tests, which are what it runs."""
-TEST_COMMAND = "python -m pytest tests"
+from hatch_shrinkray.hints import RECORDING, default_recording, record_command, relative
 
-
-def record_command(root: Path, output: str) -> str:
-    """``hatch-shrinkray record --output OUTPUT -- python -m pytest tests`` for a project with a
-    ``tests`` directory at ``root``; ``COMMAND`` (the command that runs its code) for any other."""
-    command = TEST_COMMAND if (root / "tests").is_dir() else "COMMAND"
-    return f"hatch-shrinkray record --output {output} -- {command}"
-
-
-def default_recording(root: Path) -> str:
-    """Where a project at ``root`` records its inputs unless it says otherwise."""
-    return RECORDING if (root / "tests").is_dir() else "shrinkray-inputs"
+__all__ = ["RECORDING", "default_recording", "record_advice", "record_command"]
 
 
 def record_advice(root: Path, inputs: Path | None, key: str = "inputs", models: int = 1) -> str:
@@ -31,17 +19,14 @@ def record_advice(root: Path, inputs: Path | None, key: str = "inputs", models: 
     setting that points at the recording (``key``: the table's ``inputs``, or a command's
     ``--inputs``); when ``inputs`` is set already, that its recording lacks the model (or the
     ``models`` models the advice concerns)."""
-    if inputs is not None:
-        output = PurePosixPath(Path(inputs).relative_to(root)).as_posix() if Path(inputs).is_relative_to(root) \
-            else str(inputs)
-    else:
-        output = default_recording(root)
+    output = relative(Path(inputs), root) if inputs is not None else default_recording(root)
     command = record_command(root, output)
     it = "them" if models > 1 else "it"
     if inputs is not None:
         return f"{output} holds no recording of {it}; to shrink {it}: `{command}`"
+    # the recording's path is in the command: the setting is named, not given it again (a line's room)
     if key.startswith("--"):
-        return f"to shrink {it}: `{command}`, then pass --inputs {output}"
-    return f'to shrink {it}: `{command}`, then set {key} = "{output}"'
+        return f"to shrink {it}: `{command}`, then pass `{key}`"
+    return f"to shrink {it}: `{command}`, then set `{key}`"
 
 

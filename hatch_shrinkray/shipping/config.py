@@ -9,7 +9,6 @@ whose checks the CLI uses too; this module checks the keys, globs and the hook's
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -19,7 +18,9 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.errors import ShrinkrayError, did_you_mean
+from hatch_shrinkray.files import model_files
+from hatch_shrinkray.hints import LINE_LIMIT, counted, listed
 from hatch_shrinkray.option_table import OPTIONS, option_errors, options_from, read_settings, read_strings
 from hatch_shrinkray.options import OLDEST_ONNXRUNTIME, ShrinkOptions
 from hatch_shrinkray.shipping.advice import default_recording, record_command
@@ -48,8 +49,15 @@ class NoMatch(str):
 
     pattern: str
 
-    def __new__(cls, path: str, pattern: str) -> NoMatch:
-        error = super().__new__(cls, f"Field `{path}` pattern `{pattern}` matches no file")
+    def __new__(cls, path: str, pattern: str, where: str = "", models: Sequence[str] = ()) -> NoMatch:
+        """``models``: the model files that exist ``where`` (the wheel, the project), listed on a line
+        of their own: the pattern's mistake is usually a directory level."""
+        text = f"Field `{path}` pattern `{pattern}` matches no file"
+        if where:
+            head = f"  {where}'s models: "
+            room = LINE_LIMIT - counted(head)
+            text += f"\n{head}{listed(models, room)}" if models else f"; {where} holds no .onnx file"
+        error = super().__new__(cls, text)
         error.pattern = pattern
         return error
 
@@ -94,6 +102,8 @@ class CommandLine:
     models_flag: str = "--models"
     pins: str | None = None
     """``--pins``, which overrides the table's ``pins`` (None: not given)."""
+    plan: Path | None = None
+    """``--plan``, the plan file read instead of the table's ``plan`` (None: not given)."""
 
 
 @dataclass(frozen=True)
@@ -195,7 +205,8 @@ def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
         errors.append(f"{_field(table, 'sdist')} must be one of {', '.join(map(repr, SDIST_CHOICES))}; "
                       f"got {sdist!r}")
     cache, cache_dir = _read_cache(raw.get("cache", True), root, table, errors)
-    plan_file, plans = _read_plan_key(raw.get("plan"), root, table, errors)
+    plan_file, plans = _read_plan_key(raw.get("plan"), root, table, errors) if flags.plan is None else \
+        _read_plan_file(flags.plan, str(flags.plan), "--plan", errors)
     pins = raw.get("pins", "warn") if flags.pins is None else flags.pins
     if pins not in PINS_CHOICES:
         errors.append(f"{_field(table, 'pins')} must be one of {', '.join(map(repr, PINS_CHOICES))}; got {pins!r}")
@@ -296,9 +307,9 @@ def _unknown_key_errors(raw: Mapping[str, Any], allowed: tuple[str, ...], table:
         if key in allowed:
             continue
         message = f"Unknown field `{table}.{key}`"
-        close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
+        close = did_you_mean(str(key), allowed)
         if close:
-            message += f"; did you mean `{close[0]}`?"
+            message += f"; did you mean `{close}`?"
         errors.append(message)
     return errors
 
@@ -321,7 +332,8 @@ class _Globs:
         for pattern in patterns:
             matched = self.glob(pattern, path, errors)
             if matched is not None and not matched:
-                errors.append(NoMatch(path, pattern))
+                errors.append(NoMatch(path, pattern, "the wheel" if self.in_wheel else "the project",
+                                      model_files(self.root)))
             models += [m for m in matched or [] if m not in models]
         return models
 
@@ -387,6 +399,20 @@ def _read_cache(value: Any, root: Path, table: str, errors: list[str]) -> tuple[
     return True, None
 
 
+def _read_plan_file(path: Path, shown: str, name: str, errors: list[str]) -> tuple[Path | None, dict[str, PlanEntry]]:
+    """The plan file at ``path`` and its entries (``name``: the setting that names it, ``shown`` as
+    its value, for messages)."""
+    if not path.is_file():
+        errors.append(f"{name} names a file that does not exist: {shown} (hatch-shrinkray check --fix or --search "
+                      "writes it)")
+        return None, {}
+    try:
+        return path, read_plan(path)
+    except ShrinkrayError as exc:
+        errors.append(f"{name}: {exc}")
+        return path, {}
+
+
 def _read_plan_key(value: Any, root: Path, table: str,
                    errors: list[str]) -> tuple[Path | None, dict[str, PlanEntry]]:
     """The plan file and its entries: ``plan = "file.json"``, ``false``, or by default
@@ -398,17 +424,9 @@ def _read_plan_key(value: Any, root: Path, table: str,
         if not path.is_file():
             return None, {}
     elif isinstance(value, str) and value.endswith(".json"):
-        path = root / value
-        if not path.is_file():
-            errors.append(f"{_field(table, 'plan')} names a file that does not exist: {value} "
-                          "(hatch-shrinkray check --fix or --search writes it)")
-            return None, {}
+        return _read_plan_file(root / value, value, _field(table, "plan"), errors)
     else:
         errors.append(f"{_field(table, 'plan')} must be the path of a .json plan file, relative to the project "
                       "root, or false")
         return None, {}
-    try:
-        return path, read_plan(path)
-    except ShrinkrayError as exc:
-        errors.append(f"{_field(table, 'plan')}: {exc}")
-        return path, {}
+    return _read_plan_file(path, PLAN_NAME, _field(table, "plan"), errors)

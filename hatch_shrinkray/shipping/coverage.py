@@ -3,9 +3,10 @@ run, and where the project's table points the build's ``inputs`` (for the next s
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
-from hatch_shrinkray.capture.run import Expected, Finished, Setup, installed
+from hatch_shrinkray.capture.run import Expected, Finished, Named, Setup, installed
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.files import file_sha256
 from hatch_shrinkray.shipping.config import hook_table, load_config
@@ -32,3 +33,22 @@ def configured_models(root: Path, done: Finished) -> tuple[list[Expected], Setup
         if isinstance(globs, list) and all(isinstance(g, str) for g in globs):
             return installed(globs, done, method if isinstance(method, str) else "int8"), setup
         return [], setup
+
+
+def named_by_content(root: Path) -> Named:
+    """sha256 -> the project's configured model file with those bytes (its table's ``models``),
+    read when first asked: a program that loads a model from bytes gets its recording named after
+    the file the build matches it with."""
+
+    @functools.cache
+    def files() -> dict[str, str]:
+        try:
+            raw, table = find_table(root)
+            if table is None:
+                return {}
+            config = load_config(raw, root, "wheel", table)
+            return {file_sha256(root / m.relpath): m.relpath for m in config.models}
+        except (ShrinkrayError, OSError):
+            return {}
+
+    return lambda sha: files().get(sha)

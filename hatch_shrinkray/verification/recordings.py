@@ -396,12 +396,13 @@ def find_recording(directory: Path, model_sha256: str, model_name: str) -> tuple
     if len(named) == 1:
         return named[0], (f"matched {named[0].name} by file name, not by content: {model_name} changed since it "
                           "was recorded; record again to verify on inputs of this exact model")
+    from hatch_shrinkray.hints import current, record_command, relative  # not in the recorded processes
+
     have = ", ".join(p.name for p in files[:6]) or "no recordings"
     more = " (several by that name)" if named else ""
     raise NoRecording(f"holds no recording of {model_name} (sha256 {model_sha256[:SHA_DIGITS]}...){more}; it has: "
                       f"{have}", path=label,
-                      hint=f"run the code that uses this model under `hatch-shrinkray record --output {directory} "
-                           "-- COMMAND`")
+                      hint=f"record it: `{record_command(current().root, relative(directory, current().root))}`")
 
 
 def spread(total: int, wanted: int) -> list[int]:

@@ -43,7 +43,7 @@ from hatch_shrinkray.onnxgraph.modelio import Loaded, Staged, changed_file, fits
 from hatch_shrinkray.option_table import option_errors
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.pool import Background
-from hatch_shrinkray.registry import METHODS, Dedup, Needs, check_runtimes
+from hatch_shrinkray.registry import METHODS, Dedup, Needs, check_runtimes, withheld
 from hatch_shrinkray.result import Fit, FitNote, FitReason, TensorRecord, VerifyResult, human
 from hatch_shrinkray.samples import Calibration
 from hatch_shrinkray.shrink_result import KeptFloat, ShrinkResult, kept_reason
@@ -57,6 +57,7 @@ from hatch_shrinkray.sizes import (
     measure,
     web_bytes,
 )
+from hatch_shrinkray.verification import memory
 from hatch_shrinkray.verification.inputs import GeneratedUnusable, specs_of_model
 from hatch_shrinkray.verification.recordings import NoRecording
 from hatch_shrinkray.verification.runner import (
@@ -228,6 +229,8 @@ def _write_and_verify(job: _Job, records: list[TensorRecord], original_sizes_job
         # reference cycles: without a collection now it stayed resident through verification (with
         # every tensor it replaced: protobuf keeps them in the message's arena), twice the model's
         # size beside the original's session (benchmarks/BIG_MODEL.md).
+        feed = memory.feed_for(loaded.model, options.verify, prepared.samples.feeds if prepared else ()) \
+            if options.target == "memory" and kept_original is None else None
         loaded.model = ModelProto()
         gc.collect()
         if options.verify is not None and kept_original is None:
@@ -236,6 +239,9 @@ def _write_and_verify(job: _Job, records: list[TensorRecord], original_sizes_job
                 verification = _verify(loaded, job.original_ref, output, options, prepared=prepared,
                                        checker=job.checker, fitting=fitting, keep_failed=keep_failed,
                                        reference=early)
+                if feed is not None:  # target memory: both footprints, measured in fresh processes
+                    verification = memory.attach(verification, job.original_ref, output.ref, feed, records=records,
+                                                 withheld=withheld(options))
             except Unverifiable as exc:
                 _refuse_if_changed(loaded, exc)
                 kept_original, unverified = exc.reason, True
@@ -392,7 +398,7 @@ def _refuse_if_changed(loaded: Loaded, cause: BaseException | None = None) -> No
                              hint="wait until the model is completely written, then run again") from cause
 
 
-TARGET_WORDS = {"wheel": "the wheel", "web": "the web download", "disk": "on disk"}
+TARGET_WORDS = {"wheel": "the wheel", "web": "the web download", "disk": "on disk", "memory": "the wheel"}
 
 
 def _smaller(shrunk: Sizes, original: Sizes, target: str, size_neutral: bool) -> bool:

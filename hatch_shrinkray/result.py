@@ -9,6 +9,7 @@ from enum import Enum
 from typing import Any
 
 from hatch_shrinkray.evidence import Evidence
+from hatch_shrinkray.footprint import Memory
 from hatch_shrinkray.sizes import Sizes
 
 
@@ -146,6 +147,8 @@ class VerifyResult:
     """Streams of a recurrent model run in closed loop (0: calls judged one by one)."""
     symbols: tuple[tuple[str, int], ...] = ()
     """Generated inputs: the size each named symbolic dimension got, by name."""
+    memory: Memory | None = None
+    """Target ``memory``: both models' footprints, measured in fresh processes (``verification.memory``)."""
 
     @property
     def passed(self) -> bool:
@@ -198,6 +201,8 @@ class VerifyResult:
             text += f"; {self.evidence.text()}"
         if self.fitting:
             text += f"; {self.fitting}"
+        if self.memory is not None:
+            text += f"; {self.memory.text()}"
         return text
 
     def table(self, limits: dict[str, float] | None = None) -> str:
@@ -228,7 +233,8 @@ class VerifyResult:
                 "fit": None if self.fit is None else self.fit.fit.value,
                 "symbolic_dims": dict(self.symbols),
                 "evidence": None if ev is None else {**asdict(ev), "upper_bound": round(ev.bound, 6), "weak": ev.weak},
-                "outputs": [_output_dict(o) for o in self.outputs]}
+                "outputs": [_output_dict(o) for o in self.outputs],
+                **({} if self.memory is None else {"memory": self.memory.to_dict()})}
 
 
 def size_change(before: Sizes, after: Sizes) -> str:

@@ -85,11 +85,12 @@ def brief(v: VerifyResult, *, full: bool = True) -> str:
     """:func:`verdict` and, when there is one, what became of the fitted choices in a few words;
     nothing fitted for want of independent units is said with the weak evidence it comes from:
     ``same answers on 12 recorded calls (weak, not fitted)``."""
+    memory = f"; {v.memory.brief()}" if v.memory is not None else ""
     if v.fit is None:
-        return verdict(v, full=full)
+        return verdict(v, full=full) + memory
     if v.fit.reason is FitReason.FEW_UNITS and _weak(v):
-        return verdict(v, full=full, weak=WEAK_UNFITTED)
-    return f"{verdict(v, full=full)}; {fit_words(v.fit)}"
+        return verdict(v, full=full, weak=WEAK_UNFITTED) + memory
+    return f"{verdict(v, full=full)}; {fit_words(v.fit)}{memory}"
 
 
 WEAK_UNFITTED = "weak, not fitted"

@@ -63,7 +63,7 @@ MEMORY = "memory"
 Key = tuple[str, str]
 FLOAT32 = 1
 
-EIGHT_BIT_BLOCK = 128
+EIGHT_BIT_BLOCK = 32
 """Block size of the 8-bit MatMulNBits codes (and of the kernel's int8 activations): benchmarks/MEMORY.md."""
 GATHER_BLOCK = 32
 """Block size of the 4-bit GatherBlockQuantized tables."""

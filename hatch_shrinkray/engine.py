@@ -43,7 +43,7 @@ from hatch_shrinkray.onnxgraph.modelio import Loaded, Staged, changed_file, fits
 from hatch_shrinkray.option_table import option_errors
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.pool import Background
-from hatch_shrinkray.registry import METHODS, Dedup, Needs, check_runtimes, withheld
+from hatch_shrinkray.registry import METHODS, Dedup, Needs, check_runtimes
 from hatch_shrinkray.result import Fit, FitNote, FitReason, TensorRecord, VerifyResult, human
 from hatch_shrinkray.samples import Calibration
 from hatch_shrinkray.shrink_result import KeptFloat, ShrinkResult, kept_reason
@@ -240,8 +240,7 @@ def _write_and_verify(job: _Job, records: list[TensorRecord], original_sizes_job
                                        checker=job.checker, fitting=fitting, keep_failed=keep_failed,
                                        reference=early)
                 if feed is not None:  # target memory: both footprints, measured in fresh processes
-                    verification = memory.attach(verification, job.original_ref, output.ref, feed, records=records,
-                                                 withheld=withheld(options))
+                    verification = memory.attach(verification, job.original_ref, output.ref, feed, records=records)
             except Unverifiable as exc:
                 _refuse_if_changed(loaded, exc)
                 kept_original, unverified = exc.reason, True

@@ -76,7 +76,6 @@ class Memory:
                  f"load {o.load_s:.2f} s -> {s.load_s:.2f} s CPU, {o.run_ms:.2f} ms -> {s.run_ms:.2f} ms CPU an "
                  f"inference",
                  f"{round(100 * self.float_share)}% of the weights float in memory"]
-        parts += [f"not packed: {why}" for why in self.withheld]
         return "; ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from hatch_shrinkray.methods.dedup import Dedup
 from hatch_shrinkray.methods.dynamic import Dynamic
 from hatch_shrinkray.methods.int4 import Int4
 from hatch_shrinkray.methods.int8 import Int8
-from hatch_shrinkray.methods.resident import Resident, withheld
+from hatch_shrinkray.methods.resident import Resident
 from hatch_shrinkray.methods.runtimes import check as check_runtimes
 from hatch_shrinkray.onnxgraph.encoding import Calibration, TensorEncoder
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights
@@ -57,4 +57,4 @@ BASES: dict[str, Method] = {
 METHODS: dict[str, Method] = {name: Resident(method) for name, method in BASES.items()}
 """Each method as it runs under every target; ``Resident`` adds what target ``memory`` keeps packed."""
 
-__all__ = ["METHODS", "Dedup", "Method", "Needs", "check_runtimes", "withheld"]
+__all__ = ["METHODS", "Dedup", "Method", "Needs", "check_runtimes"]

@@ -43,6 +43,8 @@ ORIGINAL = Remedy(original=True)
 NARROWER_THAN_INT8 = ("auto", "int4", "dynamic")
 """Methods whose answers int8 round-to-nearest (the do-no-harm floor) may restore."""
 PLANNED = ("int8", *NARROWER_THAN_INT8)
+PACKS = ("int8", "int4", "auto")
+"""Methods that keep weights packed in memory under target ``memory`` (``methods.resident``)."""
 """Methods whose ladder has the per-tensor rung: int8 round-to-nearest with some tensors wider."""
 
 
@@ -55,6 +57,8 @@ def remedies(options: ShrinkOptions) -> list[Remedy]:
         ladder.append(Remedy(method="int8"))  # what method int8 ships: codes fitted where the guard keeps them
     if options.method in NARROWER_THAN_INT8:
         ladder.append(Remedy(method="int8", rounding="nearest"))
+    if options.target == "memory" and options.method in PACKS:  # then its weights float in memory, int8 first
+        ladder.append(Remedy(method="int8", rounding="nearest", target="wheel"))
     if options.method != "fp16":
         ladder.append(Remedy(method="fp16"))
     return [*ladder, ORIGINAL]

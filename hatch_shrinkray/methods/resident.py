@@ -57,7 +57,7 @@ from hatch_shrinkray.onnxgraph.rewrite import consumers_replaceable, encode_weig
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import TensorRecord
 from hatch_shrinkray.samples import Calibration
-from hatch_shrinkray.verification.memory import packed
+from hatch_shrinkray.verification.memory import NOT_PACKED, packed
 
 MEMORY = "memory"
 Key = tuple[str, str]
@@ -264,12 +264,14 @@ class Resident:
             return self.base.fit(model, options, calibration, held, original)
         before = ModelProto()
         before.CopyFrom(model)
+        lacking = withheld(model, options)
         picks = plan(model, options)
         records, stored = encode_picks(model, picks, options)
         rest = dataclasses.replace(options, exclude_tensors=(*options.exclude_tensors,
                                                              *(glob.escape(n) for n in sorted(stored))))
         fitted = self.base.fit(model, rest, calibration, held, original)
         records += [r for r in fitted.records if r.name not in stored and (r.scope, r.name) not in picks]
+        records = _lacking(records, lacking)
         chosen = {(r.scope, r.name): e for r in records if packed(r) and (e := _encoder_of(r, options)) is not None}
         units = held if held else calibration
         if self.name not in JUDGED or not chosen or not units:
@@ -282,7 +284,7 @@ class Resident:
         model.CopyFrom(before)
         again = self.base.fit(model, dataclasses.replace(options, target="wheel"), calibration, held, original)
         why = f"{outcome.text()}; float in memory"
-        return Fitted([_note(r, why) if r.encoding != "kept" else r for r in again.records],
+        return Fitted(_lacking([_note(r, why) if r.encoding != "kept" else r for r in again.records], lacking),
                       _also(again.outcome, why))
 
 
@@ -292,6 +294,12 @@ def _encoder_of(record: TensorRecord, options: ShrinkOptions) -> TensorEncoder |
         if record.encoding == enc.label():
             return enc
     return None
+
+
+def _lacking(records: list[TensorRecord], lacking: dict[Key, str]) -> list[TensorRecord]:
+    """The records with why no kernel took their weight, where one would have (``withheld``)."""
+    return [_note(r, lacking[(r.scope, r.name)]) if (r.scope, r.name) in lacking and not packed(r) else r
+            for r in records]
 
 
 def _note(record: TensorRecord, note: str) -> TensorRecord:
@@ -313,12 +321,28 @@ def _also(outcome: Outcome | Unfitted | None, text: str) -> Outcome | Unfitted:
     return Unfitted(text)
 
 
-def withheld(options: ShrinkOptions) -> tuple[str, ...]:
-    """Why packed kernels the method would use are not emitted (empty outside the memory target)."""
+def withheld(model: ModelProto, options: ShrinkOptions) -> dict[Key, str]:
+    """Per weight a packed kernel would read but the declared runtimes lack, why it is not emitted
+    (empty outside the memory target): the records say it, and the build in one line."""
     if options.target != MEMORY or options.method not in ("int8", "int4", "auto"):
-        return ()
+        return {}
     found = kernels(options)
-    wanted = {"int8": ("MatMulNBits 8-bit",), "int4": ("MatMulNBits 4-bit", "GatherBlockQuantized 4-bit")}.get(
-        options.method, ("MatMulNBits", "GatherBlockQuantized"))
-    return tuple(why for why in found.withheld if why.startswith(wanted))
+    why = runtimes.packed_kernels(options.runtimes)
+    out: dict[Key, str] = {}
+    for site in find_sites(model):
+        op = consumer(site)
+        if op is None or skip_reason(site, options) is not None:
+            continue
+        if op == "Gather":
+            missing = [] if found.gather or options.method != "int4" else ["gather"]
+        elif options.method == "auto":
+            missing = [] if found.eight or found.four else ["eight", "four"]
+        else:
+            missing = [k for k, ok in (("eight", found.eight), ("four", found.four)) if not ok
+                       and k == ("eight" if options.method == "int8" else "four")]
+        if missing:
+            out[site_key(site)] = "; ".join(f"{NOT_PACKED}{why[k]}" for k in missing)
+    return out
+
+
 __all__ = ["MEMORY", "Resident", "candidates", "judge", "kernels", "memory_bytes", "plan", "withheld"]

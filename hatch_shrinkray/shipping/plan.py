@@ -26,6 +26,7 @@ from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.files import create_beside, read_regular
 from hatch_shrinkray.options import ENCODINGS, METHODS, ROUNDINGS, ShrinkOptions
 from hatch_shrinkray.signals import deferred
+from hatch_shrinkray.sizes import TARGETS
 
 PLAN_NAME = "shrinkray-plan.json"
 MAX_BYTES = 64 << 20
@@ -40,30 +41,34 @@ HINT = ("hatch-shrinkray check --fix (or --search) writes it; fix the entry, or 
 @dataclass(frozen=True)
 class Remedy:
     """What ``check --fix`` changed from the configured choice, because the package's tests
-    regressed with it: option values (``rounding``, ``method``), or the original bytes."""
+    regressed with it: option values (``rounding``, ``method``, ``target``: ``wheel`` where target
+    ``memory`` kept weights packed), or the original bytes."""
 
     method: str | None = None
     rounding: str | None = None
     original: bool = False
+    target: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         if self.original:
             return {"original": True}
-        return {k: v for k, v in (("method", self.method), ("rounding", self.rounding)) if v is not None}
+        return {k: v for k, v in (("method", self.method), ("rounding", self.rounding), ("target", self.target))
+                if v is not None}
 
     @classmethod
     def from_dict(cls, data: Any) -> Remedy:
-        if not isinstance(data, dict) or set(data) - {"method", "rounding", "original"}:
-            raise TypeError("remedy must be an object with `method`, `rounding` or `original`")
+        if not isinstance(data, dict) or set(data) - {"method", "rounding", "original", "target"}:
+            raise TypeError("remedy must be an object with `method`, `rounding`, `target` or `original`")
         original = data.get("original", False)
         if not isinstance(original, bool):
             raise TypeError("remedy.original must be true or false")
-        method, rounding = data.get("method"), data.get("rounding")
+        method, rounding, target = data.get("method"), data.get("rounding"), data.get("target")
         return cls(None if method is None else _text(method), None if rounding is None else _text(rounding),
-                   original)
+                   original, None if target is None else _text(target))
 
     def apply(self, options: ShrinkOptions) -> ShrinkOptions:
-        return replace(options, method=self.method or options.method, rounding=self.rounding or options.rounding)
+        return replace(options, method=self.method or options.method, rounding=self.rounding or options.rounding,
+                       target=self.target or options.target)
 
     def describe(self, options: ShrinkOptions, tensors: Sequence[tuple[str, str, str]] = ()) -> str:
         """The choice for people, on ``options`` as configured: ``int8 round-to-nearest``, ``fp16``,
@@ -72,6 +77,8 @@ class Remedy:
             return "the original"
         chosen = self.apply(options)
         rounding = " round-to-nearest" if chosen.rounding == "nearest" and chosen.method in ("int8", "auto") else ""
+        if options.target == "memory" and chosen.target != "memory":
+            rounding += ", float in memory"
         if not tensors:
             return f"{chosen.method}{rounding}"
         counts = Counter(e for _, _, e in tensors)
@@ -155,7 +162,8 @@ def _entry(sha: str, item: Any, label: str, hint: str) -> PlanEntry:
         raise ShrinkrayError(f"`{where}.tensors` has unknown encodings ({', '.join(bad[:3])}); "
                              f"one of {', '.join(ENCODINGS)}", path=label, hint=hint)
     remedy = entry.remedy
-    if remedy is not None and (remedy.method not in (None, *METHODS) or remedy.rounding not in (None, *ROUNDINGS)):
+    if remedy is not None and (remedy.method not in (None, *METHODS) or remedy.rounding not in (None, *ROUNDINGS)
+                               or remedy.target not in (None, *TARGETS)):
         raise ShrinkrayError(f"`{where}.remedy` is not one this hatch-shrinkray knows ({remedy.to_dict()}); method "
                              f"one of {', '.join(METHODS)}, rounding one of {', '.join(ROUNDINGS)}", path=label,
                              hint=hint)

@@ -41,6 +41,8 @@ from hatch_shrinkray.verification.npz import write_arrays
 RUNS = 100
 """Inferences before the steady figure is read: buffers the first runs allocate stay."""
 TIMEOUT = 1800
+NOT_PACKED = "not packed: "
+"""How a record's note says why no packed kernel took its weight (the declared runtimes lack it)."""
 PACKED_WORDS = ("MatMulNBits", "GatherBlockQuantized")
 """How a record's encoding says its weight stays packed in memory (beside int8's gathered rows, and
 ``int4``'s ``(MatMulNBits)``)."""
@@ -154,17 +156,26 @@ def feed_for(model: ModelProto, options: VerifyOptions | None, recorded: Sequenc
 
 
 def attach(verification: VerifyResult, original: str | bytes, shrunk: str | bytes, feed: tuple[Feed, str] | None, *,
-           records: Sequence[TensorRecord], withheld: Sequence[str] = ()) -> VerifyResult:
+           records: Sequence[TensorRecord]) -> VerifyResult:
     """``verification`` with both models' footprints measured (``measure``), or a note saying why
-    they could not be."""
+    they could not be; and a note naming the packed kernels the declared runtimes lack, if any."""
+    lacking = withheld(records)
+    notes = [f"not packed in memory: {'; '.join(lacking)}"] if lacking else []
     why = "no input to run the models on"
     if feed is not None:
         try:
-            return dataclasses.replace(verification, memory=measure(original, shrunk, feed[0], input_words=feed[1],
-                                                                    records=records, withheld=withheld))
+            memory = measure(original, shrunk, feed[0], input_words=feed[1], records=records, withheld=lacking)
+            return dataclasses.replace(verification, memory=memory, notes=(*verification.notes, *notes))
         except NotMeasured as exc:
             why = str(exc)
-    return dataclasses.replace(verification, notes=(*verification.notes, f"memory not measured: {why}"))
+    return dataclasses.replace(verification, notes=(*verification.notes, *notes, f"memory not measured: {why}"))
+
+
+def withheld(records: Sequence[TensorRecord]) -> tuple[str, ...]:
+    """Why no packed kernel took some weights (``NOT_PACKED`` in their notes), each reason once."""
+    found = (part.strip()[len(NOT_PACKED):] for r in records for part in r.note.split(";")
+             if part.strip().startswith(NOT_PACKED))
+    return tuple(dict.fromkeys(found))
 
 
 def packed(record: TensorRecord) -> bool:

@@ -50,6 +50,7 @@ from hatch_shrinkray.fitting.guard import Outcome, Scorer, Unfitted, decide
 from hatch_shrinkray.fitting.probe import site_key
 from hatch_shrinkray.methods import runtimes
 from hatch_shrinkray.methods.base import Fitted, Method, Needs
+from hatch_shrinkray.methods.int8 import Int8
 from hatch_shrinkray.numerics.quant import NotEncodable
 from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext, TensorEncoder
 from hatch_shrinkray.onnxgraph.graph import Site, find_sites
@@ -274,6 +275,10 @@ class Resident:
         records = _lacking(records, lacking)
         chosen = {(r.scope, r.name): e for r in records if packed(r) and (e := _encoder_of(r, options)) is not None}
         units = held if held else calibration
+        as_int8 = dataclasses.replace(options, method="int8")
+        if self.name == "auto" and not chosen and plan(before, as_int8):  # auto shipped its int8 fallback
+            model.CopyFrom(before)
+            return INT8.fit(model, as_int8, calibration, held, original)
         if self.name not in JUDGED or not chosen or not units:
             why = "" if self.name not in JUDGED or not chosen else \
                 "not judged against round-to-nearest int8 (no recorded units to judge on)"
@@ -282,10 +287,18 @@ class Resident:
         if outcome.kept:
             return Fitted(_noted(records, outcome.text(), chosen), _also(fitted.outcome, outcome.text()))
         model.CopyFrom(before)
-        again = self.base.fit(model, dataclasses.replace(options, target="wheel"), calibration, held, original)
-        why = f"{outcome.text()}; float in memory"
+        if self.name == "auto":  # int8 keeps its weights packed where that holds, judged in turn
+            again = INT8.fit(model, as_int8, calibration, held, original)
+            why = f"{outcome.text()}; int8 instead"
+        else:
+            again = self.base.fit(model, dataclasses.replace(options, target="wheel"), calibration, held, original)
+            why = f"{outcome.text()}; float in memory"
         return Fitted(_lacking([_note(r, why) if r.encoding != "kept" else r for r in again.records], lacking),
                       _also(again.outcome, why))
+
+
+INT8 = Resident(Int8())
+"""What ``auto`` falls back to under the memory target: int8, keeping its weights packed where that holds."""
 
 
 def _encoder_of(record: TensorRecord, options: ShrinkOptions) -> TensorEncoder | None:

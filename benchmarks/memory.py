@@ -136,7 +136,9 @@ def table(r: dict[str, Any]) -> list[str]:
             "|---|---|---|---|---|---|---|---|---|---|"]
     for name in ("original", *VARIANTS):
         if name != "original" and "file" not in r["variants"][name]:
-            err = r["variants"][name]["error"].strip().splitlines()[-1][:150]
+            said = r["variants"][name]["error"].strip().splitlines()
+            err = next((ln for ln in said if "differs too much" in ln or "error" in ln.lower()), said[-1])
+            err = err.split(": ", 1)[-1][:160].replace("|", "/")
             rows.append(f"| {name} | did not ship: {err} |||||||||")
             continue
         m = r["memory"][name]

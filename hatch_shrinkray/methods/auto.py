@@ -84,7 +84,7 @@ from hatch_shrinkray.numerics.threads import workers
 from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
 from hatch_shrinkray.onnxgraph.encoding import Calibration, EncodeContext
 from hatch_shrinkray.onnxgraph.graph import Names, Site, opset_version
-from hatch_shrinkray.onnxgraph.rewrite import encode_weights, record, rows_decodable
+from hatch_shrinkray.onnxgraph.rewrite import ROWS_NOTE, encode_weights, record, rows_decodable
 from hatch_shrinkray.options import LOAD_BUDGET, WEB_LOAD_BUDGET, ShrinkOptions
 from hatch_shrinkray.pool import thread_pool
 from hatch_shrinkray.result import Fit, FitNote, FitReason, TensorRecord
@@ -789,7 +789,7 @@ def _write(model: ModelProto, options: ShrinkOptions, chosen: dict[Key, tuple[We
         elif c.kind == NBITS:
             continue
         else:
-            out.append(replace(r, note=why))
+            out.append(replace(r, note=f"{ROWS_NOTE}; {why}" if ROWS_NOTE in r.note else why))
     int4 = [(w, c) for w, c in chosen.values() if c.kind == NBITS]
     if int4:
         _matmul_nbits(model, options, [w.site.name for w, _ in int4])

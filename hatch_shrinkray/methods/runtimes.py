@@ -32,16 +32,16 @@ MATMUL_NBITS = (1, 16, 2)
 """First onnxruntime with the ``MatMulNBits`` contrib op (``int4``, ``auto``'s 4-bit blocks); 1.16.1 lacks it."""
 MATMUL_NBITS_8 = (1, 22, 0)
 """First onnxruntime whose CPU ``MatMulNBits`` reads 8-bit codes (with int8 activations, ``accuracy_level``
-4; float activations need 1.23): 1.21.1 refuses the model; 1.16.3 and 1.22.1 load 8-bit codes with float
-activations and fail on the first inference."""
+4, as ``methods.resident`` writes them; float activations need 1.23): 1.21.1 refuses the model; 1.16.3
+and 1.22.1 load 8-bit codes with float activations and fail on the first inference."""
 GATHER_BLOCK_QUANTIZED = (1, 23, 0)
 """First onnxruntime whose ``GatherBlockQuantized`` reads ``uint8`` codes with a ``bits`` attribute
-(4-bit tables); 1.22.1 refuses the model."""
+(4-bit tables); 1.22.1 refuses the model (its ``int4`` form, from 1.20, needs IR version 10)."""
 PACKED = {"eight": (MATMUL_NBITS_8, "MatMulNBits 8-bit"), "four": (MATMUL_NBITS, "MatMulNBits 4-bit"),
           "gather": (GATHER_BLOCK_QUANTIZED, "GatherBlockQuantized 4-bit")}
 """The kernels that keep weights packed in memory (target ``memory``), with the first release that has each."""
 NOT_ON_WEB: frozenset[str] = frozenset()
-"""Packed kernels onnxruntime-web's wasm backend lacks (tests/test_runtime_matrix.py measures them)."""
+"""Packed kernels onnxruntime-web's wasm backend lacks: none in 1.30 (tests/test_memory_runtimes.py)."""
 NOT_ON_OPENVINO: frozenset[str] = frozenset()
 """Packed kernels OpenVINO's ONNX reader lacks."""
 

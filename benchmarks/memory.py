@@ -28,7 +28,7 @@ if __package__ in (None, ""):
 
 from benchmarks import corpus
 from benchmarks.common import CACHE_DIR
-from benchmarks.download import _load, _save, evaluate, log, shrink
+from benchmarks.download import _load, _save, cached, evaluate, log, shrink
 from benchmarks.record_task import RECORDINGS, record
 from benchmarks.variants import engine_key
 
@@ -87,22 +87,18 @@ def float_share(report: dict[str, Any] | None) -> tuple[int, int] | None:
 
 
 def run_model(key: str, rounds: int, fresh: bool) -> dict[str, Any]:
-    eng = engine_key()
-    cache = OUT / "results" / f"{key}.json"
-    prev = _load(cache)
-    if prev.get("engine") == eng and not fresh:
+    cache, prev = cached(OUT, key, fresh)
+    if prev is not None:
         return prev
-    model = corpus.model_path(key)
-    rec = RECORDINGS / key
+    model, rec = corpus.model_path(key), RECORDINGS / key
     recording = record(key, model, rec)
-    work = OUT / "work" / key
     (CACHE_DIR / "download").mkdir(parents=True, exist_ok=True)  # download.shrink runs its commands there
     shrunk: dict[str, Any] = {}
     for name, args in VARIANTS.items():
         log(f"{key}: {name}")
         t0 = time.perf_counter()
         try:
-            shrunk[name] = shrink(model, name, args, rec, work)
+            shrunk[name] = shrink(model, name, args, rec, OUT / "work" / key)
         except RuntimeError as exc:
             shrunk[name] = {"error": str(exc)[-800:], "seconds": time.perf_counter() - t0,
                             "command": "hatch-shrinkray shrink MODEL -o OUT " + " ".join(
@@ -111,7 +107,7 @@ def run_model(key: str, rounds: int, fresh: bool) -> dict[str, Any]:
     answers = evaluate(key, model, files)
     feed = first_input(key, model)
     memory = footprints({"original": str(model), **files}, feed, rounds)
-    result = {"key": key, "engine": eng, "model": str(model), "recording": recording, "variants": shrunk,
+    result = {"key": key, "engine": engine_key(), "model": str(model), "recording": recording, "variants": shrunk,
               "answers": answers, "memory": memory, "rounds": rounds,
               "sizes": {n: Path(p).stat().st_size for n, p in {"original": str(model), **files}.items()},
               "float": {n: float_share(v.get("report")) for n, v in shrunk.items() if "file" in v}}

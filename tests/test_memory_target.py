@@ -31,17 +31,18 @@ from onnx_builders import init, model, save, vi, weight
 ROOM = 160
 
 
-def embedder(tmp_path: Path) -> tuple[Path, Path]:
-    """ids -> embedding table -> two MatMuls -> mean: MatMul and Gather weights, 8 MB of float32."""
+def embedder(tmp_path: Path, rows: int = 4000, width: int = 256) -> tuple[Path, Path]:
+    """ids -> embedding table -> two MatMuls -> mean: MatMul and Gather weights, 6 MB of float32 (by
+    default: enough for a session's memory to show them)."""
     m = model([helper.make_node("Gather", ["E", "ids"], ["e"]), helper.make_node("MatMul", ["e", "W1"], ["h"]),
                helper.make_node("Relu", ["h"], ["r"]), helper.make_node("MatMul", ["r", "W2"], ["o"]),
                helper.make_node("ReduceMean", ["o"], ["y"], axes=[1], keepdims=0)],
-              [vi("ids", ["b", 6], TensorProto.INT64)], [vi("y", ["b", 256])],
-              [init("E", weight((4000, 256), 1)), init("W1", weight((256, 1024), 2)),
-               init("W2", weight((1024, 256), 3))])
+              [vi("ids", ["b", 6], TensorProto.INT64)], [vi("y", ["b", width])],
+              [init("E", weight((rows, width), 1)), init("W1", weight((width, 4 * width), 2)),
+               init("W2", weight((4 * width, width), 3))])
     rng = np.random.default_rng(0)
     inputs = tmp_path / "inputs.npz"
-    np.savez(inputs, ids=rng.integers(0, 4000, (24, 1, 6)))
+    np.savez(inputs, ids=rng.integers(0, rows, (24, 1, 6)))
     return save(m, tmp_path / "embedder.onnx"), inputs
 
 
@@ -89,21 +90,23 @@ def test_packed_weights_that_lose_to_int8_fall_back_to_float_in_memory(tmp_path:
 
 
 def test_the_declared_runtimes_decide_what_is_emitted(tmp_path: Path) -> None:
-    src, _ = embedder(tmp_path)
+    src, _ = embedder(tmp_path, rows=512, width=64)
     m = onnx.load(str(src))
-    old = ShrinkOptions(target="memory", runtimes=("onnxruntime>=1.16.3",), verify=None)
+    old = ShrinkOptions(target="memory", runtimes=("onnxruntime>=1.16.3",), verify=None, min_elements=1000)
     eight = "not packed: MatMulNBits 8-bit needs onnxruntime>=1.22.0 (onnxruntime>=1.16.3 targeted)"
     assert resident.withheld(m, old) == {("main", "W1"): eight, ("main", "W2"): eight}
     r = shrink(src, tmp_path / "old.onnx", old)
     assert "MatMulNBits" not in _ops(tmp_path / "old.onnx") and all("MatMulNBits" not in t.encoding for t in r.tensors)
     assert withheld(r.tensors) == (eight.removeprefix("not packed: "),)
-    four = ShrinkOptions(method="int4", target="memory", runtimes=("onnxruntime>=1.16.3",), verify=None)
+    four = ShrinkOptions(method="int4", target="memory", runtimes=("onnxruntime>=1.16.3",), verify=None,
+                         min_elements=1000)
     gather = "not packed: GatherBlockQuantized 4-bit needs onnxruntime>=1.23.0 (onnxruntime>=1.16.3 targeted)"
     assert resident.withheld(m, four) == {("main", "E"): gather}
     r = shrink(src, tmp_path / "four.onnx", four)
     assert {t.name: t.encoding for t in r.tensors}["W1"] == "MatMulNBits 4-bit, block 32"
     assert _ops(tmp_path / "four.onnx") >= {"MatMulNBits", "Gather"}
-    new = ShrinkOptions(method="int4", target="memory", runtimes=("onnxruntime>=1.23", "web"), verify=None)
+    new = ShrinkOptions(method="int4", target="memory", runtimes=("onnxruntime>=1.23", "web"), verify=None,
+                        min_elements=1000)
     assert resident.withheld(m, new) == {}
     shrink(src, tmp_path / "new.onnx", new)
     assert "GatherBlockQuantized" in _ops(tmp_path / "new.onnx")
@@ -198,7 +201,7 @@ def test_memory_bytes_count_what_a_process_holds(tmp_path: Path) -> None:
     from hatch_shrinkray.fitting.candidates import fp32
     from hatch_shrinkray.onnxgraph.graph import find_sites
 
-    src, _ = embedder(tmp_path)
+    src, _ = embedder(tmp_path, rows=512, width=64)
     sites = {s.name: s for s in find_sites(onnx.load(str(src)))}
     w1 = sites["W1"]
     cands = resident.candidates(w1, w1.array(), _ctx(w1), ShrinkOptions(method="auto", target="memory"), moments=None,

@@ -229,7 +229,8 @@ def _write_and_verify(job: _Job, records: list[TensorRecord], original_sizes_job
         # reference cycles: without a collection now it stayed resident through verification (with
         # every tensor it replaced: protobuf keeps them in the message's arena), twice the model's
         # size beside the original's session (benchmarks/BIG_MODEL.md).
-        feed = memory.feed_for(loaded.model, options.verify, prepared.samples.feeds if prepared else ()) \
+        feed = memory.feed_for(loaded.model, options.verify, prepared.samples.feeds if prepared else (),
+                               sha256=next(iter(loaded.sha256.values()), ""), name=loaded.label) \
             if options.target == "memory" and kept_original is None else None
         loaded.model = ModelProto()
         gc.collect()

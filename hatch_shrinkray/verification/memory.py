@@ -18,6 +18,7 @@ per session, so the CPU times are the model's. Resident memory is read from ``/p
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -141,16 +142,23 @@ def measure(original: str | bytes, shrunk: str | bytes, feed: Feed, *, input_wor
     return Memory(first, second, runs, input_words, float_bytes, total, tuple(withheld))
 
 
-def feed_for(model: ModelProto, options: VerifyOptions | None, recorded: Sequence[Feed]) -> tuple[Feed, str] | None:
-    """The input the footprints run on, and its words: the first recorded one, else one generated
-    from ``model``'s signature as verification generates them (None: none could be made)."""
+def feed_for(model: ModelProto, options: VerifyOptions | None, recorded: Sequence[Feed], *, sha256: str,
+             name: str) -> tuple[Feed, str] | None:
+    """The input the footprints run on, and its words: the first recorded one (``recorded``, else the
+    first of ``options.inputs`` for this model), else one generated from ``model``'s signature as
+    verification generates them (None: none could be made)."""
     from hatch_shrinkray.errors import ShrinkrayError
-    from hatch_shrinkray.verification.inputs import generate, specs_of_model
+    from hatch_shrinkray.verification.inputs import generate, load_samples, specs_of_model
 
-    if recorded:
-        return dict(recorded[0]), "the first recorded input"
+    options = options or VerifyOptions()
     try:
-        return generate(specs_of_model(model), options or VerifyOptions())[0], "a generated input"
+        specs = specs_of_model(model)
+        if not recorded and options.inputs is not None:
+            with contextlib.suppress(ShrinkrayError):  # no recording of this model: generated, as verification does
+                recorded = load_samples(Path(options.inputs), specs, model_sha256=sha256, model_name=name).feeds
+        if recorded:
+            return dict(recorded[0]), "the first recorded input"
+        return generate(specs, options)[0], "a generated input"
     except (ShrinkrayError, IndexError):
         return None
 

@@ -45,6 +45,45 @@ VARIANTS: dict[str, list[str]] = {
 }
 """``int8``: round-to-nearest, as every size target ships it without a recording (the do-no-harm floor)."""
 FIGURES = ("session_kb", "steady_kb", "peak_kb", "load_s", "run_ms")
+HEAD = """# Memory as users pay it (`target = "memory"`, issue 43)
+
+What a running process holds once the session is created and after 100 inferences, the load peak,
+load time and time per inference, for each model's original, round-to-nearest int8 (what every size
+target ships without a recording: the do-no-harm floor) and the memory target's methods, beside the
+answers each keeps on the task's held-out test data (data the recording and every fit never saw:
+`benchmarks/README.md`, "Tasks").
+
+```bash
+.venv/bin/python -m benchmarks.memory run minilm mpnet ppocrv6_rec silero_vad magika   # shrink, answers, footprints
+.venv/bin/python -m benchmarks.memory report                                           # this file
+```
+
+How it is measured:
+
+* Every variant is the CLI (`hatch-shrinkray shrink MODEL -o OUT ...`, the command under each table),
+  the memory target's with the task's recording (`benchmarks/record_task.py`: calibration items that
+  none of the test items share). The engine is a `git archive` snapshot of the commit named above
+  each table.
+* Footprints are the probe the build itself runs (`hatch_shrinkray/verification/memory.py`): one
+  fresh process per variant and round, rounds interleaved over the variants (each round starting at
+  another), medians of 5 rounds, CPU times with one thread (the machine is shared: 2 cores, other
+  jobs running). The process first creates a one-node session, so that what onnxruntime sets up
+  once per process (about 10 MB) is not counted as the model's; *session* is what the model's session
+  adds once created, read after handing back what loading freed (`malloc_trim`): its weights, graph
+  and the kernels' prepacked copies, the part attributable to the weights. *After 100 inferences* is
+  read as the process holds it (buffers of the activations added). *Load peak* is the high-water mark
+  while the session is created. *ms an inference*: the median over the 100 inferences, on the first
+  recorded input.
+* *Weights float in memory*: the share of the recorded weights' float32 bytes that a session holds
+  as float32 (decoded at load, or kept), from the build's own records.
+* Held-out answers: `benchmarks/download.py`'s `evaluate`, each variant's answers (lines, 32 ms
+  decisions, labels, nearest neighbours) against the original's.
+
+onnxruntime 1.32.0 (the project venv) for everything here; which releases run which packed kernel
+is in `docs/memory.md` ("Where it runs", measured by `tests/test_memory_runtimes.py`).
+"""
+NOTES = ""
+"""What the tables say against the issue's bars, written after a run (empty: only the tables)."""
 
 
 def first_input(key: str, model: Path) -> dict[str, Any]:
@@ -155,8 +194,7 @@ def table(r: dict[str, Any]) -> list[str]:
 def report() -> Path:
     results = [_load(OUT / "results" / f"{k}.json") for k in KEYS]
     results = [r for r in results if r]
-    lines = [(BENCH_DIR / "MEMORY.head.md").read_text().rstrip() if (BENCH_DIR / "MEMORY.head.md").exists() else
-             "# Memory as users pay it"]
+    lines = [HEAD.rstrip(), *(["", NOTES.rstrip()] if NOTES else [])]
     for r in results:
         lines += ["", f"## {r['key']} ({corpus.BY_KEY[r['key']].description})", "",
                   f"Engine `{r['engine']}`, {r['rounds']} interleaved fresh-process rounds, medians.", "", *table(r)]

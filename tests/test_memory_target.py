@@ -216,3 +216,25 @@ def _ctx(site: object) -> object:
     from hatch_shrinkray.onnxgraph.encoding import EncodeContext
 
     return EncodeContext(ShrinkOptions(), 17, tuple(n for n, _ in site.consumers), 1, "")  # type: ignore[attr-defined]
+
+
+@pytest.mark.process
+def test_auto_counts_memory_then_the_wheel(tmp_path: Path) -> None:
+    """Its search minimises bytes in memory: the MatMul weights end packed. A Conv weight is float32 once
+    loaded whatever its encoding, so there the wheel decides: it is not kept float32 for nothing."""
+    src, inputs = embedder(tmp_path, rows=512, width=128)
+    r = shrink(src, tmp_path / "auto.onnx", ShrinkOptions(method="auto", target="memory", min_elements=1000,
+                                                          verify=VerifyOptions(inputs=inputs)))
+    encodings = {t.name: t.encoding for t in r.tensors}
+    assert all(encodings[w].startswith("MatMulNBits") for w in ("W1", "W2")), encodings
+    conv = model([helper.make_node("Conv", ["x", "K"], ["y"], pads=[1, 1, 1, 1])], [vi("x", ["b", 32, 12, 12])],
+                 [vi("y", ["b", 64, 12, 12])], [init("K", weight((64, 32, 3, 3), 5))])
+    x = np.random.default_rng(0).standard_normal((24, 1, 32, 12, 12)).astype(np.float32)
+    np.savez(tmp_path / "x.npz", x=x)
+    r = shrink(save(conv, tmp_path / "conv.onnx"), tmp_path / "conv-out.onnx",
+               ShrinkOptions(method="auto", target="memory", min_elements=1000,
+                             verify=VerifyOptions(inputs=tmp_path / "x.npz")))
+    (k,) = r.tensors
+    assert k.encoding != "kept" and r.kept_original is None and r.shrunk_size < r.original_size / 2, k
+    assert r.verification is not None and r.verification.memory is not None
+    assert r.verification.memory.brief().endswith("weights float")

@@ -586,8 +586,8 @@ class _HeldOut:
 
 
 def _bytes(w: Weight, c: Candidate, target: str) -> int:
-    """``c``'s bytes as ``target`` counts them (``memory``: in a running process, ``resident``)."""
-    return resident.memory_bytes(w.site, c) if target == resident.MEMORY else c.target_bytes(target)
+    """``c``'s bytes as ``target`` counts them (``memory``: ``resident.cost``)."""
+    return resident.cost(w.site, c) if target == resident.MEMORY else c.target_bytes(target)
 
 
 def _rtn(w: Weight) -> Candidate:

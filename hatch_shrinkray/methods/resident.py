@@ -186,6 +186,17 @@ def candidates(site: Site, w: npt.NDArray[np.float32], ctx: EncodeContext, optio
     return out
 
 
+WHEEL_TIE = 64
+"""``cost``: a byte of the wheel weighs this much less than a byte of memory."""
+
+
+def cost(site: Site, c: Candidate) -> int:
+    """What ``auto``'s search minimises under the memory target: the candidate's bytes in memory, ties
+    (every encoding of a Conv weight is float32 once loaded) going to the smaller wheel. A weight's
+    wheel bytes are at most its float32 bytes, so they never outweigh what packing saves."""
+    return memory_bytes(site, c) + c.target_bytes("wheel") // WHEEL_TIE
+
+
 def memory_bytes(site: Site, c: Candidate) -> int:
     """A candidate's bytes in a running process: its stored bytes where a kernel reads them packed
     (or the chain decodes gathered rows), else the weight as float32 (folded at load, or kept)."""
@@ -289,10 +300,10 @@ class Resident:
         model.CopyFrom(before)
         if self.name == "auto":  # int8 keeps its weights packed where that holds, judged in turn
             again = INT8.fit(model, as_int8, calibration, held, original)
-            why = f"{outcome.text()}; int8 instead"
-        else:
-            again = self.base.fit(model, dataclasses.replace(options, target="wheel"), calibration, held, original)
-            why = f"{outcome.text()}; float in memory"
+            why = f"auto's {_lost(outcome)}; int8 instead"
+            return Fitted(_lacking([_note(r, why) for r in again.records], lacking), _after(why, again.outcome))
+        again = self.base.fit(model, dataclasses.replace(options, target="wheel"), calibration, held, original)
+        why = f"{_lost(outcome)}; float in memory"
         return Fitted(_lacking([_note(r, why) if r.encoding != "kept" else r for r in again.records], lacking),
                       _also(again.outcome, why))
 
@@ -323,6 +334,19 @@ def _noted(records: list[TensorRecord], note: str, chosen: dict[Key, TensorEncod
     if not note:
         return records
     return [_note(r, note) if (r.scope, r.name) in chosen else r for r in records]
+
+
+def _lost(outcome: Outcome) -> str:
+    """The judge's words for packed weights that lost, without the guard's "(round-to-nearest ships)":
+    here the method's own choice for those weights ships, as the words after it say."""
+    return outcome.text().replace(" (round-to-nearest ships)", "", 1)
+
+
+def _after(text: str, outcome: Outcome | Unfitted | None) -> Unfitted:
+    """``text``, then what the fallback's own verdict says (its words on the line kept)."""
+    if outcome is None:
+        return Unfitted(text)
+    return Unfitted(f"{text}: {outcome.text()}", outcome.brief(), kept=outcome.kept)
 
 
 def _also(outcome: Outcome | Unfitted | None, text: str) -> Outcome | Unfitted:
@@ -358,4 +382,4 @@ def withheld(model: ModelProto, options: ShrinkOptions) -> dict[Key, str]:
     return out
 
 
-__all__ = ["MEMORY", "Resident", "candidates", "judge", "kernels", "memory_bytes", "plan", "withheld"]
+__all__ = ["MEMORY", "Resident", "candidates", "cost", "judge", "kernels", "memory_bytes", "plan", "withheld"]

@@ -218,6 +218,7 @@ def _ctx(site: object) -> object:
     return EncodeContext(ShrinkOptions(), 17, tuple(n for n, _ in site.consumers), 1, "")  # type: ignore[attr-defined]
 
 
+@pytest.mark.extended
 @pytest.mark.process
 def test_auto_counts_memory_then_the_wheel(tmp_path: Path) -> None:
     """Its search minimises bytes in memory: the MatMul weights end packed. A Conv weight is float32 once

@@ -36,9 +36,9 @@ VARIANTS: dict[str, tuple[dict[str, Any], str]] = {
 }
 """Each packed kernel alone in a model (the options that emit it), and its key in ``packed_kernels``."""
 RUNTIMES = ("onnxruntime 1.16.3", "onnxruntime 1.21.1", "onnxruntime 1.22.0", "onnxruntime 1.22.1",
-            "onnxruntime 1.23.0", "onnxruntime newest", "onnxruntime-node", "onnxruntime-web")
-"""The oldest release tested, the last release without and the first with each kernel, the newest, and
-onnxruntime's node and web (wasm) packages."""
+            "onnxruntime 1.23.0", "onnxruntime newest", "onnxruntime-node", "onnxruntime-web", "openvino")
+"""The oldest release tested, the last release without and the first with each kernel, the newest,
+onnxruntime's node and web (wasm) packages, and OpenVINO (one level: it has no optimization levels)."""
 LEVELS = ("all", "disable")
 SAME = 1.25, 2e-3
 """Answers alike: the deviation from the original in that runtime at most 1.25x (+2e-3 relative L2) the
@@ -75,6 +75,9 @@ Run = Callable[[Path, list[dict[str, np.ndarray]], str], dict[str, Any]]
 
 def _runner(runtime: str) -> Run:
     try:
+        if runtime == "openvino":
+            python: Path | str = runtimes.openvino_python()
+            return lambda m, f, level: runtimes.python_run(python, "openvino", m, f)
         if runtime.startswith("onnxruntime-"):
             backend = runtime.removeprefix("onnxruntime-")
             runtimes.node_modules()
@@ -88,8 +91,8 @@ def _runner(runtime: str) -> Run:
 
 
 def _entries(runtime: str) -> tuple[str, ...]:
-    if runtime == "onnxruntime-web":
-        return ("web",)
+    if runtime in ("onnxruntime-web", "openvino"):
+        return ("web" if runtime.endswith("web") else "openvino",)
     version = runtimes.NPM_VERSION if runtime == "onnxruntime-node" else (
         ort.__version__ if runtime.endswith("newest") else runtime.split()[1])
     return (f"onnxruntime>={version}",)

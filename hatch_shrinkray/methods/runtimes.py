@@ -43,7 +43,8 @@ PACKED = {"eight": (MATMUL_NBITS_8, "MatMulNBits 8-bit"), "four": (MATMUL_NBITS,
 NOT_ON_WEB: frozenset[str] = frozenset()
 """Packed kernels onnxruntime-web's wasm backend lacks: none in 1.30 (tests/test_memory_runtimes.py)."""
 NOT_ON_OPENVINO: frozenset[str] = frozenset()
-"""Packed kernels OpenVINO's ONNX reader lacks."""
+"""Packed kernels OpenVINO's ONNX reader lacks: none in 2026.4.1, which reads all three as its own
+compressed-weight layers (tests/test_memory_runtimes.py)."""
 
 
 

@@ -87,20 +87,27 @@ def gather_four_bits() -> GatherBlockEncoder:
 
 @dataclasses.dataclass(frozen=True)
 class Kernels:
-    """Which packed kernels every declared runtime (and the build's onnxruntime, which verifies)
-    has, and in words why the others are not emitted."""
+    """Which packed kernels every declared runtime (and the build's onnxruntime, which verifies) has:
+    per kernel (``runtimes.PACKED``), why it may not be emitted, None where it may."""
 
-    eight: bool
-    four: bool
-    gather: bool
-    withheld: tuple[str, ...] = ()
+    why: dict[str, str | None]
+
+    @property
+    def eight(self) -> bool:
+        return self.why["eight"] is None
+
+    @property
+    def four(self) -> bool:
+        return self.why["four"] is None
+
+    @property
+    def gather(self) -> bool:
+        return self.why["gather"] is None
 
 
 def kernels(options: ShrinkOptions) -> Kernels:
     """The packed kernels ``options.runtimes`` and the build's onnxruntime allow."""
-    found = runtimes.packed_kernels(options.runtimes)
-    return Kernels(found["eight"] is None, found["four"] is None, found["gather"] is None,
-                   tuple(why for why in found.values() if why))
+    return Kernels(runtimes.packed_kernels(options.runtimes))
 
 
 def consumer(site: Site) -> str | None:
@@ -364,7 +371,6 @@ def withheld(model: ModelProto, options: ShrinkOptions) -> dict[Key, str]:
     if options.target != MEMORY or options.method not in ("int8", "int4", "auto"):
         return {}
     found = kernels(options)
-    why = runtimes.packed_kernels(options.runtimes)
     out: dict[Key, str] = {}
     for site in find_sites(model):
         op = consumer(site)
@@ -378,7 +384,7 @@ def withheld(model: ModelProto, options: ShrinkOptions) -> dict[Key, str]:
             missing = [k for k, ok in (("eight", found.eight), ("four", found.four)) if not ok
                        and k == ("eight" if options.method == "int8" else "four")]
         if missing:
-            out[site_key(site)] = "; ".join(f"{NOT_PACKED}{why[k]}" for k in missing)
+            out[site_key(site)] = "; ".join(f"{NOT_PACKED}{found.why[k]}" for k in missing)
     return out
 
 

@@ -311,8 +311,7 @@ class Resident:
             return Fitted(_lacking([_note(r, why) for r in again.records], lacking), _after(why, again.outcome))
         again = self.base.fit(model, dataclasses.replace(options, target="wheel"), calibration, held, original)
         why = f"{_lost(outcome)}; float in memory"
-        return Fitted(_lacking([_note(r, why) if r.encoding != "kept" else r for r in again.records], lacking),
-                      _also(again.outcome, why))
+        return Fitted(_lacking(_noted(again.records, why, chosen), lacking), _also(again.outcome, why))
 
 
 INT8 = Resident(Int8())

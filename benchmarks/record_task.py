@@ -29,7 +29,7 @@ if __package__ in (None, ""):
 from benchmarks import corpus
 from benchmarks.common import CACHE_DIR
 
-KEYS = ("ppocrv6_rec", "ppocrv4_rec", "silero_vad", "magika", "ppocrv4_det", "minilm")
+KEYS = ("ppocrv6_rec", "ppocrv4_rec", "silero_vad", "magika", "ppocrv4_det", "minilm", "mpnet")
 RECORDINGS = CACHE_DIR / "real_inputs" / "recordings"
 REPO = Path(__file__).resolve().parent.parent
 
@@ -53,10 +53,10 @@ def use(key: str, model: Path) -> int:
         from benchmarks.tasks import ocr_det
 
         return ocr_det.use(model)
-    if key == "minilm":
+    if key in ("minilm", "mpnet"):
         from benchmarks.tasks import sentence
 
-        return sentence.use(model)
+        return sentence.use(model, key=key)
     raise KeyError(key)
 
 

@@ -56,6 +56,12 @@ def _sentence(path: Path, quick: bool) -> Task:
     return SentenceTask()
 
 
+def _mpnet(path: Path, quick: bool) -> Task:
+    from benchmarks.tasks.sentence import SentenceTask
+
+    return SentenceTask("mpnet")
+
+
 def _nudenet(path: Path, quick: bool) -> Task:
     from benchmarks.tasks.nudenet_task import NudeNetTask
 
@@ -76,6 +82,7 @@ TASKS: dict[str, TaskSpec] = {
     "ppocrv4_det": TaskSpec("ocr_det", "f1_iou70", True, _ocr_det, lambda q: f"ocr_det-{10 if q else 30}"),
     "magika": TaskSpec("magika", "accuracy", True, _magika, lambda q: f"magika-{5 if q else 15}"),
     "minilm": TaskSpec("sentence", "paraphrase_top1", True, _sentence, lambda q: "sentence-1"),
+    "mpnet": TaskSpec("sentence", "paraphrase_top1", True, _mpnet, lambda q: "sentence-mpnet-1"),
     "nudenet": TaskSpec("nudenet", "det_f1_vs_original", True, _nudenet, lambda q: f"nudenet-{12 if q else 40}"),
     "nakdimon": TaskSpec("nakdimon", "char_agreement", True, _nakdimon, lambda q: "nakdimon-1"),
 }

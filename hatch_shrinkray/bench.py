@@ -43,6 +43,7 @@ from hatch_shrinkray.onnxgraph.rewrite import encode_weights
 from hatch_shrinkray.samples import Sequencing, completed, run_in_order
 from hatch_shrinkray.verification.compare import expect
 from hatch_shrinkray.verification.inputs import load_samples, specs_of
+from hatch_shrinkray.verification.memory import footprint, packed
 from hatch_shrinkray.verification.recordings import read_recording
 from hatch_shrinkray.verification.runner import model_sha256
 
@@ -85,12 +86,14 @@ __all__ = [
     "expect",
     "find_sites",
     "float_decode",
+    "footprint",
     "from_rows",
     "gptq",
     "inverse_factor",
     "load_samples",
     "lowest_error_axis",
     "model_sha256",
+    "packed",
     "quantize_symmetric",
     "read_recording",
     "run_in_order",

@@ -51,6 +51,7 @@ from hatch_shrinkray.shrink_result import Failed, KeptFloat, ShrinkResult, kept_
 from hatch_shrinkray.signals import deferred
 from hatch_shrinkray.sizes import (
     BROTLI_HINT,
+    DEFAULT_TARGET,
     Sizes,
     brotli_problem,
     clearly_apart,
@@ -59,6 +60,7 @@ from hatch_shrinkray.sizes import (
     web_bytes,
 )
 from hatch_shrinkray.verdict import kind
+from hatch_shrinkray.verification import memory
 from hatch_shrinkray.verification.inputs import GeneratedUnusable, specs_of_model
 from hatch_shrinkray.verification.recordings import NoRecording
 from hatch_shrinkray.verification.runner import (
@@ -275,6 +277,9 @@ def _write_and_verify(job: _Job, records: list[TensorRecord], original_sizes_job
         # reference cycles: without a collection now it stayed resident through verification (with
         # every tensor it replaced: protobuf keeps them in the message's arena), twice the model's
         # size beside the original's session (benchmarks/BIG_MODEL.md).
+        feed = memory.feed_for(loaded.model, options.verify, prepared.samples.feeds if prepared else (),
+                               sha256=next(iter(loaded.sha256.values()), ""), name=loaded.label) \
+            if options.target == "memory" and kept_original is None else None
         loaded.model = ModelProto()
         gc.collect()
         if options.verify is not None and kept_original is None:
@@ -283,6 +288,8 @@ def _write_and_verify(job: _Job, records: list[TensorRecord], original_sizes_job
                 verification = _verify(loaded, job.original_ref, output, options, prepared=prepared,
                                        checker=job.checker, fitting=fitting, keep_failed=keep_failed,
                                        reference=early)
+                if feed is not None:  # target memory: both footprints, measured in fresh processes
+                    verification = memory.attach(verification, job.original_ref, output.ref, feed, records=records)
             except Unverifiable as exc:
                 _refuse_if_changed(loaded, exc)
                 kept_original, unverified = exc.reason, True
@@ -455,7 +462,8 @@ def _below_floor(original_ref: str | bytes, label: str, options: ShrinkOptions, 
     if ev is None or not ev.changed_units:
         return ""
     assert options.verify is not None
-    floor = replace(NEAREST_INT8.apply(options), levels=None, scheme="symmetric", decode="float")
+    floor = replace(NEAREST_INT8.apply(options), levels=None, scheme="symmetric", decode="float",
+                    target=DEFAULT_TARGET)  # as every size target writes it: int8 float in memory
     model = load_model(original_ref if isinstance(original_ref, str) else onnx.load_from_string(original_ref)).model
     _encode(model, floor, None, None, label)
     with tempfile.TemporaryDirectory(prefix="shrinkray-floor-") as tmp:
@@ -514,7 +522,7 @@ def _refuse_if_changed(loaded: Loaded, cause: BaseException | None = None) -> No
                              hint="wait until the model is completely written, then run again") from cause
 
 
-TARGET_WORDS = {"wheel": "the wheel", "web": "the web download", "disk": "on disk"}
+TARGET_WORDS = {"wheel": "the wheel", "web": "the web download", "disk": "on disk", "memory": "the wheel"}
 
 
 def _smaller(shrunk: Sizes, original: Sizes, target: str, size_neutral: bool) -> bool:

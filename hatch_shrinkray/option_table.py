@@ -408,10 +408,14 @@ OPTIONS: tuple[Option, ...] = (
            "cannot load, or would decode per inference, are refused", _runtimes, alias="--runtime",
            metavar="TARGET", shown="from `[project].dependencies`", group="target"),
     Option("target", "string", "the size that counts: `wheel` (the zip member, deflated as hatchling writes it), "
-           "`web` (brotli quality 11; installs the `compress` extra) or `disk` (the raw file). A shrunk model ships "
-           "only if it is smaller there", f"the size that counts: {', '.join(TARGETS)} (default {DEFAULT_TARGET}: "
-           "the wheel's deflated member; web: brotli 11, needs the compress extra; disk: the raw file)",
-           _one_of(TARGETS), metavar="SIZE", group="target", common=True),
+           "`web` (brotli quality 11; installs the `compress` extra), `disk` (the raw file) or `memory` (the "
+           "weights in a running process: MatMul, Gemm and embedding weights stay packed where the `runtimes` "
+           "have a kernel that reads them so, and the build measures memory in a fresh process; "
+           "[Memory](memory.md)). A shrunk model ships only if it is smaller there (`memory`: in the wheel)",
+           f"the size that counts: {', '.join(TARGETS)} (default {DEFAULT_TARGET}: the wheel's deflated member; "
+           "web: brotli 11, needs the compress extra; disk: the raw file; memory: weights kept packed in a "
+           "running process where onnxruntime reads them so)", _one_of(TARGETS),
+           metavar="SIZE", group="target", common=True),
     Option("rounding", "string", "int8 codes (`int8`, `auto`) with real `inputs`: `output-aware` rounds them to keep "
            "the outputs on the recording, where that does no harm on units it was not fitted on; `nearest` always "
            "rounds to nearest, and the inputs only verify. Set `nearest` for a model when `hatch-shrinkray check` "

@@ -299,34 +299,36 @@ def in_range(value: object, lo: float, hi: float) -> bool:
 @dataclass(frozen=True)
 class Remedy:
     """A choice above the configured one, on the ladder a model falls back along (``registry.ladder``):
-    option values (``rounding``, ``method``), or the original bytes. ``check --fix`` records the one
-    the package's tests accepted in the plan file; a build falls back along the same ladder when a
-    choice fails its limits on the recording."""
+    option values (``rounding``, ``method``, ``target``: ``wheel`` where target ``memory`` kept weights
+    packed), or the original bytes. ``check --fix`` records the one the package's tests accepted in the
+    plan file; a build falls back along the same ladder when a choice fails its limits on the recording."""
 
     method: str | None = None
     rounding: str | None = None
     original: bool = False
+    target: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         if self.original:
             return {"original": True}
-        return {k: v for k, v in (("method", self.method), ("rounding", self.rounding)) if v is not None}
+        return {k: v for k, v in (("method", self.method), ("rounding", self.rounding), ("target", self.target))
+                if v is not None}
 
     @classmethod
     def from_dict(cls, data: Any) -> Remedy:
-        if not isinstance(data, dict) or set(data) - {"method", "rounding", "original"}:
-            raise TypeError("remedy must be an object with `method`, `rounding` or `original`")
+        if not isinstance(data, dict) or set(data) - {"method", "rounding", "original", "target"}:
+            raise TypeError("remedy must be an object with `method`, `rounding`, `target` or `original`")
         original = data.get("original", False)
         if not isinstance(original, bool):
             raise TypeError("remedy.original must be true or false")
-        method, rounding = data.get("method"), data.get("rounding")
+        method, rounding, target = data.get("method"), data.get("rounding"), data.get("target")
         return cls(None if method is None else string(method), None if rounding is None else string(rounding),
-                   original)
+                   original, None if target is None else string(target))
 
     def apply(self, options: ShrinkOptions) -> ShrinkOptions:
         """``options`` with this choice; a method named here takes its own default levels."""
         return replace(options, method=self.method or options.method, rounding=self.rounding or options.rounding,
-                       levels=None if self.method else options.levels)
+                       levels=None if self.method else options.levels, target=self.target or options.target)
 
     def describe(self, options: ShrinkOptions, tensors: Sequence[tuple[str, str, str]] = ()) -> str:
         """The choice for people, on ``options`` as configured: ``int8 round-to-nearest``, ``fp16``,
@@ -335,6 +337,8 @@ class Remedy:
             return "the original"
         chosen = self.apply(options)
         rounding = " round-to-nearest" if chosen.rounding == "nearest" and chosen.method in ("int8", "auto") else ""
+        if options.target == "memory" and chosen.target != "memory":
+            rounding += ", float in memory"
         if not tensors:
             return f"{chosen.method}{rounding}"
         counts = Counter(e for _, _, e in tensors)

@@ -14,6 +14,7 @@ from hatch_shrinkray.methods.dedup import Dedup
 from hatch_shrinkray.methods.dynamic import Dynamic
 from hatch_shrinkray.methods.int4 import Int4
 from hatch_shrinkray.methods.int8 import Int8
+from hatch_shrinkray.methods.resident import Resident
 from hatch_shrinkray.methods.runtimes import check as check_runtimes
 from hatch_shrinkray.onnxgraph.encoding import Calibration, TensorEncoder
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights
@@ -52,7 +53,7 @@ class NoOp(DataFree):
         return []
 
 
-METHODS: dict[str, Method] = {
+BASES: dict[str, Method] = {
     "int8": Int8(),
     "float-levels": PerTensor("float-levels", FloatLevelsEncoder(), size_neutral=True, narrow=True),
     "fp16": PerTensor("fp16", Fp16Encoder()),
@@ -61,6 +62,8 @@ METHODS: dict[str, Method] = {
     "int4": Int4(),
     "auto": Auto(),
 }
+METHODS: dict[str, Method] = {name: Resident(method) for name, method in BASES.items()}
+"""Each method as it runs under every target; ``Resident`` adds what target ``memory`` keeps packed."""
 
 ORIGINAL = Remedy(original=True)
 FP16 = Remedy(method="fp16")

@@ -9,6 +9,7 @@ from enum import Enum
 from typing import Any
 
 from hatch_shrinkray.evidence import Evidence
+from hatch_shrinkray.footprint import Memory
 from hatch_shrinkray.sizes import Sizes
 
 
@@ -154,6 +155,8 @@ class VerifyResult:
     """What a choice narrower than int8 was held to (decision 3): ``int8`` (round-to-nearest int8's
     whole answers on the same units), ``budget`` (the accuracy budget the user set), or empty (not a
     narrower choice, or no whole answer changed)."""
+    memory: Memory | None = None
+    """Target ``memory``: both models' footprints, measured in fresh processes (``verification.memory``)."""
 
     @property
     def passed(self) -> bool:
@@ -221,6 +224,8 @@ class VerifyResult:
             text += f"; {self.evidence.text()}"
         if self.fitting:
             text += f"; {self.fitting}"
+        if self.memory is not None:
+            text += f"; {self.memory.text()}"
         return text
 
     def table(self, limits: dict[str, float] | None = None) -> str:
@@ -252,7 +257,8 @@ class VerifyResult:
                 "fit": None if self.fit is None else self.fit.fit.value, "floor": self.floor,
                 "symbolic_dims": dict(self.symbols),
                 "evidence": None if ev is None else {**asdict(ev), "upper_bound": round(ev.bound, 6), "weak": ev.weak},
-                "outputs": [_output_dict(o) for o in self.outputs]}
+                "outputs": [_output_dict(o) for o in self.outputs],
+                **({} if self.memory is None else {"memory": self.memory.to_dict()})}
 
 
 def size_change(before: Sizes, after: Sizes) -> str:

@@ -36,8 +36,12 @@ from typing import Any
 
 from hatch_shrinkray.errors import ShrinkrayError
 
-TARGETS = ("wheel", "web", "disk")
-"""What ``target`` may name: the size that the never-larger rule and the methods' choices minimise."""
+TARGETS = ("wheel", "web", "disk", "memory")
+"""What ``target`` may name: the size that the never-larger rule and the methods' choices minimise.
+``memory`` is the weights' bytes in a running process (``methods.resident``), which only a session
+measures (``verification.memory``): its never-larger rule counts the wheel's bytes (``COUNTED``)."""
+COUNTED = {"memory": "wheel"}
+"""The size the never-larger rule counts for a target that is not a file's size."""
 DEFAULT_TARGET = "wheel"
 
 WHEEL_LEVEL = 6
@@ -78,8 +82,8 @@ class Sizes:
     """``web`` is the LZMA estimate, not brotli 11 measured."""
 
     def of(self, target: str) -> int:
-        """The size ``target`` counts."""
-        return {"disk": self.raw, "wheel": self.wheel, "web": self.web}[target]
+        """The size ``target`` counts (``memory``: the wheel's, ``COUNTED``)."""
+        return {"disk": self.raw, "wheel": self.wheel, "web": self.web}[COUNTED.get(target, target)]
 
     def to_dict(self) -> dict[str, Any]:
         return {"raw": self.raw, "wheel": self.wheel, "web": self.web, "web_estimated": self.web_estimated}
@@ -108,7 +112,7 @@ def target_bytes(source: Source, target: str) -> int:
     """Exactly the bytes ``target`` counts (``web``: brotli 11, which must be installed)."""
     if target not in TARGETS:
         raise ValueError(f"target must be one of {', '.join(TARGETS)}; got {target!r}")
-    return {"disk": raw_bytes, "wheel": wheel_bytes, "web": web_bytes}[target](source)
+    return {"disk": raw_bytes, "wheel": wheel_bytes, "web": web_bytes}[COUNTED.get(target, target)](source)
 
 
 def clearly_below(web: int, estimate: int) -> bool:

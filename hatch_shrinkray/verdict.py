@@ -118,13 +118,15 @@ def _count(n: int, source: str, plural: str, *, always: bool = False) -> str:
 def brief(v: VerifyResult, *, full: bool = True) -> str:
     """:func:`verdict` and, when there is one, what became of the fitted choices in a few words;
     nothing fitted for want of independent units is said with the weak evidence it comes from:
-    ``same answers on 12 recorded calls (weak evidence, nothing fitted)``."""
+    ``same answers on 12 recorded calls (weak evidence, nothing fitted)``; target ``memory`` adds what
+    memory holds (``footprint.Memory.brief``)."""
+    memory = f"; {v.memory.brief()}" if v.memory is not None else ""
     if v.fit is None:
-        return verdict(v, full=full)
+        return verdict(v, full=full) + memory
     if v.fit.reason is FitReason.FEW_UNITS and _weak(v):
-        return verdict(v, full=full, weak=WEAK_UNFITTED)
+        return verdict(v, full=full, weak=WEAK_UNFITTED) + memory
     held = kind(v.evidence.unit_kind) if v.evidence is not None else "units"
-    return f"{verdict(v, full=full)}; {fit_words(v.fit, held)}"
+    return f"{verdict(v, full=full)}; {fit_words(v.fit, held)}{memory}"
 
 
 WEAK_UNFITTED = "weak evidence, nothing fitted"
@@ -245,7 +247,8 @@ def line_words(result: ShrinkResult) -> tuple[str, list[str]]:
     if v is None:
         verdicts = [f"not verified ({setting('verify', False)})"]
     else:
-        verdicts = list(dict.fromkeys([brief(v), brief(v, full=False), verdict(v, full=False)]))
+        memory = [f"{verdict(v, full=False)}; {v.memory.brief()}"] if v.memory is not None else []
+        verdicts = list(dict.fromkeys([brief(v), brief(v, full=False), *memory, verdict(v, full=False)]))
         if v.floor == "budget":  # decision 3: the line says which floor it used
             verdicts = [f"{verdicts[0]}; {BUDGET_FLOOR}", *verdicts]
     failed = result.fell_back

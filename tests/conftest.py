@@ -40,6 +40,8 @@ UNIT_MODULES = frozenset({
     "test_hook_inprocess",
     "test_inputs",
     "test_judges",
+    "test_memory_encodings",
+    "test_memory_target",
     "test_option_table",
     "test_packaging",
     "test_packing",

@@ -199,13 +199,14 @@ def node_load(backend: str, model: Path) -> dict[str, Any]:
 PY_RUNNER = Path(__file__).resolve().parent / "runtimes" / "run_model.py"
 
 
-def python_run(python: Path | str, kind: str, model: Path, feeds: list[dict[str, np.ndarray]]) -> dict[str, Any]:
-    """Run ``model`` on ``feeds`` with ``python``'s onnxruntime (``kind="ort"``) or OpenVINO
-    (``"openvino"``): ``{"outputs", "kernels", "version"}`` or ``{"error": ...}``."""
+def python_run(python: Path | str, kind: str, model: Path, feeds: list[dict[str, np.ndarray]],
+               level: str = "all") -> dict[str, Any]:
+    """Run ``model`` on ``feeds`` with ``python``'s onnxruntime (``kind="ort"``; ``level="disable"``:
+    ``ORT_DISABLE_ALL``) or OpenVINO (``"openvino"``): ``{"outputs", "kernels", "version"}`` or ``{"error": ...}``."""
     with tempfile.TemporaryDirectory(prefix="shrinkray-run-") as tmp:
         feeds_path, out_path = Path(tmp) / "feeds.npz", Path(tmp) / "out.npz"
         np.savez(feeds_path, **{f"{i}/{k}": v for i, f in enumerate(feeds) for k, v in f.items()})
-        proc = subprocess.run([str(python), str(PY_RUNNER), kind, str(model), str(feeds_path), str(out_path)],
+        proc = subprocess.run([str(python), str(PY_RUNNER), kind, str(model), str(feeds_path), str(out_path), level],
                               capture_output=True, text=True, timeout=900, check=False)
         if not out_path.exists():
             raise RuntimeError(f"{python} runner failed: {proc.stderr.strip()[-500:]}")

@@ -227,7 +227,8 @@ def test_levels_range_depends_on_the_method() -> None:
         "Field `tool.hatch.build.hooks.shrinkray.levels` must be an integer from 2 to 65536 with method "
         "float-levels; got 1"]
     assert option_errors(ShrinkOptions(method="fp16", levels=4096), names) == []  # an override's method
-    assert option_errors(ShrinkOptions(target="zip"), names) == ["--target must be one of wheel, web, disk; got 'zip'"]
+    assert option_errors(ShrinkOptions(target="zip"), names) == [
+        "--target must be one of wheel, web, disk, memory; got 'zip'"]
     assert ShrinkOptions().level_count() == 255
     assert ShrinkOptions(method="float-levels").level_count() == 256
     assert ShrinkOptions().describe()["levels"] == 255 and ShrinkOptions().describe()["target"] == "wheel"
@@ -295,7 +296,7 @@ def test_option_errors_on_the_command_line(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [
         "error: --levels must be an integer from 3 to 255 with method int8 (255: plain int8); got 256; "
-        "--target must be one of wheel, web, disk; got 'zip'"], proc.stderr
+        "--target must be one of wheel, web, disk, memory; got 'zip'"], proc.stderr
     assert not (tmp_path / "o").exists()
 
 
@@ -399,7 +400,7 @@ def test_hook_table_errors_name_the_full_key(tmp_path: Path, private: Path,
     table = "tool.hatch.build.hooks.shrinkray"
     assert (f"- Field `{table}.levels` must be an integer from 3 to 255 with method int8 (255: plain int8); "
             "got 300") in err, err
-    assert f"- Field `{table}.target` must be one of wheel, web, disk; got 'zip'" in err, err
+    assert f"- Field `{table}.target` must be one of wheel, web, disk, memory; got 'zip'" in err, err
 
 
 def test_hook_asks_for_brotli_when_the_target_is_web(tmp_path: Path) -> None:

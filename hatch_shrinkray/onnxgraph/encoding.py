@@ -1,8 +1,10 @@
 """The interface every per-tensor encoding implements, and the pieces the graph layer rewrites with.
 
 An encoding (int8, fp16, float-levels, ...) only writes ``encode``: a weight array in, a ``Decode``
-out, i.e. the tensors to store plus the nodes that rebuild the weight under its original name. The
-whole-model interface of a method is ``methods.base``.
+out, i.e. the tensors to store plus the nodes that rebuild the weight under its original name. An
+encoding that onnxruntime reads packed (``MatMulNBits``, ``GatherBlockQuantized``) instead names
+the consumer its nodes replace (``Decode.replaces``): the weight is then never rebuilt, in the file
+or in memory. The whole-model interface of a method is ``methods.base``.
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ __all__ = ["Calibration", "Decode", "DecodeNode", "EncodeContext", "Feed", "Tens
 
 @dataclass(frozen=True)
 class DecodeNode:
-    """One node of a decode chain. Inputs name stored tensors by role or earlier nodes as ``@k``."""
+    """One node of a decode chain. Inputs name stored tensors by role, earlier nodes as ``@k``, and
+    (in a chain that replaces a consumer) the consumer's k-th input as ``$k``."""
 
     op: str
     inputs: tuple[str, ...]
     attrs: dict[str, Any] = field(default_factory=dict)
+    domain: str = ""
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,11 @@ class Decode:
     nodes: tuple[DecodeNode, ...]
     decoded: npt.NDArray[Any]
     label: str
+    replaces: str = ""
+    """The consumer op (``MatMul``, ``Gemm``, ``Gather``) whose nodes this chain replaces, its last
+    node giving each consumer's output from the consumer's other inputs (``$k``) and the stored
+    tensors, which onnxruntime's kernel reads as they are: nothing is folded at load, and the weight
+    stays packed in memory. Empty: the chain rebuilds the weight under its name."""
 
     @property
     def stored_bytes(self) -> int:
@@ -46,7 +55,10 @@ class Decode:
     def folded_bytes(self) -> int:
         """Bytes of every intermediate onnxruntime allocates when it folds the chain at load; it
         keeps them all until folding ends, so this is the chain's load cost (time and memory).
-        A DequantizeLinear is never folded (fused or run per inference): it costs nothing here."""
+        A DequantizeLinear is never folded (fused or run per inference): it costs nothing here, as
+        a chain that replaces its consumer does not."""
+        if self.replaces:
+            return 0
         shapes: list[tuple[tuple[int, ...], int]] = []
 
         def info(ref: str) -> tuple[tuple[int, ...], int]:

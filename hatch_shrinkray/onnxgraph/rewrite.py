@@ -10,6 +10,10 @@ rebuilt at all: each Gather takes the rows of the stored tensors and the chain d
 rows on every inference (a few hundred values). The values are the same, and loading costs nothing
 (folding a large vocabulary table is most of a sentence encoder's session creation;
 ``benchmarks/LOAD.md``).
+
+A chain that replaces its consumers (``Decode.replaces``: ``MatMulNBits``, ``GatherBlockQuantized``)
+takes the place of each consumer node instead; the weight's definition goes, and its stored
+tensors become initializers of its graph (``consumers_replaceable`` says where that is allowed).
 """
 
 from __future__ import annotations
@@ -115,6 +119,9 @@ def encode_weights(model: ModelProto, encoder: TensorEncoder, options: ShrinkOpt
         if rows_decodable(site, dec):
             note = f"{note}; {ROWS_NOTE}".lstrip("; ")
         records.append(record(site, dec.label, note, dec.stored_bytes, error_stats(w, dec.decoded)))
+        if dec.replaces and not consumers_replaceable(site, dec.replaces):
+            records.append(record(site, "kept", f"{dec.label} cannot take the place of its consumers"))
+            continue
         if not dec.nodes:
             # Stored in place of the weight (float-levels): written now, so the stored arrays of
             # every weight are never held at once beside the model (as much memory again).
@@ -124,9 +131,25 @@ def encode_weights(model: ModelProto, encoder: TensorEncoder, options: ShrinkOpt
             # cost as much memory as the model itself.
             plans[id(site.scope)].append((site, dataclasses.replace(dec, decoded=np.empty(0, dec.decoded.dtype))))
         del w, dec
+    domains: set[str] = set()
     for items in plans.values():
         _apply(items, names)
+        domains.update(n.domain for _, dec in items for n in dec.nodes if n.domain)
+    have = {imp.domain for imp in model.opset_import}
+    model.opset_import.extend(helper.make_opsetid(d, 1) for d in sorted(domains - have))
     return records
+
+
+def consumers_replaceable(site: Site, op: str) -> bool:
+    """Every consumer of ``site`` is an ``op`` node of its own graph reading it directly as the weight
+    (``Gather``'s table, ``MatMul``'s or ``Gemm``'s right-hand side), and the weight is no graph output:
+    a chain that replaces those nodes then leaves nothing that reads the weight itself."""
+    if site.location not in ("initializer", "constant") or not site.consumers or _is_output(site):
+        return False
+    index = 0 if op == "Gather" else 1
+    own = {id(n) for n in site.scope.graph.node}
+    return all(node.op_type == op and node.domain in ("", "ai.onnx") and i == index and id(node) in own
+               and len(node.input) > index and node.input[index] == site.name for node, i in site.consumers)
 
 
 def _apply(items: list[tuple[Site, Decode]], names: Names) -> None:
@@ -138,6 +161,12 @@ def _apply(items: list[tuple[Site, Decode]], names: Names) -> None:
                        key=lambda it: const_index[it[0].name], reverse=True)
     for site, dec in constants:
         idx = const_index[site.name]
+        if dec.replaces:
+            stored = {role: names.fresh(f"{site.name}_{role}") for role in dec.stored}
+            graph.initializer.extend(_tensor(arr, stored[role]) for role, arr in dec.stored.items())
+            _replace_consumers(site, dec, stored, names)  # after the Constant: its index stays valid
+            del graph.node[idx]
+            continue
         if not dec.nodes:
             site.tensor.CopyFrom(_tensor(_only(dec), site.name))
             continue
@@ -160,6 +189,9 @@ def _apply(items: list[tuple[Site, Decode]], names: Names) -> None:
         drop.add(site.name)
         for role, arr in dec.stored.items():
             graph.initializer.append(_tensor(arr, stored[role]))
+        if dec.replaces:
+            _replace_consumers(site, dec, stored, names)
+            continue
         if rows_decodable(site, dec):
             _decode_gathered_rows(site, dec, stored, names)
             continue
@@ -180,7 +212,7 @@ ROW_OPS = {"Cast", "Mul", "Sum", "Add", "Sub", "BitShift", "Mod", "Equal", "Wher
 def rows_decodable(site: Site, dec: Decode) -> bool:
     """Every consumer gathers rows (axis 0) of this initializer, directly and in its own graph, and
     every decode node works row by row on stored tensors that are per row or broadcast."""
-    if site.location != "initializer" or not dec.nodes or not site.consumers or _is_output(site):
+    if site.location != "initializer" or not dec.nodes or dec.replaces or not site.consumers or _is_output(site):
         return False
     own = {id(n) for n in site.scope.graph.node}
     for node, index in site.consumers:
@@ -216,6 +248,20 @@ def _decode_gathered_rows(site: Site, dec: Decode, stored: dict[str, str], names
             graph.node.insert(idx + offset, n)
 
 
+def _replace_consumers(site: Site, dec: Decode, stored: dict[str, str], names: Names) -> None:
+    """Replace each consumer node by the chain, which reads its other inputs (``$k``) and the stored
+    tensors and gives its output."""
+    graph = site.scope.graph
+    for node, _ in site.consumers:
+        idx = next(i for i, n in enumerate(graph.node) if n is node)
+        target = node.output[0]
+        refs = {**stored, **{f"${k}": name for k, name in enumerate(node.input)}}
+        new = _decode_nodes(target, dec, refs, names)
+        graph.node[idx].CopyFrom(new[-1])
+        for offset, n in enumerate(new[:-1]):
+            graph.node.insert(idx + offset, n)
+
+
 def _only(dec: Decode) -> np.ndarray:
     """The single stored tensor of a decode without nodes: it replaces the weight in place."""
     (arr,) = dec.stored.values()
@@ -230,7 +276,7 @@ def _decode_nodes(target: str, dec: Decode, stored: dict[str, str], names: Names
         out = target if last else names.fresh(f"{target}_{spec.op.lower()}")
         ins = [outputs[int(i[1:])] if i.startswith("@") else stored[i] for i in spec.inputs]
         nodes.append(helper.make_node(spec.op, ins, [out], name=names.fresh(f"{target}_{spec.op}"),
-                                      **spec.attrs))
+                                      domain=spec.domain or None, **spec.attrs))
         outputs.append(out)
     return nodes
 

@@ -25,6 +25,7 @@ from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.files import create_beside, read_regular
 from hatch_shrinkray.options import ENCODINGS, METHODS, ROUNDINGS, Remedy, ShrinkOptions, string
 from hatch_shrinkray.signals import deferred
+from hatch_shrinkray.sizes import TARGETS
 
 PLAN_NAME = "shrinkray-plan.json"
 MAX_BYTES = 64 << 20
@@ -113,7 +114,8 @@ def _entry(sha: str, item: Any, label: str, hint: str) -> PlanEntry:
         raise ShrinkrayError(f"`{where}.tensors` has unknown encodings ({', '.join(bad[:3])}); "
                              f"one of {', '.join(ENCODINGS)}", path=label, hint=hint)
     remedy = entry.remedy
-    if remedy is not None and (remedy.method not in (None, *METHODS) or remedy.rounding not in (None, *ROUNDINGS)):
+    if remedy is not None and (remedy.method not in (None, *METHODS) or remedy.rounding not in (None, *ROUNDINGS)
+                               or remedy.target not in (None, *TARGETS)):
         raise ShrinkrayError(f"`{where}.remedy` is not one this hatch-shrinkray knows ({remedy.to_dict()}); method "
                              f"one of {', '.join(METHODS)}, rounding one of {', '.join(ROUNDINGS)}", path=label,
                              hint=hint)

@@ -1,6 +1,6 @@
 """Run a model in this interpreter's onnxruntime or OpenVINO, for the compatibility matrix.
 
-    python run_model.py ort|openvino MODEL FEEDS.npz OUT.npz
+    python run_model.py ort|openvino MODEL FEEDS.npz OUT.npz [all|disable]
 
 FEEDS.npz holds ``{sample}/{input}`` arrays; OUT.npz gets ``{sample}/{k}`` for the k-th output and
 ``meta`` (JSON): the runtime's version, onnxruntime's profile of the runs (text) or OpenVINO's
@@ -29,11 +29,14 @@ def _samples(feeds: Any) -> list[dict[str, np.ndarray]]:
     return [out[i] for i in sorted(out)]
 
 
-def _ort(model: str, samples: list[dict[str, np.ndarray]]) -> tuple[str, list[list[np.ndarray]], Any]:
+def _ort(model: str, samples: list[dict[str, np.ndarray]],
+         level: str = "all") -> tuple[str, list[list[np.ndarray]], Any]:
     import onnxruntime as ort
 
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
+    if level == "disable":  # no optimizer rewrite at all
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     so.enable_profiling = True
     with tempfile.TemporaryDirectory(prefix="shrinkray-profile-") as tmp:  # removed with the profile
         so.profile_file_prefix = os.path.join(tmp, "p")
@@ -57,12 +60,13 @@ def _openvino(model: str, samples: list[dict[str, np.ndarray]]) -> tuple[str, li
 
 
 def main(argv: list[str]) -> int:
-    kind, model, feeds_path, out_path = argv
+    kind, model, feeds_path, out_path = argv[:4]
+    level = argv[4] if len(argv) > 4 else "all"
     with np.load(feeds_path) as feeds:
         samples = _samples(feeds)
     arrays: dict[str, np.ndarray] = {}
     try:
-        version, outs, kernels = (_ort if kind == "ort" else _openvino)(model, samples)
+        version, outs, kernels = _ort(model, samples, level) if kind == "ort" else _openvino(model, samples)
         meta: dict[str, Any] = {"version": version, "kernels" if kind == "openvino" else "profile": kernels}
         for i, sample_outs in enumerate(outs):
             for k, arr in enumerate(sample_outs):

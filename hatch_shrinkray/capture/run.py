@@ -36,7 +36,7 @@ from hatch_shrinkray.capture.recorder import OVER_CAP, TOO_LARGE
 from hatch_shrinkray.capture.select import Caps
 from hatch_shrinkray.errors import ShrinkrayError, quoted
 from hatch_shrinkray.evidence import MIN_UNITS
-from hatch_shrinkray.files import file_sha256
+from hatch_shrinkray.files import file_sha256, temporary_prefix
 from hatch_shrinkray.result import human, render_table
 from hatch_shrinkray.signals import deferred
 from hatch_shrinkray.verification.recordings import (
@@ -211,7 +211,7 @@ def instrumented_path() -> Iterator[tuple[str, Path]]:
     site: Path | None = None
     try:
         with deferred():  # a signal right after mkdtemp is delivered inside the try, which cleans up
-            site = Path(tempfile.mkdtemp(prefix="hatch-shrinkray-record-"))
+            site = Path(tempfile.mkdtemp(prefix=temporary_prefix("record")))
         (site / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
         package = Path(__file__).resolve().parents[1]
         # No symlinks (Windows without the privilege): interpreters of this environment still work.

@@ -37,6 +37,7 @@ from hatch_shrinkray.checking.verdict import Verdict, judge, tally
 from hatch_shrinkray.engine import shrink
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.evidence import MIN_UNITS, unit_kind
+from hatch_shrinkray.files import temporary_prefix
 from hatch_shrinkray.fitting.guard import Scorer, decide
 from hatch_shrinkray.onnxgraph.graph import find_sites
 from hatch_shrinkray.onnxgraph.modelio import load_model
@@ -93,7 +94,7 @@ class Searched:
 
 
 def run_search(configured: Configured, settings: Settings, app: Display, max_runs: int) -> Searched:
-    with tempfile.TemporaryDirectory(prefix="hatch-shrinkray-search-") as name:
+    with tempfile.TemporaryDirectory(prefix=temporary_prefix("search")) as name:
         tmp = Path(name)
         every = prepare(configured, tmp / "models", app)
         prepared = targets_of(every)

@@ -28,7 +28,7 @@ from pathlib import Path, PurePosixPath
 from hatch_shrinkray import progress
 from hatch_shrinkray.errors import OptionError, PlanError, ShrinkrayError
 from hatch_shrinkray.shipping import wording
-from hatch_shrinkray.shipping.cache import CACHE_ENV, ShrinkCache, default_cache_dir, private_problem
+from hatch_shrinkray.shipping.cache import ShrinkCache, default_cache_dir, refused
 from hatch_shrinkray.shipping.config import HookConfig, ModelEntry
 from hatch_shrinkray.shipping.datafiles import ProjectTree, Readers, Tree
 from hatch_shrinkray.shipping.display import PREFIX, Display, Sanitized, writing_to
@@ -231,11 +231,8 @@ def _open_cache(config: HookConfig, app: Display) -> ShrinkCache | None:
         app.display_debug(wording.cache_disabled_line())
         return None
     directory = config.cache_dir or default_cache_dir()
-    problem = private_problem(directory)
+    problem = refused(directory)
     if problem:
-        raise ShrinkrayError(f"the cache directory {directory} {problem}; whoever can write there chooses the "
-                             "models your builds ship, so it is not used",
-                             hint=f"chmod 700 {directory} if it is yours, point `cache` (or {CACHE_ENV}) at a "
-                                  "directory of your own, or set `cache = false`")
+        raise problem
     app.display_debug(wording.cache_directory_line(directory))
     return ShrinkCache(directory)

@@ -32,6 +32,7 @@ from hatch_shrinkray.shipping.cache import ShrinkCache, default_cache_dir, refus
 from hatch_shrinkray.shipping.config import HookConfig, ModelEntry
 from hatch_shrinkray.shipping.datafiles import ProjectTree, Readers, Tree
 from hatch_shrinkray.shipping.display import PREFIX, Display, Sanitized, writing_to
+from hatch_shrinkray.shipping.links import outside
 from hatch_shrinkray.shipping.manifest import ManifestEntry
 from hatch_shrinkray.shipping.obsolete import drop_obsolete_data
 from hatch_shrinkray.shipping.outcome import (
@@ -124,6 +125,8 @@ class _Build:
     def decide(self, configured: ModelEntry) -> tuple[_Model, Decision]:
         """What ships for ``configured`` (shrinking it, or copying it into the work directory, on the way)."""
         source, target = self.root / configured.relpath, self.workdir / configured.relpath
+        if (elsewhere := outside(self.root, configured.relpath)) is not None:
+            self.app.display_warning(wording.outside_line(configured.relpath, elsewhere))
         sha256 = read_sha256(self.root, configured)
         model = _Model(configured, None, source, target, sha256, source.stat().st_size)
         if self.config.ships_originals:

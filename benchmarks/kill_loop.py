@@ -348,8 +348,11 @@ def run_trial(fixture: Fixture, command: str, where: Path, signum: int, delay: f
             word = "terminated" if signum == signal.SIGTERM else "interrupted"
             if last != [word]:
                 problems.append(f"last line {last!r}, expected {word!r}")
-        if "Traceback" in stderr:
+        if "Traceback" in stderr and not (command == "hook" and signum == signal.SIGINT):
+            # (a hook build run without a frontend: Python itself prints the KeyboardInterrupt it dies of)
             problems.append("a traceback: " + stderr.strip()[-600:])
+    if "Exception ignored" in stderr:
+        problems.append("a finalizer swallowed an exception: " + stderr.strip()[-600:])
     elif code != 0:
         problems.append(f"unkilled run failed: exit {code}; {stderr.strip()[-600:]!r} {stdout[-200:]!r}")
     problems += trial.check_outputs(trial) + _temporaries(trial)

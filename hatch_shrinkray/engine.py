@@ -39,6 +39,7 @@ from hatch_shrinkray.fitting.sensitivity import keep_hint, rank
 from hatch_shrinkray.hints import check_hint, key, record_hint, setting
 from hatch_shrinkray.numerics.threads import one_blas_thread
 from hatch_shrinkray.onnxgraph.graph import FLOAT_TYPES, find_sites, scopes
+from hatch_shrinkray.onnxgraph.hazards import refuse_miscompiled
 from hatch_shrinkray.onnxgraph.modelio import Loaded, Staged, changed_file, fits_one_file, load_model
 from hatch_shrinkray.option_table import option_errors
 from hatch_shrinkray.options import ShrinkOptions
@@ -517,6 +518,7 @@ class Output:
 
 
 def _write(model: ModelProto, dest: Path | None, label: str, checker: str) -> Output:
+    refuse_miscompiled(model, label)
     if dest is None:
         if not fits_one_file(model):
             raise ShrinkrayError("the shrunk model is over 2 GB and can only be written to a file",

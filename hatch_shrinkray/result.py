@@ -146,6 +146,9 @@ class VerifyResult:
     """Streams of a recurrent model run in closed loop (0: calls judged one by one)."""
     symbols: tuple[tuple[str, int], ...] = ()
     """Generated inputs: the size each named symbolic dimension got, by name."""
+    runtime: str = ""
+    """Where the shrunk model ran: ``onnxruntime 1.23.2 (CPU, ORT_ENABLE_ALL)``, the runtime and its
+    graph optimization level (an encoding must compute the same at every level; tests/test_levels.py)."""
 
     @property
     def passed(self) -> bool:
@@ -198,6 +201,8 @@ class VerifyResult:
             text += f"; {self.evidence.text()}"
         if self.fitting:
             text += f"; {self.fitting}"
+        if self.runtime:
+            text += f"; ran in {self.runtime}"
         return text
 
     def table(self, limits: dict[str, float] | None = None) -> str:
@@ -226,7 +231,7 @@ class VerifyResult:
                 "real_inputs": self.real, "calibration_samples": self.calibration, "notes": list(self.notes),
                 "checker": self.checker, "streams": self.streams, "fitting": self.fitting,
                 "fit": None if self.fit is None else self.fit.fit.value,
-                "symbolic_dims": dict(self.symbols),
+                "symbolic_dims": dict(self.symbols), "runtime": self.runtime,
                 "evidence": None if ev is None else {**asdict(ev), "upper_bound": round(ev.bound, 6), "weak": ev.weak},
                 "outputs": [_output_dict(o) for o in self.outputs]}
 

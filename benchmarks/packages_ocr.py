@@ -5,6 +5,7 @@ Debian's fonts-dejavu-core.
 
     python packages_ocr.py calibrate CACHE_DIR [PAGES]  # the user's calibration script (12 pages)
     python packages_ocr.py big CACHE_DIR [PAGES]        # the same pages scaled to >= 960 px, noisy JPEG
+    python packages_ocr.py mixed CACHE_DIR [PAGES]      # every other page so
     python packages_ocr.py heldout CACHE_DIR OUT.json   # 60 held-out pages -> OCR result per page
 
 Pages: 480-900 px wide, 4-9 lines of words, numbers, prices and dates in 7 DejaVu faces, some lines
@@ -78,14 +79,14 @@ def big_page(page: object, rng: random.Random) -> object:
 
 def pages(spec: dict[str, int], cache: Path) -> list[Path]:
     """The pages as PNG files (rendered once, then read from the cache)."""
-    big = bool(spec.get("big"))
-    d = cache / f"ocr-pages-{spec['seed']}-{spec['n']}{'-big' if big else ''}"
+    big = spec.get("big", 0)  # 1: every page big, 2: every other page
+    d = cache / f"ocr-pages-{spec['seed']}-{spec['n']}{['', '-big', '-mixed'][big]}"
     if not (d / "done").exists():
         d.mkdir(parents=True, exist_ok=True)
         rng = random.Random(spec["seed"])
         for i in range(spec["n"]):
             page = render_page(rng, degraded=i % 2 == 1)
-            if big:
+            if big == 1 or (big == 2 and i % 2 == 0):
                 big_page(page, rng).save(d / f"page{i:03d}.jpg", quality=90)  # type: ignore[attr-defined]
             else:
                 page.save(d / f"page{i:03d}.png")  # type: ignore[attr-defined]
@@ -105,7 +106,7 @@ def main() -> None:
 
     mode, cache = sys.argv[1], Path(sys.argv[2])
     spec = HELDOUT if mode == "heldout" else {**CALIB, "n": int(sys.argv[3]) if len(sys.argv) > 3 else CALIB["n"],
-                                              "big": mode == "big"}
+                                              "big": {"big": 1, "mixed": 2}.get(mode, 0)}
     files = pages(spec, cache)
     engine = RapidOCR()
     results = {}

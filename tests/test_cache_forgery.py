@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from hardening import MODEL, cli, hook_build, write_project
+from hardening import MODEL, backend_project, cli, hook_build, write_project
 from hatchling.builders.wheel import WheelBuilder
 from onnx import numpy_helper
 
@@ -124,14 +124,7 @@ WHEEL_TABLE = '[tool.hatch-shrinkray]\nmodels = ["toymodel/models/*.onnx"]\n'
 
 @pytest.mark.parametrize("forgery", FORGERIES, ids=list(FORGERIES))
 def test_a_forged_entry_never_reaches_a_rewritten_wheel(forgery: str, tmp_path: Path, env: dict[str, str]) -> None:
-    project = tmp_path / "toymodel"
-    (project / "src/toymodel/models").mkdir(parents=True)
-    (project / "src/toymodel/__init__.py").write_text("")
-    save(mlp(), project / "src/toymodel/models/a.onnx")
-    (project / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n\n'
-        '[project]\nname = "toymodel"\nversion = "0.1.0"\n\n'
-        '[tool.hatch.build.targets.wheel]\npackages = ["src/toymodel"]\n\n' + WHEEL_TABLE)
+    project = backend_project(tmp_path / "toymodel", WHEEL_TABLE)
     built = Path(next(WheelBuilder(str(project)).build(directory=str(project / "dist"), versions=["standard"])))
     first = cli("wheel", str(built), "-o", str(tmp_path / "out"), cwd=project, env=env)
     assert first.returncode == 0, first.stderr

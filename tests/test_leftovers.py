@@ -15,12 +15,14 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from hardening import CONSOLE_SCRIPT, MODEL, cli, hook_build, write_project
+from hardening import CONSOLE_SCRIPT, MODEL, backend_project, cli, hook_build, write_project
 from hatchling.builders.wheel import WheelBuilder
 
 from hatch_shrinkray.files import STAGING, TEMPORARY, create_beside, staging_prefix, sweep, temporary_prefix
 
 from onnx_builders import mlp, save
+
+TABLE = '[tool.hatch-shrinkray]\nmodels = ["toymodel/models/*.onnx"]\n'
 
 
 def dead_pid() -> int:
@@ -76,14 +78,8 @@ def test_names_carry_the_pid() -> None:
 def slow_wheel(project: Path) -> Path:
     from test_nothing_lost import slow_model
 
-    (project / "src/toymodel/models").mkdir(parents=True)
-    (project / "src/toymodel/__init__.py").write_text("")
+    backend_project(project, TABLE)
     slow_model(project / "src/toymodel/models/a.onnx")
-    (project / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n\n'
-        '[project]\nname = "toymodel"\nversion = "0.1.0"\n\n'
-        '[tool.hatch.build.targets.wheel]\npackages = ["src/toymodel"]\n\n'
-        '[tool.hatch-shrinkray]\nmodels = ["toymodel/models/*.onnx"]\n')
     return Path(next(WheelBuilder(str(project)).build(directory=str(project / "dist"), versions=["standard"])))
 
 
@@ -112,15 +108,7 @@ def test_sigkill_mid_rewrite_leaves_what_the_next_run_removes(tmp_path: Path, en
 
 @pytest.mark.process
 def test_in_place_on_a_link_rewrites_the_wheel_it_points_to(tmp_path: Path, env: dict[str, str]) -> None:
-    project = tmp_path / "toymodel"
-    (project / "src/toymodel/models").mkdir(parents=True)
-    (project / "src/toymodel/__init__.py").write_text("")
-    save(mlp(), project / "src/toymodel/models/a.onnx")
-    (project / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n\n'
-        '[project]\nname = "toymodel"\nversion = "0.1.0"\n\n'
-        '[tool.hatch.build.targets.wheel]\npackages = ["src/toymodel"]\n\n'
-        '[tool.hatch-shrinkray]\nmodels = ["toymodel/models/*.onnx"]\n')
+    project = backend_project(tmp_path / "toymodel", TABLE)
     built = Path(next(WheelBuilder(str(project)).build(directory=str(project / "dist"), versions=["standard"])))
     links = tmp_path / "links"
     links.mkdir()

@@ -270,6 +270,23 @@ def test_where_the_ceiling_stops_it_the_recording_says_which_bound_and_what_keep
     units, merged = recorded([(side, side // 2 + i) for i in range(20)])
     assert units < MIN_UNITS
     assert merged.short is not None
-    kept, ran, needed = merged.short
-    assert (kept, ran) == (units, 20) and needed > SMALL.ceiling
+    kept, ran, bound, needed = merged.short
+    assert (kept, ran, bound) == (units, 20, "--max-bytes") and needed > SMALL.ceiling
     assert dict(merged.meta["skipped"])[BYTE_CAP] == 20 - units
+
+
+def test_where_the_memory_bound_stops_it_the_recording_names_it_and_what_keeps_sixteen() -> None:
+    """Pages that compress well in the file but take much once loaded: --max-memory stops it."""
+    side = round(1600 / SCALE ** 0.5)
+    rng = np.random.default_rng(0)
+    log = ModelLog("d" * 64, "/p/det.onnx", ("x",), caps=SMALL)
+    for i in range(20):
+        image = np.full((1, 3, side, side + i), i / 255, np.float32)  # one value: a few bytes stored
+        image[0, 0, 0, 0] = rng.random()
+        log.observe({"x": image}, Step(i, 0, ()), "", False)
+    meta, samples = part_of(log)
+    memory = 16 * samples[0].decoded // 2  # about eight pages' worth
+    merged = merge([Part(meta, samples)], dataclasses.replace(SMALL, memory=memory), Path("/p"))
+    assert merged.short is not None
+    kept, ran, bound, needed = merged.short
+    assert (ran, bound) == (20, "--max-memory") and kept < MIN_UNITS and needed > memory

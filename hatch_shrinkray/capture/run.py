@@ -427,9 +427,9 @@ def _notes(item: Recorded, caps: Caps) -> list[str]:
                      f"(or of its start) and {'were' if n != 1 else 'was'} merged into it: the kept streams are "
                      "the distinct ones")
     if item.merged.short is not None:
-        kept, ran, needed = item.merged.short
+        kept, ran, bound, needed = item.merged.short
         lines.append(f"note: {model}: kept {kept} of {ran} independent units, fewer than the "
-                     f"{MIN_UNITS} that evidence needs: --max-bytes {needed} would keep {MIN_UNITS}")
+                     f"{MIN_UNITS} that evidence needs: {bound} {needed} would keep {MIN_UNITS}")
     if item.merged.repeats is not None:
         kept, ran = item.merged.repeats
         lines.append(f"note: {model}: kept {kept} distinct units of {ran} that ran, fewer than "

@@ -14,7 +14,6 @@ from __future__ import annotations
 from onnx import ModelProto, NodeProto
 
 from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.hints import setting
 from hatch_shrinkray.onnxgraph.graph import scopes
 
 MOVES = frozenset({"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten"})
@@ -23,9 +22,9 @@ PASSES = frozenset({"Identity"})
 """Ops the optimizer removes first, so the pattern reaches through them."""
 
 
-def miscompiled(model: ModelProto) -> str | None:
-    """Where ``model`` holds a pattern a runtime miscompiles (``DequantizeLinear q -> Reshape r``,
-    through Identity nodes), or None."""
+def miscompiled(model: ModelProto) -> tuple[NodeProto, NodeProto] | None:
+    """A ``DequantizeLinear`` of ``model`` and the data-movement node it feeds (through Identity
+    nodes): a pattern a runtime miscompiles; None when there is none."""
     nodes = [node for scope in scopes(model) for node in scope.graph.node]
     consumers: dict[str, list[NodeProto]] = {}  # over every graph: a branch may read its parent's names
     for node in nodes:
@@ -38,15 +37,11 @@ def miscompiled(model: ModelProto) -> str | None:
         while pending:
             for consumer in consumers.get(pending.pop(), []):
                 if consumer.op_type in MOVES:
-                    return f"DequantizeLinear {_name(node)} -> {consumer.op_type} {_name(consumer)}"
+                    return node, consumer
                 if consumer.op_type in PASSES and consumer.output[0] not in seen:
                     seen.add(consumer.output[0])
                     pending.append(consumer.output[0])
     return None
-
-
-def _name(node: NodeProto) -> str:
-    return node.name or node.output[0]
 
 
 def refuse_miscompiled(model: ModelProto, label: str) -> None:
@@ -54,6 +49,11 @@ def refuse_miscompiled(model: ModelProto, label: str) -> None:
     of the encoding that put it there, never something to ship."""
     found = miscompiled(model)
     if found is not None:
-        raise ShrinkrayError(f"the shrunk model holds a pattern onnxruntime computes wrongly when it optimizes "
-                             f"({found}); nothing was written", path=label,
-                             hint=f"please report this as a bug; use {setting('method', 'fp16')} meanwhile")
+        dequantize, moves = found
+        raise ShrinkrayError(f"the shrunk model holds DequantizeLinear -> {moves.op_type} ({_name(dequantize)}), "
+                             "which onnxruntime miscompiles; nothing written", path=label,
+                             hint="our bug: please report it")
+
+
+def _name(node: NodeProto) -> str:
+    return node.name or node.output[0]

@@ -49,11 +49,5 @@ def refuse_miscompiled(model: ModelProto, label: str) -> None:
     of the encoding that put it there, never something to ship."""
     found = miscompiled(model)
     if found is not None:
-        dequantize, moves = found
-        raise ShrinkrayError(f"the shrunk model holds DequantizeLinear -> {moves.op_type} ({_name(dequantize)}), "
-                             "which onnxruntime miscompiles; nothing written", path=label,
-                             hint="our bug: please report it")
-
-
-def _name(node: NodeProto) -> str:
-    return node.name or node.output[0]
+        raise ShrinkrayError(f"shrunk graph has DequantizeLinear -> {found[1].op_type} (onnxruntime miscompiles "
+                             "it); nothing written", path=label, hint="a bug: report it")

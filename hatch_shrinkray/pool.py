@@ -59,8 +59,7 @@ class Background(Generic[T]):
     would first wait for the original's compression (minutes at brotli 11); a daemon thread is not.
     Nor may one outlive the interpreter: a daemon thread still in C code while the interpreter is
     torn down can crash the process, so at exit every job still running is cancelled and joined (it
-    stops at its next :func:`checkpoint`), and its owner cancels it once it has what it needs or is
-    leaving (``with``)."""
+    stops at its next :func:`checkpoint`)."""
 
     def __init__(self, job: Callable[[], T]) -> None:
         self._future: Future[T] = Future()
@@ -93,12 +92,6 @@ class Background(Generic[T]):
 
     def join(self, timeout: float) -> None:
         self._thread.join(timeout)
-
-    def __enter__(self) -> Background[T]:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.cancel()
 
 
 EXIT_WAIT = 30.0

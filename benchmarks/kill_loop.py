@@ -385,6 +385,19 @@ def calibrate(fixture: Fixture, root: Path) -> dict[str, float]:
     return times
 
 
+def combine(logs: list[Path], args: argparse.Namespace) -> str:
+    """The report of several runs' logs (``--log``) taken together: runs in parallel, other seeds."""
+    outcomes, times = [], {}
+    for path in logs:
+        for line in path.read_text().splitlines():
+            data = json.loads(line)
+            if "calibration" in data:
+                times.update({k: max(v, times.get(k, 0.0)) for k, v in data["calibration"].items()})
+            else:
+                outcomes.append(Outcome(**data))
+    return report(outcomes, times, args)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=500)
@@ -394,7 +407,15 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=None, help="where trials run (default: a temporary directory)")
     parser.add_argument("--report", type=Path, default=None, help="write the figures here (Markdown)")
     parser.add_argument("--log", type=Path, default=None, help="one JSON line per trial")
+    parser.add_argument("--combine", type=Path, nargs="+", default=None, metavar="LOG",
+                        help="no trials: the report of these logs taken together")
     args = parser.parse_args()
+    if args.combine:
+        text = combine(args.combine, args)
+        print(text)
+        if args.report:
+            args.report.write_text(text)
+        return
     # A shell starts a background job with SIGINT ignored, and children inherit that: Python would then
     # install no KeyboardInterrupt handler in the commands, and Ctrl-C would be dropped by design.
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -407,6 +428,8 @@ def main() -> None:
         times = calibrate(fixture, root)
         outcomes: list[Outcome] = []
         log = args.log.open("w") if args.log else None
+        if log:
+            log.write(json.dumps({"calibration": times}) + "\n")
         while sum(o.killed for o in outcomes) < args.kills:
             command = rng.choice(args.commands)
             signum = signal.SIGINT if rng.random() < args.sigint_share else signal.SIGTERM
@@ -440,15 +463,17 @@ def report(outcomes: list[Outcome], times: dict[str, float], args: argparse.Name
     swallowed = sum(any(p.startswith("the signal was swallowed") for p in o.problems) for o in outcomes)
     hung = sum(any(p.startswith("did not stop") for p in o.problems) for o in outcomes)
     troubled = [o for o in outcomes if o.problems]
-    lines = [f"Command: `python -m benchmarks.kill_loop --kills {args.kills} --seed {args.seed}"
-             f" --sigint-share {args.sigint_share}`", "",
+    ran = (f"python -m benchmarks.kill_loop --combine {' '.join(str(p) for p in args.combine)}" if args.combine
+               else f"python -m benchmarks.kill_loop --kills {args.kills} --seed {args.seed} "
+                    f"--sigint-share {args.sigint_share}")
+    lines = [f"Command: `{ran}`", "",
              "| command | unstopped run (s) | kills (SIGTERM / SIGINT) | finished first | with a problem |",
              "|---|---|---|---|---|"]
     for command in args.commands:
         mine = [o for o in outcomes if o.command == command]
         k = [o for o in mine if o.killed]
         terms = sum(o.signum == signal.SIGTERM for o in k)
-        lines.append(f"| {command} | {times[command]:.1f} | {len(k)} ({terms} / {len(k) - terms}) | "
+        lines.append(f"| {command} | {times.get(command, float('nan')):.1f} | {len(k)} ({terms} / {len(k) - terms}) | "
                      f"{len(mine) - len(k)} | {sum(bool(o.problems) for o in mine)} |")
     exits = Counter((o.command, o.returncode) for o in killed)
     lines += ["", f"Kills: {len(killed)}; crashes by another signal: {len(crashes)}; runs with a half-written file: "

@@ -77,7 +77,7 @@ def shrink_all(models: list[str], methods: list[str]) -> None:
             extra: dict[str, Any] = {"verify": {"inputs": str(inputs)}}
             if key == "minilm_l3":
                 # Its extra outputs are hidden states, not class scores: argmax agreement means nothing.
-                extra["verify"]["min_top1"] = 0.0
+                extra["verify"]["min_agreement"] = 0.0
                 extra["budget_agreement"] = 0.0
             if method == "fast":
                 extra["decode"] = "fast"

@@ -14,6 +14,7 @@ import glob
 import hashlib
 import math
 import os
+import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -44,10 +45,10 @@ from hatch_shrinkray.onnxgraph.modelio import Loaded, Staged, changed_file, fits
 from hatch_shrinkray.option_table import option_errors
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.pool import Background
-from hatch_shrinkray.registry import METHODS, Dedup, Needs, check_runtimes
+from hatch_shrinkray.registry import METHODS, NEAREST_INT8, Dedup, Needs, check_runtimes, ladder
 from hatch_shrinkray.result import Fit, FitNote, FitReason, TensorRecord, VerifyResult, human
 from hatch_shrinkray.samples import Calibration
-from hatch_shrinkray.shrink_result import KeptFloat, ShrinkResult, kept_reason
+from hatch_shrinkray.shrink_result import Failed, KeptFloat, ShrinkResult, kept_reason
 from hatch_shrinkray.signals import deferred
 from hatch_shrinkray.sizes import (
     BROTLI_HINT,
@@ -58,6 +59,7 @@ from hatch_shrinkray.sizes import (
     measure,
     web_bytes,
 )
+from hatch_shrinkray.verdict import kind
 from hatch_shrinkray.verification.inputs import GeneratedUnusable, specs_of_model
 from hatch_shrinkray.verification.recordings import NoRecording
 from hatch_shrinkray.verification.runner import (
@@ -104,9 +106,14 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
     written: the original is, and ``kept_original`` says why. Nor is one that generated inputs cannot
     verify (it fails on them, the original's outputs carry no signal there, or the original does not
     run on them): the original is written, with ``unverified`` set, unless ``options.strict``, which
-    raises instead; a failure on real inputs always raises. ``keep_failed`` writes a model that
-    fails verification on real inputs (or with ``strict``) too, with the failed figures in its
-    result: for ``check``, which lets the package's own tests judge it and never ships it.
+    raises instead.
+
+    A choice that fails its limits on real inputs, or that is ``floored`` and changes more whole
+    answers than round-to-nearest int8 on them, falls back along its ladder (``registry.ladder``:
+    round-to-nearest, fp16, the original) to the first that holds; the result says which failed and
+    why (``fell_back``). ``options.strict`` raises instead; with ``keep_failed`` too, the failing model
+    is written with the failed figures in its result: for ``check``, which lets the package's own
+    tests judge it and never ships it.
 
     "Smaller" is in the bytes ``options.target`` counts (``sizes``); the result carries the raw,
     wheel and web sizes of both models, web measured (brotli 11) with ``exact_web``, else estimated;
@@ -115,17 +122,57 @@ def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.Pa
     its estimate still cannot settle the never-larger rule (``sizes.clearly_below``).
     """
     options = options or ShrinkOptions()
+    problems = option_errors(options)
+    if problems:
+        raise ShrinkrayError("invalid options: " + "; ".join(problems))
     name = "the model" if isinstance(source, ModelProto) else Path(source).name
+    failed: list[Failed] = []
     with progress.task(f"{name}: {options.method}") as stage:
-        return _shrink(source, destination, options, keep_failed=keep_failed, exact_web=exact_web, stage=stage)
+        for remedy in (None, *ladder(options)):
+            choice = options if remedy is None else remedy.apply(options)
+            label = options.label() if remedy is None else remedy.describe(options)
+            if remedy is not None and remedy.original:
+                return _original_result(source, destination, options, failed, exact_web=exact_web)
+            if failed:
+                stage.show(f"falling back to {label}")
+            try:
+                result = _shrink(source, destination, choice, keep_failed=keep_failed, exact_web=exact_web,
+                                 stage=stage)
+            except LimitsFailed as exc:
+                if options.strict or not exc.recorded:
+                    raise
+                failed.append(Failed(label, exc.why))
+                continue
+            return replace(result, label=label, fell_back=tuple(failed))
+    raise AssertionError("the ladder ends with the original")  # pragma: no cover
+
+
+def _original_result(source: str | os.PathLike[str] | ModelProto, destination: str | os.PathLike[str] | None,
+                     options: ShrinkOptions, failed: list[Failed], *, exact_web: bool) -> ShrinkResult:
+    """The original written in the shrunk model's place: every choice on the ladder failed its limits on
+    the recording (``kept_original`` names them)."""
+    start = time.perf_counter()
+    loaded = load_model(source)
+    output = _write(loaded.model, None if destination is None else Path(destination), loaded.label,
+                    checker_level(loaded.model))
+    try:
+        extra = output.commit()
+    finally:
+        output.discard()
+    sizes = measure(output.files() if destination is None else [Path(destination), *extra], exact_web=exact_web)
+    tried = ", ".join(f.label for f in failed)
+    return ShrinkResult(
+        source=loaded.label, destination=None if destination is None else str(destination), method=options.method,
+        original_size=loaded.size, shrunk_size=loaded.size, tensors=(), seconds=time.perf_counter() - start,
+        verification=None, options=options.describe(), external_data=tuple(p.name for p in extra),
+        kept_original=f"{tried} failed the limits on the recording ({failed[0].label}: {failed[0].why})",
+        source_sha256=dict(loaded.sha256), original_sizes=sizes, shrunk_sizes=sizes, fell_back=tuple(failed),
+        label="the original")
 
 
 def _shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.PathLike[str] | None,
             options: ShrinkOptions, *, keep_failed: bool, exact_web: bool, stage: progress.Step) -> ShrinkResult:
     stage.show("loading")
-    problems = option_errors(options)
-    if problems:
-        raise ShrinkrayError("invalid options: " + "; ".join(problems))
     shrunk_web = exact_web or options.target == "web"
     if shrunk_web and brotli_problem():
         raise ShrinkrayError(f"target web counts brotli quality 11 bytes, and {brotli_problem()}", hint=BROTLI_HINT)
@@ -336,17 +383,91 @@ def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: 
         failed = next(o for o in verification.outputs if not o.ok)
         raise Unverifiable(f"{options.label()} fails on {verification.basis()}: {failed.name} "
                            f"{failed.failures[0]}", path=loaded.label)
-    if not verification.passed and not keep_failed:
-        v = options.verify
+    kept = keep_failed and options.strict  # ``check`` under ``strict``: its tests judge what the build refuses
+    v = options.verify
+    if not verification.passed and not kept:
         hint = _failure_hint(original_ref, options, reference)
         if not verification.real:
-            hint = f"this ran on generated inputs, which prove little either way: {record_hint()}; or {hint}"
-        raise VerificationError(
-            f"shrunk model ({options.label()}) differs too much from the original on {verification.basis()}",
+            hint = f"this ran on generated inputs, which prove little either way: {record_hint()}\nor {hint}"
+        strict = f"; {setting('strict', True)}: no fallback" if verification.real else ""
+        raise LimitsFailed(
+            f"failed: {options.label()} broke its limits on {verification.basis()}{strict}",
             path=loaded.label, table=verification.table(
-                {"max rel L2": v.max_rel_l2, "min cosine": v.min_cosine, "min agreement": v.min_top1}),
-            hint=hint)
+                {"max rel L2": v.rel_l2_limit, "min cosine": v.cosine_limit, "min agreement": v.agreement_limit}),
+            hint=hint, why=verification.breach(), recorded=verification.real)
+    if verification.passed and verification.real and not kept and METHODS[options.method].floored(options):
+        if _budgeted(options):
+            below, floor = _beyond_budget(options, verification), "budget"
+        else:
+            below, floor = _below_floor(original_ref, loaded.label, options, reference, verification,
+                                        checker=checker), "int8"
+        if below:
+            raise LimitsFailed(f"failed: {options.label()} kept fewer answers than {FLOORS[floor]} on "
+                               f"{verification.basis()} ({below}); {setting('strict', True)}: no fallback",
+                               path=loaded.label, why=below, recorded=True,
+                               hint=f"use round-to-nearest int8 ({setting('method', 'int8')}), or let your tests "
+                                    f"judge: `{check_hint(fix=True)}`")
+        verification = replace(verification, floor=floor)
     return verification
+
+
+FLOORS = {"int8": "int8 round-to-nearest", "budget": "your budget"}
+"""What a narrower choice was held to, for the failure's words."""
+
+
+def _budgeted(options: ShrinkOptions) -> bool:
+    """Whether the user set an accuracy budget: below round-to-nearest int8's floor, then, is theirs to allow
+    (decision 3)."""
+    return any(b is not None for b in (options.budget_rel_l2, options.budget_cosine, options.budget_agreement))
+
+
+def _beyond_budget(options: ShrinkOptions, verification: VerifyResult) -> str:
+    """How a narrower choice went past the accuracy budget the user set, in a few words (empty: within it):
+    the share of whole answers kept (``budget-agreement``), the worst relative L2 and cosine."""
+    ev = verification.evidence
+    if options.budget_agreement is not None and ev is not None and ev.units and \
+            1 - ev.changed_units / ev.units < options.budget_agreement:
+        return (f"{ev.changed_units} of {ev.units} {kind(ev.unit_kind)} changed, past budget-agreement "
+                f"{options.budget_agreement:g}")
+    if options.budget_rel_l2 is not None and verification.worst_rel_l2 > options.budget_rel_l2:
+        return f"rel L2 {verification.worst_rel_l2:.3g} > budget-rel-l2 {options.budget_rel_l2:g}"
+    if options.budget_cosine is not None and verification.worst_cosine < options.budget_cosine:
+        return f"cosine {verification.worst_cosine:.6f} < budget-cosine {options.budget_cosine:g}"
+    return ""
+
+
+class LimitsFailed(VerificationError):
+    """A choice failed its limits, or kept fewer whole answers than round-to-nearest int8 (decisions
+    7-8); ``recorded``: on real inputs, where the model falls back along its ladder (``strict`` fails)."""
+
+    def __init__(self, message: str, *, path: str | None = None, hint: str | None = None, table: str = "",
+                 why: str = "", recorded: bool = True) -> None:
+        super().__init__(message, path=path, hint=hint, table=table, why=why)
+        self.recorded = recorded
+
+
+def _below_floor(original_ref: str | bytes, label: str, options: ShrinkOptions, reference: Reference,
+                 verification: VerifyResult, *, checker: str) -> str:
+    """How a data-free choice narrower than int8 changed more whole answers (tests, texts, streams)
+    than round-to-nearest int8 on the same units (decision 3), in a few words; empty when it did not.
+    Round-to-nearest int8 is encoded and run only where the choice changed some answer."""
+    ev = verification.evidence
+    if ev is None or not ev.changed_units:
+        return ""
+    assert options.verify is not None
+    floor = replace(NEAREST_INT8.apply(options), levels=None, scheme="symmetric", decode="float")
+    model = load_model(original_ref if isinstance(original_ref, str) else onnx.load_from_string(original_ref)).model
+    _encode(model, floor, None, None, label)
+    with tempfile.TemporaryDirectory(prefix="shrinkray-floor-") as tmp:
+        output = _write(model, Path(tmp) / "floor.onnx", label, checker)
+        del model
+        try:
+            int8 = verify_against(reference, output.ref, label, options.verify, checker).evidence
+        finally:
+            output.discard()
+    if int8 is None or ev.changed_units <= int8.changed_units:
+        return ""
+    return f"{ev.changed_units} of {ev.units} {kind(ev.unit_kind)} changed, int8 round-to-nearest {int8.changed_units}"
 
 
 class Unverifiable(ShrinkrayError):
@@ -558,7 +679,7 @@ def _failure_hint(original: str | bytes, options: ShrinkOptions, reference: Refe
                           method=options.label())
     except (ShrinkrayError, MemoryError):
         return generic
-    return f"{found}; or let your tests judge: `{check_hint(fix=True)}`" if found else generic
+    return f"{found}\nor let your tests judge: `{check_hint(fix=True)}`" if found else generic
 
 
 def _calibration(loaded: Loaded, original: str | bytes, options: ShrinkOptions,

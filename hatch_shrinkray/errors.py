@@ -92,14 +92,19 @@ class AlreadyQuantizedError(ShrinkrayError):
 
 
 class VerificationError(ShrinkrayError):
-    """The shrunk model's outputs are too far from the original's; carries the full comparison."""
+    """The shrunk model's outputs are too far from the original's; carries the full comparison and
+    ``why`` in a few words (the limit it broke, for the line of a model that falls back)."""
 
     def __init__(self, message: str, *, path: str | None = None, hint: str | None = None,
-                 table: str = "") -> None:
+                 table: str = "", why: str = "") -> None:
         super().__init__(message, path=path, hint=hint)
         self.table = table
+        self.why = why or message
 
     def __str__(self) -> str:
-        base = super().__str__()
-        return f"{base}\n{self.table}" if self.table else base
+        """The failure on its first line, the comparison's table below, and what to do last: each line
+        short enough to read in a build log."""
+        head = f"{self.path}: {self.message}" if self.path else self.message
+        hint = [f"what to do: {self.hint}"] if self.hint else []
+        return "\n".join([head, *([self.table] if self.table else []), *hint])
 

@@ -369,14 +369,21 @@ OPTIONS: tuple[Option, ...] = (
            "fail for a model that generated inputs cannot verify, instead of keeping its original", const=True),
     Option("verify", "boolean", "compare the shrunk model's outputs with the original's; `false` turns verification "
            "off", "skip output verification (not recommended)", flag="--no-verify", const=False, shown="`true`"),
-    Option("max-rel-l2", "number", "verification: the largest relative L2 of any output (0 to 1)",
-           "the largest relative L2 of any output, 0 to 1 (default 0.1)", _between(0.0, 1.0), verify=True),
-    Option("min-cosine", "number", "verification: the smallest cosine of any output (0 to 1)",
-           "the smallest cosine of any output, 0 to 1 (default 0.995)", _between(0.0, 1.0), verify=True),
-    Option("min-top1", "number", "verification: the smallest agreement of discrete answers (0 to 1), judged with a "
-           "95% confidence bound ([How sure](evidence.md))", "the smallest agreement of discrete answers (labels, "
-           "decisions), 0 to 1, judged with a 95%% confidence bound (default 0.95)", _between(0.0, 1.0),
-           verify=True),
+    Option("max-rel-l2", "number", "verification: the largest relative L2 an output may show between the shrunk "
+           "model and the original (0 to 1). Set, it gates every output; unset (0.1), it does not count for an "
+           "output whose judge compared its answers and found every one held (`-v` says `not counted`)",
+           "the largest relative L2 of any output, 0 to 1; set, it gates every output (default 0.1, not counted "
+           "where every answer held)", _between(0.0, 1.0, optional=True), verify=True, shown="`0.1`"),
+    Option("min-cosine", "number", "verification: the smallest cosine similarity an output may show (0 to 1); set "
+           "or unset (0.995) as `max-rel-l2`",
+           "the smallest cosine of any output, 0 to 1; set, it gates every output (default 0.995, not counted "
+           "where every answer held)", _between(0.0, 1.0, optional=True), verify=True, shown="`0.995`"),
+    Option("min-agreement", "number", "verification: the smallest observed share of unchanged decisions of any "
+           "output (labels, characters, pixels, frames; flips where the original was nearly tied aside), 0 to 1; it "
+           "always gates. Whole answers (tests, texts, streams) are judged against round-to-nearest int8's count "
+           "instead ([How sure](evidence.md))", "the smallest observed share of unchanged decisions (labels, "
+           "characters, pixels, frames), 0 to 1 (default 0.95)", _between(0.0, 1.0, optional=True), verify=True,
+           shown="`0.95`"),
     Option("inputs", "path", "real sample inputs, relative to the project: a recording directory (`hatch-shrinkray "
            "record`; each model finds its own file by sha256), a recording file, or a `.npz` with one array per "
            "graph input ([Recording real inputs](recording.md))", "real sample inputs: a recording directory "

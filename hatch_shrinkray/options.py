@@ -9,7 +9,9 @@ from __future__ import annotations
 import fnmatch
 import re
 import stat
-from dataclasses import dataclass, field, fields
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +46,15 @@ OLDEST_ONNXRUNTIME = "1.16.3"
 dependencies name onnxruntime without a lower bound (its users may run any release)."""
 
 
+DEFAULT_MAX_REL_L2 = 0.1
+DEFAULT_MIN_COSINE = 0.995
+DEFAULT_MIN_AGREEMENT = 0.95
+"""Verification's limits where the user set none (``VerifyOptions``)."""
+
 INT64 = (-(2**63), 2**63)
 """Where ``int-range`` may lie: generated integers are at most int64."""
+
+
 @dataclass(frozen=True)
 class VerifyOptions:
     """How the shrunk model is checked against the original with onnxruntime."""
@@ -63,15 +72,32 @@ class VerifyOptions:
     int_high: int = 64
     samples: int = 8
     seed: int = 0
-    max_rel_l2: float = 0.1
-    min_cosine: float = 0.995
-    min_top1: float = 0.95
+    max_rel_l2: float | None = None
+    """The largest relative L2 of any output. None: ``DEFAULT_MAX_REL_L2``, which an output whose judge
+    compared its answers and found every one held does not count; a value the user set always gates."""
+    min_cosine: float | None = None
+    """The smallest cosine of any output; None: ``DEFAULT_MIN_COSINE``, counted as ``max_rel_l2``."""
+    min_agreement: float | None = None
+    """The smallest observed share of unchanged decisions (labels, characters, pixels, frames; near ties
+    aside) of any output; None: ``DEFAULT_MIN_AGREEMENT``. It always gates."""
     judges: tuple[tuple[str, str], ...] = ()
     """``(output name, judge)``: how an output's answers are compared (``verification.judges``),
     instead of the judge its shape and values imply; ``off`` leaves the output unjudged."""
 
     def dim_map(self) -> dict[str, int]:
         return dict(self.dims)
+
+    @property
+    def rel_l2_limit(self) -> float:
+        return DEFAULT_MAX_REL_L2 if self.max_rel_l2 is None else self.max_rel_l2
+
+    @property
+    def cosine_limit(self) -> float:
+        return DEFAULT_MIN_COSINE if self.min_cosine is None else self.min_cosine
+
+    @property
+    def agreement_limit(self) -> float:
+        return DEFAULT_MIN_AGREEMENT if self.min_agreement is None else self.min_agreement
 
     def judge_of(self, output: str) -> str:
         return dict(self.judges).get(output, "auto")
@@ -225,3 +251,56 @@ def _sample_file_problem(path: Path) -> str | None:
 def in_range(value: object, lo: float, hi: float) -> bool:
     """A real number (not a bool) within [lo, hi]; NaN never is, and inf only where ``hi`` is inf."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and lo <= value <= hi
+
+
+@dataclass(frozen=True)
+class Remedy:
+    """A choice above the configured one, on the ladder a model falls back along (``registry.ladder``):
+    option values (``rounding``, ``method``), or the original bytes. ``check --fix`` records the one
+    the package's tests accepted in the plan file; a build falls back along the same ladder when a
+    choice fails its limits on the recording."""
+
+    method: str | None = None
+    rounding: str | None = None
+    original: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.original:
+            return {"original": True}
+        return {k: v for k, v in (("method", self.method), ("rounding", self.rounding)) if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Remedy:
+        if not isinstance(data, dict) or set(data) - {"method", "rounding", "original"}:
+            raise TypeError("remedy must be an object with `method`, `rounding` or `original`")
+        original = data.get("original", False)
+        if not isinstance(original, bool):
+            raise TypeError("remedy.original must be true or false")
+        method, rounding = data.get("method"), data.get("rounding")
+        return cls(None if method is None else string(method), None if rounding is None else string(rounding),
+                   original)
+
+    def apply(self, options: ShrinkOptions) -> ShrinkOptions:
+        """``options`` with this choice; a method named here takes its own default levels."""
+        return replace(options, method=self.method or options.method, rounding=self.rounding or options.rounding,
+                       levels=None if self.method else options.levels)
+
+    def describe(self, options: ShrinkOptions, tensors: Sequence[tuple[str, str, str]] = ()) -> str:
+        """The choice for people, on ``options`` as configured: ``int8 round-to-nearest``, ``fp16``,
+        ``int8 round-to-nearest, 3 tensors wider (2 int10, 1 fp16)`` with a per-tensor plan."""
+        if self.original:
+            return "the original"
+        chosen = self.apply(options)
+        rounding = " round-to-nearest" if chosen.rounding == "nearest" and chosen.method in ("int8", "auto") else ""
+        if not tensors:
+            return f"{chosen.method}{rounding}"
+        counts = Counter(e for _, _, e in tensors)
+        wider = ", ".join(f"{counts[e]} {e}" for e in reversed(ENCODINGS) if counts[e])
+        return f"{chosen.method}{rounding}, {len(tensors)} tensor{'s' if len(tensors) > 1 else ''} wider ({wider})"
+
+
+def string(value: Any) -> str:
+    """``value`` if it is a string (TypeError naming it otherwise): for the readers of JSON records."""
+    if not isinstance(value, str):
+        raise TypeError(f"{value!r:.40} is not a string")
+    return value

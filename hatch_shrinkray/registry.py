@@ -9,7 +9,7 @@ from onnx import ModelProto
 from hatch_shrinkray.encodings.float_levels import FloatLevelsEncoder
 from hatch_shrinkray.encodings.fp16 import Fp16Encoder
 from hatch_shrinkray.methods.auto import Auto
-from hatch_shrinkray.methods.base import DataFree, Method, Needs
+from hatch_shrinkray.methods.base import NEAREST_INT8, DataFree, Method, Needs
 from hatch_shrinkray.methods.dedup import Dedup
 from hatch_shrinkray.methods.dynamic import Dynamic
 from hatch_shrinkray.methods.int4 import Int4
@@ -17,17 +17,25 @@ from hatch_shrinkray.methods.int8 import Int8
 from hatch_shrinkray.methods.runtimes import check as check_runtimes
 from hatch_shrinkray.onnxgraph.encoding import Calibration, TensorEncoder
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights
-from hatch_shrinkray.options import ShrinkOptions
+from hatch_shrinkray.options import Remedy, ShrinkOptions
 from hatch_shrinkray.result import TensorRecord
 
 
 class PerTensor(DataFree):
-    """A method made of one per-tensor encoder applied to every eligible weight."""
+    """A method made of one per-tensor encoder applied to every eligible weight; ``narrow``: its grid is
+    coarser than int8's (its answers are counted against round-to-nearest int8's)."""
 
-    def __init__(self, name: str, encoder: TensorEncoder, *, size_neutral: bool = False) -> None:
+    def __init__(self, name: str, encoder: TensorEncoder, *, size_neutral: bool = False, narrow: bool = False) -> None:
         self.name = name
         self.encoder = encoder
         self.size_neutral = size_neutral
+        self.narrow = narrow
+
+    def ladder(self, options: ShrinkOptions) -> tuple[Remedy, ...]:
+        return (NEAREST_INT8,) if self.narrow else ()
+
+    def floored(self, options: ShrinkOptions) -> bool:
+        return self.narrow
 
     def apply(self, model: ModelProto, options: ShrinkOptions,
               calibration: Calibration | None = None) -> list[TensorRecord]:
@@ -46,7 +54,7 @@ class NoOp(DataFree):
 
 METHODS: dict[str, Method] = {
     "int8": Int8(),
-    "float-levels": PerTensor("float-levels", FloatLevelsEncoder(), size_neutral=True),
+    "float-levels": PerTensor("float-levels", FloatLevelsEncoder(), size_neutral=True, narrow=True),
     "fp16": PerTensor("fp16", Fp16Encoder()),
     "dedup": NoOp(),
     "dynamic": Dynamic(),
@@ -54,4 +62,14 @@ METHODS: dict[str, Method] = {
     "auto": Auto(),
 }
 
-__all__ = ["METHODS", "Dedup", "Method", "Needs", "check_runtimes"]
+ORIGINAL = Remedy(original=True)
+FP16 = Remedy(method="fp16")
+
+
+def ladder(options: ShrinkOptions) -> list[Remedy]:
+    """The choices a model falls back on from ``options``, cheapest first: the method's own rungs, then
+    fp16 (unless that is the method), then the original bytes."""
+    return [*METHODS[options.method].ladder(options), *(() if options.method == "fp16" else (FP16,)), ORIGINAL]
+
+
+__all__ = ["METHODS", "NEAREST_INT8", "ORIGINAL", "Dedup", "Method", "Needs", "check_runtimes", "ladder"]

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hatch_shrinkray.hints import record_hint, setting
+from hatch_shrinkray.hints import record_hint
 from hatch_shrinkray.result import VerifyResult, human, render_table
 from hatch_shrinkray.shrink_result import ShrinkResult
 from hatch_shrinkray.sizes import BROTLI_HINT, Sizes
-from hatch_shrinkray.verdict import brief, model_line, seconds
+from hatch_shrinkray.verdict import WRITTEN, line_words, model_line, original_line, seconds
 
 table = render_table
 
@@ -26,27 +26,27 @@ def encoded_summary(result: ShrinkResult) -> str:
 
 
 def one_line(result: ShrinkResult) -> str:
-    """``m.onnx -> out/m.onnx: 21.2 MB -> 5.98 MB (28.2%), int8, same answers on 20 recorded calls,
-    1.2 s``: where it wrote and the verdict in words (:func:`detail_line` has the figures)."""
-    path = f"{result.source} -> {result.destination}" if result.destination else result.source
+    """``m.onnx: shrunk, 21.2 -> 5.98 MB (28.2%), int8: same answers on 20 recorded calls, 1.2 s``: what
+    became of the model and the verdict in words (:func:`detail_line` has the figures; it was written
+    under ``--output`` by its own name, and the JSON report says where)."""
+    path = result.source
     if result.kept_original is not None:
-        verdicts = [f"original kept: {result.kept_original}"]
-    elif not result.encoded:
-        verdicts = ["nothing to shrink"]
-    elif result.verification is not None:
-        verdicts = [brief(result.verification), brief(result.verification, full=False)]
-    else:
-        verdicts = [f"not verified ({setting('verify', False)})"]
-    kinds = {record.encoding.split(" ")[0] for record in result.encoded}
-    method = result.method if result.method == "auto" or kinds <= {result.method} else encoded_summary(result)
-    return model_line(path, result.original_size, result.shrunk_size, method, verdicts, tail=seconds(result.seconds),
-                      prefix=0)
+        return original_line(path, result.original_size, result.kept_original, prefix=0, state=WRITTEN)
+    if not result.encoded:
+        return original_line(path, result.original_size, nothing_to_shrink(result), prefix=0, state=WRITTEN)
+    label, verdicts = line_words(result)
+    return model_line(path, result.original_size, result.shrunk_size, label, verdicts, tail=seconds(result.seconds),
+                      prefix=0, state=WRITTEN)
+
+
+def nothing_to_shrink(result: ShrinkResult) -> str:
+    return f"nothing to shrink: no float tensor reached min-elements ({result.options.get('min_elements')})"
 
 
 def detail_line(result: ShrinkResult) -> str:
     """What ``-v`` adds: the compressed sizes, what was encoded, the verification's figures (the
     guard's comparison included) and what stayed float."""
-    parts = [p for p in (result.size_text(), encoded_summary(result)) if p]
+    parts = [p for p in (result.size_text(), encoded_summary(result), result.fallback_text()) if p]
     if result.verification is not None:
         parts.append(result.verification.summary())
     if result.kept_summary():
@@ -89,8 +89,7 @@ def shrink_report(result: ShrinkResult, sizes: bool = False, verbose: bool = Fal
                          f"{t.rel_rms_error:.2e}" if t.encoding != "kept" else "-", t.note])
         parts.append(table(rows))
     if not result.encoded and result.kept_original is None:
-        parts.append("nothing to shrink: no float tensor reached min-elements "
-                     f"({result.options.get('min_elements')}); the output equals the input")
+        parts.append(f"{nothing_to_shrink(result)}; the output equals the input")
     if result.verification is not None:
         notes = verification_notes(result.verification)
         if verbose:

@@ -146,6 +146,10 @@ class VerifyResult:
     """Streams of a recurrent model run in closed loop (0: calls judged one by one)."""
     symbols: tuple[tuple[str, int], ...] = ()
     """Generated inputs: the size each named symbolic dimension got, by name."""
+    floor: str = ""
+    """What a choice narrower than int8 was held to (decision 3): ``int8`` (round-to-nearest int8's
+    whole answers on the same units), ``budget`` (the accuracy budget the user set), or empty (not a
+    narrower choice, or no whole answer changed)."""
     runtime: str = ""
     """Where the shrunk model ran: ``onnxruntime 1.23.2 (CPU, ORT_ENABLE_ALL)``, the runtime and its
     graph optimization level (an encoding must compute the same at every level; tests/test_levels.py)."""
@@ -171,15 +175,27 @@ class VerifyResult:
     def weak(self) -> bool:
         return self.evidence is None or self.evidence.weak
 
+    def breach(self) -> str:
+        """The first limit broken, the output first (``probabilities: top-1 93.3% (152/163) < 95% (...)``);
+        empty when verification passed."""
+        failed = next((o for o in self.outputs if not o.ok), None)
+        return "" if failed is None else f"{failed.name}: {failed.failures[0]}"
+
     def basis(self, symbols: bool = True) -> str:
         """What the figures rest on: ``8 held-out recorded samples (24 others fitted on)``, ``24
         recorded streams (7620 steps) in closed loop``; generated samples name the sizes their
         symbolic dimensions got (``symbols``: the short verdict leaves them to ``-v``)."""
         kind = "recorded" if self.real else "generated"
         held = "held-out " if self.calibration else ""
+        ev = self.evidence
         if self.streams:
             text = f"{self.streams} {held}{kind} stream{'s' if self.streams != 1 else ''} ({self.samples} steps) " \
                    "in closed loop"
+        elif self.real and ev is not None and ev.unit_kind not in ("samples", "units"):
+            units = ev.unit_kind.replace("test cases", "tests")
+            text = f"{ev.units} {held}{kind} {units if ev.units != 1 else units[:-1]}"
+            if ev.units != self.samples:
+                text += f" ({self.samples} calls)"
         else:
             text = f"{self.samples} {held}{kind} sample{'s' if self.samples != 1 else ''}"
         if symbols and self.symbols and not self.real:
@@ -197,6 +213,9 @@ class VerifyResult:
                 worst = min(agreeing, key=lambda o: o.top1 if o.top1 is not None else 1.0)
                 text += f", {worst.agreement_kind} {worst.agreement_text()}"
             text += f" on {self.basis()}"
+            waived = [f"{w} ({o.name})" for o in self.compared if o.ok for w in o.waived]
+            if waived:
+                text += f"; {', '.join(waived)}: not counted: every answer held"
         if self.evidence is not None and self.real and self.compared:
             text += f"; {self.evidence.text()}"
         if self.fitting:
@@ -209,7 +228,7 @@ class VerifyResult:
         head = ["output", "max abs", "rel L2", "cosine", "decisions", "answers", "status"]
         rows = [head]
         for o in self.outputs:
-            status = "ok" if o.ok else "FAIL: " + "; ".join(o.failures)
+            status = "ok" if o.ok else "FAIL (below)"
             if o.unchecked and o.ok:
                 status = f"not checked: the original is {o.unchecked}"
             elif o.waived and o.ok:
@@ -221,6 +240,7 @@ class VerifyResult:
                          (f"{o.agreement_kind} " if o.agreement_kind else "") + o.agreement_text(),
                          o.answers_text(), status])
         text = render_table(rows)
+        text += "".join(f"\n{o.name}: {failure}" for o in self.outputs for failure in o.failures)
         if limits:
             text += "\nlimits: " + ", ".join(f"{k} {v:g}" for k, v in limits.items())
         return text
@@ -230,7 +250,7 @@ class VerifyResult:
         return {"passed": self.passed, "samples": self.samples, "inputs": self.input_source,
                 "real_inputs": self.real, "calibration_samples": self.calibration, "notes": list(self.notes),
                 "checker": self.checker, "streams": self.streams, "fitting": self.fitting,
-                "fit": None if self.fit is None else self.fit.fit.value,
+                "fit": None if self.fit is None else self.fit.fit.value, "floor": self.floor,
                 "symbolic_dims": dict(self.symbols), "runtime": self.runtime,
                 "evidence": None if ev is None else {**asdict(ev), "upper_bound": round(ev.bound, 6), "weak": ev.weak},
                 "outputs": [_output_dict(o) for o in self.outputs]}

@@ -12,6 +12,14 @@ from hatch_shrinkray.sizes import Sizes
 
 
 @dataclass(frozen=True)
+class Failed:
+    """A choice that failed its limits on the recording, and why in a few words: the model fell back."""
+
+    label: str
+    why: str
+
+
+@dataclass(frozen=True)
 class KeptFloat:
     """Float weights that stayed as they were, for one reason."""
 
@@ -61,6 +69,10 @@ class ShrinkResult:
     """Raw, wheel and web bytes of the input (``sizes``)."""
     shrunk_sizes: Sizes | None = None
     """The same for what was written (the original again when ``kept_original``)."""
+    label: str = ""
+    """What shipped, as the line names it (``int8 round-to-nearest`` after a fallback); empty: ``method``."""
+    fell_back: tuple[Failed, ...] = ()
+    """The choices that failed their limits on the recording before the one that shipped, cheapest first."""
 
     @property
     def target(self) -> str:
@@ -72,6 +84,13 @@ class ShrinkResult:
         if self.original_sizes is None or self.shrunk_sizes is None:
             return ""
         return size_change(self.original_sizes, self.shrunk_sizes)
+
+    def fallback_text(self) -> str:
+        """``int4 failed: top-1 93.3% (152/163) < 95% on y; int8 round-to-nearest shipped``: the choices
+        that failed their limits before the one that shipped (empty without a fallback)."""
+        if not self.fell_back:
+            return ""
+        return "; ".join(f"{f.label} failed: {f.why}" for f in self.fell_back) + f"; {self.label} shipped"
 
     @property
     def ratio(self) -> float:
@@ -108,4 +127,6 @@ class ShrinkResult:
             "sizes": None if self.original_sizes is None or self.shrunk_sizes is None else
             {"original": self.original_sizes.to_dict(), "shrunk": self.shrunk_sizes.to_dict()},
             "verification": None if self.verification is None else self.verification.to_dict(),
+            "shipped": self.label or self.method,
+            "fell_back": [asdict(f) for f in self.fell_back],
         }

@@ -1,18 +1,25 @@
-"""The words of the one line a build (and ``shrink``) prints per model: sizes, method, the verdict
-in plain words and what became of the fitting, in at most ``LINE_LIMIT`` characters; the figures
-behind them are in the verification's summary, for ``-v`` and the manifest.
+"""The words of the one line a build (and ``shrink``) prints per model: whether it shipped shrunk or
+its original, its sizes, what shipped, the verdict in plain words and why, in at most ``LINE_LIMIT``
+characters; the figures behind them are in the verification's summary, for ``-v`` and the manifest.
 
-Everything here words typed facts (``result.VerifyResult``, ``result.FitNote``); nothing reads
-these words back. The line's budget holds for every verdict and fitting note with a model path of
-up to ``PATH_ROOM`` characters; a longer path is printed whole (it is the user's own, to copy or
-search for), and the line is longer by as much.
+Everything here words typed facts (``result.VerifyResult``, ``result.FitNote``,
+``shrink_result.Failed``); nothing reads these words back. The line's budget holds for every verdict,
+fitting note and fallback with a model path of up to ``PATH_ROOM`` characters; a longer path is
+printed whole (it is the user's own, to copy or search for), and the line is longer by as much.
+
+One noun per unit everywhere: the units a verdict counts are named as ``evidence.unit_kind`` names
+them (``tests``, ``calls``, ``streams``, ``samples``), on the build's line, in ``check`` and in ``-v``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+from hatch_shrinkray.hints import setting
 from hatch_shrinkray.result import Fit, FitNote, FitReason, VerifyResult, human
+from hatch_shrinkray.shrink_result import ShrinkResult
 
 LINE_LIMIT = 160
 """Characters of a model's line, ``shrinkray:`` prefix included, for a path of ``PATH_ROOM`` characters."""
@@ -23,58 +30,81 @@ PREFIX_ROOM = len("shrinkray: ")
 KINDS = {"test cases": "tests"}
 """Unit kinds (``evidence.unit_kind``) the line spells shorter."""
 
+UNFITTED = "not fitted"
 FIT_WORDS = {
-    FitReason.FEW_UNITS: "not fitted: {units} {kind}",
-    FitReason.FEW_ROWS: "not fitted: few rows",
-    FitReason.NO_ACTIVATIONS: "not fitted: no activations",
-    FitReason.NO_RECORDING: "int8",
-    FitReason.NOTHING_SMALLER: "no smaller plan",
-    FitReason.OVER_LIMITS: "plan over limits",
+    FitReason.FEW_ROWS: f"{UNFITTED}: few rows",
+    FitReason.NO_ACTIVATIONS: f"{UNFITTED}: activations unseen",
+    FitReason.NO_RECORDING: f"{UNFITTED}: no recording of it",
+    FitReason.NOTHING_SMALLER: "no smaller plan kept the answers",
+    FitReason.OVER_LIMITS: "auto's plan broke the limits",
 }
-"""What the line says when nothing fitted ships (or ``auto`` shipped int8), by reason; ``-v`` has
-the whole reason (``VerifyResult.fitting``)."""
-SUBJECTS = {"output-aware rounding": "rounding", "auto's plan": "plan", "the plan": "plan"}
-"""What was fitted, in the line's word."""
+"""What the line says of fitting that did not ship, by reason: int8's codes then round to nearest,
+and ``auto`` ships int8 (``FEW_UNITS`` is said with the weak evidence it comes from; ``-v`` has the
+whole reason, ``VerifyResult.fitting``)."""
+AUTO_SUBJECTS = ("auto's plan", "auto")
+"""``FitNote.subject`` of ``auto``'s notes (``auto``: what it shipped instead of a plan)."""
+
+
+@dataclass(frozen=True)
+class State:
+    """How a caller says what became of a model: a build ships, ``shrink`` writes."""
+
+    shrunk: str
+    original: str
+
+
+SHIPPED = State("shipped shrunk", "shipped its original")
+WRITTEN = State("shrunk", "original written")
 
 
 def kind(unit_kind: str) -> str:
     return KINDS.get(unit_kind, unit_kind)
 
 
-def fit_words(note: FitNote) -> str:
-    """``rounding fitted``, ``plan not kept``, ``not fitted: 12 calls``, ``no smaller plan``:
-    what became of the fitting in the few words the per-model line spends on it."""
-    if note.reason is not None and note.reason is not FitReason.WORSE_HELD_OUT:
-        return FIT_WORDS[note.reason].format(units=note.units, kind=kind(note.kind))
-    subject = SUBJECTS.get(note.subject, note.subject)
-    return f"{subject} fitted" if note.fit is Fit.KEPT else f"{subject} not kept"
+def shipped_method(method: str, fit: FitNote | None) -> str:
+    """What shipped for ``method``: ``auto`` ships int8 where its plan was not kept."""
+    if method == "auto" and fit is not None and not (fit.fit is Fit.KEPT and fit.subject == "auto's plan"):
+        return "int8"
+    return method
 
 
-def verdict(v: VerifyResult, *, full: bool = True, weak: str = "weak") -> str:
-    """The result in plain words: ``same answers on 20 recorded calls``, ``2 of 40 recorded calls
-    changed (weak)``, ``within limits on 8 generated samples (batch=1; a smoke check)``. Without
-    ``full``, for a line with no room for them, the details ``-v`` says too are left out: the sizes
-    generated inputs gave symbolic dimensions, that outputs were compared as numbers only, and that
-    the units were recorded (only recorded units give answers; generated ones say so, in fewer
-    words: ``passes a smoke check on 8 generated samples``).
-    ``weak`` is what the verdict says of weak evidence (:func:`brief` says why nothing was fitted there)."""
-    within = "within limits" if v.passed else "FAILS"
+def fit_words(note: FitNote, held: str = "units") -> str:
+    """What became of the fitting in a few words: ``fitted to the recording`` (int8's codes), ``not
+    fitted: few rows`` (they round to nearest), ``auto's plan lost on held-out calls`` (it shipped int8);
+    ``held`` names the held-out units."""
+    if note.reason is not None and note.reason in FIT_WORDS:
+        return FIT_WORDS[note.reason]
+    if note.reason is FitReason.FEW_UNITS:
+        return f"{UNFITTED}: only {note.units} {kind(note.kind)}"
+    if note.subject in AUTO_SUBJECTS:
+        if note.fit is Fit.KEPT:
+            return f"plan kept on held-out {held}" if note.subject == "auto's plan" else "codes fitted, no plan"
+        return f"auto's plan lost on held-out {held}"
+    if note.fit is Fit.KEPT:
+        return "fitted to the recording"
+    return f"fitting lost on held-out {held}"
+
+
+def verdict(v: VerifyResult, *, full: bool = True, weak: str = "weak evidence") -> str:
+    """The result in plain words: ``same answers on 20 recorded calls``, ``2 of 40 recorded tests changed
+    (weak evidence)``, ``passes a smoke check on 8 generated samples``. Without ``full``, for a line with
+    no room for them, the details ``-v`` says too are left out (that outputs were compared as numbers
+    only, that the units were recorded). ``FAILS`` is ``check``'s alone (a build falls back or fails)."""
+    fails = "" if v.passed else "FAILS: "
     if not v.compared:
-        return f"{'' if v.passed else within + ': '}no output compared (every judge is off)"
+        return f"{fails}no output compared (every judge is off)"
     if not v.real:
         generated = _count(v.samples, "generated", "samples")
-        if not full:
-            return f"{'passes' if v.passed else 'FAILS'} a smoke check on {generated}"
-        sizes = "".join(f"{name}={size}; " for name, size in v.symbols)
-        return f"{within} on {generated} ({sizes}a smoke check)"
+        return f"{'passes' if v.passed else 'FAILS'} a smoke check on {generated}"
     source = "held-out" if v.calibration else "recorded" if full else ""
     ev = v.evidence
     if ev is None or not (ev.answers or ev.decisions):
-        what = _count(v.streams, source, "streams") if v.streams else _count(v.samples, source, "samples")
-        return f"{within} on {what}{' (numbers only)' if full else ''}"
+        what = _count(v.streams, source, "streams") if v.streams else _count(
+            v.samples, source, kind(ev.unit_kind) if ev is not None else "samples")
+        return f"{fails}within limits on {what}{' (numbers only)' if full else ''}"
     on = _count(ev.units, source, kind(ev.unit_kind), always=True)
     text = f"same answers on {on}" if not ev.changed_units else f"{ev.changed_units} of {on} changed"
-    return ("" if v.passed else "FAILS: ") + text + (f" ({weak})" if ev.weak else "")
+    return fails + text + (f" ({weak})" if ev.weak else "")
 
 
 def _count(n: int, source: str, plural: str, *, always: bool = False) -> str:
@@ -84,21 +114,30 @@ def _count(n: int, source: str, plural: str, *, always: bool = False) -> str:
 def brief(v: VerifyResult, *, full: bool = True) -> str:
     """:func:`verdict` and, when there is one, what became of the fitted choices in a few words;
     nothing fitted for want of independent units is said with the weak evidence it comes from:
-    ``same answers on 12 recorded calls (weak, not fitted)``."""
+    ``same answers on 12 recorded calls (weak evidence, nothing fitted)``."""
     if v.fit is None:
         return verdict(v, full=full)
     if v.fit.reason is FitReason.FEW_UNITS and _weak(v):
         return verdict(v, full=full, weak=WEAK_UNFITTED)
-    return f"{verdict(v, full=full)}; {fit_words(v.fit)}"
+    held = kind(v.evidence.unit_kind) if v.evidence is not None else "units"
+    return f"{verdict(v, full=full)}; {fit_words(v.fit, held)}"
 
 
-WEAK_UNFITTED = "weak, not fitted"
+WEAK_UNFITTED = "weak evidence, nothing fitted"
+BUDGET_FLOOR = "held to your budget, not int8's answers"
+"""What the line says of a choice narrower than int8 that an accuracy budget the user set let below
+round-to-nearest int8's answers (decision 3)."""
 
 
 def _weak(v: VerifyResult) -> bool:
     """Whether :func:`verdict` says the evidence is weak."""
     ev = v.evidence
     return bool(v.compared) and v.real and ev is not None and bool(ev.answers or ev.decisions) and ev.weak
+
+
+def fell_back(label: str, why: str) -> str:
+    """``int4 failed: probabilities: top-1 93.3% (152/163) < 95% (...)``: the choice a model fell back from."""
+    return f"{label} failed: {why}"
 
 
 def ratio(part: float, whole: float) -> str:
@@ -110,9 +149,45 @@ def seconds(s: float) -> str:
     return f"{s:.1f} s" if s < 99.95 else f"{s:.0f} s"
 
 
-def room(path: str, prefix: int = PREFIX_ROOM) -> int:
-    """Characters a model's line has after ``prefix`` characters and ``path`` (see ``PATH_ROOM``)."""
-    return LINE_LIMIT - prefix - min(len(path), PATH_ROOM)
+def sizes(before: int, after: int) -> str:
+    """``6.59 -> 1.68 MB (25.5%)``; both units where they differ (``6.59 MB -> 850.00 KB (12.9%)``)."""
+    a, b = human(before), human(after)
+    if a.split(" ")[1] == b.split(" ")[1]:
+        a = a.split(" ")[0]
+    return f"{a} -> {b} ({ratio(after, before)})"
+
+
+PATHS = re.compile(r"\S*/\S*")
+"""A token with a slash: a path, a glob or a command quoting one."""
+
+
+def counted(text: str) -> int:
+    """``text``'s length as the line budget counts it: every path as at most ``PATH_ROOM`` characters
+    (it is the user's own, printed whole to copy or search for), the punctuation after it as itself."""
+    def shown(m: re.Match[str]) -> str:
+        token = m.group(0)
+        path = token.rstrip(":;,.)`'\"")
+        return path[:PATH_ROOM] + token[len(path):]
+
+    return len(PATHS.sub(shown, text))
+
+
+def fits(line: str, prefix: int = PREFIX_ROOM) -> bool:
+    """Whether ``line``, after ``prefix`` characters, keeps within ``LINE_LIMIT`` (paths counted as
+    ``PATH_ROOM``)."""
+    return prefix + counted(line) <= LINE_LIMIT
+
+
+
+def clipped(line: str, prefix: int = 0) -> str:
+    """``line`` cut after a word, with ``…``, where it does not fit (:func:`fits`); the whole of it is
+    one ``-v`` away, in a report or the plan file."""
+    if fits(line, prefix):
+        return line
+    words = line.split(" ")
+    while len(words) > 1 and not fits(" ".join(words) + "…", prefix):
+        words.pop()
+    return " ".join(words).rstrip(" ,;:(") + "…"
 
 
 def shortened(text: str, limit: int) -> str:
@@ -124,13 +199,70 @@ def shortened(text: str, limit: int) -> str:
     return (cut[:cut.rfind(" ")] if " " in cut else cut).rstrip(" ,;:(") + "…"
 
 
-def model_line(path: str, original_size: int, shrunk_size: int, method: str, verdicts: Sequence[str], *,
-               tail: str = "", prefix: int = PREFIX_ROOM) -> str:
-    """The one line per model a newcomer reads: ``src/pkg/m.onnx: 21.23 MB -> 5.98 MB (28.2%), int8,
-    same answers on 20 recorded calls, 1.2 s``. ``verdicts``: the verdict in words, fullest first;
-    the first that keeps the line within its budget (``prefix`` characters go before it) is said,
-    else the last."""
-    head = f"{path}: {human(original_size)} -> {human(shrunk_size)} ({ratio(shrunk_size, original_size)}), {method}, "
-    budget = room(path, prefix) + len(path)
-    lines = [f"{head}{said}, {tail}" if tail else f"{head}{said}" for said in verdicts]
-    return next((line for line in lines if len(line) <= budget), lines[-1])
+def model_line(path: str, original_size: int, shrunk_size: int, label: str, verdicts: Sequence[str], *,
+               tail: str = "", prefix: int = PREFIX_ROOM, state: State = SHIPPED, keep_tail: bool = False) -> str:
+    """The one line per model a newcomer reads: ``src/pkg/m.onnx: shipped shrunk, 21.23 -> 5.98 MB
+    (28.2%), int8: same answers on 20 recorded calls, 1.2 s``. ``verdicts``: the verdict in words,
+    fullest first; the first that keeps the line within its budget (``prefix`` characters go before
+    it) is said, with ``tail`` where it fits (``keep_tail``: the shortest with ``tail`` before the fullest
+    without it), else the last, cut to fit."""
+    head = f"{path}: {state.shrunk}, {sizes(original_size, shrunk_size)}, {label}: "
+    if keep_tail:
+        lines = [*(f"{head}{said}, {tail}" for said in verdicts), *(f"{head}{said}" for said in verdicts)]
+    else:
+        lines = [line for said in verdicts for line in (f"{head}{said}, {tail}" if tail else "", f"{head}{said}")
+                 if line]
+    fitting = next((line for line in lines if fits(line, prefix)), None)
+    return fitting or f"{head}{shortened(verdicts[-1], max(LINE_LIMIT - prefix - counted(head), 20))}"
+
+
+def original_line(path: str, size: int, why: str, *, prefix: int = PREFIX_ROOM, state: State = SHIPPED,
+                  what: str = "") -> str:
+    """The line of a model whose original ships: ``src/pkg/m.onnx: shipped its original (6.59 MB):
+    int8 fails on generated inputs``, ``why`` cut to the line's budget (``-v`` has it whole)."""
+    head = f"{path}: {state.original} ({human(size)}){what}: "
+    return head + shortened(why, LINE_LIMIT - prefix - counted(head))
+
+
+def shipped_label(result: ShrinkResult) -> str:
+    """What shipped, as the line names it: the method (``int8``, ``int8 with 15 levels``; ``auto`` only
+    where its plan shipped), with the tensors a plan or ``encodings`` encoded otherwise (``int8 + 2 fp16
+    tensors``), or the choice a fallback shipped (``int8 round-to-nearest``)."""
+    if result.fell_back:
+        return result.label
+    v = result.verification
+    method = shipped_method(result.method, v.fit if v is not None else None)
+    label = result.label if method == result.method and result.label else method
+    if method == "auto":
+        return label
+    others: dict[str, int] = {}
+    for record in result.encoded:
+        encoding = record.encoding.split(" ")[0]
+        if encoding not in (method, "dedup"):
+            others[encoding] = others.get(encoding, 0) + 1
+    if len(others) == 1:
+        ((encoding, n),) = others.items()
+        return f"{label} + {n} {encoding} tensor{'s' if n != 1 else ''}"
+    if others:
+        n = sum(others.values())
+        return f"{label} + {n} tensors otherwise ({', '.join(sorted(others))})"
+    return label
+
+
+def line_words(result: ShrinkResult) -> tuple[str, list[str]]:
+    """What shipped (:func:`shipped_label`) and the verdict in words, fullest first (for
+    :func:`model_line`); after a fallback, which choice failed and why comes first."""
+    v = result.verification
+    if v is None:
+        verdicts = [f"not verified ({setting('verify', False)})"]
+    else:
+        verdicts = list(dict.fromkeys([brief(v), brief(v, full=False), verdict(v, full=False)]))
+        if v.floor == "budget":  # decision 3: the line says which floor it used
+            verdicts = [f"{verdicts[0]}; {BUDGET_FLOOR}", *verdicts]
+    failed = result.fell_back
+    if failed:
+        names = " and ".join(f.label for f in failed) if len(failed) <= 2 else \
+            f"{failed[0].label} and {len(failed) - 1} more"
+        first = fell_back(names, failed[0].why)
+        verdicts = [f"{first}; {verdicts[0]}", first]
+    return shipped_label(result), verdicts

@@ -1,5 +1,6 @@
-"""The agreement gate: a near-tie on 2 samples cannot fail a correct model, a real regression with
-clear margins still fails, and every percentage comes with the count behind it."""
+"""The agreement gate: it fails on the observed share of unchanged decisions (decision 7: a bound never
+lets an observed figure past its limit), a near-tie cannot fail a correct model, and every percentage
+comes with the count behind it and the bound that says how sure the failure is."""
 
 from __future__ import annotations
 
@@ -43,24 +44,36 @@ def test_a_clear_flip_on_two_samples_still_fails() -> None:
     ref = scores(2)
     c = compare("features", [ref], [flip(ref, np.array([0]))], VerifyOptions())
     assert (c.flips, c.near_ties) == (1, 0)
-    assert not c.ok and "1/2: 1 clear flips" in c.failures[0]
+    assert not c.ok and c.failures[0] == "top-1 50.0% (1/2) < 95% (1 flip; flip rate >= 12.1% at 95%)"
 
 
 def test_three_percent_of_500_clear_flips_fail_a_one_percent_allowance() -> None:
     ref = scores(500)
     rows = np.arange(0, 500, 34)[:15]  # 15 of 500 = 3%
     got = flip(ref, rows)
-    strict = compare("logits", [ref], [got], VerifyOptions(min_top1=0.99))
+    strict = compare("logits", [ref], [got], VerifyOptions(min_agreement=0.99))
     assert not strict.ok and strict.flips == 15 and strict.near_ties == 0
-    assert "485/500: 15 clear flips" in strict.failures[0]
-    loose = compare("logits", [ref], [got], VerifyOptions(min_top1=0.95))  # 3% is within a 5% allowance
+    assert strict.failures[0].startswith("top-1 97.0% (485/500) < 99% (15 flips;")
+    loose = compare("logits", [ref], [got], VerifyOptions(min_agreement=0.95))  # 3% is within a 5% allowance
     assert loose.ok
+
+
+def test_an_observed_share_past_the_limit_fails_however_few_the_positions() -> None:
+    """152 of 163 decisions kept (6.7% flipped) against the default 95%: the lower end of the flip rate's
+    interval (3.9%) is within the 5% allowance, and it still fails: the limit is on what was observed."""
+    ref = scores(163)
+    got = flip(ref, np.arange(0, 163, 15)[:11])
+    c = compare("logits", [ref], [got], VerifyOptions())
+    assert c.flips == 11 and flip_rate_lower_bound(11, 163) < 0.05
+    assert not c.ok and c.failures[0].startswith("top-1 93.3% (152/163) < 95% (11 flips; flip rate >= ")
+    at_the_limit = flip(ref, np.arange(0, 163, 20)[:8])  # 8 of 163 = 4.9%: within
+    assert compare("logits", [ref], [at_the_limit], VerifyOptions()).ok
 
 
 def test_a_few_flips_among_many_positions_pass() -> None:
     ref = scores(500)
     got = flip(ref, np.array([3, 250]))  # 0.4%
-    assert compare("logits", [ref], [got], VerifyOptions(min_top1=0.99)).ok
+    assert compare("logits", [ref], [got], VerifyOptions(min_agreement=0.99)).ok
 
 
 def test_probability_decisions_are_counted_with_near_ties_at_the_threshold() -> None:
@@ -89,6 +102,7 @@ def test_wilson_lower_bound(flips: int, positions: int, low: float, high: float)
     assert low <= flip_rate_lower_bound(flips, positions) <= high
 
 
-def test_gate_is_monotone_in_flips() -> None:
+def test_gate_is_monotone_in_flips_and_fails_past_the_observed_limit() -> None:
     verdicts = [agreement_fails(f, 200, 0.95) for f in range(0, 60)]
     assert verdicts == sorted(verdicts) and not verdicts[0] and verdicts[-1]
+    assert verdicts.index(True) == 11  # 10 of 200 is exactly 95%: within; 11 is past it

@@ -447,7 +447,8 @@ def test_loose_budget_reaches_int4_and_the_written_model_matches_the_search(tmp_
     src = save(sensitive_mlp(), tmp_path / "m.onnx")
     # On disk 4-bit blocks are the smallest rung; in the wheel few int8 levels deflate below them.
     opts = ShrinkOptions(method="auto", budget_rel_l2=0.3, budget_cosine=0.9, budget_agreement=0.0, target="disk",
-                         verify=VerifyOptions(inputs=calib(tmp_path), max_rel_l2=0.3, min_cosine=0.9, min_top1=0.0))
+                         verify=VerifyOptions(inputs=calib(tmp_path), max_rel_l2=0.3, min_cosine=0.9,
+                                              min_agreement=0.0))
     result = shrink(src, tmp_path / "out.onnx", opts)
     enc = encodings(result)
     assert enc["A"].startswith("int4") and enc["B"].startswith("int4"), enc

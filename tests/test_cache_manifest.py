@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import sys
 import threading
 from pathlib import Path
@@ -236,8 +235,7 @@ def test_a_cache_record_with_terminal_escapes_is_a_miss_and_nothing_prints_them(
     proc = hook_build(root, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "\x1b" not in proc.stderr and "ALL GOOD" not in proc.stderr and "fake line" not in proc.stderr
-    smoke = r", within limits on 8 generated samples \((\w+=\d+; )*a smoke check\), "
-    assert re.search(smoke, proc.stderr), proc.stderr
+    assert ": passes a smoke check on 8 generated samples, " in proc.stderr, proc.stderr
     assert ", cached\n" not in proc.stderr  # shrunk again, not served from the entry
 
 

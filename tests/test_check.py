@@ -103,7 +103,7 @@ def test_check_names_the_regression_then_the_plan_fixes_it(project: Path) -> Non
     assert before.returncode == 1, before.stdout + before.stderr
     assert "REGRESSED tests/test_model.py::test_labels_exactly: passed with the originals, failed" in before.stdout
     assert "Mismatched elements" in before.stdout  # the failure text, as pytest wrote it
-    assert "passes the tolerance verification on 8 generated samples" in before.stdout  # what it did not catch
+    assert "passes its limits on 8 generated samples" in before.stdout  # what it did not catch
     hint = next(line for line in before.stdout.splitlines() if line.startswith("hint: src/pkg/models/net.onnx"))
     assert "W1 (rel-L2" in hint and "`--exclude-tensors W1`" in hint and "`--encodings W1=fp16`" in hint
     report = json.loads(before.stdout[before.stdout.index("\n{") + 1:])
@@ -254,7 +254,7 @@ def test_an_installed_packages_models_get_the_projects_table(project: Path) -> N
             s.run(None, {{"x": np.random.default_rng(seed).standard_normal((5, 128)).astype(np.float32)}})
     '''))
     table = ('[project]\nname = "pkg"\nversion = "0.1.0"\n\n[tool.hatch-shrinkray]\nmodels = ["pkg/models/*.onnx"]\n'
-             'inputs = "inputs.npz"\nmax-rel-l2 = 1\nmin-cosine = 0\nmin-top1 = 0\n')
+             'inputs = "inputs.npz"\nmax-rel-l2 = 1\nmin-cosine = 0\nmin-agreement = 0\n')
     (project / "pyproject.toml").write_text(table)
     judged = cli("check", "--shadow", "--max-flip-rate", "1", str(installed), "--", sys.executable, str(script),
                  cwd=project)

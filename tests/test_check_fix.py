@@ -140,7 +140,7 @@ def test_fix_blames_one_model_of_three_by_bisection_and_the_build_ships_its_reme
     assert plain.returncode == 1, plain.stdout + plain.stderr
     assert "REGRESSED exit status" in plain.stdout
     totals = [line for line in plain.stderr.splitlines() if line.startswith("shrinkray: total ")]
-    assert len(totals) == 1 and totals[0].startswith("shrinkray: total 4 models ("), plain.stderr  # not one a model
+    assert len(totals) == 1 and totals[0].startswith("shrinkray: total 4 models: "), plain.stderr  # not one a model
     assert "not loaded: the command never created a session of src/pkg/models/d.onnx: it judged nothing there" \
         in plain.stdout
     (fix,) = [line for line in plain.stdout.splitlines() if line.startswith("fix: ")]
@@ -157,7 +157,7 @@ def test_fix_blames_one_model_of_three_by_bisection_and_the_build_ships_its_reme
     assert "chose: src/pkg/models/c.onnx: int8 as configured (nothing regressed with it)" in out
     (b,) = [line for line in out if line.startswith("chose: src/pkg/models/b.onnx")]
     assert b.startswith("chose: src/pkg/models/b.onnx: int8 round-to-nearest, ") and b.endswith(
-        "because the command's exit status regressed with the fitted codes"), b
+        ": the command's exit status regressed with the fitted codes"), b
     assert out[-1] == "verdict: nothing regressed with every choice applied (final run: no pytest tests seen, exit 0)"
     assert [line for line in out if line.startswith("verdict: ")] == out[-1:]  # one verdict, the last line
     assert "before --fix: 1 regressed with the shrunk models:" in out
@@ -177,16 +177,16 @@ def test_fix_blames_one_model_of_three_by_bisection_and_the_build_ships_its_reme
     with zipfile.ZipFile(build(root)) as zf:
         shipped = zf.read("pkg/models/b.onnx")
     err = capsys.readouterr().err
-    assert ("shrinkray: src/pkg/models/b.onnx: int8 round-to-nearest, as check --fix chose (the command's exit "
-            "status regressed with the fitted codes)") in err, err
-    assert "src/pkg/models/b.onnx: this is the model `check` accepted" in err
-    (line,) = [ln for ln in err.splitlines() if ln.startswith("shrinkray: src/pkg/models/b.onnx: 131.18 KB -> ")]
+    (line,) = [ln for ln in err.splitlines() if ln.startswith("shrinkray: src/pkg/models/b.onnx: shipped shrunk, ")]
+    assert ", int8 round-to-nearest, check --fix's choice: 1 test regressed with cheaper choices; " not in line
+    assert ", int8 round-to-nearest, check --fix's choice: " in line, line
     assert line.endswith(", cached"), line  # check --fix shrank it; the build copies it out of the cache
+    assert "src/pkg/models/b.onnx: this is the model `check` accepted" in err
     assert hashlib.sha256(shipped).hexdigest() == entry.checked["shrunk_sha256"]
 
     again = cli("check", "--", *SCRIPT_COMMAND, cwd=root)
     assert again.returncode == 0, again.stdout + again.stderr
-    assert "b.onnx: 131.18 KB -> 33.48 KB (25.5%), int8 round-to-nearest;" in again.stdout
+    assert "b.onnx: int8 round-to-nearest, 131.18 -> 33.48 KB (25.5%);" in again.stdout
 
 
 def test_an_exact_test_gets_the_original_and_shrink_plan_ships_it(tmp_path: Path,
@@ -196,8 +196,8 @@ def test_an_exact_test_gets_the_original_and_shrink_plan_ships_it(tmp_path: Path
     fixed = without_pytest("check", "--fix", "--", *SCRIPT_COMMAND, cwd=root)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     (b,) = [line for line in fixed.stdout.splitlines() if line.startswith("chose: src/pkg/models/b.onnx")]
-    assert b.startswith("chose: src/pkg/models/b.onnx: the original, 131.18 KB, because the command's exit status "
-                        "regressed with the fitted codes; int8 round-to-nearest, fp16 did not restore it"), b
+    assert b == ("chose: src/pkg/models/b.onnx: the original (131.18 KB): the command's exit status regressed with "
+                 "the fitted codes; int8 round-to-nearest, fp16 did not restore it"), b
     # check's two, the shrunk run again, round-to-nearest, fp16 (the per-tensor plan is not tried without
     # --max-runs); the original needs no run (run 1 was it)
     assert runs(root) == 2 + 3, fixed.stderr
@@ -212,14 +212,14 @@ def test_an_exact_test_gets_the_original_and_shrink_plan_ships_it(tmp_path: Path
     with zipfile.ZipFile(build(root)) as zf:
         shipped = zf.read("pkg/models/b.onnx")
     assert shipped == (root / MODELS / "b.onnx").read_bytes()
-    assert "shrinkray: src/pkg/models/b.onnx: ships its original bytes (131.18 KB), as check --fix chose" \
-        in capsys.readouterr().err
+    assert ("shrinkray: src/pkg/models/b.onnx: shipped its original (131.18 KB), check --fix's choice: 1 test "
+            "regressed with cheaper choices") in capsys.readouterr().err
 
     out = tmp_path / "out"
     done = cli("shrink", str(root / MODELS / "b.onnx"), "--plan", str(root / PLAN_NAME), "-o", str(out), cwd=root)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (out / "b.onnx").read_bytes() == (root / MODELS / "b.onnx").read_bytes()
-    assert "b.onnx: ships its original bytes (131.18 KB), as check --fix chose" in done.stderr
+    assert "b.onnx: original written (131.18 KB), check --fix's choice: 1 test regressed with " in done.stderr
 
 
 @pytest.mark.extended
@@ -243,7 +243,7 @@ def test_pytest_outcomes_come_from_the_commands_interpreter_and_flaky_or_broken_
            "blamed on a model" in out
     assert "REGRESSED tests/test_models.py::test_flaky" not in out
     (b,) = [line for line in out.splitlines() if line.startswith("chose: src/pkg/models/b.onnx")]
-    assert b.endswith("because tests/test_models.py::test_b regressed with the fitted codes"), b
+    assert b.endswith(": tests/test_models.py::test_b regressed with the fitted codes"), b
     assert "test_broken_anyway" not in b and "test_flaky" not in b
     assert out.splitlines()[-1] == ("verdict: nothing regressed with every choice applied (final run: 4 passed, "
                                     "1 failed, exit 1); flaky, not counted: tests/test_models.py::test_flaky")

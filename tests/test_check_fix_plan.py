@@ -77,8 +77,8 @@ def test_one_tensor_kept_wider_restores_the_test_at_well_under_fp16s_size(
     out = fixed.stdout.splitlines()
     assert "check --fix: 4 run(s) of the command beyond check's own two" in out
     (chose,) = [line for line in out if line.startswith("chose: ")]
-    assert chose == ("chose: src/pkg/models/m.onnx: int8 round-to-nearest, 1 tensor wider (1 int12), 524.55 KB -> "
-                     "150.64 KB, because the command's exit status regressed with int8 as configured"), chose
+    assert chose == ("chose: src/pkg/models/m.onnx: int8 round-to-nearest, 1 tensor wider (1 int12), 524.55 -> "
+                     "150.64 KB (28.7%): the command's exit status regressed with int8 as configured"), chose
     assert out[-1] == "verdict: nothing regressed with every choice applied (final run: no pytest tests seen, exit 0)"
 
     (sha, entry), = read_plan(root / PLAN_NAME).items()
@@ -90,8 +90,8 @@ def test_one_tensor_kept_wider_restores_the_test_at_well_under_fp16s_size(
     with zipfile.ZipFile(build(root)) as zf:
         shipped = zf.read("pkg/models/m.onnx")
     said = capsys.readouterr().err
-    assert ("shrinkray: src/pkg/models/m.onnx: int8 round-to-nearest, 1 tensor wider (1 int12), as check --fix chose "
-            "(the command's exit status regressed with int8 as configured)") in said, said
+    assert ("shrinkray: src/pkg/models/m.onnx: shipped shrunk, 524.55 -> 150.64 KB (28.7%), int8 + 1 int12 tensor, "
+            "check --fix's choice: ") in said, said
     assert "src/pkg/models/m.onnx: this is the model `check` accepted" in said
     assert hashlib.sha256(shipped).hexdigest() == entry.checked["shrunk_sha256"]
     out_dir = tmp_path / "out"

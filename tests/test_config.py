@@ -61,7 +61,7 @@ def test_every_option_is_mapped(root: Path) -> None:
         "models": ["src/pkg/models/a.onnx"], "method": "int4", "min-elements": 10,
         "exclude-tensors": ["W"], "exclude-ops": ["Gather"], "dedup": False, "scheme": "asymmetric",
         "levels": 16, "decode": "fast", "block-size": 64, "verify": True, "max-rel-l2": 1,
-        "min-cosine": 0.9, "min-top1": 0.5, "inputs": "data/inputs.npz", "dims": {"batch": 4},
+        "min-cosine": 0.9, "min-agreement": 0.5, "inputs": "data/inputs.npz", "dims": {"batch": 4},
         "default-dim": 2, "int-range": [1, 9], "samples": 3, "seed": 7, "sdist": "original",
         "budget-rel-l2": 0.05, "budget-cosine": 0.999, "budget-agreement": 0.9, "rounding": "nearest",
         "cache": ".cache/sr", "dependencies": ["x"], "require-runtime-dependencies": False,
@@ -74,7 +74,7 @@ def test_every_option_is_mapped(root: Path) -> None:
         budget_cosine=0.999, budget_agreement=0.9, rounding="nearest",
         verify=VerifyOptions(inputs=root / "data/inputs.npz", dims=(("batch", 4),), default_dim=2,
                              int_low=1, int_high=9, samples=3, seed=7, max_rel_l2=1.0,
-                             min_cosine=0.9, min_top1=0.5))
+                             min_cosine=0.9, min_agreement=0.5))
     assert config.sdist == "original"
     assert config.ships_originals
     assert config.cache_dir == (root / ".cache/sr").resolve()

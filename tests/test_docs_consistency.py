@@ -260,7 +260,8 @@ def test_the_defaults_the_docs_quote_are_the_codes() -> None:
     assert f"at most {env.MAX_SAMPLES} samples and 8 MB" in recording
     d = VerifyOptions()
     troubleshooting = PAGES["troubleshooting.md"]
-    assert f"the\n  default {d.max_rel_l2}" in troubleshooting and f"the default {d.min_top1}" in PAGES["recording.md"]
+    assert f"the\n  default {d.rel_l2_limit}" in troubleshooting
+    assert f"the default {d.agreement_limit}" in PAGES["recording.md"]
 
 
 @pytest.mark.parametrize(("quoted", "flips", "positions"), [("12%", 1, 2), ("2.0%", 15, 500)])

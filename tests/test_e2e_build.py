@@ -16,6 +16,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -168,20 +169,40 @@ def test_frontend_builds_a_shrunk_verified_package(frontend: str, project: Path,
         assert manifest[MODEL]["shrunk_sha256"] == hashlib.sha256(shipped).hexdigest()
         assert manifest[MODEL]["original_sha256"] == hashlib.sha256(original).hexdigest()
     if frontend in ("build", "uv"):
-        assert "already shrunk (manifest match); shipping as-is" in log, log
+        assert f"shrinkray: {MODEL}: shipped shrunk, 6.59 -> 1.68 MB (25.5%), as the sdist holds it" in log, log
     if frontend == "build":  # the wheel built from the sdist installs no engine
         sdist_step, _, wheel_step = log.partition("Building wheel from sdist")
         assert "onnxruntime>=" in sdist_step and "rich" not in sdist_step, log
         assert "[engine]" not in wheel_step and "onnxruntime" not in wheel_step, log
     if frontend != "pip-wheel":
-        assert f"shrinkray: {MODEL}: 6.59 MB -> " in log, log
+        assert f"shrinkray: {MODEL}: shipped shrunk, 6.59 -> " in log, log
         assert "shrinkray: total 1 model" in log, log
+    if frontend == "build":
+        assert quoted_lines() == printed_lines(log), "README.md quotes other lines than a fresh build prints"
 
     report = installed_accuracy(wheel, tmp_path, build_env)
     assert "site-packages" in str(report["file"])
     assert report["model_bytes"] == len(shipped)
     baseline = json.loads((EXAMPLE / "training_report.json").read_text())["test_accuracy"]
     assert float(report["accuracy"]) >= baseline - 0.005  # type: ignore[arg-type]
+
+
+def _timeless(line: str) -> str:
+    """A build line with its timings as ``N.N s`` (they vary from run to run)."""
+    return re.sub(r"\b\d+(\.\d+)? s\b", "N.N s", line)
+
+
+def quoted_lines() -> list[str]:
+    """The build's ``shrinkray:`` lines README.md quotes for example_project (its "What the first
+    command prints" block), timings aside."""
+    text = (REPO / "README.md").read_text()
+    block = text.split("What the first command prints", 1)[1].split("```", 2)[1]
+    return [_timeless(line) for line in block.splitlines() if line.startswith("shrinkray: src/")]
+
+
+def printed_lines(log: str) -> list[str]:
+    """The per-model lines a build of example_project printed (both archives), timings aside."""
+    return [_timeless(line) for line in log.splitlines() if line.startswith(f"shrinkray: {MODEL}: ")]
 
 
 def test_light_install_says_what_to_install(wheelhouse: Path, build_env: dict[str, str], tmp_path: Path) -> None:
@@ -204,7 +225,7 @@ def test_second_build_is_served_from_the_cache(project: Path, build_env: dict[st
     second = run([PY, "-m", "build", "--wheel", "--outdir", "dist"], project, build_env)
     assert second.returncode == 0, second.stderr
     assert any(line.endswith(", cached") for line in (second.stdout + second.stderr).splitlines())
-    assert "(1 cached)" in second.stdout + second.stderr
+    assert "shrinkray: total 1 model: 1 shipped shrunk; " in second.stdout + second.stderr
     # A hit ships only once its outputs agree with the original's: the isolated environment gets the engine.
     assert "onnxruntime>=" in second.stdout + second.stderr, second.stdout + second.stderr
 
@@ -217,7 +238,7 @@ def test_verification_failure_leaves_no_artifact_and_no_trace(project: Path, bui
     done = run([PY, "-m", "build", "--outdir", "dist"], project, build_env)
     log = done.stdout + done.stderr
     assert done.returncode != 0
-    assert "differs too much from the original" in log and "FAIL" in log, log
+    assert f"shrinkray: {MODEL}: failed: int8 broke its limits on " in log and "FAIL" in log, log
     assert not (project / "dist").exists() or not list((project / "dist").iterdir())
     assert tree(project) == before
 

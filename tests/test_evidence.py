@@ -83,7 +83,7 @@ def test_a_ctc_recogniser_is_judged_by_decoded_lines(tmp_path: Path) -> None:
     np.savez(tmp_path / "lines.npz", x=lines(8))
     proc = cli("-v", "shrink", str(ppocr_v6_rec()), "-o", str(tmp_path / "out"), "--inputs",
                str(tmp_path / "lines.npz"),
-               "--max-rel-l2", "1", "--min-cosine", "0", "--min-top1", "0")
+               "--max-rel-l2", "1", "--min-cosine", "0", "--min-agreement", "0")
     assert proc.returncode == 0, proc.stderr
     assert "sequence " in proc.stdout and " lines same (CTC greedy, blank 0" in proc.stdout, proc.stdout
     # 8 lines are 8 units: the evidence is weak, so nothing is fitted to them, and the line says so.
@@ -109,10 +109,10 @@ def test_output_aware_rounding_that_overfits_falls_back(tmp_path: Path) -> None:
     src = save(model([helper.make_node("MatMul", ["x", "W"], ["y"])], [vi("x", ["batch", k])],
                      [vi("y", ["batch", n])], [init("W", w)]), tmp_path / "m.onnx")
     np.savez(tmp_path / "in.npz", x=_subspace_units(MIN_UNITS, 64, k))
-    proc = cli("-v", "shrink", str(src), "-o", str(tmp_path / "out"), "--inputs", str(tmp_path / "in.npz"))
+    proc = cli("-v", "shrink", "m.onnx", "-o", "out", "--inputs", "in.npz", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     line, detail = proc.stdout.splitlines()[:2]
-    assert "; rounding not kept, " in line, line
+    assert "; fitting lost on held-out samples, " in line, line
     assert "output-aware rounding not kept (round-to-nearest ships): on 16 held-out units (2 cross-fitted folds)" \
         in detail, detail
     plain = shrink(src, tmp_path / "plain.onnx", ShrinkOptions(verify=None))
@@ -149,8 +149,8 @@ def test_rounding_nearest_ships_round_to_nearest_and_verifies_on_the_inputs(tmp_
                      [vi("y", ["batch", n])], [init("W", w)]), tmp_path / "m.onnx")
     mix = rng.standard_normal((k, k)) * np.exp(rng.normal(0, 1, k))
     np.savez(tmp_path / "in.npz", x=(rng.standard_normal((MIN_UNITS, 64, k)) @ mix).astype(np.float32))
-    fitted = cli("shrink", str(src), "-o", str(tmp_path / "fitted"), "--inputs", str(tmp_path / "in.npz"))
-    assert fitted.returncode == 0 and "; rounding fitted, " in fitted.stdout, fitted.stdout + fitted.stderr
+    fitted = cli("shrink", "m.onnx", "-o", "fitted", "--inputs", "in.npz", cwd=tmp_path)
+    assert fitted.returncode == 0 and "; fitted to the recording, " in fitted.stdout, fitted.stdout + fitted.stderr
     nearest = cli("-v", "shrink", str(src), "-o", str(tmp_path / "nearest"), "--inputs", str(tmp_path / "in.npz"),
                   "--rounding", "nearest")
     assert nearest.returncode == 0, nearest.stderr

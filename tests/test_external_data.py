@@ -136,7 +136,7 @@ def test_cli_reports_sizes_with_the_data_files(tmp_path: Path) -> None:
     proc = cli("shrink", str(src), "-o", str(tmp_path / "out"), "--sizes")
     assert proc.returncode == 0, proc.stderr
     total = src.stat().st_size + src.with_name("m.onnx.data").stat().st_size
-    assert f"{total / 1000:.2f} KB -> " in proc.stdout
+    assert f": shrunk, {total / 1000:.2f} -> " in proc.stdout, proc.stdout
 
 
 # --- the hook ----------------------------------------------------------------------------------
@@ -240,7 +240,7 @@ def test_hook_keeps_a_data_file_an_unconfigured_model_reads(tmp_path: Path, targ
     # a's own weights are 262.14 KB of the 524.29 KB file: the report counts those, not all of it
     line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("shrinkray: src/toymodel/models/a.onnx: ")
                 and " -> " in ln)
-    assert line.startswith("shrinkray: src/toymodel/models/a.onnx: 262.29 KB -> "), line
+    assert line.startswith("shrinkray: src/toymodel/models/a.onnx: shipped shrunk, 262.29 -> "), line
     assert "of the input is not weights" not in line
     assert ("shrinkray: src/toymodel/models/a.onnx: src/toymodel/models/weights.bin stays in the archive (524.29 KB): "
             "src/toymodel/models/b.onnx reads it too and is not configured") in proc.stderr
@@ -280,7 +280,7 @@ def test_a_cached_unchanged_model_with_external_data_is_served_without_a_word(tm
     for _ in range(2):
         proc = hook_build(root, tmp_path)
         assert proc.returncode == 0, proc.stderr
-        assert "is not used" not in proc.stderr and "shipping the original" in proc.stderr, proc.stderr
+        assert "is not used" not in proc.stderr and "shipped its original" in proc.stderr, proc.stderr
         (wheel,) = (tmp_path / "dist").iterdir()
         with zipfile.ZipFile(wheel) as zf:  # the second build once dropped the data file the original reads
             assert {"toymodel/models/a.onnx", "toymodel/models/a.onnx.data"} <= set(zf.namelist())

@@ -111,7 +111,7 @@ def test_budget_fast_path_equals_compare() -> None:
     logits = [rng.standard_normal((1, 30, 50)) * 3 for _ in range(4)]
     ref = [[softmax(z)] for z in logits]  # CTC-like per-position class probabilities
     got = [[softmax(z + rng.normal(0, 0.3, z.shape))] for z in logits]
-    loose = Loose(max_rel_l2=float("inf"), min_cosine=-1.0, min_top1=0.0)
+    loose = Loose(max_rel_l2=float("inf"), min_cosine=-1.0, min_agreement=0.0)
     c = compare("y", [r[0] for r in ref], [g[0] for g in got], loose)
     base = Baseline(ref)
     d = deviation(base, got)

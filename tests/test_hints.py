@@ -113,7 +113,7 @@ def _every_hint_speaks(interface: str) -> None:
         "block-size": 32, "target": "web", "runtimes": ["onnxruntime>=1.17"], "budget-rel-l2": 0.01,
         "budget-cosine": 0.999, "budget-agreement": 0.99, "budget-load": 2.0, "encodings": {"W1": "fp16"},
         "inputs": "DIR", "dims": {"batch": hints.Blank("N")}, "default-dim": 8, "samples": hints.Blank("N"),
-        "int-range": [0, 64], "max-rel-l2": 0.1, "min-cosine": 0.995, "min-top1": 0.99,
+        "int-range": [0, 64], "max-rel-l2": 0.1, "min-cosine": 0.995, "min-agreement": 0.99,
         "judges": {"probability_map": "map"}, "rounding": "nearest"}
     samples.update({o.key: bool(o.const) for o in OPTIONS if o.kind == "boolean" and o.key not in samples})
     assert set(samples) == set(hints.FLAGS)

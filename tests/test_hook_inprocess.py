@@ -86,13 +86,13 @@ def test_wheel_ships_exactly_one_shrunk_copy(project: Path, isolated: Path,
     err = capsys.readouterr().err.splitlines()
     assert f"shrinkray: {MODEL} (" in err[0] and err[0].endswith("int8...")
     assert err[1].startswith(f"shrinkray: {MODEL}: ") and "cached" not in err[1]
-    assert err[1].endswith(", int8, within limits on 8 generated samples (batch=1; a smoke check), "
-                           + err[1].rsplit(", ", 1)[1])
+    assert ": shipped shrunk, " in err[1] and err[1].endswith(
+        ", int8: passes a smoke check on 8 generated samples, " + err[1].rsplit(", ", 1)[1])
     assert len(err[1]) <= 160 and "cos " not in err[1], err[1]
     assert "on 8 generated samples" in err[1]
-    assert err[2] == (f"shrinkray: {MODEL}: verified on generated inputs only, a smoke check; record real inputs "
+    assert err[2] == (f"shrinkray: {MODEL}: verified on generated inputs only (a smoke check); record real inputs "
                       "with `hatch-shrinkray record --output DIR -- COMMAND` and set `inputs = \"DIR\"`")
-    assert err[3].startswith("shrinkray: total 1 model (1 shrunk): ")
+    assert err[3].startswith("shrinkray: total 1 model: 1 shipped shrunk; ")
     assert not any("\r" in line or "\x1b" in line for line in err)
     assert tree_digest(project) == before
     assert list(isolated.iterdir()) == []
@@ -140,7 +140,9 @@ def test_sdist_ships_shrunk_model_and_manifest(project: Path) -> None:
     assert "toymodel-0.1.0/pyproject.toml" in members
     manifest = json.loads(members[f"toymodel-0.1.0/{MANIFEST_NAME}"])
     entry = manifest[MODEL]
-    assert set(entry) == {"original_sha256", "shrunk_sha256", "method", "options", "versions", "verification"}
+    assert set(entry) == {"original_sha256", "shrunk_sha256", "method", "options", "versions", "verification",
+                          "original_size"}
+    assert entry["original_size"] == (project / MODEL).stat().st_size
     assert entry["shrunk_sha256"] == sha(shipped)
     assert entry["original_sha256"] == sha((project / MODEL).read_bytes())
     assert entry["method"] == "int8"
@@ -178,8 +180,8 @@ def test_wheel_from_sdist_is_a_pass_through(project: Path, tmp_path: Path, monke
         assert zf.read(IN_WHEEL) == (root / MODEL).read_bytes()
         assert not any(name.endswith(MANIFEST_NAME) for name in zf.namelist())
     err = capsys.readouterr().err
-    assert f"shrinkray: {MODEL}: already shrunk (manifest match); shipping as-is" in err
-    assert "(1 pass-through)" in err
+    assert f"shrinkray: {MODEL}: shipped shrunk, 272.54 -> 77.06 KB (28.3%), as the sdist holds it" in err
+    assert "total 1 model: 1 shipped shrunk as the sdist holds it; 272.54 -> 77.06 KB (28.3%)" in err
 
 
 def test_pass_through_survives_gitignored_models(project: Path, tmp_path: Path,
@@ -206,8 +208,8 @@ def test_second_build_is_served_from_the_cache(project: Path, tmp_path: Path, mo
     with zipfile.ZipFile(first) as a, zipfile.ZipFile(second) as b:
         assert a.read(IN_WHEEL) == b.read(IN_WHEEL)
     err = capsys.readouterr().err
-    assert "within limits on 8 generated samples (batch=1; a smoke check), cached\n" in err
-    assert "(1 cached)" in err
+    assert ", int8: passes a smoke check on 8 generated samples, cached\n" in err
+    assert "total 1 model: 1 shipped shrunk; " in err
     assert len(list((tmp_path / "cache").glob("*.onnx"))) == 1
 
 
@@ -230,7 +232,7 @@ def test_verification_failure_fails_cleanly(tmp_path: Path, isolated: Path,
             build(root, target, out)
         assert info.value.code == 1
         err = capsys.readouterr().err
-        assert f"shrinkray: {MODEL}: shrunk model (int8) differs too much from the original" in err
+        assert f"shrinkray: {MODEL}: failed: int8 broke its limits on 8 generated samples" in err
         assert "rel L2" in err and "FAIL" in err and "Traceback" not in err
         assert not out.exists() or list(out.iterdir()) == []
     assert tree_digest(root) == before
@@ -313,17 +315,17 @@ def test_nothing_to_shrink_ships_the_original_and_is_remembered(tmp_path: Path, 
     sdist = build(root, "sdist")
     assert sdist_members(sdist)[IN_SDIST] == original
     err = capsys.readouterr().err
-    assert "nothing to shrink: no weight has min-elements (16384) elements or more" in err
-    assert "shrinkray: total 1 model: no model was shrunk: 1 unchanged; " in err
+    assert "shipped its original (1.82 KB): nothing to shrink: no weight has min-elements (16384) elements" in err
+    assert "shrinkray: total 1 model: no model shrunk, 1 shipped its original (1.82 KB) in " in err
     forbid_engine(monkeypatch)
     with zipfile.ZipFile(build(root)) as zf:
         assert zf.read(IN_WHEEL) == original
-    assert "no model was shrunk: 1 unchanged" in capsys.readouterr().err
+    assert "no model shrunk, 1 shipped its original" in capsys.readouterr().err
     with tarfile.open(sdist) as tar:
         tar.extractall(tmp_path / "unpacked", filter="data")
     with zipfile.ZipFile(build(tmp_path / "unpacked/toymodel-0.1.0", out=tmp_path / "again")) as zf:
         assert zf.read(IN_WHEEL) == original
-    assert "(1 pass-through)" in capsys.readouterr().err
+    assert "no model shrunk, 1 shipped its original" in capsys.readouterr().err
 
 
 def quantized_model() -> onnx.ModelProto:
@@ -342,8 +344,8 @@ def test_already_quantized_input_is_shipped_unchanged(tmp_path: Path,
     with zipfile.ZipFile(build(root)) as zf:
         assert zf.read(IN_WHEEL) == (root / MODEL).read_bytes()
     err = capsys.readouterr().err
-    assert f"shrinkray: {MODEL}: already quantized" in err and "shipping it unchanged" in err
-    assert "no model was shrunk: 1 already-quantized" in err
+    assert f"shrinkray: {MODEL}: shipped its original (65.69 KB): already quantized: it contains" in err
+    assert "no model shrunk, 1 shipped its original" in err
 
 
 def hook_for(root: Path, target: str = "wheel") -> ShrinkrayBuildHook:
@@ -476,4 +478,4 @@ def test_pass_through_checks_stay_light(project: Path, tmp_path: Path) -> None:
                           capture_output=True, text=True, check=False, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[-1] == "[]", proc.stdout
-    assert "already shrunk (manifest match); shipping as-is" in proc.stderr
+    assert "as the sdist holds it (shrunk when it was built)" in proc.stderr

@@ -38,7 +38,8 @@ def test_every_method_shrinks_and_verifies(tmp_path: Path, method: str, max_rati
     src = save(mlp(512, 512), tmp_path / "m.onnx")
     before = src.read_bytes()
     out = tmp_path / "out" / "m.onnx"
-    loose = VerifyOptions(max_rel_l2=0.2, min_cosine=0.98)  # 4-bit on Gaussian weights: ~0.11 rel L2
+    # 4-bit on Gaussian weights: ~0.11 rel L2, and a label of the 8 generated samples may flip
+    loose = VerifyOptions(max_rel_l2=0.2, min_cosine=0.98, min_agreement=0.8)
     result = shrink(src, out, ShrinkOptions(method=method, verify=loose if method == "int4" else VerifyOptions()))
     assert src.read_bytes() == before
     assert result.verification is not None and result.verification.passed
@@ -108,7 +109,7 @@ def test_verification_off_is_explicit() -> None:
 
 def test_option_errors_are_all_reported() -> None:
     bad = ShrinkOptions(method="int3", levels=1, min_elements=0, block_size=48,
-                        verify=VerifyOptions(max_rel_l2=-1, min_top1=2))
+                        verify=VerifyOptions(max_rel_l2=-1, min_agreement=2))
     errors = option_errors(bad, {"levels": "--levels"})
     assert len(errors) == 6
     assert any(e.startswith("--levels must be an integer from 2 to 65536") for e in errors)
@@ -141,7 +142,8 @@ def test_verify_accepts_model_protos_and_paths(tmp_path: Path) -> None:
     assert verify(m, out).passed
     assert verify(save(m, tmp_path / "m.onnx"), onnx.load(str(out))).passed
     assert not verify(m, out, VerifyOptions(max_rel_l2=1e-9, judges=(("y", "values"),))).passed
-    assert verify(m, out, VerifyOptions(max_rel_l2=1e-9)).passed  # its labels all held: no veto
+    assert not verify(m, out, VerifyOptions(max_rel_l2=1e-9)).passed  # a limit the user set gates every output
+    assert verify(m, out, VerifyOptions()).outputs[0].waived == ()  # within the default anyway
 
 
 # ---------------------------------------------------------------------------------------------
@@ -207,7 +209,8 @@ def test_api_keeps_the_original_when_the_result_is_not_smaller(tmp_path: Path) -
     from hatch_shrinkray.report import shrink_report
 
     first = shrink_report(result).splitlines()[0]
-    assert first.startswith(f"{path} -> {out}: ") and "original kept: dynamic would not make it smaller" in first, first
+    assert first.startswith(f"{path}: original written (") and "dynamic would not make it smaller" in first, \
+        first
 
 
 def test_cli_keeps_the_original_when_the_result_is_not_smaller(tmp_path: Path) -> None:
@@ -215,7 +218,7 @@ def test_cli_keeps_the_original_when_the_result_is_not_smaller(tmp_path: Path) -
     proc = cli("shrink", str(path), "-o", str(tmp_path / "out"), "--method", "dynamic", "--min-elements", "1")
     assert proc.returncode == 0, proc.stderr
     line = proc.stdout.splitlines()[0]
-    assert "(100.0%)" in line and "original kept: dynamic would not make it smaller (" in line, line
+    assert ": original written (" in line and ": dynamic would not make it smaller (" in line, line
     assert onnx.load(str(tmp_path / "out" / "a.onnx")) == onnx.load(str(path))
 
 
@@ -227,6 +230,6 @@ def test_hook_keeps_the_original_when_the_result_is_not_smaller(tmp_path: Path, 
         with zipfile.ZipFile(build(root, out=tmp_path / out)) as zf:
             assert zf.read("toymodel/models/a.onnx") == path.read_bytes()
         err = capsys.readouterr().err
-        assert (f"shrinkray: {MODEL}: dynamic would not make it smaller (" in err
-                and "shipping the original" in err), err
-        assert "no model was shrunk: 1 unchanged" in err
+        assert f"shrinkray: {MODEL}: shipped its original (" in err, err
+        assert "): dynamic would not make it smaller (" in err, err
+        assert "no model shrunk, 1 shipped its original" in err

@@ -57,7 +57,7 @@ def test_recordings_are_not_shipped_and_a_wheel_from_the_sdist_needs_none(tmp_pa
     recording = recorded(root, where, root / MODEL)
     sdist = build(root, "sdist")
     wheel = build(root, "wheel")
-    assert "int8, same answers on 12 recorded calls (weak, not fitted), " in \
+    assert "int8: same answers on 12 recorded calls (weak evidence, nothing fitted)" in \
         capsys.readouterr().err  # too few units to fit: verified on all 12
     shipped = members(sdist) + members(wheel)
     assert not any(recording.name in m for m in shipped), shipped
@@ -71,7 +71,7 @@ def test_recordings_are_not_shipped_and_a_wheel_from_the_sdist_needs_none(tmp_pa
     again = build(unpacked, "wheel", tmp_path / "again")
     with zipfile.ZipFile(again) as zf, zipfile.ZipFile(wheel) as first:
         assert zf.read(IN_WHEEL) == first.read(IN_WHEEL)
-    assert "already shrunk (manifest match)" in capsys.readouterr().err
+    assert "as the sdist holds it (shrunk when it was built)" in capsys.readouterr().err
 
 
 def test_recordings_included_on_purpose_are_shipped(tmp_path: Path) -> None:
@@ -115,16 +115,17 @@ def test_an_unrecorded_model_that_fails_its_smoke_check_ships_the_original_and_t
         assert zf.read("toymodel/models/vad.onnx") == vad.read_bytes()
         assert len(zf.read(IN_WHEEL)) < (root / MODEL).stat().st_size / 2
     err = capsys.readouterr().err
-    assert "shrinkray: src/toymodel/models/vad.onnx: original kept: int8 fails on 8 generated samples\n" in err, err
+    assert ("shrinkray: src/toymodel/models/vad.onnx: shipped its original (2.33 MB): int8 fails on 8 generated "
+            "samples (see below)\n") in err, err
     assert "shrinkray: src/toymodel/models/vad.onnx: tests/shrinkray-inputs holds no recording of it; to shrink it: " \
            "`hatch-shrinkray record --output tests/shrinkray-inputs -- python -m pytest tests`\n" in err, err
-    assert "shrinkray: total 2 models (1 shrunk, 1 kept original)" in err
+    assert "shrinkray: total 2 models: 1 shipped shrunk, 1 shipped its original; " in err
     proc = cli("shrink", str(vad), "-o", str(tmp_path / "out"), "--inputs", str(root / "tests/shrinkray-inputs"))
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "out/vad.onnx").read_bytes() == vad.read_bytes()
-    assert "original kept: int8 fails on 8 generated samples" in proc.stdout
+    assert ": original written (2.33 MB): int8 fails on 8 generated samples" in proc.stdout, proc.stdout
     strict = cli("shrink", str(vad), "-o", str(tmp_path / "out2"), "--strict")  # every model shrunk, or a failure
-    assert strict.returncode == 1 and "differs too much" in strict.stderr
+    assert strict.returncode == 1 and ": failed: int8 broke its limits on 8 generated samples" in strict.stderr
 
 
 def test_auto_without_a_recording_of_its_model_falls_back_to_int8_and_says_so(tmp_path: Path) -> None:
@@ -139,8 +140,8 @@ def test_auto_without_a_recording_of_its_model_falls_back_to_int8_and_says_so(tm
     proc = cli("shrink", str(model_path), "-o", str(tmp_path / "out"), "--method", "auto", "--inputs",
                str(tmp_path / "rec"))
     assert proc.returncode == 0, proc.stderr
-    assert ", auto, within limits on 8 generated samples (" in proc.stdout.splitlines()[0]
-    assert "a smoke check); int8, " in proc.stdout.splitlines()[0]
+    assert ", int8: passes a smoke check on 8 generated samples; not fitted: no recording of it" in \
+        proc.stdout.splitlines()[0], proc.stdout
     assert "holds no recording of this model" in proc.stdout
     assert "hatch-shrinkray record --output" in proc.stdout and "generated" in proc.stdout
     assert (tmp_path / "out/a.onnx").read_bytes() == (tmp_path / "plain/a.onnx").read_bytes()
@@ -197,8 +198,8 @@ def test_hook_names_a_recording_it_leaves_out_of_the_archive(tmp_path: Path, inp
     printed = [x for x in (proc.stdout + proc.stderr).splitlines() if x.startswith(line)]
     assert len(printed) == int(said), proc.stdout + proc.stderr
     if said:
-        assert printed[0].endswith(f"is left out of the {target}: recorded inputs are for building, not for "
-                                   "shipping; name it in the target's `include` or `force-include` to ship it")
+        assert printed[0].endswith(f"is left out of the {target}: recorded inputs are for building, not shipping "
+                                   "(`include` ships it)")
     (archive,) = (tmp_path / "dist").iterdir()
     if target == "wheel":
         with zipfile.ZipFile(archive) as zf:

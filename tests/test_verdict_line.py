@@ -44,8 +44,8 @@ def test_the_build_line_is_short_and_says_why_rounding_was_not_fitted(tmp_path: 
     err = capsys.readouterr().err.splitlines()
     line = next(ln for ln in err if ln.startswith(f"shrinkray: {MODEL}: "))
     assert len(line) <= LIMIT, line
-    assert line.startswith(f"shrinkray: {MODEL}: 272.54 KB -> 77.06 KB (28.3%), int8, same answers on 40 recorded "
-                           "calls; not fitted: few rows, "), line
+    assert line.startswith(f"shrinkray: {MODEL}: shipped shrunk, 272.54 -> 77.06 KB (28.3%), int8: same answers on 40 "
+                           "recorded calls; not fitted: few rows, "), line
     assert not any("cos " in ln or "rel-L2" in ln for ln in err), err
     with tarfile.open(sdist) as tar:
         member = next(m for m in tar.getmembers() if m.name.endswith(MANIFEST_NAME))
@@ -60,12 +60,12 @@ def test_the_shrink_line_keeps_figures_for_v_and_none_for_an_output_never_compar
     assert judged.returncode == 0, judged.stderr
     line = judged.stdout.splitlines()[0]
     assert len(line) <= LIMIT + len(str(tmp_path)) * 2, line  # the paths are the user's
-    assert " -> " in line and ", int8, same answers on 20 recorded calls; " in line and "cos" not in line, line
+    assert ": shrunk, " in line and ", int8: same answers on 20 recorded calls; " in line and "cos" not in line, line
     off = cli("-v", "shrink", str(model), "-o", str(tmp_path / "b"), "--inputs", str(tmp_path / "rec"),
               "--judge", "y=off", "--json", "-")
     assert off.returncode == 0, off.stderr
     first, detail = off.stdout.splitlines()[:2]
-    assert ", int8, no output compared (every judge is off)" in first, first
+    assert ", int8: no output compared (every judge is off)" in first, first
     assert "cos " not in off.stdout and "rel-L2" not in off.stdout and "no output compared" in detail, detail
     report = json.loads(off.stdout[off.stdout.index("\n[") + 1:])
     (output,) = report[0]["verification"]["outputs"]
@@ -73,7 +73,8 @@ def test_the_shrink_line_keeps_figures_for_v_and_none_for_an_output_never_compar
 
 
 def test_the_verdict_in_words() -> None:
-    """Each kind of evidence, passed or failed (``check`` keeps failing models), in a few words."""
+    """Each kind of evidence, passed or failed (``check`` under ``strict`` keeps failing models), in a few
+    words, one noun per unit (the evidence's) and one phrasing per verdict."""
     from hatch_shrinkray.evidence import Evidence
     from hatch_shrinkray.result import OutputComparison, VerifyResult
     from hatch_shrinkray.verdict import verdict
@@ -88,11 +89,12 @@ def test_the_verdict_in_words() -> None:
     same = Evidence(20, 0, "calls", answers=20, decisions=20)
     assert said(ok, same) == "same answers on 20 recorded calls"
     assert said(ok, Evidence(40, 2, "test cases", answers=40)) == "2 of 40 recorded tests changed"
-    assert said(ok, Evidence(3, 0, "streams", decisions=47)) == "same answers on 3 recorded streams (weak)"
-    assert said(ok, Evidence(10, 0, "calls", answers=10), calibration=10) == "same answers on 10 held-out calls (weak)"
-    assert said(ok, Evidence(20, 0, "calls")) == "within limits on 20 recorded samples (numbers only)"
-    assert said(ok, None, real=False) == "within limits on 20 generated samples (a smoke check)"
-    assert said(bad, None, real=False) == "FAILS on 20 generated samples (a smoke check)"
+    assert said(ok, Evidence(3, 0, "streams", decisions=47)) == "same answers on 3 recorded streams (weak evidence)"
+    assert said(ok, Evidence(10, 0, "calls", answers=10), calibration=10) == \
+        "same answers on 10 held-out calls (weak evidence)"
+    assert said(ok, Evidence(20, 0, "calls")) == "within limits on 20 recorded calls (numbers only)"
+    assert said(ok, None, real=False) == "passes a smoke check on 20 generated samples"
+    assert said(bad, None, real=False) == "FAILS a smoke check on 20 generated samples"
     assert said(bad, same) == "FAILS: same answers on 20 recorded calls"
     assert said(off, same) == "no output compared (every judge is off)"
     assert all(len(said(o, e)) < 80 for o in (ok, bad, off) for e in (same, None))

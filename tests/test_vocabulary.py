@@ -66,7 +66,7 @@ def test_wheel_flags_override_the_table_key_by_key(tmp_path: Path, env: dict[str
     done = cli("wheel", str(wheel), "-o", str(tmp_path / "out"), "--models", "toymodel/**/*.onnx",
                "--method", "fp16", cwd=project, env=env)
     assert done.returncode == 0, done.stderr
-    assert ", fp16, " in done.stderr
+    assert ", fp16: " in done.stderr
     assert "3 recorded samples" in done.stderr or "3 real samples" in done.stderr, done.stderr
     assert "generated inputs" not in done.stderr
 
@@ -107,9 +107,9 @@ def test_check_takes_wheel_paths_and_the_table_options(tmp_path: Path, env: dict
     done = cli("check", MODEL, *command, cwd=project, env=env)
     assert "no such model file" not in done.stderr, done.stderr
     assert "matches no file" not in done.stderr, done.stderr
-    assert ", fp16, " in done.stderr, done.stderr
+    assert ", fp16: " in done.stderr, done.stderr
     flagged = cli("check", SOURCE, "--method", "int8", *command, cwd=project, env=env)
-    assert ", int8, " in flagged.stderr, flagged.stderr
+    assert ", int8: " in flagged.stderr, flagged.stderr
 
 
 def test_shrink_in_a_project_uses_its_table_and_the_flags(tmp_path: Path, env: dict[str, str]) -> None:
@@ -166,12 +166,17 @@ def test_failure_hint_quotes_the_users_command_and_names_the_method(tmp_path: Pa
     save(mlp(), tmp_path / "m.onnx")
     np.savez(tmp_path / "in.npz", x=np.random.default_rng(0).standard_normal((6, 1, 256)).astype(np.float32))
     done = cli("shrink", "m.onnx", "-o", "out", "--levels", "7", "--max-rel-l2", "0.01", "--inputs", "in.npz",
-               cwd=tmp_path, env=env)
+               "--strict", cwd=tmp_path, env=env)
     assert done.returncode == 1
     first = done.stderr.splitlines()[0]
     assert "shrunk model (int8 with 7 levels) differs too much" in first, first
-    assert ("hatch-shrinkray check --fix m.onnx --levels 7 --max-rel-l2 0.01 --inputs in.npz -- python -m pytest"
-            in first), first
+    assert ("hatch-shrinkray check --fix m.onnx --levels 7 --max-rel-l2 0.01 --inputs in.npz --strict -- python -m "
+            "pytest" in first), first
+    fell = cli("shrink", "m.onnx", "-o", "out", "--levels", "7", "--max-rel-l2", "0.01", "--inputs", "in.npz",
+               cwd=tmp_path, env=env)  # without strict, the limit the user set makes it fall back (decision 8)
+    assert fell.returncode == 0, fell.stderr
+    assert ": shrunk, 272.54 -> " in fell.stdout, fell.stdout
+    assert ": int8 with 7 levels failed: y: rel L2 " in fell.stdout, fell.stdout
 
 
 def test_record_says_why_it_exits_non_zero(tmp_path: Path, env: dict[str, str]) -> None:

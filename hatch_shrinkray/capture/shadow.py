@@ -24,7 +24,7 @@ from hatch_shrinkray.verification.compare import compare, expect
 from hatch_shrinkray.verification.judges import Judge, judge_for, per_character
 from hatch_shrinkray.verification.judges.labels import Values
 
-LOOSE = VerifyOptions(max_rel_l2=math.inf, min_cosine=-1.0, min_top1=0.0)
+LOOSE = VerifyOptions(max_rel_l2=math.inf, min_cosine=-1.0, min_agreement=0.0)
 
 
 @dataclass

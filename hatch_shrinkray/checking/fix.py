@@ -35,29 +35,13 @@ from hatch_shrinkray.checking.fixplan import PLAN_RUNS, PlanSearch, plan_rung
 from hatch_shrinkray.checking.models import Configured, Prepared, only, prepare
 from hatch_shrinkray.checking.verdict import BAD, EXIT_STATUS, Verdict, judge, tally
 from hatch_shrinkray.files import file_sha256, temporary_prefix
-from hatch_shrinkray.options import ShrinkOptions
+from hatch_shrinkray.options import Remedy
+from hatch_shrinkray.registry import ladder
 from hatch_shrinkray.shipping.display import Display
-from hatch_shrinkray.shipping.plan import PlanEntry, Remedy
+from hatch_shrinkray.shipping.plan import PlanEntry
 
-ORIGINAL = Remedy(original=True)
-NARROWER_THAN_INT8 = ("auto", "int4", "dynamic")
-"""Methods whose answers int8 round-to-nearest (the do-no-harm floor) may restore."""
-PLANNED = ("int8", *NARROWER_THAN_INT8)
+PLANNED = ("int8", "auto", "int4", "dynamic")
 """Methods whose ladder has the per-tensor rung: int8 round-to-nearest with some tensors wider."""
-
-
-def remedies(options: ShrinkOptions) -> list[Remedy]:
-    """The ladder above the configured choice, cheapest first, ending with the original."""
-    ladder = []
-    if options.method in ("int8", "auto") and options.rounding != "nearest":
-        ladder.append(Remedy(rounding="nearest"))
-    if options.method == "auto" and options.rounding != "nearest":
-        ladder.append(Remedy(method="int8"))  # what method int8 ships: codes fitted where the guard keeps them
-    if options.method in NARROWER_THAN_INT8:
-        ladder.append(Remedy(method="int8", rounding="nearest"))
-    if options.method != "fp16":
-        ladder.append(Remedy(method="fp16"))
-    return [*ladder, ORIGINAL]
 
 
 @dataclass(frozen=True)
@@ -238,7 +222,7 @@ class _Fixer:
             mine = set(self.blamed[culprit.sha256])
             if not mine & set(failing) and set(failing) <= self.regressed:
                 return False
-            if set(failing) - mine or rung.remedy == ORIGINAL:
+            if set(failing) - mine or (rung.remedy is not None and rung.remedy.original):
                 break
             tried.append(rung.describe(culprit))
         else:
@@ -260,7 +244,7 @@ class _Fixer:
         that gives bytes a cheaper one gave is skipped. The per-tensor rung comes before fp16, and
         only where it ends smaller than fp16."""
         seen = {self.chosen[p.sha256].sha256}
-        for index, remedy in enumerate(remedies(p.options)):
+        for index, remedy in enumerate(ladder(p.options)):
             if remedy.original:
                 yield Rung(remedy, None)
                 return

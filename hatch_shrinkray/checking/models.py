@@ -1,7 +1,8 @@
 """The models ``check`` swaps in: each configured model shrunk as the configuration (and the plan
-file) says, through the cache, written into a work directory whether or not it passed the
-tolerance verification (the package's tests are the judge here; a failing model is never cached
-and never ships).
+file) says, through the cache, written into a work directory: what the build ships, a choice that
+fails its limits on the recording having fallen back as in the build. Under ``strict`` (where the
+build would fail instead) the failing model is written anyway, for the package's tests to judge; it
+is never cached and never ships.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from hatch_shrinkray.shipping.manifest import file_sha256
 from hatch_shrinkray.shipping.outcome import Shipped
 from hatch_shrinkray.shipping.ship import ship_models
 from hatch_shrinkray.shipping.wording import total_line
+from hatch_shrinkray.verdict import kind
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,7 @@ class Prepared:
     original_size: int
     shrunk_size: int
     verification: str
-    """The tolerance verification's summary (with ``FAILS verification`` when it failed), or why none ran."""
+    """The verification's summary (``FAILS`` when it failed, under ``strict``), or why none ran."""
     passed: bool
     outcome: str = "shrunk"
     """What a build ships for it (``shipping.ship.Shipped.outcome``): ``kept-original`` when the plan's
@@ -116,8 +118,13 @@ def _summary(verification: dict[str, object] | None, outcome: str, planned: bool
             "check --fix chose)" if planned else "generated inputs could not verify it)")
     if verification is None:
         return f"not verified ({setting('verify', False)})"
-    basis = f"{verification.get('samples')} {'recorded' if verification.get('real_inputs') else 'generated'} samples"
-    return ("passes" if verification.get("passed") else "FAILS") + f" the tolerance verification on {basis}"
+    source = "recorded" if verification.get("real_inputs") else "generated"
+    evidence = verification.get("evidence")
+    if isinstance(evidence, dict) and verification.get("real_inputs") and evidence.get("unit_kind") != "units":
+        basis = f"{evidence.get('units')} {source} {kind(str(evidence.get('unit_kind')))}"
+    else:
+        basis = f"{verification.get('samples')} {source} samples"
+    return ("passes" if verification.get("passed") else "FAILS") + f" its limits on {basis}"
 
 
 def by_sha(prepared: Sequence[Prepared]) -> dict[str, Prepared]:

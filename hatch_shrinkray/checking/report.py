@@ -16,21 +16,21 @@ from hatch_shrinkray.checking.search import Found, Searched
 from hatch_shrinkray.checking.verdict import BAD, Verdict, tally
 from hatch_shrinkray.hints import check_hint
 from hatch_shrinkray.result import human, render_table
+from hatch_shrinkray.verdict import clipped, sizes
 
 TEXT_LINES = 15
 
 
 def _model_line(p: Prepared, original: Observed, other: Observed | None) -> str:
-    ratio = f"{100 * p.shrunk_size / p.original_size:.1f}%" if p.original_size else "-"
     planned = f" + plan ({len(p.options.plan)} tensors)" if p.options.plan else ""
     sessions = original.models.get(p.sha256, ModelSeen()).sessions
-    loads = f"{sessions} session(s) with the original"
+    loads = f"sessions: {sessions} original"
     if other is not None:
         seen = other.models.get(p.sha256, ModelSeen())
-        loads += f", {seen.swapped or seen.shadowed} with the shrunk model"
+        loads += f", {seen.swapped or seen.shadowed} shrunk"
     nearest = " round-to-nearest" if p.options.rounding == "nearest" and p.options.method in ("int8", "auto") else ""
-    return (f"  {p.relpath}: {human(p.original_size)} -> {human(p.shrunk_size)} ({ratio}), {p.options.method}"
-            f"{nearest}{planned}; {p.verification}; {loads}")
+    return clipped(f"  {p.relpath}: {p.options.method}{nearest}{planned}, {sizes(p.original_size, p.shrunk_size)}; "
+                   f"{p.verification}; {loads}")
 
 
 def _run_line(label: str, run: Observed) -> str:
@@ -50,15 +50,15 @@ def _not_checked(prepared: Sequence[Prepared]) -> list[str]:
     for planned, why in ((True, "as check --fix chose"), (False, "generated inputs could not verify them")):
         kept = [p.relpath for p in prepared if p.ships_original and p.planned == planned]
         if kept:
-            lines.append(f"not checked: a build ships the original bytes of {', '.join(kept)} ({why}): nothing to "
-                         "check there, and not counted as tested")
+            lines.append(clipped(f"not checked: a build ships the original bytes of {', '.join(kept)} ({why}): "
+                                 "nothing to check there, and not counted as tested"))
     return lines
 
 
 def _unloaded(prepared: Sequence[Prepared], run: Observed) -> list[str]:
     unloaded = never_loaded(prepared, run)
-    return [f"not loaded: the command never created a session of {', '.join(unloaded)}: it judged nothing there "
-            "(a build ships them on the build's own verification alone)"] if unloaded else []
+    return [clipped(f"not loaded: the command never created a session of {', '.join(unloaded)}: it judged nothing "
+                    "there (a build ships them on the build's own verification alone)")] if unloaded else []
 
 
 def render_check(checked: Checked) -> str:
@@ -67,8 +67,8 @@ def render_check(checked: Checked) -> str:
     for relpath, hint in checked.hints.items():
         lines.append(f"hint: {relpath}: {hint}")
     if not v.passed:
-        lines.append(f"fix: {check_hint(shlex.join(checked.command), fix=True)}  (finds, per model, the cheapest "
-                     "choice with which these tests pass again, and writes it into the plan file the build reads)")
+        lines.append(f"fix: {check_hint(shlex.join(checked.command), fix=True)}")
+        lines.append("     (finds per model the cheapest choice that passes these tests again, for the build to ship)")
     return "\n".join(lines)
 
 
@@ -84,11 +84,11 @@ def render_fix(fixed: Fixed, written: str | None) -> str:
     for c in fixed.choices:
         p, rung = c.prepared, c.rung
         if rung.remedy is None:
-            lines.append(f"chose: {p.relpath}: {rung.describe(p)} ({c.reason})")
+            lines.append(clipped(f"chose: {p.relpath}: {rung.describe(p)} ({c.reason})"))
             continue
-        size = (f", {human(p.original_size)} -> {human(rung.prepared.shrunk_size)}" if rung.prepared is not None
-                else f", {human(p.original_size)}")
-        lines.append(f"chose: {p.relpath}: {rung.describe(p)}{size}, because {c.reason}")
+        size = (f", {sizes(p.original_size, rung.prepared.shrunk_size)}" if rung.prepared is not None
+                else f" ({human(p.original_size)})")
+        lines.append(clipped(f"chose: {p.relpath}: {rung.describe(p)}{size}: {c.reason}"))
     if written:
         lines.append(written)
     final = fixed.final
@@ -100,8 +100,8 @@ def render_fix(fixed: Fixed, written: str | None) -> str:
                      f"exit {final.shrunk.exit_code}){flaky}")
     else:
         still = fixed.still_failing
-        lines.append(f"verdict: FAILS, exit 1: {len(still)} still regress with every choice applied: "
-                     f"{', '.join(still[:5])}")
+        lines.append(clipped(f"verdict: FAILS, exit 1: {len(still)} still regress with every choice applied: "
+                             f"{', '.join(still[:5])}"))
     return "\n".join(lines)
 
 
@@ -120,17 +120,17 @@ def fix_json(fixed: Fixed) -> dict[str, Any]:
 
 def _regressions(v: Verdict, *, flaky: Sequence[str] = (), heading: str = "verdict") -> list[str]:
     failing = [t for t, o in v.original.tests.items() if o.outcome in BAD]
-    aside = ([f"  ({len(failing)} test(s) fail with the original models too, never blamed on a model: "
-              f"{', '.join(failing[:5])}{' ...' if len(failing) > 5 else ''})"] if failing else [])
+    aside = ([clipped(f"  ({len(failing)} test(s) fail with the original models too, never blamed on a model: "
+                      f"{', '.join(failing[:5])}{' ...' if len(failing) > 5 else ''})")] if failing else [])
     if v.passed:
         seen = f"{len(v.original.tests)} tests" if v.original.tests else "the exit status"
         return [f"{heading}: nothing regressed with the shrunk models ({seen} as with the originals)", *aside]
     real = [r for r in v.regressions if r.test not in flaky]
     lines = [f"{heading}: {len(real)} regressed with the shrunk models" + (":" if real else ", flaky tests aside:")]
     for r in real:
-        lines.append(f"  REGRESSED {r.test}: {r.before} with the originals, {r.after} with the shrunk models")
+        lines.append(clipped(f"  REGRESSED {r.test}: {r.before} with the originals, {r.after} with the shrunk models"))
         text = [t for t in r.text.splitlines() if t.strip()][-TEXT_LINES:]
-        lines += [f"      {t}" for t in text]
+        lines += [clipped(f"      {t}") for t in text]
     if v.fixed:
         lines.append(f"  ({len(v.fixed)} test(s) failed with the originals and pass with the shrunk models)")
     return lines + aside

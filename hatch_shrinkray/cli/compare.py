@@ -1,4 +1,5 @@
-"""``hatch-shrinkray compare``: verify a shrunk model against its original and compare sizes."""
+"""``hatch-shrinkray compare``: verify a shrunk model against its original and compare sizes; inside a
+project, on the table's inputs, judges and limits for the original (``cli.project``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 from hatch_shrinkray.cli.flags import Given, option_flags
 from hatch_shrinkray.cli.output import need_brotli
+from hatch_shrinkray.cli.project import project_of
 from hatch_shrinkray.options import ShrinkOptions
 
 
@@ -27,8 +29,12 @@ def run(args: argparse.Namespace) -> int:
 
     need_brotli(ShrinkOptions(), args.sizes)
     # Checked like `shrink` checks its input first, so a bad file gets the same one-line message.
-    options = Given.of(args).options().verify
+    given = Given.of(args)
+    options = given.options().verify
     assert options is not None  # compare has no --no-verify
+    configured = project_of(args, given, [args.original], "compare").options.get(args.original)
+    if configured is not None and configured.verify is not None:
+        options = configured.verify  # the table's inputs, judges and limits, the flags given overriding them
     files = {path: model_files(path) for path in (args.original, args.shrunk)}
     result = verify(args.original, args.shrunk, options)
     print(sizes_table(measure(files[args.original], exact_web=args.sizes),

@@ -1,8 +1,8 @@
 """``hatch-shrinkray shrink``: shrink model files into an output directory.
 
 A bad file is reported and the remaining files are still processed. Inside a project with a
-configuration table, a file the table selects takes its options, with the flags given overriding
-them key by key.
+configuration table, a file the table selects takes its options and the plan file's plan for its
+bytes, with the flags given overriding them key by key: the build's bytes (``cli.project``).
 """
 
 from __future__ import annotations
@@ -10,19 +10,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 from hatch_shrinkray import progress
-from hatch_shrinkray.checking.installed import expand, inside
+from hatch_shrinkray.checking.installed import expand
 from hatch_shrinkray.cli.flags import Given, Noted, option_flags
 from hatch_shrinkray.cli.output import Stderr, need_brotli, print_error, write_report
+from hatch_shrinkray.cli.project import project_of
 from hatch_shrinkray.errors import PlanError, ShrinkrayError, printable
 from hatch_shrinkray.files import copy_atomically
-from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.shipping.advice import record_advice
 from hatch_shrinkray.shipping.planned import confirm_plan
 from hatch_shrinkray.shipping.wording import fix_line
+from hatch_shrinkray.verdict import WRITTEN
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -53,9 +53,11 @@ def run(args: argparse.Namespace) -> int:
     given = Given.of(args)
     options = given.options()
     need_brotli(options, args.sizes)
-    plans = read_plan(args.plan) if args.plan is not None else {}
     files, unmatched = expand(args.models)
-    configured = _project_options(args, given, files)
+    project = project_of(args, given, files, "shrink")
+    configured = project.options
+    plans = read_plan(args.plan) if args.plan is not None else project.plans
+    plan_name = str(args.plan) if args.plan is not None else project.plan_file
     failures = 0
     for pattern in unmatched:
         print(f"error: {pattern}: matches no file", file=sys.stderr)
@@ -66,13 +68,14 @@ def run(args: argparse.Namespace) -> int:
         dest = args.output / src.name
         try:
             _refuse_clash(src, dest, seen, args.force)
-            plan = plans.get(file_sha256(src)) if args.plan is not None and src.is_file() else None
+            planned = args.plan is not None or src in configured
+            plan = plans.get(file_sha256(src)) if planned and src.is_file() else None
             if args.plan is not None and plan is None and src.is_file():
                 print(f"{src}: {args.plan} has no plan for these bytes (a retrained model has none); shrinking "
                       f"with {configured.get(src, options).method} as given", file=sys.stderr)
             chosen = configured.get(src, options)
             if plan is not None and plan.remedy is not None:
-                print(printable(fix_line(str(src), plan, chosen, src.stat().st_size)), file=sys.stderr)
+                print(printable(fix_line(str(src), plan, chosen, src.stat().st_size, WRITTEN)), file=sys.stderr)
             if plan is not None and plan.ships_original:
                 try:
                     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -83,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
             result = shrink(src, dest, plan.apply(chosen) if plan is not None else chosen, exact_web=args.sizes)
         except ShrinkrayError as exc:
             if isinstance(exc, PlanError):
-                exc.name_plan(str(args.plan))
+                exc.name_plan(plan_name)
             failures += 1
             print_error(exc, args.verbose, given.names)
             continue
@@ -98,26 +101,6 @@ def run(args: argparse.Namespace) -> int:
     if failures:
         print(f"{failures} of {len(files) + len(unmatched)} models failed", file=sys.stderr)
     return 1 if failures or not written else 0
-
-
-def _project_options(args: argparse.Namespace, given: Given, files: Sequence[Path]) -> dict[Path, ShrinkOptions]:
-    """The options of each file inside the current directory's project, as its configuration table
-    gives them (overrides included) with the flags given overriding it key by key; {} when there is
-    no table (the flags alone then)."""
-    from hatch_shrinkray.shipping.config import load_config
-    from hatch_shrinkray.shipping.project import find_table
-
-    root = Path.cwd()
-    raw, table = find_table(root)
-    within = {f: inside(str(f), root) for f in files if f.is_file()}
-    relpaths = {f: r for f, r in within.items() if r is not None}
-    if table is None or not relpaths:
-        return {}
-    flags = given.command_line(args, sorted(set(relpaths.values())), "MODEL")
-    config = load_config(raw, root, "wheel", table, flags=flags)
-    by_path = {m.relpath: m.options for m in config.models}
-    print(f"shrink: options from `{table}` in pyproject.toml; the flags given override them", file=sys.stderr)
-    return {f: by_path[r] for f, r in relpaths.items() if r in by_path}
 
 
 def _refuse_clash(src: Path, dest: Path, seen: set[Path], force: bool) -> None:

@@ -133,8 +133,8 @@ class Limits:
 
     def within(self, d: Deviation) -> bool:
         v = self.verify
-        if v is not None and not (d.rel_l2 <= v.max_rel_l2 and d.cosine >= v.min_cosine
-                                  and not any(agreement_fails(f, n, v.min_top1) for n, f in d.flips)):
+        if v is not None and not (d.rel_l2 <= v.rel_l2_limit and d.cosine >= v.cosine_limit
+                                  and not any(agreement_fails(f, n, v.agreement_limit) for n, f in d.flips)):
             return False
         return d.rel_l2 <= self.rel_l2 and d.cosine >= self.cosine and d.agreement >= self.agreement
 
@@ -211,7 +211,7 @@ def deviation(ref: Outputs | Baseline, got: Outputs) -> Deviation:
     rel = energy = risk = 0.0
     cos = agree = top1 = 1.0
     flips: list[tuple[int, float]] = []
-    loose = VerifyOptions(max_rel_l2=float("inf"), min_cosine=-1.0, min_top1=0.0)
+    loose = VerifyOptions(max_rel_l2=float("inf"), min_cosine=-1.0, min_agreement=0.0)
     for i, (e, margins, square) in enumerate(zip(base.outputs, base.margins, base.squares, strict=True)):
         if i in base.skip:
             continue

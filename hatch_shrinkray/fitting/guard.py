@@ -53,16 +53,23 @@ class Score:
     """The worst cosine of such an output."""
     judged: bool = True
     """Some output had answers or decisions to count (else only the error compares)."""
+    rel_l2_any: float = 0.0
+    """The worst relative L2 of any output (what a limit the user set gates)."""
+    cosine_any: float = 1.0
+    """The worst cosine of any output."""
 
     def over(self, options: VerifyOptions | None) -> str:
-        """Which of verification's limits these figures break, in words (empty: none)."""
+        """Which of verification's limits these figures break, in words (empty: none): a limit the
+        user set counts every output, a default one those whose answers did not all hold."""
         if options is None:
             return ""
         broken = []
-        if self.rel_l2 > options.max_rel_l2:
-            broken.append(f"rel-L2 {self.rel_l2:.3g} > {options.max_rel_l2:g}")
-        if self.cosine < options.min_cosine:
-            broken.append(f"cosine {self.cosine:.6f} < {options.min_cosine:g}")
+        rel = self.rel_l2 if options.max_rel_l2 is None else self.rel_l2_any
+        cos = self.cosine if options.min_cosine is None else self.cosine_any
+        if rel > options.rel_l2_limit:
+            broken.append(f"rel-L2 {rel:.3g} > {options.rel_l2_limit:g}")
+        if cos < options.cosine_limit:
+            broken.append(f"cosine {cos:.6f} < {options.cosine_limit:g}")
         return ", ".join(broken)
 
     def key(self, with_error: bool = True) -> tuple[int, int, float]:
@@ -163,7 +170,8 @@ class Scorer:
         return Score(answer_counts(counted)[1], sum(c.flips for c in counted),
                      sum(c.rel_l2 ** 2 for c in finite), describes.pop() if len(describes) == 1 else "answers",
                      max((c.rel_l2 for c in gated), default=0.0), min((c.cosine for c in gated), default=1.0),
-                     any(c.answers or c.positions for c in counted))
+                     any(c.answers or c.positions for c in counted), max((c.rel_l2 for c in finite), default=0.0),
+                     min((c.cosine for c in finite), default=1.0))
 
 
 def decide(what: str, fitted: Score, plain: Score, units: int, how: str, *, by_error: bool = True,

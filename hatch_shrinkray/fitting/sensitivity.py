@@ -88,14 +88,14 @@ def _context(site: Site, options: ShrinkOptions, opset: int) -> EncodeContext:
 
 def keep_hint(ranked: Sequence[Sensitive], limit: int = 3, *, method: str = "int8") -> str:
     """The most harmful tensors under ``method`` (each measured alone in its encoding) and the config
-    lines that would keep them ('' when none harms)."""
+    lines that would keep them, a line each ('' when none harms)."""
     top = [s for s in ranked if s.load > 0 and s.load >= SHARE_OF_WORST * ranked[0].load][:limit]
     if not top:
         return ""
     shown = ", ".join(f"{s.name} (rel-L2 {s.deviation.rel_l2:.1e}"
-                      + (f", agreement {100 * s.deviation.top1:.2f}%)" if s.deviation.decides else ")")
-                      for s in top)
+                      + (f", agreement {100 * s.deviation.top1:.2f}%)" if s.deviation.decides and s.deviation.top1 < 1
+                         else ")") for s in top)
     names = [s.name for s in top]
-    return (f"with {method}, these change the outputs most (each measured alone as {top[0].encoding}): {shown}; "
-            f"keep them with {setting('exclude-tensors', names)} (float32) or "
-            f"{setting('encodings', dict.fromkeys(names, 'fp16'))}")
+    return (f"with {method}, these change the outputs most (each alone as {top[0].encoding}): {shown}\n"
+            f"keep them float32 with {setting('exclude-tensors', names)}\n"
+            f"or fp16 with {setting('encodings', dict.fromkeys(names, 'fp16'))}")

@@ -185,10 +185,10 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
             shipped = bool(files) and (
                 not self.build_config.path_is_excluded(relpath) if config.target == "sdist" else
                 bool(set(PurePosixPath(relpath).parents) & package_dirs(m.relpath for m in config.models)))
-            say = self.app.display_info if shipped else self.app.display_debug
-            say(f"{PREFIX} {relpath} ({human(sum(f.stat().st_size for f in files))}) is left out of the "
-                f"{config.target}: recorded inputs are for building, not for shipping; name it in the target's "
-                "`include` or `force-include` to ship it")
+            if shipped:  # said only where the archive would have held them
+                self.app.display_info(
+                    f"{PREFIX} {relpath} ({human(sum(f.stat().st_size for f in files))}) is left out of the "
+                    f"{config.target}: recorded inputs are for building, not shipping (`include` ships it)")
 
     def _included_on_purpose(self, relpath: str) -> bool:
         named: list[str] = []

@@ -77,7 +77,7 @@ from hatch_shrinkray.fitting.search import Found, Option, refine, search, try_un
 from hatch_shrinkray.fitting.small import Small, small_tensors, small_weight, with_values, write_small
 from hatch_shrinkray.fitting.windows import on_windows
 from hatch_shrinkray.methods import runtimes
-from hatch_shrinkray.methods.base import Fitted, Needs
+from hatch_shrinkray.methods.base import NEAREST_INT8, Fitted, Needs
 from hatch_shrinkray.methods.int8 import Int8, fit_int8
 from hatch_shrinkray.numerics.quant import NotEncodable
 from hatch_shrinkray.numerics.threads import workers
@@ -85,7 +85,7 @@ from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
 from hatch_shrinkray.onnxgraph.encoding import Calibration, EncodeContext
 from hatch_shrinkray.onnxgraph.graph import Names, Site, opset_version
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights, record, rows_decodable
-from hatch_shrinkray.options import LOAD_BUDGET, WEB_LOAD_BUDGET, ShrinkOptions
+from hatch_shrinkray.options import LOAD_BUDGET, WEB_LOAD_BUDGET, Remedy, ShrinkOptions
 from hatch_shrinkray.pool import thread_pool
 from hatch_shrinkray.result import Fit, FitNote, FitReason, TensorRecord
 from hatch_shrinkray.samples import Feed, as_calibration
@@ -165,6 +165,16 @@ class Analysis:
 class Auto:
     name = "auto"
     size_neutral = False
+
+    def ladder(self, options: ShrinkOptions) -> tuple[Remedy, ...]:
+        """Its plan with round-to-nearest codes, then what method int8 ships (fitted codes where its guard
+        keeps them), then round-to-nearest int8."""
+        if options.rounding == "nearest":
+            return (NEAREST_INT8,)
+        return Remedy(rounding="nearest"), Remedy(method="int8"), NEAREST_INT8
+
+    def floored(self, options: ShrinkOptions) -> bool:
+        return False  # its guard judges the plan against round-to-nearest int8 on held-out units
 
     def needs(self, options: ShrinkOptions) -> Needs:
         """Real samples, half of their units held out to judge the plan on, and the original's

@@ -1,9 +1,13 @@
-"""The interface every method implements: what it asks of the engine, and how it encodes a model.
+"""The interface every method implements: what it asks of the engine, how it encodes a model, and
+the facts about it that the layers above act on.
 
 The engine names no method. It asks ``needs`` what to prepare (real samples and how to deal them,
 the verification reference before the encoding) and hands ``fit`` what it prepared; a method that
 fits data answers with the guard's verdict on what it fitted. Methods whose output does not
-depend on sample inputs only write ``apply`` (``DataFree``).
+depend on sample inputs only write ``apply`` (``DataFree``). Where a choice fails its limits (the
+build) or the package's tests (``check --fix``), the model falls back along its ``ladder``; a
+data-free choice narrower than int8 is ``floored``: its answers are counted against round-to-nearest
+int8's on the same units.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Protocol
 from onnx import ModelProto
 
 from hatch_shrinkray.fitting.guard import Scorer, Unfitted, Verdict
-from hatch_shrinkray.options import ShrinkOptions
+from hatch_shrinkray.options import Remedy, ShrinkOptions
 from hatch_shrinkray.result import TensorRecord
 from hatch_shrinkray.samples import Calibration
 
@@ -67,6 +71,16 @@ class Method(Protocol):
     def fit(self, model: ModelProto, options: ShrinkOptions, calibration: Calibration | None,
             held: Calibration | None, original: Scorer | None) -> Fitted: ...
 
+    def ladder(self, options: ShrinkOptions) -> tuple[Remedy, ...]:
+        """The choices to fall back on below fp16, cheapest first (``registry.ladder`` adds fp16 and
+        the original)."""
+        ...
+
+    def floored(self, options: ShrinkOptions) -> bool:
+        """Whether its answers are counted against round-to-nearest int8's on the verification's units
+        (a data-free choice narrower than int8; a fitted one is judged by its guard on held-out units)."""
+        ...
+
 
 class DataFree(ABC):
     """Base of the methods whose output does not depend on sample inputs: they need nothing and
@@ -77,6 +91,12 @@ class DataFree(ABC):
     def needs(self, options: ShrinkOptions) -> Needs:
         return Needs()
 
+    def ladder(self, options: ShrinkOptions) -> tuple[Remedy, ...]:
+        return ()
+
+    def floored(self, options: ShrinkOptions) -> bool:
+        return False
+
     @abstractmethod
     def apply(self, model: ModelProto, options: ShrinkOptions,
               calibration: Calibration | None = None) -> list[TensorRecord]: ...
@@ -84,3 +104,7 @@ class DataFree(ABC):
     def fit(self, model: ModelProto, options: ShrinkOptions, calibration: Calibration | None,
             held: Calibration | None, original: Scorer | None) -> Fitted:
         return Fitted(self.apply(model, options, calibration), None)
+
+
+NEAREST_INT8 = Remedy(method="int8", rounding="nearest")
+"""Round-to-nearest int8: the do-no-harm floor, and the rung above every narrower choice."""

@@ -31,13 +31,13 @@ from hatch_shrinkray.fitting.candidates import FEW_ROWS, MIN_ROWS_PER_FEATURE, C
 from hatch_shrinkray.fitting.choices import Planned
 from hatch_shrinkray.fitting.guard import Outcome, Scorer, Unfitted, Verdict, decide
 from hatch_shrinkray.fitting.probe import site_key
-from hatch_shrinkray.methods.base import Fitted, Needs
+from hatch_shrinkray.methods.base import NEAREST_INT8, Fitted, Needs
 from hatch_shrinkray.numerics.quant import NotEncodable
 from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
 from hatch_shrinkray.onnxgraph.encoding import Calibration, EncodeContext
 from hatch_shrinkray.onnxgraph.graph import Site, opset_version
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights
-from hatch_shrinkray.options import ShrinkOptions
+from hatch_shrinkray.options import LEVELS, Remedy, ShrinkOptions
 from hatch_shrinkray.result import Fit, FitNote, FitReason, TensorRecord
 from hatch_shrinkray.samples import Feed, as_calibration
 
@@ -51,6 +51,17 @@ the guard matters)."""
 class Int8:
     name = "int8"
     size_neutral = False
+
+    def ladder(self, options: ShrinkOptions) -> tuple[Remedy, ...]:
+        """Fitted codes fall back on round-to-nearest ones (the same bytes where nothing was fitted);
+        fewer levels than plain int8 on plain int8."""
+        if self.floored(options):
+            return (NEAREST_INT8,)
+        return (Remedy(rounding="nearest"),) if options.rounding != "nearest" else ()
+
+    def floored(self, options: ShrinkOptions) -> bool:
+        """Fewer levels than plain int8 trade answers for a smaller download; plain int8 is the floor."""
+        return options.level_count() < LEVELS["int8"][2]
 
     def calibrates(self, options: ShrinkOptions) -> bool:
         return options.scheme == "symmetric" and options.decode == "float" and options.rounding != "nearest"

@@ -38,7 +38,7 @@ from hatch_shrinkray.shipping.manifest import ManifestEntry
 from hatch_shrinkray.sizes import Sizes
 
 CACHE_ENV = "HATCH_SHRINKRAY_CACHE_DIR"
-KEY_VERSION = 2
+KEY_VERSION = 3
 """Bump when the key or record layout changes, so old entries are simply never found."""
 
 
@@ -61,17 +61,16 @@ class CachedShrink:
     """It ships because generated inputs could not verify the shrunk model (``ShrinkResult.unverified``)."""
     sizes: tuple[Sizes, Sizes] | None = None
     """Raw, wheel and web bytes of the original and the shrunk model, for the report line."""
-    verdict: str = ""
-    """The verification's result in a few words (``verdict.brief``), for the report line."""
-    verdict_bare: str = ""
-    """The same without the details ``-v`` says too (``verdict.verdict``), for a line that has no
-    room for them; empty when there are none."""
+    label: str = ""
+    """What shipped, as the report line names it (``verdict.shipped_label``)."""
+    verdicts: tuple[str, ...] = ()
+    """The verdict in words for the report line, fullest first (``verdict.line_words``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"entry": self.entry.to_dict(), "original_size": self.original_size,
                 "shrunk_size": self.shrunk_size, "seconds": self.seconds, "summary": self.summary,
                 "kept": self.kept, "kept_original": self.kept_original, "unverified": self.unverified,
-                "verdict": self.verdict, "verdict_bare": self.verdict_bare,
+                "label": self.label, "verdicts": list(self.verdicts),
                 "sizes": None if self.sizes is None else [s.to_dict() for s in self.sizes]}
 
     @classmethod
@@ -92,16 +91,18 @@ class CachedShrink:
         for key in ("summary", "kept_original"):
             if not isinstance(data.get(key), (str, type(None))):
                 raise TypeError(f"{key} must be text")
-        for key in ("kept", "verdict", "verdict_bare"):
+        for key in ("kept", "label"):
             if not isinstance(data.get(key) or "", str):
                 raise TypeError(f"{key} must be text")
+        verdicts = data.get("verdicts") or []
+        if not isinstance(verdicts, list) or not all(isinstance(v, str) for v in verdicts):
+            raise TypeError("verdicts must be a list of text")
         if not isinstance(data.get("unverified", False), bool):
             raise TypeError("unverified must be true or false")
         return cls(entry=ManifestEntry.from_dict(data["entry"]), original_size=sizes[0], shrunk_size=sizes[1],
                    seconds=float(seconds), summary=data.get("summary"), kept=data.get("kept") or "",
                    kept_original=data.get("kept_original"), unverified=data.get("unverified", False),
-                   sizes=_sizes(data.get("sizes")), verdict=data.get("verdict") or "",
-                   verdict_bare=data.get("verdict_bare") or "")
+                   sizes=_sizes(data.get("sizes")), label=data.get("label") or "", verdicts=tuple(verdicts))
 
 
 def _sizes(value: Any) -> tuple[Sizes, Sizes] | None:

@@ -47,6 +47,9 @@ class ManifestEntry:
     options: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
     verification: dict[str, Any] | None = None
+    original_size: int | None = None
+    """The original's bytes (the model file and its data files), for a build that ships the shrunk
+    model as the sdist holds it to say what it weighed."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -64,9 +67,13 @@ class ManifestEntry:
         for key in ("options", "versions", "verification"):
             if not isinstance(data.get(key) or {}, dict):
                 raise TypeError(f"{key} is not an object")
+        size = data.get("original_size")
+        if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 0):
+            raise TypeError("original_size is not a size in bytes")
         return cls(original_sha256=data["original_sha256"], shrunk_sha256=data["shrunk_sha256"],
                    method=data["method"], options=dict(data.get("options") or {}),
-                   versions=dict(data.get("versions") or {}), verification=data.get("verification"))
+                   versions=dict(data.get("versions") or {}), verification=data.get("verification"),
+                   original_size=size)
 
 
 def _is_sha256(value: Any) -> bool:

@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import json
 import os
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.files import create_beside, read_regular
-from hatch_shrinkray.options import ENCODINGS, METHODS, ROUNDINGS, ShrinkOptions
+from hatch_shrinkray.options import ENCODINGS, METHODS, ROUNDINGS, Remedy, ShrinkOptions, string
 from hatch_shrinkray.signals import deferred
 
 PLAN_NAME = "shrinkray-plan.json"
@@ -35,48 +34,6 @@ VERSION = 2
 READS = (1, 2)
 HINT = ("hatch-shrinkray check --fix (or --search) writes it; fix the entry, or delete the file and run "
         "check --fix again")
-
-
-@dataclass(frozen=True)
-class Remedy:
-    """What ``check --fix`` changed from the configured choice, because the package's tests
-    regressed with it: option values (``rounding``, ``method``), or the original bytes."""
-
-    method: str | None = None
-    rounding: str | None = None
-    original: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        if self.original:
-            return {"original": True}
-        return {k: v for k, v in (("method", self.method), ("rounding", self.rounding)) if v is not None}
-
-    @classmethod
-    def from_dict(cls, data: Any) -> Remedy:
-        if not isinstance(data, dict) or set(data) - {"method", "rounding", "original"}:
-            raise TypeError("remedy must be an object with `method`, `rounding` or `original`")
-        original = data.get("original", False)
-        if not isinstance(original, bool):
-            raise TypeError("remedy.original must be true or false")
-        method, rounding = data.get("method"), data.get("rounding")
-        return cls(None if method is None else _text(method), None if rounding is None else _text(rounding),
-                   original)
-
-    def apply(self, options: ShrinkOptions) -> ShrinkOptions:
-        return replace(options, method=self.method or options.method, rounding=self.rounding or options.rounding)
-
-    def describe(self, options: ShrinkOptions, tensors: Sequence[tuple[str, str, str]] = ()) -> str:
-        """The choice for people, on ``options`` as configured: ``int8 round-to-nearest``, ``fp16``,
-        ``int8 round-to-nearest, 3 tensors wider (2 int10, 1 fp16)`` with a per-tensor plan."""
-        if self.original:
-            return "the original"
-        chosen = self.apply(options)
-        rounding = " round-to-nearest" if chosen.rounding == "nearest" and chosen.method in ("int8", "auto") else ""
-        if not tensors:
-            return f"{chosen.method}{rounding}"
-        counts = Counter(e for _, _, e in tensors)
-        wider = ", ".join(f"{counts[e]} {e}" for e in reversed(ENCODINGS) if counts[e])
-        return f"{chosen.method}{rounding}, {len(tensors)} tensor{'s' if len(tensors) > 1 else ''} wider ({wider})"
 
 
 @dataclass(frozen=True)
@@ -142,9 +99,10 @@ def _entry(sha: str, item: Any, label: str, hint: str) -> PlanEntry:
     try:
         if not isinstance(item["tensors"], list) or not isinstance(item.get("checked") or {}, dict):
             raise TypeError("tensors must be a list and checked an object")
-        tensors = tuple(sorted((_text(t["scope"]), _text(t["tensor"]), _text(t["encoding"])) for t in item["tensors"]))
+        tensors = tuple(sorted((string(t["scope"]), string(t["tensor"]), string(t["encoding"]))
+                               for t in item["tensors"]))
         remedy = Remedy.from_dict(item["remedy"]) if item.get("remedy") is not None else None
-        entry = PlanEntry(_text(item["model"]), _text(item["method"]), tensors, dict(item.get("checked") or {}),
+        entry = PlanEntry(string(item["model"]), string(item["method"]), tensors, dict(item.get("checked") or {}),
                           remedy)
     except KeyError as exc:
         raise ShrinkrayError(f"`{where}` lacks {exc}", path=label, hint=hint) from exc
@@ -160,12 +118,6 @@ def _entry(sha: str, item: Any, label: str, hint: str) -> PlanEntry:
                              f"one of {', '.join(METHODS)}, rounding one of {', '.join(ROUNDINGS)}", path=label,
                              hint=hint)
     return entry
-
-
-def _text(value: Any) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"{value!r:.40} is not a string")
-    return value
 
 
 def write_plan(path: Path, entries: Mapping[str, PlanEntry]) -> None:

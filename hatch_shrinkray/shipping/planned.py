@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from hatch_shrinkray.shipping import wording
 from hatch_shrinkray.shipping.config import HookConfig, ModelEntry
-from hatch_shrinkray.shipping.display import PREFIX, Display
+from hatch_shrinkray.shipping.display import Display
 from hatch_shrinkray.shipping.plan import PLAN_NAME, PlanEntry
 
 
@@ -21,9 +21,7 @@ def planned(config: HookConfig, model: ModelEntry, sha256: str, app: Display) ->
         if stale:
             app.display_warning(wording.stale_plan_line(model.relpath, name, model.options.method, stale[0]))
         return model, None
-    if plan.remedy is not None:
-        if not plan.remedy.original:
-            app.display_info(f"{PREFIX} {wording.fix_line(model.relpath, plan, model.options)}")
+    if plan.remedy is not None:  # the model's line names it (``wording.success_line``, ``fix_line``)
         return replace(model, options=plan.apply(model.options)), plan
     app.display_info(wording.plan_line(model.relpath, name, plan))
     return replace(model, options=plan.apply(model.options)), plan

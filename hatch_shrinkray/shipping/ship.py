@@ -62,7 +62,7 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
     ``manifest_in`` maps model paths to what hatch-shrinkray shipped for them before: a model
     whose bytes are that entry's ``shrunk_sha256`` passes through. A model with an entry in the
     plan file gets that plan. ``keep_failed`` (``check`` only, which ships nothing) writes models
-    that fail verification too; they are never cached. ``tree`` lists the other files of the
+    that fail verification under ``strict`` too; they are never cached. ``tree`` lists the other files of the
     archive (by default: the files under ``root``), for the models that read a shrunk model's
     external data too (see ``datafiles``). ``total``: end with the total line (``check``, which ships
     its models one call at a time, says it once for all of them).
@@ -99,9 +99,11 @@ class _Model:
     """The original's external-data files, project-relative."""
 
     def original(self, decision: Decision, at: Path, entry: ManifestEntry | None = None) -> Shipped:
-        """What ships when the original's bytes do (read from ``at``)."""
-        return Shipped(self.entry.relpath, decision.outcome, self.size, self.size, ((self.entry.relpath, at),),
-                       entry=entry)
+        """What ships when the model file's bytes do (read from ``at``): the original, or the shrunk model
+        an sdist holds (its ``entry`` says what the original weighed)."""
+        before = entry.original_size if isinstance(decision, PassThrough) and entry is not None else None
+        return Shipped(self.entry.relpath, decision.outcome, before or self.size, self.size,
+                       ((self.entry.relpath, at),), entry=entry)
 
 
 @dataclass
@@ -166,23 +168,24 @@ class _Build:
             if decision.entry is None:
                 app.display_success(wording.sdist_original_line(relpath, model.size))
                 return model.original(decision, model.source)
-            app.display_success(wording.manifest_match_line(relpath, model.size))
+            app.display_success(wording.manifest_match_line(relpath, model.size, decision.entry.original_size))
             return model.original(decision, model.target, decision.entry)
         if isinstance(decision, PlannedOriginal):
             app.display_success(f"{PREFIX} {wording.fix_line(relpath, decision.plan, model.entry.options, model.size)}")
+            app.display_debug(wording.fix_detail_line(relpath, decision.plan, model.entry.options))
             return model.original(decision, model.source)
         if isinstance(decision, AlreadyQuantized):  # shipped as it is, nothing claimed about it
-            app.display_warning(wording.already_quantized_line(relpath, decision.message))
+            app.display_warning(wording.already_quantized_line(relpath, model.size, decision.message))
             return model.original(decision, model.source)
         if isinstance(decision, KeptOriginal):
-            app.display_warning(wording.kept_line(relpath, decision.why))
-            app.display_debug(wording.kept_detail_line(relpath, decision.why))
+            app.display_warning(wording.kept_line(relpath, model.size, decision.why))
+            app.display_debug(wording.kept_detail_line(relpath, model.size, decision.why))
             verify = model.entry.options.verify
             self.unverified.setdefault(verify.inputs if verify is not None else None, []).append(relpath)
             return model.original(decision, model.target, decision.record.entry)
         if isinstance(decision, Unchanged):
-            app.display_warning(wording.unchanged_line(relpath, decision.why))
-            if (whole := wording.unchanged_detail_line(relpath, decision.why)) is not None:
+            app.display_warning(wording.unchanged_line(relpath, model.size, decision.why))
+            if (whole := wording.unchanged_detail_line(relpath, model.size, decision.why)) is not None:
                 app.display_debug(whole)
             return model.original(decision, model.target, decision.record.entry)
         return self._speak_shrunk(model, decision)
@@ -193,15 +196,17 @@ class _Build:
         files += [((PurePosixPath(relpath).parent / data.name).as_posix(), data)
                   for data in (() if decision.cached else data_files_beside(model.target))]  # never cached
         self.sidecars[relpath] = model.sidecars
-        app.display_success(wording.success_line(relpath, record, decision.cached))
+        app.display_success(wording.success_line(relpath, record, decision.cached, model.plan))
         app.display_debug(wording.detail_line(relpath, record, decision.cached))
         if model.plan is not None:
+            if model.plan.remedy is not None:
+                app.display_debug(wording.fix_detail_line(relpath, model.plan, model.entry.options))
             confirm_plan(relpath, model.plan, record.entry.shrunk_sha256, app)
         verified = Verified.of(record.entry.verification)
         if verified is not None and not verified.real:
             self.generated.append(relpath)
         elif verified is not None and verified.weak:
-            self.weak.append(wording.weak_model(relpath, verified.fitted))
+            self.weak.append(relpath)
         for note in verified.notes if verified is not None else ():  # e.g. no recording of this model
             app.display_warning(wording.note_line(relpath, note))
         return Shipped(relpath, decision.outcome, record.original_size, record.shrunk_size, tuple(files),

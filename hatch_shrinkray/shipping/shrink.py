@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from hatch_shrinkray.errors import AlreadyQuantizedError, ShrinkrayError
 from hatch_shrinkray.files import copy_hashed, file_sha256
-from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.shipping import wording
 from hatch_shrinkray.shipping.cache import CachedShrink, ShrinkCache, cache_key
 from hatch_shrinkray.shipping.config import ModelEntry
@@ -29,10 +28,9 @@ from hatch_shrinkray.shipping.manifest import ManifestEntry, external_data_refs,
 from hatch_shrinkray.shipping.outcome import AlreadyQuantized, KeptOriginal, Shrinking, Shrunk, Unchanged
 from hatch_shrinkray.shipping.recheck import recheck
 from hatch_shrinkray.shipping.requirements import engine_missing
-from hatch_shrinkray.verdict import brief
+from hatch_shrinkray.verdict import line_words
 
 if TYPE_CHECKING:
-    from hatch_shrinkray.result import VerifyResult
     from hatch_shrinkray.shrink_result import ShrinkResult
 
 
@@ -54,7 +52,7 @@ def shrink_one(job: Job, *, cache: ShrinkCache | None, app: Display, keep_failed
     """What ships for ``job.model``, its bytes at ``job.target`` (the original's when nothing was
     shrunk, it was not smaller, or generated inputs could not verify the result); nothing is
     written for an already-quantized model. ``keep_failed`` (``check``) keeps a model that fails
-    verification on real inputs; it is never cached."""
+    verification under ``strict`` (a build would fail); it is never cached."""
     versions = tool_versions()
     if cache is not None:
         cached = _from_cache(job, cache, app, versions=versions)
@@ -114,29 +112,22 @@ def _record(job: Job, result: ShrinkResult, versions: Mapping[str, str]) -> tupl
     else:
         shrunk_sha256 = file_sha256(target)
     verification = None if unchanged else result.verification
+    label, verdicts = line_words(result)
     record = CachedShrink(
         entry=ManifestEntry(original_sha256=read, shrunk_sha256=shrunk_sha256,
-                            method=model.options.method, options=portable_options(model.options, root),
+                            method=result.method, options=portable_options(result.options, root),
                             versions=dict(versions),
                             verification=None if verification is None
-                            else portable(verification.to_dict(), root)),
+                            else portable(verification.to_dict(), root), original_size=result.original_size),
         original_size=result.original_size, shrunk_size=result.original_size if unchanged else result.shrunk_size,
         seconds=result.seconds,
-        summary=None if verification is None else
-        verification.summary() + ("" if verification.passed else wording.FAILS_KEPT),
+        summary=None if verification is None else "; ".join(filter(None, (
+            result.fallback_text(), verification.summary() + ("" if verification.passed else wording.FAILS_KEPT)))),
         kept=result.kept_summary(), kept_original=result.kept_original, unverified=result.unverified,
         sizes=None if result.original_sizes is None or result.shrunk_sizes is None or unchanged else
         (result.original_sizes, result.shrunk_sizes),
-        verdict="" if verification is None else brief(verification),
-        verdict_bare=_bare(verification))
+        label=label, verdicts=tuple(verdicts))
     return record, read
-
-
-def _bare(verification: VerifyResult | None) -> str:
-    """The verdict without its details, when it has any (``verdict.verdict``)."""
-    if verification is None or (bare := brief(verification, full=False)) == brief(verification):
-        return ""
-    return bare
 
 
 def _store(cache: ShrinkCache, app: Display, record: CachedShrink, job: Job, read: str, *, loaded: bool) -> None:
@@ -238,9 +229,10 @@ def sidecars_of(source: Path, relpath: str) -> dict[str, str]:
             for p in sorted(external_data_files(source))}
 
 
-def portable_options(options: ShrinkOptions, root: Path) -> dict[str, Any]:
-    """``options.describe()`` with the inputs path relative to the project (see ``portable``)."""
-    described = options.describe()
+def portable_options(options: dict[str, Any], root: Path) -> dict[str, Any]:
+    """``options`` (``ShrinkOptions.describe()``) with the inputs path relative to the project (see
+    ``portable``)."""
+    described = dict(options)
     verify = described.get("verify")
     if isinstance(verify, dict):
         described["verify"] = portable(verify, root)

@@ -2,9 +2,11 @@
 (``outcome``): the per-model line and its ``-v`` detail, why an original ships, what a plan
 does, the advice that follows the models and the total.
 
-The verdict's words themselves (``same answers on 20 recorded calls``, what became of the
-fitting) belong to the verification record (``result``), which the ``shrink`` command words the
-same way; this module puts them on the build's lines.
+Each model's line says first what shipped (``shipped shrunk``, ``shipped its original``), then why
+in words; a failure ends the build with its own error. The verdict's words themselves (``same
+answers on 20 recorded calls``, what became of the fitting) are ``verdict``'s, which the ``shrink``
+command words the same way; this module puts them on the build's lines, each within
+``verdict.LINE_LIMIT`` characters for a path of ``verdict.PATH_ROOM``.
 """
 
 from __future__ import annotations
@@ -21,23 +23,27 @@ from hatch_shrinkray.shipping.cache import CachedShrink
 from hatch_shrinkray.shipping.display import PREFIX
 from hatch_shrinkray.shipping.outcome import Shipped
 from hatch_shrinkray.shipping.plan import PlanEntry
-from hatch_shrinkray.verdict import model_line, room, seconds, shortened
+from hatch_shrinkray.verdict import PREFIX_ROOM, SHIPPED, State, clipped, model_line, original_line, seconds, sizes
 
 
 def sdist_original_line(relpath: str, size: int) -> str:
-    return f"{PREFIX} {relpath}: sdist = \"original\"; shipping as-is ({human(size)})"
+    return f"{PREFIX} " + original_line(relpath, size, 'as configured (sdist = "original")')
 
 
-def manifest_match_line(relpath: str, size: int) -> str:
-    return f"{PREFIX} {relpath}: already shrunk (manifest match); shipping as-is ({human(size)})"
+def manifest_match_line(relpath: str, size: int, original_size: int | None) -> str:
+    """A model the sdist holds shrunk already (its manifest names these bytes): it ships as it is."""
+    if original_size is None:
+        return f"{PREFIX} {relpath}: shipped shrunk ({human(size)}), as the sdist holds it (shrunk when it was built)"
+    return (f"{PREFIX} {relpath}: shipped shrunk, {sizes(original_size, size)}, as the sdist holds it (shrunk when "
+            "it was built)")
 
 
 def waiting_line(relpath: str, size: int, method: str) -> str:
     return f"{PREFIX} {relpath} ({human(size)}): {method}..."
 
 
-def already_quantized_line(relpath: str, message: str) -> str:
-    return f"{PREFIX} {relpath}: {message}; shipping it unchanged"
+def already_quantized_line(relpath: str, size: int, message: str) -> str:
+    return f"{PREFIX} " + original_line(relpath, size, message)
 
 
 def tensor_line(tensor: TensorRecord) -> str:
@@ -60,38 +66,41 @@ def nothing_to_shrink(options: ShrinkOptions) -> str:
     return f"nothing to shrink: {why_unchanged(options)}"
 
 
-def unchanged_line(relpath: str, why: str) -> str:
-    """The line of a model whose original ships because nothing qualified or it would not be
-    smaller: why, shortened to the line's budget (:func:`unchanged_detail_line` has it whole)."""
-    shipping = "; shipping the original"
-    return f"{PREFIX} {relpath}: {shortened(why, room(relpath) - 2 - len(shipping))}{shipping}"
+def unchanged_line(relpath: str, size: int, why: str) -> str:
+    """The line of a model whose original ships because nothing qualified, it would not be smaller,
+    or every choice failed its limits: why, shortened to the line's budget (:func:`unchanged_detail_line`
+    has it whole)."""
+    return f"{PREFIX} " + original_line(relpath, size, why)
 
 
-def unchanged_detail_line(relpath: str, why: str) -> str | None:
+def unchanged_detail_line(relpath: str, size: int, why: str) -> str | None:
     """What ``-v`` adds when the line had no room for the whole reason."""
-    whole = f"{PREFIX} {relpath}: {why}; shipping the original"
-    return None if whole == unchanged_line(relpath, why) else whole
+    whole = f"{PREFIX} {relpath}: shipped its original ({human(size)}): {why}"
+    return None if whole == unchanged_line(relpath, size, why) else whole
 
 
-def kept_line(relpath: str, why: str) -> str:
+def kept_line(relpath: str, size: int, why: str) -> str:
     """The one short line for a model whose original ships because generated inputs could not
     verify it: why, without its figures (``-v`` has them; the record command follows the models)."""
     cut = min((i for i in (why.find(" ("), why.find(": ")) if i > 0), default=len(why))
-    kept = "original kept: "
-    return f"{PREFIX} {relpath}: {kept}{shortened(why[:cut], room(relpath) - 2 - len(kept))}"
+    return f"{PREFIX} " + original_line(relpath, size, f"{why[:cut]} (see below)")
 
 
-def kept_detail_line(relpath: str, why: str) -> str:
-    return f"{PREFIX} {relpath}: original kept: {why}"
+def kept_detail_line(relpath: str, size: int, why: str) -> str:
+    return f"{PREFIX} {relpath}: shipped its original ({human(size)}): {why}"
 
 
-def success_line(relpath: str, record: CachedShrink, cached: bool) -> str:
-    """The model's one line: sizes, method and the verdict in words (``detail_line`` has the figures)."""
-    verdict = record.verdict or ("not verified" if record.summary is None else record.summary)
-    verdicts = [verdict, record.verdict_bare] if record.verdict_bare else [verdict]
+def success_line(relpath: str, record: CachedShrink, cached: bool, plan: PlanEntry | None = None) -> str:
+    """The model's one line: that it shipped shrunk, its sizes, what shipped and the verdict in words
+    (``detail_line`` has the figures); a ``check --fix`` remedy is named with how many tests chose it."""
+    verdicts = list(record.verdicts) or ["not verified" if record.summary is None else record.summary]
+    label = record.label or record.entry.method
+    if plan is not None and plan.remedy is not None:
+        label = f"{label}, check --fix's choice"
+        verdicts = [f"{fix_reason(plan)}; {verdicts[0]}", *verdicts]
     timing = "cached" if cached else seconds(record.seconds)
-    return f"{PREFIX} " + model_line(relpath, record.original_size, record.shrunk_size, record.entry.method,
-                                     verdicts, tail=timing)
+    return f"{PREFIX} " + model_line(relpath, record.original_size, record.shrunk_size, label, verdicts, tail=timing,
+                                     keep_tail=cached)
 
 
 def detail_line(relpath: str, record: CachedShrink, cached: bool) -> str:
@@ -142,49 +151,49 @@ def cache_directory_line(directory: Path) -> str:
 
 def record_advice_line(root: Path, inputs: Path | None, models: Sequence[str]) -> str:
     """One line per record command, however many kept models it concerns."""
-    return f"{PREFIX} {', '.join(models)}: {record_advice(root, inputs, models=len(models))}"
+    return f"{PREFIX} {_models(models)}: {record_advice(root, inputs, models=len(models))}"
 
 
 def generated_line(models: Sequence[str]) -> str:
-    return f"{PREFIX} {', '.join(models)}: verified on generated inputs only, a smoke check; {record_hint()}"
+    return f"{PREFIX} {_models(models)}: verified on generated inputs only (a smoke check); {record_hint()}"
 
 
 def weak_line(models: Sequence[str]) -> str:
-    return (f"{PREFIX} {', '.join(models)}: verified on fewer than {MIN_UNITS} independent units "
-            "(streams, test cases, calls): weak evidence; record more of the program's real use "
-            "(below that, nothing is fitted to the recording)")
+    """The models whose verdict rests on few independent units (each line says what was fitted)."""
+    return (f"{PREFIX} {_models(models)}: verdict on fewer than {MIN_UNITS} independent units (weak evidence); "
+            "record more of the program's real use")
 
 
-def weak_model(relpath: str, fitted: bool) -> str:
-    """A model in the weak-evidence line: a plan fitted on one half is verified on the other, where
-    weak is not "nothing fitted"."""
-    return f"{relpath} (its fitted choice was judged on the held-out units only)" if fitted else relpath
+def _models(models: Sequence[str]) -> str:
+    """The models a line after them concerns: named while they fit, else counted."""
+    named = ", ".join(models)
+    return named if len(models) == 1 or len(named) <= 2 * 40 else f"{len(models)} models ({models[0]}, ...)"
 
 
-OUTCOME_WORDS = {"shrunk": "shrunk", "cached": "cached", "pass-through": "pass-through",
-                 "kept-original": "kept original", "unchanged": "unchanged", "already-quantized": "already-quantized"}
-"""The outcomes in the order the total line counts them."""
+SHRUNK = ("shrunk", "cached")
+AS_HELD = "pass-through"
+"""The outcomes that ship shrunk bytes: shrunk now or taken from the cache, or held shrunk by the sdist."""
 
 
 def total_line(shipped: Sequence[Shipped], seconds: float) -> str:
-    """``total 3 models (1 shrunk, 2 kept original): 6 MB -> 3 MB (50.0%) in 2.1 s``; when no model
-    was shrunk (now, from the cache, or before: a pass-through), it says so first."""
+    """``total 3 models: 1 shipped shrunk, 2 shipped their original; 6.00 -> 3.00 MB (50.0%) in 2.1 s``.
+    A model the sdist holds shrunk (its manifest entry names other bytes than the original's) counts as
+    shrunk, against the size it had before where the manifest records it (``original_size``)."""
     before = sum(s.original_size for s in shipped)
     after = sum(s.shipped_size for s in shipped)
-    counts = {o: sum(s.outcome == o for s in shipped) for o in OUTCOME_WORDS}
+    shrunk = sum(s.outcome in SHRUNK for s in shipped)
+    held = sum(s.outcome == AS_HELD and s.entry is not None and s.entry.shrunk_sha256 != s.entry.original_sha256
+               for s in shipped)
+    originals = len(shipped) - shrunk - held
     plural = "s" if len(shipped) != 1 else ""
-    if shipped and not any(counts[o] for o in ("shrunk", "cached", "pass-through")):
-        parts = []
-        if counts["kept-original"]:
-            n = counts["kept-original"]
-            parts.append(f"{n} kept {'their' if n != 1 else 'its'} original (the lines above say why)")
-        parts += [f"{n} {OUTCOME_WORDS[o]}" for o, n in counts.items() if n and o != "kept-original"]
-        return (f"{PREFIX} total {len(shipped)} model{plural}: no model was shrunk: {', '.join(parts)}; "
-                f"{human(before)} in {seconds:.1f} s")
-    detail = ", ".join(f"{n} {OUTCOME_WORDS[o]}" for o, n in counts.items() if n)
-    ratio = f" ({100 * after / before:.1f}%)" if before else ""
-    return (f"{PREFIX} total {len(shipped)} model{plural} ({detail}): {human(before)} -> {human(after)}"
-            f"{ratio} in {seconds:.1f} s")
+    parts = [f"{shrunk} shipped shrunk"] if shrunk else []
+    parts += [f"{held} shipped shrunk as the sdist holds {'them' if held != 1 else 'it'}"] if held else []
+    parts += [f"{originals} shipped {'their' if originals != 1 else 'its'} original"] if originals else []
+    if not shrunk and not held:
+        return f"{PREFIX} total {len(shipped)} model{plural}: no model shrunk, {parts[0]} ({human(before)}) " \
+               f"in {seconds:.1f} s"
+    return (f"{PREFIX} total {len(shipped)} model{plural}: {', '.join(parts)}; {sizes(before, after)} "
+            f"in {seconds:.1f} s")
 
 
 def data_stays_line(relpath: str, data: str, size: int, readers: Sequence[str], *, configured: bool) -> str:
@@ -206,15 +215,33 @@ def left_out_line(relpath: str, obsolete: Sequence[tuple[str, int]], own: Sequen
             f"shrunk model holds its weights {where}")
 
 
-def fix_line(relpath: str, plan: PlanEntry, options: ShrinkOptions, size: int = 0) -> str:
-    """What a build says of a model ``check --fix`` chose a remedy for, with the reason it recorded:
-    ``m.onnx: int8 round-to-nearest, as check --fix chose (... regressed with the fitted codes)``."""
+def fix_reason(plan: PlanEntry) -> str:
+    """Why ``check --fix`` chose ``plan``'s remedy, counting the tests (``-v`` and the plan file name them)."""
+    regressed = plan.checked.get("regressed")
+    n = len(regressed) if isinstance(regressed, list) else 0
+    if not n:
+        return "check --fix's choice"
+    return f"{n} test{'s' if n != 1 else ''} regressed with cheaper choices"
+
+
+def fix_line(relpath: str, plan: PlanEntry, options: ShrinkOptions, size: int = 0, state: State = SHIPPED) -> str:
+    """What a build says of a model ``check --fix`` chose a remedy for: its original (``m.onnx: shipped
+    its original (6.59 MB), check --fix's choice: 3 tests regressed with cheaper choices``), or the
+    choice before it is shrunk (a build's line after the shrink names it too: ``success_line``)."""
+    assert plan.remedy is not None
+    if plan.remedy.original:
+        return original_line(relpath, size, fix_reason(plan), what=", check --fix's choice", state=state,
+                             prefix=PREFIX_ROOM if state is SHIPPED else 0)
+    return clipped(f"{relpath}: {plan.remedy.describe(options, plan.tensors)}, check --fix's choice: "
+                   f"{fix_reason(plan)}")
+
+
+def fix_detail_line(relpath: str, plan: PlanEntry, options: ShrinkOptions) -> str:
+    """What ``-v`` says of a ``check --fix`` remedy: the choice and the reason it recorded, tests named."""
     assert plan.remedy is not None
     reason = plan.checked.get("reason")
     because = f" ({reason})" if isinstance(reason, str) and reason else ""
-    if plan.remedy.original:
-        return f"{relpath}: ships its original bytes ({human(size)}), as check --fix chose{because}"
-    return f"{relpath}: {plan.remedy.describe(options, plan.tensors)}, as check --fix chose{because}"
+    return f"{PREFIX} {relpath}: {plan.remedy.describe(options, plan.tensors)}, as check --fix chose{because}"
 
 
 def again(plan: PlanEntry) -> str:

@@ -26,7 +26,7 @@ from hatch_shrinkray.verification.judges import THRESHOLD, judge_for, per_charac
 Outputs = Sequence[Sequence[npt.NDArray[Any]]]
 """Per feed, per output."""
 
-LOOSE = VerifyOptions(max_rel_l2=math.inf, min_cosine=-1.0, min_top1=0.0)
+LOOSE = VerifyOptions(max_rel_l2=math.inf, min_cosine=-1.0, min_agreement=0.0)
 """Limits nothing can exceed: for counting, not gating."""
 
 

@@ -14,7 +14,6 @@ import glob
 import hashlib
 import math
 import os
-import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,6 +32,7 @@ from hatch_shrinkray.errors import (
     quoted,
 )
 from hatch_shrinkray.evidence import MIN_UNITS, unit_kind
+from hatch_shrinkray.files import temporary_directory
 from hatch_shrinkray.fitting.calibrate import needs_real_inputs
 from hatch_shrinkray.fitting.choices import encode_chosen
 from hatch_shrinkray.fitting.guard import Scorer, Unfitted, Verdict
@@ -458,7 +458,7 @@ def _below_floor(original_ref: str | bytes, label: str, options: ShrinkOptions, 
     floor = replace(NEAREST_INT8.apply(options), levels=None, scheme="symmetric", decode="float")
     model = load_model(original_ref if isinstance(original_ref, str) else onnx.load_from_string(original_ref)).model
     _encode(model, floor, None, None, label)
-    with tempfile.TemporaryDirectory(prefix="shrinkray-floor-") as tmp:
+    with temporary_directory("floor") as tmp:
         output = _write(model, Path(tmp) / "floor.onnx", label, checker)
         del model
         try:

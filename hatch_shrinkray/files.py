@@ -183,6 +183,14 @@ def temporary_prefix(kind: str) -> str:
     return f"hatch-shrinkray-{kind}-{os.getpid()}-"
 
 
+def temporary_directory(kind: str) -> tempfile.TemporaryDirectory[str]:
+    """A directory of ours in TMPDIR that removes itself (``with temporary_directory(KIND) as name``).
+    It and the object that removes it appear together, signals held meanwhile (``signals.deferred``):
+    a Ctrl-C or SIGTERM right after ``mkdtemp`` made the directory would otherwise leave it behind."""
+    with deferred():
+        return tempfile.TemporaryDirectory(prefix=temporary_prefix(kind))
+
+
 def staging_prefix(directory: Path) -> str:
     """The ``prefix`` of a staging directory of ours in ``directory``; those a killed run left there go first."""
     sweep(directory, STAGING)

@@ -4,6 +4,7 @@ of times (benchmarks/KILLS.md); these are the mechanisms it found, each made det
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -120,3 +121,35 @@ def test_a_stop_while_the_command_line_is_imported_ends_like_any_other(sig: str,
     proc = python(DURING_IMPORT, sig)
     assert proc.returncode == code, proc.stderr
     assert proc.stderr.strip().splitlines() == [word], proc.stderr
+
+
+RIGHT_AFTER_MKDTEMP = '''
+    import os, signal, sys, tempfile
+    from pathlib import Path
+    from hatch_shrinkray.files import temporary_directory
+    from hatch_shrinkray.signals import Terminated, terminate_raises
+
+    real = os.mkdir
+    def mkdir(path, mode=0o777):
+        real(path, mode)
+        if os.path.basename(path).startswith("hatch-shrinkray-"):
+            signal.raise_signal(signal.SIGTERM)  # lands right after the directory appeared
+    os.mkdir = mkdir
+
+    with terminate_raises():
+        try:
+            with temporary_directory("check") as name:
+                print("entered", name)
+        except Terminated:
+            pass
+    import gc; gc.collect()
+    print(sorted(p.name for p in Path(tempfile.gettempdir()).iterdir() if p.name.startswith("hatch-shrinkray-")))
+'''
+
+
+def test_a_signal_right_after_mkdtemp_leaves_no_directory(tmp_path: Path) -> None:
+    """A check killed once left ``hatch-shrinkray-fix-PID-...`` in TMPDIR: SIGTERM landed between
+    ``mkdtemp`` making the directory and the object that removes it existing. Signals are held there."""
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(RIGHT_AFTER_MKDTEMP)], capture_output=True,
+                          text=True, timeout=120, check=False, env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stdout + proc.stderr

@@ -14,7 +14,6 @@ import os
 import shlex
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
@@ -29,7 +28,7 @@ from hatch_shrinkray.capture.run import UNITS_PLUGIN, finish, instrumented_path,
 from hatch_shrinkray.capture.shadow import ModelStats
 from hatch_shrinkray.capture.swap import Instructions
 from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.files import temporary_prefix
+from hatch_shrinkray.files import temporary_directory
 
 PLUGIN = "hatch_shrinkray.capture.outcomes"
 
@@ -70,7 +69,7 @@ def observe(command: Sequence[str], instructions: Callable[[str], Instructions],
     if not command:
         raise ShrinkrayError("no command to run", hint="hatch-shrinkray check [MODEL...] -- COMMAND [ARGS...]")
     with ExitStack() as stack:
-        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=temporary_prefix("observe"))))
+        tmp = Path(stack.enter_context(temporary_directory("observe")))
         reports, outcomes = tmp / "reports", tmp / "outcomes"
         plan = tmp / "instructions.json"
         plan.write_text(instructions(str(reports)).to_json(), encoding="utf-8")

@@ -19,7 +19,7 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 from hatch_shrinkray import progress
 from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.files import temporary_prefix
+from hatch_shrinkray.files import temporary_directory
 from hatch_shrinkray.hatch.include import check_outside, include
 from hatch_shrinkray.result import human
 from hatch_shrinkray.shipping.config import PLUGIN_NAME, HookConfig, hook_table, load_config, recording_paths
@@ -151,7 +151,7 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
         """Outside the project (checked by ``check_outside``); its finaliser also covers
         ``--hooks-only`` builds, where ``finalize`` is never called."""
         try:
-            return tempfile.TemporaryDirectory(prefix=temporary_prefix("build"))
+            return temporary_directory("build")
         except OSError as exc:
             raise ShrinkrayError(f"cannot create a temporary directory: {exc}",
                                  hint="point TMPDIR at a writable directory outside the project") from exc

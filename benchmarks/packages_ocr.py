@@ -4,6 +4,8 @@
 Debian's fonts-dejavu-core.
 
     python packages_ocr.py calibrate CACHE_DIR [PAGES]  # the user's calibration script (12 pages)
+    python packages_ocr.py big CACHE_DIR [PAGES]        # the same pages scaled to >= 960 px, noisy JPEG
+    python packages_ocr.py mixed CACHE_DIR [PAGES]      # every other page so
     python packages_ocr.py heldout CACHE_DIR OUT.json   # 60 held-out pages -> OCR result per page
 
 Pages: 480-900 px wide, 4-9 lines of words, numbers, prices and dates in 7 DejaVu faces, some lines
@@ -62,16 +64,34 @@ def render_page(rng: random.Random, degraded: bool) -> object:
     return degrade(page, rng) if degraded else page
 
 
+def big_page(page: object, rng: random.Random) -> object:
+    """A page as a phone or a scanner gives it: scaled 1.6-2.4x to a shorter side of at least 960 px,
+    with sensor noise, saved as JPEG quality 90 (the detector's input grows with the page)."""
+    from PIL import Image
+
+    w, h = page.size  # type: ignore[attr-defined]
+    scale = max(rng.uniform(1.6, 2.4), 960 / min(w, h))
+    big = page.resize((round(w * scale), round(h * scale)), Image.BICUBIC)  # type: ignore[attr-defined]
+    pixels = np.asarray(big, dtype=np.float32)
+    noisy = np.random.default_rng(rng.randrange(1 << 30)).normal(0, 6, pixels.shape) + pixels
+    return Image.fromarray(np.clip(noisy, 0, 255).astype(np.uint8))
+
+
 def pages(spec: dict[str, int], cache: Path) -> list[Path]:
     """The pages as PNG files (rendered once, then read from the cache)."""
-    d = cache / f"ocr-pages-{spec['seed']}-{spec['n']}"
+    big = spec.get("big", 0)  # 1: every page big, 2: every other page
+    d = cache / f"ocr-pages-{spec['seed']}-{spec['n']}{['', '-big', '-mixed'][big]}"
     if not (d / "done").exists():
         d.mkdir(parents=True, exist_ok=True)
         rng = random.Random(spec["seed"])
         for i in range(spec["n"]):
-            render_page(rng, degraded=i % 2 == 1).save(d / f"page{i:03d}.png")  # type: ignore[attr-defined]
+            page = render_page(rng, degraded=i % 2 == 1)
+            if big == 1 or (big == 2 and i % 2 == 0):
+                big_page(page, rng).save(d / f"page{i:03d}.jpg", quality=90)  # type: ignore[attr-defined]
+            else:
+                page.save(d / f"page{i:03d}.png")  # type: ignore[attr-defined]
         (d / "done").write_text("")
-    return sorted(d.glob("page*.png"))
+    return sorted(d.glob("page*.*g"))
 
 
 def normalize(result: object) -> list[list[object]]:
@@ -85,7 +105,8 @@ def main() -> None:
     from rapidocr_onnxruntime import RapidOCR
 
     mode, cache = sys.argv[1], Path(sys.argv[2])
-    spec = HELDOUT if mode == "heldout" else {**CALIB, "n": int(sys.argv[3]) if len(sys.argv) > 3 else CALIB["n"]}
+    spec = HELDOUT if mode == "heldout" else {**CALIB, "n": int(sys.argv[3]) if len(sys.argv) > 3 else CALIB["n"],
+                                              "big": {"big": 1, "mixed": 2}.get(mode, 0)}
     files = pages(spec, cache)
     engine = RapidOCR()
     results = {}

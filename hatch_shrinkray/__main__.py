@@ -4,6 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from hatch_shrinkray.cli import main
+from hatch_shrinkray.console import main
 
 sys.exit(main())

@@ -14,7 +14,6 @@ import glob
 import hashlib
 import math
 import os
-import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,6 +32,7 @@ from hatch_shrinkray.errors import (
     quoted,
 )
 from hatch_shrinkray.evidence import MIN_UNITS, unit_kind
+from hatch_shrinkray.files import temporary_directory
 from hatch_shrinkray.fitting.calibrate import needs_real_inputs
 from hatch_shrinkray.fitting.choices import encode_chosen
 from hatch_shrinkray.fitting.guard import Scorer, Unfitted, Verdict
@@ -40,6 +40,7 @@ from hatch_shrinkray.fitting.sensitivity import keep_hint, rank
 from hatch_shrinkray.hints import check_hint, key, record_hint, setting
 from hatch_shrinkray.numerics.threads import one_blas_thread
 from hatch_shrinkray.onnxgraph.graph import FLOAT_TYPES, find_sites, scopes
+from hatch_shrinkray.onnxgraph.hazards import refuse_miscompiled
 from hatch_shrinkray.onnxgraph.modelio import Loaded, Staged, changed_file, fits_one_file, load_model
 from hatch_shrinkray.option_table import option_errors
 from hatch_shrinkray.options import ShrinkOptions
@@ -466,7 +467,7 @@ def _below_floor(original_ref: str | bytes, label: str, options: ShrinkOptions, 
                     target=DEFAULT_TARGET)  # as every size target writes it: int8 float in memory
     model = load_model(original_ref if isinstance(original_ref, str) else onnx.load_from_string(original_ref)).model
     _encode(model, floor, None, None, label)
-    with tempfile.TemporaryDirectory(prefix="shrinkray-floor-") as tmp:
+    with temporary_directory("floor") as tmp:
         output = _write(model, Path(tmp) / "floor.onnx", label, checker)
         del model
         try:
@@ -647,6 +648,7 @@ class Output:
 
 
 def _write(model: ModelProto, dest: Path | None, label: str, checker: str) -> Output:
+    refuse_miscompiled(model, label)
     if dest is None:
         if not fits_one_file(model):
             raise ShrinkrayError("the shrunk model is over 2 GB and can only be written to a file",

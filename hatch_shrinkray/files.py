@@ -1,4 +1,10 @@
-"""Streaming digests and atomic writes: the two file primitives every layer needs.
+"""Streaming digests, atomic writes and temporary files: the file primitives every layer needs.
+
+Every temporary file or directory this package makes carries the id of the process that made it
+(``.NAME.PID.HEX.tmp`` beside a file it replaces, ``.shrinkray-PID-...`` beside a model it stages,
+``hatch-shrinkray-KIND-PID-...`` in TMPDIR). A run killed by SIGKILL or a power cut cannot remove
+its own; the next run that makes one of the same kind there removes those whose process is gone
+(:func:`sweep`), and never one of a live process, whoever it is.
 
 Nothing here imports beyond the standard library, so the build hook's light path (pass-through)
 can use it without pulling in onnx.
@@ -10,8 +16,11 @@ import errno
 import hashlib
 import io
 import os
+import re
 import secrets
+import shutil
 import stat
+import tempfile
 from pathlib import Path
 
 from hatch_shrinkray.signals import deferred
@@ -149,7 +158,9 @@ def create_beside(path: Path) -> tuple[int, str]:
     """A new temporary file beside ``path`` (to be renamed over it), open for writing: ``(fd, name)``
     as ``tempfile.mkstemp`` returns them, but created with mode 0666 less the umask, the mode any
     file the user writes gets (mkstemp's 0600 would make a plan file, a wheel or a report private).
-    Call it inside ``signals.deferred()``."""
+    Those a killed run left beside ``path`` go first (:func:`sweep`). Call it inside
+    ``signals.deferred()``."""
+    sweep(path.parent, re.compile(rf"\.{re.escape(path.name)}\.(\d+)\.[0-9a-f]+\.tmp"))
     for _ in range(100):
         tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
         try:
@@ -175,3 +186,69 @@ def model_files(root: Path, limit: int = 100) -> list[str]:
         if len(found) >= limit:
             break
     return sorted(found)[:limit]
+TEMPORARY = re.compile(r"hatch-shrinkray-[a-z]+-(\d+)-.+")
+"""Our directories in TMPDIR: ``hatch-shrinkray-KIND-PID-`` and ``mkdtemp``'s random end."""
+STAGING = re.compile(r"\.shrinkray-(\d+)-.+")
+"""Our staging directories beside a model being written (``onnxgraph.modelio.Staged``)."""
+
+
+def temporary_prefix(kind: str) -> str:
+    """The ``prefix`` of a directory of ours in TMPDIR (``mkdtemp``, ``TemporaryDirectory``); those a
+    killed run left there go first."""
+    sweep(Path(tempfile.gettempdir()), TEMPORARY)
+    return f"hatch-shrinkray-{kind}-{os.getpid()}-"
+
+
+def temporary_directory(kind: str) -> tempfile.TemporaryDirectory[str]:
+    """A directory of ours in TMPDIR that removes itself (``with temporary_directory(KIND) as name``).
+    It and the object that removes it appear together, signals held meanwhile (``signals.deferred``):
+    a Ctrl-C or SIGTERM right after ``mkdtemp`` made the directory would otherwise leave it behind."""
+    with deferred():
+        return tempfile.TemporaryDirectory(prefix=temporary_prefix(kind))
+
+
+def staging_prefix(directory: Path) -> str:
+    """The ``prefix`` of a staging directory of ours in ``directory``; those a killed run left there go first."""
+    sweep(directory, STAGING)
+    return f".shrinkray-{os.getpid()}-"
+
+
+def sweep(directory: Path, pattern: re.Pattern[str]) -> None:
+    """Remove what a killed run of ours left in ``directory``: entries whose whole name matches
+    ``pattern`` (its first group a process id), that this user owns, and whose process is gone.
+    A live process's (any live process with that id: it may be another's) is left alone, and so
+    is anything that cannot be told apart from one. POSIX only (there is no harmless way to ask
+    Windows whether a process id is alive)."""
+    if os.name != "posix":
+        return
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    for entry in entries:
+        found = pattern.fullmatch(entry.name)
+        if found is None or not _gone(int(found.group(1))):
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+            if info.st_uid != os.geteuid():
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            continue
+
+
+def _gone(pid: int) -> bool:
+    """Whether no process has this id (ours never is: it is running this)."""
+    if pid == os.getpid() or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # EPERM: alive, someone else's
+        return False
+    return False

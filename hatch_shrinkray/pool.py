@@ -7,6 +7,7 @@ the background that an interrupted run never waits for. Work runs in a copy of i
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import contextvars
 import threading
@@ -36,22 +37,72 @@ def thread_pool(threads: int) -> Iterator[ThreadPoolExecutor]:
     pool.shutdown(wait=True)
 
 
+class Cancelled(Exception):
+    """A background job's owner no longer wants its result (:meth:`Background.cancel`)."""
+
+
+_here = threading.local()
+_running: set[Background[Any]] = set()
+
+
+def checkpoint() -> None:
+    """Where a background job may stop: raises :class:`Cancelled` in one that was cancelled, and
+    does nothing anywhere else (a job calls it between pieces of its work)."""
+    job = getattr(_here, "job", None)
+    if job is not None and job.cancelled:
+        raise Cancelled
+
+
 class Background(Generic[T]):
     """``job()`` in a daemon thread, its result (or its exception) when asked. An executor's threads
     are joined when the interpreter exits, so a build interrupted during the engine's encoding
-    would first wait for the original's compression (minutes at brotli 11); a daemon thread is not."""
+    would first wait for the original's compression (minutes at brotli 11); a daemon thread is not.
+    Nor may one outlive the interpreter: a daemon thread still in C code while the interpreter is
+    torn down can crash the process, so at exit every job still running is cancelled and joined (it
+    stops at its next :func:`checkpoint`)."""
 
     def __init__(self, job: Callable[[], T]) -> None:
         self._future: Future[T] = Future()
+        self._cancel = threading.Event()
 
         def run() -> None:
+            _here.job = self
             try:
                 self._future.set_result(job())
             except BaseException as exc:  # handed to whoever asks for the result
                 self._future.set_exception(exc)
+            finally:
+                _running.discard(self)
 
-        threading.Thread(target=contextvars.copy_context().run, args=(run,), daemon=True,
-                         name="hatch-shrinkray-background").start()
+        self._thread = threading.Thread(target=contextvars.copy_context().run, args=(run,), daemon=True,
+                                        name="hatch-shrinkray-background")
+        _running.add(self)
+        self._thread.start()
 
     def result(self) -> T:
         return self._future.result()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def cancel(self) -> None:
+        """The result is not wanted (any more): the job stops at its next checkpoint."""
+        self._cancel.set()
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+
+EXIT_WAIT = 30.0
+"""Seconds the interpreter's exit waits for a cancelled job to reach its next checkpoint."""
+
+
+@atexit.register
+def _stop_running() -> None:
+    """At interpreter exit (before it is torn down), no background job may still be running."""
+    jobs = list(_running)
+    for job in jobs:
+        job.cancel()
+    for job in jobs:
+        job.join(EXIT_WAIT)

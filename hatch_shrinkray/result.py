@@ -157,6 +157,9 @@ class VerifyResult:
     narrower choice, or no whole answer changed)."""
     memory: Memory | None = None
     """Target ``memory``: both models' footprints, measured in fresh processes (``verification.memory``)."""
+    runtime: str = ""
+    """Where the shrunk model ran: ``onnxruntime 1.23.2 (CPU, ORT_ENABLE_ALL)``, the runtime and its
+    graph optimization level (an encoding must compute the same at every level; tests/test_levels.py)."""
 
     @property
     def passed(self) -> bool:
@@ -226,6 +229,8 @@ class VerifyResult:
             text += f"; {self.fitting}"
         if self.memory is not None:
             text += f"; {self.memory.text()}"
+        if self.runtime:
+            text += f"; ran in {self.runtime}"
         return text
 
     def table(self, limits: dict[str, float] | None = None) -> str:
@@ -255,7 +260,7 @@ class VerifyResult:
                 "real_inputs": self.real, "calibration_samples": self.calibration, "notes": list(self.notes),
                 "checker": self.checker, "streams": self.streams, "fitting": self.fitting,
                 "fit": None if self.fit is None else self.fit.fit.value, "floor": self.floor,
-                "symbolic_dims": dict(self.symbols),
+                "symbolic_dims": dict(self.symbols), "runtime": self.runtime,
                 "evidence": None if ev is None else {**asdict(ev), "upper_bound": round(ev.bound, 6), "weak": ev.weak},
                 "outputs": [_output_dict(o) for o in self.outputs],
                 **({} if self.memory is None else {"memory": self.memory.to_dict()})}

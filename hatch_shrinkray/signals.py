@@ -14,6 +14,7 @@ ever handled in the main thread anyway).
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import signal
 import sys
@@ -48,16 +49,20 @@ DEFAULTS: dict[int, Any] = {signal.SIGINT: signal.default_int_handler, signal.SI
 
 
 def on_signal(signum: int, handler: Callable[[int, FrameType | None], Any]) -> Callable[[], None] | None:
-    """Install ``handler`` for ``signum`` (SIGINT or SIGTERM); returns how to put Python's default
-    back, or ``None`` when nothing was installed (not the main thread, or someone else already
-    handles or ignores it: a shell runs background jobs with SIGINT ignored)."""
+    """Install ``handler`` for ``signum`` (SIGINT or SIGTERM), and :func:`_never_lost` for what it
+    raises; returns how to put both back, or ``None`` when nothing was installed (not the main thread,
+    or someone else already handles or ignores it: a shell runs background jobs with SIGINT ignored)."""
     if not _main_thread() or signal.getsignal(signum) is not DEFAULTS[signum]:
         return None
     signal.signal(signum, handler)
+    previous = sys.unraisablehook
+    sys.unraisablehook = _never_lost(previous)
 
     def restore() -> None:
         if _main_thread():
             signal.signal(signum, DEFAULTS[signum])
+        if getattr(sys.unraisablehook, "previous", None) is previous:
+            sys.unraisablehook = previous
 
     return restore
 
@@ -65,6 +70,33 @@ def on_signal(signum: int, handler: Callable[[int, FrameType | None], Any]) -> C
 def on_sigterm(handler: Callable[[int, FrameType | None], Any]) -> Callable[[], None] | None:
     """:func:`on_signal` for SIGTERM."""
     return on_signal(signal.SIGTERM, handler)
+
+
+REDELIVERY = 0.02
+"""Seconds after a stop request was swallowed before it is delivered again."""
+
+
+def _never_lost(previous: Callable[[Any], object]) -> Callable[[Any], object]:
+    """An ``unraisablehook`` that delivers again a stop request a finalizer swallowed.
+
+    Python runs signal handlers between any two bytecodes of the main thread, finalizers included
+    (``__del__``, ``weakref.finalize``: a temporary directory's cleanup, a garbage collection); what
+    the handler raises there is printed as "Exception ignored" and dropped, and the run went on as if
+    nobody had asked it to stop, to exit normally much later. Here the request is delivered again a
+    moment later (``_thread.interrupt_main``, from a timer thread), when the main thread is most
+    likely out of the finalizer; should it land in one again, it comes back here again."""
+    def hook(unraisable: Any) -> object:
+        stop = unraisable.exc_value
+        if isinstance(stop, (Terminated, KeyboardInterrupt)):
+            signum = stop.signum if isinstance(stop, Terminated) else signal.SIGINT
+            timer = threading.Timer(REDELIVERY, _thread.interrupt_main, args=(signum,))
+            timer.daemon = True
+            timer.start()
+            return None
+        return previous(unraisable)
+
+    hook.previous = previous  # type: ignore[attr-defined]
+    return hook
 
 
 @contextlib.contextmanager
@@ -91,6 +123,17 @@ def stop_request(exc: BaseException) -> BaseException | None:
         seen.add(id(current))
         current = current.__cause__ or current.__context__
     return None
+
+
+def stopped(stop: BaseException) -> int:
+    """How a command ends on a stop request: Ctrl-C, one line and 130; SIGTERM, one line, then death
+    by the signal itself (143 in a shell), as callers expect."""
+    if isinstance(stop, Terminated):
+        print(STOPPED[stop.signum], file=sys.stderr)
+        redeliver(stop.signum)
+        return 128 + stop.signum
+    print(STOPPED[signal.SIGINT], file=sys.stderr)
+    return 128 + signal.SIGINT
 
 
 def redeliver(signum: int) -> None:

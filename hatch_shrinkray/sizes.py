@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.pool import checkpoint
+from hatch_shrinkray.signals import stop_request
 
 TARGETS = ("wheel", "web", "disk", "memory")
 """What ``target`` may name: the size that the never-larger rule and the methods' choices minimise.
@@ -162,7 +164,10 @@ def web_estimate(source: Source) -> int:
         size = one.size()
         slices = one.slices()
         taken = sum(len(s) for s in slices)
-        packed = sum(len(lzma.compress(s, format=lzma.FORMAT_RAW, filters=_LZMA_FILTERS)) for s in slices)
+        packed = 0
+        for piece in slices:
+            checkpoint()
+            packed += len(lzma.compress(piece, format=lzma.FORMAT_RAW, filters=_LZMA_FILTERS))
         total += round(packed * size / taken) if taken else 0
     return total
 
@@ -171,7 +176,10 @@ def brotli_problem() -> str | None:
     """Why brotli 11 cannot be measured here, or None."""
     try:
         import brotli  # noqa: F401
-    except ImportError:
+    except ImportError as exc:
+        stop = stop_request(exc)  # Ctrl-C while the extension initialised: still a request to stop
+        if stop is not None:
+            raise stop from None
         return "brotli is not installed"
     return None
 
@@ -188,10 +196,14 @@ class _Input:
     def chunks(self) -> Iterator[bytes]:
         if isinstance(self.data, bytes):
             view = memoryview(self.data)
-            yield from (bytes(view[i:i + CHUNK]) for i in range(0, len(view), CHUNK))
+            for i in range(0, len(view), CHUNK):
+                checkpoint()
+                yield bytes(view[i:i + CHUNK])
             return
         with open(self.data, "rb") as fh:
-            yield from iter(lambda: fh.read(CHUNK), b"")
+            for chunk in iter(lambda: fh.read(CHUNK), b""):
+                checkpoint()
+                yield chunk
 
     def slices(self) -> list[bytes]:
         """The whole input up to ``ESTIMATE_WHOLE``, else evenly spread slices of it."""

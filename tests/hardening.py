@@ -114,6 +114,21 @@ def write_project(root: Path, hook_table: str = "", *, models_glob: str = "src/t
     return root
 
 
+def backend_project(root: Path, table: str = "") -> Path:
+    """A hatchling project without the hook (a backend that knows nothing of us) shipping ``mlp()`` at
+    ``toymodel/models/a.onnx``; ``table`` follows (``[tool.hatch-shrinkray]`` for ``wheel``)."""
+    from onnx_builders import mlp, save
+
+    (root / "src/toymodel/models").mkdir(parents=True)
+    (root / "src/toymodel/__init__.py").write_text("")
+    save(mlp(), root / "src/toymodel/models/a.onnx")
+    (root / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n\n'
+        '[project]\nname = "toymodel"\nversion = "0.1.0"\n\n'
+        '[tool.hatch.build.targets.wheel]\npackages = ["src/toymodel"]\n' + (f"\n{table}" if table else ""))
+    return root
+
+
 COUNTS_ITS_RUNS = textwrap.dedent('''
     import sys
     from pathlib import Path

@@ -223,3 +223,12 @@ def python_run(python: Path | str, kind: str, model: Path, feeds: list[dict[str,
 def openvino_python() -> Path:
     """The python of a venv with OpenVINO, created once."""
     return _venv("openvino", [[f"openvino=={OPENVINO_VERSION}", "numpy"]])
+
+
+def deviation(got: list[list[np.ndarray]], ref: list[list[np.ndarray]]) -> tuple[float, float]:
+    """Relative L2 and cosine of every output of every feed, taken together, from ``ref``'s."""
+    a = np.concatenate([o.astype(np.float64).ravel() for s in got for o in s])
+    b = np.concatenate([o.astype(np.float64).ravel() for s in ref for o in s])
+    rel = float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+    cos = float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-30))
+    return rel, cos

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shlex
 import sys
 import textwrap
@@ -387,6 +388,38 @@ def test_check_stops_a_command_that_hangs_with_its_process_group(tmp_path: Path,
     time.sleep(0.5)
     assert not Path(f"/proc/{grandchild}").exists() or "zombie" in Path(f"/proc/{grandchild}/status").read_text()
     assert files_under(Path(env["TMPDIR"])) in ([], [".ses"])
+
+
+QUIET_THEN_DONE = textwrap.dedent('''
+    import sys, time
+    import numpy as np
+    import onnxruntime as ort
+    sess = ort.InferenceSession(sys.argv[1], providers=["CPUExecutionProvider"])
+    sess.run(None, {"x": np.ones((1, 256), np.float32)})
+    for _ in range(int(sys.argv[2])):
+        if sys.argv[3] == "talk":
+            print("working", flush=True)
+        time.sleep(0.25)
+''')
+
+
+@pytest.mark.parametrize("mode", ["quiet", "talk"])
+def test_check_says_when_the_command_is_silent_and_how_to_bound_it(tmp_path: Path, env: dict[str, str],
+                                                                    mode: str) -> None:
+    """A command that prints nothing for ten progress intervals (five minutes by default; 0.2 s each
+    here) gets one line that says it still runs and what stops it; one that prints does not."""
+    src = save(mlp(), tmp_path / "m.onnx")
+    script = tmp_path / "quiet.py"
+    script.write_text(QUIET_THEN_DONE)
+    proc = cli("check", str(src), "--timeout", "60", "--", PY, str(script), str(src), "14", mode, cwd=tmp_path,
+               env={**env, "HATCH_SHRINKRAY_PROGRESS_INTERVAL": "0.2"})
+    assert proc.returncode == 0, proc.stderr
+    said = [ln for ln in proc.stderr.splitlines() if "printed nothing" in ln]
+    if mode == "talk":
+        assert said == [] and proc.stdout.count("working") == 28, proc.stdout + proc.stderr
+        return
+    assert said and all(re.fullmatch(r"check: the command has printed nothing for \d+ s and still runs; --timeout 60 "
+                                     r"s stops it \(--timeout SECONDS bounds it\)", ln) for ln in said), said
 
 
 # ---------------------------------------------------------------------------------------------

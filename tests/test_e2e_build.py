@@ -226,9 +226,8 @@ def test_second_build_is_served_from_the_cache(project: Path, build_env: dict[st
     assert second.returncode == 0, second.stderr
     assert any(line.endswith(", cached") for line in (second.stdout + second.stderr).splitlines())
     assert "shrinkray: total 1 model: 1 shipped shrunk; " in second.stdout + second.stderr
-    # Every model is in the cache: the isolated environment gets no engine (onnxruntime alone took
-    # longer to install than the rest of the build; benchmarks/BUILD_TIME.md).
-    assert "onnxruntime" not in second.stdout + second.stderr, second.stdout + second.stderr
+    # A hit ships only once its outputs agree with the original's: the isolated environment gets the engine.
+    assert "onnxruntime>=" in second.stdout + second.stderr, second.stdout + second.stderr
 
 
 def test_verification_failure_leaves_no_artifact_and_no_trace(project: Path, build_env: dict[str, str]) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import tomllib
-from hardening import MODEL, build, cli, write_project
+from hardening import MODEL, backend_project, build, cli, write_project
 
 from hatch_shrinkray import hints
 from hatch_shrinkray.cli import _split_command, parser
@@ -159,14 +159,7 @@ def test_what_wheel_prints_without_a_table_names_flags_and_installed_files(tmp_p
     ``--models.samples``), and ``check`` is pointed at the installed files, which it can read."""
     from hatchling.builders.wheel import WheelBuilder
 
-    project = tmp_path / "toymodel"
-    (project / "src/toymodel/models").mkdir(parents=True)
-    (project / "src/toymodel/__init__.py").write_text("")
-    save(mlp(), project / "src/toymodel/models/a.onnx")
-    (project / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n\n'
-        '[project]\nname = "toymodel"\nversion = "0.1.0"\n\n'
-        '[tool.hatch.build.targets.wheel]\npackages = ["src/toymodel"]\n')
+    project = backend_project(tmp_path / "toymodel")
     wheel = next(WheelBuilder(str(project)).build(directory=str(tmp_path / "dist"), versions=["standard"]))
     args = ("wheel", wheel, "-o", str(tmp_path / "out"), "--models", "toymodel/models/*.onnx")
     failed = cli(*args, "--max-rel-l2", "1e-9", "--judge", "y=values", "--strict", cwd=tmp_path)

@@ -142,7 +142,7 @@ def test_what_was_kept_names_the_tests_it_came_from() -> None:
 def test_too_few_units_kept_of_more_that_ran_is_reported_as_short() -> None:
     """Four standalone calls ran and a hard bound kept two: (kept, ran, bytes that MIN_UNITS units take)."""
     merged = merge([part(["a", "b", "c", "d"])], Caps.hard(max_bytes=200), ROOT)
-    assert merged.short == (2, 4, 100 * MIN_UNITS)
+    assert merged.short == (2, 4, "--max-bytes", 100 * MIN_UNITS)
 
 
 def test_every_unit_kept_is_not_short_even_when_fewer_than_min_units_ran() -> None:

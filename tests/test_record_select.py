@@ -217,3 +217,75 @@ def test_streams_beyond_the_first_are_added_while_the_budget_allows() -> None:
 def test_the_memory_bound_cuts_streams_too() -> None:
     chosen = choose_streams([stream(0, 10)], Caps.hard(max_bytes=MB, memory=350))
     assert [len(s.steps) for s in chosen] == [3]
+
+
+SCALE = 10
+"""The default caps and the pages, both a tenth (the rules are the same at any scale; a tenth runs in seconds)."""
+SMALL = Caps(Caps().samples, Caps().bytes // SCALE, Caps().ceiling // SCALE, Caps().memory // SCALE)
+
+
+def recorded(sizes: list[tuple[int, int]], unit: object = None) -> tuple[int, object]:
+    """What ``merge`` keeps of a process that called a detector once per page of these ``(height,
+    width)`` (random pixels of an 8-bit image: about one stored byte each), outside tests or, with
+    ``unit(i)``, in the pytest test it names, under the default caps at a tenth; the kept units and
+    the merged recording."""
+    rng = np.random.default_rng(0)
+    log = ModelLog("d" * 64, "/p/det.onnx", ("x",), caps=SMALL)
+    for i, (h, w) in enumerate(sizes):
+        image = (rng.integers(0, 256, (1, 3, h, w)) / 255).astype(np.float32)
+        log.observe({"x": image}, Step(i, 0, ()), unit(i) if callable(unit) else "", False)
+    meta, samples = part_of(log)
+    merged = merge([Part(meta, samples)], SMALL, Path("/p"))
+    return len(set(merged.meta["units"])), merged
+
+
+def pages_of(count: int, largest: int, seed: int = 1) -> list[tuple[int, int]]:
+    """Pages of uneven sizes, up to ``largest`` pixels a side at full scale (stored bytes vary tenfold)."""
+    rng = np.random.default_rng(seed)
+    side = round(largest / SCALE ** 0.5)
+    return [(int(rng.integers(side // 3, side)), int(rng.integers(side // 3, side))) for _ in range(count)]
+
+
+@pytest.mark.parametrize(("calls", "largest"), [(16, 900), (51, 900), (62, 900), (51, 1600), (300, 900)])
+def test_a_script_that_calls_a_model_sixteen_times_or_more_keeps_sixteen_units(calls: int, largest: int) -> None:
+    """Pages of uneven size outside tests (a script): the process thinned its candidates by halves and
+    kept 13 of 51 (the bound never reached; the default caps could keep 16). Thinning that drops units
+    now stops at twice what evidence needs, unless the memory held passes twice the byte ceiling."""
+    units, merged = recorded(pages_of(calls, largest))
+    assert units >= MIN_UNITS, (units, merged.meta["skipped"])
+    assert merged.short is None
+
+
+@pytest.mark.parametrize("calls", [16, 51])
+def test_tests_that_call_a_model_keep_sixteen_units_whatever_drives_them(calls: int) -> None:
+    units, merged = recorded(pages_of(calls, 1200), unit=lambda i: f"test:tests/test_pages.py::test_page[{i}]")
+    assert units >= MIN_UNITS, (units, merged.meta["skipped"])
+    assert merged.short is None
+
+
+def test_where_the_ceiling_stops_it_the_recording_says_which_bound_and_what_keeps_sixteen() -> None:
+    """Pages of about 6 MB stored at full scale: 16 take more than the 64 MB the default bound grows to."""
+    side = round(2000 / SCALE ** 0.5)
+    units, merged = recorded([(side, side // 2 + i) for i in range(20)])
+    assert units < MIN_UNITS
+    assert merged.short is not None
+    kept, ran, bound, needed = merged.short
+    assert (kept, ran, bound) == (units, 20, "--max-bytes") and needed > SMALL.ceiling
+    assert dict(merged.meta["skipped"])[BYTE_CAP] == 20 - units
+
+
+def test_where_the_memory_bound_stops_it_the_recording_names_it_and_what_keeps_sixteen() -> None:
+    """Pages that compress well in the file but take much once loaded: --max-memory stops it."""
+    side = round(1600 / SCALE ** 0.5)
+    rng = np.random.default_rng(0)
+    log = ModelLog("d" * 64, "/p/det.onnx", ("x",), caps=SMALL)
+    for i in range(20):
+        image = np.full((1, 3, side, side + i), i / 255, np.float32)  # one value: a few bytes stored
+        image[0, 0, 0, 0] = rng.random()
+        log.observe({"x": image}, Step(i, 0, ()), "", False)
+    meta, samples = part_of(log)
+    memory = 16 * samples[0].decoded // 2  # about eight pages' worth
+    merged = merge([Part(meta, samples)], dataclasses.replace(SMALL, memory=memory), Path("/p"))
+    assert merged.short is not None
+    kept, ran, bound, needed = merged.short
+    assert (ran, bound) == (20, "--max-memory") and kept < MIN_UNITS and needed > memory

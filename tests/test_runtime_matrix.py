@@ -125,7 +125,7 @@ def reference(variants: dict[str, Path], feeds: list[dict[str, np.ndarray]]) -> 
     """Each encoding's relative L2 from the original in the build's own onnxruntime."""
     run = _runner("onnxruntime newest")
     original = run(variants["original"], feeds)["outputs"]
-    return {name: _deviation(run(path, feeds)["outputs"], original)[0] for name, path in variants.items()}
+    return {name: runtimes.deviation(run(path, feeds)["outputs"], original)[0] for name, path in variants.items()}
 
 
 def _targets(runtime: str) -> Targets:
@@ -137,14 +137,6 @@ def _targets(runtime: str) -> Targets:
         return Targets(tuple(int(p) for p in runtimes.NPM_VERSION.split(".")))
     version = ort.__version__ if runtime.endswith("newest") else runtime.split()[1]
     return Targets(tuple(int(p) for p in version.split(".")))
-
-
-def _deviation(got: list[list[np.ndarray]], ref: list[list[np.ndarray]]) -> tuple[float, float]:
-    a = np.concatenate([o.astype(np.float64).ravel() for s in got for o in s])
-    b = np.concatenate([o.astype(np.float64).ravel() for s in ref for o in s])
-    rel = float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
-    cos = float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-30))
-    return rel, cos
 
 
 def _extra(kernels: dict[str, float], original: dict[str, float]) -> dict[str, float]:
@@ -182,7 +174,7 @@ def test_every_encoding_in_runtime(runtime: str, variants: dict[str, Path], feed
                 problems.append(f"{name}: does not load although not refused: {got['error']}")
             continue
         extra = _extra(got["kernels"], original["kernels"])
-        rel, cos = _deviation(got["outputs"], original["outputs"])
+        rel, cos = runtimes.deviation(got["outputs"], original["outputs"])
         same = rel <= max(reference[name] * SAME[0], reference[name] + SAME[1]) if name in FLOAT_COMPUTE else (
             rel <= MAX_REL_L2 and cos >= MIN_COSINE)
         CELLS[(name, runtime)] = _label(extra) if same else f"✗ wrong outputs (rel-L2 {rel:.2g})"

@@ -58,9 +58,9 @@ class Merged:
     seen: str
     """What ran, for the summary: ``12 tests``, ``64 calls``, ``40 streams``."""
     kept: str
-    short: tuple[int, int, int] | None = None
-    """When fewer than ``MIN_UNITS`` units were kept of more that ran: (kept, ran, stored bytes that
-    ``MIN_UNITS`` units take), for the coverage table."""
+    short: tuple[int, int, str, int] | None = None
+    """When a bound kept fewer than ``MIN_UNITS`` units of more that ran: (kept, ran, the bound's flag,
+    the value of it that keeps ``MIN_UNITS``), for the summary."""
     source: str = ""
     """The absolute path the model was loaded from (empty: from bytes), never written to the file:
     for the coverage table, which finds the other installed models of a wheel-path table there."""
@@ -102,7 +102,7 @@ class _Kept(NamedTuple):
     samples: list[Stored]
     seen: str
     kept: str
-    short: tuple[int, int, int] | None
+    short: tuple[int, int, str, int] | None
     repeated: int = 0
     """Streams kept once because another (or its start) had the very same feeds."""
     repeats: tuple[int, int] | None = None
@@ -147,7 +147,11 @@ def _merge_stateless(ordered: Sequence[Part], offsets: Sequence[int], caps: Caps
     _account(skipped, total, len(samples), SAMPLE_CAP if len(samples) >= caps.samples else BYTE_CAP)
     few = choice.kept_units < min(MIN_UNITS, ran)
     capped = any(skipped[reason] for reason in (SAMPLE_CAP, BYTE_CAP, MEMORY_CAP))
-    short = (choice.kept_units, ran, choice.for_units) if few and capped else None
+    short = None
+    if few and capped:  # the bound that stopped it, and the value that keeps MIN_UNITS
+        memory = choice.left_out.get(MEMORY_CAP, 0) > 0 and choice.memory_for_units > caps.memory
+        short = (choice.kept_units, ran, "--max-memory", choice.memory_for_units) if memory else \
+            (choice.kept_units, ran, "--max-bytes", choice.for_units)
     repeats = (choice.kept_units, ran) if few and not capped and skipped[REPEATED] else None
     return _Kept(samples, seen, kept_text, short, repeats=repeats)
 

@@ -13,7 +13,7 @@ import json
 import os
 import shlex
 import subprocess
-import tempfile
+import sys
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
@@ -28,6 +28,7 @@ from hatch_shrinkray.capture.run import UNITS_PLUGIN, finish, instrumented_path,
 from hatch_shrinkray.capture.shadow import ModelStats
 from hatch_shrinkray.capture.swap import Instructions
 from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.files import temporary_directory
 
 PLUGIN = "hatch_shrinkray.capture.outcomes"
 
@@ -68,7 +69,7 @@ def observe(command: Sequence[str], instructions: Callable[[str], Instructions],
     if not command:
         raise ShrinkrayError("no command to run", hint="hatch-shrinkray check [MODEL...] -- COMMAND [ARGS...]")
     with ExitStack() as stack:
-        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hatch-shrinkray-check-")))
+        tmp = Path(stack.enter_context(temporary_directory("observe")))
         reports, outcomes = tmp / "reports", tmp / "outcomes"
         plan = tmp / "instructions.json"
         plan.write_text(instructions(str(reports)).to_json(), encoding="utf-8")
@@ -101,10 +102,28 @@ def _run(command: Sequence[str], environment: dict[str, str], cwd: Path | None, 
     check ends (``capture.guard``), so a timeout, Ctrl-C, SIGTERM or SIGKILL stops every process it
     started (pytest-xdist workers, servers), not just the first."""
     try:
-        return guard.run(command, environment, cwd, timeout)
+        return guard.run(command, environment, cwd, timeout,
+                         guard.Silence(SILENT_INTERVALS * progress.default_interval(), _silent(timeout)))
     except subprocess.TimeoutExpired:
         raise ShrinkrayError(f"`{shlex.join(command)}` did not finish within {timeout:g} s; it was stopped with "
                              "every process it started", hint="raise --timeout, or find what hangs") from None
+
+
+SILENT_INTERVALS = 10
+"""A command that writes nothing for this many progress intervals (five minutes by default) gets a line,
+where its output is a pipe (CI; see ``capture.guard``)."""
+
+
+def _silent(timeout: float | None) -> Callable[[float], None]:
+    """What to say when the command has been silent for a while: that it still runs, and what bounds it."""
+    bound = f"--timeout {timeout:g} s stops it" if timeout is not None else "nothing stops it"
+
+    def tell(seconds: float) -> None:
+        quiet = f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
+        print(f"check: the command has printed nothing for {quiet} and still runs; {bound} "
+              "(--timeout SECONDS bounds it)", file=sys.stderr, flush=True)
+
+    return tell
 
 
 def _report(path: Path) -> dict[str, Any]:

@@ -8,8 +8,10 @@ one feed may take (``select.Caps``) is skipped (and counted) instead of pushing 
 The number of calls is unknown until the process ends, so memory is held to about twice the bounds:
 
 * *stateless* models keep, per unit (a pytest test, or the standalone calls), the calls on a stride;
-  when too much is held, the unit holding most halves (its stride doubles), and when every unit holds
-  one sample, every other unit is dropped (units on a stride);
+  when too much is held, the test holding most halves (its stride doubles), then the standalone calls
+  (each a unit), and when every unit holds one sample, every other unit is dropped (units on a
+  stride); thinning that drops units stops at ``UNIT_FLOOR`` of them unless the memory held passes
+  twice the largest byte bound;
 * *recurrent* models (``capture.streams`` saw an output fed back) keep whole streams: the first step
   with every input, later steps without the fed-back ones. When more than the byte bound is held,
   streams are cut to a common prefix length (water-filling) while that leaves each at least 1/32 of
@@ -33,6 +35,7 @@ import numpy as np
 
 from hatch_shrinkray.capture.select import Caps, Sample
 from hatch_shrinkray.capture.streams import OPEN_ENDS, Pairs, Step
+from hatch_shrinkray.evidence import MIN_UNITS
 from hatch_shrinkray.verification.recordings import Stored, encode_feed, stored_bytes
 
 OVER_CAP = "over the byte cap"
@@ -45,6 +48,9 @@ OTHER_NAMES = "not naming exactly the model's inputs"
 START_LOST = "later steps of a stream whose first step was not kept"
 REPEATED = "repeating a kept feed"
 NOT_CALLS = frozenset({REJECTED})
+UNIT_FLOOR = 2 * MIN_UNITS
+"""Units the candidates keep while the bounds allow: twice what evidence needs, so that feeds left out
+later (a bound, a repeat across processes) still leave enough."""
 """Reasons that count feeds ``run()`` refused: they are not among the model's calls."""
 
 
@@ -142,22 +148,40 @@ class ModelLog:
 
     def _relieve_units(self) -> None:
         """Thin the units down to 1.5 times the bounds (room for more before the next thinning); the
-        byte bound as ``select`` will apply it, so that enough units stay."""
+        byte bound as ``select`` will apply it, so that enough units stay: thinning within a test
+        costs no unit and goes first; thinning that drops units (standalone calls on a stride, tests
+        on a stride) stops at ``UNIT_FLOOR`` units, unless what is held passes twice the largest
+        byte bound there can be (``Caps.ceiling``): halving the candidates must never leave fewer
+        units than the recording needs while the bounds could still keep them."""
         bound = self.caps.byte_bound(size for u in self.units.values() for size in _unit_sizes(u))
         if self.held <= 2 * bound and len(self.digests) <= 2 * self.caps.samples:
             return
+        hard = 2 * max(self.caps.bytes, self.caps.ceiling)
         while len(self.digests) > 3 * self.caps.samples // 2 or self.held > 3 * bound // 2:
-            biggest = max(self.units.values(), key=lambda u: (len(u.kept), -u.ordinal))
-            if len(biggest.kept) >= 2:
+            over = self.held > hard or len(self.digests) > 2 * self.caps.samples
+            within = [u for u in self.units.values() if u.label and len(u.kept) >= 2]
+            calls = self.units.get("")
+            if within:  # a test's calls on a stride: every test keeps a sample
+                biggest = max(within, key=lambda u: (len(u.kept), -u.ordinal))
                 biggest.stride *= 2
                 biggest.kept = [(i, s) for i, s in biggest.kept if i % biggest.stride == 0]
-            else:
+            elif calls is not None and len(calls.kept) >= 2 and (over or self._kept_units() - len(calls.kept) // 2
+                                                                >= UNIT_FLOOR):
+                calls.stride *= 2  # standalone calls on a stride: each is a unit
+                calls.kept = [(i, s) for i, s in calls.kept if i % calls.stride == 0]
+            elif over or self._kept_units() // 2 >= UNIT_FLOOR:
                 self.unit_stride *= 2
                 for u in self.units.values():
                     if u.ordinal % self.unit_stride:
                         u.kept = []
+            else:
+                return
             self.digests = {s.digest for u in self.units.values() for _, s in u.kept}
             self.held = sum(s.nbytes for u in self.units.values() for _, s in u.kept)
+
+    def _kept_units(self) -> int:
+        """Independent units among the samples held: each test that has one, each standalone call."""
+        return sum(len(u.kept) if not u.label else bool(u.kept) for u in self.units.values())
 
     def _set_aside(self, stream: int, feed: Mapping[str, Any], call: int, unit: str) -> None:
         try:

@@ -36,7 +36,7 @@ from hatch_shrinkray.capture.recorder import OVER_CAP, TOO_LARGE
 from hatch_shrinkray.capture.select import Caps
 from hatch_shrinkray.errors import ShrinkrayError, quoted
 from hatch_shrinkray.evidence import MIN_UNITS
-from hatch_shrinkray.files import file_sha256
+from hatch_shrinkray.files import file_sha256, temporary_prefix
 from hatch_shrinkray.hints import LINE_LIMIT, counted, default_recording
 from hatch_shrinkray.result import human, render_table
 from hatch_shrinkray.signals import deferred
@@ -216,7 +216,7 @@ def instrumented_path() -> Iterator[tuple[str, Path]]:
     site: Path | None = None
     try:
         with deferred():  # a signal right after mkdtemp is delivered inside the try, which cleans up
-            site = Path(tempfile.mkdtemp(prefix="hatch-shrinkray-record-"))
+            site = Path(tempfile.mkdtemp(prefix=temporary_prefix("record")))
         (site / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
         package = Path(__file__).resolve().parents[1]
         # No symlinks (Windows without the privilege): interpreters of this environment still work.
@@ -437,9 +437,9 @@ def _notes(item: Recorded, caps: Caps) -> list[str]:
         lines.append(f"note: {model}: {n} stream{'s' * (n != 1)} fed the very steps of another "
                      f"(or of its start) and {'were' if n != 1 else 'was'} merged into it")
     if item.merged.short is not None:
-        kept, ran, needed = item.merged.short
+        kept, ran, bound, needed = item.merged.short
         lines.append(f"note: {model}: kept {kept} of {ran} independent units, fewer than the "
-                     f"{MIN_UNITS} that evidence needs: --max-bytes {needed} would keep {MIN_UNITS}")
+                     f"{MIN_UNITS} that evidence needs: {bound} {needed} would keep {MIN_UNITS}")
     if item.merged.repeats is not None:
         kept, ran = item.merged.repeats
         lines.append(f"note: {model}: kept {kept} distinct units of {ran} that ran ({MIN_UNITS} make evidence): "

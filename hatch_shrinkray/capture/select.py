@@ -144,6 +144,8 @@ class Chosen:
     for_units: int
     """Stored bytes that ``MIN_UNITS`` units take (the first of the choice, one sample each; estimated
     from the average when fewer were candidates)."""
+    memory_for_units: int = 0
+    """The same, in bytes once loaded (what ``--max-memory`` bounds)."""
 
     @property
     def kept_units(self) -> int:
@@ -162,7 +164,8 @@ def choose_samples(units: Sequence[tuple[str, Sequence[Sample]]], caps: Caps) ->
     groups = [g for g in groups if g]
     groups.sort(key=lambda g: g[0][1].call)
     ordered = round_robin(groups)
-    first_round = [s.nbytes for _, s in ordered[:min(MIN_UNITS, len(groups))]]  # one of each unit
+    first = [s for _, s in ordered[:min(MIN_UNITS, len(groups))]]  # one of each unit
+    first_round = [s.nbytes for s in first]
     bound = caps.byte_bound(first_round)
     chosen: list[tuple[str, Sample]] = []
     left_out = {SAMPLE_CAP: 0, BYTE_CAP: 0, MEMORY_CAP: 0}
@@ -180,8 +183,9 @@ def choose_samples(units: Sequence[tuple[str, Sequence[Sample]]], caps: Caps) ->
             decoded += s.decoded
     # fewer candidates than MIN_UNITS (the processes thinned them under a hard bound): as many more alike
     needed = -(-sum(first_round) * MIN_UNITS // len(first_round)) if first_round else 0
+    loaded = -(-sum(s.decoded for s in first) * MIN_UNITS // len(first)) if first else 0
     return Chosen(sorted(chosen, key=lambda c: c[1].call), {k: v for k, v in left_out.items() if v}, len(groups),
-                  needed)
+                  needed, loaded)
 
 
 def choose_streams(streams: Sequence[Stream], caps: Caps) -> list[Stream]:

@@ -13,7 +13,6 @@ import itertools
 import os
 import shlex
 import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +24,7 @@ from hatch_shrinkray.checking.models import Configured, Prepared, prepare
 from hatch_shrinkray.checking.sensitive import ranked
 from hatch_shrinkray.checking.verdict import Verdict, judge
 from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.files import file_sha256
+from hatch_shrinkray.files import file_sha256, temporary_directory
 from hatch_shrinkray.fitting.sensitivity import keep_hint
 from hatch_shrinkray.hints import record_hint
 from hatch_shrinkray.shipping.display import Display
@@ -82,7 +81,7 @@ def targets_of(prepared: Sequence[Prepared]) -> list[Prepared]:
 
 
 def run_check(configured: Configured, settings: Settings, app: Display) -> Checked:
-    with tempfile.TemporaryDirectory(prefix="hatch-shrinkray-check-") as name:
+    with temporary_directory("check") as name:
         tmp = Path(name)
         prepared, original, shrunk = two_runs(configured, settings, app, tmp)
         verdict = judge(original, shrunk)
@@ -115,7 +114,7 @@ def two_runs(configured: Configured, settings: Settings, app: Display,
 
 
 def run_shadow(configured: Configured, settings: Settings, app: Display) -> Shadowed:
-    with tempfile.TemporaryDirectory(prefix="hatch-shrinkray-check-") as name:
+    with temporary_directory("check") as name:
         prepared = prepare(configured, Path(name) / "models", app)
         targets = tuple(p.target() for p in targets_of(prepared))
         app.display_info(f"check --shadow: the original models answer, the shrunk ones run beside them: "

@@ -23,7 +23,6 @@ the cache, so the build that follows ships it without shrinking again.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +33,7 @@ from hatch_shrinkray.checking.check import Settings, portable_command, run_comma
 from hatch_shrinkray.checking.fixplan import PLAN_RUNS, PlanSearch, plan_rung
 from hatch_shrinkray.checking.models import Configured, Prepared, only, prepare
 from hatch_shrinkray.checking.verdict import BAD, EXIT_STATUS, Verdict, judge, tally
-from hatch_shrinkray.files import file_sha256
+from hatch_shrinkray.files import file_sha256, temporary_directory
 from hatch_shrinkray.options import Remedy
 from hatch_shrinkray.registry import ladder
 from hatch_shrinkray.shipping.display import Display
@@ -124,7 +123,7 @@ class Fixed:
 def run_fix(configured: Configured, settings: Settings, app: Display, plan_runs: int = 0) -> Fixed:
     """``plan_runs``: runs of the command the per-tensor rung may take per model (0: the rung is not
     tried, and the report says how to try it): it is the one rung whose cost grows with the model."""
-    with tempfile.TemporaryDirectory(prefix="hatch-shrinkray-fix-") as name:
+    with temporary_directory("fix") as name:
         tmp = Path(name)
         prepared, original, shrunk = two_runs(configured, settings, app, tmp)
         first = judge(original, shrunk)

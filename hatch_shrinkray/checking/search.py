@@ -12,7 +12,6 @@ bounds them. The result goes into the plan file, keyed by the model's sha256, wi
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -37,6 +36,7 @@ from hatch_shrinkray.checking.verdict import Verdict, judge, tally
 from hatch_shrinkray.engine import shrink
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.evidence import MIN_UNITS, unit_kind
+from hatch_shrinkray.files import temporary_directory
 from hatch_shrinkray.fitting.guard import Scorer, decide
 from hatch_shrinkray.onnxgraph.graph import find_sites
 from hatch_shrinkray.onnxgraph.modelio import load_model
@@ -93,7 +93,7 @@ class Searched:
 
 
 def run_search(configured: Configured, settings: Settings, app: Display, max_runs: int) -> Searched:
-    with tempfile.TemporaryDirectory(prefix="hatch-shrinkray-search-") as name:
+    with temporary_directory("search") as name:
         tmp = Path(name)
         every = prepare(configured, tmp / "models", app)
         prepared = targets_of(every)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,7 +22,7 @@ from hatch_shrinkray.cli.output import print_error
 from hatch_shrinkray.cli.parser import parse, parser
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.shipping.requirements import engine_missing
-from hatch_shrinkray.signals import STOPPED, Terminated, redeliver, stop_request, terminate_raises
+from hatch_shrinkray.signals import stop_request, stopped, terminate_raises
 
 __all__ = ["main", "parser"]
 
@@ -56,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BaseException as exc:
         stop = stop_request(exc)  # Ctrl-C, SIGTERM, or either surfacing as another error (during `import onnxruntime`)
         if stop is not None:
-            return _stopped(stop)
+            return stopped(stop)
         if isinstance(exc, ShrinkrayError):
             print_error(exc, args.verbose, names_of(args))
             return 1
@@ -82,14 +81,3 @@ def _invocation(args: argparse.Namespace) -> hints.Invocation:
     return hints.Invocation(args.command, tuple(as_check_args(args)),
                             tuple(args.argv) if args.command == "check" else (),
                             tuple(str(m) for m in getattr(args, "models", None) or ()), root=root)
-
-
-def _stopped(stop: BaseException) -> int:
-    """Ctrl-C: one line and 130. SIGTERM: one line, then death by the signal itself (143 in a shell),
-    as callers expect."""
-    if isinstance(stop, Terminated):
-        print(STOPPED[stop.signum], file=sys.stderr)
-        redeliver(stop.signum)
-        return 128 + stop.signum
-    print(STOPPED[signal.SIGINT], file=sys.stderr)
-    return 128 + signal.SIGINT

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import os
 from pathlib import Path
 
 from hatch_shrinkray import hints, progress
@@ -82,9 +83,9 @@ def run(args: argparse.Namespace) -> int:
             raise
         before = sum(m.original_size for m in done.shipped)
         after = sum(m.shipped_size for m in done.shipped)
-        what = "rewrote" if done.changed else "copied unchanged" if destination != source else "left unchanged"
+        what = "rewrote" if done.changed else "left unchanged" if args.in_place else "copied unchanged"
         count = f"{len(done.shipped)} model" + ("s" if len(done.shipped) != 1 else "")
-        print(f"{destination}: {what} ({count}, {human(before)} -> {human(after)})")
+        print(f"{source if args.in_place else destination}: {what} ({count}, {human(before)} -> {human(after)})")
         rewrote = rewrote or done.changed
         in_tree = in_tree or any((project / spelled).is_file() for m in done.shipped
                                  for spelled in layout.spellings(m.relpath, in_wheel=False))
@@ -102,7 +103,9 @@ def _wheel_destinations(args: argparse.Namespace) -> list[tuple[Path, Path]]:
     for source in args.wheels:
         if not source.is_file():
             raise ShrinkrayError("no such wheel", path=str(source), hint="pass the .whl files a build wrote")
-        destination = source if args.in_place else args.output / source.name
+        # --in-place on a link rewrites the wheel it points to: replacing the link with a file would
+        # leave that wheel as it was, where whatever the link stands for still finds it.
+        destination = Path(os.path.realpath(source)) if args.in_place else args.output / source.name
         if not args.in_place and destination.exists() and destination.resolve() == source.resolve():
             raise ShrinkrayError("the output would overwrite the input", path=str(source),
                                  hint="pass --in-place to replace it, or choose another -o directory")

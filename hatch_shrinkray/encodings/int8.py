@@ -17,7 +17,6 @@ store each code in about the empirical entropy of the codes (benchmarks/DOWNLOAD
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ import onnx
 from onnx import ModelProto, TensorProto, helper
 
 from hatch_shrinkray.encodings._decode import float_decode
+from hatch_shrinkray.files import temporary_directory
 from hatch_shrinkray.numerics.quant import quantize_affine, quantize_symmetric
 from hatch_shrinkray.onnxgraph.encoding import Decode, DecodeNode, EncodeContext
 from hatch_shrinkray.onnxgraph.graph import Names, scopes
@@ -87,7 +87,7 @@ def unfused_dequantize(model: ModelProto) -> set[str]:
     if not fits_one_file(model) or not any(n.op_type == "DequantizeLinear" for s in scopes(model)
                                            for n in s.graph.node):
         return set()
-    with tempfile.TemporaryDirectory(prefix="shrinkray-fused-") as tmp:
+    with temporary_directory("fused") as tmp:
         so = ort.SessionOptions()
         so.optimized_model_filepath = str(Path(tmp) / "optimized.onnx")
         so.log_severity_level = 3

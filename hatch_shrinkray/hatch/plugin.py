@@ -18,6 +18,7 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 from hatch_shrinkray import hints, progress
 from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.files import temporary_directory
 from hatch_shrinkray.hatch.include import check_outside, include
 from hatch_shrinkray.hatch.stopping import Guard, Reaper, stopping
 from hatch_shrinkray.result import human
@@ -164,7 +165,7 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
         """Outside the project (checked by ``check_outside``); its finaliser also covers
         ``--hooks-only`` builds, where ``finalize`` is never called."""
         try:
-            return tempfile.TemporaryDirectory(prefix="hatch-shrinkray-")
+            return temporary_directory("build")
         except OSError as exc:
             raise ShrinkrayError(f"cannot create a temporary directory: {exc}",
                                  hint="point TMPDIR at a writable directory outside the project") from exc

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import re
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,6 +24,7 @@ import onnx
 from onnx import ModelProto
 
 from hatch_shrinkray.errors import ShrinkrayError, one_line
+from hatch_shrinkray.files import temporary_directory
 from hatch_shrinkray.methods.base import NEAREST_INT8, DataFree
 from hatch_shrinkray.onnxgraph.encoding import Calibration
 from hatch_shrinkray.onnxgraph.graph import FLOAT_TYPES, Names, Site, find_sites, scopes
@@ -55,7 +55,7 @@ class Dynamic(DataFree):
         quiet = logging.getLogger()  # the quantizer warns about pre-processing on the root logger
         level = quiet.level
         quiet.setLevel(logging.ERROR)
-        with tempfile.TemporaryDirectory(prefix="shrinkray-dynamic-") as tmp:
+        with temporary_directory("dynamic") as tmp:
             out = Path(tmp) / "dynamic.onnx"
             try:
                 quantize_dynamic(model, out, weight_type=QuantType.QInt8, per_channel=True,

@@ -25,7 +25,7 @@ from google.protobuf.message import DecodeError, Message
 from onnx import ModelProto, TensorProto
 
 from hatch_shrinkray.errors import ShrinkrayError, quoted
-from hatch_shrinkray.files import NotRegular, TooLarge, file_sha256, read_regular
+from hatch_shrinkray.files import NotRegular, TooLarge, file_sha256, read_regular, staging_prefix
 from hatch_shrinkray.onnxgraph.graph import scopes
 from hatch_shrinkray.onnxgraph.indices import table_rows
 from hatch_shrinkray.signals import deferred
@@ -349,7 +349,7 @@ class Staged:
         parent = self.destination.parent
         try:
             parent.mkdir(parents=True, exist_ok=True)
-            self.directory = Path(tempfile.mkdtemp(prefix=".shrinkray-", dir=parent))
+            self.directory = Path(tempfile.mkdtemp(prefix=staging_prefix(parent), dir=parent))
         except OSError as exc:
             raise ShrinkrayError(f"cannot write to {parent}: {exc.strerror}", path=str(self.destination),
                                  hint="choose a writable output directory") from exc

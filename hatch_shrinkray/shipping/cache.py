@@ -9,9 +9,12 @@ the same entry).
 Each entry is two files, ``<key>.onnx`` and ``<key>.json``, each written to a temporary file in the
 cache directory and renamed into place; the record is renamed last and names the model's sha256,
 so a reader never trusts a half-written entry and concurrent builds can only race to write the
-same bytes. Two kinds of small files, written the same way, sit beside them: ``<alias>.latest``
-names the entry a build without the engine takes (:func:`engine_free_key`), and
-``<sha256>.loads`` says which onnxruntime loaded those bytes (:meth:`ShrinkCache.note_loaded`).
+same bytes. Small files written the same way sit beside them: ``<sha256>.loads`` says which
+onnxruntime loaded those bytes (:meth:`ShrinkCache.note_loaded`).
+
+An entry is never taken on its word: whoever can write the directory chooses its bytes, so the
+directory must be private (:func:`private_problem`), and a hit ships only once its outputs agree
+with the original's (``shipping.recheck``).
 """
 
 from __future__ import annotations
@@ -156,15 +159,6 @@ def _loads_line(shrunk_sha256: str, runtime: str) -> str:
     return f"{shrunk_sha256} loads in onnxruntime {runtime}\n"
 
 
-def engine_free_key(model_sha256: str, options: ShrinkOptions) -> str:
-    """The name of the newest entry for these bytes and options made by this hatch-shrinkray, by
-    whichever onnx and onnxruntime: what a build environment without the engine looks up (an
-    isolated build whose models are all cached installs no engine; see ``shipping.ship``)."""
-    from hatch_shrinkray import __version__
-
-    return cache_key(model_sha256, options, {"hatch-shrinkray": __version__, "engine": "any"})
-
-
 def inputs_digest(path: Path) -> str:
     """The sha256 of a sample file, or of a recording directory's ``.npz`` files (names and
     contents); only regular files of a bounded size are read (a FIFO or ``/dev/zero`` never ends)."""
@@ -200,23 +194,40 @@ RECORD_MAX_BYTES = 16 << 20
 """A record is a few kilobytes; the reader never takes more than this."""
 
 
-def private_problem(directory: Path) -> str | None:
-    """Why ``directory`` is not private enough to take shrunk models from, or ``None``.
+def private_problem(directory: Path) -> tuple[Path, str] | None:
+    """Which directory makes ``directory`` not private enough to take shrunk models from, and why;
+    ``None`` when it is private.
 
-    Whoever can write the cache chooses the bytes a build ships and the figures it prints, so the
-    directory must belong to this user (or root) and be writable by nobody else, as ssh requires
-    of its keys. A directory that does not exist yet is fine: it is created 0700. Not checked on
-    Windows, where POSIX modes say nothing."""
+    Whoever can write the cache chooses the bytes a build ships and the figures it prints, so, as
+    ssh requires of its keys, the directory must belong to this user (or root) and be writable by
+    nobody else, and so must every directory above it, which could otherwise rename it away and put
+    another in its place; a sticky directory (``/tmp``) lets nobody rename what is not theirs. A
+    directory that does not exist yet is fine: it is created 0700. Not checked on Windows, where
+    POSIX modes say nothing."""
     if os.name != "posix":
         return None
     try:
         info = directory.stat()
     except FileNotFoundError:
-        return None
+        info = None
     except OSError as exc:
-        return f"cannot be read ({exc.strerror or exc})"
-    if not stat.S_ISDIR(info.st_mode):
-        return "is not a directory"
+        return directory, f"cannot be read ({exc.strerror or exc})"
+    if info is not None and not stat.S_ISDIR(info.st_mode):
+        return directory, "is not a directory"
+    if info is not None and (problem := _foreign(info)):
+        return directory, problem
+    for parent in Path(os.path.realpath(directory)).parents:
+        try:
+            above = parent.stat()
+        except OSError:
+            continue
+        if not (above.st_mode & stat.S_ISVTX and above.st_uid in (os.geteuid(), 0)) and (problem := _foreign(above)):
+            return parent, problem
+    return None
+
+
+def _foreign(info: os.stat_result) -> str | None:
+    """Whether someone else owns or may write a directory with this ``stat``."""
     if info.st_uid not in (os.geteuid(), 0):
         return f"belongs to another user (uid {info.st_uid})"
     writers = [who for who, bit in (("group", stat.S_IWGRP), ("others", stat.S_IWOTH)) if info.st_mode & bit]
@@ -225,14 +236,24 @@ def private_problem(directory: Path) -> str | None:
     return None
 
 
+def refused(directory: Path) -> ShrinkrayError | None:
+    """The one line that refuses a cache directory that is not private, with the fix; None when it is."""
+    found = private_problem(directory)
+    if found is None:
+        return None
+    where, problem = found
+    what = "cache directory" if where == directory else "cache's parent"
+    fix = "chmod go-w it" if problem.startswith("is writable") else "use a directory of your own"
+    return ShrinkrayError(f"{what} {where} {problem}: others could pick what ships", hint=fix)
+
+
 class ShrinkCache:
     """One cache directory; ``get`` and ``put`` never raise for I/O trouble (a cache is optional).
 
-    Entries are taken on their word only as far as the directory is private
-    (:func:`private_problem`, checked by the caller before use): a record must be well formed and
-    printable, and name the original it was made from; its model file must hash to the record's
-    ``shrunk_sha256``. What ships is re-hashed while it is copied out and loaded in onnxruntime
-    (``shipping.ship``)."""
+    The directory must be private (:func:`private_problem`, checked by the caller before use); a
+    record must be well formed and printable, and name the original it was made from; its model
+    file must hash to the record's ``shrunk_sha256``. What ships is re-hashed while it is copied
+    out, loaded in onnxruntime and compared with the original (``shipping.shrink.take_cached``)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -272,19 +293,14 @@ class ShrinkCache:
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             write_atomically(self.directory / f"{sha256}.loads", _loads_line(sha256, runtime).encode())
 
-    def latest(self, alias: str, original_sha256: str) -> tuple[Path, CachedShrink] | None:
-        """The entry ``alias`` (an :func:`engine_free_key`) last pointed at, checked like ``get``."""
-        try:
-            key = read_regular(self.directory / f"{alias}.latest", 128).decode("ascii").strip()
-        except (OSError, ValueError):
-            return None
-        if len(key) != 64 or any(c not in "0123456789abcdef" for c in key):
-            return None
-        return self.get(key, original_sha256)
+    def discard(self, key: str) -> None:
+        """Remove an entry (the record first, so no reader meets a record without its model)."""
+        for path in reversed(self._paths(key)):
+            with contextlib.suppress(OSError):
+                path.unlink()
 
-    def put(self, key: str, shrunk_model: Path, record: CachedShrink, alias: str | None = None) -> str | None:
-        """Store an entry (and point ``alias`` at it); returns why it could not be stored, or ``None``
-        on success."""
+    def put(self, key: str, shrunk_model: Path, record: CachedShrink) -> str | None:
+        """Store an entry; returns why it could not be stored, or ``None`` on success."""
         model, record_path = self._paths(key)
         try:
             self.directory.parent.mkdir(parents=True, exist_ok=True)
@@ -292,8 +308,6 @@ class ShrinkCache:
             write_atomically(model, shrunk_model.read_bytes())
             text = json.dumps(record.to_dict(), sort_keys=True, indent=2).encode()
             write_atomically(record_path, text)
-            if alias is not None:
-                write_atomically(self.directory / f"{alias}.latest", key.encode())
         except OSError as exc:
             return f"{type(exc).__name__}: {exc}"
         return None

@@ -1,6 +1,6 @@
 """What a build must install to ship its models (hatchling's ``dependencies()`` answer): the
 engine's requirements when some model will be shrunk, nothing when every model passes through,
-ships its original by plan, or is in the cache already."""
+or ships its original by plan."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from pathlib import Path
 
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.files import file_sha256
-from hatch_shrinkray.shipping.cache import ShrinkCache, default_cache_dir, engine_free_key, private_problem
 from hatch_shrinkray.shipping.config import HookConfig, ModelEntry
-from hatch_shrinkray.shipping.manifest import ManifestEntry, external_data_refs
+from hatch_shrinkray.shipping.manifest import ManifestEntry
 
 CORE = "hatch-shrinkray-core"
 """The distribution that holds all of hatch-shrinkray's code, light enough for build environments;
@@ -67,42 +66,13 @@ def passes_through(model: ModelEntry, sha256: str, manifest: Mapping[str, Manife
 
 
 def engine_needed(config: HookConfig, root: Path, manifest: Mapping[str, ManifestEntry]) -> bool:
-    """Whether this build will shrink anything (and so needs onnx and onnxruntime installed).
-
-    Where the engine is not installed (an isolated build environment, before the hook asked for
-    it), a model whose shrink the cache holds needs none either: installing onnxruntime and its
-    dependencies cost an isolated build more than everything else the hook does (benchmarks/
-    BUILD_TIME.md), to copy bytes out of the cache."""
+    """Whether this build will shrink anything (and so needs onnx and onnxruntime installed). A
+    model the cache holds needs the engine too: a cache hit ships only once its outputs agree with
+    the original's (``shipping.recheck``)."""
     if config.ships_originals:
         return False
-    pending = [(m, sha) for m in config.models if not passes_through(m, sha := read_sha256(root, m), manifest)
-               and not ((plan := config.plans.get(sha)) is not None and plan.ships_original)]
-    if not pending:
-        return False
-    if engine_installed():
-        return True
-    return not all(_cached_without_engine(config, root, m, sha) for m, sha in pending)
-
-
-def engine_installed() -> bool:
-    """Whether the engine's modules can be imported here (without importing them)."""
-    import importlib.util
-
-    return all(importlib.util.find_spec(name) is not None for name in ("onnx", "onnxruntime", "numpy"))
-
-
-def _cached_without_engine(config: HookConfig, root: Path, model: ModelEntry, sha256: str) -> bool:
-    """Whether the cache holds this model's shrink for its options (and plan), made by this
-    hatch-shrinkray with any engine; only for models without external data (their cache key covers
-    the data files, which takes the engine to find)."""
-    if not config.cache or external_data_refs(root / model.relpath) != {}:
-        return False
-    directory = config.cache_dir or default_cache_dir()
-    if private_problem(directory):
-        return False
-    plan = config.plans.get(sha256)
-    options = plan.apply(model.options) if plan is not None else model.options
-    return ShrinkCache(directory).latest(engine_free_key(sha256, options), sha256) is not None
+    return any(not passes_through(m, sha := read_sha256(root, m), manifest)
+               and not ((plan := config.plans.get(sha)) is not None and plan.ships_original) for m in config.models)
 
 
 def read_sha256(root: Path, model: ModelEntry) -> str:

@@ -28,10 +28,11 @@ from pathlib import Path, PurePosixPath
 from hatch_shrinkray import progress
 from hatch_shrinkray.errors import OptionError, PlanError, ShrinkrayError
 from hatch_shrinkray.shipping import wording
-from hatch_shrinkray.shipping.cache import CACHE_ENV, ShrinkCache, default_cache_dir, private_problem
+from hatch_shrinkray.shipping.cache import ShrinkCache, default_cache_dir, refused
 from hatch_shrinkray.shipping.config import HookConfig, ModelEntry
 from hatch_shrinkray.shipping.datafiles import ProjectTree, Readers, Tree
 from hatch_shrinkray.shipping.display import PREFIX, Display, Sanitized, writing_to
+from hatch_shrinkray.shipping.links import outside
 from hatch_shrinkray.shipping.manifest import ManifestEntry
 from hatch_shrinkray.shipping.obsolete import drop_obsolete_data
 from hatch_shrinkray.shipping.outcome import (
@@ -126,6 +127,8 @@ class _Build:
     def decide(self, configured: ModelEntry) -> tuple[_Model, Decision]:
         """What ships for ``configured`` (shrinking it, or copying it into the work directory, on the way)."""
         source, target = self.root / configured.relpath, self.workdir / configured.relpath
+        if (elsewhere := outside(self.root, configured.relpath)) is not None:
+            self.app.display_warning(wording.outside_line(configured.relpath, elsewhere))
         sha256 = read_sha256(self.root, configured)
         model = _Model(configured, None, source, target, sha256, source.stat().st_size)
         if self.config.ships_originals:
@@ -236,11 +239,8 @@ def _open_cache(config: HookConfig, app: Display) -> ShrinkCache | None:
         app.display_debug(wording.cache_disabled_line())
         return None
     directory = config.cache_dir or default_cache_dir()
-    problem = private_problem(directory)
+    problem = refused(directory)
     if problem:
-        raise ShrinkrayError(f"the cache directory {directory} {problem}; whoever can write there chooses the "
-                             "models your builds ship, so it is not used",
-                             hint=f"chmod 700 {directory} if it is yours, point `cache` (or {CACHE_ENV}) at a "
-                                  "directory of your own, or set `cache = false`")
+        raise problem
     app.display_debug(wording.cache_directory_line(directory))
     return ShrinkCache(directory)

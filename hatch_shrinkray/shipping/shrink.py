@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING, Any
 from hatch_shrinkray.errors import AlreadyQuantizedError, ShrinkrayError
 from hatch_shrinkray.files import copy_hashed, file_sha256
 from hatch_shrinkray.shipping import wording
-from hatch_shrinkray.shipping.cache import CachedShrink, ShrinkCache, cache_key, engine_free_key
+from hatch_shrinkray.shipping.cache import CachedShrink, ShrinkCache, cache_key
 from hatch_shrinkray.shipping.config import ModelEntry
-from hatch_shrinkray.shipping.display import Display
+from hatch_shrinkray.shipping.display import PREFIX, Display
 from hatch_shrinkray.shipping.loadcheck import load_problem, onnxruntime_installed
 from hatch_shrinkray.shipping.manifest import ManifestEntry, external_data_refs, tool_versions
 from hatch_shrinkray.shipping.outcome import AlreadyQuantized, KeptOriginal, Shrinking, Shrunk, Unchanged
-from hatch_shrinkray.shipping.requirements import engine_installed, engine_missing
+from hatch_shrinkray.shipping.recheck import recheck
+from hatch_shrinkray.shipping.requirements import engine_missing
 from hatch_shrinkray.verdict import line_words
 
 if TYPE_CHECKING:
@@ -76,19 +77,13 @@ def shrink_one(job: Job, *, cache: ShrinkCache | None, app: Display, keep_failed
 
 def _from_cache(job: Job, cache: ShrinkCache, app: Display, *, versions: Mapping[str, str]) -> Shrinking | None:
     """The decision the cache's entry for these inputs makes, when it holds one that may be used."""
-    options = job.model.options
-    key = cache_key(job.original_sha256, options, dict(versions))
+    key = cache_key(job.original_sha256, job.model.options, dict(versions))
     hit = cache.get(key, job.original_sha256)
-    if hit is None and not engine_installed():  # what this hatch-shrinkray made with any engine
-        key = engine_free_key(job.original_sha256, options)
-        hit = cache.latest(key, job.original_sha256)
-    if hit is None or not take_cached(hit, job.target, key, job.model.relpath, app, original=job.model_file_sha256,
-                                      cache=cache, runtime=versions["onnxruntime"]):
+    if hit is None or not take_cached(hit, job, key, app, cache=cache, runtime=versions["onnxruntime"]):
         return None
     record = hit[1]
     # the model file's own bytes (its content digest covers its data files too): nothing shrunk
-    unchanged = record.entry.shrunk_sha256 in (job.original_sha256, job.model_file_sha256) \
-        or record.kept_original is not None
+    unchanged = record.entry.shrunk_sha256 == job.model_file_sha256
     return _decided(job.model, record, unverified=record.unverified, unchanged=unchanged, cached=True)
 
 
@@ -140,32 +135,60 @@ def _store(cache: ShrinkCache, app: Display, record: CachedShrink, job: Job, rea
     ``loaded``: onnxruntime just loaded and ran these bytes."""
     options = job.model.options
     key = cache_key(read, options, dict(record.entry.versions))
-    problem = cache.put(key, job.target, record, alias=engine_free_key(read, options))
+    problem = cache.put(key, job.target, record)
     if problem:
         app.display_debug(wording.cache_unwritten_line(problem))
     elif loaded:
         cache.note_loaded(record.entry.shrunk_sha256, record.entry.versions["onnxruntime"])
 
 
-def take_cached(hit: tuple[Path, CachedShrink], target: Path, key: str, relpath: str, app: Display, *,
-                original: str | None, cache: ShrinkCache, runtime: str) -> bool:
-    """Copy a cache entry's model to ``target`` if it is what its record says and onnxruntime
-    loads it (unless it is byte for byte the model file itself, ``original``: a model with nothing
-    to shrink, which ships as the user gave it, or the cache saw this onnxruntime load these very
-    bytes); otherwise say why, and the model is shrunk again (and the entry rewritten)."""
+def take_cached(hit: tuple[Path, CachedShrink], job: Job, key: str, app: Display, *, cache: ShrinkCache,
+                runtime: str) -> bool:
+    """Copy a cache entry's model to ``job.target`` if it is what its record says, onnxruntime loads
+    it (unless the cache saw this onnxruntime load these very bytes) and its outputs agree with the
+    original's on the inputs the build verifies with (``recheck``), unless it is byte for byte the
+    model file itself (a model with nothing to shrink, which ships as the user gave it). Otherwise
+    say why in one line and drop the entry; the model is then shrunk again (and the entry rewritten)."""
     path, record = hit
+    relpath, target = job.model.relpath, job.target
     copied = copy_hashed(path, target)
-    known = copied == original or cache.loaded(copied, runtime)
-    problem = "its bytes changed while they were read" if copied != record.entry.shrunk_sha256 \
-        else None if known else load_problem(target)
-    if problem is None and not known and onnxruntime_installed():
-        cache.note_loaded(copied, runtime)
+    own = copied == job.model_file_sha256
+    problem = _cached_problem(job, record, copied, cache=cache, runtime=runtime)
+    summary = ""
+    if problem is None and not own:
+        rechecked = recheck(job.root / relpath, target, job.model.options, label=relpath,
+                            sha256=job.model_file_sha256)
+        problem, summary = rechecked.problem, rechecked.summary
     if problem:
         app.display_warning(wording.cache_unused_line(relpath, key, problem))
+        if summary:
+            app.display_debug(f"{PREFIX} {relpath}: {summary}")
         target.unlink(missing_ok=True)
+        cache.discard(key)
         return False
-    app.display_debug(wording.cache_hit_line(relpath, key))
+    app.display_debug(wording.cache_hit_line(relpath, key, summary))
     return True
+
+
+def _cached_problem(job: Job, record: CachedShrink, copied: str, *, cache: ShrinkCache, runtime: str) -> str | None:
+    """Why the copied entry cannot ship before its outputs are even compared: bytes that changed while
+    read, a record that says the original ships over other bytes, a model onnxruntime does not load,
+    or a size that is not the file's."""
+    if copied != record.entry.shrunk_sha256:
+        return "its bytes changed while they were read"
+    if copied == job.model_file_sha256:
+        return None
+    if record.kept_original is not None or record.unverified:
+        return "it claims the original over other bytes"
+    if not cache.loaded(copied, runtime):
+        problem = load_problem(job.target)
+        if problem is not None:
+            return problem
+        if onnxruntime_installed():
+            cache.note_loaded(copied, runtime)
+    if record.shrunk_size != job.target.stat().st_size:
+        return "its size is not the one its record says"
+    return None
 
 
 def content_sha256(model_sha256: str, sidecars: Mapping[str, str]) -> str:

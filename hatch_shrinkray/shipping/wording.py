@@ -125,8 +125,16 @@ def cache_unused_line(relpath: str, key: str, problem: str) -> str:
     return f"{PREFIX} {relpath}: cache entry {key[:16]} is not used ({problem}); shrinking again"
 
 
-def cache_hit_line(relpath: str, key: str) -> str:
-    return f"{PREFIX} cache hit {key[:16]} for {relpath}"
+def outside_line(relpath: str, target: Path) -> str:
+    """A model whose path leaves the project through a link (``shipping.links``)."""
+    return f"{PREFIX} {relpath} links outside the project, to {target}: that file is what ships"
+
+
+def cache_hit_line(relpath: str, key: str, checked: str = "") -> str:
+    """``-v``: the entry served, and what comparing it with the original found (nothing to compare
+    for the model file's own bytes)."""
+    return f"{PREFIX} cache hit {key[:16]} for {relpath}" + (f"; checked against the original: {checked}"
+                                                            if checked else "")
 
 
 def cache_unwritten_line(problem: str) -> str:

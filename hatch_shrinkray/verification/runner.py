@@ -74,6 +74,8 @@ class Reference:
 
 
 def session(model: ModelRef, label: str) -> Any:
+    """A CPU session with onnxruntime's default options, what users get: every graph optimization
+    (``ORT_ENABLE_ALL``; see ``runtime``)."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -85,6 +87,17 @@ def session(model: ModelRef, label: str) -> Any:
     except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph/... types
         raise ShrinkrayError(f"onnxruntime cannot load it: {one_line(exc)}", path=label,
                              hint="the model needs ops or types onnxruntime's CPU provider lacks") from exc
+
+
+def runtime(sess: Any) -> str:
+    """Where ``sess`` runs, as a verification states it: the onnxruntime release, the provider and
+    the graph optimization level (the level is part of what an answer means: a runtime that folds
+    or fuses computes another graph than one that does neither)."""
+    import onnxruntime as ort
+
+    level = str(sess.get_session_options().graph_optimization_level).rpartition(".")[2]
+    provider = sess.get_providers()[0].removesuffix("ExecutionProvider")
+    return f"onnxruntime {ort.__version__} ({provider}, {level})"
 
 
 def run_all(sess: Any, feeds: list[Feed], seq: Sequencing | None = None, step: str = "") -> Outputs:
@@ -289,7 +302,7 @@ def verify_against(reference: Reference, shrunk: ModelRef, label: str, options: 
                         reference.samples.real, fitted, reference.samples.notes,
                         evidence=evidence_of(comparisons, reference.seq, reference.samples.real),
                         streams=len(reference.seq.streams) if reference.seq.recurrent else 0,
-                        symbols=reference.samples.symbols)
+                        symbols=reference.samples.symbols, runtime=runtime(sess))
 
 
 def verify(original: ModelRef | ModelProto, shrunk: ModelRef | ModelProto,

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.files import create_beside
+from hatch_shrinkray.files import create_beside, temporary_prefix
 from hatch_shrinkray.shipping.config import HookConfig
 from hatch_shrinkray.shipping.datafiles import Readers
 from hatch_shrinkray.shipping.display import PREFIX, Display, writing_to
@@ -144,7 +144,7 @@ def _pins(archive: zipfile.ZipFile, files: Path, shipped: tuple[Shipped, ...], c
 
 def _work_directory() -> Path:
     try:
-        return Path(tempfile.mkdtemp(prefix="hatch-shrinkray-wheel-"))
+        return Path(tempfile.mkdtemp(prefix=temporary_prefix("wheel")))
     except OSError as exc:
         raise ShrinkrayError(f"cannot create a temporary directory: {exc}",
                              hint="point TMPDIR at a writable directory") from exc

@@ -7,6 +7,7 @@ import sys
 from typing import NoReturn, cast
 
 from hatch_shrinkray import progress
+from hatch_shrinkray.cli.bundle import add_parser as add_bundle
 from hatch_shrinkray.cli.check import add_parser as add_check
 from hatch_shrinkray.cli.compare import add_parser as add_compare
 from hatch_shrinkray.cli.info import add_parser as add_info
@@ -40,7 +41,7 @@ def parser() -> argparse.ArgumentParser:
     # Each command's parser is a _Parser too (argparse makes them of the parent's class).
     sub = cast("argparse._SubParsersAction[argparse.ArgumentParser]",
                p.add_subparsers(dest="command", required=True))
-    for add in (add_info, add_shrink, add_wheel, add_compare, add_record, add_check):
+    for add in (add_info, add_shrink, add_wheel, add_bundle, add_compare, add_record, add_check):
         add(sub)
     for each in sub.choices.values():  # before or after the command's name
         each.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)

@@ -21,6 +21,7 @@ import os
 import secrets
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
@@ -169,10 +170,13 @@ def _ship(config: HookConfig, root: Path, work: Path, app: Display,
     left as it is with one line, and the others ship, unless its options say ``strict``."""
     left: list[Shipped] = []
     app = _Once(app)  # a second attempt says nothing the first said
+    start = time.perf_counter()
     while True:
         try:
             shutil.rmtree(work, ignore_errors=True)
-            return [*ship_models(config, root, work, app, manifest, tree=ProjectTree(root)), *left]
+            shipped = [*ship_models(config, root, work, app, manifest, tree=ProjectTree(root), total=False), *left]
+            app.display_success(wording.total_line(shipped, time.perf_counter() - start))
+            return shipped
         except ShrinkrayError as exc:
             model = next((m for m in config.models if m.relpath == exc.path), None)
             if model is None or model.options.strict:

@@ -65,18 +65,22 @@ def run(args: argparse.Namespace) -> int:
     after = sum(m.shipped_size for m in done.shipped)
     count = f"{len(done.shipped)} model" + ("s" if len(done.shipped) != 1 else "")
     records = f"; {len(done.records)} RECORD file(s) follow their files" if done.records else ""
-    undone = done.verdict is not None and not done.verdict.passed
-    what = ("left as it was: the check failed" if undone else "shrunk in place" if args.in_place
-            else f"written, from {source}") if done.changed else "unchanged: nothing to replace"
-    print(f"{done.destination}: {what} ({count}, {human(before)} -> {human(after)}{records})")
+    if done.verdict is not None and not done.verdict.passed:
+        print(f"{done.destination}: left as it was, the check failed ({count}; it would have shipped {human(before)} "
+              f"-> {human(after)})")
+    else:
+        what = ("shrunk in place" if args.in_place else f"written, from {source}") if done.changed \
+            else "unchanged: nothing to replace"
+        print(f"{done.destination}: {what} ({count}, {human(before)} -> {human(after)}{records})")
     if done.verdict is None:
         return 0
     from hatch_shrinkray.checking.verdict import tally
 
     verdict = done.verdict
     for regression in verdict.regressions:
+        said = regression.text.strip().splitlines()[0][:80] if regression.text.strip() else ""
         print(f"check: regressed: {regression.test}: {regression.before} -> {regression.after}"
-              f"{': ' + regression.text[:80] if regression.text else ''}")
+              f"{': ' + said if said else ''}")
     runs = f"original tree: exit {verdict.original.exit_code}, {tally(verdict.original)}; shrunk tree: exit " \
            f"{verdict.shrunk.exit_code}, {tally(verdict.shrunk)}"
     if verdict.passed:
@@ -107,9 +111,8 @@ def _configuration(args: argparse.Namespace) -> Callable[[Path], HookConfig]:
             return load(models_root=root)
         except ConfigurationError as exc:
             if exc.unmatched and len(exc.unmatched) == len(exc.errors):
-                raise ShrinkrayError(f"no file matches {', '.join(exc.unmatched)}: no model to shrink",
-                                     path=str(args.directory),
-                                     hint="pass --models GLOB, relative to DIR (e.g. '**/models/*.onnx')") from exc
+                raise ShrinkrayError(f"no model to shrink: no file matches {', '.join(exc.unmatched)}",
+                                     path=str(args.directory), hint="pass --models GLOB, relative to DIR") from exc
             raise
 
     return configure

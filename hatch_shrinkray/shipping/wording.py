@@ -248,8 +248,7 @@ def link_line(link: str, target: str) -> str:
 
 
 def link_outside_line(link: str, target: str) -> str:
-    return (f"{PREFIX} {link}: links to {target}, outside the directory: left as it is (bundle the directory "
-            "that holds it)")
+    return f"{PREFIX} {link}: left as it is, a link out of the tree (to {target})"
 
 
 def shared_record_line(relpath: str, distributions: Sequence[str]) -> str:

@@ -184,7 +184,9 @@ def _undo(root: Path, changes: Sequence[tuple[str, bool]]) -> None:
         target = root / rel
         old = beside(target, OLD_SUFFIX)
         beside(target, NEW_SUFFIX).unlink(missing_ok=True)
-        if _exists(old):
+        if _exists(old) and _exists(target) and os.path.samestat(old.lstat(), target.lstat()):
+            old.unlink()  # never replaced: renaming a hard link over its twin does nothing at all
+        elif _exists(old):
             os.replace(old, target)
         elif not existed:
             target.unlink(missing_ok=True)

@@ -8,12 +8,15 @@ the moments between two renames, which a sweep rarely hits, are taken one by one
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hardening import CONSOLE_SCRIPT
@@ -78,6 +81,19 @@ def test_killed_anywhere_original_or_complete_and_a_second_run_finishes(tmp_path
     pip(tree, "check")
 
 
+def _stopping_after(n: int, real: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+    """``os.replace`` that stops the run (as SIGKILL would: nothing after it runs) at its call ``n``."""
+    calls: list[object] = []
+
+    def stopping(src: Any, dst: Any) -> None:
+        calls.append(dst)
+        if len(calls) > n:
+            raise KeyboardInterrupt("stopped")
+        real(src, dst)
+
+    return stopping
+
+
 @pytest.mark.parametrize("keep", [False, True])
 def test_a_stop_between_any_two_renames_is_finished_or_undone(tmp_path: Path, keep: bool,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
@@ -94,19 +110,10 @@ def test_a_stop_between_any_two_renames_is_finished_or_undone(tmp_path: Path, ke
         before = digests(tree)
         changes = [Change(f"models/{rel}", path) for rel, path in sources.items()]
         changes.append(Change("models/gone.bin", None))
-        real, calls = os.replace, []
-
-        def stopping(src: object, dst: object, n: int = n) -> None:
-            calls.append(dst)
-            if len(calls) > n:
-                raise KeyboardInterrupt("stopped")  # nothing after it runs: as SIGKILL would leave it
-            real(src, dst)  # type: ignore[arg-type]
-
-        monkeypatch.setattr(commit.os, "replace", stopping)
-        try:
+        real = os.replace
+        monkeypatch.setattr(commit.os, "replace", _stopping_after(n, real))
+        with contextlib.suppress(KeyboardInterrupt):
             apply(tree, changes, keep=keep)
-        except KeyboardInterrupt:
-            pass
         monkeypatch.setattr(commit.os, "replace", real)
         final = {**before, **{f"models/{r}": digests(work)[p.name] for r, p in sources.items()}}
         final.pop("models/gone.bin")

@@ -153,9 +153,9 @@ def _prepare(root: Path, configure: Callable[[Path], HookConfig], app: Display,
                 path.write_text(text, encoding="utf-8", newline="")
                 replace[record] = path
             entries = _manifest(root, manifest, shipped)
-            text = render(entries) if entries else None
-            if text is not None and (not manifest_path.is_file() or manifest_path.read_text("utf-8") != text):
-                (work / MANIFEST_NAME).write_text(text, encoding="utf-8", newline="\n")
+            listing = render(entries) if entries else None
+            if listing is not None and (not manifest_path.is_file() or manifest_path.read_text("utf-8") != listing):
+                (work / MANIFEST_NAME).write_text(listing, encoding="utf-8", newline="\n")
                 replace[MANIFEST_NAME] = work / MANIFEST_NAME
         changes = [Change(rel, path) for rel, path in sorted(replace.items())]
         changes += [Change(rel, None) for rel in sorted(leaving - replace.keys())]

@@ -19,8 +19,8 @@ import os
 import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from hatch_shrinkray.bundles.tree import NEW_SUFFIX, OLD_SUFFIX, beside
 from hatch_shrinkray.errors import ShrinkrayError
@@ -78,7 +78,7 @@ def apply(root: Path, changes: Sequence[Change], *, keep: bool = False) -> Appli
         for change in changes:
             if change.source is not None:
                 staged.append(_stage(root / change.relpath, change.source))
-        journal = {"format": FORMAT, "keep": keep,
+        journal: dict[str, Any] = {"format": FORMAT, "keep": keep,
                    "changes": [{"path": c.relpath, "leaves": c.source is None, "existed": _exists(root / c.relpath)}
                                for c in changes]}
         write_atomically(root / JOURNAL, json.dumps(journal, indent=1, sort_keys=True).encode())

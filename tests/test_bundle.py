@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hardening import blocks_reads, cli, files_under, one_error
+from hardening import CONSOLE_SCRIPT, blocks_reads, cli, files_under, one_error
 from hatchling.builders.wheel import WheelBuilder
 
 from onnx_builders import mlp, run, save
@@ -345,3 +345,28 @@ def test_the_apps_own_selftest_judges_the_shrunk_tree(tmp_path: Path, env: dict[
     assert digests(app) == before
     assert not [p for p in files_under(app) if "shrinkray" in p]
     assert not [p.name for p in tmp_path.iterdir() if "shrinkray" in p.name]
+
+
+def test_the_dockerfile_build_stage_on_a_venv(tmp_path: Path, env: dict[str, str]) -> None:
+    """The `bundle` line of docs/bundles.md's Dockerfile, run as written on a venv (no container
+    engine here): /venv is the venv, /tools/bin/hatch-shrinkray the console script, the package is
+    the toy one; the recording is made as the page says, by the app's own use."""
+    page = (Path(__file__).parent.parent / "docs/bundles.md").read_text(encoding="utf-8")
+    dockerfile = page.split("<!-- dockerfile -->\n```dockerfile\n", 1)[1].split("```", 1)[0]
+    (line,) = [ln for ln in dockerfile.splitlines() if "hatch-shrinkray bundle" in ln]
+    venv = make_venv(tmp_path)
+    use = f"import numpy as np, onnxruntime as ort; s = ort.InferenceSession({str(venv / MODEL)!r})\n" \
+          "for i in range(20): s.run(None, {'x': np.random.default_rng(i).standard_normal((4, 256), np.float32)})"
+    recorded = cli("record", "-o", str(tmp_path / "shrinkray-inputs"), "--", PY, "-c", use, env=env)
+    assert recorded.returncode == 0, recorded.stderr
+    command = line.removeprefix("RUN ").replace("/tools/bin/hatch-shrinkray", str(CONSOLE_SCRIPT)) \
+        .replace("/venv", str(venv)).replace("/shrinkray-inputs", str(tmp_path / "shrinkray-inputs")) \
+        .replace("rapidocr_onnxruntime", "toymodel")
+    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "recorded" in next(ln for ln in done.stderr.splitlines() if ln.startswith(f"shrinkray: {MODEL}: 272.54"))
+    assert (venv / MODEL).stat().st_size < 100_000
+    assert record_mismatches(venv / SITE) == []
+    pip(venv, "check")
+    pip(venv, "uninstall", "--yes", "toymodel")
+    assert not (venv / SITE / "toymodel").exists()

@@ -370,3 +370,33 @@ def test_the_dockerfile_build_stage_on_a_venv(tmp_path: Path, env: dict[str, str
     pip(venv, "check")
     pip(venv, "uninstall", "--yes", "toymodel")
     assert not (venv / SITE / "toymodel").exists()
+
+
+def test_shrink_datas_maps_a_specs_models_to_shrunk_copies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The spec line's library call on a TOC as PyInstaller's Analysis makes it: the model's entry
+    points at a verified shrunk copy under the work directory, the file that pins its sha256 at a
+    rewritten copy (pins="rewrite"), every other entry is kept as it was, and nothing collected is
+    changed; a second build gets the same bytes from the cache; an unknown option is one line."""
+    from hatch_shrinkray import ShrinkrayError, shrink_datas
+
+    monkeypatch.setenv("HATCH_SHRINKRAY_CACHE_DIR", str(tmp_path / "cache"))
+    site = tmp_path / "site"
+    model = put(site / "pkg/models/a.onnx")
+    (site / "pkg/config.yaml").write_text(f"sha256: {hashlib.sha256(model.read_bytes()).hexdigest()}\n")
+    (site / "other").mkdir()
+    (site / "other/readme.txt").write_text("hello")
+    before = digests(site)
+    datas = [("pkg/models/a.onnx", str(model), "DATA"), ("pkg/config.yaml", str(site / "pkg/config.yaml"), "DATA"),
+             ("other/readme.txt", str(site / "other/readme.txt"), "DATA")]
+    out = shrink_datas(datas, workdir=tmp_path / "build", pins="rewrite", project=tmp_path)
+    shrunk = Path(out[0][1])
+    assert out[0][0] == "pkg/models/a.onnx" and shrunk.is_relative_to(tmp_path / "build/shrinkray")
+    assert shrunk.stat().st_size < 100_000
+    assert hashlib.sha256(shrunk.read_bytes()).hexdigest() in Path(out[1][1]).read_text()
+    assert out[2] == datas[2]
+    assert digests(site) == before
+    first = shrunk.read_bytes()
+    again = shrink_datas(datas, workdir=tmp_path / "build2", pins="rewrite", project=tmp_path)
+    assert Path(again[0][1]).read_bytes() == first
+    with pytest.raises(ShrinkrayError, match="shrink_datas\\(\\) takes no option colour"):
+        shrink_datas(datas, workdir=tmp_path / "build3", colour="red")

@@ -222,7 +222,8 @@ def _bundled(app: str, freezer: str, original: Path, program: Any, *, work: Path
 
 def run(venv: Path, work: Path) -> dict[str, Any]:
     python = venv / "bin/python"
-    env = {**os.environ, "PATH": f"{venv / 'bin'}:{os.environ['PATH']}"}
+    # PyInstaller's own bytecode is the same from build to build only with a fixed hash seed (its docs say so)
+    env = {**os.environ, "PATH": f"{venv / 'bin'}:{os.environ['PATH']}", "PYTHONHASHSEED": "0"}
     env.pop("SOURCE_DATE_EPOCH", None)
     rows: list[dict[str, Any]] = []
     notes: dict[str, Any] = {}

@@ -50,7 +50,7 @@ def _files(n: int, skip: int = 0) -> list[str]:
 def freezer(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
     """A venv with PyInstaller, magika and hatch-shrinkray (with its engine) from this checkout."""
     tmp = tmp_path_factory.mktemp("freezer")
-    env = {**os.environ, "HATCH_SHRINKRAY_CACHE_DIR": str(tmp / "cache")}
+    env = {**os.environ, "HATCH_SHRINKRAY_CACHE_DIR": str(tmp / "cache"), "PYTHONHASHSEED": "0"}  # as PyInstaller asks
     env.pop("SOURCE_DATE_EPOCH", None)
     python = venv_with(["pyinstaller==6.22.3", "magika==1.0.3", f"{REPO}[engine]"], tmp, env)
     return python, env

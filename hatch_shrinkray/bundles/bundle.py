@@ -111,6 +111,7 @@ def _copied(source: Path, destination: Path, configure: Callable[[Path], HookCon
     before = _run(check, check.command if check else (), "run 1 of 2, with the original tree", app)
     with _staging(destination) as staging:
         _copy_tree(source, staging)
+        recover(staging)  # a stopped in-place run of the source is finished in the copy
         remove_leftovers(staging, scan(staging).leftovers)
 
         def finish(changes: Sequence[Change]) -> Verdict | None:

@@ -7,34 +7,32 @@ entries), and one line after ``Analysis`` maps each model of it to a verified sh
     from hatch_shrinkray import shrink_datas
     a.datas = shrink_datas(a.datas)
 
-The copies are written under PyInstaller's work directory (``build/<name>/shrinkray``) and cached as
-every build's are, so the next build packs the same bytes at once. Each model goes through exactly
-what ``bundle`` and the Hatch hook do (``shipping.ship``), with the other files the spec collects as
-the archive's (their external data, their pins).
+The files the spec collects around each model are copied under PyInstaller's work directory
+(``build/<name>/shrinkray``) at their names in the app, and ``hatch-shrinkray bundle --in-place``
+shrinks that tree (the same decisions, cache, lines, pins and external data as every build). It runs
+in a process of its own: what PyInstaller itself writes (its bytecode, marshalled by a process
+whose memory the engine would otherwise have touched) is then the same whether the shrink ran or
+came from the cache, and a second build with the same inputs is the same bytes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
-import logging
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.shipping.config import ENGINE_KEYS, CommandLine, load_config
-from hatch_shrinkray.shipping.datafiles import ProjectTree
-from hatch_shrinkray.shipping.display import PREFIX
-from hatch_shrinkray.shipping.layout import Layout
-from hatch_shrinkray.shipping.pins import SUFFIXES, report_pins, shrunk_models
-from hatch_shrinkray.shipping.project import find_table
-from hatch_shrinkray.shipping.ship import ship_models
+from hatch_shrinkray.files import file_sha256
+from hatch_shrinkray.option_table import BY_KEY
+from hatch_shrinkray.shipping.manifest import MANIFEST_NAME
 
-LOG = logging.getLogger("hatch_shrinkray")
 DATA = "DATA"
 EVERY_MODEL = "**/*.onnx"
 
@@ -42,86 +40,86 @@ Entry = tuple[str, str, str]
 """A TOC entry of PyInstaller: ``(name in the app, source file, typecode)``."""
 
 
-class _Log:
-    """The five display calls, through PyInstaller's log (its format, its ``--log-level``)."""
-
-    def display_info(self, message: str = "") -> None:
-        LOG.info(message)
-
-    display_waiting = display_success = display_info
-
-    def display_warning(self, message: str = "") -> None:
-        LOG.warning(message)
-
-    def display_debug(self, message: str = "", level: int = 1) -> None:
-        LOG.debug(message)
-
-
 def shrink_datas(datas: Sequence[Any], *, models: Sequence[str] = (EVERY_MODEL,), project: str | os.PathLike[str] = ".",
                  workdir: str | os.PathLike[str] | None = None, **options: Any) -> list[Any]:
     """``datas`` (a spec's ``a.datas``) with every model that ``models`` globs select (names in the
     app, ``**`` allowed) pointing at its shrunk copy, and the data files a shrunk model no longer
-    reads left out. ``options`` are the keys of the ``[tool.hatch-shrinkray]`` table (``inputs``,
-    ``method``, ``strict``, ...; ``-`` or ``_``), over the table of ``project``'s pyproject.toml when
-    it has one; relative paths are the project's. A model that fails its verification ends the
-    build with a ShrinkrayError, as a Hatch build would."""
-    entries = [tuple(e) for e in datas]
+    reads left out. ``options`` are the keys of the ``[tool.hatch-shrinkray]`` table that have a
+    flag (``inputs``, ``method``, ``strict``, ``pins``, ...; ``-`` or ``_``), over the table of
+    ``project``'s pyproject.toml when it has one; relative paths are the project's. A model that
+    fails its verification ends the build with a ShrinkrayError, as a Hatch build would."""
+    root = Path(project).resolve()
+    flags = _flags(options, root)
     work = _work_directory(workdir)
     stage = work / "collected"
     shutil.rmtree(stage, ignore_errors=True)
-    chosen = _stage(entries, stage)
+    chosen = _stage([tuple(e) for e in datas], stage)
     if not chosen:
         return list(datas)
-    root = Path(project).resolve()
-    raw, table = find_table(root, required=False)
-    settings = {key.replace("_", "-"): value for key, value in options.items()}
-    unknown = sorted(set(settings) - set(ENGINE_KEYS) - {"pins", "cache", "plan"})
-    if unknown:
-        raise ShrinkrayError(f"shrink_datas() takes no option {', '.join(unknown)}",
-                             hint=f"its options are the [tool.hatch-shrinkray] keys: {', '.join(sorted(ENGINE_KEYS))}")
-    table_keys = {k: v for k, v in (raw or {}).items() if k != "models"}
-    table_keys.update({k: settings.pop(k) for k in ("pins", "cache", "plan") if k in settings})
-    if isinstance(settings.get("inputs"), (str, os.PathLike)):
-        settings["inputs"] = str((root / Path(settings["inputs"])).resolve())
-    flags = CommandLine(settings, {k: f"shrink_datas({k.replace('-', '_')}=...)" for k in settings}, tuple(models),
-                        "shrink_datas(models=...)")
-    config = load_config(table_keys, root, "bundle", table or "shrink_datas()", models_root=stage, flags=flags,
-                         layout=Layout())
-    shipped = ship_models(config, stage, work / "models", _Log(), {}, tree=ProjectTree(stage))
-    replace = {rel: path for m in shipped if m.new_bytes for rel, path in m.files}
-    members = [(name, (stage / name).stat().st_size, (stage / name).read_bytes) for name in sorted(chosen)
-               if PurePosixPath(name).suffix.lower() in SUFFIXES]
-    replace.update({f.file: f.path for f in report_pins(members, shrunk_models(shipped, stage),
-                                                        config.pins == "rewrite", work / "pins", _Log())})
-    dropped = {rel for m in shipped for rel in m.obsolete}
+    command = [sys.executable, "-m", "hatch_shrinkray", "bundle", str(stage), "--in-place", "--project", str(root),
+               *(token for glob in models for token in ("--models", glob)), *flags]
+    if subprocess.run(command, check=False).returncode != 0:
+        raise ShrinkrayError("the app's models could not be shrunk (the lines above say why)",
+                             hint=f"fix what they name, or leave shrink_datas() out of the spec; the command was: "
+                                  f"{' '.join(command[2:])}")
+    changed = {name for name, source in chosen.items()
+               if (stage / name).is_file() and file_sha256(stage / name) != file_sha256(source)}
     out: list[Any] = []
-    for entry, original in zip(entries, datas, strict=True):
+    for entry in datas:
         name = PurePosixPath(str(entry[0])).as_posix()
-        if name in dropped:
-            continue
-        out.append((entry[0], str(replace[name]), entry[2]) if name in replace and entry[2] == DATA else original)
-    known = {PurePosixPath(str(e[0])).as_posix() for e in entries}
-    out += [(name, str(path), DATA) for name, path in sorted(replace.items()) if name not in known]
-    LOG.info(f"{PREFIX} {len(replace)} file(s) of the app now come from {work}")
+        if name in chosen and not (stage / name).is_file():
+            continue  # a data file the shrunk model no longer reads
+        out.append((entry[0], str(stage / name), entry[2]) if name in changed and entry[2] == DATA else entry)
+    added = sorted(p.relative_to(stage).as_posix() for p in stage.rglob("*") if p.is_file())
+    out += [(name, str(stage / name), DATA) for name in added if name not in chosen and name != MANIFEST_NAME]
     return out
 
 
+def _flags(options: Mapping[str, Any], root: Path) -> list[str]:
+    """``options`` as ``hatch-shrinkray bundle`` flags (a path relative to ``root``)."""
+    tokens: list[str] = []
+    unknown = []
+    for name, value in options.items():
+        key = name.replace("_", "-")
+        if key == "pins":
+            tokens += ["--pins", str(value)]
+            continue
+        option = BY_KEY.get(key)
+        if option is None or not option.flags:
+            unknown.append(name)
+            continue
+        flag = option.flags[0]
+        if option.kind == "boolean":
+            tokens += [flag] if value == option.const else []
+        elif option.kind == "path":
+            tokens += [flag, str(root / Path(value))]
+        elif option.kind == "strings":
+            tokens += [t for item in value for t in (flag, str(item))]
+        elif option.kind in ("dims", "encodings", "judges"):
+            tokens += [t for k, v in dict(value).items() for t in (flag, f"{k}={v}")]
+        elif option.kind == "range":
+            tokens += [flag, *map(str, value)]
+        else:
+            tokens += [flag, str(value)]
+    if unknown:
+        raise ShrinkrayError(f"shrink_datas() takes no option {', '.join(unknown)}",
+                             hint="its options are the [tool.hatch-shrinkray] keys that have a flag "
+                                  "(hatch-shrinkray bundle --help); set the others in that table")
+    return tokens
+
+
 def _stage(entries: Sequence[tuple[Any, ...]], stage: Path) -> dict[str, Path]:
-    """Hard links (or copies) of the data files in and under each directory that holds an ``.onnx``
-    entry, at their names in the app: the models, their external data and their packages' text
-    files, as ``ship_models`` reads a tree. Returns name -> source."""
+    """Copies of the data files in and under the package of each ``.onnx`` entry, at their names in
+    the app: the models, their external data and their packages' text files. Returns name -> source."""
     data = {PurePosixPath(str(e[0])).as_posix(): Path(str(e[1])) for e in entries if len(e) == 3 and e[2] == DATA}
     dirs = {PurePosixPath(name).parent for name in data if name.lower().endswith(".onnx")}
     tops = {d.parent if d.parent != PurePosixPath(".") else d for d in dirs}
     chosen = {name: src for name, src in data.items()
               if any(PurePosixPath(name).is_relative_to(top) for top in tops) and src.is_file()}
-    for name, src in chosen.items():
+    for name, src in chosen.items():  # copies: the tree is shrunk in place, the collected files never are
         target = stage / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.link(src, target)
-        except OSError:
-            shutil.copy2(src, target)
+        shutil.copyfile(src, target)
     return chosen
 
 

@@ -16,7 +16,8 @@ answers on held-out inputs against the original app's, and how long the shrink a
 (a cold cache); the default onefile is built twice more (a warm cache) and compared byte for byte.
 
     python -m benchmarks.bundles setup VENV        # the build venv: PyInstaller, cx_Freeze, the packages
-    python -m benchmarks.bundles run VENV WORK     # every build and measure -> WORK/bundles.json, tables
+    python -m benchmarks.bundles run VENV WORK [APP...]  # build (resumable: WORK/rows), measure: WORK/bundles-APPS.json
+    python -m benchmarks.bundles table WORK/bundles-*.json
 """
 
 from __future__ import annotations
@@ -141,9 +142,25 @@ def _variants(recording: Path) -> dict[str, str]:
     return {"default": f"inputs={str(recording)!r}", "nearest": f"inputs={str(recording)!r}, rounding='nearest'"}
 
 
+def _built(work: Path, name: str, build: Any) -> dict[str, Any]:
+    """The row of a build made before (``WORK/rows/NAME.json``: a run can be resumed), else made now."""
+    saved = work / "rows" / f"{name}.json"
+    if saved.is_file():
+        return dict(json.loads(saved.read_text()))
+    row = build()
+    saved.parent.mkdir(parents=True, exist_ok=True)
+    saved.write_text(json.dumps(row, indent=1))
+    return dict(row)
+
+
+def _shrink_seconds(cache: Path) -> float:
+    """What shrinking took, from the records of a cache that build filled from empty (each model's
+    engine time, as measured by the build itself)."""
+    return sum(float(json.loads(p.read_text()).get("seconds", 0.0)) for p in cache.glob("*.json"))
+
+
 def _pyinstaller(app: str, work: Path, python: Path, env: dict[str, str], recording: Path) -> list[dict[str, Any]]:
     spec = APP[app]
-    rows = []
     build = work / f"{app}-pyinstaller"
     build.mkdir(parents=True, exist_ok=True)
     shutil.copy(APPS / spec["script"], build / spec["script"])
@@ -151,56 +168,76 @@ def _pyinstaller(app: str, work: Path, python: Path, env: dict[str, str], record
     builds = [("original", "", "onefile"), *((v, SHRINK.format(options=o), "onefile")
                                              for v, o in _variants(recording).items())]
     builds += [("original", "", "onedir")]
+    rows = []
     for variant, shrink, kind in builds:
         name = f"{app}-{kind}-{variant}"
         text = SPEC.format(script=spec["script"], package=spec["package"], shrink=shrink)
         text += (ONEFILE if kind == "onefile" else ONEDIR).format(name=name)
         (build / f"{name}.spec").write_text(text)
-        cache = {**env, "HATCH_SHRINKRAY_CACHE_DIR": str(work / f"cache-{name}")}
-        shutil.rmtree(work / f"cache-{name}", ignore_errors=True)  # a cold cache: the shrink is timed
-        wall, cpu = _timed([*pyinstaller, f"{name}.spec"], build, cache)
         out = build / "dist" / name
-        again: dict[str, Any] = {}
-        if variant == "default" and kind == "onefile":  # the same inputs again (the cache the first build filled)
-            first = _sha256(out)
-            again_wall, _ = _timed([*pyinstaller, f"{name}.spec"], build, cache)
-            again = {"again_s": again_wall, "identical": _sha256(out) == first}
-        rows.append({"app": app, "freezer": f"PyInstaller {kind}", "variant": variant, "path": str(out),
-                     "program": [str(out if kind == "onefile" else out / name)], "build_s": wall, "build_cpu_s": cpu,
-                     "how": "spec line" if shrink else "pyinstaller",
-                     "models": _models(out) if kind == "onedir" else
-                     _packed_models(python, spec["package"], build / "build" / name / "shrinkray" / "models"),
-                     **again})
+
+        def make(name: str = name, kind: str = kind, shrink: str = shrink, out: Path = out) -> dict[str, Any]:
+            cache = work / f"cache-{name}"
+            shutil.rmtree(cache, ignore_errors=True)  # a cold cache: the shrink is timed
+            wall, cpu = _timed([*pyinstaller, f"{name}.spec"], build, {**env, "HATCH_SHRINKRAY_CACHE_DIR": str(cache)})
+            return {"build_s": wall, "build_cpu_s": cpu, "shrink_s": _shrink_seconds(cache) if shrink else 0.0,
+                    "models": _models(out) if kind == "onedir" else
+                    _packed_models(python, spec["package"], build / "build" / name / "shrinkray")}
+
+        row = _built(work, name, make)
+        row.update({"app": app, "freezer": f"PyInstaller {kind}", "variant": variant, "path": str(out),
+                    "program": [str(out if kind == "onefile" else out / name)],
+                    "how": "spec line" if shrink else "pyinstaller"})
+        if variant == "default" and kind == "onefile":
+            row.update(_built(work, f"{name}-twice", lambda name=name: _twice(pyinstaller, build, name, work, env)))
+        rows.append(row)
     rows += _bundled(app, "PyInstaller onedir", build / "dist" / f"{app}-onedir-original",
                      lambda root: [str(root / root.name)], work=work, env=env,
                      recording=recording)
     return rows
 
 
-def _packed_models(python: Path, package: str, shrunk: Path) -> int:
+def _twice(pyinstaller: list[str], build: Path, name: str, work: Path, env: dict[str, str]) -> dict[str, Any]:
+    """The spec built from an empty cache and again from the cache it filled: the same bytes?"""
+    cache = {**env, "HATCH_SHRINKRAY_CACHE_DIR": str(work / f"cache-{name}-twice")}
+    shutil.rmtree(work / f"cache-{name}-twice", ignore_errors=True)
+    _timed([*pyinstaller, f"{name}.spec"], build, cache)
+    first = _sha256(build / "dist" / name)
+    again_s, _ = _timed([*pyinstaller, f"{name}.spec"], build, cache)
+    return {"again_s": again_s, "identical": _sha256(build / "dist" / name) == first, "sha256_first": first}
+
+
+def _packed_models(python: Path, package: str, shrinkray: Path) -> int:
     """Bytes of the models a onefile build packed: the package's, each in its shrunk copy where
-    ``shrink_datas`` made one (under the build's work directory)."""
+    ``shrink_datas`` made one (``build/NAME/shrinkray/collected``)."""
     code = (f"import importlib.util, pathlib; p = pathlib.Path(importlib.util.find_spec({package!r}).origin).parent;"
             "print('\\n'.join(f.relative_to(p.parent).as_posix() + ' ' + str(f) for f in sorted(p.rglob('*.onnx'))))")
     listed = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
     total = 0
     for line in listed:
         rel, path = line.split(" ", 1)
-        total += (shrunk / rel).stat().st_size if (shrunk / rel).is_file() else os.path.getsize(path)
+        shrunk = shrinkray / "collected" / rel
+        total += shrunk.stat().st_size if shrunk.is_file() else os.path.getsize(path)
     return total
 
 
 def _cxfreeze(app: str, work: Path, python: Path, env: dict[str, str], recording: Path) -> list[dict[str, Any]]:
     spec = APP[app]
     build = work / f"{app}-cxfreeze"
-    shutil.rmtree(build, ignore_errors=True)
-    build.mkdir(parents=True)
-    shutil.copy(APPS / spec["script"], build / spec["script"])
-    (build / "setup.py").write_text(CXFREEZE.format(name=app, script=spec["script"], package=spec["package"]))
-    wall, cpu = _timed([str(python), "setup.py", "build_exe", "--silent"], build, env)
-    (out,) = list((build / "build").glob("exe.*"))
-    row = {"app": app, "freezer": "cx_Freeze", "variant": "original", "path": str(out), "program": [str(out / app)],
-           "build_s": wall, "build_cpu_s": cpu, "how": "build_exe", "models": _models(out)}
+
+    def make() -> dict[str, Any]:
+        shutil.rmtree(build, ignore_errors=True)
+        build.mkdir(parents=True)
+        shutil.copy(APPS / spec["script"], build / spec["script"])
+        (build / "setup.py").write_text(CXFREEZE.format(name=app, script=spec["script"], package=spec["package"]))
+        wall, cpu = _timed([str(python), "setup.py", "build_exe", "--silent"], build, env)
+        (out,) = list((build / "build").glob("exe.*"))
+        return {"path": str(out), "build_s": wall, "build_cpu_s": cpu, "shrink_s": 0.0, "models": _models(out)}
+
+    row = _built(work, f"{app}-cxfreeze-original", make)
+    out = Path(row["path"])
+    row.update({"app": app, "freezer": "cx_Freeze", "variant": "original", "program": [str(out / app)],
+                "how": "build_exe"})
     return [row, *_bundled(app, "cx_Freeze", out, lambda root: [str(root / app)], work=work, env=env,
                            recording=recording)]
 
@@ -212,22 +249,31 @@ def _bundled(app: str, freezer: str, original: Path, program: Any, *, work: Path
     script = shutil.which("hatch-shrinkray", path=str(Path(sys.executable).parent)) or "hatch-shrinkray"
     for variant, extra in (("default", []), ("nearest", ["--rounding", "nearest"])):
         out = original.with_name(f"{original.name}-{variant}")
-        cache = {**env, "HATCH_SHRINKRAY_CACHE_DIR": str(work / f"cache-{app}-{freezer}-{variant}".replace(" ", "-"))}
-        wall, cpu = _timed([script, "bundle", str(original), "-o", str(out), "--force", "--inputs", str(recording),
-                            *extra], work, cache)
-        rows.append({"app": app, "freezer": freezer, "variant": variant, "path": str(out), "program": program(out),
-                     "build_s": wall, "build_cpu_s": cpu, "how": "bundle -o", "models": _models(out), "added": True})
+        cache = work / f"cache-{app}-{freezer}-{variant}".replace(" ", "-")
+
+        def make(out: Path = out, cache: Path = cache, extra: list[str] = extra) -> dict[str, Any]:
+            shutil.rmtree(cache, ignore_errors=True)  # a cold cache: the shrink is timed
+            wall, cpu = _timed([script, "bundle", str(original), "-o", str(out), "--force", "--inputs", str(recording),
+                                *extra], work, {**env, "HATCH_SHRINKRAY_CACHE_DIR": str(cache)})
+            return {"build_s": wall, "build_cpu_s": cpu, "shrink_s": _shrink_seconds(cache), "models": _models(out),
+                    "bundle_s": wall}
+
+        row = _built(work, f"{app}-{freezer}-{variant}".replace(" ", "-"), make)
+        row.update({"app": app, "freezer": freezer, "variant": variant, "path": str(out), "program": program(out),
+                    "how": "bundle -o"})
+        rows.append(row)
     return rows
 
 
-def run(venv: Path, work: Path) -> dict[str, Any]:
+def run(venv: Path, work: Path, apps: list[str]) -> dict[str, Any]:
     python = venv / "bin/python"
     # PyInstaller's own bytecode is the same from build to build only with a fixed hash seed (its docs say so)
     env = {**os.environ, "PATH": f"{venv / 'bin'}:{os.environ['PATH']}", "PYTHONHASHSEED": "0"}
     env.pop("SOURCE_DATE_EPOCH", None)
     rows: list[dict[str, Any]] = []
     notes: dict[str, Any] = {}
-    for app, spec in APP.items():
+    for app in apps:
+        spec = APP[app]
         calib, held = _inputs(app, python, work)
         recording = work / f"{app}-recording"
         script = shutil.which("hatch-shrinkray", path=str(Path(sys.executable).parent)) or "hatch-shrinkray"
@@ -240,7 +286,7 @@ def run(venv: Path, work: Path) -> dict[str, Any]:
         _measure(app_rows, held, work)
         rows += app_rows
     result = {"rows": rows, "inputs": notes}
-    (work / "bundles.json").write_text(json.dumps(result, indent=1))
+    (work / f"bundles-{'-'.join(apps)}.json").write_text(json.dumps(result, indent=1))
     return result
 
 
@@ -254,8 +300,6 @@ def _measure(rows: list[dict[str, Any]], held: list[str], work: Path) -> None:
         base = next(r for r in rows if r["freezer"] == row["freezer"] and r["variant"] == "original")
         row["same"] = sum(a == b for a, b in zip(row["answers"], base["answers"], strict=True))
         row["of"] = len(base["answers"])
-        original = next(r for r in rows if r["freezer"] == row["freezer"] and r["variant"] == "original")
-        row["shrink_s"] = row["build_s"] if row.get("added") else row["build_s"] - original["build_s"]
     starts: dict[int, list[float]] = {i: [] for i in range(len(rows))}
     for _ in range(STARTS):
         for i, row in enumerate(rows):
@@ -285,13 +329,14 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["setup"] and len(argv) == 2:
         setup_venv(Path(argv[1]))
         return 0
-    if argv[:1] == ["run"] and len(argv) == 3:
+    if argv[:1] == ["run"] and len(argv) >= 3:
         work = Path(argv[2]).resolve()
         work.mkdir(parents=True, exist_ok=True)
-        print(table(run(Path(argv[1]).resolve(), work)))
+        print(table(run(Path(argv[1]).resolve(), work, argv[3:] or list(APP))))
         return 0
-    if argv[:1] == ["table"] and len(argv) == 2:
-        print(table(json.loads((Path(argv[1]) / "bundles.json").read_text())))
+    if argv[:1] == ["table"] and len(argv) >= 2:
+        rows = [r for f in argv[1:] for r in json.loads(Path(f).read_text())["rows"]]
+        print(table({"rows": rows}))
         return 0
     print(__doc__)
     return 2

@@ -109,8 +109,8 @@ def test_pyinstaller_onedir_shrunk_after_the_build_and_judged_by_the_app(freezer
     assert build.returncode == 0, build.stderr[-3000:]
     app = tmp_path / "dist/filetype"
     frozen = cli("record", "-o", str(tmp_path / "rec"), "--", str(app / "filetype"), *_files(4), cwd=tmp_path, env=env)
-    assert f"{app / 'filetype'} is a frozen app (PyInstaller): its interpreter takes nothing from the environment, so " \
-           "it cannot be recorded; record the unfrozen app (`python app.py ...`): same model bytes" in frozen.stdout
+    assert f"{app / 'filetype'} is a frozen app (PyInstaller): its interpreter takes nothing from the environment, " \
+           "so it cannot be recorded; record the unfrozen app (`python app.py ...`): same model bytes" in frozen.stdout
     done = cli("bundle", str(app), "--in-place", "--", str(app / "filetype"), *_files(12), cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr
     assert "check: passed: every test and the exit status held" in done.stdout, done.stdout
@@ -149,8 +149,8 @@ def test_a_venv_with_rapidocr_in_place(tmp_path: Path) -> None:
     shrunk = sum(p.stat().st_size for p in (site / "rapidocr_onnxruntime/models").glob("*.onnx"))
     assert shrunk < 0.8 * originals
     assert record_mismatches(site) == []
-    listed = json.loads(subprocess.run([str(python), "-c", "import json, importlib.metadata as m; "
-                                        "print(json.dumps([str(f) for f in m.distribution('rapidocr_onnxruntime').files]))"],
+    files = "import json, importlib.metadata as m; print(json.dumps([str(f) for f in m.distribution('{}').files]))"
+    listed = json.loads(subprocess.run([str(python), "-c", files.format("rapidocr_onnxruntime")],
                                        capture_output=True, text=True, check=True).stdout)
     pip(venv, "check")
     pip(venv, "uninstall", "--yes", "rapidocr-onnxruntime")

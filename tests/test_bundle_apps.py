@@ -84,7 +84,7 @@ def test_pyinstaller_onefile_with_the_spec_line(freezer: tuple[Path, dict[str, s
     assert build.returncode == 0, build.stderr[-3000:]
     line = next(ln for ln in build.stderr.splitlines() if f"shrinkray: {MAGIKA_MODEL}: 3.16 MB -> " in ln)
     assert "recorded" in line, line
-    packed = tmp_path / "build/filetype/shrinkray/models" / MAGIKA_MODEL
+    packed = tmp_path / "build/filetype/shrinkray/collected" / MAGIKA_MODEL
     assert packed.stat().st_size < 0.35 * 3163737
     held = _files(40, skip=1)
     unfrozen = _labels([str(python), "filetype.py"], held, tmp_path, env)

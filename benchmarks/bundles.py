@@ -192,7 +192,7 @@ def _pyinstaller(app: str, work: Path, python: Path, env: dict[str, str], record
             row.update(_built(work, f"{name}-twice", lambda name=name: _twice(pyinstaller, build, name, work, env)))
         rows.append(row)
     rows += _bundled(app, "PyInstaller onedir", build / "dist" / f"{app}-onedir-original",
-                     lambda root: [str(root / root.name)], work=work, env=env,
+                     lambda root: [str(root / f"{app}-onedir-original")], work=work, env=env,
                      recording=recording)
     return rows
 

@@ -17,6 +17,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "shrink": "hatch_shrinkray.engine",
+    "shrink_datas": "hatch_shrinkray.bundles.pyinstaller",  # a PyInstaller spec's; a shell, not imported above
     "verify": "hatch_shrinkray.verification.runner",
     "AlreadyQuantizedError": "hatch_shrinkray.errors",
     "ShrinkrayError": "hatch_shrinkray.errors",
@@ -55,5 +56,6 @@ __all__ = [
     "VerifyResult",
     "__version__",
     "shrink",
+    "shrink_datas",
     "verify",
 ]

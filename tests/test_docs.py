@@ -26,7 +26,7 @@ from hatch_shrinkray.shipping.keys import KEY_HELP
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
 MODEL = REPO / "example_project" / "src" / "digits_classifier" / "models" / "digits_mlp.onnx"
-COMMANDS = ("info", "shrink", "compare", "wheel", "record", "check")
+COMMANDS = ("info", "shrink", "compare", "wheel", "bundle", "record", "check")
 
 
 def _hooks() -> ModuleType:

@@ -528,6 +528,9 @@ def _relative(output: Path, root: Path | None) -> str:
 
 def _why_nothing(done: Finished, command: Sequence[str]) -> str:
     if done.booted == 0:
+        if _frozen(command):
+            return (f"{command[0]} is a frozen app (PyInstaller): its interpreter takes nothing from the environment, "
+                    "so it cannot be recorded; record the unfrozen app (`python app.py ...`): same model bytes")
         if _isolated(command):
             return ("the command runs Python with -I or -E, which ignore PYTHONPATH, through which recording reaches "
                     "it: drop the flag")
@@ -542,6 +545,24 @@ def _why_nothing(done: Finished, command: Sequence[str]) -> str:
         return ("sessions were created but run() was never called (run_with_iobinding and run_with_ort_values are "
                 "not recorded)")
     return "the processes that ran models ended without writing what they recorded (the error lines say more)"
+
+
+PYINSTALLER_COOKIE = b"MEI\x0c\x0b\x0a\x0b\x0e"
+"""What ends every PyInstaller executable's archive (onedir and onefile alike)."""
+
+
+def _frozen(command: Sequence[str]) -> bool:
+    """Whether the program ``command`` runs is a PyInstaller app: its bootloader starts Python isolated
+    (no site, no PYTHONPATH), so no recorder can be injected from outside."""
+    program = shutil.which(command[0]) if command else None
+    if program is None:
+        return False
+    try:
+        with open(program, "rb") as fh:
+            fh.seek(max(0, os.fstat(fh.fileno()).st_size - 65536))
+            return PYINSTALLER_COOKIE in fh.read()
+    except OSError:
+        return False
 
 
 def _isolated(command: Sequence[str]) -> bool:

@@ -1,4 +1,4 @@
-"""``hatch-shrinkray`` / ``python -m hatch_shrinkray``: info, shrink, compare, wheel, record, check.
+"""``hatch-shrinkray`` / ``python -m hatch_shrinkray``: info, shrink, compare, wheel, bundle, record, check.
 
 One module per command (its arguments and what it does), over :mod:`.flags` (the engine options'
 flags, made from the option table) and :mod:`.output` (what every command prints the same way).
@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from hatch_shrinkray import hints, progress
-from hatch_shrinkray.cli import check, compare, info, record, shrink, wheel
+from hatch_shrinkray.cli import bundle, check, compare, info, record, shrink, wheel
 from hatch_shrinkray.cli.flags import as_check_args, names_of
 from hatch_shrinkray.cli.output import print_error
 from hatch_shrinkray.cli.parser import parse, parser
@@ -28,14 +28,14 @@ __all__ = ["main", "parser"]
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "shrink": shrink.run, "info": info.run, "compare": compare.run, "wheel": wheel.run, "record": record.run,
-    "check": check.run}
+    "check": check.run, "bundle": bundle.run}
 """What each command runs, by name."""
 
 
 def _split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
     """``check``'s own arguments and the COMMAND after its ``--`` (argparse would let MODEL... swallow it)."""
     head = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
-    if head is None or argv[head] != "check" or "--" not in argv[head:]:
+    if head is None or argv[head] not in ("check", "bundle") or "--" not in argv[head:]:
         return argv, None
     cut = argv.index("--", head)
     return argv[:cut], argv[cut + 1:]

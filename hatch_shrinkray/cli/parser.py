@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import cast
 
 from hatch_shrinkray import progress
+from hatch_shrinkray.cli.bundle import add_parser as add_bundle
 from hatch_shrinkray.cli.check import add_parser as add_check
 from hatch_shrinkray.cli.compare import add_parser as add_compare
 from hatch_shrinkray.cli.info import add_parser as add_info
@@ -30,7 +31,7 @@ def parser() -> Parser:
     p.add_argument("--version", action="version", version=f"hatch-shrinkray {__version__}")
     sub = cast("argparse._SubParsersAction[argparse.ArgumentParser]",
                p.add_subparsers(dest="command", required=True))
-    for add in (add_info, add_shrink, add_wheel, add_compare, add_record, add_check):
+    for add in (add_info, add_shrink, add_wheel, add_bundle, add_compare, add_record, add_check):
         add(sub)
     finish(p, verbose_help=VERBOSE_HELP, quiet_help=QUIET_HELP, top=True)
     for each in _commands(p).values():

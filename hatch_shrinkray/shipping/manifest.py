@@ -34,7 +34,7 @@ SDIST_MARKER = "PKG-INFO"
 MAX_BYTES = 64 << 20
 """A manifest holds a few hundred bytes per model. Larger is not ours."""
 VERSIONED = ("onnx", "onnxruntime")
-__all__ = ["MANIFEST_NAME", "ManifestEntry", "file_sha256", "read_manifest", "render", "tool_versions"]
+__all__ = ["MANIFEST_NAME", "ManifestEntry", "file_sha256", "load_manifest", "read_manifest", "render", "tool_versions"]
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,12 @@ def read_manifest(root: Path, warn: Callable[[str], None] | None = None) -> dict
                  f"not one (no {SDIST_MARKER}); every configured model is shrunk from its file (delete "
                  f"{MANIFEST_NAME} to silence this)")
         return {}
+    return load_manifest(path)
+
+
+def load_manifest(path: Path) -> dict[str, ManifestEntry]:
+    """The entries of the manifest at ``path``, whoever wrote it where (one ShrinkrayError when it
+    cannot be read or is not shaped like one)."""
     try:
         data = json.loads(read_regular(path, MAX_BYTES).decode("utf-8"))
         if not isinstance(data, dict):

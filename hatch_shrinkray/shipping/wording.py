@@ -275,3 +275,29 @@ def not_accepted_line(relpath: str, plan: PlanEntry) -> str:
 def unrecorded_acceptance_line(relpath: str, plan: PlanEntry) -> str:
     return (f"{PREFIX} {relpath}: the plan does not record which model `check` accepted, so nothing says its "
             f"tests judged these bytes; run `{again(plan)}` again")
+
+
+def link_line(link: str, target: str) -> str:
+    """A configured model that is a link (``bundle``): its target is shrunk, the link stays."""
+    return f"{PREFIX} {link}: a link to {target}, which is shrunk (once); the link stays a link"
+
+
+def link_outside_line(link: str, target: str) -> str:
+    return f"{PREFIX} {link}: left as it is, a link out of the tree (to {target})"
+
+
+def shared_record_line(relpath: str, distributions: Sequence[str]) -> str:
+    """A changed file that several installed distributions list (``bundle``): each RECORD follows it."""
+    return (f"{PREFIX} {relpath}: listed by {len(distributions)} installed distributions "
+            f"({', '.join(distributions[:3])}{' ...' if len(distributions) > 3 else ''}); each RECORD now has its "
+            "new sha256 and size")
+
+
+def check_run_line(which: str, command: str) -> str:
+    return f"check: {which}: {command}"
+
+
+def left_as_is_line(relpath: str, why: str) -> str:
+    """A file of a tree the engine cannot take (``bundle``): it stays; ``-v`` says the whole error."""
+    short = why if len(why) <= 80 else why[:77].rstrip() + "..."
+    return f"{PREFIX} {relpath}: shipped as it is, the engine cannot take it: {short}"

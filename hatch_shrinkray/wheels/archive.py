@@ -231,6 +231,14 @@ def _read_digests(fh: IO[bytes], other: str | None) -> tuple[str, int, str]:
     return f"sha256={_b64(digest.digest())}", size, "" if extra is None else _b64(extra.digest())
 
 
+def record_fields(path: Path) -> list[str]:
+    """RECORD's hash and size fields of the file at ``path`` (an installed distribution's RECORD
+    takes the same fields as a wheel's)."""
+    with open(path, "rb") as fh:
+        digest, size, _ = _read_digests(fh, None)
+    return [digest, str(size)]
+
+
 def _b64(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from hatch_shrinkray.cli.check import DEFAULT_TIMEOUT
 from hatch_shrinkray.cli.flags import Given, Noted, option_flags
 from hatch_shrinkray.cli.output import Stderr
+from hatch_shrinkray.cli.usage import command
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.shipping.config import PINS_CHOICES, ConfigurationError, HookConfig
 
@@ -17,8 +18,8 @@ EVERY_MODEL = "**/*.onnx"
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    b = sub.add_parser(
-        "bundle", help="shrink the models inside a directory tree: an app folder, a venv, an unpacked installer",
+    b = command(
+        sub, "bundle", help="shrink the models inside a directory tree: an app folder, a venv, an unpacked installer",
         description="Shrink and verify every model under DIR as the build hook would (a PyInstaller onedir app, a "
                     "Briefcase app, a venv or the site-packages of a container image), in place or into a copy: "
                     "each file is replaced whole (a stopped run leaves it original or complete; the next run "
@@ -43,8 +44,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                         "warn (the default) or rewrite them to name the shrunk model's (the `pins` key)")
     b.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"the longest one run of COMMAND may take (default {DEFAULT_TIMEOUT:.0f})")
-    option_flags(b, verify=False)
-    option_flags(b, verify=True)
+    option_flags(b)
     b.set_defaults(argv=[])  # everything after `--`, split off before parsing (see main)
 
 

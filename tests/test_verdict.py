@@ -1,5 +1,5 @@
 """Every per-model line a build can print fits in ``verdict.LINE_LIMIT`` characters with a model path
-of ``verdict.PATH_ROOM`` characters, and a longer path lengthens it by no more than its excess; each
+of ``hints.PATH_ROOM`` characters, and a longer path lengthens it by no more than its excess; each
 says first whether the model shipped shrunk or its original.
 
 The combinations are enumerated from the code's own words (``verdict.FIT_WORDS``, ``FitReason``,
@@ -18,6 +18,7 @@ from dataclasses import replace
 
 from hatch_shrinkray.capture.env import MAX_SAMPLES
 from hatch_shrinkray.evidence import MIN_UNITS, UNIT_NAMES, Evidence
+from hatch_shrinkray.hints import PATH_ROOM
 from hatch_shrinkray.options import METHODS, ShrinkOptions
 from hatch_shrinkray.registry import ladder
 from hatch_shrinkray.result import Fit, FitNote, FitReason, OutputComparison, VerifyResult, human
@@ -29,7 +30,6 @@ from hatch_shrinkray.verdict import (
     ANSWERS,
     FIT_WORDS,
     LINE_LIMIT,
-    PATH_ROOM,
     fit_words,
     line_words,
     ratio,

@@ -408,7 +408,7 @@ def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: 
             below, floor = _beyond_budget(options, verification), "budget"
         else:
             below, floor = _below_floor(original_ref, loaded.label, options, reference, verification,
-                                        checker=checker), "int8"
+                                        checker=checker), "round-to-nearest"
         if below:
             raise LimitsFailed(f"failed: {options.label()} kept fewer answers than {FLOORS[floor]} on "
                                f"{verification.basis()} ({below}); {setting('strict', True)}: no fallback",
@@ -419,7 +419,7 @@ def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: 
     return verification
 
 
-FLOORS = {"int8": "int8 round-to-nearest", "budget": "your budget"}
+FLOORS = {"round-to-nearest": "int8 round-to-nearest", "budget": "your budget"}
 """What a narrower choice was held to, for the failure's words."""
 
 

@@ -152,7 +152,7 @@ class VerifyResult:
     symbols: tuple[tuple[str, int], ...] = ()
     """Generated inputs: the size each named symbolic dimension got, by name."""
     floor: str = ""
-    """What a choice narrower than int8 was held to (decision 3): ``int8`` (round-to-nearest int8's
+    """What a choice narrower than int8 was held to (decision 3): ``round-to-nearest`` (round-to-nearest int8's
     whole answers on the same units), ``budget`` (the accuracy budget the user set), or empty (not a
     narrower choice, or no whole answer changed)."""
     memory: Memory | None = None

@@ -99,7 +99,7 @@ def verdict(v: VerifyResult, *, full: bool = True, weak: str = "weak evidence") 
         what = _count(v.streams, source, "streams") if v.streams else _count(
             v.samples, source, kind(ev.unit_kind) if ev is not None else "samples")
         return f"{fails}within limits on {what}{' (numbers only)' if full else ''}"
-    on = _count(ev.units, source, kind(ev.unit_kind), always=True)
+    on = _count(ev.units, source, kind(ev.unit_kind))
     what = ANSWERS.get(ev.describes, "answers")
     text = f"same {what} on {on}" if not ev.changed_units else f"{what} changed in {ev.changed_units} of {on}"
     return fails + text + (f" ({weak})" if ev.weak else "")
@@ -111,8 +111,8 @@ ANSWERS = {"labels": "labels", "lines": "lines", "texts": "texts", "segment list
 ``answers`` where several or none did."""
 
 
-def _count(n: int, source: str, plural: str, *, always: bool = False) -> str:
-    return " ".join(filter(None, (str(n), source, plural if n != 1 or always else plural[:-1])))
+def _count(n: int, source: str, plural: str) -> str:
+    return " ".join(filter(None, (str(n), source, plural if n != 1 else plural[:-1])))
 
 
 def brief(v: VerifyResult, *, full: bool = True) -> str:

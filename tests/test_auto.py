@@ -416,8 +416,9 @@ def test_an_interrupted_run_does_not_wait_for_its_background_job() -> None:
     assert Background(lambda: 6 * 7).result() == 42
     with pytest.raises(ZeroDivisionError):
         Background(lambda: 1 // 0).result()
-    script = ("import time\nfrom hatch_shrinkray.pool import Background\n"
-              "job = Background(lambda: time.sleep(60))\nraise KeyboardInterrupt\n")
+    script = ("import time\nfrom hatch_shrinkray.pool import Background, checkpoint\n"  # a job stops at a checkpoint
+              "job = Background(lambda: [checkpoint() or time.sleep(0.05) for _ in range(1200)])\n"
+              "raise KeyboardInterrupt\n")
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=50, check=False)
     assert proc.returncode != 0 and "KeyboardInterrupt" in proc.stderr

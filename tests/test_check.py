@@ -225,7 +225,8 @@ def test_a_regression_under_fitted_codes_names_the_fix_command(tmp_path: Path,
     fitted = cli("check", "--", *PYTEST, cwd=root)
     assert fitted.returncode == 1, fitted.stdout + fitted.stderr
     assert "REGRESSED tests/test_model.py::test_outputs_exactly" in fitted.stdout
-    fix = f"fix: hatch-shrinkray check --fix -- {shlex.join(PYTEST)}  (finds, per model, the cheapest choice"
+    fix = (f"fix: hatch-shrinkray check --fix -- {shlex.join(PYTEST)}\n"
+           "     (finds per model the cheapest choice that passes these tests again, for the build to ship)")
     assert fix in fitted.stdout, fitted.stdout
     (root / "pyproject.toml").write_text('[project]\nname = "pkg"\nversion = "0.1.0"\n\n' + table
                                          + '\n[[tool.hatch.build.hooks.shrinkray.overrides]]\n'
@@ -233,7 +234,7 @@ def test_a_regression_under_fitted_codes_names_the_fix_command(tmp_path: Path,
     nearest = cli("check", "--", *PYTEST, cwd=root)
     assert nearest.returncode == 1, nearest.stdout + nearest.stderr  # any rounding fails an exact test
     assert "REGRESSED tests/test_model.py::test_outputs_exactly" in nearest.stdout
-    assert "int8 round-to-nearest;" in nearest.stdout and fix in nearest.stdout
+    assert "net.onnx: int8 round-to-nearest, " in nearest.stdout and fix in nearest.stdout, nearest.stdout
 
 
 def test_an_installed_packages_models_get_the_projects_table(project: Path) -> None:

@@ -76,9 +76,10 @@ def test_one_tensor_kept_wider_restores_the_test_at_well_under_fp16s_size(
     assert runs(root) == 2 + 4
     out = fixed.stdout.splitlines()
     assert "check --fix: 4 run(s) of the command beyond check's own two" in out
-    (chose,) = [line for line in out if line.startswith("chose: ")]
-    assert chose == ("chose: src/pkg/models/m.onnx: int8 round-to-nearest, 1 tensor wider (1 int12), 524.55 -> "
-                     "150.64 KB (28.7%): the command's exit status regressed with int8 as configured"), chose
+    (at,) = [i for i, line in enumerate(out) if line.startswith("chose: ")]
+    assert out[at:at + 2] == ["chose: src/pkg/models/m.onnx: int8 round-to-nearest, 1 tensor wider (1 int12), 524.55 "
+                              "-> 150.64 KB (28.7%)",
+                              "       why: the command's exit status regressed with int8 as configured"], out[at:at + 2]
     assert out[-1] == "verdict: nothing regressed with every choice applied (final run: no pytest tests seen, exit 0)"
 
     (sha, entry), = read_plan(root / PLAN_NAME).items()

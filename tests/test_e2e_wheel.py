@@ -188,7 +188,7 @@ def test_flit_project(tmp_path: Path, env: dict[str, str]) -> None:
     wheel = build_wheel(project, env)
     done = cli("wheel", str(wheel), "-o", str(tmp_path / "wheelhouse"), cwd=project, env=env)
     assert done.returncode == 0, done.stderr
-    assert "shrinkray: digits_classifier/models/digits_mlp.onnx: 6.59 MB -> " in done.stderr, done.stderr
+    assert "shrinkray: digits_classifier/models/digits_mlp.onnx: shipped shrunk, 6.59 -> " in done.stderr, done.stderr
     python = check(tmp_path / "wheelhouse" / wheel.name, tmp_path, env)
     script = ("import json, numpy as np, digits_classifier as d\n"
               f"t = np.load({str(EXAMPLE / 'data/digits_test.npz')!r})\n"

@@ -89,7 +89,7 @@ def test_a_tolerance_the_user_set_gates_even_where_every_answer_held(model: Path
     unset = cli("-v", "shrink", "q.onnx", "-o", "a", "--inputs", "in.npz", "--rounding", "nearest", cwd=tmp_path)
     assert unset.returncode == 0, unset.stderr
     line, detail = unset.stdout.splitlines()[:2]
-    assert ", int8: same labels on 24 recorded samples" in line, unset.stdout
+    assert ", int8: same answers on 24 recorded samples" in line, unset.stdout
     assert "rel L2 0.11 > 0.1 (p), cosine 0.993949 < 0.995 (p): not counted: every answer held" in detail, detail
     set_ = cli("shrink", "m.onnx", "-o", "b", "--inputs", "in.npz", "--rounding", "nearest", "--max-rel-l2", "0.005",
                cwd=tmp_path)  # int8 keeps every label of m.onnx at a relative L2 of about 8e-3

@@ -52,7 +52,7 @@ def test_build_line_says_why_silero_op18_stays_at_two_thirds(tmp_path: Path, mon
     shutil.copyfile(silero_vad_op18(), root / MODEL)
     build(root, out=tmp_path / "dist")
     line = next(ln for ln in capsys.readouterr().err.splitlines() if ln.startswith(f"shrinkray: {MODEL}: "))
-    assert "2.85 MB -> 1.81 MB (63.7%), fp16, " in line and len(line) <= 160, line
+    assert ": shipped shrunk, 2.85 -> 1.81 MB (63.7%), fp16: " in line and len(line) <= 160, line
     # The figures, and what the encoding cannot touch, are one -v away.
     proc = cli("-v", "shrink", str(root / MODEL), "-o", str(tmp_path / "out"), "--method", "fp16")
     detail = proc.stdout.splitlines()[1]

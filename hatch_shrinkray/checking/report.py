@@ -16,7 +16,7 @@ from hatch_shrinkray.checking.search import Found, Searched
 from hatch_shrinkray.checking.verdict import BAD, Verdict, tally
 from hatch_shrinkray.hints import check_hint
 from hatch_shrinkray.result import human, render_table
-from hatch_shrinkray.verdict import clipped, sizes
+from hatch_shrinkray.verdict import clipped, fits, sizes
 
 TEXT_LINES = 15
 
@@ -37,6 +37,10 @@ def _run_line(label: str, run: Observed) -> str:
     return f"  {label}: exit {run.exit_code}, {tally(run)} ({run.seconds:.1f} s)"
 
 
+WHY = "       why: "
+"""The reason of a ``chose:`` line, on a line of its own under it where the whole would not fit the budget."""
+
+
 def _head(prepared: Sequence[Prepared], v: Verdict) -> list[str]:
     """The models, the command's two runs, and the configured models it never loaded."""
     lines = ["models:", *(_model_line(p, v.original, v.shrunk) for p in prepared if p.shrunk),
@@ -51,7 +55,7 @@ def _not_checked(prepared: Sequence[Prepared]) -> list[str]:
         kept = [p.relpath for p in prepared if p.ships_original and p.planned == planned]
         if kept:
             lines.append(clipped(f"not checked: a build ships the original bytes of {', '.join(kept)} ({why}): "
-                                 "nothing to check there, and not counted as tested"))
+                                 "not counted as tested"))
     return lines
 
 
@@ -88,7 +92,9 @@ def render_fix(fixed: Fixed, written: str | None) -> str:
             continue
         size = (f", {sizes(p.original_size, rung.prepared.shrunk_size)}" if rung.prepared is not None
                 else f" ({human(p.original_size)})")
-        lines.append(clipped(f"chose: {p.relpath}: {rung.describe(p)}{size}: {c.reason}"))
+        chose = f"chose: {p.relpath}: {rung.describe(p)}{size}"
+        whole = f"{chose}: {c.reason}"
+        lines += [whole] if fits(whole, 0) else [clipped(chose), clipped(f"{WHY}{c.reason}")]
     if written:
         lines.append(written)
     final = fixed.final

@@ -196,7 +196,7 @@ class _Build:
         files += [((PurePosixPath(relpath).parent / data.name).as_posix(), data)
                   for data in (() if decision.cached else data_files_beside(model.target))]  # never cached
         self.sidecars[relpath] = model.sidecars
-        app.display_success(wording.success_line(relpath, record, decision.cached, model.plan))
+        app.display_success(wording.success_line(relpath, record, decision.cached, model.plan, model.entry.options))
         app.display_debug(wording.detail_line(relpath, record, decision.cached))
         if model.plan is not None:
             if model.plan.remedy is not None:

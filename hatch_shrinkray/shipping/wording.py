@@ -90,13 +90,16 @@ def kept_detail_line(relpath: str, size: int, why: str) -> str:
     return f"{PREFIX} {relpath}: shipped its original ({human(size)}): {why}"
 
 
-def success_line(relpath: str, record: CachedShrink, cached: bool, plan: PlanEntry | None = None) -> str:
+def success_line(relpath: str, record: CachedShrink, cached: bool, plan: PlanEntry | None = None,
+                 options: ShrinkOptions | None = None) -> str:
     """The model's one line: that it shipped shrunk, its sizes, what shipped and the verdict in words
-    (``detail_line`` has the figures); a ``check --fix`` remedy is named with how many tests chose it."""
+    (``detail_line`` has the figures); a ``check --fix`` remedy is named as the choice it is (``int8
+    round-to-nearest``, on the configured ``options``) with how many tests chose it."""
     verdicts = list(record.verdicts) or ["not verified" if record.summary is None else record.summary]
     label = record.label or record.entry.method
     if plan is not None and plan.remedy is not None:
-        label = f"{label}, check --fix's choice"
+        chosen = plan.remedy.describe(options, plan.tensors) if options is not None else label
+        label = f"{chosen}, check --fix's choice"
         verdicts = [f"{fix_reason(plan)}; {verdicts[0]}", *verdicts]
     timing = "cached" if cached else seconds(record.seconds)
     return f"{PREFIX} " + model_line(relpath, record.original_size, record.shrunk_size, label, verdicts, tail=timing,

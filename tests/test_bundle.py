@@ -138,7 +138,7 @@ def test_in_place_on_a_venv_keeps_pip_whole(tmp_path: Path, env: dict[str, str])
     assert not short_lines(done.stderr + done.stdout), short_lines(done.stderr + done.stdout)
     shrunk = (venv / MODEL).read_bytes()
     assert len(shrunk) < 0.35 * len(original)
-    assert f"shrinkray: {MODEL}: 272.54 KB -> " in done.stderr
+    assert f"shrinkray: {MODEL}: shipped shrunk, 272.54 -> " in done.stderr, done.stderr
     assert done.stdout.startswith(f"{venv}: shrunk in place (1 model, 272.54 KB -> "), done.stdout
     assert "1 RECORD file(s) follow their files" in done.stdout
     kept = tmp_path / "original.onnx"
@@ -154,7 +154,9 @@ def test_in_place_on_a_venv_keeps_pip_whole(tmp_path: Path, env: dict[str, str])
     before = digests(venv)
     again = cli("bundle", str(venv), "--in-place", env=env)
     assert again.returncode == 0, again.stderr
-    assert "already shrunk (manifest match)" in again.stderr, again.stderr
+    # the manifest names these bytes: shipped as they are, not shrunk again
+    assert f"shrinkray: {MODEL}: shipped shrunk, 272.54 -> " in again.stderr, again.stderr
+    assert "(shrunk when it was built)" in again.stderr, again.stderr
     assert again.stdout.startswith(f"{venv}: unchanged: nothing to replace"), again.stdout
     assert digests(venv) == before
 
@@ -226,7 +228,8 @@ def test_a_link_is_shrunk_through_its_target_once(tmp_path: Path, env: dict[str,
 
 
 def test_bad_trees_get_one_line_and_lose_nothing(tmp_path: Path, env: dict[str, str]) -> None:
-    """No model under DIR, no such DIR, an -o inside DIR: one line each, nothing written."""
+    """No model under DIR, no such DIR, an -o inside DIR, a check command that names nothing under
+    DIR: one line each, nothing written."""
     empty = tmp_path / "empty"
     (empty / "pkg").mkdir(parents=True)
     (empty / "pkg/readme.txt").write_text("no models here")
@@ -244,6 +247,11 @@ def test_bad_trees_get_one_line_and_lose_nothing(tmp_path: Path, env: dict[str, 
     assert one_error(inside) == (f"error: {app / 'out'}: the output {app / 'out'} and the input {app} overlap (choose "
                                  "an -o directory outside the input, or use --in-place)")
     assert files_under(app) == ["models/a.onnx"]
+    blind = cli("bundle", str(app), "-o", str(tmp_path / "out"), "--", "true", env=env)
+    assert one_error(blind) == (f"error: the command names nothing under {app}, so its second run could not judge "
+                                f"the shrunk copy in {tmp_path / 'out'} (name the app by its path inside {app} "
+                                f"(e.g. -- {app}/app ARGS), or use --in-place)")
+    assert not (tmp_path / "out").exists() and files_under(app) == ["models/a.onnx"]
     neither = cli("bundle", str(empty), env=env)
     assert neither.returncode != 0 and len(neither.stderr.strip().splitlines()) == 1
 
@@ -364,7 +372,8 @@ def test_the_dockerfile_build_stage_on_a_venv(tmp_path: Path, env: dict[str, str
         .replace("rapidocr_onnxruntime", "toymodel")
     done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, env=env, check=False)
     assert done.returncode == 0, done.stderr
-    assert "recorded" in next(ln for ln in done.stderr.splitlines() if ln.startswith(f"shrinkray: {MODEL}: 272.54"))
+    shipped = f"shrinkray: {MODEL}: shipped shrunk, 272.54 -> "
+    assert "recorded" in next((ln for ln in done.stderr.splitlines() if ln.startswith(shipped)), done.stderr)
     assert (venv / MODEL).stat().st_size < 100_000
     assert record_mismatches(venv / SITE) == []
     pip(venv, "check")

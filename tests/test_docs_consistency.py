@@ -33,8 +33,9 @@ GENERATED = re.compile(r"<!-- generated: \w+ -->.*?<!-- end of generated -->", r
 FLAG = r"(?<![\w-])(--[a-z][a-z0-9-]*(?:\.[a-z][a-z0-9-]*)*)"
 """A flag as written, with what a wrong hint once glued to it (``--models.samples``)."""
 OTHER_TOOLS = {"--find-links", "--no-deps", "--wheel", "--sdist", "--no-isolation", "--require-archs", "--hooks-only",
-               "--format"}
-"""Flags of pip, build, delocate, hatch and git that the recipes and messages use."""
+               "--format", "--no-cache-dir", "--force-reinstall", "--onefile", "--collect-data", "--from", "--selftest"}
+"""Flags of pip, build, delocate, hatch, git, PyInstaller (``pyi-makespec``) and a Dockerfile's ``COPY``
+that the recipes and messages use, and ``--selftest``, the example app's own (docs/bundles.md)."""
 
 
 def _pages() -> dict[str, str]:
@@ -72,13 +73,14 @@ def _quoted_commands(text: str) -> Iterator[tuple[str, bool]]:
 
 
 def _argv(quoted: str) -> tuple[list[str], str]:
-    """The arguments of a quoted command before its COMMAND part, and the command's name."""
+    """The arguments of a quoted command before its COMMAND part, and the command's name: the
+    parser sees what it sees when the line is typed (``main`` splits off ``check``'s and
+    ``bundle``'s COMMAND, with its ``--``; ``record``'s follows its ``--`` as a positional of its
+    own, here ``true``)."""
     argv = shlex.split(quoted)[1:]
     name = next(a for a in argv if not a.startswith("-"))
     if "--" in argv:
-        argv = argv[:argv.index("--")]
-        if name == "record":  # record's COMMAND is a positional of its own
-            argv.append("true")
+        argv = argv[:argv.index("--")] + (["--", "true"] if name == "record" else [])
     return argv, name
 
 

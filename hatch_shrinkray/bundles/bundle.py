@@ -314,7 +314,8 @@ def _retarget(command: Sequence[str], source: Path, destination: Path) -> tuple[
     if tuple(out) == tuple(command):
         raise ShrinkrayError(f"the command names nothing under {source}, so its second run could not judge the "
                              f"shrunk copy in {destination}",
-                             hint=f"name the app inside {source} (e.g. {source}/app --selftest), or use --in-place")
+                             hint=f"name the app by its path inside {source} (e.g. -- {source}/app ARGS), or use "
+                                  "--in-place")
     return tuple(out)
 
 

@@ -56,11 +56,7 @@ WITH_DASHES = [
      "argument --shadow: not allowed with argument --fix", "check"),
     (["check", "--timeout", "soon", "--", "pytest"], "argument --timeout: invalid float value: 'soon'", "check"),
     pytest.param(["check", "--fix", "--shadow", "python", "--", "pytest"],
-                 "argument --shadow: not allowed with argument --fix", "check",
-                 marks=pytest.mark.xfail(strict=True, reason="main splits check's COMMAND and its `--` off before "
-                                                             "parsing, so check's parser cannot see that `--` was "
-                                                             "typed; a program name among its own arguments is "
-                                                             "then taken for a COMMAND without `--`")),
+                 "argument --shadow: not allowed with argument --fix", "check"),
 ]
 
 

@@ -56,6 +56,8 @@ def parse(argv: Sequence[str], command: list[str] | None = None) -> argparse.Nam
         close = did_you_mean(name, commands)
         top.error(f"no command `{name}`" + (f"; did you mean `{close}`?" if close else
                                            f" (the commands: {', '.join(commands)})"))
+    if command is not None and name is not None:  # its COMMAND came after a `--`: no slip to name
+        commands[name].takes_command = False
     args, extras = top.parse_known_args(argv)
     own = commands[args.command]
     if extras:  # argparse would blame the command line as a whole, and name no fix

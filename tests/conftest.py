@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+import realmodels
+
 UNIT_MODULES = frozenset({
     "test_advice",
     "test_agreement",
@@ -95,10 +97,12 @@ def _unit_starts_no_process(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
         return
     _running.append(request.node.nodeid)
+    realmodels.UNIT_TIER = True
     try:
         yield
     finally:
         _running.clear()
+        realmodels.UNIT_TIER = False
 
 
 @pytest.fixture

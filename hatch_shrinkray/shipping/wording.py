@@ -94,11 +94,12 @@ def success_line(relpath: str, record: CachedShrink, cached: bool, plan: PlanEnt
                  options: ShrinkOptions | None = None) -> str:
     """The model's one line: that it shipped shrunk, its sizes, what shipped and the verdict in words
     (``detail_line`` has the figures); a ``check --fix`` remedy is named as the choice it is (``int8
-    round-to-nearest``, on the configured ``options``) with how many tests chose it."""
+    round-to-nearest``, on the configured ``options``; with a per-tensor plan, the label says the
+    tensors: ``int8 + 1 int12 tensor``) with how many tests chose it."""
     verdicts = list(record.verdicts) or ["not verified" if record.summary is None else record.summary]
     label = record.label or record.entry.method
     if plan is not None and plan.remedy is not None:
-        chosen = plan.remedy.describe(options, plan.tensors) if options is not None else label
+        chosen = plan.remedy.describe(options) if options is not None and not plan.tensors else label
         label = f"{chosen}, check --fix's choice"
         verdicts = [f"{fix_reason(plan)}; {verdicts[0]}", *verdicts]
     timing = "cached" if cached else seconds(record.seconds)

@@ -298,8 +298,6 @@ class Option:
     """A field of :class:`VerifyOptions` (a verification flag, which ``compare`` takes too)."""
     flag: str = ""
     """The flag, when it does not spell the key (``--no-dedup``)."""
-    alias: str | None = None
-    """The flag's earlier spelling, still accepted (deprecated)."""
     const: bool | None = None
     """The value a boolean's flag sets."""
     metavar: str | None = None
@@ -319,10 +317,10 @@ class Option:
 
     @property
     def flags(self) -> tuple[str, ...]:
-        """The flag and its deprecated spelling, if any; none for a key without a flag."""
+        """The flag; none for a key without a flag."""
         if self.flag_help is None:
             return ()
-        return (self.flag or f"--{self.key}", *((self.alias,) if self.alias else ()))
+        return (self.flag or f"--{self.key}",)
 
     def default(self) -> Any:
         """The engine's default (``int-range``: both ends; ``verify``: on)."""
@@ -355,10 +353,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("min-elements", "integer", "the smallest float tensor worth encoding; smaller ones stay float",
            "smallest tensor to encode (default 16384)", _positive, group="tensors"),
     Option("exclude-tensors", "strings", "keep tensors whose name matches one of these globs",
-           "keep tensors whose name matches float (repeatable)", alias="--exclude-tensor", metavar="GLOB",
+           "keep tensors whose name matches float (repeatable)", metavar="GLOB",
            group="tensors"),
     Option("exclude-ops", "strings", "keep tensors consumed by one of these op types",
-           "keep tensors consumed by this op type float (repeatable)", alias="--exclude-op", metavar="OP",
+           "keep tensors consumed by this op type float (repeatable)", metavar="OP",
            group="tensors"),
     Option("dedup", "boolean", "store identical tensors once first (lossless)",
            "do not merge identical tensors first", flag="--no-dedup", const=False, group="tensors"),
@@ -400,12 +398,12 @@ OPTIONS: tuple[Option, ...] = (
            "globs; `float32`, `fp16`, `int16`, `int12`, `int10`, `int8`, `int6`, `int4`); two patterns that give "
            "one tensor different encodings are an error", "give tensors whose name matches this encoding whatever "
            f"the method (repeatable; {', '.join(ENCODINGS)})", _named("tensor pattern", ENCODINGS),
-           alias="--encoding", group="tensors"),
+           group="tensors"),
     Option("runtimes", "strings", "where the shrunk model runs: `onnxruntime>=X.Y` (a floor; a bare `onnxruntime` "
            "is refused), `web`, `openvino`; methods those runtimes cannot load, or would decode on every inference, "
            "are refused ([Where the shrunk models run](runtimes.md))",
            "where the model will run: onnxruntime>=X.Y, web or openvino (repeatable); methods those runtimes "
-           "cannot load, or would decode per inference, are refused", _runtimes, alias="--runtime",
+           "cannot load, or would decode per inference, are refused", _runtimes,
            metavar="TARGET", shown="from `[project].dependencies`", group="target"),
     Option("target", "string", "the size that counts: `wheel` (the zip member, deflated as hatchling writes it), "
            "`web` (brotli quality 11; installs the `compress` extra), `disk` (the raw file) or `memory` (the "
@@ -456,7 +454,7 @@ OPTIONS: tuple[Option, ...] = (
            "input); without it, generated inputs (a smoke check only)", _inputs, verify=True,
            shown="none: generated inputs", group="verification", common=True),
     Option("dims", "dims", "generated inputs only: values for symbolic dimensions, `{ batch = 1, seq = 128 }`",
-           "generated inputs: value for a symbolic dimension (repeatable)", _dims, verify=True, alias="--dim",
+           "generated inputs: value for a symbolic dimension (repeatable)", _dims, verify=True,
            group="generated", only=_GENERATED),
     Option("default-dim", "integer", "generated inputs only: the value of other symbolic dimensions (1 for a batch "
            "axis, a name that leads some input, else the larger of 32 and the input's largest fixed dimension; a "
@@ -479,7 +477,7 @@ OPTIONS: tuple[Option, ...] = (
            "[How sure](evidence.md))",
            "how an output's answers are compared, instead of the judge its shape implies (repeatable; "
            f"{', '.join(JUDGES)}; off: not judged; JUDGE:N sets its tolerance, logits=segments:2)",
-           _named("output name", JUDGES, judge_problem), verify=True, alias="--judge",
+           _named("output name", JUDGES, judge_problem), verify=True,
            group="verification"),
 )
 """Every engine option, in the order of the docs' reference and of the checks."""

@@ -75,7 +75,7 @@ def test_compare_passes_and_fails(tmp_path: Path) -> None:
     ok = cli("compare", str(a), str(tmp_path / "o" / "a.onnx"))
     assert ok.returncode == 0, ok.stderr
     # The tolerance gates an output judged as plain values; with its labels all held it would not veto.
-    strict = cli("compare", str(a), str(tmp_path / "o" / "a.onnx"), "--max-rel-l2", "1e-9", "--judge", "y=values")
+    strict = cli("compare", str(a), str(tmp_path / "o" / "a.onnx"), "--max-rel-l2", "1e-9", "--judges", "y=values")
     assert strict.returncode == 1
     assert "differs too much" in strict.stderr
 
@@ -171,14 +171,14 @@ def test_shrink_refuses_nan_inf_and_out_of_range_numbers(tmp_path: Path, flags: 
 @pytest.mark.parametrize(("command", "flags", "expected"), [
     ("info", ["--min-elements", "-5"], "--min-elements must be a positive integer; got -5"),
     ("info", ["--min-elements", "0"], "--min-elements must be a positive integer; got 0"),
-    ("shrink", ["--runtime", "onnxruntime"], f"--runtime {RUNTIME_NEEDS_A_VERSION}"),
+    ("shrink", ["--runtimes", "onnxruntime"], f"--runtimes {RUNTIME_NEEDS_A_VERSION}"),
     ("shrink", ["--block-size", "1048576", "--method", "int4"],
      "--block-size must be one of 16, 32, 64, 128, 256; got 1048576"),
-    ("shrink", ["--dim", "batch=0"], "--dim 'batch' must be a positive integer; got 0"),
+    ("shrink", ["--dims", "batch=0"], "--dims 'batch' must be a positive integer; got 0"),
     ("shrink", ["--default-dim", "-1"], "--default-dim must be a positive integer; got -1"),
     ("shrink", ["--samples", "0"], "--samples must be a positive integer; got 0"),
     ("compare", ["--samples", "-3"], "--samples must be a positive integer; got -3"),
-    ("check", ["--runtime", "onnxruntime"], f"--runtime {RUNTIME_NEEDS_A_VERSION}"),
+    ("check", ["--runtimes", "onnxruntime"], f"--runtimes {RUNTIME_NEEDS_A_VERSION}"),
     ("check", ["--max-runs", "0"], "--max-runs must be a positive integer; got 0"),
     ("record", ["--max-samples", "-1"], "--max-samples must be a positive integer; got -1"),
 ])
@@ -247,7 +247,7 @@ def test_cli_closing_line_counts_models(tmp_path: Path) -> None:
      "--min-agreement does nothing here: verification is off (--no-verify)"),
     ("shrink", ["--inputs", "{npz}", "--samples", "3"],
      "--samples does nothing here: it applies to generated inputs only, and --inputs gives real ones"),
-    ("compare", ["--inputs", "{npz}", "--dim", "batch=2"], "--dim does nothing here: it applies to generated inputs"),
+    ("compare", ["--inputs", "{npz}", "--dims", "batch=2"], "--dims does nothing here: it applies to generated inputs"),
     ("check", ["--max-runs", "3"], "--max-runs does nothing here: it applies with --search or --fix only"),
     ("check", ["--max-flip-rate", "0.1"], "--max-flip-rate does nothing here: it applies with --shadow or --search"),
 ])

@@ -144,13 +144,13 @@ def test_what_shrink_prints_works_on_its_command_line(tmp_path: Path) -> None:
     ``check``), generated inputs too large (the options to lower)."""
     model = save(mlp(), tmp_path / "m.onnx")
     smoke = cli("shrink", str(model), "-o", str(tmp_path / "out"))
-    failed = cli("shrink", str(model), "-o", str(tmp_path / "out2"), "--max-rel-l2", "1e-9", "--judge", "y=values",
+    failed = cli("shrink", str(model), "-o", str(tmp_path / "out2"), "--max-rel-l2", "1e-9", "--judges", "y=values",
                  "--strict")
-    big = cli("shrink", str(model), "-o", str(tmp_path / "out3"), "--samples", "100000000", "--dim", "batch=100000")
+    big = cli("shrink", str(model), "-o", str(tmp_path / "out3"), "--samples", "100000000", "--dims", "batch=100000")
     assert "record real inputs" in smoke.stdout and "pass it as `--inputs`" in smoke.stdout
     assert failed.returncode == 1 and "`--exclude-tensors W1`" in failed.stderr, failed.stderr
     assert "`hatch-shrinkray check --fix " in failed.stderr
-    assert big.returncode == 1 and "`--samples`" in big.stderr and "`--dim batch=N`" in big.stderr, big.stderr
+    assert big.returncode == 1 and "`--samples`" in big.stderr and "`--dims batch=N`" in big.stderr, big.stderr
     _checked({"shrink": [smoke.stdout + smoke.stderr, failed.stdout + failed.stderr, big.stderr]})
 
 
@@ -162,10 +162,10 @@ def test_what_wheel_prints_without_a_table_names_flags_and_installed_files(tmp_p
     project = backend_project(tmp_path / "toymodel")
     wheel = next(WheelBuilder(str(project)).build(directory=str(tmp_path / "dist"), versions=["standard"]))
     args = ("wheel", wheel, "-o", str(tmp_path / "out"), "--models", "toymodel/models/*.onnx")
-    failed = cli(*args, "--max-rel-l2", "1e-9", "--judge", "y=values", "--strict", cwd=tmp_path)
+    failed = cli(*args, "--max-rel-l2", "1e-9", "--judges", "y=values", "--strict", cwd=tmp_path)
     big = cli(*args, "--samples", "100000000", cwd=tmp_path)
     assert failed.returncode == 1 and "`--exclude-tensors W1`" in failed.stderr, failed.stderr
-    assert f"check --fix '{hints.SITE}toymodel/models/*.onnx' --max-rel-l2 1e-09 --judge y=values --strict -- " \
+    assert f"check --fix '{hints.SITE}toymodel/models/*.onnx' --max-rel-l2 1e-09 --judges y=values --strict -- " \
         in failed.stderr, failed.stderr
     assert big.returncode == 1 and "`--samples`" in big.stderr and "--models." not in big.stderr, big.stderr
     _checked({"wheel": [failed.stderr, big.stderr]})
@@ -179,7 +179,7 @@ def test_what_a_build_prints_names_keys_of_the_table(tmp_path: Path, monkeypatch
     with pytest.raises(SystemExit):
         build(root)
     err = capsys.readouterr().err
-    assert '`exclude-tensors = ["W1"]`' in err and "`--exclude-tensor" not in err, err
+    assert '`exclude-tensors = ["W1"]`' in err and "`--exclude-tensors" not in err, err
     _checked({hints.HOOK: [err]})
 
 

@@ -330,7 +330,7 @@ def test_a_wrong_shape_calibration_sample_is_one_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("flags", "names"), [
     (["--samples", "100000000000"], "lower `--samples`"),
     (["--default-dim", "100000000"], "lower `--samples` or `--default-dim`"),
-    (["--dim", "batch=100000000"], "lower `--samples` or `--dim batch=N`"),
+    (["--dims", "batch=100000000"], "lower `--samples` or `--dims batch=N`"),
 ])
 def test_generated_inputs_too_large_to_allocate_are_one_line(tmp_path: Path, flags: list[str], names: str) -> None:
     src = save(mlp(), tmp_path / "m.onnx")

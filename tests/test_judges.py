@@ -493,13 +493,13 @@ def test_check_shadow_counts_answers_not_only_decisions() -> None:
 
 @pytest.mark.process
 def test_the_judges_key_names_the_new_judges(tmp_path: Path) -> None:
-    """``--judge OUTPUT=tags`` is accepted and used; an unknown name is one clear line that lists the
+    """``--judges OUTPUT=tags`` is accepted and used; an unknown name is one clear line that lists the
     new judges."""
     src = tmp_path / "t.onnx"
     onnx.save(_tagger(), str(src))
-    tags = cli("compare", str(src), str(src), "--judge", "tags=tags")
+    tags = cli("compare", str(src), str(src), "--judges", "tags=tags")
     assert tags.returncode == 0 and "tags 8/8 texts same" in tags.stdout + tags.stderr, tags.stdout + tags.stderr
-    bad = cli("compare", str(src), str(src), "--judge", "tags=tag")
+    bad = cli("compare", str(src), str(src), "--judges", "tags=tag")
     assert bad.returncode != 0 and "tags, boxes" in bad.stderr and "Traceback" not in bad.stderr
 
 

@@ -170,7 +170,7 @@ def test_the_line_says_what_memory_holds_within_its_room(tmp_path: Path, monkeyp
     mem = entry["verification"]["memory"]
     assert mem["session_ratio"] < 0.5 and mem["original"]["session_kb"] > 5000 and mem["float_bytes"] == 0
     old = cli("shrink", str(src), "-o", str(tmp_path / "old"), "--target", "memory", "--inputs", str(inputs),
-              "--runtime", "onnxruntime>=1.16.3")
+              "--runtimes", "onnxruntime>=1.16.3")
     assert old.returncode == 0, old.stderr
     line = old.stdout.strip().splitlines()[0]
     assert len(line) <= ROOM + 2 * len(str(tmp_path)) and "memory 0." in line and ", 34% float" in line, line

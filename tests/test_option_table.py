@@ -48,8 +48,7 @@ def test_flags_spell_the_keys() -> None:
         flag = option.flags[0]
         assert flag in (f"--{option.key}", f"--no-{option.key}"), flag
         assert hints.FLAGS[option.key] == flag
-    assert {o.alias for o in OPTIONS if o.alias} == {"--exclude-tensor", "--exclude-op", "--encoding", "--runtime",
-                                                     "--dim", "--judge"}
+    assert all(len(o.flags) <= 1 for o in OPTIONS)  # one spelling per flag: no deprecated ones in a first release
 
 
 @pytest.mark.parametrize("command", ["shrink", "wheel", "check"])
@@ -66,15 +65,18 @@ def _given(*argv: str) -> tuple[Given, argparse.Namespace]:
     return Given.of(args), args
 
 
-def test_the_old_spellings_still_work_and_are_named_as_written() -> None:
+def test_a_flag_has_one_spelling_and_an_abbreviation_is_named_in_full() -> None:
+    """No deprecated spellings; what argparse takes as an abbreviation (``--dim`` for ``--dims``) sets the
+    same option and is named by its full flag in messages and hints."""
     new, _ = _given("--dims", "batch=2", "--exclude-tensors", "W1", "--runtimes", "web", "--judges", "y=values")
-    old, args = _given("--dim", "batch=2", "--exclude-tensor", "W1", "--runtime", "web", "--judge", "y=values")
-    assert new.settings == old.settings == {"dims": (("batch", 2),), "exclude-tensors": ("W1",),
-                                            "runtimes": ("web",), "judges": (("y", "values"),)}
-    assert old.options() == new.options()
-    assert old.names["dims"] == "--dim" and new.names["dims"] == "--dims"
-    assert _as_check_args(args) == ["--dim", "batch=2", "--exclude-tensor", "W1", "--runtime", "web",
-                                    "--judge", "y=values"]
+    short, args = _given("--dim", "batch=2", "--exclude-tensor", "W1", "--runtime", "web", "--judge", "y=values")
+    assert new.settings == short.settings == {"dims": (("batch", 2),), "exclude-tensors": ("W1",),
+                                              "runtimes": ("web",), "judges": (("y", "values"),)}
+    assert short.options() == new.options()
+    assert short.names["dims"] == new.names["dims"] == "--dims"
+    assert _as_check_args(args) == ["--dims", "batch=2", "--exclude-tensors", "W1", "--runtimes", "web",
+                                    "--judges", "y=values"]
+    assert "deprecated" not in parser().format_help() + _subcommand("shrink").format_help()
 
 
 def test_flags_give_what_the_table_gives(tmp_path: Path) -> None:
@@ -90,12 +92,12 @@ def test_flags_give_what_the_table_gives(tmp_path: Path) -> None:
 
 
 def test_flag_values_are_checked_with_the_flag_named_as_given() -> None:
-    given, _ = _given("--runtime", "onnxruntime", "--samples", "0", "--levels", "1")
+    given, _ = _given("--runtimes", "onnxruntime", "--samples", "0", "--levels", "1")
     with pytest.raises(ShrinkrayError) as raised:
         given.options()
     assert str(raised.value) == (
         "--levels must be an integer from 3 to 255 with method int8 (255: plain int8); got 1; "
-        "--runtime entry 'onnxruntime' needs a version: the oldest release your users run, like 'onnxruntime>=1.18'; "
+        "--runtimes entry 'onnxruntime' needs a version: the oldest release your users run, like 'onnxruntime>=1.18'; "
         "--samples must be a positive integer; got 0")
     with pytest.raises(ShrinkrayError, match=r"^--dims 'batch' must look like NAME=VALUE with an integer value$"):
         _given("--dims", "batch")[0].options()

@@ -1,4 +1,4 @@
-"""Target runtimes: the ``runtimes`` key / ``--runtime`` flag, its default from the project's own
+"""Target runtimes: the ``runtimes`` key / ``--runtimes`` flag, its default from the project's own
 onnxruntime requirement, and the one-line refusals of what those runtimes cannot load or would
 decode per inference (the versions come from tests/test_runtime_matrix.py and benchmarks)."""
 
@@ -76,14 +76,14 @@ def test_cli_refuses_what_the_target_runtime_cannot_load(tmp_path: Path, method:
                                                           words: list[str]) -> None:
     src = save(conv_model() if method == "dynamic" else mlp(), tmp_path / "m.onnx")
     proc = cli("shrink", str(src), "-o", str(tmp_path / "out"), "--method", method, "--decode", decode,
-               "--runtime", f"onnxruntime>={floor}")
+               "--runtimes", f"onnxruntime>={floor}")
     assert proc.returncode == 1
     error = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(error) == 1 and all(w in error[0] for w in words), proc.stderr
     assert str(src) in error[0] and "Traceback" not in proc.stderr
     assert not (tmp_path / "out" / "m.onnx").exists()
     ok = cli("shrink", str(src), "-o", str(tmp_path / "out"), "--method", method, "--decode", decode,
-             "--runtime", "onnxruntime>=1.25", "--runtime", "openvino", "--no-verify")
+             "--runtimes", "onnxruntime>=1.25", "--runtimes", "openvino", "--no-verify")
     assert ok.returncode == 0, ok.stderr
 
 

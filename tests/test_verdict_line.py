@@ -62,7 +62,7 @@ def test_the_shrink_line_keeps_figures_for_v_and_none_for_an_output_never_compar
     assert len(line) <= LIMIT + len(str(tmp_path)) * 2, line  # the paths are the user's
     assert ": shrunk, " in line and ", int8: same labels on 20 recorded calls; " in line and "cos" not in line, line
     off = cli("-v", "shrink", str(model), "-o", str(tmp_path / "b"), "--inputs", str(tmp_path / "rec"),
-              "--judge", "y=off", "--json", "-")
+              "--judges", "y=off", "--json", "-")
     assert off.returncode == 0, off.stderr
     first, detail = off.stdout.splitlines()[:2]
     assert ", int8: no output compared (every judge is off)" in first, first
@@ -121,7 +121,7 @@ def test_report_line_says_what_stayed_float(tmp_path: Path) -> None:
     """W1 is encoded, W2 (2560 elements) is excluded by name, the bias is below min-elements."""
     path = tmp_path / "a.onnx"
     onnx.save(_mlp_with_bias(), str(path))
-    proc = cli("-v", "shrink", str(path), "-o", str(tmp_path / "out"), "--exclude-tensor", "W2", "--min-elements",
+    proc = cli("-v", "shrink", str(path), "-o", str(tmp_path / "out"), "--exclude-tensors", "W2", "--min-elements",
                "1000")
     assert proc.returncode == 0, proc.stderr
     line, detail = proc.stdout.splitlines()[:2]

@@ -1,8 +1,8 @@
 """The engine options as flags: made from the option table, and read once from the parsed command line.
 
 Every flag of an engine option spells its key (``--min-elements`` sets ``min-elements``); the flags a
-user gives override the project's table key by key, messages name them as the user wrote them (an
-earlier, deprecated spelling included), and hints quote them in the user's order.
+user gives override the project's table key by key, messages name them, and hints quote them in the
+user's order.
 """
 
 from __future__ import annotations
@@ -67,10 +67,9 @@ def option_flags(p: Parser, *, verification_only: bool = False) -> None:
             default = list(default)
         if option.metavar:
             spec["metavar"] = option.metavar
-        deprecated = f" (also {option.alias}, deprecated)" if option.alias else ""
         action = p.heading(GROUPS[option.group]).add_argument(
             *option.flags, dest=option.field, action=Noted, append=append, default=default,
-            help=f"{option.flag_help}{deprecated}", **spec)
+            help=option.flag_help, **spec)
         if option.common:
             p.common(action)
 
@@ -82,7 +81,7 @@ class Given:
     settings: dict[str, Any]
     """Key -> value, typed as the table's values are read (``inputs``: the path as given)."""
     spelled: dict[str, str]
-    """Key -> the flag as the user wrote it (a deprecated spelling included)."""
+    """Key -> the flag as the user gave it."""
     names: dict[str, str]
     """Options field -> its flag, as the user wrote it when given (for messages)."""
 

@@ -180,8 +180,8 @@ def test_wheel_from_sdist_is_a_pass_through(project: Path, tmp_path: Path, monke
         assert zf.read(IN_WHEEL) == (root / MODEL).read_bytes()
         assert not any(name.endswith(MANIFEST_NAME) for name in zf.namelist())
     err = capsys.readouterr().err
-    assert f"shrinkray: {MODEL}: shipped shrunk, 272.54 -> 77.06 KB (28.3%), as the sdist holds it" in err
-    assert "total 1 model: 1 shipped shrunk as the sdist holds it; 272.54 -> 77.06 KB (28.3%)" in err
+    assert f"shrinkray: {MODEL}: shipped shrunk, 272.54 -> 77.06 KB (28.3%), already shrunk" in err
+    assert "total 1 model: 1 shipped already shrunk; 272.54 -> 77.06 KB (28.3%)" in err
 
 
 def test_pass_through_survives_gitignored_models(project: Path, tmp_path: Path,
@@ -478,4 +478,4 @@ def test_pass_through_checks_stay_light(project: Path, tmp_path: Path) -> None:
                           capture_output=True, text=True, check=False, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[-1] == "[]", proc.stdout
-    assert "as the sdist holds it (shrunk when it was built)" in proc.stderr
+    assert "already shrunk (its manifest names these bytes)" in proc.stderr

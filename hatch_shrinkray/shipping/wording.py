@@ -31,11 +31,14 @@ def sdist_original_line(relpath: str, size: int) -> str:
 
 
 def manifest_match_line(relpath: str, size: int, original_size: int | None) -> str:
-    """A model the sdist holds shrunk already (its manifest names these bytes): it ships as it is."""
+    """A model shrunk already (an sdist, a wheel or a tree whose manifest names these bytes): it ships as
+    it is; the words fit every source, the sdist a wheel is built from as much as a second ``bundle``."""
     if original_size is None:
-        return f"{PREFIX} {relpath}: shipped shrunk ({human(size)}), as the sdist holds it (shrunk when it was built)"
-    return (f"{PREFIX} {relpath}: shipped shrunk, {sizes(original_size, size)}, as the sdist holds it (shrunk when "
-            "it was built)")
+        return f"{PREFIX} {relpath}: shipped shrunk ({human(size)}), {AS_BEFORE}"
+    return f"{PREFIX} {relpath}: shipped shrunk, {sizes(original_size, size)}, {AS_BEFORE}"
+
+
+AS_BEFORE = "already shrunk (its manifest names these bytes)"
 
 
 def waiting_line(relpath: str, size: int, method: str) -> str:
@@ -191,7 +194,7 @@ def total_line(shipped: Sequence[Shipped], seconds: float) -> str:
     originals = len(shipped) - shrunk - held
     plural = "s" if len(shipped) != 1 else ""
     parts = [f"{shrunk} shipped shrunk"] if shrunk else []
-    parts += [f"{held} shipped shrunk as the sdist holds {'them' if held != 1 else 'it'}"] if held else []
+    parts += [f"{held} shipped already shrunk"] if held else []
     parts += [f"{originals} shipped {'their' if originals != 1 else 'its'} original"] if originals else []
     if not shrunk and not held:
         return f"{PREFIX} total {len(shipped)} model{plural}: no model shrunk, {parts[0]} ({human(before)}) " \

@@ -104,9 +104,11 @@ def test_check_names_the_regression_then_the_plan_fixes_it(project: Path) -> Non
     assert "REGRESSED tests/test_model.py::test_labels_exactly: passed with the originals, failed" in before.stdout
     assert "Mismatched elements" in before.stdout  # the failure text, as pytest wrote it
     assert "passes its limits on 8 generated samples" in before.stdout  # what it did not catch
-    hint = next(line for line in before.stdout.splitlines() if line.startswith("hint: src/pkg/models/net.onnx"))
+    lines = before.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("hint: src/pkg/models/net.onnx"))
+    hint = "\n".join(lines[at:at + 3])  # the weights, then a line per remedy
     # the project's table configures the model: the fix is a config line there, as docs/checking.md says
-    assert "W1 (rel-L2" in hint and '`exclude-tensors = ["W1"]`' in hint and '`encodings = {W1 = "fp16"}`' in hint
+    assert "W1 (rel-L2" in hint and '`exclude-tensors = ["W1"]`' in hint and '`encodings = {W1 = "fp16"}`' in hint, hint
     report = json.loads(before.stdout[before.stdout.index("\n{") + 1:])
     assert [r["test"] for r in report["regressions"]] == ["tests/test_model.py::test_labels_exactly"]
     assert report["runs"]["original"]["tests"] == {f"tests/test_model.py::test_{n}": "passed"
@@ -132,7 +134,7 @@ def test_check_names_the_regression_then_the_plan_fixes_it(project: Path) -> Non
     (project / "pyproject.toml").write_text(text)
     search = cli("check", "--search", "--", *PYTEST, cwd=project)
     assert search.returncode == 0, search.stdout + search.stderr
-    assert "with int8 and W1 fp16" in search.stdout
+    assert "with int8 and W1 fp16" in search.stdout, search.stdout
     assert "the plan kept: on 32 held-out units (the recording " in search.stdout
     plan = read_plan(project / PLAN_NAME)
     assert (project / PLAN_NAME).stat().st_mode & 0o777 == 0o666 & ~current_umask()  # a file to commit, not private

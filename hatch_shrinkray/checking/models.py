@@ -76,7 +76,9 @@ def prepare(configured: Configured, workdir: Path, app: Display,
             plans: Mapping[str, tuple[tuple[str, str, str], ...]] | None = None,
             chosen: Mapping[str, ShrinkOptions] | None = None) -> list[Prepared]:
     """Shrink every configured model into ``workdir``; ``plans`` (by sha256) replaces the plan file's
-    plan, ``chosen`` (by sha256) the options altogether (``check --fix``'s candidate remedies)."""
+    plan, ``chosen`` (by sha256) the options altogether (``check --fix``'s candidate remedies). A
+    candidate plan is shrunk ``strict`` (with ``keep_failed``, a choice past its limits is kept, not
+    fallen back from), so the tests judge the encoding the plan names."""
     out = []
     every: list[Shipped] = []
     start = time.perf_counter()
@@ -88,8 +90,8 @@ def prepare(configured: Configured, workdir: Path, app: Display,
         if chosen is not None and sha in chosen:
             options = chosen[sha]
             config = replace(config, models=(replace(entry, options=options),), plans={})
-        elif plans is not None and sha in plans:
-            options = replace(options, plan=plans[sha])
+        elif plans is not None and sha in plans:  # a candidate plan is judged as written, never its fallback
+            options = replace(options, plan=plans[sha], strict=True)
             config = replace(config, models=(replace(entry, options=options),), plans={})
         elif sha in configured.config.plans:
             options = configured.config.plans[sha].apply(options)

@@ -278,9 +278,10 @@ def render_search(searched: Searched, written: str | None) -> str:
             continue
         b = f.best.prepared
         flips, positions = f.best.flips
-        tensors = ", ".join(f"{t} {e}" for (_, t), e in sorted(f.best.tensors.items())) or "none"
+        tensors = ", ".join(f"{t} {e}" for (_, t), e in sorted(f.best.tensors.items()))
+        with_ = f"{p.options.method} and {tensors}" if tensors else f"{p.options.method} as configured, no tensor wider"
         lines.append(f"{p.relpath}: {human(b.original_size)} -> {human(b.shrunk_size)} "
-                     f"({100 * b.shrunk_size / b.original_size:.1f}%) with {p.options.method} and {tensors}; "
+                     f"({100 * b.shrunk_size / b.original_size:.1f}%) with {with_}; "
                      f"{tally(f.best.verdict.shrunk)}, nothing regressed, {flips} of {positions} shadow decisions "
                      f"flipped ({f.runs} runs; configured as is: {human(p.shrunk_size)})")
         if f.guard:

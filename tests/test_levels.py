@@ -237,7 +237,7 @@ def test_an_encoding_gives_the_same_answers_at_every_level_and_runtime(name: str
             assert f"{name}/{level}" not in where["errors"], (version, level, where["errors"][f"{name}/{level}"])
             rel, cos = runtimes.deviation(where["outputs"][(name, level)], verified)
             said = f"{name} in onnxruntime {where['version']} at {level}: rel L2 {rel:.2e}, cosine {cos:.6f}"
-            assert rel <= limits.max_rel_l2 and cos >= limits.min_cosine, said
+            assert rel <= limits.rel_l2_limit and cos >= limits.cosine_limit, said
             if encoding.float_compute:
                 assert rel <= FLOAT_ROUNDING, said
             # and the original, in the same runtime at the same level, is as far from it as verification found

@@ -84,7 +84,7 @@ def test_pyinstaller_onefile_with_the_spec_line(freezer: tuple[Path, dict[str, s
     assert build.returncode == 0, build.stderr[-3000:]
     shipped = f"shrinkray: {MAGIKA_MODEL}: shipped shrunk, 3.16 MB -> "
     line = next(ln for ln in build.stderr.splitlines() if shipped in ln)
-    assert "recorded" in line, line
+    assert "generated" not in line and ("recorded" in line or " calls" in line), line  # verified on the recording
     packed = tmp_path / "build/filetype/shrinkray/collected" / MAGIKA_MODEL
     assert packed.stat().st_size < 0.35 * 3163737
     held = _files(40, skip=1)

@@ -14,8 +14,8 @@ ever handled in the main thread anyway).
 
 from __future__ import annotations
 
-import _thread
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -83,13 +83,15 @@ def _never_lost(previous: Callable[[Any], object]) -> Callable[[Any], object]:
     (``__del__``, ``weakref.finalize``: a temporary directory's cleanup, a garbage collection); what
     the handler raises there is printed as "Exception ignored" and dropped, and the run went on as if
     nobody had asked it to stop, to exit normally much later. Here the request is delivered again a
-    moment later (``_thread.interrupt_main``, from a timer thread), when the main thread is most
-    likely out of the finalizer; should it land in one again, it comes back here again."""
+    moment later (the signal itself, sent to this process from a timer thread), when the main thread
+    is most likely out of the finalizer; should it land in one again, it comes back here again. A
+    real signal, not ``_thread.interrupt_main``: by then the handler may be Python's default again
+    (between two commands' handling), and a SIGTERM nobody handles must still end the process."""
     def hook(unraisable: Any) -> object:
         stop = unraisable.exc_value
         if isinstance(stop, (Terminated, KeyboardInterrupt)):
             signum = stop.signum if isinstance(stop, Terminated) else signal.SIGINT
-            timer = threading.Timer(REDELIVERY, _thread.interrupt_main, args=(signum,))
+            timer = threading.Timer(REDELIVERY, os.kill, args=(os.getpid(), signum))
             timer.daemon = True
             timer.start()
             return None

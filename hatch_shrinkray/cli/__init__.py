@@ -42,7 +42,14 @@ def _split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse(*_split_command(list(sys.argv[1:] if argv is None else argv)))
+    try:  # building the parser takes a moment: a stop request meanwhile ends the run as any other
+        with terminate_raises():
+            args = parse(*_split_command(list(sys.argv[1:] if argv is None else argv)))
+    except BaseException as exc:
+        stop = stop_request(exc)
+        if stop is None:
+            raise
+        return stopped(stop)
     try:
         with terminate_raises(), hints.speaking(_invocation(args)), \
                 progress.reporting(progress.for_stream(sys.stderr, quiet=args.quiet)):

@@ -42,19 +42,16 @@ def _split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:  # building the parser takes a moment: a stop request meanwhile ends the run as any other
-        with terminate_raises():
-            args = parse(*_split_command(list(sys.argv[1:] if argv is None else argv)))
-    except BaseException as exc:
-        stop = stop_request(exc)
-        if stop is None:
-            raise
-        return stopped(stop)
+    args: argparse.Namespace | None = None
     try:
-        with terminate_raises(), hints.speaking(_invocation(args)), \
-                progress.reporting(progress.for_stream(sys.stderr, quiet=args.quiet)):
-            return COMMANDS[args.command](args)
+        with terminate_raises():  # from the parser on (building it takes a moment): one stop handling
+            args = parse(*_split_command(list(sys.argv[1:] if argv is None else argv)))
+            with hints.speaking(_invocation(args)), \
+                    progress.reporting(progress.for_stream(sys.stderr, quiet=args.quiet)):
+                return COMMANDS[args.command](args)
     except BrokenPipeError:
+        if args is None:
+            raise
         # The reader went away (`hatch-shrinkray info m.onnx | head`): no traceback, and nothing more
         # to stdout, whose pending writes would fail again at exit (the recipe in Python's signal docs).
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -63,6 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         stop = stop_request(exc)  # Ctrl-C, SIGTERM, or either surfacing as another error (during `import onnxruntime`)
         if stop is not None:
             return stopped(stop)
+        if args is None:  # argparse's own exit (a usage error, --help) and anything else while parsing
+            raise
         if isinstance(exc, ShrinkrayError):
             print_error(exc, args.verbose, names_of(args))
             return 1

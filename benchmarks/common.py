@@ -35,7 +35,7 @@ def sha256_file(path: Path) -> str:
 # ---------------------------------------------------------------- compressed sizes
 
 COMPRESSORS = ("gzip9", "brotli9", "brotli11", "zstd19")
-FAST_COMPRESSORS = ("gzip9", "brotli9", "zstd19")  # brotli-11 runs at ~0.02-0.2 MB/s: filled by sizes.py
+FAST_COMPRESSORS = ("gzip9", "brotli9", "zstd19")  # brotli-11 is slow: only where a driver asks for it
 
 
 def _compress_size(data: bytes, algo: str) -> int:

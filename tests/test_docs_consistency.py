@@ -1,8 +1,8 @@
 """README and docs say what the tool does and what the benchmarks measured, so that a newcomer can
 take them literally: every flag they name exists where they name it, every command they quote
 parses, docs/cli.md's promises about usage errors hold, every figure in a paragraph that cites a
-benchmark file is in that file (a share or a ratio as one written so there), the defaults they quote are the code's, and the headline figure is
-one figure on every page.
+benchmark file is in that file (a share or a ratio as one written so there), the defaults they quote
+are the code's, and the headline figure is one figure on every page.
 
 In-process: the parser is called, never the console script (``tests/test_docs.py`` runs the error
 lines of docs/troubleshooting.md through it)."""

@@ -1,1 +1,1 @@
-"""Benchmark harness of hatch-shrinkray (not part of the wheel). Entry point: ``python benchmarks/run.py``."""
+"""Benchmark harness of hatch-shrinkray (not part of the wheel). Its drivers: benchmarks/README.md."""

@@ -31,7 +31,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import corpus
-from benchmarks.common import CACHE_DIR, make_session, sha256_file
+from benchmarks.common import CACHE_DIR, engine_notes, make_session, sha256_file
 from benchmarks.download import _load, _save, evaluate, log, shrink, sizes_of
 from benchmarks.record_task import RECORDINGS, record
 from benchmarks.variants import PEER_VENV, engine_key, ensure_peer_venv
@@ -124,6 +124,8 @@ def fresh_load_times(files: dict[str, str], rounds: int) -> dict[str, float]:
     return {n: statistics.median(v) for n, v in times.items()}
 
 
+NOTES_ENGINES = ("c463ea776ffa", "f277ee7f2d2f", "f2f133e1723b")
+"""The engines whose results the notes below were written about (``engine_notes``)."""
 NOTES = """## Where issue 33's bars stand (2026-11-27, sixth and seventh sessions: the tables above)
 
 One `run` of all six models on a quiet machine, 20:35-20:47 UTC, engine `f277ee7` (the small Conv/MatMul
@@ -403,7 +405,8 @@ def write_report(results: list[dict[str, Any]]) -> Path:
         lines.append("")
     lines += runtime_table(_load(OUT / "runtimes.json"))
     path = BENCH_DIR / "AUTO_DOWNLOAD.md"
-    path.write_text("\n".join(lines) + "\n" + NOTES)
+    path.write_text("\n".join(lines) + "\n"
+                    + engine_notes(NOTES, NOTES_ENGINES, [r["engine"] for r in results], path.name))
     return path
 
 

@@ -35,7 +35,7 @@ def sha256_file(path: Path) -> str:
 # ---------------------------------------------------------------- compressed sizes
 
 COMPRESSORS = ("gzip9", "brotli9", "brotli11", "zstd19")
-FAST_COMPRESSORS = ("gzip9", "brotli9", "zstd19")  # brotli-11 runs at ~0.02-0.2 MB/s: filled by sizes.py
+FAST_COMPRESSORS = ("gzip9", "brotli9", "zstd19")  # brotli-11 is slow: only where a driver asks for it
 
 
 def _compress_size(data: bytes, algo: str) -> int:
@@ -249,3 +249,28 @@ def run_report_parser(doc: str | None) -> tuple[argparse.ArgumentParser, Any]:
     sub.add_parser("run").add_argument("--only", nargs="*")
     sub.add_parser("report")
     return ap, sub
+
+
+# ---------------------------------------------------------------- hand-written notes
+
+def _commit(engine: str) -> str:
+    return engine.removeprefix("git:").removesuffix("-dirty")[:12]
+
+
+def engine_notes(notes: str, written_for: Sequence[str], engines: Sequence[str], report: str) -> str:
+    """A driver's hand-written notes, only where every result of the report comes from an engine they were
+    written for (commits compared on their common prefix, at least 7 hex digits); otherwise a paragraph saying
+    they were left out and where they are. A verdict written about one engine's figures reads as true of
+    whatever a later run prints beside it, so a regenerated report never carries another engine's words."""
+    mine = sorted({_commit(e) for e in written_for})
+    now = sorted({_commit(e) for e in engines})
+
+    def same(a: str, b: str) -> bool:
+        n = min(len(a), len(b))
+        return n >= 7 and a[:n] == b[:n]
+
+    if now and all(any(same(e, m) for m in mine) for e in now):
+        return notes
+    return (f"## Notes\n\nThe hand-written notes of this report were written for engine {', '.join(mine)}; "
+            f"these results come from {', '.join(now) or 'no engine'}, so they are left out "
+            f"(`git log -p -- benchmarks/{report}` shows them beside the figures they were written about).\n")

@@ -1,4 +1,4 @@
-"""Calibration inputs for ``auto`` in ``benchmarks/curves.py``: what a user would pass as ``inputs``,
+"""Calibration inputs for ``auto`` (``load_cost.py``): what a user would pass as ``inputs``,
 built from real data that is disjoint from each task's test data, and the feeds ``auto`` fits on.
 
 * OCR recognisers, Silero VAD, Magika: a recording made by ``hatch-shrinkray record`` of the task's
@@ -15,7 +15,7 @@ one more dimension than its input, the first axis enumerates samples), so all sa
 * NudeNet: the only photos on this machine outside the task's three are electronics photos in the
   Rust documentation and matplotlib's ``Minduka_Present_Blue_Pack.png``; those 3 plus 5 seeded
   crops/flips of them = 8 letterboxed images (the task's preprocessing). No people in them: the
-  engine has no decision measure for this output anyway (see ``curves.py``), only rel-L2.
+  engine has no decision measure for this output anyway, only rel-L2.
 * Nakdimon: 16 Hebrew sentences written for this file (none of the task's 30), ids as piper
   computes them, zero-padded (0 = the model's mask id) to one length, one sentence per sample.
 """

@@ -36,7 +36,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import corpus
-from benchmarks.common import CACHE_DIR, json_default, make_session, output_diff, sha256_file
+from benchmarks.common import CACHE_DIR, engine_notes, json_default, make_session, output_diff, sha256_file
 from benchmarks.record_task import RECORDINGS, record
 from benchmarks.variants import engine_dir, engine_key
 
@@ -259,7 +259,7 @@ def write_report(results: list[dict[str, Any]], sizes: dict[str, Any], path: Pat
         lines += _model_section(r, sizes)
     lines += _codes_section(results)
     lines += _estimate_section(results, sizes)
-    lines.append(NOTES)
+    lines.append(engine_notes(NOTES, NOTES_ENGINES, [r["engine"] for r in results], "DOWNLOAD.md"))
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -337,6 +337,8 @@ def _estimate_section(results: list[dict[str, Any]], sizes: dict[str, Any]) -> l
             "rule uses it only as the target's size for target `web`, which measures brotli 11 instead.", ""]
 
 
+NOTES_ENGINES = ("a7dae2e55705",)
+"""The engine whose results the notes below were written about (``engine_notes``)."""
 NOTES = """## Notes
 
 * **Uniform levels, not codebooks.** At equal wheel bytes the uniform grid (codes -m..m, scale amax/m) keeps

@@ -54,6 +54,8 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
+from benchmarks.common import engine_notes
+
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 CACHE = BENCH / ".cache" / "packages"
@@ -549,6 +551,8 @@ def load(path: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+FOLLOW_UP_ENGINES = ("a43786320f1a",)
+"""The engine whose run the follow-up below was written after (``engine_notes``)."""
 FOLLOW_UP = """## Follow-up, after the run above (2026-11-26, engine `7128cb8`+)
 
 **Why int8 with the recording fails 4 upstream tests of rapidocr and round-to-nearest 1.** The four
@@ -612,7 +616,7 @@ def report(work: Path, rev: str) -> str:
            ".venv/bin/python -m benchmarks.packages --report-only", "```", ""]
     for pkg in (SILERO, OCR):
         md += package_report(pkg, work, PATHS)
-    return "\n".join(md) + "\n\n" + FOLLOW_UP
+    return "\n".join(md) + "\n\n" + engine_notes(FOLLOW_UP, FOLLOW_UP_ENGINES, [rev], "PACKAGES.md")
 
 
 def package_report(pkg: dict[str, Any], work: Path, paths: dict[str, str]) -> list[str]:

@@ -1,10 +1,10 @@
 """The harness's core on a tiny hand-built model, offline, in well under a minute: what the tests run.
 
-    python -m benchmarks.smoke OUT_DIR      # prints one JSON object of measured facts; OUT_DIR/RESULTS.md
+    python -m benchmarks.smoke OUT_DIR      # prints one JSON object of measured facts
 
 Compressed sizes and their cache, output diffs, interleaved latency and session creation, a shrink in
-a subprocess (wall time, peak RSS, its cache), one measured row per variant and the report written from
-them, and the task helpers that need no corpus model. It states facts and does not judge them: the
+a subprocess (wall time, peak RSS, its cache), which hand-written notes a regenerated report keeps, and the
+task helpers that need no corpus model. It states facts and does not judge them: the
 test (``tests/test_benchmark_smoke.py``) does, so the tests never import ``benchmarks``.
 """
 
@@ -25,9 +25,8 @@ from onnx import TensorProto, helper, numpy_helper
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import common, run, variants
-from benchmarks.common import Feed, SizeCache, TaskOutput
-from benchmarks.task_specs import TaskSpec
+from benchmarks import common, variants
+from benchmarks.common import SizeCache
 
 
 def tiny_model(path: Path, seed: int = 0) -> Path:
@@ -73,26 +72,6 @@ def fake_vad(path: Path) -> Path:
     return path
 
 
-class TinyTask:
-    """A task in the harness's shape: top-1 'accuracy' against the original's labels on 64 inputs."""
-
-    def __init__(self) -> None:
-        rng = np.random.default_rng(1)
-        self.xs = [rng.normal(0, 1, (1, 128)).astype(np.float32) for _ in range(64)]
-        self.ref: list[int] | None = None
-
-    def latency_feed(self) -> Feed:
-        return {"x": self.xs[0]}
-
-    def run(self, sess: Any, path: Path | None = None) -> TaskOutput:
-        outs = [sess.run(None, {"x": x})[0] for x in self.xs]
-        top1 = [int(o.argmax()) for o in outs]
-        if self.ref is None:
-            self.ref = top1
-        acc = sum(a == b for a, b in zip(top1, self.ref, strict=True)) / len(top1)
-        return TaskOutput(metrics={"top1": acc}, decisions=top1, raw=outs)
-
-
 def size_facts(tiny: Path, out: Path) -> dict[str, Any]:
     cache_file = out / "sizes.json"
     first = SizeCache(cache_file).sizes(tiny)
@@ -129,22 +108,15 @@ def shrink_facts(tiny: Path) -> dict[str, Any]:
             "again": asdict(again)}
 
 
-def measured_rows(tiny: Path, out: Path) -> list[dict[str, Any]]:
-    """The driver's measurement of every cheap variant on the tiny task, and RESULTS.md from the rows."""
-    spec = TaskSpec("tiny", "top1", True, lambda p, q: TinyTask(), lambda q: "tiny-1")
-    args = argparse.Namespace(force=False, force_shrink=False, skip_brotli=False, algos=common.COMPRESSORS,
-                              threads=1, latency_budget=0.2, quick=True)
-    sizes = SizeCache(out / "sizes.json")
-    task = TinyTask()
-    orig_out = task.run(common.make_session(tiny), tiny)
-    rows = [asdict(run.measure("tiny", variants.BY_NAME[name], tiny, task=task, orig_out=orig_out, spec=spec,
-                               args=args, sizes=sizes))
-            for name in ("original", "ort-dynamic", "ours-int8")]
-    from benchmarks.report import write_report
-
-    write_report({f"tiny/{r['variant']}": r for r in rows}, args, "now", ["--quick"], md_path=out / "RESULTS.md",
-                 png_path=out / "results.png")
-    return rows
+def notes_facts() -> dict[str, Any]:
+    """``engine_notes`` for results of the engine the notes name, of another, and of both."""
+    notes = "## Notes\n\nwritten about abcdef123456\n"
+    return {"same": common.engine_notes(notes, ["abcdef123456"], ["git:abcdef123456"], "R.md"),
+            "full_hash": common.engine_notes(notes, ["abcdef123456"], ["abcdef1234567890" + "0" * 24], "R.md"),
+            "other": common.engine_notes(notes, ["abcdef123456"], ["git:0123456789ab"], "R.md"),
+            "mixed": common.engine_notes(notes, ["abcdef123456"], ["git:abcdef123456", "fedcba654321"], "R.md"),
+            "short": common.engine_notes(notes, ["abcdef123456"], ["abc"], "R.md"),
+            "notes": notes}
 
 
 def task_helper_facts(out: Path) -> dict[str, Any]:
@@ -174,11 +146,10 @@ def main(argv: list[str] | None = None) -> int:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     variants.SHRUNK_DIR = out / "shrunk"  # the smoke run's shrunk models and results stay in OUT_DIR
-    run.RESULTS_CACHE = out / "results"
     tiny = tiny_model(out / "tiny.onnx")
     with contextlib.redirect_stdout(sys.stderr):  # the harness's progress lines; stdout is the JSON alone
         facts = {"sizes": size_facts(tiny, out), "diff": diff_facts(), "timing": timing_facts(tiny),
-                 "shrink": shrink_facts(tiny), "rows": measured_rows(tiny, out), "tasks": task_helper_facts(out)}
+                 "shrink": shrink_facts(tiny), "notes": notes_facts(), "tasks": task_helper_facts(out)}
     json.dump(facts, sys.stdout, default=common.json_default)
     print()
     return 0

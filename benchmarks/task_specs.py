@@ -1,5 +1,5 @@
-"""Which task measures each corpus model, and how it is built: shared by the driver (``run.py``), its
-report (``report.py``) and the other drivers, so that none of them imports another driver."""
+"""Which task measures each corpus model, and how it is built: shared by the drivers, so that none of them
+imports another driver."""
 
 from __future__ import annotations
 

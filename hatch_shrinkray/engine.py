@@ -277,7 +277,7 @@ def _write_and_verify(job: _Job, records: list[TensorRecord], original_sizes_job
         # at their parents and children, so the weight sites built while encoding hold it in
         # reference cycles: without a collection now it stayed resident through verification (with
         # every tensor it replaced: protobuf keeps them in the message's arena), twice the model's
-        # size beside the original's session (benchmarks/BIG_MODEL.md).
+        # size beside the original's session.
         feed = memory.feed_for(loaded.model, options.verify, prepared.samples.feeds if prepared else (),
                                sha256=next(iter(loaded.sha256.values()), ""), name=loaded.label) \
             if options.target == "memory" and kept_original is None else None
@@ -309,7 +309,7 @@ def _write_and_verify(job: _Job, records: list[TensorRecord], original_sizes_job
 def _sized(job: _Job, files: bytes | list[Path], original: Sizes) -> tuple[Sizes, Sizes]:
     """The shrunk model's sizes and the original's. Under target web (without ``--sizes``) the shrunk
     model's web bytes stay the LZMA estimate where both estimates are so far apart that no error of
-    theirs could make the shrunk model the larger (``clearly_apart``): brotli 11 at ~0.3 MB/s would
+    theirs could make the shrunk model the larger (``clearly_apart``): brotli 11, slow on weight data, would
     only print a figure that decides nothing (minutes on a large model); every report marks it."""
     if job.options.target != "web" or job.exact_web:  # nothing to settle: both estimated, or both measured
         return measure(files, exact_web=job.exact_web), original
@@ -369,7 +369,7 @@ def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: 
     assert options.verify is not None
     keep = not options.strict
     # Only now, with the working copy freed: the original's session and the model in memory
-    # together peak at several times the model's size (benchmarks/BIG_MODEL.md).
+    # together peak at several times the model's size.
     try:
         reference = reference or _reference(loaded, original_ref, options, prepared)
     except GeneratedUnusable as exc:

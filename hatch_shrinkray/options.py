@@ -147,13 +147,13 @@ class VerifyOptions:
 
 
 LOAD_BUDGET = 1.25
-"""``budget-load`` by default: the project's bar for older runtimes is that no method loads at more
-than 1.3x int8 (docs/runtimes.md), and load time grows with the bytes folded, so the default
-stays below that bar (benchmarks/LOAD.md)."""
+"""``budget-load`` by default: the project's bar for older runtimes caps every method's load at a
+multiple of int8's (docs/runtimes.md), and load time grows with the bytes folded, so the default
+stays below that bar."""
 WEB_LOAD_BUDGET = 1.0
 """``budget-load`` by default with a ``web`` target: onnxruntime-web folds in wasm, where folding a
 long chain costs far more load time than natively, even on a warmed page, so the web default is
-stricter (benchmarks/LOAD.md)."""
+stricter."""
 
 
 @dataclass(frozen=True)

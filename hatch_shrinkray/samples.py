@@ -1,7 +1,7 @@
 """Samples as the program made them: which independent unit each belongs to, and recurrent models
 run in closed loop, stream by stream.
 
-A streaming model (Silero VAD) feeds an output back as an input of its next call (``stateN`` ->
+A streaming model (a voice-activity detector) feeds an output back as an input of its next call (``stateN`` ->
 ``state``). Run on the original's recorded states, a shrunk model's error never accumulates, so
 every step looks fine while the real program, which feeds the shrunk model its *own* state, moves
 a segment boundary. Here each stream runs from its recorded first step on, every later step taking

@@ -5,17 +5,17 @@
   opens its ``ZipFile`` with ``compression=ZIP_DEFLATED`` and no ``compresslevel``, so ``zipfile``
   asks zlib for ``Z_DEFAULT_COMPRESSION`` (level 6), raw deflate (``wbits=-15``), memLevel 8, the
   default strategy; hatchling feeds it 16 KiB reads, which gives the same stream as one call. The
-  member's compressed bytes are counted, not its ~100 bytes of local and central headers. Another
+  member's compressed bytes are counted, not its local and central headers. Another
   zlib build (zlib-ng) may deflate a little differently; this is the running Python's zlib.
 * ``web``: brotli at quality 11 with the default window (lgwin 22): what a CDN serving
   ``Content-Encoding: br`` from precompressed files sends. Quality 11 is slow on weight data
-  (benchmarks/DOWNLOAD.md), so it is measured only when it decides something (target ``web``) or
+  (minutes on a large model), so it is measured only when it decides something (target ``web``) or
   is asked for; otherwise the figure is an estimate, and says so (:attr:`Sizes.web_estimated`).
 
 The estimate needs no brotli: LZMA (the standard library's ``lzma``, ``ESTIMATOR``) of the data, or
 of 8 evenly spread 512 KiB slices of anything over 4 MiB, scaled to the whole. It tracks brotli 11
-closely across float, fp16, level and codebook encodings; benchmarks/DOWNLOAD.md holds the
-comparison. With target ``web`` brotli 11 decides which file ships, so it measures the shrunk file
+closely across float, fp16, level and codebook encodings (its error band: ``ESTIMATE_HIGH``).
+With target ``web`` brotli 11 decides which file ships, so it measures the shrunk file
 where the two estimates are close enough for their error to matter (:func:`clearly_apart`), and the
 original where the shrunk file's measured bytes still cannot settle the never-larger rule
 (:func:`clearly_below`): brotli 11 of a large model can take longer than the rest of the build.
@@ -59,13 +59,12 @@ ESTIMATE_WHOLE = 4 << 20
 ESTIMATE_SLICES = 8
 ESTIMATE_SLICE = 512 << 10
 ESTIMATE_HIGH = 1.5
-"""The most the estimate is taken to overstate brotli 11: well above the largest ratio measured
-(benchmarks/DOWNLOAD.md), with room for the slices of a large file missing a stretch that brotli
+"""The most the estimate is taken to overstate brotli 11: well above the largest ratio measured on
+the benchmark corpus, with room for the slices of a large file missing a stretch that brotli
 compresses far better than the rest."""
 _LZMA_FILTERS = [{"id": lzma.FILTER_LZMA2, "preset": 0, "mode": lzma.MODE_NORMAL, "mf": lzma.MF_BT2, "nice_len": 32}]
 """LZMA's optimal parsing (normal mode) with the cheapest binary-tree match finder: its fast mode took short
-matches that cost more than the literals on int8 codes with few levels, overestimating brotli 11 there
-(benchmarks/DOWNLOAD.md)."""
+matches that cost more than the literals on int8 codes with few levels, overestimating brotli 11 there."""
 ESTIMATOR = "lzma2 preset 0, normal mode, bt2, nice_len 32"
 
 Source = bytes | str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
@@ -125,8 +124,8 @@ def clearly_below(web: int, estimate: int) -> bool:
 
 def clearly_apart(shrunk: int, original: int) -> bool:
     """Both LZMA estimates (:func:`web_estimate`), ``shrunk``'s brotli 11 bytes are below ``original``'s
-    whatever the error of either estimate (``ESTIMATE_HIGH``, taken both ways: the estimate was never
-    below 0.9x of brotli 11 where measured)."""
+    whatever the error of either estimate (``ESTIMATE_HIGH``, taken both ways: it
+    bounds the understatement too, always the smaller error where measured)."""
     return shrunk * ESTIMATE_HIGH * ESTIMATE_HIGH < original
 
 

@@ -1,8 +1,8 @@
 """README and docs say what the tool does and what the benchmarks measured, so that a newcomer can
 take them literally: every flag they name exists where they name it, every command they quote
 parses, docs/cli.md's promises about usage errors hold, every figure in a paragraph that cites a
-benchmark file is in that file, the defaults they quote are the code's, and the headline figure is
-one figure on every page.
+benchmark file is in that file (a share or a ratio as one written so there), the defaults they quote
+are the code's, and the headline figure is one figure on every page.
 
 In-process: the parser is called, never the console script (``tests/test_docs.py`` runs the error
 lines of docs/troubleshooting.md through it)."""
@@ -180,8 +180,13 @@ def test_version_and_verbose_are_where_the_command_reference_puts_them(capsys: p
 
 # -- Figures -----------------------------------------------------------------------------------------
 
-FIGURE = re.compile(r"(?<![\w.+-])~?(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))?\s?(%|x\b|MB\b|KB\b|GB\b|s\b)")
-"""A measured figure: a number (or a range) with a unit; ``x1.04`` ratios are the load table's."""
+FIGURE = re.compile(r"(?<![\w.+-])~?(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))?\s?(%|x\b(?! \d)|MB\b|KB\b|GB\b|s\b)")
+"""A measured figure: a number (or a range) with a unit (``120 x 18710`` is a shape, not a ratio)."""
+WRITTEN_AS = {"%": r"(?<![\w.])(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))? ?%",
+              "x": r"(?<![\w.])x(\d+(?:\.\d+)?)|(?<![\w.])(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))?x\b"}
+"""Where the benchmark writes a share or a ratio the way the docs quote it (``94.50% (189/200)``, ``0.61x``,
+the load table's ``x1.04``), a figure with that unit must be one of those, not any number of the file: a
+percentage matches a cell that is a percentage, never a size, a count or an error that happens to round to it."""
 
 SETTINGS = {
     "8 MB": env.MAX_BYTES / 1e6, "64 MB": env.MAX_BYTES_FOR_UNITS / 1e6, "512 MB": env.MAX_MEMORY / 1e6,
@@ -189,7 +194,7 @@ SETTINGS = {
 }
 """Figures in a benchmark paragraph that are the tool's own defaults, each checked against the code."""
 
-COMPUTED = {"28.2%", "27.5%", "31.1%", "1.75-2.75x"}
+COMPUTED = {"28.2%", "27.5%", "31.1%", "1.75-2.75x", "13-26%", "9.7%"}
 """Figures computed from two cells of a benchmark row (a size as a share of the original's) or by the
 code (what packed codes fold); the tests below compute each one."""
 
@@ -217,9 +222,15 @@ def _paragraphs(text: str) -> Iterator[tuple[str, list[str]]]:
         before = cited(para)
 
 
+def _written_as(text: str, unit: str) -> set[float]:
+    return {float(n) for m in re.finditer(WRITTEN_AS[unit], text.replace(",", "")) for n in m.groups() if n}
+
+
 def figure_problems(page: str, text: str) -> list[str]:
-    """The figures of ``text`` that the benchmark files its paragraphs cite do not hold."""
-    files = {p.name: set(_numbers(p.read_text(encoding="utf-8"))) for p in BENCHMARKS.glob("*.md")}
+    """The figures of ``text`` that the benchmark files its paragraphs cite do not hold: a share or a ratio
+    must be written as one in the file (``WRITTEN_AS``), any other figure must be a number of the file."""
+    texts = {p.name: p.read_text(encoding="utf-8") for p in BENCHMARKS.glob("*.md")}
+    files = {name: set(_numbers(body)) for name, body in texts.items()}
     problems = []
     for para, cited in _paragraphs(text):
         problems += [f"{page}: cites benchmarks/{c}, which does not exist" for c in cited if c not in files]
@@ -230,7 +241,10 @@ def figure_problems(page: str, text: str) -> list[str]:
             if m.group(0).lstrip("~") in SETTINGS or m.group(0) in COMPUTED:
                 continue
             values = [v for v in m.groups()[:2] if v is not None]
-            if not all(_supported(v, numbers) for v in values):
+            unit = m.group(3)
+            held = set().union(*(_written_as(texts[c], unit) for c in cited if c in texts)) if unit in WRITTEN_AS \
+                else numbers
+            if not all(_supported(v, held) for v in values):
                 problems.append(f"{page}: {m.group(0)!r} is in none of {sorted(set(cited))}: "
                                 f"...{para[max(0, m.start() - 80):m.end() + 20]}...")
     return problems
@@ -250,6 +264,10 @@ def test_the_figure_checker_catches_a_figure_the_benchmark_does_not_hold() -> No
     assert figure_problems("p", "(29.5 s, `benchmarks/SHRINK_TIME.md`)") == []
     assert figure_problems("p", "(30.5 s, `benchmarks/SHRINK_TIME.md`)")
     assert figure_problems("p", "(`benchmarks/NO_SUCH.md`)")
+    # a number of the file, but not a share there (PP-OCRv6's round-to-nearest rel-L2 is 0.0742)
+    assert figure_problems("p", "(0.0742, `benchmarks/DOWNLOAD.md`)") == []
+    assert figure_problems("p", "(0.0742%, `benchmarks/DOWNLOAD.md`)")
+    assert figure_problems("p", "(5.984x, `benchmarks/DOWNLOAD.md`)")  # a size there, not a ratio
     table = "from `benchmarks/DOWNLOAD.md`:\n\n| levels | PP-OCRv6 |\n|---|---|\n| 255 | 5.09 / 4.92 MB, 85.5% |\n"
     assert figure_problems("p", table) == [] and figure_problems("p", table.replace("4.92", "4.93"))
 
@@ -300,6 +318,23 @@ def test_the_derived_figures_are_computed_from_their_rows() -> None:
         shares.append(f"{100 * float(fitted[1]) / float(original[1]):.1f}%")
     assert f"({shares[0]} and {shares[1]} of the file)" in " ".join(PAGES["recording.md"].split())
     assert set(shares) <= COMPUTED
+
+
+def test_the_level_tables_derived_figures_are_computed_from_download_md() -> None:
+    """docs/methods.md: int8's wheel member is 13-26% smaller than its raw file, and output-aware rounding adds
+    up to 9.7% to round-to-nearest's bytes at the same level count, over DOWNLOAD.md's three models."""
+    bench = (BENCHMARKS / "DOWNLOAD.md").read_text(encoding="utf-8")
+    smaller, added = [], []
+    for model in ("ppocrv6_rec", "magika", "silero_vad"):
+        plain = _row(bench, model, "int8, round-to-nearest")
+        smaller.append(round(100 * (1 - float(plain[2]) / float(plain[1]))))
+        for levels in ("", " 127 levels", " 63 levels", " 31 levels", " 15 levels", " 7 levels"):
+            rtn, fit = (_row(bench, model, f"int8{levels}, {how}") for how in ("round-to-nearest", "output-aware"))
+            added += [100 * (float(fit[i]) / float(rtn[i]) - 1) for i in (2, 3)]
+    methods = " ".join(PAGES["methods.md"].split())
+    assert f"only {min(smaller)}-{max(smaller)}% smaller than its raw file" in methods
+    assert f"output-aware rounding adds up to {max(added):.1f}%" in methods
+    assert {f"{min(smaller)}-{max(smaller)}%", f"{max(added):.1f}%"} <= COMPUTED
 
 
 def test_the_headline_is_one_figure_on_every_page() -> None:

@@ -13,7 +13,7 @@ RECORD_MEMORY = "HATCH_SHRINKRAY_RECORD_MEMORY"
 MAX_SAMPLES = 256
 """Default samples kept per model. The bytes bound (``MAX_BYTES``) decides for large inputs; small
 ones need many samples: with a few dozen short audio chunks, ``auto`` fitted on too few failed its
-own verification on the ones held out, with this many it passed (benchmarks/REAL_INPUTS.md)."""
+own verification on the ones held out; this many leave enough to fit and to hold out."""
 MAX_BYTES = 8_000_000
 """Default bytes of samples kept per model, in the file."""
 MAX_BYTES_FOR_UNITS = 64_000_000

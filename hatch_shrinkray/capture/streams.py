@@ -1,5 +1,5 @@
 """Telling recurrent (streaming) models apart at run time: an input of a call that is bitwise equal to
-an output of an earlier call of the same session object is *fed back* (Silero VAD's ``stateN``
+an output of an earlier call of the same session object is *fed back* (a VAD's ``stateN``
 returns as ``state``). Calls chained that way form a *stream*; the first call of a stream holds every
 input, the later ones are computed from the previous step's outputs. An output bitwise equal to an
 input of its own call is a *pass-through* (an encoder handing its mask on), not state: it is never

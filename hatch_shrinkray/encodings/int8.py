@@ -1,17 +1,17 @@
 """``int8``: per-channel 8-bit codes on the axis the consumer implies, decoded in float.
 
 Symmetric by default: decoding is one Mul (no zero point), zero stays exactly zero, and on real
-weights it was at least as accurate as asymmetric (see README). ``decode = "fast"`` emits
+weights it is at least as accurate as asymmetric (docs/methods.md). ``decode = "fast"`` emits
 ``DequantizeLinear`` before MatMul instead, which onnxruntime (>= 1.25) fuses into MatMulNBits:
 faster at small batch but with int8 activations, hence opt-in and never raising the opset. Where
 the build's onnxruntime does not fuse it (a MatMul that its MatMul+Add fusion turned into a Gemm
-first, as in Magika), the DequantizeLinear would run on every inference, so that weight is
+first), the DequantizeLinear would run on every inference, so that weight is
 decoded in float instead and its record says so.
 
 ``levels = k`` (3..254) keeps at most k distinct codes per channel on the same uniform grid (codes
 -m..m with scale amax/m for k = 2m+1; an even k gives the extra code to the channel's wider side):
 the same container, nodes and load cost as int8, and a smaller download, since deflate and brotli
-store each code in about the empirical entropy of the codes (benchmarks/DOWNLOAD.md).
+store each code in about the empirical entropy of the codes (``numerics.entropy``).
 """
 
 from __future__ import annotations

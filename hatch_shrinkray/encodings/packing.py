@@ -12,7 +12,7 @@ row decodes on its own, so an embedding table can be decoded per gathered row
 weight, cut and reshaped after joining. A planar top chunk is
 stored offset-binary (``top + 2^(width-1)``), its offset subtracted in float.
 
-Why this chain (measured, benchmarks/LOAD.md): onnxruntime folds every node on constant inputs
+Why this chain: onnxruntime folds every node on constant inputs
 into a new initializer and keeps all of them until folding ends, so the load cost is the bytes of
 every intermediate, and each float-sized one costs about as much as the weight itself. The planes
 are therefore split with ``BitShift`` and ``Mod`` on ``uint8`` (opset 11; the only integer ops

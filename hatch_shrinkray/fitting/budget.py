@@ -2,7 +2,7 @@
 
 Three figures, each the worst over the model's outputs: relative L2, cosine, and agreement of the
 discrete answer a caller would take from the output (per-position argmax of class scores, or the
-``> 0.5`` decision of a probability output such as Silero VAD's speech probability). ``energy``
+``> 0.5`` decision of a probability output such as a voice-activity detector's speech probability). ``energy``
 (the sum of squared relative L2 over outputs) is the additive quantity the search estimates with.
 """
 
@@ -88,8 +88,8 @@ relative to (the per-tensor report of ``sensitivity``)."""
 DECISION_SLACK = 2.0
 """With discrete answers to keep, the budget is the answers (agreement at least round-to-nearest
 int8's); relative L2 may then reach this multiple of int8's, so that fewer levels fitted by
-output-aware rounding can spend the error int8's rounding wasted: such a fit keeps more held-out
-answers than round-to-nearest int8 at a higher relative L2 (benchmarks/DOWNLOAD.md)."""
+output-aware rounding can spend the error int8's rounding wasted: such a fit can keep more held-out
+answers than round-to-nearest int8 at a higher relative L2."""
 
 
 @dataclass(frozen=True)

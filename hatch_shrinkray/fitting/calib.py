@@ -20,8 +20,8 @@ MAX_ROWS = 2048
 """Patches per sample at most; evenly thinned above this (big early feature maps)."""
 ROWS_PER_FEATURE = 16
 """Rows wanted per input feature over all calibration samples (``rows_per_sample``): enough for a
-well-conditioned ``H``; beyond it, more rows of the same images cost Gram products and moved no
-rounding (benchmarks/REAL_INPUTS.md)."""
+well-conditioned ``H``; beyond it, more rows of the same images cost Gram products and move no
+rounding."""
 MIN_ROWS = 64
 
 
@@ -74,8 +74,8 @@ def from_rows(rows: npt.NDArray[Any], lay: Layout, shape: tuple[int, ...]) -> np
 FEW_ROWS = 8
 """Adds of fewer rows than this are stacked (up to ``STACKED_ROWS``) before their Gram product: an
 unrolled recurrent cell's Gemm gives one row per time step and call, and a rank-one product per row
-wrote a whole ``K x K`` matrix each time (a 4096-feature LSTM input weight: 134 MB per row, most of
-a captcha recogniser's build). Adds of more rows keep their own product, so the sums, and the codes
+writes a whole ``K x K`` float64 matrix each time, which for a wide LSTM input weight dominates
+the build. Adds of more rows keep their own product, so the sums, and the codes
 fitted to them, are those of a product per add wherever no add is that small."""
 STACKED_ROWS = 256
 

@@ -89,8 +89,8 @@ def calibrate(model: ModelProto, options: ShrinkOptions, samples: Calibration | 
 
 
 def needs_real_inputs(method: str) -> ShrinkrayError:
-    """Noise calibrates to noise (on it, ``auto`` once shipped a text recogniser that misread 99.5%
-    of real lines): the user records real inputs instead, as their interface says it."""
+    """Noise calibrates to noise (a fit to it can ruin the real answers, docs/recording.md): the user
+    records real inputs instead, as their interface says it."""
     return ShrinkrayError(f"method {method} fits its choices to real inputs, and there are none: {record_hint()}")
 
 

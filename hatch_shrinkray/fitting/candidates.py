@@ -5,7 +5,7 @@ int8 per-channel (output-error-aware rounding when calibration moments exist, el
 nearest; with fewer levels, or with coarser steps on the channels whose output error costs least
 per bit saved, ``step_candidates``), a 16-bit encoding (int16 per-channel or fp16, whichever reproduces the layer output
 better: int16 has 4 more bits of resolution within a channel, fp16 wins on channels with a huge
-dynamic range such as Silero's 54.9 among values around 0.04), and the original float32.
+dynamic range, one outlier far above the rest), and the original float32.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 good as data-free round-to-nearest int8.
 
 Output-aware rounding, ``auto``'s plan and ``check --search``'s plan are all fitted to samples. With
-many independent samples they generalise (more answers identical at equal size,
-benchmarks/AUTO.md); with few, or many correlated steps of few streams, they fit those and lose
+many independent samples they generalise (more answers identical at equal size);
+with few, or many correlated steps of few streams, they fit those and lose
 elsewhere (a streaming model's held-out clips kept their speech segments less often than under
 round-to-nearest). So each is
 judged against round-to-nearest on units it never saw (cross-fitted folds for ``int8``, the
@@ -74,7 +74,7 @@ class Score:
 
     def key(self, with_error: bool = True) -> tuple[int, int, float]:
         """Flipped decisions first: a held-out half holds a few dozen answers (lines, clips), where
-        one answer either way is chance, and thousands of decisions (characters, 32 ms steps,
+        one answer either way is chance, and thousands of decisions (characters, audio steps,
         labels), which tell the two apart: a plan that keeps more unseen answers than int8 can
         still change one held-out answer more by chance, while flipping fewer decisions."""
         return self.flips, self.changed, self.error if with_error else 0.0

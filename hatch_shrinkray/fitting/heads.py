@@ -5,8 +5,7 @@ A text recogniser's last MatMul maps a few hundred features to one score per cha
 a large alphabet it can hold a large share of the model's weights. On real lines only a small
 fraction of the characters are ever the first or second choice at any time step; a class that never
 competes changes no answer by a little more rounding error, so its channel can take far fewer int8
-levels than the competing ones, for a much smaller head with the same answers
-(benchmarks/CLASSIFIER_ROWS.md). Which
+levels than the competing ones, for a much smaller head with the same answers. Which
 classes compete is read off the fitting samples, so the do-no-harm guard's held-out units (with
 their own, rarer characters) decide whether the plan ships.
 """
@@ -28,7 +27,7 @@ Key = tuple[str, str]
 
 MIN_CLASSES = 256
 """Heads with fewer classes are left alone: their rows are a small share of any model, and a
-recording can show most of their classes competing anyway (Magika's 214 file types)."""
+recording can show most of their classes competing anyway."""
 TOP = 2
 """A class competes where it is among this many best classes at some position (row, time step)."""
 MAX_COMPETING = 0.5

@@ -4,7 +4,7 @@ weights of Conv, MatMul and Gemm among them encoded by ``auto``'s plan, on the r
 ones (int8 per channel, fewer levels, coarser steps).
 
 No int8 rung touches them, and in a model whose weights ``auto`` has made small they can be a
-sixth of the download (benchmarks/DOWNLOAD.md). fp16 keeps every value to its own precision in
+large share of the download. fp16 keeps every value to its own precision in
 its normal range and decodes with one ``Cast``, which onnxruntime folds at load like int8's chain,
 so the graph it runs is the original's. A tensor qualifies only where it is an operand of float
 computation (not a shape, an index or a resize scale, which must stay exact and constant) and
@@ -56,7 +56,7 @@ PLANNED_WORDS = "small weights in the plan"
 MIN_ELEMENTS = 128
 """Below this many values a tensor saves at most 256 bytes, and still costs a ``Cast`` for the session
 to fold when it is created: a model's many tiny tensors (scalars, a few channels' norms) hold few of
-the bytes and most of those nodes (benchmarks/DOWNLOAD.md)."""
+the bytes and most of those nodes."""
 PRECISION = 2.0 ** -11
 """fp16's relative rounding error at its worst in its normal range: a tensor whose relative error
 (L2) is larger holds values fp16 keeps only as subnormals or zero."""
@@ -79,7 +79,7 @@ op) stays float32."""
 WEIGHT_MIN_ELEMENTS = 1024
 """Below this many values a small weight saves at most about a kilobyte over fp16, and its decode costs
 a ``Mul`` beside fp16's ``Cast`` for the session to fold when it is created: it stays with the fp16
-rung (benchmarks/DOWNLOAD.md)."""
+rung."""
 WEIGHT_INPUTS: dict[str, frozenset[int]] = {"Conv": frozenset({1}), "ConvTranspose": frozenset({1}),
                                             "MatMul": frozenset({0, 1}), "Gemm": frozenset({0, 1})}
 """The inputs that are a layer's weight matrix or kernel: a small tensor read only there may be int8

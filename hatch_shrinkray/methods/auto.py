@@ -8,15 +8,15 @@ original float32 and, where the declared runtimes run MatMulNBits, 4-bit blocks;
 with output-aware rounding fitted on the recording (``candidates``). Sizes are the ``target``'s
 (the wheel's deflated member by default, ``numerics.entropy``), since int8 codes are already at
 their entropy limit there and only fewer codes in use make the download smaller. A few
-tensors of a model are often far more sensitive than the rest (one Silero VAD weight of 54.9 among
-values of 0.04; the CTC heads of PaddleOCR); the rest tolerate far fewer levels. A classifier head
+tensors of a model are often far more sensitive than the rest (a weight with an outlying value, a
+text recogniser's CTC head); the rest tolerate far fewer levels. A classifier head
 can also take two level counts, many for the classes that compete on the fitting samples and few
 for the rest (``heads``, ``_splits``).
 
 The budget, unless set, is round-to-nearest int8 itself on the fitting samples (``budget.Limits``):
 as many answers kept, and its error (twice it where the outputs carry answers). Packed 4/6/10/12-bit
-codes are not on the ladder: they compress worse than int8 codes with as few levels and cost about
-twice int8's load (benchmarks/DOWNLOAD.md, LOAD.md), so ``auto`` loads like int8.
+codes are not on the ladder: they compress worse than int8 codes with as few levels and load
+slower than int8 (their decode chains fold more bytes), so ``auto`` loads like int8.
 
 Every int8 candidate stores its per-channel scales as fp16 where fp16 holds them
 (``numerics.scales``), which the int8 floor (method ``int8``, round-to-nearest) never does. The
@@ -101,8 +101,7 @@ weights that make up this share of the weights' bytes, where the size is won. Th
 estimated from the nearest measured one, scaled by the ratio of their calibrated output errors
 (``_proxy``): a weight's output deviation grows with its layer's output error. The search then
 checks its choices with real runs of the assembled model, so an estimate can cost bytes, never
-the budget. (Measuring every rung of every weight took most of auto's time;
-benchmarks/REAL_INPUTS.md.)"""
+the budget. (Measuring every rung of every weight would take most of auto's time.)"""
 
 SENSITIVITY_FEEDS = 4
 """Single-tensor runs use this many feeds, evenly spread over the inputs (samples are often
@@ -112,8 +111,7 @@ MAX_REFINE = 8
 
 LEVELS = (7, 15, 31, 63, 127)
 """The rungs below int8: codes per channel in an int8 container (``int_candidate(levels=...)``).
-Seven is the floor: below it output-aware rounding kept almost no answer identical
-(benchmarks/DOWNLOAD.md)."""
+Seven is the floor: below it output-aware rounding keeps almost no answer identical."""
 INT8_BITS = 8
 SPLIT_HOT = (127, INT8_LEVELS)
 SPLIT_COLD = (7, 15)
@@ -550,8 +548,7 @@ def over_limits(outcome: Verdict | None, options: ShrinkOptions) -> str:
     """What the guard chose and the verification limits it breaks on the held-out units, in words
     (empty: none, or no comparison was made): the verification after ``auto`` runs there, so
     shipping it would fail the build where ``int8`` may pass (a plan can be over the default
-    relative-L2 limit on the held-out units even where it beats round-to-nearest int8 there;
-    benchmarks/AUTO_DOWNLOAD.md)."""
+    relative-L2 limit on the held-out units even where it beats round-to-nearest int8 there)."""
     if not isinstance(outcome, Outcome):
         return ""
     ships = outcome.fitted if outcome.kept else outcome.plain

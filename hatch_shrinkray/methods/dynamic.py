@@ -1,7 +1,7 @@
 """``dynamic``: onnxruntime's own ``quantize_dynamic`` (int8 weights *and* activations).
 
 Faster on MatMul-heavy models but the computation is no longer float, so accuracy may drop
-(Moonshine Tiny WER 4.5% -> 31% with the predecessor): verification decides whether it ships.
+(far, on speech models: docs/methods.md): verification decides whether it ships.
 
 The quantizer derives the names of the nodes and tensors it adds from existing names
 (``x`` -> ``x_quantized``, node ``fc`` -> ``fc_quant``) without checking that they are free, and

@@ -4,7 +4,7 @@ Given real inputs: the same bytes and the same ``Cast -> Mul`` decode as
 round-to-nearest int8, with each weight's codes and scales chosen by output-aware rounding (scale
 search + GPTQ, ``numerics.gptq``) on the calibration samples, kept only where it does no harm.
 
-At equal size it keeps more answers identical than round-to-nearest int8 (benchmarks/CURVES.md);
+At equal size it keeps more answers identical than round-to-nearest int8 on many samples;
 fitted to a few correlated samples it can lose to round-to-nearest on
 samples it never saw. So the fit is cross-fitted: the units (streams, test cases, calls) are dealt
 into ``FOLDS`` folds, each fold is judged with roundings fitted on the other folds only, against

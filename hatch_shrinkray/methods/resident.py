@@ -65,7 +65,7 @@ Key = tuple[str, str]
 FLOAT32 = 1
 
 EIGHT_BIT_BLOCK = 32
-"""Block size of the 8-bit MatMulNBits codes (and of the kernel's int8 activations): benchmarks/MEMORY.md."""
+"""Block size of the 8-bit MatMulNBits codes (and of the kernel's int8 activations): the block the 8-bit kernel runs."""
 GATHER_BLOCK = 32
 """Block size of the 4-bit GatherBlockQuantized tables."""
 PACKS = ("int8", "int4", "auto")

@@ -1,7 +1,7 @@
 """What deflate (a wheel member) and brotli (a web download) make of the tensors a candidate stores,
 estimated without writing a model, and without brotli 11 (which is slow on weight data).
 
-On int8 codes at 255 down to 7 levels per channel (benchmarks/DOWNLOAD.md, "What a code costs"),
+On int8 codes at 255 down to 7 levels per channel,
 brotli 11 stores a code in about the order-0 entropy of the codes (below it where weights have
 structure beyond their histogram, as an STFT basis does), so the web estimate is that entropy, on
 the large side. Deflate does worse than the entropy, and the more so the fewer the levels (its

@@ -14,7 +14,7 @@ sum is far from minimal. Two steps, both scored by ``dW H dW^T`` with ``H = sum 
 The result is kept only where it beats plain round-to-nearest on the same ``H`` (it always did on
 the corpus, but a degenerate ``H`` must not make things worse).
 
-Speed (benchmarks/REAL_INPUTS.md): the scale trials are weighted by the diagonal of ``H`` only
+Speed: the scale trials are weighted by the diagonal of ``H`` only
 (better and cheaper, see ``_trial_errors``); GPTQ works on the transposed weight (one input feature
 per contiguous row) with small blocks, so most of its work is in matrix products rather than
 per-column numpy calls.
@@ -104,7 +104,7 @@ def _trial_errors(w: F64, scale: F64, h: F64, bounds: Bounds) -> F64:
     """``[len(ALPHAS), rows]``: error of round-to-nearest at ``scale * alpha`` per factor and row,
     weighted by each input feature's activation energy (the diagonal of ``h``; GPTQ then handles the
     correlations). Scales chosen this way leave GPTQ less output error than scales chosen with the
-    full ``h`` for round-to-nearest, at a fraction of the cost (benchmarks/REAL_INPUTS.md)."""
+    full ``h`` for round-to-nearest, at a fraction of the cost."""
     rows, k = w.shape
     w32 = w.astype(np.float32)
     energy = np.diag(h).astype(np.float32)

@@ -5,7 +5,7 @@ Rules that make the output trustworthy:
 * non-finite values are kept out of the scale computation and restored exactly (sentinel code);
 * a constant channel is stored exactly (code +-1 times a scale equal to the value);
 * reconstructed values below ``FLUSH`` in magnitude become 0: denormal weights slow inference
-  down several-fold on x86 CPUs (benchmarks/RESULTS.md counts them per model).
+  down several-fold on x86 CPUs.
 """
 
 from __future__ import annotations
@@ -208,8 +208,7 @@ def _fit(scale: npt.NDArray[np.float32], worst_code: npt.NDArray[np.float64]) ->
 
 CHUNK = 1 << 22
 """Elements per slice of the float64 arithmetic: bounds temporaries to a few tens of MB even
-for a multi-GB weight, where whole-tensor temporaries multiplied the peak memory
-(benchmarks/BIG_MODEL.md)."""
+for a multi-GB weight, where whole-tensor temporaries multiplied the peak memory."""
 
 
 def _slices(shape: tuple[int, ...]) -> list[slice]:

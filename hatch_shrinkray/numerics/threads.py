@@ -3,15 +3,14 @@
 Output-aware rounding and ``auto`` multiply matrices of a few hundred to a few thousand rows (GPTQ,
 the calibration moments, the scale trials): a second BLAS thread saves little there, and on a loaded
 machine (a CI runner, a parallel build, the shared benchmark VM) OpenBLAS's busy-waiting threads made
-``int8`` with real inputs take several times the CPU time and more wall time
-(benchmarks/REAL_INPUTS.md).
+``int8`` with real inputs take several times the CPU time and more wall time.
 One thread also makes the sums, hence the chosen codes, the same whatever the number of cores.
 onnxruntime's worker threads busy-wait between operators by default in the same way; the engine's
 sessions run hundreds of short calls, so they sleep instead (``NO_SPINNING``; numerics unchanged).
 Independent pieces of work (the feeds of one check, the candidates of different weights) run on up
 to ``MAX_WORKERS`` threads at once, as onnxruntime and numpy let go of the interpreter lock; each
-piece still runs alone on one thread, so the results are the same whatever the number of workers
-(benchmarks/SHRINK_TIME.md: byte-identical models, ``auto`` faster in wall time).
+piece still runs alone on one thread, so the results (the shrunk bytes) are the same whatever the
+number of workers, only sooner.
 """
 
 from __future__ import annotations

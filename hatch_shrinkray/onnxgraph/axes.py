@@ -1,7 +1,7 @@
 """Which axis of a weight holds its output channels, as its consumer op implies.
 
 Per-channel scales along that axis keep small channels from drowning in a large channel's range
-(one outlier gave 7.6% relative error per-tensor vs 0.27% per-channel in the predecessor).
+(per-tensor, one outlier sets the step of every channel; docs/methods.md gives the figures).
 """
 
 from __future__ import annotations
@@ -76,8 +76,8 @@ def lowest_error_axis(w: npt.NDArray[np.floating], note: str) -> tuple[int | Non
     """When no consumer names the channel axis (a weight sliced into LSTM gates, an added
     embedding), pick the axis whose per-channel int8 grid reconstructs the weight best.
 
-    Per-tensor scales are what broke Silero VAD in the predecessor: one weight of 54.9 among
-    values around 0.04 leaves the rest with a handful of levels.
+    Per-tensor scales break recurrent weights: one outlying gate value far above the rest
+    leaves the others with a handful of levels.
     """
     from hatch_shrinkray.numerics.quant import NotEncodable
 

@@ -308,7 +308,7 @@ def fits_one_file(model: ModelProto) -> bool:
 
     The weights' bytes are added up from their shapes first: ``ByteSize()`` serializes the whole
     model to measure it (protobuf's upb backend has no size-only pass), which for a model over
-    2 GB first fails only after holding most of it twice (benchmarks/BIG_MODEL.md).
+    2 GB first fails only after holding most of it twice.
     """
     payload = 0
     for t in _tensors(model):

@@ -8,8 +8,7 @@ nodes at the same position, which keeps the graph topologically sorted.
 One exception: a table read only by ``Gather`` (embeddings) whose chain works row by row is not
 rebuilt at all: each Gather takes the rows of the stored tensors and the chain decodes just those
 rows on every inference (a few hundred values). The values are the same, and loading costs nothing
-(folding a large vocabulary table is most of a sentence encoder's session creation;
-``benchmarks/LOAD.md``).
+(folding a large vocabulary table would dominate a sentence encoder's session creation).
 
 A chain that replaces its consumers (``Decode.replaces``: ``MatMulNBits``, ``GatherBlockQuantized``)
 takes the place of each consumer node instead; the weight's definition goes, and its stored

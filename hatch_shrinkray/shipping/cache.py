@@ -287,7 +287,7 @@ class ShrinkCache:
         """Remember that onnxruntime ``runtime`` loads the model whose bytes have ``sha256``: a build
         that ships them again with the same onnxruntime (a cache hit, or the manifest match of the
         wheel built from our sdist) skips the load check, a second Python process importing
-        onnxruntime (a cost per model and target; benchmarks/BUILD_TIME.md). Other bytes (an entry
+        onnxruntime (a cost per model and target). Other bytes (an entry
         rewritten since, whatever its record says) or another onnxruntime are checked again."""
         with contextlib.suppress(OSError):
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -24,7 +24,7 @@ ONLY_FOR = {"onnx-ir": frozenset({"int4", "auto"}), "threadpoolctl": frozenset({
 """Requirements of the engine extra that a build needs only for some methods (onnx-ir: onnxruntime's
 MatMulNBits quantizer; threadpoolctl: one BLAS thread while fitting), or never (rich: the CLI's live
 progress). Each package fewer is one less to resolve and install in every isolated build
-environment that shrinks (benchmarks/BUILD_TIME.md)."""
+environment that shrinks."""
 
 
 def engine_requirements(methods: Iterable[str] | None = None) -> list[str]:

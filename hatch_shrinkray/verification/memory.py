@@ -7,7 +7,7 @@ running process says what it holds.
 The build's own process cannot measure it (it holds both models, the samples and more), so a child
 runs ``PROBE`` (standard library, numpy and onnxruntime), as ``shipping.loadcheck`` loads models.
 The child first creates a session of a one-node model, so that what onnxruntime sets up once per
-process (its environment, kernel registries, allocators: about 10 MB) is not counted as the
+process (its environment, kernel registries, allocators) is not counted as the
 model's: the figures are what the model's own session adds, its weights above all. Loading frees
 buffers the C allocator keeps (the parsed file, folded intermediates) until later allocations reuse
 them, and running keeps buffers of the activations: so the session's figure is read after handing

@@ -205,8 +205,8 @@ def detect(ref: Arrays, *, recurrent: bool = False, fed_back: bool = False, char
 UNIT_SLACK = 1e-6
 """How far outside [0, 1] a probability may round: a sigmoid computed along another kernel path (the
 probe session that takes the weights as inputs) can land a hair above 1, and without this slack the
-map was judged as plain values, its regions never compared (the do-no-harm guard then kept a
-rounding that changed a golden OCR line; the case is in benchmarks/PACKAGES.md)."""
+map was judged as plain values, its regions never compared (so the do-no-harm guard could keep a
+rounding that changes what the map shows)."""
 
 
 def _in_unit_range(ref: Arrays) -> bool:
@@ -243,8 +243,8 @@ def _class_scores(first: npt.NDArray[Any]) -> bool:
 
 
 def _probabilities(ref: Arrays, first: npt.NDArray[Any]) -> bool:
-    """Probability outputs with a trailing axis of 1, one per position (1-D) or scalars: Silero VAD's
-    speech probability, per chunk or per frame of a sequence."""
+    """Probability outputs with a trailing axis of 1, one per position (1-D) or scalars: a voice-activity
+    detector's speech probability, per chunk or per frame of a sequence."""
     if first.ndim > 1 and first.shape[-1] != 1:
         return False
     return _in_unit_range(ref)

@@ -3,7 +3,7 @@
 What a package takes from a map is its regions: the connected areas above a threshold (DB text
 detectors box each region of the map above 0.3). So a page's answer is its region set, compared at
 several thresholds: the same number of regions, each matched one to one (IoU >= ``MATCH``) and
-drawn almost the same (IoU >= ``SAME``). Counting pixels would call a page "99.9% the same" while
+drawn almost the same (IoU >= ``SAME``). Counting pixels would call a page "all but the same" while
 two words merged into one box.
 """
 

@@ -44,10 +44,8 @@ class Facts:
 FACTS: dict[str, Facts] = {
     "int8": Facts(fits_rounding=True, plan_rung=True, levels=(3, 255, 255), plain="255: plain int8",
                   requires=frozenset({"threadpoolctl"})),
-    "float-levels": Facts(levels=(2, 65536, 256)),
-    "fp16": Facts(wider=("float32",)),
-    "dedup": Facts(unchanged="no two weights are identical"),
-    "dynamic": Facts(plan_rung=True),
+    "float-levels": Facts(levels=(2, 65536, 256)), "fp16": Facts(wider=("float32",)),
+    "dedup": Facts(unchanged="no two weights are identical"), "dynamic": Facts(plan_rung=True),
     "int4": Facts(plan_rung=True, blocks=True, wider=("int6", "int8", "int10", "int12", "fp16", "float32"),
                   requires=frozenset({"onnx-ir"})),
     "auto": Facts(fits_rounding=True, plan_rung=True, blocks=True, plan="auto's plan", unplanned="int8",
@@ -59,10 +57,7 @@ FACTS: dict[str, Facts] = {
 
 def facts(method: str) -> Facts:
     """The facts of ``method`` (none for a name that is not one: the configuration refuses it)."""
-    return FACTS.get(method, NONE)
-
-
-NONE = Facts()
+    return FACTS.get(method, Facts())
 
 
 def having(fact: str) -> tuple[str, ...]:

@@ -493,7 +493,7 @@ def test_subgraph_weights_and_unexercised_branch(tmp_path: Path) -> None:
 
 
 def test_run_budget_bounds_the_analysis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hatch_shrinkray.methods import auto
+    from hatch_shrinkray.methods import auto_weights as auto
 
     monkeypatch.setattr(auto, "MAX_EVALS", 1)
     src = save(sensitive_mlp(), tmp_path / "m.onnx")

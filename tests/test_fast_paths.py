@@ -18,7 +18,6 @@ from onnx import helper
 from hatch_shrinkray import ShrinkOptions, VerifyOptions
 from hatch_shrinkray.fitting.budget import Baseline, deviation
 from hatch_shrinkray.fitting.calib import MAX_ROWS, MIN_ROWS, ROWS_PER_FEATURE, Layout, rows_per_sample
-from hatch_shrinkray.methods import auto as auto_method
 from hatch_shrinkray.methods import auto_weights
 from hatch_shrinkray.methods.auto import Auto
 from hatch_shrinkray.numerics import gptq
@@ -183,7 +182,7 @@ def test_low_rungs_measured_for_the_largest_weights_only(tmp_path: Path, monkeyp
     """int8 of every weight is measured alone; its rungs below int8 (``MEASURED_LEVELS``, and
     MatMulNBits' 4-bit blocks) only for the weights holding the first ``LOW_RUNGS_SHARE`` of the bytes
     (here: the first of three equal weights); the rest are estimates."""
-    monkeypatch.setattr(auto_method, "LOW_RUNGS_SHARE", 0.3)
+    monkeypatch.setattr(auto_weights, "LOW_RUNGS_SHARE", 0.3)
     m = stacked(3)
     x = np.random.default_rng(0).standard_normal((12, 16, 256)).astype(np.float32)
     feeds = [{"x": a} for a in x]

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hatch_shrinkray.errors import ShrinkrayError, did_you_mean
+from hatch_shrinkray.method_facts import facts, having
 from hatch_shrinkray.options import (
     ANY_LEVELS,
     BLOCK_SIZES,
@@ -90,7 +91,7 @@ def _levels(value: Any, opts: ShrinkOptions, name: str) -> list[str]:
     if _is_int(value) and low <= value <= high:
         return []
     which = f" with method {opts.method}" if opts.method in LEVELS else ""
-    plain = " (255: plain int8)" if opts.method == "int8" else ""
+    plain = f" ({facts(opts.method).plain})" if facts(opts.method).plain else ""
     return [f"{name} must be an integer from {low} to {high}{which}{plain}; got {value!r}"]
 
 
@@ -342,7 +343,7 @@ class Option:
 
 
 _BUDGET_DEFAULT = "round-to-nearest int8's"
-_AUTO = Only(("auto",))
+_AUTO = Only(having("plan"))
 _GENERATED = Only(inputs=False)
 _BUDGET = _between(0.0, 1.0, optional=True)
 
@@ -366,14 +367,14 @@ OPTIONS: tuple[Option, ...] = (
            "(same decode and load cost, a smaller wheel and web download); `float-levels`: 2..65536",
            "levels per channel: int8 3..255 (default 255, plain int8; fewer = a smaller download), float-levels "
            "2..65536 (default 256)", _levels, shown="`255` (`int8`), `256` (`float-levels`)",
-           only=Only(("int8", "float-levels"))),
+           only=Only(having("levels"))),
     Option("decode", "string", "`int8`: `float` (`Cast -> Mul`, folded at load) or `fast` (`DequantizeLinear` "
            "before MatMul, opset >= 13, int8 activations; kept only where the build's onnxruntime fuses it)",
            f"int8 decode: {', '.join(DECODES)} (fast = DequantizeLinear before MatMul, opset >= 13, int8 "
            "activations; kept only where onnxruntime fuses it; default float)", _one_of(DECODES), group="encoding"),
     Option("block-size", "integer", "`int4` block size: 16, 32, 64, 128 or 256",
            f"int4 block size: {', '.join(map(str, BLOCK_SIZES))} (default 32)", _one_of(BLOCK_SIZES),
-           only=Only(("int4", "auto"))),
+           only=Only(having("blocks"))),
     Option("budget-rel-l2", "number", "`auto`: the largest relative L2 of any output on the fitting samples (0 to "
            "1); unset: round-to-nearest int8's there, less half of what output-aware rounding wins (a margin), "
            "twice that where outputs carry answers",
@@ -420,7 +421,7 @@ OPTIONS: tuple[Option, ...] = (
            "shows your tests judge its fitted codes worse ([Checking](checking.md))",
            f"int8 codes with real inputs: {', '.join(ROUNDINGS)} (default output-aware: fitted to the inputs where "
            "that does no harm on units it was not fitted on; nearest: the inputs only verify)", _one_of(ROUNDINGS),
-           metavar="HOW", shown="`\"output-aware\"`", only=Only(("int8", "auto"), inputs=True)),
+           metavar="HOW", shown="`\"output-aware\"`", only=Only(having("fits_rounding"), inputs=True)),
     Option("strict", "boolean", "fail the build for a model that generated inputs cannot verify (the shrunk model "
            "fails on them, the original's outputs carry no signal there, or it does not run on them) instead of "
            "shipping its original with the `hatch-shrinkray record` command that lets the next build shrink it; "

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from hatch_shrinkray.files import file_kind
+from hatch_shrinkray.method_facts import FACTS, facts
 from hatch_shrinkray.sizes import DEFAULT_TARGET
 
-METHODS = ("int8", "float-levels", "fp16", "dedup", "dynamic", "int4", "auto")
+METHODS = tuple(FACTS)
 ENCODINGS = ("float32", "fp16", "int16", "int12", "int10", "int8", "int6", "int4")
 """What ``encodings`` (and a plan) may set one tensor to, largest first: kept, float16, or symmetric
 per-channel integer codes (int8 as method int8 writes them; the other widths round to nearest)."""
@@ -30,7 +31,7 @@ round-to-nearest (the recording then only verifies)."""
 NAMED_RUNTIMES = ("web", "openvino")
 BLOCK_SIZES = (16, 32, 64, 128, 256)
 """``block-size`` (int4): the block sizes onnxruntime's MatMulNBits quantizer supports."""
-LEVELS = {"int8": (3, 255, 255), "float-levels": (2, 65536, 256)}
+LEVELS = {name: f.levels for name, f in FACTS.items() if f.levels is not None}
 """``levels`` per method: lowest, highest, default. int8's 255 is plain int8 (codes -127..127);
 fewer levels are fewer distinct codes in the same int8 container (smaller once compressed)."""
 ANY_LEVELS = (2, 65536, 256)
@@ -336,7 +337,7 @@ class Remedy:
         if self.original:
             return "the original"
         chosen = self.apply(options)
-        rounding = " round-to-nearest" if chosen.rounding == "nearest" and chosen.method in ("int8", "auto") else ""
+        rounding = " round-to-nearest" if chosen.rounding == "nearest" and facts(chosen.method).fits_rounding else ""
         if options.target == "memory" and chosen.target != "memory":
             rounding += ", float in memory"
         if not tensors:

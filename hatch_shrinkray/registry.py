@@ -75,4 +75,4 @@ def ladder(options: ShrinkOptions) -> list[Remedy]:
     return [*METHODS[options.method].ladder(options), *(() if options.method == "fp16" else (FP16,)), ORIGINAL]
 
 
-__all__ = ["METHODS", "NEAREST_INT8", "ORIGINAL", "Dedup", "Method", "Needs", "check_runtimes", "ladder"]
+__all__ = ["FP16", "METHODS", "NEAREST_INT8", "ORIGINAL", "Dedup", "Method", "Needs", "check_runtimes", "ladder"]

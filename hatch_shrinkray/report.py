@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from hatch_shrinkray.hints import record_hint
+from hatch_shrinkray.method_facts import facts
 from hatch_shrinkray.result import VerifyResult, human, render_table
 from hatch_shrinkray.shrink_result import ShrinkResult
 from hatch_shrinkray.sizes import BROTLI_HINT, Sizes
@@ -18,8 +19,9 @@ def encoded_summary(result: ShrinkResult) -> str:
     """``39 tensors int8``; with tensors a plan or ``encodings`` gave another encoding, each named by
     its own (``38 tensors int8, 1 tensor fp16``). ``auto`` chooses per tensor: ``12 tensors auto``."""
     counts: dict[str, int] = {result.method: 0}
+    planned = bool(facts(result.method).plan)
     for record in result.encoded:
-        kind = result.method if result.method == "auto" else record.encoding.split(" ")[0]
+        kind = result.method if planned else record.encoding.split(" ")[0]
         counts[kind] = counts.get(kind, 0) + 1
     return ", ".join(f"{n} tensor{'s' if n != 1 else ''} {kind}" for kind, n in counts.items()
                      if n or (kind == result.method and len(counts) == 1))

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hatch_shrinkray.hints import LINE_LIMIT, counted, setting
+from hatch_shrinkray.method_facts import facts
 from hatch_shrinkray.result import Fit, FitNote, FitReason, VerifyResult, human
 from hatch_shrinkray.shrink_result import ShrinkResult
 
@@ -37,6 +38,8 @@ FIT_WORDS = {
 """What the line says of fitting that did not ship, by reason: int8's codes then round to nearest,
 and ``auto`` ships int8 (``FEW_UNITS`` is said with the weak evidence it comes from; ``-v`` has the
 whole reason, ``VerifyResult.fitting``)."""
+SHARED = "dedup"
+"""The encoding word of a tensor stored once for an identical one (``dedup -> name``)."""
 AUTO_SUBJECTS = ("auto's plan", "auto")
 """``FitNote.subject`` of ``auto``'s notes (``auto``: what it shipped instead of a plan)."""
 
@@ -59,8 +62,9 @@ def kind(unit_kind: str) -> str:
 
 def shipped_method(method: str, fit: FitNote | None) -> str:
     """What shipped for ``method``: ``auto`` ships int8 where its plan was not kept."""
-    if method == "auto" and fit is not None and not (fit.fit is Fit.KEPT and fit.subject == "auto's plan"):
-        return "int8"
+    known = facts(method)
+    if known.unplanned and fit is not None and not (fit.fit is Fit.KEPT and fit.subject == known.plan):
+        return known.unplanned
     return method
 
 
@@ -224,12 +228,12 @@ def shipped_label(result: ShrinkResult) -> str:
     v = result.verification
     method = shipped_method(result.method, v.fit if v is not None else None)
     label = result.label if method == result.method and result.label else method
-    if method == "auto":
+    if facts(method).plan:
         return label
     others: dict[str, int] = {}
     for record in result.encoded:
         encoding = record.encoding.split(" ")[0]
-        if encoding not in (method, "dedup"):
+        if encoding not in (method, SHARED):
             others[encoding] = others.get(encoding, 0) + 1
     if len(others) == 1:
         ((encoding, n),) = others.items()

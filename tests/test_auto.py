@@ -493,7 +493,7 @@ def test_subgraph_weights_and_unexercised_branch(tmp_path: Path) -> None:
 
 
 def test_run_budget_bounds_the_analysis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hatch_shrinkray.methods import auto
+    from hatch_shrinkray.methods import auto_weights as auto
 
     monkeypatch.setattr(auto, "MAX_EVALS", 1)
     src = save(sensitive_mlp(), tmp_path / "m.onnx")
@@ -536,7 +536,7 @@ def test_no_packed_rungs_for_any_target(tmp_path: Path) -> None:
 def test_load_budget_is_tighter_for_the_web_unless_set() -> None:
     """onnxruntime-web folds in wasm: the default load budget there is int8's own (1.0x), else 1.25x;
     a value the user sets wins either way."""
-    from hatch_shrinkray.methods.auto import load_budget
+    from hatch_shrinkray.methods.auto_search import load_budget
 
     assert load_budget(ShrinkOptions()) == 1.25
     assert load_budget(ShrinkOptions(runtimes=("onnxruntime>=1.18",))) == 1.25

@@ -16,7 +16,7 @@ from onnx import helper
 from hatch_shrinkray import ShrinkOptions, VerifyOptions
 from hatch_shrinkray.fitting.budget import Baseline, deviation
 from hatch_shrinkray.fitting.calib import MAX_ROWS, MIN_ROWS, ROWS_PER_FEATURE, Layout, rows_per_sample
-from hatch_shrinkray.methods import auto as auto_method
+from hatch_shrinkray.methods import auto_weights
 from hatch_shrinkray.methods.auto import Auto
 from hatch_shrinkray.numerics import gptq
 from hatch_shrinkray.numerics.threads import NO_SPINNING, one_blas_thread
@@ -178,7 +178,7 @@ def test_low_rungs_measured_for_the_largest_weights_only(tmp_path: Path, monkeyp
     """int8 of every weight is measured alone; its rungs below int8 (``MEASURED_LEVELS``, and
     MatMulNBits' 4-bit blocks) only for the weights holding the first ``LOW_RUNGS_SHARE`` of the bytes
     (here: the first of three equal weights); the rest are estimates."""
-    monkeypatch.setattr(auto_method, "LOW_RUNGS_SHARE", 0.3)
+    monkeypatch.setattr(auto_weights, "LOW_RUNGS_SHARE", 0.3)
     m = stacked(3)
     x = np.random.default_rng(0).standard_normal((12, 16, 256)).astype(np.float32)
     feeds = [{"x": a} for a in x]
@@ -187,7 +187,7 @@ def test_low_rungs_measured_for_the_largest_weights_only(tmp_path: Path, monkeyp
     assert analysis is not None
     measured = {w.site.name: {c.kind for c, done in zip(w.candidates, w.measured, strict=True) if done}
                 for w in analysis.weights}
-    assert measured["W0"] >= {"int8", *(f"int8-{k}levels" for k in auto_method.MEASURED_LEVELS)}
+    assert measured["W0"] >= {"int8", *(f"int8-{k}levels" for k in auto_weights.MEASURED_LEVELS)}
     assert measured["W0"] & {"int4", "int4-block"}
     for name in ("W1", "W2"):
         assert measured[name] == {"int8"}, measured

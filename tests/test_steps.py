@@ -12,7 +12,8 @@ from onnx import helper
 from hatch_shrinkray import ShrinkOptions, VerifyOptions
 from hatch_shrinkray.fitting.calib import Layout
 from hatch_shrinkray.fitting.candidates import int_candidate, rung_words, step_candidates
-from hatch_shrinkray.methods.auto import Auto, rungs_used
+from hatch_shrinkray.methods.auto import Auto
+from hatch_shrinkray.methods.auto_search import rungs_used
 from hatch_shrinkray.numerics.steps import FACTORS, StepTable, row_bits, steps_saving
 from hatch_shrinkray.onnxgraph.encoding import EncodeContext
 

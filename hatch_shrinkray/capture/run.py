@@ -38,6 +38,7 @@ from hatch_shrinkray.errors import ShrinkrayError, quoted
 from hatch_shrinkray.evidence import MIN_UNITS
 from hatch_shrinkray.files import file_sha256, temporary_prefix
 from hatch_shrinkray.hints import LINE_LIMIT, counted, default_recording
+from hatch_shrinkray.method_facts import facts
 from hatch_shrinkray.result import human, render_table
 from hatch_shrinkray.signals import deferred
 from hatch_shrinkray.verification.recordings import (
@@ -460,8 +461,7 @@ def _never_ran(done: Finished, expected: Sequence[Expected], written: bool) -> l
     recorded = {r.merged.meta["model_sha256"] for r in done.recorded}
     lines = []
     for model in (m for m in expected if m.sha256 not in recorded):
-        need = ("method auto then ships int8 round-to-nearest" if model.method == "auto" else
-                "its build verifies it on generated inputs only")
+        need = facts(model.method).unrecorded or "its build verifies it on generated inputs only"
         lines.append(f"note: {model.relpath} is configured but was never loaded: record a command that loads it"
                      f"{' too' if written else ''} ({need})")
     return lines

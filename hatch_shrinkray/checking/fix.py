@@ -34,13 +34,11 @@ from hatch_shrinkray.checking.fixplan import PLAN_RUNS, PlanSearch, plan_rung
 from hatch_shrinkray.checking.models import Configured, Prepared, only, prepare
 from hatch_shrinkray.checking.verdict import BAD, EXIT_STATUS, Verdict, judge, tally
 from hatch_shrinkray.files import file_sha256, temporary_directory
+from hatch_shrinkray.method_facts import facts
 from hatch_shrinkray.options import Remedy
-from hatch_shrinkray.registry import ladder
+from hatch_shrinkray.registry import FP16, NEAREST_INT8, ladder
 from hatch_shrinkray.shipping.display import Display
 from hatch_shrinkray.shipping.plan import PlanEntry
-
-PLANNED = ("int8", "auto", "int4", "dynamic")
-"""Methods whose ladder has the per-tensor rung: int8 round-to-nearest with some tensors wider."""
 
 
 @dataclass(frozen=True)
@@ -83,15 +81,14 @@ class Choice:
 
 def configured_words(p: Prepared, *, rung: bool = False) -> str:
     """The configured choice as the reason names it (``rung``: as the ladder's first rung)."""
-    nearest = p.options.method in ("int8", "auto") and p.options.rounding == "nearest"
+    method = facts(p.options.method)
+    nearest = method.fits_rounding and p.options.rounding == "nearest"
     said = f"{p.options.method}{' round-to-nearest' if nearest else ''} as configured"
     if rung:
         return said
     if p.fitted:
         return "the fitted codes"
-    if p.options.method == "auto":
-        return "auto's plan"
-    return said
+    return method.plan or said
 
 
 @dataclass(frozen=True)
@@ -248,7 +245,7 @@ class _Fixer:
                 yield Rung(remedy, None)
                 return
             rung = self._shrunk_rung(p, remedy, index, seen)
-            if remedy.method == "fp16" and p.options.method in PLANNED:
+            if remedy == FP16 and facts(p.options.method).plan_rung:
                 ceiling = rung.prepared.shrunk_size if rung is not None and rung.prepared is not None else \
                     p.original_size
                 yield from self._planned(p, seen, ceiling)
@@ -279,8 +276,9 @@ class _Fixer:
             self.app.display_info(f"check --fix: {p.relpath}: a per-tensor plan between int8 and fp16 not tried "
                                   f"(add --max-runs {PLAN_RUNS} to let it take up to {PLAN_RUNS} more runs)")
             return
-        base = Remedy(method="int8" if p.options.method != "int8" else None,
-                      rounding="nearest" if p.options.rounding != "nearest" else None)
+        floor = NEAREST_INT8  # only what differs from the configured choice, as a remedy names it
+        base = Remedy(method=floor.method if p.options.method != floor.method else None,
+                      rounding=floor.rounding if p.options.rounding != floor.rounding else None)
         search = PlanSearch(self.configured, self.settings, self.app, original=self.original, prepared=p,
                             base=base.apply(p.options), workdir=self.workdir / f"{self.suspects.index(p)}-plan",
                             run=lambda q, label: self._candidate_run(p, q, label), recorded=self.recorded,

@@ -15,6 +15,7 @@ from hatch_shrinkray.checking.models import Prepared
 from hatch_shrinkray.checking.search import Found, Searched
 from hatch_shrinkray.checking.verdict import BAD, Verdict, tally
 from hatch_shrinkray.hints import check_hint
+from hatch_shrinkray.method_facts import facts
 from hatch_shrinkray.result import human, render_table
 from hatch_shrinkray.verdict import clipped, fits, sizes
 
@@ -28,7 +29,7 @@ def _model_line(p: Prepared, original: Observed, other: Observed | None) -> str:
     if other is not None:
         seen = other.models.get(p.sha256, ModelSeen())
         loads += f", {seen.swapped or seen.shadowed} shrunk"
-    nearest = " round-to-nearest" if p.options.rounding == "nearest" and p.options.method in ("int8", "auto") else ""
+    nearest = " round-to-nearest" if p.options.rounding == "nearest" and facts(p.options.method).fits_rounding else ""
     return clipped(f"  {p.relpath}: {p.options.method}{nearest}{planned}, {sizes(p.original_size, p.shrunk_size)}; "
                    f"{p.verification}; {loads}")
 

@@ -38,6 +38,7 @@ from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.evidence import MIN_UNITS, unit_kind
 from hatch_shrinkray.files import temporary_directory
 from hatch_shrinkray.fitting.guard import Scorer, decide
+from hatch_shrinkray.method_facts import facts
 from hatch_shrinkray.onnxgraph.graph import find_sites
 from hatch_shrinkray.onnxgraph.modelio import load_model
 from hatch_shrinkray.result import human
@@ -49,9 +50,6 @@ from hatch_shrinkray.verification.recordings import SHA_DIGITS
 from hatch_shrinkray.verification.runner import run_all, session
 
 Key = tuple[str, str]
-LADDERS = {"int4": ("int6", "int8", "int10", "int12", "fp16", "float32"), "fp16": ("float32",)}
-DEFAULT_LADDER = ("int10", "int12", "fp16", "float32")
-"""Cheaper than float32, above the configured method, cheapest first."""
 
 
 @dataclass(frozen=True)
@@ -149,7 +147,7 @@ class TensorSearch:
         self.max_runs = max_runs
         self.runs = 0
         self.best: Trial | None = None
-        self.ladder = LADDERS.get(prepared.options.method, DEFAULT_LADDER)
+        self.ladder = facts(prepared.options.method).wider
         self.step = progress.Step(progress.Task("", None, 0.0), None)
 
     def run(self, recorded: Path) -> Found:

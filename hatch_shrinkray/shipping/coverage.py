@@ -9,6 +9,7 @@ from pathlib import Path
 from hatch_shrinkray.capture.run import Expected, Finished, Named, Setup, installed
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.files import file_sha256
+from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.shipping.config import hook_table, load_config
 from hatch_shrinkray.shipping.project import find_table
 
@@ -31,7 +32,7 @@ def configured_models(root: Path, done: Finished) -> tuple[list[Expected], Setup
     except (ShrinkrayError, OSError):
         globs, method = raw.get("models"), raw.get("method")
         if isinstance(globs, list) and all(isinstance(g, str) for g in globs):
-            return installed(globs, done, method if isinstance(method, str) else "int8"), setup
+            return installed(globs, done, method if isinstance(method, str) else ShrinkOptions().method), setup
         return [], setup
 
 

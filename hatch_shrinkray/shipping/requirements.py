@@ -9,6 +9,7 @@ from pathlib import Path
 
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.files import file_sha256
+from hatch_shrinkray.method_facts import FACTS, facts
 from hatch_shrinkray.shipping.config import HookConfig, ModelEntry
 from hatch_shrinkray.shipping.manifest import ManifestEntry
 
@@ -19,17 +20,16 @@ ENGINE_MODULES = ("onnx", "onnxruntime", "numpy", "onnx_ir", "ml_dtypes")
 """What the engine imports: hatch-shrinkray-core installs without them."""
 
 
-ONLY_FOR = {"onnx-ir": frozenset({"int4", "auto"}), "threadpoolctl": frozenset({"int8", "auto"}),
-            "rich": frozenset()}
-"""Requirements of the engine extra that a build needs only for some methods (onnx-ir: onnxruntime's
-MatMulNBits quantizer; threadpoolctl: one BLAS thread while fitting), or never (rich: the CLI's live
-progress). Each package fewer is one less to resolve and install in every isolated build
+OPTIONAL = frozenset({"rich"}).union(*(f.requires for f in FACTS.values()))
+"""Requirements of the engine extra that a build needs only for some methods (``Facts.requires``:
+onnx-ir, onnxruntime's MatMulNBits quantizer; threadpoolctl, one BLAS thread while fitting), or never
+(rich: the CLI's live progress). Each package fewer is one less to resolve and install in every isolated build
 environment that shrinks."""
 
 
 def engine_requirements(methods: Iterable[str] | None = None) -> list[str]:
     """What a build that shrinks with ``methods`` (None: any) must install: the engine extra's
-    requirements, spelled out, less those in ``ONLY_FOR`` that no method needs. Not
+    requirements, spelled out, less those in ``OPTIONAL`` that no method needs. Not
     ``core[engine]==V``: that would install the whole extra, and pip deems it satisfied by the
     installed core anyway when it checks build requirements."""
     from importlib import metadata
@@ -40,10 +40,10 @@ def engine_requirements(methods: Iterable[str] | None = None) -> list[str]:
         declared = [Requirement(r) for r in metadata.requires(CORE) or []]
     except metadata.PackageNotFoundError:
         declared = []
-    wanted = None if methods is None else set(methods)
+    wanted = None if methods is None else frozenset().union(*(facts(m).requires for m in methods))
     return [f"{r.name}{r.specifier}" for r in declared if r.marker is not None
             and r.marker.evaluate({"extra": "engine"}) and not r.marker.evaluate({"extra": ""})
-            and (r.name not in ONLY_FOR or (ONLY_FOR[r.name] & wanted if wanted is not None else r.name != "rich"))]
+            and (r.name not in OPTIONAL or (r.name in wanted if wanted is not None else r.name != "rich"))]
 
 
 def engine_missing(exc: ModuleNotFoundError) -> ShrinkrayError | None:

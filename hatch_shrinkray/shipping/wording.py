@@ -16,6 +16,7 @@ from pathlib import Path
 
 from hatch_shrinkray.evidence import MIN_UNITS
 from hatch_shrinkray.hints import check_hint, record_hint, setting
+from hatch_shrinkray.method_facts import facts
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import TensorRecord, human, size_change
 from hatch_shrinkray.shipping.advice import record_advice
@@ -57,8 +58,8 @@ def tensor_line(tensor: TensorRecord) -> str:
 
 def why_unchanged(options: ShrinkOptions) -> str:
     """Why no weight was shrunk, in the option's words."""
-    if options.method == "dedup":
-        return "no two weights are identical"
+    if facts(options.method).unchanged:
+        return facts(options.method).unchanged
     why = f"no weight has min-elements ({options.min_elements}) elements or more"
     if options.exclude_tensors or options.exclude_ops:
         why += " outside exclude-tensors / exclude-ops"

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 from hardening import CONSOLE_SCRIPT, cli
 
-from hatch_shrinkray.verification.recordings import Recording, read_recording, write_recording
+from hatch_shrinkray.recording.format import Recording
+from hatch_shrinkray.recording.storage import read_recording, write_recording
 
 from onnx_builders import mlp, save
 

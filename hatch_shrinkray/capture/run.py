@@ -5,7 +5,7 @@ directory, beside a link to this package so that other interpreters can import i
 instruments onnxruntime; pytest sessions also load a small plugin (``PYTEST_PLUGINS``) that labels
 each call with the test it ran in. Each run has a directory of its own, ``DIR/.parts/<run id>``:
 its processes leave a boot marker there, and at exit their parts (one per model) and a report
-(``capture.process``). ``finish`` merges this run's parts per model (``capture.merge``) and writes
+(``capture.process``). ``finish`` merges this run's parts per model (``recording.merge``) and writes
 ``DIR/<model>-<sha256>.npz``, replacing an older recording of the same model; it removes only its
 own run directory (and ``DIR/.parts`` if that is then empty), so concurrent runs into one directory
 each keep theirs and nothing else in ``DIR/.parts`` is touched.
@@ -30,23 +30,18 @@ from typing import Any
 
 from hatch_shrinkray import progress
 from hatch_shrinkray.capture import env, guard
-from hatch_shrinkray.capture.merge import Merged, Part, merge
 from hatch_shrinkray.capture.parts import read_part
 from hatch_shrinkray.capture.recorder import OVER_CAP, TOO_LARGE
-from hatch_shrinkray.capture.select import Caps
 from hatch_shrinkray.errors import ShrinkrayError, quoted
 from hatch_shrinkray.evidence import MIN_UNITS
 from hatch_shrinkray.files import file_sha256, temporary_prefix
 from hatch_shrinkray.hints import LINE_LIMIT, counted, default_recording
+from hatch_shrinkray.recording.caps import Caps
+from hatch_shrinkray.recording.format import BYTES_MODEL, SHA_DIGITS, file_name
+from hatch_shrinkray.recording.merge import Merged, Part, merge
+from hatch_shrinkray.recording.storage import read_meta, write_stored
 from hatch_shrinkray.result import human, render_table
 from hatch_shrinkray.signals import deferred
-from hatch_shrinkray.verification.recordings import (
-    BYTES_MODEL,
-    SHA_DIGITS,
-    file_name,
-    read_meta,
-    write_stored,
-)
 
 PARTS = ".parts"
 UNITS_PLUGIN = "hatch_shrinkray_units"

@@ -19,19 +19,20 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple
 
-from hatch_shrinkray.capture.recorder import NOT_CALLS, REPEATED
-from hatch_shrinkray.capture.select import (
+from hatch_shrinkray.evidence import MIN_UNITS
+from hatch_shrinkray.recording.caps import Caps
+from hatch_shrinkray.recording.format import BYTES_MODEL, Stored
+from hatch_shrinkray.recording.select import (
     BYTE_CAP,
     MEMORY_CAP,
+    NOT_CALLS,
+    REPEATED,
     SAMPLE_CAP,
-    Caps,
     Sample,
     Stream,
     choose_samples,
     choose_streams,
 )
-from hatch_shrinkray.evidence import MIN_UNITS
-from hatch_shrinkray.verification.recordings import BYTES_MODEL, Stored
 
 OTHER_FEEDBACK = "later steps of streams that fed back other outputs"
 REPEATED_STREAM = "steps of streams that repeat a kept one"

@@ -257,7 +257,7 @@ def test_a_second_run_that_replaces_a_recording_says_so(two_models: tuple[Path, 
     second = cli("record", "-o", str(out), "--", sys.executable, str(script), str(a), "3")
     assert second.returncode == 0, second.stderr
     assert "a.onnx: replaced an earlier recording (5 samples)" in second.stdout, second.stdout
-    assert "sh -c 'COMMAND1; COMMAND2'" in second.stdout
+    assert "`hatch-shrinkray record --mode add` adds to it instead" in second.stdout
     (only,) = out.glob("*.npz")
     assert read_recording(only).calls == 3
 

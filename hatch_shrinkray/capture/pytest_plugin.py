@@ -46,10 +46,9 @@ class Recording:
         from hatch_shrinkray.recording.caps import Caps
 
         self.output = output
-        self.samples = int(config.getoption("shrinkray_record_samples"))
         given = config.getoption("shrinkray_record_bytes")
-        memory = int(config.getoption("shrinkray_record_memory"))
-        self.caps = Caps(self.samples, memory=memory) if given is None else Caps.hard(self.samples, int(given), memory)
+        self.caps = Caps.given(int(config.getoption("shrinkray_record_samples")), None if given is None else int(given),
+                               int(config.getoption("shrinkray_record_memory")))
         self.created = missing_directories(output)
         self.saved = {k: os.environ.get(k) for k in ENV_KEYS}
         self.stack = contextlib.ExitStack()

@@ -32,7 +32,6 @@ from hatch_shrinkray.recording.format import BYTES_MODEL, SHA_DIGITS
 if TYPE_CHECKING:
     from hatch_shrinkray.capture.shadow import ModelStats
 
-PARTS = ".parts"
 _ATTR = "_hatch_shrinkray_model"
 _OUTPUTS = "_hatch_shrinkray_outputs"
 _TWIN = "_hatch_shrinkray_twin"

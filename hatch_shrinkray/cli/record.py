@@ -9,6 +9,7 @@ from pathlib import Path
 from hatch_shrinkray.cli.usage import command
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.recording.caps import MAX_BYTES, MAX_BYTES_FOR_UNITS, MAX_MEMORY, MAX_SAMPLES
+from hatch_shrinkray.recording.mode import MODES, REPLACE
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,7 +24,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                             "command did not fail.",
                 usage="hatch-shrinkray record --output DIR [options] -- COMMAND [ARGS...]")
     r.takes_command = True
-    r.common(r.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="recording directory"))
+    r.common(r.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="recording directory"),
+             r.add_argument("--mode", choices=MODES, default=REPLACE,
+                            help="replace or add to a model's earlier recording in DIR (add: the bounds apply to "
+                                 "both runs' samples together)"))
     r.add_argument("--max-samples", type=int, default=MAX_SAMPLES, metavar="N",
                    help=f"samples kept per model; a stream counts as one (default {MAX_SAMPLES})")
     r.add_argument("--max-bytes", type=int, default=None, metavar="BYTES",
@@ -52,10 +56,9 @@ def run(args: argparse.Namespace) -> int:
          f"a positive integer of at most {MAX_DECODED} (what a recording may take once loaded)")) if not ok]
     if problems:
         raise ShrinkrayError("; ".join(problems))
-    caps = Caps(args.max_samples, memory=args.max_memory) if args.max_bytes is None else \
-        Caps.hard(args.max_samples, args.max_bytes, args.max_memory)
+    caps = Caps.given(args.max_samples, args.max_bytes, args.max_memory)
     root = project_root(args.output)
-    code, done = record(command, args.output, caps, root, named_by_content(root))
+    code, done = record(command, args.output, caps, root, named_by_content(root), mode=args.mode)
     models, setup = configured_models(root, done)
     print(summary(done, args.output, models, command, setup))
     lost = done.incomplete

@@ -4,5 +4,6 @@ made (``capture``) and how they are used (``verification``, ``fitting``, ``check
 ``format`` says what a file holds and checks its metadata (versions); ``compact`` and ``encode`` turn
 a feed into the file's members, ``npz`` is the zip container, read without trusting it; ``storage``
 writes and reads files; ``matching`` finds a model's file in a directory; ``caps`` and ``select``
-bound and choose what a recording keeps, and ``merge`` makes one recording of many processes' parts.
+bound and choose what a recording keeps, ``merge`` makes one recording of many processes' parts,
+and ``mode`` decides what a new run does with an earlier recording of the same model.
 """

@@ -9,6 +9,11 @@ from hatch_shrinkray.recording.format import SHA_DIGITS, stem
 from hatch_shrinkray.recording.storage import read_meta
 
 
+def named_for(directory: Path, model_sha256: str) -> list[Path]:
+    """The files of ``directory`` named as a recording of the model with these bytes."""
+    return sorted(directory.glob(f"*-{model_sha256[:SHA_DIGITS]}.npz"))
+
+
 class NoRecording(ShrinkrayError):
     """A recording directory holds nothing for this model (by content or by name)."""
 
@@ -18,8 +23,7 @@ def find_recording(directory: Path, model_sha256: str, model_name: str) -> tuple
     :class:`NoRecording` when there is neither."""
     label = str(directory)
     files = sorted(p for p in directory.glob("*.npz") if p.is_file())
-    exact = [p for p in files if p.name.endswith(f"-{model_sha256[:SHA_DIGITS]}.npz")]
-    for path in exact:
+    for path in (p for p in named_for(directory, model_sha256) if p.is_file()):
         if read_meta(path)["model_sha256"] == model_sha256:
             return path, ""
     name_stem = stem(Path(model_name).name)

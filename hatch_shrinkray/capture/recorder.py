@@ -36,7 +36,7 @@ from hatch_shrinkray.capture.streams import OPEN_ENDS, Pairs, Step
 from hatch_shrinkray.evidence import MIN_UNITS
 from hatch_shrinkray.recording.caps import Caps
 from hatch_shrinkray.recording.encode import digest, encode_feed, stored_bytes
-from hatch_shrinkray.recording.select import REJECTED, REPEATED, Sample
+from hatch_shrinkray.recording.select import REJECTED, REPEATED, Sample, prefix
 
 OVER_CAP = "over the byte cap"
 """A feed that alone takes more stored bytes than one feed may."""
@@ -269,7 +269,7 @@ class ModelLog:
                 level = _level([r.steps for r in self.streams], budget)
                 if level >= budget // 32 or len(self.streams) <= 32:
                     for r in self.streams:
-                        kept = _within(r.steps, level)
+                        kept = list(prefix(r.steps, level))
                         if len(kept) < len(r.steps):
                             r.steps, r.truncated = kept, True
                     self.streams = [r for r in self.streams if r.steps]
@@ -324,21 +324,12 @@ def _as_array(value: Any) -> np.ndarray[Any, Any]:
         return np.asarray(None)
 
 
-def _within(steps: list[Sample], cap: int) -> list[Sample]:
-    total = 0
-    for k, s in enumerate(steps):
-        total += s.nbytes
-        if total > cap:
-            return steps[:k]
-    return steps
-
-
 def _level(streams: list[list[Sample]], budget: int) -> int:
     """The largest per-stream cap at which all prefixes fit in ``budget`` together."""
     low, high = 0, budget
     while low < high:
         middle = (low + high + 1) // 2
-        if sum(sum(s.nbytes for s in _within(steps, middle)) for steps in streams) <= budget:
+        if sum(sum(s.nbytes for s in prefix(steps, middle)) for steps in streams) <= budget:
             low = middle
         else:
             high = middle - 1

@@ -21,6 +21,7 @@ user gives is hard. A single feed may take at most a ``MIN_UNITS``-th of the mem
 
 from __future__ import annotations
 
+import sys
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -180,7 +181,7 @@ def choose_streams(streams: Sequence[Stream], caps: Caps) -> list[Stream]:
         if len(chosen) >= max_samples:
             break
         cap = level if index < len(first) else min(level, max_bytes - stored)
-        steps = _prefix(stream.steps, min(cap, max_bytes - stored), memory - decoded)
+        steps = prefix(stream.steps, min(cap, max_bytes - stored), memory - decoded)
         if steps:
             chosen.append(Stream(stream.group, steps, stream.ran))
             stored += sum(s.nbytes for s in steps)
@@ -188,7 +189,8 @@ def choose_streams(streams: Sequence[Stream], caps: Caps) -> list[Stream]:
     return sorted(chosen, key=lambda s: s.steps[0].call)
 
 
-def _prefix(steps: Sequence[Sample], max_bytes: int, max_decoded: int) -> tuple[Sample, ...]:
+def prefix(steps: Sequence[Sample], max_bytes: int, max_decoded: int = sys.maxsize) -> tuple[Sample, ...]:
+    """The first of ``steps`` that take at most ``max_bytes`` stored and ``max_decoded`` loaded."""
     stored = decoded = 0
     for k, step in enumerate(steps):
         stored += step.nbytes
@@ -202,7 +204,7 @@ def _water_level(streams: Sequence[Stream], max_bytes: int, memory: int) -> int:
     """The largest per-stream byte cap at which the streams' prefixes fit in ``max_bytes`` together
     (``max_bytes`` when they all fit whole)."""
     def total(cap: int) -> int:
-        return sum(sum(s.nbytes for s in _prefix(stream.steps, cap, memory)) for stream in streams)
+        return sum(sum(s.nbytes for s in prefix(stream.steps, cap, memory)) for stream in streams)
 
     if total(max_bytes) <= max_bytes:
         return max_bytes

@@ -35,9 +35,13 @@ class Caps:
     """Bytes of the samples' arrays once loaded."""
 
     @classmethod
+    def hard(cls, samples: int = MAX_SAMPLES, max_bytes: int = MAX_BYTES, memory: int = MAX_MEMORY) -> Caps:
+        return cls(samples, max_bytes, max_bytes, memory)
+
+    @classmethod
     def given(cls, samples: int = MAX_SAMPLES, max_bytes: int | None = None, memory: int = MAX_MEMORY) -> Caps:
         """The bounds a user gave: a byte bound given is hard (it does not grow for ``MIN_UNITS``)."""
-        return cls(samples, memory=memory) if max_bytes is None else cls(samples, max_bytes, max_bytes, memory)
+        return cls(samples, memory=memory) if max_bytes is None else cls.hard(samples, max_bytes, memory)
 
     @property
     def feed_bytes(self) -> int:

@@ -1,4 +1,5 @@
-"""The bounds of one model's recording (``hatch-shrinkray record``'s ``--max-*``) and their defaults."""
+"""The bounds of one model's recording and their defaults (``record --max-samples``, ``--max-bytes``,
+``--max-memory``)."""
 
 from __future__ import annotations
 

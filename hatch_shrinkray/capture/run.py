@@ -40,8 +40,8 @@ from hatch_shrinkray.hints import LINE_LIMIT, counted, default_recording
 from hatch_shrinkray.recording.caps import Caps
 from hatch_shrinkray.recording.format import BYTES_MODEL, file_name
 from hatch_shrinkray.recording.matching import named_for
-from hatch_shrinkray.recording.merge import Merged, Part, merge
-from hatch_shrinkray.recording.mode import REPLACE, earlier_parts
+from hatch_shrinkray.recording.merge import Merged, Part, earlier_parts, merge
+from hatch_shrinkray.recording.mode import REPLACE
 from hatch_shrinkray.recording.storage import read_meta, write_stored
 from hatch_shrinkray.result import human, render_table
 from hatch_shrinkray.signals import deferred

@@ -40,11 +40,11 @@ from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
 from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext
 from hatch_shrinkray.onnxgraph.graph import find_sites
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights
+from hatch_shrinkray.recording.storage import read_recording
 from hatch_shrinkray.samples import Sequencing, completed, run_in_order
 from hatch_shrinkray.verification.compare import expect
 from hatch_shrinkray.verification.inputs import load_samples, specs_of
 from hatch_shrinkray.verification.memory import footprint, packed
-from hatch_shrinkray.verification.recordings import read_recording
 from hatch_shrinkray.verification.runner import model_sha256
 
 

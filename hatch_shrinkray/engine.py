@@ -45,6 +45,7 @@ from hatch_shrinkray.onnxgraph.modelio import Loaded, Staged, changed_file, fits
 from hatch_shrinkray.option_table import option_errors
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.pool import Background
+from hatch_shrinkray.recording.matching import NoRecording
 from hatch_shrinkray.registry import METHODS, NEAREST_INT8, Dedup, Needs, check_runtimes, ladder
 from hatch_shrinkray.result import Fit, FitNote, FitReason, TensorRecord, VerifyResult, human
 from hatch_shrinkray.samples import Calibration
@@ -63,7 +64,6 @@ from hatch_shrinkray.sizes import (
 from hatch_shrinkray.verdict import kind
 from hatch_shrinkray.verification import memory
 from hatch_shrinkray.verification.inputs import GeneratedUnusable, specs_of_model
-from hatch_shrinkray.verification.recordings import NoRecording
 from hatch_shrinkray.verification.runner import (
     Prepared,
     Reference,

@@ -256,7 +256,7 @@ def _jsonable(value: Any) -> Any:
 
 INPUTS_MAX_FILE_BYTES = 2_000_000_000
 """Largest sample file read: a sample file holds at most 1 GB of arrays once loaded
-(``verification.npz``), so a bigger one is refused before it is hashed or read."""
+(``recording.npz``), so a bigger one is refused before it is hashed or read."""
 
 
 def inputs_problem(path: Path) -> str | None:

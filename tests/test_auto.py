@@ -557,7 +557,8 @@ def _magika_recording(directory: Path, files: list[list[bytes]]) -> tuple[Path, 
     """Magika's model, and a recording of one call per group of ``files`` in ``directory``."""
     import hashlib
 
-    from hatch_shrinkray.verification.recordings import Recording, write_recording
+    from hatch_shrinkray.recording.format import Recording
+    from hatch_shrinkray.recording.storage import write_recording
 
     from realmodels import magika
 

@@ -293,7 +293,8 @@ def _scenario(name: str, tmp: Path) -> tuple[str, dict[str, str]]:
     elif name == "unrecorded-original":  # the recording holds another model only; noise fails a strict limit
         import numpy as np
 
-        from hatch_shrinkray.verification.recordings import Recording, write_recording
+        from hatch_shrinkray.recording.format import Recording
+        from hatch_shrinkray.recording.storage import write_recording
 
         _project(root, f'models = [{models}]\ninputs = "tests/shrinkray-inputs"\nmax-rel-l2 = 0.001\n{VALUES}')
         (root / "tests/shrinkray-inputs").mkdir(parents=True)

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from hatch_shrinkray import __version__
-from hatch_shrinkray.capture import env
 from hatch_shrinkray.cli import parser
 from hatch_shrinkray.evidence import upper_bound
 from hatch_shrinkray.options import VerifyOptions
+from hatch_shrinkray.recording import caps as env
 from hatch_shrinkray.verification.compare import flip_rate_lower_bound
 
 REPO = Path(__file__).resolve().parents[1]

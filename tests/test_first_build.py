@@ -19,8 +19,9 @@ from hardening import REPO, build, cli, write_project
 from onnx import helper
 
 from hatch_shrinkray.options import VerifyOptions
+from hatch_shrinkray.recording.format import Recording
+from hatch_shrinkray.recording.storage import write_recording
 from hatch_shrinkray.verification.inputs import InputSpec, Sizing, generated_shapes, retries
-from hatch_shrinkray.verification.recordings import Recording, write_recording
 from hatch_shrinkray.verification.silence import silent, silent_outputs
 
 from onnx_builders import cancelling, init, mlp, model, save, vi, weight

@@ -309,7 +309,8 @@ def test_a_wrong_shape_calibration_sample_is_one_line(tmp_path: Path) -> None:
 
     import numpy as np
 
-    from hatch_shrinkray.verification.recordings import Recording, write_recording
+    from hatch_shrinkray.recording.format import Recording
+    from hatch_shrinkray.recording.storage import write_recording
 
     src = save(mlp(), tmp_path / "m.onnx")
     rng = np.random.default_rng(0)

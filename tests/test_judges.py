@@ -23,6 +23,8 @@ from onnx import helper
 from hatch_shrinkray import ShrinkOptions, VerifyOptions, shrink, verify
 from hatch_shrinkray.capture.shadow import ModelStats
 from hatch_shrinkray.evidence import MIN_UNITS, Evidence, upper_bound
+from hatch_shrinkray.recording.format import Recording
+from hatch_shrinkray.recording.storage import write_recording
 from hatch_shrinkray.samples import Sequencing, completed, grouped, run_in_order
 from hatch_shrinkray.verification.compare import compare, expect
 from hatch_shrinkray.verification.judges import Calls, calls_of, detect, judge_for
@@ -34,7 +36,6 @@ from hatch_shrinkray.verification.judges.maps import Maps, label
 from hatch_shrinkray.verification.judges.sequences import Sequences, decode
 from hatch_shrinkray.verification.judges.tags import Tags, per_character
 from hatch_shrinkray.verification.judging import answer_counts, evidence_of
-from hatch_shrinkray.verification.recordings import Recording, write_recording
 
 from onnx_builders import init, model, vi
 from realinputs import fsmn_features, glyph_line, vowels

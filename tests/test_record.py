@@ -17,7 +17,7 @@ from hardening import cli
 from onnx import helper
 
 from hatch_shrinkray import ShrinkOptions, VerifyOptions, shrink
-from hatch_shrinkray.verification.recordings import read_recording
+from hatch_shrinkray.recording.storage import read_recording
 
 from onnx_builders import init, mlp, model, save, vi, weight
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from hardening import cli
 from onnx import TensorProto, helper
 
-from hatch_shrinkray.verification.recordings import read_recording
+from hatch_shrinkray.recording.storage import read_recording
 
 from onnx_builders import init, model, save, vi, weight
 

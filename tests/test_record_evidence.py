@@ -19,8 +19,8 @@ import pytest
 from hardening import cli
 from onnx import helper
 
-from hatch_shrinkray.verification import compact
-from hatch_shrinkray.verification.recordings import read_recording
+from hatch_shrinkray.recording import compact
+from hatch_shrinkray.recording.storage import read_recording
 
 from onnx_builders import mlp, model, save, vi
 from realmodels import silero_vad

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from hatch_shrinkray.capture.merge import OTHER_FEEDBACK, REPEATED_STREAM, Part, merge
-from hatch_shrinkray.capture.recorder import REJECTED, REPEATED
-from hatch_shrinkray.capture.select import BYTE_CAP, SAMPLE_CAP, Caps, Sample
 from hatch_shrinkray.evidence import MIN_UNITS
-from hatch_shrinkray.verification.recordings import BYTES_MODEL
+from hatch_shrinkray.recording.caps import Caps
+from hatch_shrinkray.recording.format import BYTES_MODEL
+from hatch_shrinkray.recording.merge import OTHER_FEEDBACK, REPEATED_STREAM, Part, merge
+from hatch_shrinkray.recording.select import BYTE_CAP, REJECTED, REPEATED, SAMPLE_CAP, Sample
 
 FEEDBACK = [["state_out", "state_in"]]
 ROOT = Path("/project")

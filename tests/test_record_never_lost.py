@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 from hardening import CONSOLE_SCRIPT, cli
 
-from hatch_shrinkray.verification.recordings import Recording, read_recording, write_recording
+from hatch_shrinkray.recording.format import Recording
+from hatch_shrinkray.recording.storage import read_recording, write_recording
 
 from onnx_builders import mlp, save
 
@@ -256,7 +257,7 @@ def test_a_second_run_that_replaces_a_recording_says_so(two_models: tuple[Path, 
     second = cli("record", "-o", str(out), "--", sys.executable, str(script), str(a), "3")
     assert second.returncode == 0, second.stderr
     assert "a.onnx: replaced an earlier recording (5 samples)" in second.stdout, second.stdout
-    assert "sh -c 'COMMAND1; COMMAND2'" in second.stdout
+    assert "`hatch-shrinkray record --mode add` adds to it instead" in second.stdout
     (only,) = out.glob("*.npz")
     assert read_recording(only).calls == 3
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 from hardening import cli
 
-from hatch_shrinkray.capture.merge import Part, merge
 from hatch_shrinkray.capture.recorder import ModelLog, part_of
-from hatch_shrinkray.capture.select import Caps
 from hatch_shrinkray.capture.streams import Step
-from hatch_shrinkray.verification.recordings import read_recording
+from hatch_shrinkray.recording.caps import Caps
+from hatch_shrinkray.recording.merge import Part, merge
+from hatch_shrinkray.recording.storage import read_recording
 
 from onnx_builders import mlp, save
 

@@ -11,14 +11,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hatch_shrinkray.capture.merge import Part, merge
 from hatch_shrinkray.capture.recorder import ModelLog, part_of
-from hatch_shrinkray.capture.select import (
+from hatch_shrinkray.capture.streams import Step
+from hatch_shrinkray.evidence import MIN_UNITS
+from hatch_shrinkray.recording.caps import Caps
+from hatch_shrinkray.recording.merge import Part, merge
+from hatch_shrinkray.recording.npz import pack
+from hatch_shrinkray.recording.select import (
     BYTE_CAP,
     MEMORY_CAP,
     MIN_STREAMS,
     SAMPLE_CAP,
-    Caps,
     Sample,
     Stream,
     choose_samples,
@@ -27,9 +30,6 @@ from hatch_shrinkray.capture.select import (
     round_robin,
     spreading,
 )
-from hatch_shrinkray.capture.streams import Step
-from hatch_shrinkray.evidence import MIN_UNITS
-from hatch_shrinkray.verification.npz import pack
 
 MB = 1_000_000
 ALONE = Step(-1, 0, ())

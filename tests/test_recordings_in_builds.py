@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from hardening import MODEL, MODELS_DIR, build, cli, hook_build, write_project
 
-from hatch_shrinkray.verification.recordings import Recording, write_recording
+from hatch_shrinkray.recording.format import Recording
+from hatch_shrinkray.recording.storage import write_recording
 
 from onnx_builders import mlp, save
 from realmodels import silero_vad
@@ -185,7 +186,8 @@ def test_hook_names_a_recording_it_leaves_out_of_the_archive(tmp_path: Path, inp
 
     import numpy as np
 
-    from hatch_shrinkray.verification.recordings import Recording, write_recording
+    from hatch_shrinkray.recording.format import Recording
+    from hatch_shrinkray.recording.storage import write_recording
 
     root = write_project(tmp_path / "toymodel", f'inputs = "{inputs}"\n')
     save(mlp(), root / MODELS_DIR / "a.onnx")

@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
-from hatch_shrinkray.capture.env import MAX_SAMPLES
 from hatch_shrinkray.evidence import MIN_UNITS, UNIT_NAMES, Evidence
 from hatch_shrinkray.hints import PATH_ROOM
 from hatch_shrinkray.options import METHODS, ShrinkOptions
+from hatch_shrinkray.recording.caps import MAX_SAMPLES
 from hatch_shrinkray.registry import ladder
 from hatch_shrinkray.result import Fit, FitNote, FitReason, OutputComparison, VerifyResult, human
 from hatch_shrinkray.shipping import wording

@@ -15,8 +15,9 @@ import pytest
 from hardening import MODEL, build, cli, write_project
 from onnx import helper
 
+from hatch_shrinkray.recording.format import Recording
+from hatch_shrinkray.recording.storage import write_recording
 from hatch_shrinkray.shipping.manifest import MANIFEST_NAME
-from hatch_shrinkray.verification.recordings import Recording, write_recording
 
 from onnx_builders import init, mlp, save
 

@@ -6,6 +6,5 @@ nothing is imported unless an environment variable asks for it), leaves the proc
 ``InferenceSession``: each successful ``run()`` goes, with its stream step (``streams``) and the test
 it ran in (``units``, set by ``testunits``), to the model's ``recorder``, which keeps a bounded
 candidate set; at exit each process writes its parts and its report. ``run`` drives a command under
-recording and ``merge`` turns a run's parts into one recording per model, ``select`` choosing what
-it keeps.
+recording and turns a run's parts into one recording per model (``recording.merge``).
 """

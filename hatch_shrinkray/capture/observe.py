@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from hatch_shrinkray.capture import env, guard
 from hatch_shrinkray.capture.env import OUTCOMES
 from hatch_shrinkray.capture.run import UNITS_PLUGIN, finish, instrumented_path, project_root, recording_environment
 from hatch_shrinkray.capture.shadow import ModelStats
-from hatch_shrinkray.capture.swap import Instructions
+from hatch_shrinkray.capture.swap import Instructions, Seen
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.files import temporary_directory
 
@@ -39,15 +39,8 @@ class Outcome:
     text: str
 
 
-@dataclass
-class ModelSeen:
-    """One configured model over the whole command: every process's sessions and shadow runs."""
-
-    sessions: int = 0
-    swapped: int = 0
-    shadowed: int = 0
-    shadow_errors: list[str] = field(default_factory=list)
-    stats: ModelStats | None = None
+ModelSeen = Seen
+"""One configured model over the whole command: every process's sessions and shadow runs, added up."""
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,10 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from hatch_shrinkray.capture.select import Sample
 from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.verification.npz import Blob
-from hatch_shrinkray.verification.recordings import FORMAT, VERSION, check_meta
+from hatch_shrinkray.recording.format import FORMAT, VERSION, check_meta
+from hatch_shrinkray.recording.npz import Blob
+from hatch_shrinkray.recording.select import Sample
 
 MAGIC = b"HSRPART1"
 _LENGTH = struct.Struct("<Q")

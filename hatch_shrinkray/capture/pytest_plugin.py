@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from hatch_shrinkray.capture import env
+from hatch_shrinkray.recording.caps import MAX_BYTES, MAX_BYTES_FOR_UNITS, MAX_MEMORY, MAX_SAMPLES
 
 ENV_KEYS = (env.RECORD, env.RECORD_SAMPLES, env.RECORD_BYTES, "PYTHONPATH", "PYTEST_PLUGINS")
 UNITS_PLUGIN = "hatch_shrinkray_units"
@@ -26,14 +27,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--shrinkray-record", metavar="DIR", default=None,
                     help="record a bounded sample of the feeds of every ONNX model the tests run into DIR "
                          "(one .npz per model; use DIR as hatch-shrinkray's `inputs`)")
-    group.addoption("--shrinkray-record-samples", metavar="N", type=int, default=env.MAX_SAMPLES,
-                    help=f"samples kept per model; a stream counts as one (default {env.MAX_SAMPLES})")
+    group.addoption("--shrinkray-record-samples", metavar="N", type=int, default=MAX_SAMPLES,
+                    help=f"samples kept per model; a stream counts as one (default {MAX_SAMPLES})")
     group.addoption("--shrinkray-record-bytes", metavar="BYTES", type=int, default=None,
                     help=f"bound on the bytes each model's samples take in its file, compressed, hard when given "
-                         f"(default {env.MAX_BYTES}, or up to {env.MAX_BYTES_FOR_UNITS} when 16 units need more)")
-    group.addoption("--shrinkray-record-memory", metavar="BYTES", type=int, default=env.MAX_MEMORY,
+                         f"(default {MAX_BYTES}, or up to {MAX_BYTES_FOR_UNITS} when 16 units need more)")
+    group.addoption("--shrinkray-record-memory", metavar="BYTES", type=int, default=MAX_MEMORY,
                     help=f"bound on the bytes each model's samples take once loaded; a feed over a sixteenth of "
-                         f"it is left out (default {env.MAX_MEMORY})")
+                         f"it is left out (default {MAX_MEMORY})")
 
 
 class Recording:
@@ -42,13 +43,12 @@ class Recording:
     def __init__(self, config: pytest.Config, output: Path) -> None:
         from hatch_shrinkray.capture import boot
         from hatch_shrinkray.capture.run import missing_directories, recording_environment
-        from hatch_shrinkray.capture.select import Caps
+        from hatch_shrinkray.recording.caps import Caps
 
         self.output = output
-        self.samples = int(config.getoption("shrinkray_record_samples"))
         given = config.getoption("shrinkray_record_bytes")
-        memory = int(config.getoption("shrinkray_record_memory"))
-        self.caps = Caps(self.samples, memory=memory) if given is None else Caps.hard(self.samples, int(given), memory)
+        self.caps = Caps.given(int(config.getoption("shrinkray_record_samples")), None if given is None else int(given),
+                               int(config.getoption("shrinkray_record_memory")))
         self.created = missing_directories(output)
         self.saved = {k: os.environ.get(k) for k in ENV_KEYS}
         self.stack = contextlib.ExitStack()

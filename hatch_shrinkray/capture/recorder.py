@@ -1,7 +1,7 @@
-"""What one process keeps of the calls of one model: a bounded candidate set for ``capture.select``.
+"""What one process keeps of the calls of one model: a bounded candidate set for ``recording.select``.
 
 A call is offered only after ``run()`` succeeded (a feed onnxruntime rejects is counted, never kept).
-Each kept feed is encoded at once (``recordings.encode_feed``: compact and deflated), so memory and the
+Each kept feed is encoded at once (``recording.encode.encode_feed``: compact and deflated), so memory and the
 byte bounds both count stored bytes, and a feed whose stored size or loaded size alone exceeds what
 one feed may take (``select.Caps``) is skipped (and counted) instead of pushing out the others.
 
@@ -24,7 +24,6 @@ first step. The same sequence of calls always keeps the same samples.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Collection, Mapping
@@ -33,25 +32,22 @@ from typing import Any
 
 import numpy as np
 
-from hatch_shrinkray.capture.select import Caps, Sample
 from hatch_shrinkray.capture.streams import OPEN_ENDS, Pairs, Step
 from hatch_shrinkray.evidence import MIN_UNITS
-from hatch_shrinkray.verification.recordings import Stored, encode_feed, stored_bytes
+from hatch_shrinkray.recording.caps import Caps
+from hatch_shrinkray.recording.encode import digest, encode_feed, stored_bytes
+from hatch_shrinkray.recording.select import REJECTED, REPEATED, Sample, prefix
 
 OVER_CAP = "over the byte cap"
 """A feed that alone takes more stored bytes than one feed may."""
 TOO_LARGE = "over the memory cap"
 """A feed whose arrays alone take more than one feed may once loaded (a sixteenth of --max-memory)."""
-REJECTED = "rejected by onnxruntime"
 NOT_NUMERIC = "not numeric arrays"
 OTHER_NAMES = "not naming exactly the model's inputs"
 START_LOST = "later steps of a stream whose first step was not kept"
-REPEATED = "repeating a kept feed"
-NOT_CALLS = frozenset({REJECTED})
 UNIT_FLOOR = 2 * MIN_UNITS
 """Units the candidates keep while the bounds allow: twice what evidence needs, so that feeds left out
 later (a bound, a repeat across processes) still leave enough."""
-"""Reasons that count feeds ``run()`` refused: they are not among the model's calls."""
 
 
 @dataclass
@@ -273,7 +269,7 @@ class ModelLog:
                 level = _level([r.steps for r in self.streams], budget)
                 if level >= budget // 32 or len(self.streams) <= 32:
                     for r in self.streams:
-                        kept = _within(r.steps, level)
+                        kept = list(prefix(r.steps, level))
                         if len(kept) < len(r.steps):
                             r.steps, r.truncated = kept, True
                     self.streams = [r for r in self.streams if r.steps]
@@ -328,30 +324,12 @@ def _as_array(value: Any) -> np.ndarray[Any, Any]:
         return np.asarray(None)
 
 
-def digest(stored: Stored) -> str:
-    """Identity of a stored sample: equal feeds give equal members (encoding is deterministic)."""
-    h = hashlib.blake2b(digest_size=20)
-    for j, suffix, blob in stored:
-        h.update(b"%d%s:%d:%d:" % (j, suffix.encode(), blob.size, len(blob.data)))
-        h.update(blob.data)
-    return h.hexdigest()
-
-
-def _within(steps: list[Sample], cap: int) -> list[Sample]:
-    total = 0
-    for k, s in enumerate(steps):
-        total += s.nbytes
-        if total > cap:
-            return steps[:k]
-    return steps
-
-
 def _level(streams: list[list[Sample]], budget: int) -> int:
     """The largest per-stream cap at which all prefixes fit in ``budget`` together."""
     low, high = 0, budget
     while low < high:
         middle = (low + high + 1) // 2
-        if sum(sum(s.nbytes for s in _within(steps, middle)) for steps in streams) <= budget:
+        if sum(sum(s.nbytes for s in prefix(steps, middle)) for steps in streams) <= budget:
             low = middle
         else:
             high = middle - 1

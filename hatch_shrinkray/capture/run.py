@@ -5,8 +5,9 @@ directory, beside a link to this package so that other interpreters can import i
 instruments onnxruntime; pytest sessions also load a small plugin (``PYTEST_PLUGINS``) that labels
 each call with the test it ran in. Each run has a directory of its own, ``DIR/.parts/<run id>``:
 its processes leave a boot marker there, and at exit their parts (one per model) and a report
-(``capture.process``). ``finish`` merges this run's parts per model (``capture.merge``) and writes
-``DIR/<model>-<sha256>.npz``, replacing an older recording of the same model; it removes only its
+(``capture.process``). ``finish`` merges this run's parts per model (``recording.merge``) and writes
+``DIR/<model>-<sha256>.npz``, replacing an older recording of the same model or adding to it
+(``recording.mode``); it removes only its
 own run directory (and ``DIR/.parts`` if that is then empty), so concurrent runs into one directory
 each keep theirs and nothing else in ``DIR/.parts`` is touched.
 """
@@ -22,7 +23,7 @@ import shlex
 import shutil
 import tempfile
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -30,24 +31,21 @@ from typing import Any
 
 from hatch_shrinkray import progress
 from hatch_shrinkray.capture import env, guard
-from hatch_shrinkray.capture.merge import Merged, Part, merge
 from hatch_shrinkray.capture.parts import read_part
 from hatch_shrinkray.capture.recorder import OVER_CAP, TOO_LARGE
-from hatch_shrinkray.capture.select import Caps
 from hatch_shrinkray.errors import ShrinkrayError, quoted
 from hatch_shrinkray.evidence import MIN_UNITS
 from hatch_shrinkray.files import file_sha256, temporary_prefix
 from hatch_shrinkray.hints import LINE_LIMIT, counted, default_recording
 from hatch_shrinkray.method_facts import facts
+from hatch_shrinkray.recording.caps import Caps
+from hatch_shrinkray.recording.format import BYTES_MODEL, file_name
+from hatch_shrinkray.recording.matching import named_for
+from hatch_shrinkray.recording.merge import Merged, Part, earlier_parts, merge
+from hatch_shrinkray.recording.mode import REPLACE
+from hatch_shrinkray.recording.storage import read_meta, write_stored
 from hatch_shrinkray.result import human, render_table
 from hatch_shrinkray.signals import deferred
-from hatch_shrinkray.verification.recordings import (
-    BYTES_MODEL,
-    SHA_DIGITS,
-    file_name,
-    read_meta,
-    write_stored,
-)
 
 PARTS = ".parts"
 UNITS_PLUGIN = "hatch_shrinkray_units"
@@ -103,6 +101,8 @@ class Recorded:
     merged: Merged
     replaced: int = 0
     """Samples of an earlier run's recording of the same model that this one replaced."""
+    added: int = 0
+    """Samples of an earlier run's recording of the same model that this one added to."""
 
 
 @dataclass
@@ -236,11 +236,12 @@ def discard(run_dir: Path) -> None:
         run_dir.parent.rmdir()
 
 
-def record(command: Sequence[str], output: Path, caps: Caps | None = None,
-           root: Path | None = None, named: Named | None = None) -> tuple[int, Finished]:
+def record(command: Sequence[str], output: Path, caps: Caps | None = None, root: Path | None = None,
+           named: Named | None = None, *, mode: str = REPLACE) -> tuple[int, Finished]:
     """Run ``command`` with recording on; its exit code and what was recorded. Directories it
     created for ``output`` are removed again when nothing was written into them; ``named``: the
-    project's file of a model loaded from bytes, after which its recording is named."""
+    project's file of a model loaded from bytes, after which its recording is named; ``mode``:
+    what to do with an earlier recording of a model (``recording.mode``)."""
     if not command:
         raise ShrinkrayError("no command to record", hint="hatch-shrinkray record --output DIR -- COMMAND [ARGS...]")
     created = missing_directories(output)
@@ -252,7 +253,7 @@ def record(command: Sequence[str], output: Path, caps: Caps | None = None,
             except OSError as exc:
                 raise ShrinkrayError(f"cannot run {command[0]}: {exc.strerror or exc}",
                                      hint="check the command after --") from exc
-        return returncode, finish(run_dir, output, caps, root or project_root(output), named)
+        return returncode, finish(run_dir, output, caps, root or project_root(output), named, mode=mode)
     finally:
         remove_if_empty(created)
 
@@ -284,7 +285,7 @@ def project_root(output: Path) -> Path:
 
 
 def finish(run_dir: Path, output: Path, caps: Caps | None = None, root: Path | None = None,
-           named: Named | None = None) -> Finished:
+           named: Named | None = None, *, mode: str = REPLACE) -> Finished:
     """Merge the parts of the run in ``run_dir`` into one recording per model in ``output``; removes
     ``run_dir``. A part that cannot be read is reported, the others are still merged."""
     done = Finished(caps=caps or Caps())
@@ -316,10 +317,17 @@ def finish(run_dir: Path, output: Path, caps: Caps | None = None, root: Path | N
             by_model[meta["model_sha256"]].append(Part(meta, samples))
         for sha in progress.tracked(sorted(by_model), "record: merging and writing recordings",
                                     detail=lambda sha: str(by_model[sha][0].meta.get("model", sha[:12]))):
-            merged = merge(by_model[sha], caps or Caps(), root or Path.cwd())
-            earlier = _earlier_samples(output, merged.meta["model_sha256"])
-            written = _write(output, merged, done.unwritten, named)
-            done.recorded.append(Recorded(written, merged, earlier if written is not None else 0))
+            earlier = _recordings_of(output, sha)
+            try:
+                added = [] if mode == REPLACE else earlier_parts(output, sha, root or Path.cwd())
+            except ShrinkrayError as exc:
+                done.unwritten.append(f"{Path(exc.path or '').name} cannot be read ({exc.message}): this run's samples "
+                                      "were not added to it; move it away or record with `--mode replace`")
+                continue
+            merged = merge([*by_model[sha], *added], caps or Caps(), root or Path.cwd())
+            written = _write(output, merged, done.unwritten, named, earlier)
+            held = sum(earlier.values()) if written is not None else 0
+            done.recorded.append(Recorded(written, merged, replaced=0 if added else held, added=held if added else 0))
         done.recorded.sort(key=lambda r: (r.path is None, r.path.name if r.path else r.merged.meta["model"]))
         return done
     finally:
@@ -336,8 +344,9 @@ def _report(path: Path) -> dict[str, Any] | None:
     return data
 
 
-def _write(output: Path, merged: Merged, errors: list[str], named: Named | None = None) -> Path | None:
-    """Write ``merged`` (replacing older recordings of the same model); None when it holds no sample.
+def _write(output: Path, merged: Merged, errors: list[str], named: Named | None = None,
+           earlier: Iterable[Path] = ()) -> Path | None:
+    """Write ``merged`` (in place of the model's ``earlier`` recordings); None when it holds no sample.
     Its file is named after the model (``toy_mlp-<sha>.npz``): a model loaded from bytes after the
     project's file with those bytes (``named``), if any."""
     if not merged.samples:
@@ -353,29 +362,22 @@ def _write(output: Path, merged: Merged, errors: list[str], named: Named | None 
         errors.append(f"could not write the recording of {merged.meta['model']} ({path.name}): "
                       f"{exc.strerror or exc}; nothing of it was kept")
         return None
-    for old in output.glob(f"*-{sha[:SHA_DIGITS]}.npz"):
-        if old != path and _recording_of(old, sha):
+    for old in earlier:
+        if old != path:
             with contextlib.suppress(OSError):
                 old.unlink()
     return path
 
 
-def _earlier_samples(output: Path, sha: str) -> int:
-    """Samples held by the recordings of this model already in ``output`` (an earlier run's)."""
-    total = 0
-    for old in output.glob(f"*-{sha[:SHA_DIGITS]}.npz"):
-        with contextlib.suppress(ShrinkrayError, KeyError, TypeError, ValueError):
+def _recordings_of(output: Path, sha: str) -> dict[Path, int]:
+    """The readable recordings of this model already in ``output`` (an earlier run's), and their samples."""
+    found = {}
+    for old in named_for(output, sha):
+        with contextlib.suppress(ShrinkrayError):
             meta = read_meta(old)
             if meta["model_sha256"] == sha:
-                total += int(meta.get("samples", len(meta.get("picked", []))) or 0)
-    return total
-
-
-def _recording_of(path: Path, sha: str) -> bool:
-    try:
-        return bool(read_meta(path)["model_sha256"] == sha)
-    except ShrinkrayError:
-        return False
+                found[old] = meta["samples"]
+    return found
 
 
 def summary(done: Finished, output: Path, expected: Sequence[Expected] = (), command: Sequence[str] = (),
@@ -431,8 +433,10 @@ def _notes(item: Recorded, caps: Caps) -> list[str]:
     model = item.merged.meta["model"]
     lines = []
     if item.replaced:
-        lines.append(f"note: {model}: replaced an earlier recording ({item.replaced} samples); to keep several "
-                     "commands' samples, record them at once: `-- sh -c 'COMMAND1; COMMAND2'`")
+        lines.append(f"note: {model}: replaced an earlier recording ({item.replaced} samples); "
+                     "`hatch-shrinkray record --mode add` adds to it instead")
+    if item.added:
+        lines.append(f"note: {model}: added to an earlier recording ({item.added} samples)")
     if item.merged.repeated_streams:
         n = item.merged.repeated_streams
         lines.append(f"note: {model}: {n} stream{'s' * (n != 1)} fed the very steps of another "

@@ -22,18 +22,16 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from hatch_shrinkray.capture import env, process, swap, units
-from hatch_shrinkray.capture.env import MAX_BYTES, MAX_MEMORY, MAX_SAMPLES
 from hatch_shrinkray.capture.parts import write_part
 from hatch_shrinkray.capture.recorder import ModelLog, part_of
-from hatch_shrinkray.capture.select import Caps
 from hatch_shrinkray.capture.streams import Step, StreamTracker
 from hatch_shrinkray.errors import one_line
-from hatch_shrinkray.verification.recordings import BYTES_MODEL, SHA_DIGITS
+from hatch_shrinkray.recording.caps import MAX_BYTES, MAX_MEMORY, MAX_SAMPLES, Caps
+from hatch_shrinkray.recording.format import BYTES_MODEL, SHA_DIGITS
 
 if TYPE_CHECKING:
     from hatch_shrinkray.capture.shadow import ModelStats
 
-PARTS = ".parts"
 _ATTR = "_hatch_shrinkray_model"
 _OUTPUTS = "_hatch_shrinkray_outputs"
 _TWIN = "_hatch_shrinkray_twin"

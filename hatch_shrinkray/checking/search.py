@@ -41,12 +41,12 @@ from hatch_shrinkray.fitting.guard import Scorer, decide
 from hatch_shrinkray.method_facts import facts
 from hatch_shrinkray.onnxgraph.graph import find_sites
 from hatch_shrinkray.onnxgraph.modelio import load_model
+from hatch_shrinkray.recording.format import SHA_DIGITS
 from hatch_shrinkray.result import human
 from hatch_shrinkray.shipping.display import Display
 from hatch_shrinkray.shipping.manifest import file_sha256
 from hatch_shrinkray.shipping.plan import PlanEntry
 from hatch_shrinkray.verification.inputs import Samples, load_samples, specs_of_model
-from hatch_shrinkray.verification.recordings import SHA_DIGITS
 from hatch_shrinkray.verification.runner import run_all, session
 
 Key = tuple[str, str]

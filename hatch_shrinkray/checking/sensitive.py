@@ -11,9 +11,10 @@ from hatch_shrinkray.checking.models import Prepared
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.fitting.sensitivity import Sensitive, rank
 from hatch_shrinkray.onnxgraph.modelio import load_model
+from hatch_shrinkray.recording.matching import find_recording
+from hatch_shrinkray.recording.storage import read_recording
 from hatch_shrinkray.registry import Dedup
 from hatch_shrinkray.samples import Calibration, Sequencing
-from hatch_shrinkray.verification.recordings import find_recording, read_recording
 
 
 def ranked(prepared: Prepared, recorded: Path, *, with_plan: bool = True) -> list[Sensitive]:

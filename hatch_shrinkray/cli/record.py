@@ -6,9 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from hatch_shrinkray.capture import env
 from hatch_shrinkray.cli.usage import command
 from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.recording.caps import MAX_BYTES, MAX_BYTES_FOR_UNITS, MAX_MEMORY, MAX_SAMPLES
+from hatch_shrinkray.recording.mode import MODES, REPLACE
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,26 +24,29 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                             "command did not fail.",
                 usage="hatch-shrinkray record --output DIR [options] -- COMMAND [ARGS...]")
     r.takes_command = True
-    r.common(r.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="recording directory"))
-    r.add_argument("--max-samples", type=int, default=env.MAX_SAMPLES, metavar="N",
-                   help=f"samples kept per model; a stream counts as one (default {env.MAX_SAMPLES})")
+    r.common(r.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="recording directory"),
+             r.add_argument("--mode", choices=MODES, default=REPLACE,
+                            help="replace or add to a model's earlier recording in DIR (add: the bounds apply to "
+                                 "both runs' samples together)"))
+    r.add_argument("--max-samples", type=int, default=MAX_SAMPLES, metavar="N",
+                   help=f"samples kept per model; a stream counts as one (default {MAX_SAMPLES})")
     r.add_argument("--max-bytes", type=int, default=None, metavar="BYTES",
                    help=f"bound on the bytes each model's samples take in its file, compressed, headers "
                         f"included, hard when given; a feed over it alone is left out and counted (default "
-                        f"{env.MAX_BYTES}, growing up to {env.MAX_BYTES_FOR_UNITS} when 16 independent units need "
+                        f"{MAX_BYTES}, growing up to {MAX_BYTES_FOR_UNITS} when 16 independent units need "
                         "more)")
-    r.add_argument("--max-memory", type=int, default=env.MAX_MEMORY, metavar="BYTES",
+    r.add_argument("--max-memory", type=int, default=MAX_MEMORY, metavar="BYTES",
                    help=f"bound on the bytes each model's samples take once loaded (the arrays a build decodes); "
-                        f"a feed over a sixteenth of it alone is left out and counted (default {env.MAX_MEMORY}; "
+                        f"a feed over a sixteenth of it alone is left out and counted (default {MAX_MEMORY}; "
                         "at most the 1 GB that reading a recording allows)")
     r.add_argument("argv", nargs=argparse.REMAINDER, metavar="COMMAND", help="the command to run, after --")
 
 
 def run(args: argparse.Namespace) -> int:
     from hatch_shrinkray.capture.run import project_root, record, summary
-    from hatch_shrinkray.capture.select import Caps
+    from hatch_shrinkray.recording.caps import Caps
+    from hatch_shrinkray.recording.npz import MAX_BYTES as MAX_DECODED
     from hatch_shrinkray.shipping.coverage import configured_models, named_by_content
-    from hatch_shrinkray.verification.npz import MAX_BYTES as MAX_DECODED
 
     command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     problems = [f"{flag} must be {what}; got {value}" for flag, value, ok, what in (
@@ -52,10 +56,9 @@ def run(args: argparse.Namespace) -> int:
          f"a positive integer of at most {MAX_DECODED} (what a recording may take once loaded)")) if not ok]
     if problems:
         raise ShrinkrayError("; ".join(problems))
-    caps = Caps(args.max_samples, memory=args.max_memory) if args.max_bytes is None else \
-        Caps.hard(args.max_samples, args.max_bytes, args.max_memory)
+    caps = Caps.given(args.max_samples, args.max_bytes, args.max_memory)
     root = project_root(args.output)
-    code, done = record(command, args.output, caps, root, named_by_content(root))
+    code, done = record(command, args.output, caps, root, named_by_content(root), mode=args.mode)
     models, setup = configured_models(root, done)
     print(summary(done, args.output, models, command, setup))
     lost = done.incomplete

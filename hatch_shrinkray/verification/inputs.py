@@ -27,9 +27,10 @@ from onnx import ModelProto
 from hatch_shrinkray.errors import OptionError, ShrinkrayError
 from hatch_shrinkray.hints import record_hint
 from hatch_shrinkray.options import VerifyOptions
+from hatch_shrinkray.recording.matching import find_recording
+from hatch_shrinkray.recording.npz import HINT, read_arrays
+from hatch_shrinkray.recording.storage import is_recording, read_recording
 from hatch_shrinkray.samples import Sequencing
-from hatch_shrinkray.verification.npz import HINT, read_arrays
-from hatch_shrinkray.verification.recordings import find_recording, is_recording, read_recording
 
 Feed = dict[str, npt.NDArray[Any]]
 

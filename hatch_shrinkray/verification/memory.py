@@ -35,9 +35,9 @@ from onnx import ModelProto
 from hatch_shrinkray.footprint import Footprint, Memory
 from hatch_shrinkray.onnxgraph.rewrite import ROWS_NOTE
 from hatch_shrinkray.options import VerifyOptions
+from hatch_shrinkray.recording.npz import write_arrays
 from hatch_shrinkray.result import TensorRecord, VerifyResult
 from hatch_shrinkray.samples import Feed
-from hatch_shrinkray.verification.npz import write_arrays
 
 RUNS = 100
 """Inferences before the steady figure is read: buffers the first runs allocate stay."""

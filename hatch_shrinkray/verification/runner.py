@@ -24,6 +24,7 @@ from hatch_shrinkray.hints import Blank, record_hint, set_it, setting
 from hatch_shrinkray.numerics.threads import NO_SPINNING
 from hatch_shrinkray.onnxgraph.indices import table_rows
 from hatch_shrinkray.options import VerifyOptions
+from hatch_shrinkray.recording.matching import NoRecording
 from hatch_shrinkray.result import VerifyResult
 from hatch_shrinkray.samples import Calibration, Sequencing, completed, run_in_order
 from hatch_shrinkray.verification.compare import unchecked
@@ -43,7 +44,6 @@ from hatch_shrinkray.verification.inputs import (
 )
 from hatch_shrinkray.verification.judges import THRESHOLD
 from hatch_shrinkray.verification.judging import Judged, evidence_of, expectations, judge_outputs
-from hatch_shrinkray.verification.recordings import NoRecording
 
 ModelRef = str | os.PathLike[str] | bytes
 Outputs = list[list[npt.NDArray[Any]]]

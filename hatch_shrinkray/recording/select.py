@@ -12,7 +12,7 @@ evenly, each cut to a prefix at a common water level when they do not all fit; w
 whole, further streams are added while the budget allows.
 
 *Bounds* (``Caps``). A sample is taken only if the total stays within the byte bound of stored
-bytes (its members' compressed data and zip headers, ``recordings.stored_bytes``) and within the
+bytes (its members' compressed data and zip headers, ``encode.stored_bytes``) and within the
 memory bound of decoded bytes (what a build loads): a large feed never pushes out the small ones,
 it is left out. The byte bound favours independent units over bytes per unit: by default it grows
 (up to a ceiling) to what ``MIN_UNITS`` units take when the target alone holds fewer; a bound the
@@ -21,15 +21,15 @@ user gives is hard. A single feed may take at most a ``MIN_UNITS``-th of the mem
 
 from __future__ import annotations
 
-import heapq
+import sys
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from hatch_shrinkray.capture.env import MAX_BYTES, MAX_BYTES_FOR_UNITS, MAX_MEMORY, MAX_SAMPLES
 from hatch_shrinkray.evidence import MIN_UNITS
-from hatch_shrinkray.verification.recordings import Stored
+from hatch_shrinkray.recording.caps import Caps
+from hatch_shrinkray.recording.format import Stored
 
 MIN_STREAMS = MIN_UNITS
 """Streams that share the byte budget before any further stream is added."""
@@ -37,38 +37,10 @@ SAMPLE_CAP = "over --max-samples"
 BYTE_CAP = "over --max-bytes"
 MEMORY_CAP = "over --max-memory"
 """Reasons a sample that fits alone was not chosen: the bound that was reached."""
-
-
-@dataclass(frozen=True)
-class Caps:
-    """The bounds of one model's recording."""
-
-    samples: int = MAX_SAMPLES
-    bytes: int = MAX_BYTES
-    """Stored bytes the samples take in the file: the target."""
-    ceiling: int = MAX_BYTES_FOR_UNITS
-    """How far the byte bound grows so that ``MIN_UNITS`` units fit; ``bytes`` makes it hard."""
-    memory: int = MAX_MEMORY
-    """Bytes of the samples' arrays once loaded."""
-
-    @classmethod
-    def hard(cls, samples: int = MAX_SAMPLES, max_bytes: int = MAX_BYTES, memory: int = MAX_MEMORY) -> Caps:
-        return cls(samples, max_bytes, max_bytes, memory)
-
-    @property
-    def feed_bytes(self) -> int:
-        """Stored bytes one feed may take."""
-        return max(self.bytes, self.ceiling // MIN_UNITS)
-
-    @property
-    def feed_memory(self) -> int:
-        """Decoded bytes one feed may take."""
-        return self.memory // MIN_UNITS
-
-    def byte_bound(self, unit_sizes: Iterable[int]) -> int:
-        """The byte bound for units whose samples take ``unit_sizes`` (one each): the target, or what
-        ``MIN_UNITS`` of them take (the smallest), up to the ceiling."""
-        return max(self.bytes, min(self.ceiling, sum(heapq.nsmallest(MIN_UNITS, unit_sizes))))
+REPEATED = "repeating a kept feed"
+REJECTED = "rejected by onnxruntime"
+NOT_CALLS = frozenset({REJECTED})
+"""Reasons that count feeds ``run()`` refused: they are not among the model's calls."""
 
 T = TypeVar("T")
 
@@ -80,7 +52,7 @@ class Sample:
     stored: Stored
     digest: str
     nbytes: int
-    """Stored bytes, headers included (``recordings.stored_bytes``)."""
+    """Stored bytes, headers included (``encode.stored_bytes``)."""
     decoded: int
 
 
@@ -209,7 +181,7 @@ def choose_streams(streams: Sequence[Stream], caps: Caps) -> list[Stream]:
         if len(chosen) >= max_samples:
             break
         cap = level if index < len(first) else min(level, max_bytes - stored)
-        steps = _prefix(stream.steps, min(cap, max_bytes - stored), memory - decoded)
+        steps = prefix(stream.steps, min(cap, max_bytes - stored), memory - decoded)
         if steps:
             chosen.append(Stream(stream.group, steps, stream.ran))
             stored += sum(s.nbytes for s in steps)
@@ -217,7 +189,8 @@ def choose_streams(streams: Sequence[Stream], caps: Caps) -> list[Stream]:
     return sorted(chosen, key=lambda s: s.steps[0].call)
 
 
-def _prefix(steps: Sequence[Sample], max_bytes: int, max_decoded: int) -> tuple[Sample, ...]:
+def prefix(steps: Sequence[Sample], max_bytes: int, max_decoded: int = sys.maxsize) -> tuple[Sample, ...]:
+    """The first of ``steps`` that take at most ``max_bytes`` stored and ``max_decoded`` loaded."""
     stored = decoded = 0
     for k, step in enumerate(steps):
         stored += step.nbytes
@@ -231,7 +204,7 @@ def _water_level(streams: Sequence[Stream], max_bytes: int, memory: int) -> int:
     """The largest per-stream byte cap at which the streams' prefixes fit in ``max_bytes`` together
     (``max_bytes`` when they all fit whole)."""
     def total(cap: int) -> int:
-        return sum(sum(s.nbytes for s in _prefix(stream.steps, cap, memory)) for stream in streams)
+        return sum(sum(s.nbytes for s in prefix(stream.steps, cap, memory)) for stream in streams)
 
     if total(max_bytes) <= max_bytes:
         return max_bytes

@@ -1,4 +1,5 @@
-"""One recording per model from the parts the processes of a run wrote (``capture.recorder.part_of``).
+"""One recording per model from the parts the processes of a run wrote (``capture.recorder.part_of``)
+and, when the run adds to it (``mode``), the model's earlier recording as one more part.
 
 Parts are ordered by their content, never by process id or finishing order, and calls are numbered
 across them in that order, so the same run gives the same file, byte for byte. Repeated feeds are
@@ -19,19 +20,23 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple
 
-from hatch_shrinkray.capture.recorder import NOT_CALLS, REPEATED
-from hatch_shrinkray.capture.select import (
+from hatch_shrinkray.evidence import MIN_UNITS
+from hatch_shrinkray.recording.caps import Caps
+from hatch_shrinkray.recording.encode import digest, encode_feed, stored_bytes
+from hatch_shrinkray.recording.format import BYTES_MODEL, Recording, Stored, meta_of
+from hatch_shrinkray.recording.matching import named_for
+from hatch_shrinkray.recording.select import (
     BYTE_CAP,
     MEMORY_CAP,
+    NOT_CALLS,
+    REPEATED,
     SAMPLE_CAP,
-    Caps,
     Sample,
     Stream,
     choose_samples,
     choose_streams,
 )
-from hatch_shrinkray.evidence import MIN_UNITS
-from hatch_shrinkray.verification.recordings import BYTES_MODEL, Stored
+from hatch_shrinkray.recording.storage import read_recording
 
 OTHER_FEEDBACK = "later steps of streams that fed back other outputs"
 REPEATED_STREAM = "steps of streams that repeat a kept one"
@@ -247,3 +252,22 @@ def _model(parts: Sequence[Part], root: Path) -> str:
     if relative.parts and relative.parts[0] != os.pardir and not relative.is_absolute():
         return PurePosixPath(*relative.parts).as_posix()
     return path.name
+
+
+def earlier_parts(directory: Path, model_sha256: str, root: Path) -> list[Part]:
+    """This model's recordings in ``directory`` as parts of a run that adds to them; a file named as
+    one that cannot be read is a ``ShrinkrayError`` (adding must not drop what it holds)."""
+    recordings = (read_recording(path) for path in named_for(directory, model_sha256))
+    return [as_part(rec, root) for rec in recordings if rec.model_sha256 == model_sha256]
+
+
+def as_part(rec: Recording, root: Path) -> Part:
+    """``rec`` as a part a process wrote: its samples encoded again (encoding is deterministic), its
+    calls and skipped feeds counted with the run's, its model's path absolute again (under ``root``)."""
+    stored = [encode_feed(feed, rec.inputs) for feed in rec.samples]
+    samples = [Sample(call, s, digest(s), stored_bytes(s), sum(int(a.nbytes) for a in feed.values()))
+               for call, s, feed in zip(rec.picked, stored, rec.samples, strict=True)]
+    units = list(rec.units) or [f"call:{call}" for call in rec.picked]
+    model = rec.model if rec.model == BYTES_MODEL else str(root / rec.model)
+    return Part({**meta_of(rec), "model": model, "units": units, "streams_ran": len(rec.streams),
+                 "tests": sorted({u for u in units if u.startswith("test:")})}, samples)

@@ -57,6 +57,18 @@ class ShrinkrayError(Exception):
         return text
 
 
+class Malformed(ShrinkrayError):
+    """A file that does not read as what hatch-shrinkray writes: every problem (``codec.Invalid``), one
+    line each, naming the file and the field."""
+
+    def __init__(self, problems: Iterable[str], *, path: str, hint: str | None = None) -> None:
+        self.problems = tuple(problems)
+        super().__init__("\n".join(self.problems), path=path, hint=hint)
+
+    def __str__(self) -> str:
+        return "\n".join(f"{self.path}: {p}" for p in self.problems) + (f" ({self.hint})" if self.hint else "")
+
+
 class OptionError(ShrinkrayError):
     """An option value this model cannot take (generated inputs too large to allocate). The
     message names options as ``<<samples>>`` or ``<<dims:batch>>``; :meth:`name_options` spells

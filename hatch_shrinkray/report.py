@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from hatch_shrinkray.codec import encode
 from hatch_shrinkray.hints import record_hint
 from hatch_shrinkray.result import VerifyResult, human, render_table
 from hatch_shrinkray.shrink_result import ShrinkResult
@@ -115,7 +116,7 @@ def verification_notes(verification: VerifyResult) -> list[str]:
 
 
 def result_json(result: ShrinkResult) -> dict[str, Any]:
-    return result.to_dict()
+    return dict(encode(result))
 
 
 def model_files(path: Path) -> list[Path]:

@@ -1,20 +1,15 @@
-"""Frozen dataclasses to JSON and back: the one codec of every file hatch-shrinkray writes and reads
-again (the manifest, the plan, cache records and the verification records in them).
+"""Frozen dataclasses to JSON and back: the one codec of every file we write and read again (the
+manifest, the plan, cache records and the verification records in them). Standard library only:
+the hook's build environment reads the manifest before anything heavy is installed.
 
-A field's type hint says what its JSON is: ``str``, ``int``, ``float``, ``bool``, ``None``, unions
-of them, ``tuple``/``list`` (a list), ``dict[str, X]`` (an object), a dataclass (an object of its
-fields), an ``Enum`` (its value), ``Any`` (as it is), and ``Annotated[X, Check(...)]`` (X, then the
-check). A non-finite float is written as the string
-``"nan"``, ``"inf"`` or ``"-inf"`` (JSON has no such numbers) and read back from it. Reading a file
-finds every problem before it fails, each one line naming its place (``models.3f2a.remedy.method: expected
-one of int8, fp16, got "int3"``); keys a reader does not know are skipped, so a file a later
-version wrote still reads, unless the class says ``json_closed``. A class may reshape its JSON with
-``json_out(self, body) -> body`` (keys written beside its fields for people, or in their place) and
-``json_in(cls, body) -> body`` (the reverse); a field with ``metadata=SKIP`` is never written, and
-one with ``metadata=OMIT`` is left out while it has its default.
-
-Only the standard library: the hook's build environment reads the manifest before anything heavy
-is installed.
+A field's type hint says what its JSON is: ``str``, ``int``, ``float`` (``"nan"``, ``"inf"``,
+``"-inf"`` where JSON has no number), ``bool``, ``None``, unions, ``tuple`` (a list), ``dict[str, X]``,
+a dataclass (an object of its fields), an ``Enum`` (its value), ``Any``, ``Annotated[X, Check(...)]``.
+Reading finds every problem before it fails, one line each naming its place (``models.3f2a.remedy.method:
+expected one of int8, fp16, got "int3"``); keys a reader does not know are skipped (a later version's
+file still reads) unless the class is ``json_closed``. A class may reshape its JSON with
+``json_out(self, body)`` and ``json_in(cls, body)``; a field with ``metadata=SKIP`` is never written,
+one with ``OMIT`` not while it has its default.
 """
 
 from __future__ import annotations
@@ -26,19 +21,17 @@ import math
 import re
 import types
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, TypeVar
+from typing import Any, NamedTuple
 
-T = TypeVar("T")
 SKIP = {"json": "skip"}
 OMIT = {"json": "omit default"}
 NAME = r"[A-Za-z0-9_-]+"
 
 
-@dataclass(frozen=True)
-class Check:
+class Check(NamedTuple):
     """What a value must also be, beyond its type: ``expected`` says it in words."""
 
     test: Callable[[Any], bool]
@@ -70,21 +63,9 @@ class Format:
     version: int
     reads: tuple[int, ...]
 
-    def wrap(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        return {"format": self.name, "version": self.version, **body}
-
-    def problem(self, data: Any) -> str | None:
-        """Why ``data`` is not a file of this format in a version this code reads, or None."""
-        if not isinstance(data, dict) or data.get("format") != self.name:
-            return f"not a {self.name} file (format is not {self.name!r})"
-        if data.get("version") not in self.reads or isinstance(data.get("version"), bool):
-            reads = ", ".join(map(str, self.reads))
-            return f"version {json.dumps(data.get('version'))}; this hatch-shrinkray reads versions {reads}"
-        return None
-
 
 def loads(kind: Any, text: bytes | str, fmt: Format | None = None) -> Any:
-    """The ``kind`` that the JSON ``text`` holds (a ``fmt`` file's body without its format keys)."""
+    """The ``kind`` that the JSON ``text`` holds (the body of a ``fmt`` file in a version it reads)."""
     try:
         data = json.loads(text)
     except RecursionError:
@@ -92,9 +73,12 @@ def loads(kind: Any, text: bytes | str, fmt: Format | None = None) -> Any:
     except ValueError as exc:  # UnicodeDecodeError too
         raise Invalid([f"not valid JSON: {exc}"]) from exc
     if fmt is not None:
-        problem = fmt.problem(data)
-        if problem:
-            raise Invalid([problem])
+        version = data.get("version") if isinstance(data, dict) and data.get("format") == fmt.name else False
+        if version is False:
+            raise Invalid([f"not a {fmt.name} file (format is not {fmt.name!r})"])
+        if version not in fmt.reads or isinstance(version, bool):
+            raise Invalid([f"version {json.dumps(version)}; this hatch-shrinkray reads versions "
+                           f"{', '.join(map(str, fmt.reads))}"])
         data = {k: v for k, v in data.items() if k not in ("format", "version")}
     return decode(kind, data)
 
@@ -132,57 +116,46 @@ def _decode(kind: Any, data: Any, where: str, problems: list[str]) -> Any:
         value = _decode(args[0], data, where, problems)
         for check in args[1:]:
             if len(problems) == count and value is not None and not check.test(value):
-                problems.append(_wrong(where, check.expected, data))
+                _bad(problems, where, check.expected, data)
         return value
-    if kind is Any:
-        return data
     if origin in (typing.Union, types.UnionType):
-        options = [a for a in args if a is not type(None) or data is None]
         tried: list[list[str]] = []
-        for option in options:
+        for option in [a for a in args if a is not type(None) or data is None]:
             tried.append([])
             value = _decode(option, data, where, tried[-1])
             if not tried[-1]:
                 return value
-        problems.extend(tried[0] if len(options) == 1 else [_wrong(where, " or ".join(map(_name, args)), data)])
-        return None
-    if kind is type(None) or kind is None:
-        return None if data is None else _bad(problems, where, "null", data)
-    if isinstance(kind, type) and issubclass(kind, Enum):
+        if len(tried) == 1:
+            problems.extend(tried[0])
+        else:
+            _bad(problems, where, " or ".join(map(_name, args)), data)
+    elif kind is Any or (kind is type(None) and data is None):
+        return data
+    elif isinstance(kind, type) and issubclass(kind, Enum):
         try:
             return kind(data)
         except ValueError:
-            return _bad(problems, where, f"one of {', '.join(json.dumps(m.value) for m in kind)}", data)
-    if origin in (tuple, list) or kind in (tuple, list):
-        if not isinstance(data, list):
-            return _bad(problems, where, "a list", data)
-        fixed = origin is tuple and args and args[-1] is not Ellipsis
-        if fixed and len(data) != len(args):
-            return _bad(problems, where, f"a list of {len(args)}", data)
-        items = [_decode(args[i] if fixed else args[0] if args else Any, item, f"{where}[{i}]", problems)
-                 for i, item in enumerate(data)]
-        return list(items) if origin is list or kind is list else tuple(items)
-    if origin is dict or kind is dict:
-        if not isinstance(data, dict):
-            return _bad(problems, where, "an object", data)
-        key_kind, item_kind = args or (str, Any)
-        return {_decode(key_kind, key, _at(where, key), problems): _decode(item_kind, item, _at(where, key), problems)
+            _bad(problems, where, f"one of {', '.join(json.dumps(m.value) for m in kind)}", data)
+    elif origin is tuple and isinstance(data, list):
+        fixed = args[-1] is not Ellipsis
+        if not fixed or len(data) == len(args):
+            return tuple(_decode(args[i if fixed else 0], x, f"{where}[{i}]", problems) for i, x in enumerate(data))
+        _bad(problems, where, f"a list of {len(args)}", data)
+    elif origin is dict and isinstance(data, dict):
+        return {_decode(args[0], key, _at(where, key), problems): _decode(args[1], item, _at(where, key), problems)
                 for key, item in data.items()}
-    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+    elif dataclasses.is_dataclass(kind) and isinstance(data, dict):
         return _record(kind, data, where, problems)
-    if kind is float:
-        if isinstance(data, str) and data in ("nan", "inf", "-inf"):
-            return float(data)
-        if isinstance(data, (int, float)) and not isinstance(data, bool):
-            return float(data)
+    elif kind is float and (data in ("nan", "inf", "-inf") or type(data) in (int, float)):
+        return float(data)
     elif kind in (str, int, bool) and type(data) is kind:
         return data
-    return _bad(problems, where, _name(kind), data)
+    else:
+        _bad(problems, where, _name(kind), data)
+    return None
 
 
-def _record(kind: type, data: Any, where: str, problems: list[str]) -> Any:
-    if not isinstance(data, dict):
-        return _bad(problems, where, "an object", data)
+def _record(kind: Any, data: dict[str, Any], where: str, problems: list[str]) -> Any:
     if hasattr(kind, "json_in"):
         data = kind.json_in(data)
     hints, required = _fields(kind)
@@ -207,26 +180,21 @@ def _fields(kind: type) -> tuple[dict[str, Any], tuple[str, ...]]:
 
 
 def _at(where: str, key: Any) -> str:
-    key = str(key)
-    if re.fullmatch(NAME, key):
-        return f"{where}.{key}" if where else key
-    return f"{where}[{json.dumps(key)}]"
+    """``where.key``, or ``where["a key"]`` for a key that is not a plain name."""
+    return (where + (f".{key}" if re.fullmatch(NAME, str(key)) else f"[{json.dumps(str(key))}]")).removeprefix(".")
 
 
 def _bad(problems: list[str], where: str, expected: str, data: Any) -> None:
-    problems.append(_wrong(where, expected, data))
-
-
-def _wrong(where: str, expected: str, data: Any) -> str:
     got = "an object" if isinstance(data, dict) else "a list" if isinstance(data, list) else json.dumps(data)
     got = got if len(got) <= 40 else got[:37] + "..."
-    return f"{where or 'the top level'}: expected {expected}, got {got}"
+    problems.append(f"{where or 'the top level'}: expected {expected}, got {got}")
+
+
+NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", type(None): "null",
+         tuple: "a list", dict: "an object"}
 
 
 def _name(kind: Any) -> str:
-    names = {str: "a string", int: "an integer", float: "a number", bool: "true or false", type(None): "null",
-             list: "a list", tuple: "a list", dict: "an object"}
-    origin = typing.get_origin(kind)
-    if origin is typing.Annotated:
+    if typing.get_origin(kind) is typing.Annotated:
         return ", ".join(c.expected for c in typing.get_args(kind)[1:])
-    return names.get(origin or kind, "an object")
+    return NAMES.get(typing.get_origin(kind) or kind, "an object")

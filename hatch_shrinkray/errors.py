@@ -58,15 +58,10 @@ class ShrinkrayError(Exception):
 
 
 class Malformed(ShrinkrayError):
-    """A file that does not read as what hatch-shrinkray writes: every problem (``codec.Invalid``), one
-    line each, naming the file and the field."""
-
-    def __init__(self, problems: Iterable[str], *, path: str, hint: str | None = None) -> None:
-        self.problems = tuple(problems)
-        super().__init__("\n".join(self.problems), path=path, hint=hint)
+    """A file that does not read as what we write: each problem (``codec.Invalid``) a line naming the file."""
 
     def __str__(self) -> str:
-        return "\n".join(f"{self.path}: {p}" for p in self.problems) + (f" ({self.hint})" if self.hint else "")
+        return "\n".join(f"{self.path}: {p}" for p in self.message.splitlines()) + (f" ({self.hint})" * bool(self.hint))
 
 
 class OptionError(ShrinkrayError):

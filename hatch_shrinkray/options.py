@@ -330,10 +330,3 @@ class Remedy:
         counts = Counter(e for _, _, e in tensors)
         wider = ", ".join(f"{counts[e]} {e}" for e in reversed(ENCODINGS) if counts[e])
         return f"{chosen.method}{rounding}, {len(tensors)} tensor{'s' if len(tensors) > 1 else ''} wider ({wider})"
-
-
-def string(value: Any) -> str:
-    """``value`` if it is a string (TypeError naming it otherwise): for the readers of JSON records."""
-    if not isinstance(value, str):
-        raise TypeError(f"{value!r:.40} is not a string")
-    return value

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from hatch_shrinkray.codec import encode
 from hatch_shrinkray.hints import record_hint
 from hatch_shrinkray.result import VerifyResult, human, render_table
 from hatch_shrinkray.shrink_result import ShrinkResult
@@ -113,10 +111,6 @@ def verification_notes(verification: VerifyResult) -> list[str]:
     if not verification.real:
         lines.append(f"note: a smoke check; {record_hint()}")
     return lines
-
-
-def result_json(result: ShrinkResult) -> dict[str, Any]:
-    return dict(encode(result))
 
 
 def model_files(path: Path) -> list[Path]:

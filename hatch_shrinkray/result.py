@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from hatch_shrinkray.codec import OMIT, SKIP, encode
+from hatch_shrinkray.codec import OMIT, SKIP
 from hatch_shrinkray.evidence import Evidence
 from hatch_shrinkray.footprint import Memory
 from hatch_shrinkray.sizes import Sizes
@@ -72,11 +72,11 @@ class OutputComparison:
 
     def json_out(self, body: dict[str, Any]) -> dict[str, Any]:
         """An output that was never compared (judge ``off``) has no figures."""
-        return {**body, **dict.fromkeys(FIGURES, None)} if self.judge == "off" else body
+        return {**body, "max_abs": None, "rel_l2": None, "cosine": None} if self.judge == "off" else body
 
     @classmethod
     def json_in(cls, body: dict[str, Any]) -> dict[str, Any]:
-        return {**body, **{k: "nan" for k in FIGURES if k in body and body[k] is None}}
+        return {**body, **{k: "nan" for k in ("max_abs", "rel_l2", "cosine") if k in body and body[k] is None}}
 
     def answers_text(self) -> str:
         """``sequence 171/200 lines (CTC greedy, blank 0)``: what the judge compared; ``-`` without answers."""
@@ -91,9 +91,6 @@ class OutputComparison:
             return "-"
         text = f"{100 * self.top1:.1f}% ({self.positions - self.flips}/{self.positions})"
         return text[:-1] + (f"; {self.near_ties} at near-ties)" if self.near_ties else ")")
-
-
-FIGURES = ("max_abs", "rel_l2", "cosine")
 
 
 class Fit(Enum):
@@ -142,9 +139,8 @@ class FitNote:
 
 @dataclass(frozen=True)
 class VerificationRecord:
-    """A verification as the manifest and the cache keep it (:meth:`VerifyResult.record`): what a build
-    that ships those bytes again says of them, and what an auditor reads. The fields a later version
-    added have defaults, so what an earlier one wrote still reads."""
+    """A verification as the manifest and the cache keep it (:meth:`VerifyResult.record`); the fields a
+    later version added have defaults, so what an earlier one wrote still reads."""
 
     passed: bool
     outputs: tuple[OutputComparison, ...] = ()
@@ -162,17 +158,6 @@ class VerificationRecord:
     runtime: str = ""
     evidence: Evidence | None = None
     memory: Memory | None = field(default=None, metadata=OMIT)
-
-    @property
-    def weak(self) -> bool:
-        """On fewer independent units than a verdict needs (``evidence.MIN_UNITS``)."""
-        return self.evidence is not None and self.evidence.weak
-
-    @property
-    def fitted(self) -> bool:
-        """A choice fitted to the recording ships (the do-no-harm guard kept it); a weak verdict then
-        rests on the held-out units only."""
-        return self.fit is Fit.KEPT
 
 
 @dataclass(frozen=True)
@@ -306,10 +291,6 @@ class VerifyResult:
             self.passed, self.outputs, self.samples, self.input_source, self.real, self.calibration, self.notes,
             self.checker, self.streams, self.fitting, None if self.fit is None else self.fit.fit, self.floor,
             dict(self.symbols), self.runtime, self.evidence, self.memory)
-
-    def json_out(self, body: dict[str, Any]) -> dict[str, Any]:
-        """A verification is written as its record."""
-        return dict(encode(self.record()))
 
 
 def size_change(before: Sizes, after: Sizes) -> str:

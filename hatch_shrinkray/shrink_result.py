@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from hatch_shrinkray.codec import encode
 from hatch_shrinkray.result import TensorRecord, VerifyResult, human, size_change
 from hatch_shrinkray.sizes import Sizes
 
@@ -117,5 +118,6 @@ class ShrinkResult:
         """The report: both sizes under one key, what shipped, and the ratio and target for people."""
         sizes = {"original": body.pop("original_sizes"), "shrunk": body.pop("shrunk_sizes")}
         shipped = body.pop("label") or self.method
+        body["verification"] = None if self.verification is None else encode(self.verification.record())
         return {**body, "ratio": round(self.ratio, 6), "seconds": round(self.seconds, 3), "target": self.target,
                 "sizes": None if None in sizes.values() else sizes, "shipped": shipped}

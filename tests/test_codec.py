@@ -83,7 +83,7 @@ def test_a_file_s_format_and_version_come_before_its_body() -> None:
             loads(Outer, text, fmt)
         return caught.value.problems
 
-    assert loads(Outer, json.dumps(fmt.wrap({"name": "x"})), fmt) == Outer("x")
+    assert loads(Outer, json.dumps({"format": "thing", "version": 1, "name": "x"}), fmt) == Outer("x")
     assert problems('{"format": "other", "version": 2}') == ("not a thing file (format is not 'thing')",)
     assert problems('{"format": "thing", "version": 3}') == ("version 3; this hatch-shrinkray reads versions 1, 2",)
     assert problems('{"format": "thing", "version": true}') == ("version true; this hatch-shrinkray reads versions "

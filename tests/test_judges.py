@@ -263,7 +263,7 @@ def test_a_tolerance_cannot_veto_a_model_whose_answers_all_held() -> None:
     assert held.passed and out.judge == "map" and out.answers == 8 and not out.changed_answers
     assert out.rel_l2 > 0.1 and out.waived and out.waived[0].startswith("rel L2")
     assert "every answer held" in held.table()
-    assert encode(held)["outputs"][0]["rel_l2"] == out.rel_l2
+    assert encode(held.record())["outputs"][0]["rel_l2"] == out.rel_l2
     gated = verify(original, other, VerifyOptions(judges=(("map", "values"),)))
     assert not gated.passed and gated.outputs[0].failures[0].startswith("rel L2") and not gated.outputs[0].waived
     off = verify(original, other, VerifyOptions(judges=(("map", "off"),))).outputs[0]

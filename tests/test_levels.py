@@ -251,7 +251,7 @@ def test_the_build_states_the_level_it_verified_at(shrunk: dict[str, Path]) -> N
     result = shrink(shrunk["original"], None, ShrinkOptions(method="int8"))
     assert result.verification is not None
     assert result.verification.runtime == f"onnxruntime {ort.__version__} (CPU, ORT_ENABLE_ALL)"
-    assert encode(result.verification)["runtime"] == result.verification.runtime
+    assert encode(result.verification.record())["runtime"] == result.verification.runtime
     assert result.verification.summary().endswith(f"; ran in {result.verification.runtime}")
 
 

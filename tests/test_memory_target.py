@@ -64,7 +64,7 @@ def test_int8_keeps_the_weights_packed_and_measures_both_models(tmp_path: Path) 
     mem = v.memory
     assert mem is not None and mem.float_bytes == 0 and mem.runs == 100 and mem.input == "the first recorded input"
     assert mem.session_ratio < 0.5 and mem.shrunk.steady_kb < mem.original.steady_kb
-    assert "memory" in encode(v) and "memory measured in fresh processes" in v.summary()
+    assert "memory" in encode(v.record()) and "memory measured in fresh processes" in v.summary()
 
 
 @pytest.mark.process

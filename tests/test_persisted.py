@@ -54,9 +54,9 @@ def test_a_build_s_verification_is_typed_after_reading() -> None:
     (entry,) = load_manifest(HERE / "manifest-memory.json").values()
     verification = entry.verification
     assert isinstance(verification, VerificationRecord) and verification.passed and verification.real_inputs
-    assert isinstance(verification.evidence, Evidence) and verification.weak  # 1 unit: fewer than a verdict needs
+    assert isinstance(verification.evidence, Evidence) and verification.evidence.weak  # 1 unit: fewer than needed
     assert isinstance(verification.memory, Memory) and verification.memory.runs == 100
-    assert verification.fit is Fit.NOT_FITTED and not verification.fitted
+    assert verification.fit is Fit.NOT_FITTED
     assert verification.outputs[0].name == "y" and verification.outputs[0].top1 == 1.0
     (unverified,) = load_manifest(HERE / "manifest-noverify.json").values()
     assert unverified.verification is None

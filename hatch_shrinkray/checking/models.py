@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hatch_shrinkray.capture.swap import Target
 from hatch_shrinkray.hints import setting
 from hatch_shrinkray.options import ShrinkOptions
-from hatch_shrinkray.result import VerificationRecord
+from hatch_shrinkray.result import Fit, VerificationRecord
 from hatch_shrinkray.shipping.config import HookConfig, ModelEntry
 from hatch_shrinkray.shipping.display import Display, Sanitized
 from hatch_shrinkray.shipping.manifest import file_sha256
@@ -104,7 +104,7 @@ def prepare(configured: Configured, workdir: Path, app: Display,
         verification = entry_record.verification if entry_record is not None else None
         passed = verification is None or verification.passed
         summary = _summary(verification, shipped.outcome, planned)
-        fitted = shipped.verified is not None and shipped.verified.fitted
+        fitted = shipped.new_bytes and verification is not None and verification.fit is Fit.KEPT
         out.append(Prepared(entry.relpath, root / entry.relpath, sha, options, changed[0] if changed else None,
                             shipped.original_size, shipped.shipped_size, summary, passed, shipped.outcome, fitted,
                             planned))
@@ -128,10 +128,6 @@ def _summary(verification: VerificationRecord | None, outcome: str, planned: boo
     else:
         basis = f"{verification.samples} {source} samples"
     return ("passes" if verification.passed else "FAILS") + f" its limits on {basis}"
-
-
-def by_sha(prepared: Sequence[Prepared]) -> dict[str, Prepared]:
-    return {p.sha256: p for p in prepared}
 
 
 def only(configured: Configured, prepared: Prepared) -> Configured:

@@ -27,7 +27,6 @@ import math
 import os
 import stat
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -70,18 +69,12 @@ class CachedShrink:
     """The verdict in words for the report line, fullest first (``verdict.line_words``)."""
 
 
-def _unprintable(value: Any) -> Iterator[str]:
-    """Every string (key or value) in ``value`` that :func:`printable` would change."""
+def _unprintable(value: Any) -> bool:
+    """Whether a string (key or value) in ``value`` is one that :func:`printable` would change."""
     if isinstance(value, str):
-        if printable(value) != value:
-            yield value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _unprintable(key)
-            yield from _unprintable(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _unprintable(item)
+        return printable(value) != value
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    return any(_unprintable(key) or _unprintable(item) for key, item in items)
 
 
 def default_cache_dir() -> Path:
@@ -222,7 +215,7 @@ class ShrinkCache:
         model, record = self._paths(key)
         try:
             data = json.loads(read_regular(record, RECORD_MAX_BYTES).decode("utf-8"))
-            if next(_unprintable(data), None) is not None:  # text that would not print as it reads
+            if _unprintable(data):  # text that would not print as it reads
                 return None
             cached: CachedShrink = decode(CachedShrink, data)
             if original_sha256 is not None and cached.entry.original_sha256 != original_sha256:

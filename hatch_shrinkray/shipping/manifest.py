@@ -87,7 +87,7 @@ def load_manifest(path: Path) -> dict[str, ManifestEntry]:
     except OSError as exc:
         raise ShrinkrayError(f"cannot read the manifest: {exc.strerror or exc}", path=str(path), hint=hint) from exc
     except Invalid as exc:
-        raise Malformed(exc.problems, path=str(path), hint=hint) from exc
+        raise Malformed("\n".join(exc.problems), path=str(path), hint=hint) from exc
     return entries
 
 

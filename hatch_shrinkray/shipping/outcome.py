@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from hatch_shrinkray.result import VerificationRecord
 from hatch_shrinkray.shipping.cache import CachedShrink
 from hatch_shrinkray.shipping.manifest import ManifestEntry
 from hatch_shrinkray.shipping.plan import PlanEntry
@@ -96,8 +95,6 @@ class Shipped:
     leave the archive."""
     entry: ManifestEntry | None = None
     """The manifest record (``None`` for an already-quantized model)."""
-    verified: VerificationRecord | None = None
-    """How what ships was judged (None: not verified, or nothing new ships)."""
 
     @property
     def new_bytes(self) -> bool:

@@ -15,7 +15,6 @@ still read.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -23,9 +22,8 @@ from typing import Annotated, Any
 
 from hatch_shrinkray.codec import OMIT, SHA256, Format, Invalid, encode, loads, one_of
 from hatch_shrinkray.errors import Malformed, ShrinkrayError
-from hatch_shrinkray.files import create_beside, read_regular
+from hatch_shrinkray.files import read_regular, write_atomically
 from hatch_shrinkray.options import ENCODINGS, Remedy, ShrinkOptions
-from hatch_shrinkray.signals import deferred
 
 PLAN_NAME = "shrinkray-plan.json"
 MAX_BYTES = 64 << 20
@@ -76,7 +74,7 @@ class PlanFile:
 
 
 def render(entries: Mapping[str, PlanEntry]) -> str:
-    body = PLAN.wrap(encode(PlanFile(dict(sorted(entries.items())))))
+    body = {"format": PLAN.name, "version": PLAN.version, **encode(PlanFile(dict(sorted(entries.items()))))}
     return json.dumps(body, sort_keys=True, indent=2, ensure_ascii=True, allow_nan=False) + "\n"
 
 
@@ -87,21 +85,14 @@ def read_plan(path: Path) -> dict[str, PlanEntry]:
     except OSError as exc:
         raise ShrinkrayError(f"cannot read the plan: {exc.strerror or exc}", path=str(path), hint=HINT) from exc
     except Invalid as exc:
-        raise Malformed(exc.problems, path=str(path), hint=HINT) from exc
+        raise Malformed("\n".join(exc.problems), path=str(path), hint=HINT) from exc
     return {sha: replace(entry, tensors=tuple(sorted(entry.tensors))) for sha, entry in plan.models.items()}
 
 
 def write_plan(path: Path, entries: Mapping[str, PlanEntry]) -> None:
-    """Write the plan file atomically (a reader sees the old file or the complete new one)."""
-    with deferred():  # no signal between creating the temporary file and owning it
-        fd, tmp = create_beside(path)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(render(entries))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write the plan file atomically (a reader sees the old file or the complete new one), with the
+    same bytes on every platform."""
+    write_atomically(path, render(entries).encode())
 
 
 def merge_plan(path: Path, entries: Mapping[str, PlanEntry], *, judged: set[str] | None = None,

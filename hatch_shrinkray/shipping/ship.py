@@ -204,12 +204,12 @@ class _Build:
         verified = record.entry.verification
         if verified is not None and not verified.real_inputs:
             self.generated.append(relpath)
-        elif verified is not None and verified.weak:
+        elif verified is not None and verified.evidence is not None and verified.evidence.weak:
             self.weak.append(relpath)
         for note in verified.notes if verified is not None else ():  # e.g. no recording of this model
             app.display_warning(wording.note_line(relpath, note))
         return Shipped(relpath, decision.outcome, record.original_size, record.shrunk_size, tuple(files),
-                       entry=record.entry, verified=verified)
+                       entry=record.entry)
 
     def close(self) -> None:
         """The advice that follows the models: one line per record command, however many models it

@@ -57,6 +57,13 @@ class ShrinkrayError(Exception):
         return text
 
 
+class Malformed(ShrinkrayError):
+    """A file that does not read as what we write: each problem (``codec.Invalid``) a line naming the file."""
+
+    def __str__(self) -> str:
+        return "\n".join(f"{self.path}: {p}" for p in self.message.splitlines()) + (f" ({self.hint})" * bool(self.hint))
+
+
 class OptionError(ShrinkrayError):
     """An option value this model cannot take (generated inputs too large to allocate). The
     message names options as ``<<samples>>`` or ``<<dims:batch>>``; :meth:`name_options` spells

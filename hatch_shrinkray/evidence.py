@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 MIN_UNITS = 16
 """Independent units needed before data-fitted choices are made and before a verdict is called
@@ -104,6 +105,10 @@ class Evidence:
     @property
     def weak(self) -> bool:
         return not self.real or self.units < MIN_UNITS
+
+    def json_out(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Written with the bound and the verdict, for people (read back, they are worked out again)."""
+        return {**body, "upper_bound": round(self.bound, 6), "weak": self.weak}
 
     def text(self) -> str:
         """``0 of 762 decisions flipped over 2 streams (0 changed; <= 78% at 95%): weak evidence``."""

@@ -5,7 +5,7 @@ and worded for the line and for ``-v``. Standard library only."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 KB = 1000
@@ -78,11 +78,9 @@ class Memory:
                  f"{round(100 * self.float_share)}% of the weights float in memory"]
         return "; ".join(parts)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"original": asdict(self.original), "shrunk": asdict(self.shrunk), "runs": self.runs,
-                "input": self.input, "float_bytes": self.float_bytes, "weight_bytes": self.weight_bytes,
-                "withheld": list(self.withheld), "session_ratio": round(self.session_ratio, 4),
-                "steady_ratio": round(self.steady_ratio, 4)}
+    def json_out(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Written with the ratios, for people (read back, they are worked out again)."""
+        return {**body, "session_ratio": round(self.session_ratio, 4), "steady_ratio": round(self.steady_ratio, 4)}
 
 
 def _mb(kb: int) -> str:

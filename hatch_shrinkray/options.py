@@ -13,11 +13,12 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
+from hatch_shrinkray.codec import OMIT, one_of
 from hatch_shrinkray.files import file_kind
 from hatch_shrinkray.method_facts import FACTS, facts
-from hatch_shrinkray.sizes import DEFAULT_TARGET
+from hatch_shrinkray.sizes import DEFAULT_TARGET, TARGETS
 
 METHODS = tuple(FACTS)
 ENCODINGS = ("float32", "fp16", "int16", "int12", "int10", "int8", "int6", "int4")
@@ -304,27 +305,12 @@ class Remedy:
     packed), or the original bytes. ``check --fix`` records the one the package's tests accepted in the
     plan file; a build falls back along the same ladder when a choice fails its limits on the recording."""
 
-    method: str | None = None
-    rounding: str | None = None
-    original: bool = False
-    target: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        if self.original:
-            return {"original": True}
-        return {k: v for k, v in (("method", self.method), ("rounding", self.rounding), ("target", self.target))
-                if v is not None}
-
-    @classmethod
-    def from_dict(cls, data: Any) -> Remedy:
-        if not isinstance(data, dict) or set(data) - {"method", "rounding", "original", "target"}:
-            raise TypeError("remedy must be an object with `method`, `rounding`, `target` or `original`")
-        original = data.get("original", False)
-        if not isinstance(original, bool):
-            raise TypeError("remedy.original must be true or false")
-        method, rounding, target = data.get("method"), data.get("rounding"), data.get("target")
-        return cls(None if method is None else string(method), None if rounding is None else string(rounding),
-                   original, None if target is None else string(target))
+    method: Annotated[str, one_of(METHODS)] | None = field(default=None, metadata=OMIT)
+    rounding: Annotated[str, one_of(ROUNDINGS)] | None = field(default=None, metadata=OMIT)
+    original: bool = field(default=False, metadata=OMIT)
+    target: Annotated[str, one_of(TARGETS)] | None = field(default=None, metadata=OMIT)
+    json_closed: ClassVar[bool] = True
+    """A key this version does not know is a choice it cannot make: the plan is refused, not half applied."""
 
     def apply(self, options: ShrinkOptions) -> ShrinkOptions:
         """``options`` with this choice; a method named here takes its own default levels."""
@@ -345,10 +331,3 @@ class Remedy:
         counts = Counter(e for _, _, e in tensors)
         wider = ", ".join(f"{counts[e]} {e}" for e in reversed(ENCODINGS) if counts[e])
         return f"{chosen.method}{rounding}, {len(tensors)} tensor{'s' if len(tensors) > 1 else ''} wider ({wider})"
-
-
-def string(value: Any) -> str:
-    """``value`` if it is a string (TypeError naming it otherwise): for the readers of JSON records."""
-    if not isinstance(value, str):
-        raise TypeError(f"{value!r:.40} is not a string")
-    return value

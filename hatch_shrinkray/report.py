@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from hatch_shrinkray.hints import record_hint
 from hatch_shrinkray.method_facts import facts
@@ -114,10 +113,6 @@ def verification_notes(verification: VerifyResult) -> list[str]:
     if not verification.real:
         lines.append(f"note: a smoke check; {record_hint()}")
     return lines
-
-
-def result_json(result: ShrinkResult) -> dict[str, Any]:
-    return result.to_dict()
 
 
 def model_files(path: Path) -> list[Path]:

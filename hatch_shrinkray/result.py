@@ -1,13 +1,14 @@
-"""Plain records of what was encoded and how verification judged it (JSON-ready); what a whole
-shrink returns is ``shrink_result``, and the words of the one line per model are ``verdict``."""
+"""Plain records of what was encoded and how verification judged it (JSON through ``codec``); what a
+whole shrink returns is ``shrink_result``, and the words of the one line per model are ``verdict``."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from hatch_shrinkray.codec import OMIT, SKIP
 from hatch_shrinkray.evidence import Evidence
 from hatch_shrinkray.footprint import Memory
 from hatch_shrinkray.sizes import Sizes
@@ -58,7 +59,7 @@ class OutputComparison:
     """What one answer is (``lines``, ``maps``, ``streams``, ``labels``)."""
     answers: int = 0
     changed_answers: int = 0
-    changed: tuple[bool, ...] = field(default=(), repr=False)
+    changed: tuple[bool, ...] = field(default=(), repr=False, metadata=SKIP)
     """Per sample (or stream) judged: did an answer change? For counting units; not reported."""
     detail: str = ""
     waived: tuple[str, ...] = ()
@@ -68,6 +69,14 @@ class OutputComparison:
     @property
     def ok(self) -> bool:
         return not self.failures
+
+    def json_out(self, body: dict[str, Any]) -> dict[str, Any]:
+        """An output that was never compared (judge ``off``) has no figures."""
+        return {**body, "max_abs": None, "rel_l2": None, "cosine": None} if self.judge == "off" else body
+
+    @classmethod
+    def json_in(cls, body: dict[str, Any]) -> dict[str, Any]:
+        return {**body, **{k: "nan" for k in ("max_abs", "rel_l2", "cosine") if k in body and body[k] is None}}
 
     def answers_text(self) -> str:
         """``sequence 171/200 lines (CTC greedy, blank 0)``: what the judge compared; ``-`` without answers."""
@@ -126,6 +135,29 @@ class FitNote:
     """What ships where ``auto``'s plan does not: int8 as method ``int8`` writes it, its output-aware
     rounding ``KEPT`` (the fitted codes ship), ``NOT_KEPT`` or ``NOT_FITTED`` (round-to-nearest codes);
     None where no plan was at stake (method ``int8``, or a kept plan)."""
+
+
+@dataclass(frozen=True)
+class VerificationRecord:
+    """A verification as the manifest and the cache keep it (:meth:`VerifyResult.record`); the fields a
+    later version added have defaults, so what an earlier one wrote still reads."""
+
+    passed: bool
+    outputs: tuple[OutputComparison, ...] = ()
+    samples: int = 0
+    inputs: str = ""
+    real_inputs: bool = True
+    calibration_samples: int = 0
+    notes: tuple[str, ...] = ()
+    checker: str = "full"
+    streams: int = 0
+    fitting: str = ""
+    fit: Fit | None = None
+    floor: str = ""
+    symbolic_dims: dict[str, int] = field(default_factory=dict)
+    runtime: str = ""
+    evidence: Evidence | None = None
+    memory: Memory | None = field(default=None, metadata=OMIT)
 
 
 @dataclass(frozen=True)
@@ -254,16 +286,11 @@ class VerifyResult:
             text += "\nlimits: " + ", ".join(f"{k} {v:g}" for k, v in limits.items())
         return text
 
-    def to_dict(self) -> dict[str, Any]:
-        ev = self.evidence
-        return {"passed": self.passed, "samples": self.samples, "inputs": self.input_source,
-                "real_inputs": self.real, "calibration_samples": self.calibration, "notes": list(self.notes),
-                "checker": self.checker, "streams": self.streams, "fitting": self.fitting,
-                "fit": None if self.fit is None else self.fit.fit.value, "floor": self.floor,
-                "symbolic_dims": dict(self.symbols), "runtime": self.runtime,
-                "evidence": None if ev is None else {**asdict(ev), "upper_bound": round(ev.bound, 6), "weak": ev.weak},
-                "outputs": [_output_dict(o) for o in self.outputs],
-                **({} if self.memory is None else {"memory": self.memory.to_dict()})}
+    def record(self) -> VerificationRecord:
+        return VerificationRecord(
+            self.passed, self.outputs, self.samples, self.input_source, self.real, self.calibration, self.notes,
+            self.checker, self.streams, self.fitting, None if self.fit is None else self.fit.fit, self.floor,
+            dict(self.symbols), self.runtime, self.evidence, self.memory)
 
 
 def size_change(before: Sizes, after: Sizes) -> str:
@@ -297,26 +324,5 @@ def render_table(rows: list[list[str]]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
 
-def _output_dict(o: OutputComparison) -> dict[str, Any]:
-    """One output's comparison for JSON; one that was never compared (judge ``off``) has no figures."""
-    out = clean({k: v for k, v in asdict(o).items() if k != "changed"})
-    if o.judge == "off":
-        out.update(max_abs=None, rel_l2=None, cosine=None)
-    return out
-
-
 def _fmt(x: float) -> str:
     return f"{x:.3e}" if math.isfinite(x) else str(x)
-
-
-def clean(d: dict[str, Any]) -> dict[str, Any]:
-    """JSON has no NaN/inf: spell them as strings."""
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, float) and not math.isfinite(v):
-            out[k] = str(v)
-        elif isinstance(v, tuple):
-            out[k] = list(v)
-        else:
-            out[k] = v
-    return out

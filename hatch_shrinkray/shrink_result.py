@@ -1,13 +1,14 @@
 """What a shrink returns: the model's sizes, every tensor's encoding, the verification, and the
-float weights that stayed as they were (JSON-ready)."""
+float weights that stayed as they were (JSON through ``codec``: ``shrink --json``'s report)."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
-from hatch_shrinkray.result import TensorRecord, VerifyResult, clean, human, size_change
+from hatch_shrinkray.codec import encode
+from hatch_shrinkray.result import TensorRecord, VerifyResult, human, size_change
 from hatch_shrinkray.sizes import Sizes
 
 
@@ -113,20 +114,10 @@ class ShrinkResult:
             parts.append(f"{human(self.not_weights)} of the input is not weights (graph, names, metadata)")
         return "; ".join(parts)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "source": self.source, "destination": self.destination, "method": self.method,
-            "original_size": self.original_size, "shrunk_size": self.shrunk_size,
-            "ratio": round(self.ratio, 6), "seconds": round(self.seconds, 3),
-            "external_data": list(self.external_data), "options": self.options,
-            "kept_original": self.kept_original, "unverified": self.unverified,
-            "kept_float": [asdict(k) for k in self.kept_float],
-            "not_weights": self.not_weights, "source_sha256": self.source_sha256,
-            "tensors": [clean(asdict(t)) for t in self.tensors],
-            "target": self.target,
-            "sizes": None if self.original_sizes is None or self.shrunk_sizes is None else
-            {"original": self.original_sizes.to_dict(), "shrunk": self.shrunk_sizes.to_dict()},
-            "verification": None if self.verification is None else self.verification.to_dict(),
-            "shipped": self.label or self.method,
-            "fell_back": [asdict(f) for f in self.fell_back],
-        }
+    def json_out(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The report: both sizes under one key, what shipped, and the ratio and target for people."""
+        sizes = {"original": body.pop("original_sizes"), "shrunk": body.pop("shrunk_sizes")}
+        shipped = body.pop("label") or self.method
+        body["verification"] = None if self.verification is None else encode(self.verification.record())
+        return {**body, "ratio": round(self.ratio, 6), "seconds": round(self.seconds, 3), "target": self.target,
+                "sizes": None if None in sizes.values() else sizes, "shipped": shipped}

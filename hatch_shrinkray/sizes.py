@@ -20,7 +20,7 @@ where the two estimates are close enough for their error to matter (:func:`clear
 original where the shrunk file's measured bytes still cannot settle the never-larger rule
 (:func:`clearly_below`): brotli 11 of a large model can take longer than the rest of the build.
 
-Nothing here imports beyond the standard library (``brotli`` when installed) and ``errors``, so the
+Nothing here imports beyond the standard library (``brotli`` when installed), ``errors`` and ``codec``, so the
 build hook's light path can report archive sizes without the engine.
 """
 
@@ -32,8 +32,9 @@ import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated
 
+from hatch_shrinkray.codec import AT_LEAST_0
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.pool import checkpoint
 from hatch_shrinkray.signals import stop_request
@@ -76,30 +77,15 @@ download each, so their sizes add up)."""
 class Sizes:
     """The three sizes of one model (all its files)."""
 
-    raw: int
-    wheel: int
-    web: int
+    raw: Annotated[int, AT_LEAST_0]
+    wheel: Annotated[int, AT_LEAST_0]
+    web: Annotated[int, AT_LEAST_0]
     web_estimated: bool = False
     """``web`` is the LZMA estimate, not brotli 11 measured."""
 
     def of(self, target: str) -> int:
         """The size ``target`` counts (``memory``: the wheel's, ``COUNTED``)."""
         return {"disk": self.raw, "wheel": self.wheel, "web": self.web}[COUNTED.get(target, target)]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"raw": self.raw, "wheel": self.wheel, "web": self.web, "web_estimated": self.web_estimated}
-
-    @classmethod
-    def from_dict(cls, data: Any) -> Sizes:
-        """The sizes ``data`` (``to_dict``) holds; TypeError or KeyError when it is not shaped like them."""
-        if not isinstance(data, dict):
-            raise TypeError("sizes must be an object")
-        counts = [data["raw"], data["wheel"], data["web"]]
-        if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts):
-            raise TypeError("sizes must be non-negative integers")
-        if not isinstance(data.get("web_estimated", False), bool):
-            raise TypeError("web_estimated must be true or false")
-        return cls(counts[0], counts[1], counts[2], web_estimated=data.get("web_estimated", False))
 
 
 def measure(source: Source, *, exact_web: bool = False) -> Sizes:

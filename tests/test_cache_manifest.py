@@ -12,6 +12,7 @@ from hardening import MODEL, hook_build, hook_build_error, write_project
 
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.options import ShrinkOptions, VerifyOptions
+from hatch_shrinkray.result import VerificationRecord
 from hatch_shrinkray.shipping.cache import CachedShrink, ShrinkCache, cache_key, default_cache_dir
 from hatch_shrinkray.shipping.manifest import MANIFEST_NAME, ManifestEntry, file_sha256, read_manifest, render
 
@@ -23,7 +24,7 @@ VERSIONS = {"hatch-shrinkray": "0.1.0", "onnx": "1.0", "onnxruntime": "1.0"}
 def entry(shrunk_sha256: str = "b" * 64) -> ManifestEntry:
     return ManifestEntry(original_sha256="a" * 64, shrunk_sha256=shrunk_sha256, method="int8",
                          options=ShrinkOptions().describe(), versions=VERSIONS,
-                         verification={"passed": True, "outputs": []})
+                         verification=VerificationRecord(passed=True))
 
 
 def test_cache_dir_env_override_and_platform_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -107,8 +108,12 @@ def test_missing_manifest_is_empty_and_a_broken_one_is_an_error(tmp_path: Path) 
     assert read_manifest(tmp_path) == {}
     (tmp_path / "PKG-INFO").write_text("Metadata-Version: 2.4\nName: p\nVersion: 1\n")  # an unpacked sdist
     (tmp_path / MANIFEST_NAME).write_text('{"src/a.onnx": {"method": "int8"}}')
-    with pytest.raises(ShrinkrayError, match="cannot read the manifest"):
+    with pytest.raises(ShrinkrayError) as caught:
         read_manifest(tmp_path)
+    path = tmp_path / MANIFEST_NAME
+    assert str(caught.value).splitlines() == [  # every problem, one line each, naming the file and the field
+        f'{path}: ["src/a.onnx"].original_sha256: missing',
+        f'{path}: ["src/a.onnx"].shrunk_sha256: missing (hatch-shrinkray writes it; delete it to shrink from scratch)']
 
 
 def test_concurrent_writers_never_expose_a_partial_entry(tmp_path: Path) -> None:
@@ -249,7 +254,7 @@ def test_a_manifest_in_a_checkout_is_ignored(tmp_path: Path) -> None:
     original = save(mlp(), root / MODEL)
     digest = file_sha256(original)
     entry = ManifestEntry(original_sha256=digest, shrunk_sha256=digest, method="int8",
-                          verification={"passed": True})
+                          verification=VerificationRecord(passed=True))
     (root / MANIFEST_NAME).write_text(render({MODEL: entry}))
     proc = hook_build(root, tmp_path)
     assert proc.returncode == 0, proc.stderr

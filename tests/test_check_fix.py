@@ -27,6 +27,7 @@ import pytest
 from hardening import CONSOLE_SCRIPT, COUNTS_ITS_RUNS, build, cli, runs, write_project
 from onnx import helper
 
+from hatch_shrinkray.codec import encode
 from hatch_shrinkray.shipping.manifest import file_sha256
 from hatch_shrinkray.shipping.plan import PLAN_NAME, read_plan
 
@@ -167,7 +168,7 @@ def test_fix_blames_one_model_of_three_by_bisection_and_the_build_ships_its_reme
     plan = read_plan(root / PLAN_NAME)
     (sha, entry), = plan.items()
     assert sha == file_sha256(root / MODELS / "b.onnx") and entry.model == f"{MODELS}/b.onnx"
-    assert entry.remedy is not None and entry.remedy.to_dict() == {"rounding": "nearest"}
+    assert entry.remedy is not None and encode(entry.remedy) == {"rounding": "nearest"}
     text = (root / PLAN_NAME).read_text()
     assert str(tmp_path) not in text and '"version": 2' in text
     assert entry.checked["command"] == "python check_models.py"  # as the user would type it again

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -433,15 +434,19 @@ def test_compare_shows_the_three_sizes(tmp_path: Path) -> None:
 
 
 def test_the_cache_record_keeps_the_sizes_and_refuses_malformed_ones() -> None:
+    from hatch_shrinkray.codec import Invalid, decode, encode
     from hatch_shrinkray.shipping.cache import CachedShrink
     from hatch_shrinkray.shipping.manifest import ManifestEntry
 
     pair = (sizes.Sizes(100, 90, 80, True), sizes.Sizes(30, 20, 10, False))
     record = CachedShrink(ManifestEntry("a" * 64, "b" * 64, "int8"), 100, 30, 1.0, None, sizes=pair)
-    data = json.loads(json.dumps(record.to_dict()))
-    assert CachedShrink.from_dict(data).sizes == pair
-    assert CachedShrink.from_dict({**data, "sizes": None}).sizes is None
-    for bad in ([pair[0].to_dict()], [{"raw": -1, "wheel": 1, "web": 1}, pair[1].to_dict()],
-                [{**pair[0].to_dict(), "web_estimated": "yes"}, pair[1].to_dict()], "big"):
-        with pytest.raises(TypeError):
-            CachedShrink.from_dict({**data, "sizes": bad})
+    data = json.loads(json.dumps(encode(record)))
+    assert decode(CachedShrink, data).sizes == pair
+    assert decode(CachedShrink, {**data, "sizes": None}).sizes is None
+    first, second = encode(pair[0]), encode(pair[1])
+    for bad, why in (([first], 'sizes: expected a list of 2, got a list'),
+                     ([{**first, "raw": -1}, second], 'sizes[0].raw: expected a number >= 0, got -1'),
+                     ([{**first, "web_estimated": "yes"}, second], 'sizes[0].web_estimated: expected true or false'),
+                     ("big", 'sizes: expected a list, got "big"')):
+        with pytest.raises(Invalid, match=re.escape(why)):
+            decode(CachedShrink, {**data, "sizes": bad})

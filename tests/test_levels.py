@@ -36,6 +36,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from hatch_shrinkray import ShrinkOptions, VerifyOptions, shrink
+from hatch_shrinkray.codec import encode
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.methods.runtimes import CONV_INTEGER, DQ_MATMUL_FUSED, Targets, refusal
 from hatch_shrinkray.onnxgraph.hazards import miscompiled
@@ -250,7 +251,7 @@ def test_the_build_states_the_level_it_verified_at(shrunk: dict[str, Path]) -> N
     result = shrink(shrunk["original"], None, ShrinkOptions(method="int8"))
     assert result.verification is not None
     assert result.verification.runtime == f"onnxruntime {ort.__version__} (CPU, ORT_ENABLE_ALL)"
-    assert result.verification.to_dict()["runtime"] == result.verification.runtime
+    assert encode(result.verification.record())["runtime"] == result.verification.runtime
     assert result.verification.summary().endswith(f"; ran in {result.verification.runtime}")
 
 

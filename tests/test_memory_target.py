@@ -17,6 +17,7 @@ from hardening import MODEL, build, cli, write_project
 from onnx import TensorProto, helper
 
 from hatch_shrinkray import ShrinkOptions, shrink
+from hatch_shrinkray.codec import decode, encode
 from hatch_shrinkray.methods import resident
 from hatch_shrinkray.option_table import option_errors
 from hatch_shrinkray.options import Remedy, VerifyOptions
@@ -63,7 +64,7 @@ def test_int8_keeps_the_weights_packed_and_measures_both_models(tmp_path: Path) 
     mem = v.memory
     assert mem is not None and mem.float_bytes == 0 and mem.runs == 100 and mem.input == "the first recorded input"
     assert mem.session_ratio < 0.5 and mem.shrunk.steady_kb < mem.original.steady_kb
-    assert "memory" in v.to_dict() and "memory measured in fresh processes" in v.summary()
+    assert "memory" in encode(v.record()) and "memory measured in fresh processes" in v.summary()
 
 
 @pytest.mark.process
@@ -191,7 +192,7 @@ def test_the_ladder_climbs_to_float_in_memory_before_fp16() -> None:
     assert ladder(memory) == [Remedy(rounding="nearest"), floor, Remedy(method="fp16"), ORIGINAL]
     assert floor.describe(memory) == "int8 round-to-nearest, float in memory"
     assert floor.apply(memory).target == "wheel"
-    assert Remedy.from_dict(floor.to_dict()) == floor
+    assert decode(Remedy, encode(floor)) == floor
     four = ladder(ShrinkOptions(method="int4", target="memory"))
     assert four[:2] == [Remedy(method="int8", rounding="nearest"), floor]  # int8 packed first, then float
     assert floor not in ladder(ShrinkOptions()) and floor not in ladder(ShrinkOptions(method="fp16", target="memory"))

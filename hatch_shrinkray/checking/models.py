@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hatch_shrinkray.capture.swap import Target
 from hatch_shrinkray.hints import setting
 from hatch_shrinkray.options import ShrinkOptions
+from hatch_shrinkray.result import Fit, VerificationRecord
 from hatch_shrinkray.shipping.config import HookConfig, ModelEntry
 from hatch_shrinkray.shipping.display import Display, Sanitized
 from hatch_shrinkray.shipping.manifest import file_sha256
@@ -101,9 +102,9 @@ def prepare(configured: Configured, workdir: Path, app: Display,
         entry_record = shipped.entry
         changed = [path for rel, path in shipped.files if rel == entry.relpath and shipped.new_bytes]
         verification = entry_record.verification if entry_record is not None else None
-        passed = verification is None or bool(verification.get("passed"))
+        passed = verification is None or verification.passed
         summary = _summary(verification, shipped.outcome, planned)
-        fitted = shipped.verified is not None and shipped.verified.fitted
+        fitted = shipped.new_bytes and verification is not None and verification.fit is Fit.KEPT
         out.append(Prepared(entry.relpath, root / entry.relpath, sha, options, changed[0] if changed else None,
                             shipped.original_size, shipped.shipped_size, summary, passed, shipped.outcome, fitted,
                             planned))
@@ -112,7 +113,7 @@ def prepare(configured: Configured, workdir: Path, app: Display,
     return out
 
 
-def _summary(verification: dict[str, object] | None, outcome: str, planned: bool) -> str:
+def _summary(verification: VerificationRecord | None, outcome: str, planned: bool) -> str:
     if outcome in ("unchanged", "already-quantized"):
         return f"nothing to check ({outcome})"
     if outcome == "kept-original":
@@ -120,17 +121,13 @@ def _summary(verification: dict[str, object] | None, outcome: str, planned: bool
             "check --fix chose)" if planned else "generated inputs could not verify it)")
     if verification is None:
         return f"not verified ({setting('verify', False)})"
-    source = "recorded" if verification.get("real_inputs") else "generated"
-    evidence = verification.get("evidence")
-    if isinstance(evidence, dict) and verification.get("real_inputs") and evidence.get("unit_kind") != "units":
-        basis = f"{evidence.get('units')} {source} {kind(str(evidence.get('unit_kind')))}"
+    source = "recorded" if verification.real_inputs else "generated"
+    evidence = verification.evidence
+    if evidence is not None and verification.real_inputs and evidence.unit_kind != "units":
+        basis = f"{evidence.units} {source} {kind(evidence.unit_kind)}"
     else:
-        basis = f"{verification.get('samples')} {source} samples"
-    return ("passes" if verification.get("passed") else "FAILS") + f" its limits on {basis}"
-
-
-def by_sha(prepared: Sequence[Prepared]) -> dict[str, Prepared]:
-    return {p.sha256: p for p in prepared}
+        basis = f"{verification.samples} {source} samples"
+    return ("passes" if verification.passed else "FAILS") + f" its limits on {basis}"
 
 
 def only(configured: Configured, prepared: Prepared) -> Configured:

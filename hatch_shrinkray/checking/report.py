@@ -14,6 +14,7 @@ from hatch_shrinkray.checking.fix import Fixed
 from hatch_shrinkray.checking.models import Prepared
 from hatch_shrinkray.checking.search import Found, Searched
 from hatch_shrinkray.checking.verdict import BAD, Verdict, tally
+from hatch_shrinkray.codec import encode
 from hatch_shrinkray.hints import check_hint
 from hatch_shrinkray.method_facts import facts
 from hatch_shrinkray.result import human, render_table
@@ -119,7 +120,7 @@ def fix_json(fixed: Fixed) -> dict[str, Any]:
             "regressions": [r.test for r in fixed.first.regressions],
             "still_failing": fixed.still_failing,
             "models": [{"model": c.prepared.relpath, "choice": c.rung.describe(c.prepared),
-                        "remedy": None if c.rung.remedy is None else c.rung.remedy.to_dict(),
+                        "remedy": encode(c.rung.remedy),
                         "regressed": list(c.regressed), "tried": list(c.tried), "reason": c.reason}
                        for c in fixed.choices],
             "final": _run_json(fixed.final.shrunk)}

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from hatch_shrinkray.cli.flags import FLAG_NAMES
-from hatch_shrinkray.errors import OptionError, ShrinkrayError, VerificationError
+from hatch_shrinkray.errors import Malformed, OptionError, ShrinkrayError, VerificationError
 from hatch_shrinkray.files import write_atomically
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.shipping.config import ConfigurationError
@@ -22,7 +22,7 @@ def print_error(exc: ShrinkrayError, verbose: bool, names: Mapping[str, str] = F
     if verbose:
         traceback.print_exception(exc)
     text = printable_lines(str(exc))
-    if isinstance(exc, (VerificationError, ConfigurationError)):
+    if isinstance(exc, (VerificationError, ConfigurationError, Malformed)):
         print(f"error: {text}", file=sys.stderr)
     else:
         print(f"error: {text.splitlines()[0]}", file=sys.stderr)

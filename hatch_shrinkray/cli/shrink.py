@@ -44,8 +44,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
+    from hatch_shrinkray.codec import encode
     from hatch_shrinkray.engine import shrink
-    from hatch_shrinkray.report import result_json, shrink_report
+    from hatch_shrinkray.report import shrink_report
     from hatch_shrinkray.shipping.manifest import file_sha256
     from hatch_shrinkray.shipping.plan import read_plan
 
@@ -97,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
             inputs = chosen.verify.inputs if chosen.verify is not None else None
             # the line above says the original shipped; this one what lets the next run shrink it
             print(f"{src}: {record_advice(Path.cwd(), inputs, '--inputs')}", file=sys.stderr)
-        reports.append(result_json(result))
+        reports.append(encode(result))
     written = args.json is None or write_report(args.json, json.dumps(reports, indent=2, sort_keys=True), args.verbose)
     if failures:
         print(f"{failures} of {len(files) + len(unmatched)} models failed", file=sys.stderr)

@@ -23,14 +23,15 @@ import contextlib
 import functools
 import hashlib
 import json
+import math
 import os
 import stat
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+from hatch_shrinkray.codec import AT_LEAST_0, Check, decode, encode
 from hatch_shrinkray.errors import ShrinkrayError, printable
 from hatch_shrinkray.files import file_sha256, read_regular, write_atomically
 from hatch_shrinkray.options import INPUTS_MAX_FILE_BYTES, ShrinkOptions
@@ -38,6 +39,7 @@ from hatch_shrinkray.shipping.manifest import ManifestEntry
 from hatch_shrinkray.sizes import Sizes
 
 CACHE_ENV = "HATCH_SHRINKRAY_CACHE_DIR"
+DURATION = Check(lambda s: 0 <= s < math.inf, "a finite number >= 0")
 KEY_VERSION = 3
 """Bump when the key or record layout changes, so old entries are simply never found."""
 
@@ -47,9 +49,9 @@ class CachedShrink:
     """A cache record: the manifest entry plus what the build report needs."""
 
     entry: ManifestEntry
-    original_size: int
-    shrunk_size: int
-    seconds: float
+    original_size: Annotated[int, AT_LEAST_0]
+    shrunk_size: Annotated[int, AT_LEAST_0]
+    seconds: Annotated[float, DURATION]
     """How long the original shrink took (reported as time saved)."""
     summary: str | None
     """The verification figure (``VerifyResult.summary()``), or ``None`` without verification."""
@@ -66,67 +68,13 @@ class CachedShrink:
     verdicts: tuple[str, ...] = ()
     """The verdict in words for the report line, fullest first (``verdict.line_words``)."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"entry": self.entry.to_dict(), "original_size": self.original_size,
-                "shrunk_size": self.shrunk_size, "seconds": self.seconds, "summary": self.summary,
-                "kept": self.kept, "kept_original": self.kept_original, "unverified": self.unverified,
-                "label": self.label, "verdicts": list(self.verdicts),
-                "sizes": None if self.sizes is None else [s.to_dict() for s in self.sizes]}
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CachedShrink:
-        """The record ``data`` holds; KeyError, TypeError or ValueError when it is not shaped like
-        one, or holds text that would not print as it reads (control characters, escapes)."""
-        if not isinstance(data, dict):
-            raise TypeError("a record is not an object")
-        unprintable = next(_unprintable(data), None)
-        if unprintable is not None:
-            raise ValueError(f"the record holds unprintable text {unprintable!r:.60}")
-        sizes = [data["original_size"], data["shrunk_size"]]
-        if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in sizes):
-            raise TypeError("sizes must be non-negative integers")
-        seconds = data["seconds"]
-        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 0 <= seconds < float("inf"):
-            raise TypeError("seconds must be a finite number")
-        for key in ("summary", "kept_original"):
-            if not isinstance(data.get(key), (str, type(None))):
-                raise TypeError(f"{key} must be text")
-        for key in ("kept", "label"):
-            if not isinstance(data.get(key) or "", str):
-                raise TypeError(f"{key} must be text")
-        verdicts = data.get("verdicts") or []
-        if not isinstance(verdicts, list) or not all(isinstance(v, str) for v in verdicts):
-            raise TypeError("verdicts must be a list of text")
-        if not isinstance(data.get("unverified", False), bool):
-            raise TypeError("unverified must be true or false")
-        return cls(entry=ManifestEntry.from_dict(data["entry"]), original_size=sizes[0], shrunk_size=sizes[1],
-                   seconds=float(seconds), summary=data.get("summary"), kept=data.get("kept") or "",
-                   kept_original=data.get("kept_original"), unverified=data.get("unverified", False),
-                   sizes=_sizes(data.get("sizes")), label=data.get("label") or "", verdicts=tuple(verdicts))
-
-
-def _sizes(value: Any) -> tuple[Sizes, Sizes] | None:
-    """The record's raw, wheel and web bytes of the original and the shrunk model (None: not
-    recorded); TypeError when they are not shaped like that."""
-    if value is None:
-        return None
-    if not (isinstance(value, list) and len(value) == 2):
-        raise TypeError("sizes must be two objects")
-    return Sizes.from_dict(value[0]), Sizes.from_dict(value[1])
-
-
-def _unprintable(value: Any) -> Iterator[str]:
-    """Every string (key or value) in ``value`` that :func:`printable` would change."""
+def _unprintable(value: Any) -> bool:
+    """Whether a string (key or value) in ``value`` is one that :func:`printable` would change."""
     if isinstance(value, str):
-        if printable(value) != value:
-            yield value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _unprintable(key)
-            yield from _unprintable(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _unprintable(item)
+        return printable(value) != value
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    return any(_unprintable(key) or _unprintable(item) for key, item in items)
 
 
 def default_cache_dir() -> Path:
@@ -266,7 +214,10 @@ class ShrinkCache:
         ``original_sha256``, made from that original)."""
         model, record = self._paths(key)
         try:
-            cached = CachedShrink.from_dict(json.loads(read_regular(record, RECORD_MAX_BYTES).decode("utf-8")))
+            data = json.loads(read_regular(record, RECORD_MAX_BYTES).decode("utf-8"))
+            if _unprintable(data):  # text that would not print as it reads
+                return None
+            cached: CachedShrink = decode(CachedShrink, data)
             if original_sha256 is not None and cached.entry.original_sha256 != original_sha256:
                 return None
             if file_sha256(model) != cached.entry.shrunk_sha256:
@@ -306,7 +257,7 @@ class ShrinkCache:
             self.directory.parent.mkdir(parents=True, exist_ok=True)
             self.directory.mkdir(mode=0o700, exist_ok=True)
             write_atomically(model, shrunk_model.read_bytes())
-            text = json.dumps(record.to_dict(), sort_keys=True, indent=2).encode()
+            text = json.dumps(encode(record), sort_keys=True, indent=2).encode()
             write_atomically(record_path, text)
         except OSError as exc:
             return f"{type(exc).__name__}: {exc}"

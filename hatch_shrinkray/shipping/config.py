@@ -409,7 +409,7 @@ def _read_plan_file(path: Path, shown: str, name: str, errors: list[str]) -> tup
     try:
         return path, read_plan(path)
     except ShrinkrayError as exc:
-        errors.append(f"{name}: {exc}")
+        errors.extend(f"{name}: {line}" for line in str(exc).splitlines())
         return path, {}
 
 

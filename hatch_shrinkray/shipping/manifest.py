@@ -19,14 +19,16 @@ import json
 import mmap
 import os
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from hatch_shrinkray.errors import ShrinkrayError
+from hatch_shrinkray.codec import AT_LEAST_0, SHA256, Invalid, encode, loads
+from hatch_shrinkray.errors import Malformed, ShrinkrayError
 from hatch_shrinkray.files import file_sha256, read_regular
 from hatch_shrinkray.options import METHODS
+from hatch_shrinkray.result import VerificationRecord
 
 MANIFEST_NAME = ".shrinkray-manifest.json"
 SDIST_MARKER = "PKG-INFO"
@@ -41,49 +43,20 @@ __all__ = ["MANIFEST_NAME", "ManifestEntry", "file_sha256", "load_manifest", "re
 class ManifestEntry:
     """What was done to one model: enough to recognise the shrunk file and to audit it."""
 
-    original_sha256: str
-    shrunk_sha256: str
+    original_sha256: Annotated[str, SHA256]
+    shrunk_sha256: Annotated[str, SHA256]
     method: str
     options: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
-    verification: dict[str, Any] | None = None
-    original_size: int | None = None
+    verification: VerificationRecord | None = None
+    original_size: Annotated[int, AT_LEAST_0] | None = None
     """The original's bytes (the model file and its data files), for a build that ships the shrunk
     model as the sdist holds it to say what it weighed."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ManifestEntry:
-        """The entry ``data`` holds; KeyError or TypeError naming the field when it is not shaped like one."""
-        if not isinstance(data, Mapping):
-            raise TypeError("an entry is not an object")
-        for key in ("original_sha256", "shrunk_sha256"):
-            if not _is_sha256(data[key]):
-                raise TypeError(f"{key} is not a sha256")
-        if not isinstance(data["method"], str):
-            raise TypeError("method is not a string")
-        for key in ("options", "versions", "verification"):
-            if not isinstance(data.get(key) or {}, dict):
-                raise TypeError(f"{key} is not an object")
-        size = data.get("original_size")
-        if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 0):
-            raise TypeError("original_size is not a size in bytes")
-        return cls(original_sha256=data["original_sha256"], shrunk_sha256=data["shrunk_sha256"],
-                   method=data["method"], options=dict(data.get("options") or {}),
-                   versions=dict(data.get("versions") or {}), verification=data.get("verification"),
-                   original_size=size)
-
-
-def _is_sha256(value: Any) -> bool:
-    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
 
 
 def render(entries: Mapping[str, ManifestEntry]) -> str:
     """The manifest text: byte-identical for identical entries, whatever their insertion order."""
-    body = {rel: entry.to_dict() for rel, entry in entries.items()}
-    return json.dumps(body, sort_keys=True, indent=2, ensure_ascii=True, allow_nan=False) + "\n"
+    return json.dumps(encode(dict(entries)), sort_keys=True, indent=2, ensure_ascii=True, allow_nan=False) + "\n"
 
 
 def read_manifest(root: Path, warn: Callable[[str], None] | None = None) -> dict[str, ManifestEntry]:
@@ -107,17 +80,15 @@ def read_manifest(root: Path, warn: Callable[[str], None] | None = None) -> dict
 
 def load_manifest(path: Path) -> dict[str, ManifestEntry]:
     """The entries of the manifest at ``path``, whoever wrote it where (one ShrinkrayError when it
-    cannot be read or is not shaped like one)."""
+    cannot be read; ``Malformed``, listing every problem, when it is not shaped like one)."""
+    hint = "hatch-shrinkray writes it; delete it to shrink from scratch"
     try:
-        data = json.loads(read_regular(path, MAX_BYTES).decode("utf-8"))
-        if not isinstance(data, dict):
-            raise TypeError("the top level is not an object")
-        return {str(rel): ManifestEntry.from_dict(entry) for rel, entry in data.items()}
-    except (OSError, ValueError, TypeError, KeyError, RecursionError) as exc:
-        why = "its JSON is nested too deeply" if isinstance(exc, RecursionError) else \
-            f"{exc.strerror}" if isinstance(exc, OSError) and exc.strerror else f"{type(exc).__name__}: {exc}"
-        raise ShrinkrayError(f"cannot read the manifest: {why}", path=str(path),
-                             hint="hatch-shrinkray writes it; delete it to shrink from scratch") from exc
+        entries: dict[str, ManifestEntry] = loads(dict[str, ManifestEntry], read_regular(path, MAX_BYTES))
+    except OSError as exc:
+        raise ShrinkrayError(f"cannot read the manifest: {exc.strerror or exc}", path=str(path), hint=hint) from exc
+    except Invalid as exc:
+        raise Malformed("\n".join(exc.problems), path=str(path), hint=hint) from exc
+    return entries
 
 
 def tool_versions() -> dict[str, str]:
@@ -187,7 +158,7 @@ def pass_through_problem(path: Path, entry: ManifestEntry) -> str | None:
     """Why a file whose sha256 matches ``entry`` must not be shipped as it is, or ``None``."""
     if entry.method not in METHODS:
         return f"its entry names an unknown method {entry.method!r}"
-    if isinstance(entry.verification, dict) and entry.verification.get("passed") is False:
+    if entry.verification is not None and not entry.verification.passed:
         return "its entry records a failed verification"
     problem = onnx_framing_problem(path)
     return None if problem is None else f"is not an ONNX model ({problem})"

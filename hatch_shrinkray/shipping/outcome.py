@@ -9,39 +9,13 @@ ships the original), and *already quantized* (the engine refused it).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from hatch_shrinkray.result import Fit
 from hatch_shrinkray.shipping.cache import CachedShrink
 from hatch_shrinkray.shipping.manifest import ManifestEntry
 from hatch_shrinkray.shipping.plan import PlanEntry
-
-
-@dataclass(frozen=True)
-class Verified:
-    """How the shipped model was judged, read from the typed fields of its verification record."""
-
-    real: bool
-    """On recorded inputs (False: generated ones, a smoke check)."""
-    weak: bool
-    """On fewer independent units than a verdict needs (``evidence.MIN_UNITS``)."""
-    fitted: bool
-    """A choice fitted to the recording ships (the do-no-harm guard kept it); a weak verdict then
-    rests on the held-out units only."""
-    notes: tuple[str, ...] = ()
-    """What verification noted (e.g. no recording of this model)."""
-
-    @classmethod
-    def of(cls, record: Mapping[str, Any] | None) -> Verified | None:
-        """The facts of a manifest entry's ``verification`` (None: not verified)."""
-        if record is None:
-            return None
-        evidence = record.get("evidence") or {}
-        return cls(real=record.get("real_inputs") is not False, weak=bool(evidence.get("weak")),
-                   fitted=record.get("fit") == Fit.KEPT.value, notes=tuple(record.get("notes", [])))
 
 
 @dataclass(frozen=True)
@@ -121,8 +95,6 @@ class Shipped:
     leave the archive."""
     entry: ManifestEntry | None = None
     """The manifest record (``None`` for an already-quantized model)."""
-    verified: Verified | None = None
-    """How what ships was judged (None: not verified, or nothing new ships)."""
 
     @property
     def new_bytes(self) -> bool:

@@ -15,24 +15,21 @@ still read.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.files import create_beside, read_regular
-from hatch_shrinkray.options import ENCODINGS, METHODS, ROUNDINGS, Remedy, ShrinkOptions, string
-from hatch_shrinkray.signals import deferred
-from hatch_shrinkray.sizes import TARGETS
+from hatch_shrinkray.codec import OMIT, SHA256, Format, Invalid, encode, loads, one_of
+from hatch_shrinkray.errors import Malformed, ShrinkrayError
+from hatch_shrinkray.files import read_regular, write_atomically
+from hatch_shrinkray.options import ENCODINGS, Remedy, ShrinkOptions
 
 PLAN_NAME = "shrinkray-plan.json"
 MAX_BYTES = 64 << 20
 """A plan file lists tensors of a few models: kilobytes. Larger is not a plan."""
-FORMAT = "hatch-shrinkray-plan"
-VERSION = 2
-READS = (1, 2)
+PLAN = Format("hatch-shrinkray-plan", 2, reads=(1, 2))
+TENSOR = ("scope", "tensor", "encoding")
 HINT = ("hatch-shrinkray check --fix (or --search) writes it; fix the entry, or delete the file and run "
         "check --fix again")
 
@@ -43,17 +40,23 @@ class PlanEntry:
     """The model's path in the project, for people (the sha256 key is what matches)."""
     method: str
     """The configured method the plan was searched from; the tensors not listed get it."""
-    tensors: tuple[tuple[str, str, str], ...]
+    tensors: tuple[tuple[str, str, Annotated[str, one_of(ENCODINGS)]], ...]
     """``(scope, tensor name, encoding)``, sorted."""
     checked: dict[str, Any] = field(default_factory=dict)
     """What accepted the plan: the command, its tests and shadow flips, sizes, ``shrunk_sha256``."""
-    remedy: Remedy | None = None
+    remedy: Remedy | None = field(default=None, metadata=OMIT)
     """``check --fix``'s choice for this model (None: a ``check --search`` plan)."""
 
-    def to_dict(self) -> dict[str, Any]:
-        body = {"model": self.model, "method": self.method, "checked": self.checked,
-                "tensors": [{"scope": s, "tensor": t, "encoding": e} for s, t, e in self.tensors]}
-        return body if self.remedy is None else {**body, "remedy": self.remedy.to_dict()}
+    def json_out(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Each tensor is written as an object that names its parts."""
+        return {**body, "tensors": [dict(zip(TENSOR, t, strict=True)) for t in self.tensors]}
+
+    @classmethod
+    def json_in(cls, body: dict[str, Any]) -> dict[str, Any]:
+        tensors = body.get("tensors")
+        if not isinstance(tensors, list):
+            return body
+        return {**body, "tensors": [[t.get(k) for k in TENSOR] if isinstance(t, dict) else t for t in tensors]}
 
     def apply(self, options: ShrinkOptions) -> ShrinkOptions:
         chosen = replace(options, plan=self.tensors)
@@ -64,75 +67,32 @@ class PlanEntry:
         return self.remedy is not None and self.remedy.original
 
 
+@dataclass(frozen=True)
+class PlanFile:
+    models: dict[Annotated[str, SHA256], PlanEntry]
+    """By the sha256 of the original model each was found for."""
+
+
 def render(entries: Mapping[str, PlanEntry]) -> str:
-    body = {"format": FORMAT, "version": VERSION,
-            "models": {sha: entry.to_dict() for sha, entry in sorted(entries.items())}}
+    body = {"format": PLAN.name, "version": PLAN.version, **encode(PlanFile(dict(sorted(entries.items()))))}
     return json.dumps(body, sort_keys=True, indent=2, ensure_ascii=True, allow_nan=False) + "\n"
 
 
 def read_plan(path: Path) -> dict[str, PlanEntry]:
-    """The plans in ``path`` by original sha256; ShrinkrayError naming the file and the entry."""
-    label = str(path)
-    hint = HINT
+    """The plans in ``path`` by original sha256; ShrinkrayError naming the file and every bad entry."""
     try:
-        data = json.loads(read_regular(path, MAX_BYTES).decode("utf-8"))
+        plan: PlanFile = loads(PlanFile, read_regular(path, MAX_BYTES), PLAN)
     except OSError as exc:
-        raise ShrinkrayError(f"cannot read the plan: {exc.strerror or exc}", path=label, hint=hint) from exc
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ShrinkrayError(f"the plan is not valid JSON: {exc}", path=label, hint=hint) from exc
-    except RecursionError as exc:
-        raise ShrinkrayError("the plan is not a plan: its JSON is nested too deeply", path=label, hint=hint) from exc
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ShrinkrayError(f"not a hatch-shrinkray plan (format is not {FORMAT!r})", path=label, hint=hint)
-    if data.get("version") not in READS:
-        raise ShrinkrayError(f"plan version {data.get('version')!r}; this hatch-shrinkray reads versions "
-                             f"{', '.join(map(str, READS))}", path=label, hint=hint)
-    models = data.get("models")
-    if not isinstance(models, dict):
-        raise ShrinkrayError("`models` must be an object keyed by sha256", path=label, hint=hint)
-    return {str(sha): _entry(sha, item, label, hint) for sha, item in models.items()}
-
-
-def _entry(sha: str, item: Any, label: str, hint: str) -> PlanEntry:
-    where = f"models.{sha[:16]}"
-    if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
-        raise ShrinkrayError(f"`models` key {sha!r} is not a sha256", path=label, hint=hint)
-    try:
-        if not isinstance(item["tensors"], list) or not isinstance(item.get("checked") or {}, dict):
-            raise TypeError("tensors must be a list and checked an object")
-        tensors = tuple(sorted((string(t["scope"]), string(t["tensor"]), string(t["encoding"]))
-                               for t in item["tensors"]))
-        remedy = Remedy.from_dict(item["remedy"]) if item.get("remedy") is not None else None
-        entry = PlanEntry(string(item["model"]), string(item["method"]), tensors, dict(item.get("checked") or {}),
-                          remedy)
-    except KeyError as exc:
-        raise ShrinkrayError(f"`{where}` lacks {exc}", path=label, hint=hint) from exc
-    except TypeError as exc:
-        raise ShrinkrayError(f"`{where}` is not shaped like a plan entry ({exc})", path=label, hint=hint) from exc
-    bad = [f"{t} = {e!r}" for _, t, e in tensors if e not in ENCODINGS]
-    if bad:
-        raise ShrinkrayError(f"`{where}.tensors` has unknown encodings ({', '.join(bad[:3])}); "
-                             f"one of {', '.join(ENCODINGS)}", path=label, hint=hint)
-    remedy = entry.remedy
-    if remedy is not None and (remedy.method not in (None, *METHODS) or remedy.rounding not in (None, *ROUNDINGS)
-                               or remedy.target not in (None, *TARGETS)):
-        raise ShrinkrayError(f"`{where}.remedy` is not one this hatch-shrinkray knows ({remedy.to_dict()}); method "
-                             f"one of {', '.join(METHODS)}, rounding one of {', '.join(ROUNDINGS)}", path=label,
-                             hint=hint)
-    return entry
+        raise ShrinkrayError(f"cannot read the plan: {exc.strerror or exc}", path=str(path), hint=HINT) from exc
+    except Invalid as exc:
+        raise Malformed("\n".join(exc.problems), path=str(path), hint=HINT) from exc
+    return {sha: replace(entry, tensors=tuple(sorted(entry.tensors))) for sha, entry in plan.models.items()}
 
 
 def write_plan(path: Path, entries: Mapping[str, PlanEntry]) -> None:
-    """Write the plan file atomically (a reader sees the old file or the complete new one)."""
-    with deferred():  # no signal between creating the temporary file and owning it
-        fd, tmp = create_beside(path)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(render(entries))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write the plan file atomically (a reader sees the old file or the complete new one), with the
+    same bytes on every platform."""
+    write_atomically(path, render(entries).encode())
 
 
 def merge_plan(path: Path, entries: Mapping[str, PlanEntry], *, judged: set[str] | None = None,

@@ -45,7 +45,6 @@ from hatch_shrinkray.shipping.outcome import (
     Shrinking,
     Shrunk,
     Unchanged,
-    Verified,
 )
 from hatch_shrinkray.shipping.passthrough import pass_through
 from hatch_shrinkray.shipping.plan import PLAN_NAME, PlanEntry
@@ -202,15 +201,15 @@ class _Build:
             if model.plan.remedy is not None:
                 app.display_debug(wording.fix_detail_line(relpath, model.plan, model.entry.options))
             confirm_plan(relpath, model.plan, record.entry.shrunk_sha256, app)
-        verified = Verified.of(record.entry.verification)
-        if verified is not None and not verified.real:
+        verified = record.entry.verification
+        if verified is not None and not verified.real_inputs:
             self.generated.append(relpath)
-        elif verified is not None and verified.weak:
+        elif verified is not None and verified.evidence is not None and verified.evidence.weak:
             self.weak.append(relpath)
         for note in verified.notes if verified is not None else ():  # e.g. no recording of this model
             app.display_warning(wording.note_line(relpath, note))
         return Shipped(relpath, decision.outcome, record.original_size, record.shrunk_size, tuple(files),
-                       entry=record.entry, verified=verified)
+                       entry=record.entry)
 
     def close(self) -> None:
         """The advice that follows the models: one line per record command, however many models it

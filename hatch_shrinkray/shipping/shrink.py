@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -118,7 +118,8 @@ def _record(job: Job, result: ShrinkResult, versions: Mapping[str, str]) -> tupl
                             method=result.method, options=portable_options(result.options, root),
                             versions=dict(versions),
                             verification=None if verification is None
-                            else portable(verification.to_dict(), root), original_size=result.original_size),
+                            else replace(verification.record(), inputs=portable(verification.input_source, root)),
+                            original_size=result.original_size),
         original_size=result.original_size, shrunk_size=result.original_size if unchanged else result.shrunk_size,
         seconds=result.seconds,
         summary=None if verification is None else "; ".join(filter(None, (
@@ -234,18 +235,17 @@ def portable_options(options: dict[str, Any], root: Path) -> dict[str, Any]:
     ``portable``)."""
     described = dict(options)
     verify = described.get("verify")
-    if isinstance(verify, dict):
-        described["verify"] = portable(verify, root)
+    if isinstance(verify, dict) and isinstance(verify.get("inputs"), str):
+        described["verify"] = {**verify, "inputs": portable(verify["inputs"], root)}
     return described
 
 
-def portable(record: dict[str, Any], root: Path) -> dict[str, Any]:
-    """``record`` with an absolute ``inputs`` path under ``root`` made project-relative, so
-    manifests written from a checkout and from a copy elsewhere are identical and leak no paths."""
-    inputs = record.get("inputs")
-    if isinstance(inputs, str) and Path(inputs).is_absolute() and Path(inputs).is_relative_to(root):
-        return {**record, "inputs": PurePosixPath(Path(inputs).relative_to(root)).as_posix()}
-    return record
+def portable(inputs: str, root: Path) -> str:
+    """``inputs`` made project-relative when it is an absolute path under ``root``, so manifests
+    written from a checkout and from a copy elsewhere are identical and leak no paths."""
+    if Path(inputs).is_absolute() and Path(inputs).is_relative_to(root):
+        return PurePosixPath(Path(inputs).relative_to(root)).as_posix()
+    return inputs
 
 
 def changed(relpath: str) -> ShrinkrayError:

@@ -63,6 +63,20 @@ def cancelling() -> onnx.ModelProto:
                  [init("A", w), init("B", (1e-3 * r - w).astype(np.float32))])
 
 
+def conv_model() -> onnx.ModelProto:
+    """A 3x3 Conv ``[1, 32, 8, 8] -> [1, 64, 8, 8]`` (opset 13)."""
+    return model([helper.make_node("Conv", ["x", "W"], ["y"], pads=[1, 1, 1, 1])], [vi("x", [1, 32, 8, 8])],
+                 [vi("y", [1, 64, 8, 8])], [init("W", weight((64, 32, 3, 3), 1))], opset=13)
+
+def tagger() -> onnx.ModelProto:
+    """Integer ids ``[1, T]`` -> embedding -> ``[1, T, 4]`` logits."""
+    rng = np.random.default_rng(0)
+    return model([helper.make_node("Gather", ["E", "ids"], ["e"]), helper.make_node("MatMul", ["e", "W"], ["tags"])],
+              [vi("ids", [1, "T"], onnx.TensorProto.INT64)], [vi("tags", [1, "T", 4])],
+              [init("E", rng.standard_normal((64, 8)).astype(np.float32)),
+               init("W", rng.standard_normal((8, 4)).astype(np.float32))])
+
+
 def save(m: onnx.ModelProto, path: Path) -> Path:
     onnx.save(m, str(path))
     return path

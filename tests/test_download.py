@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
@@ -15,7 +14,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from hardening import MODELS_DIR, build, cli, write_project
+from hardening import MODELS_DIR, build, cli, hatchling_member, write_project
 from onnx import helper
 
 from hatch_shrinkray import sizes
@@ -37,18 +36,6 @@ from realmodels import magika, silero_vad
 
 LEVELS = (3, 4, 7, 15, 16, 31, 63, 100, 127, 254, 255)
 
-
-def hatchling_member(data: bytes) -> int:
-    """The compressed size of ``data`` as hatchling's WheelArchive.add_file writes it: a ZipFile opened
-    with ZIP_DEFLATED and no level, fed 16 KiB at a time."""
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        info = zipfile.ZipInfo("pkg/model.onnx", (2020, 1, 1, 0, 0, 0))
-        info.compress_type = zipfile.ZIP_DEFLATED
-        with zf.open(info, "w") as out:
-            for i in range(0, len(data), 16384):
-                out.write(data[i:i + 16384])
-    return zipfile.ZipFile(buf).getinfo("pkg/model.onnx").compress_size
 
 
 # ---------------------------------------------------------------- sizes

@@ -36,7 +36,7 @@ from hatch_shrinkray.verification.judges.tags import Tags, per_character
 from hatch_shrinkray.verification.judging import answer_counts, evidence_of
 from hatch_shrinkray.verification.recordings import Recording, write_recording
 
-from onnx_builders import init, model, vi
+from onnx_builders import init, model, tagger, vi
 from realinputs import fsmn_features, glyph_line, vowels
 from realmodels import captcha_crnn, fsmn_vad, nudenet_320n, wheel_member
 
@@ -395,7 +395,7 @@ def test_one_changed_tag_is_one_changed_text() -> None:
     assert judge_for("tags", [np.ones(4, np.float32)]).name == "values"  # type: ignore[union-attr]
 
 
-def test_a_ctc_recogniser_is_no_tagger() -> None:
+def test_a_ctc_recogniser_is_notagger() -> None:
     """Scores ``[1, T, C]`` from a float image, or from audio of many more samples than frames, stay
     CTC lines; token ids of another length, or not integral, make no tagger either."""
     ref = _tag_scores(SEGMENTED[:1])
@@ -411,18 +411,10 @@ def test_a_ctc_recogniser_is_no_tagger() -> None:
     assert not per_character([hidden], [{"ids": np.arange(10).reshape(1, 10)}])
 
 
-def _tagger() -> onnx.ModelProto:
-    """Integer ids ``[1, T]`` -> embedding -> ``[1, T, 4]`` logits."""
-    rng = np.random.default_rng(0)
-    return model([helper.make_node("Gather", ["E", "ids"], ["e"]), helper.make_node("MatMul", ["e", "W"], ["tags"])],
-              [vi("ids", [1, "T"], onnx.TensorProto.INT64)], [vi("tags", [1, "T", 4])],
-              [init("E", rng.standard_normal((64, 8)).astype(np.float32)),
-               init("W", rng.standard_normal((8, 4)).astype(np.float32))])
-
 
 def test_verification_counts_a_taggers_texts() -> None:
     """Through verification: the table names the judge and counts texts."""
-    m = _tagger()
+    m = tagger()
     result = verify(m, m)
     (out,) = result.outputs
     assert result.passed and out.judge == "tags" and out.describes == "texts" and out.answers == 8
@@ -496,7 +488,7 @@ def test_the_judges_key_names_the_new_judges(tmp_path: Path) -> None:
     """``--judges OUTPUT=tags`` is accepted and used; an unknown name is one clear line that lists the
     new judges."""
     src = tmp_path / "t.onnx"
-    onnx.save(_tagger(), str(src))
+    onnx.save(tagger(), str(src))
     tags = cli("compare", str(src), str(src), "--judges", "tags=tags")
     assert tags.returncode == 0 and "tags 8/8 texts same" in tags.stdout + tags.stderr, tags.stdout + tags.stderr
     bad = cli("compare", str(src), str(src), "--judges", "tags=tag")

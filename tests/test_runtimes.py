@@ -12,7 +12,6 @@ import onnxruntime as ort
 import pytest
 from hardening import cli
 from hatchling.builders.wheel import WheelBuilder
-from onnx import helper
 
 from hatch_shrinkray import ShrinkOptions, shrink
 from hatch_shrinkray.encodings import packing
@@ -20,15 +19,11 @@ from hatch_shrinkray.methods.runtimes import CONV_INTEGER, DQ_MATMUL_FUSED, MATM
 from hatch_shrinkray.numerics.quant import NotEncodable, quantize_symmetric
 from hatch_shrinkray.shipping.config import ConfigurationError, default_runtimes, load_config
 
-from onnx_builders import init, mlp, model, save, vi, weight
+from onnx_builders import conv_model, mlp, save, weight
 from realmodels import magika
 
 T = "tool.hatch.build.hooks.shrinkray"
 
-
-def conv_model() -> onnx.ModelProto:
-    return model([helper.make_node("Conv", ["x", "W"], ["y"], pads=[1, 1, 1, 1])], [vi("x", [1, 32, 8, 8])],
-                 [vi("y", [1, 64, 8, 8])], [init("W", weight((64, 32, 3, 3), 1))], opset=13)
 
 
 @pytest.mark.parametrize(("dependencies", "expected"), [

@@ -77,6 +77,21 @@ def tagger() -> onnx.ModelProto:
                init("W", rng.standard_normal((8, 4)).astype(np.float32))])
 
 
+def if_model(k: int = 64) -> onnx.ModelProto:
+    """y = If(c, then: x @ W_then, else: x @ W_else) for ``x[batch, k]``, weights as Constant nodes inside the
+    branches."""
+    def branch(name: str, seed: int) -> onnx.GraphProto:
+        w = weight((k, 256), seed)
+        return helper.make_graph(
+            [helper.make_node("Constant", [], [f"W_{name}"], value=helper.make_tensor(
+                f"W_{name}", onnx.TensorProto.FLOAT, w.shape, w.reshape(-1).tolist())),
+             helper.make_node("MatMul", ["x", f"W_{name}"], [f"y_{name}"])],
+            name, [], [vi(f"y_{name}", ["batch", 256])])
+
+    node = helper.make_node("If", ["c"], ["y"], then_branch=branch("then", 1), else_branch=branch("else", 2))
+    return model([node], [vi("x", ["batch", k]), vi("c", [], onnx.TensorProto.BOOL)], [vi("y", ["batch", 256])])
+
+
 def save(m: onnx.ModelProto, path: Path) -> Path:
     onnx.save(m, str(path))
     return path

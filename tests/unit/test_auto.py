@@ -69,9 +69,17 @@ def test_sensitive_tensor_kept_precise_others_compact(tmp_path: Path) -> None:
     assert result.verification is not None and result.verification.calibration == 16
     assert result.verification.samples == 16 and result.verification.worst_rel_l2 <= 0.05
     assert "auto's plan kept: on 16 held-out units" in result.verification.fitting
-    plain = shrink(src, None, ShrinkOptions(method="int8", verify=None))
     assert result.shrunk_size < 0.75 * result.original_size
-    del plain
+    # Round-to-nearest int8 of every tensor, S included, loses the answers auto keeps.
+    plain = shrink(src, tmp_path / "plain.onnx", ShrinkOptions(method="int8", verify=None))
+    assert {t.name: t.encoding for t in plain.tensors}["S"].startswith("int8"), encodings(plain)
+    import onnxruntime as ort
+
+    x = np.load(tmp_path / "calib.npz")["x"].reshape(-1, K)
+    ref, got, rounded = (ort.InferenceSession(str(p)).run(None, {"x": x}) for p in
+                         (src, tmp_path / "out.onnx", tmp_path / "plain.onnx"))
+    kept, lost = deviation([list(ref)], [list(got)]).rel_l2, deviation([list(ref)], [list(rounded)]).rel_l2
+    assert kept <= 0.05 and lost > 0.5, (kept, lost)
 
 
 def test_deterministic_and_budget_respected_on_fresh_inputs(tmp_path: Path) -> None:

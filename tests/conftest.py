@@ -1,11 +1,17 @@
-"""The test tiers, and a guard that keeps the fast one honest.
+"""The test tiers, and the guards that keep them honest.
 
-``python -m pytest -m unit`` runs the tests of pure pieces and in-process engine behaviour (the
-option table, judges, quantization grids, graph rewriting, the hook called in this process): about a
-minute, what a maintainer runs while editing. A module listed in ``UNIT_MODULES`` puts its tests in
-that tier, except those marked ``process`` (they start an interpreter, the console script or a
-build). A test of the tier that starts a process anyway fails, naming the marker: the tier's speed
-is a property of what its tests do, checked on every run, not a list kept in step by hand.
+``tests/unit/`` is the unit tier (``python -m pytest tests/unit`` or ``-m unit``, the same tests): pure
+pieces and in-process engine behaviour (the option table, judges, quantization grids, graph rewriting,
+the hook called in this process), what a maintainer runs while editing. It runs anywhere: it starts no
+process (a test of the tier that starts one fails, naming the folder) and downloads nothing (a real
+model missing from the test cache is a skip with its reason, ``realmodels.UNIT_TIER``). The folder is
+the tier: a test under ``tests/unit/`` marked for another tier, or a test elsewhere marked ``unit``,
+stops the run at collection.
+
+A test that reaches the package index is marked ``network``, and offline it is a skip with its reason:
+one that fetches a real model wheel (``realmodels``) by hand (it fails, naming the marker, when it reaches
+``realmodels`` without it, whether or not the cache holds the model); one that creates a build
+environment from the index by the ``index`` fixture, which adds the marker.
 
 The default run (``python -m pytest``) runs the unit tier and everything else but the ``slow``,
 ``compat`` and ``extended`` tiers (pyproject.toml).
@@ -14,9 +20,10 @@ The default run (``python -m pytest``) runs the unit tier and everything else bu
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -24,39 +31,11 @@ import pytest
 
 import realmodels
 
-UNIT_MODULES = frozenset({
-    "test_advice",
-    "test_agreement",
-    "test_auto",
-    "test_cache_manifest",
-    "test_capture_units",
-    "test_check_fix_floor",
-    "test_check_verdict",
-    "test_config",
-    "test_docs_consistency",
-    "test_download",
-    "test_external_data",
-    "test_fast_paths",
-    "test_graph_cases",
-    "test_heads",
-    "test_hook_inprocess",
-    "test_inputs",
-    "test_judges",
-    "test_memory_encodings",
-    "test_memory_target",
-    "test_option_table",
-    "test_packaging",
-    "test_packing",
-    "test_progress",
-    "test_properties",
-    "test_quant",
-    "test_record_merge",
-    "test_record_select",
-    "test_runtimes",
-    "test_steps",
-    "test_wheel_layout",
-})
-"""Modules whose tests run in this process (but those marked ``process``)."""
+UNIT = Path(__file__).resolve().parent / "unit"
+"""The unit tier's folder."""
+
+OTHER_TIERS = ("process", "slow", "compat", "extended")
+"""Markers of tests that cannot be in the unit tier."""
 
 SPAWNING = frozenset({"subprocess.Popen", "os.posix_spawn", "os.fork", "os.forkpty", "os.exec", "os.system",
                       "os.spawn"})
@@ -68,41 +47,55 @@ _running: list[str] = []
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
     if _running and event in SPAWNING:
-        raise RuntimeError(f"{_running[0]} is in the unit tier and started a process ({event}); mark it "
-                           "@pytest.mark.process (tests/conftest.py)")
+        raise RuntimeError(f"{_running[0]} is in the unit tier (tests/unit/) and started a process ({event}); "
+                           "move it out of tests/unit/ and mark it @pytest.mark.process")
 
 
 sys.addaudithook(_audit)
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """A module renamed or removed must leave the list too, or its successor silently leaves the tier."""
-    missing = sorted(name for name in UNIT_MODULES if not (Path(__file__).parent / f"{name}.py").is_file())
-    if missing:
-        raise pytest.UsageError(f"tests/conftest.py: UNIT_MODULES names no test module: {', '.join(missing)}")
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test under ``tests/unit/`` is ``unit``; none elsewhere is."""
+    misfiled = []
     for item in items:
-        module = getattr(item, "module", None)
-        if module is not None and module.__name__ in UNIT_MODULES and item.get_closest_marker("process") is None \
-                and item.get_closest_marker("extended") is None:
+        if "index" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.network)
+        if item.path.resolve().is_relative_to(UNIT):
+            other = [name for name in OTHER_TIERS if item.get_closest_marker(name) is not None]
+            if other:
+                misfiled.append(f"{item.nodeid} is marked {', '.join(other)} but is in tests/unit/: move it out")
             item.add_marker(pytest.mark.unit)
+        elif item.get_closest_marker("unit") is not None:
+            misfiled.append(f"{item.nodeid} is marked unit outside tests/unit/: move it there")
+    if misfiled:
+        raise pytest.UsageError("\n".join(misfiled))
 
 
-@pytest.fixture(autouse=True)
-def _unit_starts_no_process(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Fail a unit-tier test that starts a process (fixtures included: they run inside this one)."""
-    if request.node.get_closest_marker("unit") is None:
-        yield
-        return
-    _running.append(request.node.nodeid)
-    realmodels.UNIT_TIER = True
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    """The guards hold for the test's fixtures too, of every scope (set up and torn down inside it)."""
+    unit = item.get_closest_marker("unit") is not None
+    if unit:
+        _running.append(item.nodeid)
+    realmodels.UNIT_TIER = unit
+    realmodels.RUNNING = (item.nodeid, item.get_closest_marker("network") is not None)
     try:
-        yield
+        return (yield)
     finally:
         _running.clear()
         realmodels.UNIT_TIER = False
+        realmodels.RUNNING = None
+
+
+@pytest.fixture(scope="session")
+def index(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The package index, for a test that creates a build environment from it (``pip``'s own settings:
+    ``PIP_INDEX_URL`` ...): a skip with pip's reason when it cannot fetch hatchling from there."""
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--no-cache-dir", "-d",
+           str(tmp_path_factory.mktemp("index")), "hatchling"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    if proc.returncode != 0:
+        pytest.skip(f"the package index is unreachable (pip download hatchling: {proc.stderr.strip()[-200:]})")
 
 
 @pytest.fixture

@@ -63,6 +63,35 @@ def cancelling() -> onnx.ModelProto:
                  [init("A", w), init("B", (1e-3 * r - w).astype(np.float32))])
 
 
+def conv_model() -> onnx.ModelProto:
+    """A 3x3 Conv ``[1, 32, 8, 8] -> [1, 64, 8, 8]`` (opset 13)."""
+    return model([helper.make_node("Conv", ["x", "W"], ["y"], pads=[1, 1, 1, 1])], [vi("x", [1, 32, 8, 8])],
+                 [vi("y", [1, 64, 8, 8])], [init("W", weight((64, 32, 3, 3), 1))], opset=13)
+
+def tagger() -> onnx.ModelProto:
+    """Integer ids ``[1, T]`` -> embedding -> ``[1, T, 4]`` logits."""
+    rng = np.random.default_rng(0)
+    return model([helper.make_node("Gather", ["E", "ids"], ["e"]), helper.make_node("MatMul", ["e", "W"], ["tags"])],
+              [vi("ids", [1, "T"], onnx.TensorProto.INT64)], [vi("tags", [1, "T", 4])],
+              [init("E", rng.standard_normal((64, 8)).astype(np.float32)),
+               init("W", rng.standard_normal((8, 4)).astype(np.float32))])
+
+
+def if_model(k: int = 64) -> onnx.ModelProto:
+    """y = If(c, then: x @ W_then, else: x @ W_else) for ``x[batch, k]``, weights as Constant nodes inside the
+    branches."""
+    def branch(name: str, seed: int) -> onnx.GraphProto:
+        w = weight((k, 256), seed)
+        return helper.make_graph(
+            [helper.make_node("Constant", [], [f"W_{name}"], value=helper.make_tensor(
+                f"W_{name}", onnx.TensorProto.FLOAT, w.shape, w.reshape(-1).tolist())),
+             helper.make_node("MatMul", ["x", f"W_{name}"], [f"y_{name}"])],
+            name, [], [vi(f"y_{name}", ["batch", 256])])
+
+    node = helper.make_node("If", ["c"], ["y"], then_branch=branch("then", 1), else_branch=branch("else", 2))
+    return model([node], [vi("x", ["batch", k]), vi("c", [], onnx.TensorProto.BOOL)], [vi("y", ["batch", 256])])
+
+
 def save(m: onnx.ModelProto, path: Path) -> Path:
     onnx.save(m, str(path))
     return path

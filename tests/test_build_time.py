@@ -52,6 +52,8 @@ def _build(python: Path, root: Path, out: Path, env: dict[str, str]) -> subproce
                           env=env, capture_output=True, text=True, check=False, timeout=300)
 
 
+@pytest.mark.network
+@pytest.mark.usefixtures("index")
 def test_a_build_without_the_engine_asks_for_it_even_where_the_cache_holds_the_model(tmp_path: Path) -> None:
     """A cache hit ships only once its outputs agree with the original's (``shipping.recheck``: a
     forged entry never reaches a wheel), which takes the engine: a warm cache still asks for it, and a
@@ -85,6 +87,8 @@ def test_a_build_without_the_engine_asks_for_it_even_where_the_cache_holds_the_m
         assert len(zb.read(member)) < 0.6 * silero_vad().stat().st_size
 
 
+@pytest.mark.network
+@pytest.mark.usefixtures("index")
 def test_a_cached_model_onnxruntime_loaded_is_not_loaded_again(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The load check of a cache hit is a second Python importing onnxruntime (1-2 s per model and

@@ -24,7 +24,7 @@ from hardening import cli
 from test_bundle import pip, record_mismatches
 from test_e2e_build import REPO, venv_with
 
-pytestmark = [pytest.mark.extended, pytest.mark.network]
+pytestmark = [pytest.mark.extended, pytest.mark.usefixtures("index")]  # index: marks it network
 
 FILETYPE = '''\
 import json, sys

@@ -71,7 +71,8 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def build_env(wheelhouse: Path, tmp_path: Path) -> dict[str, str]:
+def build_env(wheelhouse: Path, tmp_path: Path, index: None) -> dict[str, str]:
+    """The environment of a frontend whose build environment installs from the index (``index``)."""
     env = os.environ.copy()
     env.update(PIP_FIND_LINKS=str(wheelhouse), UV_FIND_LINKS=str(wheelhouse),
                WHEELHOUSE=str(wheelhouse), PATH=f"{Path(PY).parent}{os.pathsep}{env.get('PATH', '')}",

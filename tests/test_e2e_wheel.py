@@ -121,6 +121,8 @@ def images(count: int = 2) -> np.ndarray:
     return np.asarray(out, dtype=np.float32)
 
 
+@pytest.mark.network
+@pytest.mark.usefixtures("index")
 def test_setuptools_project_with_a_real_model(tmp_path: Path, env: dict[str, str]) -> None:
     model = nudenet_320n()
     project = tmp_path / "nudenet"
@@ -179,6 +181,7 @@ inputs = "data/verify_inputs.npz"
 '''
 
 
+@pytest.mark.usefixtures("index")
 def test_flit_project(tmp_path: Path, env: dict[str, str]) -> None:
     project = tmp_path / "flit"
     shutil.copytree(EXAMPLE / "src/digits_classifier", project / "digits_classifier",

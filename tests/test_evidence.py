@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from hardening import cli
 from onnx import helper
 
@@ -64,6 +65,7 @@ def lines(n: int, width: int = 160) -> np.ndarray:  # type: ignore[type-arg]
     return np.stack(out)
 
 
+@pytest.mark.network
 def test_a_text_detectors_map_is_judged_by_its_regions(tmp_path: Path) -> None:
     """The detector's [N, 1, H, W] probability map had no discrete answers before ("0 of 0"); now
     each page is judged by its regions at three thresholds, and the units are the pages."""
@@ -77,6 +79,7 @@ def test_a_text_detectors_map_is_judged_by_its_regions(tmp_path: Path) -> None:
     assert "decision " in table_row and "/0)" not in table_row  # pixels at 0.3 are counted as decisions
 
 
+@pytest.mark.network
 def test_a_ctc_recogniser_is_judged_by_decoded_lines(tmp_path: Path) -> None:
     """Pen strokes read as garbage text, which int8 changes a lot: the limits are loosened here, the
     point is what is counted (decoded lines, one changed character changes the line)."""

@@ -11,7 +11,6 @@ import numpy as np
 import onnx
 import pytest
 from onnx import helper
-from test_auto import K, if_model
 
 from hatch_shrinkray import ShrinkOptions
 from hatch_shrinkray.fitting import probe as probe_module
@@ -19,7 +18,10 @@ from hatch_shrinkray.fitting.calibrate import calibrate
 from hatch_shrinkray.methods.auto import Auto
 from hatch_shrinkray.samples import Calibration, Sequencing
 
-from onnx_builders import model, vi, weight
+from onnx_builders import if_model, model, vi, weight
+
+K = 64
+"""The models' input width."""
 
 
 def recurrent_if() -> onnx.ModelProto:
@@ -90,7 +92,7 @@ def test_no_assignment_runs_twice_on_every_feed(full_runs: list[str]) -> None:
     feeds = [{"x": x[i], "c": np.array(True)} for i in range(32)]
     auto = Auto()
     options = ShrinkOptions(method="auto", budget_agreement=0.0)
-    analysis = auto.analyse(if_model(), options, feeds)
+    analysis = auto.analyse(if_model(K), options, feeds)
     assert analysis is not None
     del full_runs[:]
     chosen, summary = auto.choose(analysis, options)

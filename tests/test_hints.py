@@ -183,27 +183,6 @@ def test_what_a_build_prints_names_keys_of_the_table(tmp_path: Path, monkeypatch
     _checked({hints.HOOK: [err]})
 
 
-@pytest.mark.unit
-def test_the_words_of_a_command_end_with_it_and_reach_its_worker_threads() -> None:
-    """Hints are scoped to the command that speaks (no process-wide state a later library call in
-    the same process would inherit), and the engine's thread pools carry them to their workers."""
-    from hatch_shrinkray.pool import Background, thread_pool
-
-    assert hints.current() == hints.Invocation() and hints.interface() == hints.HOOK
-    asked = hints.Invocation("check", ("--method", "int8"), ("pytest",), ("m.onnx",))
-    with hints.speaking(asked):
-        with thread_pool(2) as pool:
-            seen = list(pool.map(lambda _: (hints.interface(), hints.check_hint()), range(4)))
-        background = Background(hints.current).result()
-        hints.installed_models()
-        installed = hints.current().models
-    assert seen == [("check", "hatch-shrinkray check --search m.onnx --method int8 -- pytest")] * 4
-    assert background == asked and installed == (hints.SITE + "m.onnx",)
-    assert hints.current() == hints.Invocation() and hints.setting("inputs", "DIR") == '`inputs = "DIR"`'
-    with thread_pool(2) as pool:
-        assert list(pool.map(lambda _: hints.interface(), range(2))) == [hints.HOOK] * 2
-
-
 def test_the_cli_leaves_the_hooks_words_behind_in_process(tmp_path: Path) -> None:
     """``main`` run in process (as a test or a tool embedding the CLI does) speaks flags while it
     runs and leaves the hook's words for whatever the process does next."""

@@ -221,6 +221,7 @@ def ran(shrunk: dict[str, Path], feeds: list[dict[str, np.ndarray]],
     return done
 
 
+@pytest.mark.network
 @pytest.mark.parametrize("name", list(ENCODINGS))
 def test_an_encoding_gives_the_same_answers_at_every_level_and_runtime(name: str,
                                                                        ran: dict[str, dict[str, Any]]) -> None:

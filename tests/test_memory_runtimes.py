@@ -112,6 +112,7 @@ def reference(variants: dict[str, Path], feeds: list[dict[str, np.ndarray]]) -> 
     return {name: _rel(run(variants[name], feeds, "all")["outputs"], original) for name in VARIANTS}
 
 
+@pytest.mark.network
 @pytest.mark.parametrize("runtime", RUNTIMES)
 def test_each_packed_kernel_runs_where_runtimes_allow_it_and_fails_where_not(
         runtime: str, variants: dict[str, Path], feeds: list[dict[str, np.ndarray]],

@@ -42,6 +42,7 @@ def timeless(text: str) -> str:
     return re.sub(r"\d+\.\d+ s\b", "X s", text)
 
 
+@pytest.mark.network
 def test_shrink_says_where_it_is_and_q_silences_it(tmp_path: Path) -> None:
     model = silero_vad()
     # Own caches: a cached result is not verified again, and another test may have shrunk this model.
@@ -62,6 +63,7 @@ def test_shrink_says_where_it_is_and_q_silences_it(tmp_path: Path) -> None:
     assert (tmp_path / "loud/silero_vad.onnx").read_bytes() == (tmp_path / "quiet/silero_vad.onnx").read_bytes()
 
 
+@pytest.mark.network
 def test_a_failing_model_keeps_its_error_and_exit_code_with_or_without_progress(tmp_path: Path) -> None:
     model = silero_vad()  # int8 on generated inputs fails its verification (--strict: fails the command)
     loud = cli("shrink", str(model), "-o", str(tmp_path / "loud"), "--strict",
@@ -100,6 +102,7 @@ def test_check_reports_its_runs(tmp_path: Path) -> None:
     assert error and error == [line for line in quiet.stderr.splitlines() if line.startswith("error:")]
 
 
+@pytest.mark.network
 def test_wheel_reports_wheel_and_model(tmp_path: Path) -> None:
     project = tmp_path / "pkg"
     (project / "pkg").mkdir(parents=True)
@@ -126,6 +129,7 @@ def _hook_build(root: Path, tmp_path: Path, name: str, **extra: str) -> subproce
                           cwd=root, env=variables, capture_output=True, text=True, check=False, timeout=300)
 
 
+@pytest.mark.network
 def test_the_hook_reports_a_long_model_in_plain_lines_and_hatch_quiet_silences_it(tmp_path: Path) -> None:
     root = write_project(tmp_path / "proj", 'method = "fp16"\n')
     shutil.copyfile(silero_vad(), root / MODELS_DIR / "vad.onnx")

@@ -15,6 +15,8 @@ from hatch_shrinkray import ShrinkOptions, VerifyOptions, shrink
 
 from realmodels import ppocr_v4_rec, ppocr_v6_rec, silero_vad, silero_vad_op18
 
+pytestmark = pytest.mark.network
+
 
 def test_ppocr_v6_rec_int8(tmp_path: Path) -> None:
     src = ppocr_v6_rec()

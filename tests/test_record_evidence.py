@@ -44,6 +44,7 @@ SILERO_STREAMS = textwrap.dedent("""
 """)
 
 
+@pytest.mark.network
 def test_a_recurrent_model_is_recorded_as_whole_streams(tmp_path: Path) -> None:
     script = tmp_path / "stream.py"
     script.write_text(SILERO_STREAMS)
@@ -71,6 +72,7 @@ def test_a_recurrent_model_is_recorded_as_whole_streams(tmp_path: Path) -> None:
     assert "segments 3/3 segment lists same (" in shrunk.stdout and "values" in shrunk.stdout  # stateN: numbers only
 
 
+@pytest.mark.network
 def test_streams_are_cut_to_prefixes_to_fit_and_at_least_16_are_kept(tmp_path: Path) -> None:
     script = tmp_path / "many.py"
     script.write_text(SILERO_STREAMS.replace("((1, 12), (2, 30), (1, 12), (3, 5))",
@@ -323,6 +325,7 @@ def _sample_bytes(path: Path) -> int:
 
 
 
+@pytest.mark.network
 def test_streams_interleaved_on_one_session_are_told_apart(tmp_path: Path) -> None:
     """A server stepping two audio streams with one session: each call continues the stream whose
     state it is fed, so the recording holds two whole streams, not one stream of mixed steps."""

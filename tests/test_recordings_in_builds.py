@@ -100,6 +100,7 @@ def test_a_directory_without_the_model_falls_back_to_generated_inputs(tmp_path: 
             "generated inputs instead") in err
 
 
+@pytest.mark.network
 def test_an_unrecorded_model_that_fails_its_smoke_check_ships_the_original_and_the_build_goes_on(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The first build after `record` on silero-vad stopped on a model its tests never ran: int8 on

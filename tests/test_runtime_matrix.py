@@ -148,6 +148,7 @@ def _extra(kernels: dict[str, float], original: dict[str, float]) -> dict[str, f
 CELLS: dict[tuple[str, str], str] = {}
 
 
+@pytest.mark.network
 @pytest.mark.parametrize("runtime", RUNTIMES)
 def test_every_encoding_in_runtime(runtime: str, variants: dict[str, Path], feeds: list[dict[str, np.ndarray]],
                                    reference: dict[str, float]) -> None:
@@ -227,6 +228,7 @@ def test_documented_matrix_is_the_measured_one() -> None:
         "SHRINKRAY_WRITE_MATRIX=1 python -m pytest -m compat")
 
 
+@pytest.mark.network
 def test_the_engine_works_with_its_own_onnxruntime_floor(tmp_path: Path) -> None:
     """Every method shrinks and verifies a real model with the lowest onnxruntime pyproject.toml
     allows (1.21 lacks onnxruntime.quantization.matmul_nbits_quantizer: int4 and auto fail there),

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import io
 import json
-import os
 import re
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -16,12 +12,11 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from hardening import MODELS_DIR, build, cli, write_project
+from hardening import MODELS_DIR, build, hatchling_member, write_project
 from onnx import helper
 
 from hatch_shrinkray import sizes
 from hatch_shrinkray.engine import shrink
-from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.fitting.calib import Layout
 from hatch_shrinkray.fitting.candidates import int_candidate
 from hatch_shrinkray.hatch.plugin import PYPI_FILE_LIMIT, archive_summary
@@ -34,22 +29,10 @@ from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import human
 
 from onnx_builders import init, mlp, model, save, vi, weight
-from realmodels import magika, silero_vad
+from realmodels import silero_vad
 
 LEVELS = (3, 4, 7, 15, 16, 31, 63, 100, 127, 254, 255)
 
-
-def hatchling_member(data: bytes) -> int:
-    """The compressed size of ``data`` as hatchling's WheelArchive.add_file writes it: a ZipFile opened
-    with ZIP_DEFLATED and no level, fed 16 KiB at a time."""
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        info = zipfile.ZipInfo("pkg/model.onnx", (2020, 1, 1, 0, 0, 0))
-        info.compress_type = zipfile.ZIP_DEFLATED
-        with zf.open(info, "w") as out:
-            for i in range(0, len(data), 16384):
-                out.write(data[i:i + 16384])
-    return zipfile.ZipFile(buf).getinfo("pkg/model.onnx").compress_size
 
 
 # ---------------------------------------------------------------- sizes
@@ -81,6 +64,7 @@ def test_several_files_are_several_members(tmp_path: Path) -> None:
         sizes.target_bytes(a, "zip")
 
 
+@pytest.mark.network
 def test_the_web_estimate_is_close_to_brotli_11_on_real_models() -> None:
     """The LZMA estimate reports show without --sizes: 0.91-1.16x of brotli 11 on every file of the
     benchmark (DOWNLOAD.md); here 384 KB of Silero VAD's float32 weights and of its int8
@@ -238,6 +222,7 @@ def test_levels_range_depends_on_the_method() -> None:
 # ---------------------------------------------------------------- the engine and the command line
 
 
+@pytest.mark.network
 def test_float_levels_ships_where_it_makes_the_wheel_smaller() -> None:
     """Silero VAD: float-levels keeps the raw size (a few bytes more, serialized anew) and makes the wheel
     member a third smaller; it used to ship the original at every level, judged raw."""
@@ -252,81 +237,14 @@ def test_float_levels_ships_where_it_makes_the_wheel_smaller() -> None:
         "size and pays off compressed: target wheel or web)")
 
 
-@pytest.mark.process
-def test_cli_int8_with_31_levels_reports_three_sizes(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    args = ("-v", "shrink", str(magika()), "-o", str(out), "--method", "int8", "--levels", "31", "--target",
-            "wheel", "--json", str(tmp_path / "r.json"))
-    proc = cli(*args)
-    assert proc.returncode == 0, proc.stderr
-    line, detail = proc.stdout.splitlines()[:2]
-    assert line.startswith(f"{magika()}: shrunk, 3.16 MB -> 824.00 KB (26.0%), int8 with 31 "
-                           "levels: "), line
-    assert detail.startswith(f"{magika()}: wheel 2.92 MB -> "), detail
-    assert ", web ~2.90 MB -> ~" in detail and "estimated); 3 tensors int8" in detail, detail
-    assert "int8 31 levels axis 1" in proc.stdout  # the per-tensor table (-v)
-    report = json.loads((tmp_path / "r.json").read_text())[0]
-    assert report["target"] == "wheel" and report["options"]["levels"] == 31
-    original, shrunk = report["sizes"]["original"], report["sizes"]["shrunk"]
-    assert original["raw"] == magika().stat().st_size and original["web_estimated"] is True
-    assert shrunk["raw"] == (out / "model.onnx").stat().st_size
-    assert shrunk["wheel"] == hatchling_member((out / "model.onnx").read_bytes())
-    m = onnx.load(str(out / "model.onnx"))
-    codes = [onnx.numpy_helper.to_array(t) for t in m.graph.initializer if t.data_type == onnx.TensorProto.INT8]
-    assert len(codes) == 3 and all(len(np.unique(c[:, j])) <= 31 for c in codes for j in range(c.shape[1]))
-    first = (out / "model.onnx").read_bytes()
-    again = cli(*args, "--force")
-    assert again.returncode == 0 and (out / "model.onnx").read_bytes() == first  # deterministic
 
 
-@pytest.mark.extended
-def test_cli_target_web_measures_brotli_and_sizes_prints_the_table(tmp_path: Path) -> None:
-    proc = cli("shrink", str(silero_vad()), "-o", str(tmp_path / "o"), "--levels", "63", "--target", "web",
-               "--no-verify", "--sizes")
-    assert proc.returncode == 0, proc.stderr
-    line = proc.stdout.splitlines()[0]
-    assert "~" not in line and "estimated" not in line, line
-    assert "web (brotli 11) (target)" in proc.stdout
-    shipped = (tmp_path / "o" / "silero_vad.onnx").read_bytes()
-    assert f"{sizes.web_bytes(shipped)} (" in proc.stdout
 
 
-@pytest.mark.process
-def test_option_errors_on_the_command_line(tmp_path: Path) -> None:
-    proc = cli("shrink", str(magika()), "-o", str(tmp_path / "o"), "--levels", "256", "--target", "zip")
-    assert proc.returncode == 1
-    assert proc.stderr.strip().splitlines() == [
-        "error: --levels must be an integer from 3 to 255 with method int8 (255: plain int8); got 256; "
-        "--target must be one of wheel, web, disk, memory; got 'zip'"], proc.stderr
-    assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.process
-def test_target_web_without_brotli_is_one_line_naming_the_extra(tmp_path: Path) -> None:
-    """A Python where brotli does not import (a module of that name that raises, first on the path)."""
-    shadow = tmp_path / "shadow"
-    shadow.mkdir()
-    (shadow / "brotli.py").write_text("raise ImportError('no brotli here')\n")
-    env = {**os.environ, "PYTHONPATH": str(shadow)}
-    proc = cli("shrink", str(magika()), "-o", str(tmp_path / "o"), "--target", "web", env=env)
-    assert proc.returncode == 1
-    assert proc.stderr.splitlines() == [
-        "error: --target web counts brotli quality 11 bytes, and brotli is not installed "
-        "(pip install 'hatch-shrinkray-core[compress]')"], proc.stderr
-    assert not (tmp_path / "o").exists()
-    with pytest.raises(ShrinkrayError, match=r"target web counts brotli quality 11 bytes, and brotli is not"):
-        shrink_without_brotli(tmp_path, env)
-    plain = cli("-v", "shrink", str(magika()), "-o", str(tmp_path / "o2"), env=env)
-    assert plain.returncode == 0 and "web ~" in plain.stdout  # the estimate needs no brotli
 
 
-def shrink_without_brotli(tmp_path: Path, env: dict[str, str]) -> None:
-    """The API says the same (from a process where brotli does not import)."""
-    code = (f"from hatch_shrinkray.engine import shrink; from hatch_shrinkray.options import ShrinkOptions\n"
-            f"shrink({str(magika())!r}, None, ShrinkOptions(target='web', verify=None))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
-    if proc.returncode:
-        raise ShrinkrayError(proc.stderr.strip().splitlines()[-1])
 
 
 # ---------------------------------------------------------------- the hook's archive summary
@@ -421,16 +339,6 @@ def test_hook_asks_for_brotli_when_the_target_is_web(tmp_path: Path) -> None:
     assert WEB_REQUIREMENT not in plain and any(r.startswith("onnxruntime") for r in plain)
 
 
-@pytest.mark.process
-def test_compare_shows_the_three_sizes(tmp_path: Path) -> None:
-    out = tmp_path / "o"
-    assert cli("shrink", str(magika()), "-o", str(out), "--levels", "63").returncode == 0
-    proc = cli("compare", str(magika()), str(out / "model.onnx"))
-    assert proc.returncode == 0, proc.stderr
-    head = proc.stdout.splitlines()
-    assert head[0].split() == ["raw", "wheel", "(deflate", "6)", "web", "(brotli", "11)"], head
-    assert head[2].startswith("shrunk") and f"{sizes.wheel_bytes(out / 'model.onnx')} (" in head[2]
-    assert "~ web estimated" in proc.stdout
 
 
 def test_the_cache_record_keeps_the_sizes_and_refuses_malformed_ones() -> None:

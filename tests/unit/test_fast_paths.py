@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hardening import cli
 from onnx import helper
 
 from hatch_shrinkray import ShrinkOptions, VerifyOptions
@@ -197,8 +196,5 @@ def test_low_rungs_measured_for_the_largest_weights_only(tmp_path: Path, monkeyp
     assert estimated and all(0 < d.energy < float("inf") for d in estimated)
 
 
-@pytest.mark.process
-def test_record_keeps_256_samples_by_default() -> None:
-    out = cli("record", "--help")
-    assert out.returncode == 0
-    assert "(default 256)" in " ".join(out.stdout.split())
+
+

@@ -5,14 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 from hatch_shrinkray import engine, options
 from hatch_shrinkray.fitting.guard import Unfitted
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.registry import METHODS, Needs
-
-pytestmark = pytest.mark.unit
 
 
 def test_the_registry_implements_every_method_the_options_accept() -> None:

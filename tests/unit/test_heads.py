@@ -8,6 +8,7 @@ import numpy as np
 import numpy.typing as npt
 import onnx
 import onnxruntime as ort
+import pytest
 from onnx import helper, numpy_helper
 from test_evidence import lines
 
@@ -109,6 +110,7 @@ def test_auto_gives_the_classes_that_never_compete_fewer_levels(tmp_path: Path) 
     assert np.mean(ref.argmax(1) == got.argmax(1)) >= 0.99
 
 
+@pytest.mark.network
 def test_the_head_of_a_real_ctc_recogniser_is_found() -> None:
     """PP-OCRv6 rec: MatMul -> Add -> Identity -> Softmax(axis 2) -> [N, T, 18710], judged as text."""
     m = onnx.load(str(ppocr_v6_rec()))

@@ -31,6 +31,10 @@ class Facts:
     """Why no weight was shrunk, where that is not min-elements."""
     levels: tuple[int, int, int] | None = None
     """``levels``: lowest, highest, default (None: it takes none)."""
+    int8_levels: bool = False
+    """Its ``levels`` set how many codes the int8 encoder uses (other methods' int8 tensors use all 255)."""
+    ranked: str = "int8"
+    """The per-tensor encoding that stands for it when ranking its weights (``fitting.sensitivity``)."""
     plain: str = ""
     """What its default levels are, said where a ``levels`` value is refused."""
     blocks: bool = False
@@ -42,12 +46,12 @@ class Facts:
 
 
 FACTS: dict[str, Facts] = {
-    "int8": Facts(fits_rounding=True, plan_rung=True, levels=(3, 255, 255), plain="255: plain int8",
+    "int8": Facts(fits_rounding=True, plan_rung=True, levels=(3, 255, 255), int8_levels=True, plain="255: plain int8",
                   requires=frozenset({"threadpoolctl"})),
-    "float-levels": Facts(levels=(2, 65536, 256)), "fp16": Facts(wider=("float32",)),
+    "float-levels": Facts(levels=(2, 65536, 256)), "fp16": Facts(wider=("float32",), ranked="fp16"),
     "dedup": Facts(unchanged="no two weights are identical"), "dynamic": Facts(plan_rung=True),
-    "int4": Facts(plan_rung=True, blocks=True, wider=("int6", "int8", "int10", "int12", "fp16", "float32"),
-                  requires=frozenset({"onnx-ir"})),
+    "int4": Facts(plan_rung=True, blocks=True, ranked="int4", requires=frozenset({"onnx-ir"}),
+                  wider=("int6", "int8", "int10", "int12", "fp16", "float32")),
     "auto": Facts(fits_rounding=True, plan_rung=True, blocks=True, plan="auto's plan", unplanned="int8",
                   unrecorded="method auto then ships int8 round-to-nearest",
                   requires=frozenset({"onnx-ir", "threadpoolctl"})),

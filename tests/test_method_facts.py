@@ -18,9 +18,6 @@ from hatch_shrinkray.options import ENCODINGS, JUDGES, METHODS
 PACKAGE = Path(hatch_shrinkray.__file__).parent
 ALLOWED = ("methods/", "registry.py", "method_facts.py")
 """Where method names belong: the methods, the registry that names them, their facts."""
-KNOWN = {("encodings/int8.py", "int8"), ("fitting/sensitivity.py", "fp16"), ("fitting/sensitivity.py", "int4")}
-"""Comparisons below the methods not moved yet (``(file, name)``): the test fails when one goes, so
-this list only shrinks."""
 NOT_ENCODINGS = set(METHODS) - set(ENCODINGS)
 
 
@@ -84,10 +81,9 @@ def _decisions() -> set[tuple[str, int, str]]:
 
 def test_no_method_name_decides_anything_outside_the_methods() -> None:
     found = _decisions()
-    new = sorted(f"{rel}:{line}: {name!r}" for rel, line, name in found if (rel, name) not in KNOWN)
+    new = sorted(f"{rel}:{line}: {name!r}" for rel, line, name in found)
     assert not new, "method names compared outside methods/ (put the fact on the method, method_facts.Facts):\n" + \
         "\n".join(new)
-    assert {(rel, name) for rel, _, name in found} == KNOWN, "a known comparison went: drop it from KNOWN"
 
 
 def test_the_check_finds_what_it_is_for() -> None:

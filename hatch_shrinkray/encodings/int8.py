@@ -27,6 +27,7 @@ from onnx import ModelProto, TensorProto, helper
 
 from hatch_shrinkray.encodings._decode import float_decode
 from hatch_shrinkray.files import temporary_directory
+from hatch_shrinkray.method_facts import facts
 from hatch_shrinkray.numerics.quant import quantize_affine, quantize_symmetric
 from hatch_shrinkray.onnxgraph.encoding import Decode, DecodeNode, EncodeContext
 from hatch_shrinkray.onnxgraph.graph import Names, scopes
@@ -42,7 +43,7 @@ class Int8Encoder:
     name = "int8"
 
     def encode(self, w: npt.NDArray[np.floating], ctx: EncodeContext) -> Decode:
-        levels = ctx.options.level_count() if ctx.options.method == "int8" else INT8_LEVELS
+        levels = ctx.options.level_count() if facts(ctx.options.method).int8_levels else INT8_LEVELS
         where = ("" if levels == INT8_LEVELS else f"{levels} levels ") + (
             "per-tensor" if ctx.axis is None else f"axis {ctx.axis}")
         if ctx.options.scheme == "asymmetric":

@@ -17,6 +17,7 @@ from hatch_shrinkray.fitting.budget import Baseline, Deviation, deviation
 from hatch_shrinkray.fitting.choices import encode_as
 from hatch_shrinkray.fitting.probe import Probe, site_key, weights_as_inputs
 from hatch_shrinkray.hints import setting
+from hatch_shrinkray.method_facts import facts
 from hatch_shrinkray.numerics.quant import NotEncodable
 from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
 from hatch_shrinkray.onnxgraph.encoding import EncodeContext, Feed
@@ -49,7 +50,7 @@ class Sensitive:
 
 def method_encoding(method: str) -> str:
     """The per-tensor encoding that stands for ``method`` when ranking its weights."""
-    return {"fp16": "fp16", "int4": "int4"}.get(method, "int8")
+    return facts(method).ranked
 
 
 def rank(model: ModelProto, options: ShrinkOptions, feeds: Calibration | Sequence[Feed],

@@ -103,17 +103,6 @@ class Auto:
         """``auto_search.choose``: the budget's assignment and a line saying how it was found."""
         return choose(analysis, options)
 
-    def write_choice(self, model: ModelProto, analysis: Analysis, options: ShrinkOptions,
-                     kind: str) -> list[TensorRecord]:
-        """Every weight at its candidate of ``kind`` where it has one (else its original): the
-        benchmark's uniform baselines, e.g. all ``int8`` with output-aware rounding."""
-        chosen = {}
-        for w in analysis.weights:
-            c = next((c for c in w.candidates if c.kind == kind), w.candidates[-1])
-            chosen[site_key(w.site)] = (w, c)
-        return write_chosen(model, options, chosen, f"uniform {kind}")
-
-
 
 SMALLER = 0.99
 """A plan at least 1% under round-to-nearest int8's target bytes may spend error for them: two int8

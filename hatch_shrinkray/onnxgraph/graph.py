@@ -187,10 +187,6 @@ def _resolve(scope: Scope, name: str) -> Scope | None:
     return None
 
 
-def graph_outputs(scope: Scope) -> set[str]:
-    return {o.name for o in scope.graph.output}
-
-
 MAX_BASE = 96
 
 

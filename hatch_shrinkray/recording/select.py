@@ -92,17 +92,6 @@ def round_robin(groups: Sequence[Sequence[T]]) -> list[T]:
     return out
 
 
-def distinct(samples: Sequence[Sample]) -> list[Sample]:
-    """``samples`` without repeated feeds (the first of each kept)."""
-    seen: set[str] = set()
-    out = []
-    for s in samples:
-        if s.digest not in seen:
-            seen.add(s.digest)
-            out.append(s)
-    return out
-
-
 @dataclass(frozen=True)
 class Chosen:
     """A stateless model's choice: the samples with their unit labels, in call order, and why the

@@ -24,13 +24,6 @@ MAX_BYTES = 16 << 20
 """A pyproject.toml is kilobytes; a bigger one (or a FIFO, a device) is not read."""
 
 
-def project_table(project: Path) -> tuple[dict[str, Any], str]:
-    """The configuration table of the project at ``project`` and its TOML path."""
-    raw, table = find_table(project, required=True)
-    assert table is not None
-    return raw, table
-
-
 def find_table(project: Path, *, required: bool = False) -> tuple[dict[str, Any], str | None]:
     """The configuration table of the project at ``project`` and its TOML path; ``({}, None)``
     when there is no ``pyproject.toml`` or no table in it, unless ``required``. A table that

@@ -26,7 +26,6 @@ from hatch_shrinkray.recording.select import (
     Stream,
     choose_samples,
     choose_streams,
-    distinct,
     round_robin,
     spreading,
 )
@@ -138,11 +137,6 @@ def test_round_robin_takes_one_of_each_group_per_round() -> None:
     groups = [["a0", "a1", "a2"], ["b0"], ["c0", "c1"]]
     assert round_robin(groups) == ["a0", "c0", "b0", "a2", "c1", "a1"]
     assert round_robin([]) == []
-
-
-def test_distinct_keeps_the_first_of_each_feed() -> None:
-    a, b, again = page(0), page(1), dataclasses.replace(page(0), call=2)
-    assert distinct([a, b, again]) == [a, b]
 
 
 def test_standalone_calls_are_each_their_own_unit() -> None:

@@ -1,5 +1,5 @@
-"""Recordings written by ``hatch-shrinkray record`` before the recording's metadata moved onto the codec
-(tests/persisted/README.md says how) read back, and writing what they hold gives the same bytes."""
+"""Recordings written by ``hatch-shrinkray record`` and a bundle journal written by main before they moved
+onto the codec (tests/persisted/README.md says how) read back, and writing what they hold gives the same bytes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hatch_shrinkray.codec import encode
+from hatch_shrinkray.bundles.commit import JOURNAL, Journal, recover
+from hatch_shrinkray.codec import encode, loads
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.recording.format import check_meta, meta_of
 from hatch_shrinkray.recording.storage import read_recording, write_recording
@@ -52,3 +53,19 @@ def test_bad_metadata_names_every_problem_in_one_error() -> None:
         assert field in message, message
     with pytest.raises(ShrinkrayError, match="inputs: must name each input once"):
         check_meta({**bad, "model_sha256": "a" * 64, "samples": 2, "calls": 2, "skipped": []}, "r.npz")
+
+
+def test_a_journal_of_main_reads_and_writes_back_the_same_bytes() -> None:
+    text = (PERSISTED / "journal-keep.json").read_text()
+    journal = loads(Journal, text)
+    assert journal.keep and [(c.path, c.leaves, c.existed) for c in journal.changes] == [
+        ("a.onnx", False, True), ("b.onnx", True, True), ("c.onnx", False, False)]
+    assert json.dumps(encode(journal), indent=1, sort_keys=True) == text
+
+
+def test_a_damaged_journal_names_every_problem(tmp_path: Path) -> None:
+    (tmp_path / JOURNAL).write_text('{"format": "hatch-shrinkray-bundle-journal", "keep": 1, "changes": [{"path": 2}]}')
+    with pytest.raises(ShrinkrayError) as caught:
+        recover(tmp_path)
+    for problem in ("keep: expected true or false", "changes[0].path: expected a string", "changes[0].leaves: missing"):
+        assert problem in caught.value.message, caught.value.message

@@ -181,3 +181,4 @@ def _models(directory: Path) -> dict[str, ModelSeen]:
                     seen.stats = part.stats
                 else:
                     seen.stats.merge(part.stats)
+    return models

@@ -72,15 +72,18 @@ def loads(kind: Any, text: bytes | str, fmt: Format | None = None) -> Any:
         raise Invalid(["its JSON is nested too deeply"]) from None
     except ValueError as exc:  # UnicodeDecodeError too
         raise Invalid([f"not valid JSON: {exc}"]) from exc
-    if fmt is not None:
-        version = data.get("version") if isinstance(data, dict) and data.get("format") == fmt.name else False
-        if version is False:
-            raise Invalid([f"not a {fmt.name} file (format is not {fmt.name!r})"])
-        if version not in fmt.reads or isinstance(version, bool):
-            raise Invalid([f"version {json.dumps(version)}; this hatch-shrinkray reads versions "
-                           f"{', '.join(map(str, fmt.reads))}"])
-        data = {k: v for k, v in data.items() if k not in ("format", "version")}
-    return decode(kind, data)
+    return decode(kind, data if fmt is None else opened(data, fmt))
+
+
+def opened(data: Any, fmt: Format) -> Any:
+    """The body of ``data``, a ``fmt`` file in a version this reads (its envelope's keys removed)."""
+    version = data.get("version") if isinstance(data, dict) and data.get("format") == fmt.name else False
+    if version is False:
+        raise Invalid([f"not a {fmt.name} file (format is not {fmt.name!r})"])
+    if version not in fmt.reads or isinstance(version, bool):
+        raise Invalid([f"version {json.dumps(version)}; this hatch-shrinkray reads versions "
+                       f"{', '.join(map(str, fmt.reads))}"])
+    return {k: v for k, v in data.items() if k not in ("format", "version")}
 
 
 def encode(value: Any) -> Any:

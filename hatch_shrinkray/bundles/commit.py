@@ -20,9 +20,10 @@ import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated
 
 from hatch_shrinkray.bundles.tree import NEW_SUFFIX, OLD_SUFFIX, beside
+from hatch_shrinkray.codec import encode, loads, one_of
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.files import write_atomically
 from hatch_shrinkray.signals import deferred
@@ -37,6 +38,22 @@ class Change:
 
     relpath: str
     source: Path | None
+
+
+@dataclass(frozen=True)
+class Journaled:
+    """A change as the journal names it: whether the file leaves the tree, and whether it existed."""
+
+    path: str
+    leaves: bool
+    existed: bool
+
+
+@dataclass(frozen=True)
+class Journal:
+    keep: bool
+    changes: tuple[Journaled, ...]
+    format: Annotated[str, one_of([FORMAT])] = FORMAT
 
 
 @contextlib.contextmanager
@@ -78,17 +95,16 @@ def apply(root: Path, changes: Sequence[Change], *, keep: bool = False) -> Appli
         for change in changes:
             if change.source is not None:
                 staged.append(_stage(root / change.relpath, change.source))
-        journal: dict[str, Any] = {"format": FORMAT, "keep": keep,
-                   "changes": [{"path": c.relpath, "leaves": c.source is None, "existed": _exists(root / c.relpath)}
-                               for c in changes]}
-        write_atomically(root / JOURNAL, json.dumps(journal, indent=1, sort_keys=True).encode())
+        journal = Journal(keep, tuple(Journaled(c.relpath, c.source is None, _exists(root / c.relpath))
+                                      for c in changes))
+        write_atomically(root / JOURNAL, json.dumps(encode(journal), indent=1, sort_keys=True).encode())
     except BaseException:
         for path in staged:
             path.unlink(missing_ok=True)
         raise
     _forward(root, journal)
     if keep:
-        return Applied(root, [(c["path"], c["existed"]) for c in journal["changes"]])
+        return Applied(root, [(c.path, c.existed) for c in journal.changes])
     with deferred():
         (root / JOURNAL).unlink(missing_ok=True)
     return None
@@ -101,15 +117,13 @@ def recover(root: Path) -> str | None:
     if not path.is_file():
         return None
     try:
-        journal = json.loads(path.read_text(encoding="utf-8"))
-        if journal.get("format") != FORMAT:
-            raise ValueError("not a journal of this tool")
-        changes = [(str(c["path"]), bool(c["existed"])) for c in journal["changes"]]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        journal: Journal = loads(Journal, path.read_bytes())
+    except (OSError, ValueError) as exc:  # codec.Invalid: every problem
         raise ShrinkrayError(f"cannot read the journal of an earlier run ({exc})", path=str(path),
                              hint="the tree may hold a mix of original and shrunk files; reinstall or rebuild it"
                              ) from exc
-    if journal.get("keep"):
+    changes = [(c.path, c.existed) for c in journal.changes]
+    if journal.keep:
         _undo(root, changes)
         return f"an earlier run was stopped before its check finished: its {len(changes)} change(s) undone"
     _forward(root, journal)
@@ -148,21 +162,20 @@ def _stage(target: Path, source: Path) -> Path:
     return staged
 
 
-def _forward(root: Path, journal: dict[str, Any]) -> None:
+def _forward(root: Path, journal: Journal) -> None:
     """Every change of ``journal`` made (each step can be repeated: a killed run's next finishes it).
     Originals to keep are all kept before the first rename, so an undo never meets a replaced file
     without its original."""
-    changes = journal["changes"]
-    if journal.get("keep"):
-        for change in changes:
-            target = root / change["path"]
+    if journal.keep:
+        for change in journal.changes:
+            target = root / change.path
             old = beside(target, OLD_SUFFIX)
-            if change["existed"] and not _exists(old):
+            if change.existed and not _exists(old):
                 _keep(target, old)
-    for change in changes:
-        target = root / change["path"]
+    for change in journal.changes:
+        target = root / change.path
         new = beside(target, NEW_SUFFIX)
-        if change["leaves"]:
+        if change.leaves:
             target.unlink(missing_ok=True)
         elif new.exists():
             os.replace(new, target)

@@ -27,6 +27,7 @@ from hatch_shrinkray.capture.env import OUTCOMES
 from hatch_shrinkray.capture.run import UNITS_PLUGIN, finish, instrumented_path, project_root, recording_environment
 from hatch_shrinkray.capture.shadow import ModelStats
 from hatch_shrinkray.capture.swap import Instructions, Seen
+from hatch_shrinkray.codec import Invalid, decode
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.files import temporary_directory
 
@@ -151,26 +152,33 @@ def _outcomes(directory: Path) -> tuple[dict[str, Outcome], int]:
     return dict(sorted(tests.items())), len(files)
 
 
+@dataclass(frozen=True)
+class Reported:
+    """One model in one process's report, as ``swap.flush`` writes its ``swap.Seen``."""
+
+    sessions: int
+    swapped: int
+    shadowed: int
+    shadow_errors: tuple[str, ...] = ()
+    stats: ModelStats | None = None
+
+
 def _models(directory: Path) -> dict[str, ModelSeen]:
     models: dict[str, ModelSeen] = {}
     for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
         try:
-            _add_models(models, _report(path))
-        except (AttributeError, KeyError, TypeError, ValueError, RecursionError) as exc:
+            reported = decode(dict[str, Reported], _report(path).get("models", {}), "models")
+        except Invalid as exc:
             raise _damaged(path, exc) from None
+        for sha, part in sorted(reported.items()):
+            seen = models.setdefault(sha, ModelSeen())
+            seen.sessions += part.sessions
+            seen.swapped += part.swapped
+            seen.shadowed += part.shadowed
+            seen.shadow_errors += part.shadow_errors
+            if part.stats is not None:
+                if seen.stats is None:
+                    seen.stats = part.stats
+                else:
+                    seen.stats.merge(part.stats)
     return models
-
-
-def _add_models(models: dict[str, ModelSeen], data: dict[str, Any]) -> None:
-    for sha, part in sorted(data.get("models", {}).items()):
-        seen = models.setdefault(sha, ModelSeen())
-        seen.sessions += int(part["sessions"])
-        seen.swapped += int(part["swapped"])
-        seen.shadowed += int(part["shadowed"])
-        seen.shadow_errors += [str(e) for e in part.get("shadow_errors", [])]
-        if part.get("stats") is not None:
-            stats = ModelStats.from_dict(part["stats"])
-            if seen.stats is None:
-                seen.stats = stats
-            else:
-                seen.stats.merge(stats)

@@ -15,11 +15,13 @@ import json
 import os
 import struct
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hatch_shrinkray.codec import encode, loads
 from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.recording.format import FORMAT, VERSION, check_meta
+from hatch_shrinkray.recording.format import Meta, check_meta
 from hatch_shrinkray.recording.npz import Blob
 from hatch_shrinkray.recording.select import Sample
 
@@ -27,13 +29,24 @@ MAGIC = b"HSRPART1"
 _LENGTH = struct.Struct("<Q")
 
 
-def write_part(path: Path, meta: dict[str, Any], samples: list[Sample]) -> None:
+Member = tuple[int, str, int, int, int, int, int]
+"""Input index, suffix, CRC, size, method, length and CRC32 of the stored bytes."""
+
+
+@dataclass(frozen=True)
+class Header:
+    meta: Any
+    """A ``Meta`` as written; read as JSON and checked by ``check_meta`` (naming the part)."""
+    samples: tuple[tuple[int, str, int, int, tuple[Member, ...]], ...]
+    """Per sample: its call, digest, stored and decoded bytes, and its members."""
+
+
+def write_part(path: Path, meta: Meta, samples: list[Sample]) -> None:
     """Write a part (created with the umask's mode; complete under ``path`` or not there at all)."""
-    rows = [[s.call, s.digest, s.nbytes, s.decoded,
-             [[j, suffix, b.crc, b.size, b.method, len(b.data), zlib.crc32(b.data)] for j, suffix, b in s.stored]]
-            for s in samples]
-    header = json.dumps({"meta": {**meta, "format": FORMAT, "version": VERSION}, "samples": rows},
-                        sort_keys=True).encode()
+    rows = tuple((s.call, s.digest, s.nbytes, s.decoded, tuple((j, suffix, b.crc, b.size, b.method, len(b.data),
+                                                                zlib.crc32(b.data)) for j, suffix, b in s.stored))
+                 for s in samples)
+    header = json.dumps(encode(Header(meta, rows)), sort_keys=True).encode()
     tmp = path.with_name(f".{path.name}.tmp")
     with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666), "wb") as fh:
         fh.write(MAGIC + _LENGTH.pack(len(header)) + header)
@@ -43,7 +56,7 @@ def write_part(path: Path, meta: dict[str, Any], samples: list[Sample]) -> None:
     os.replace(tmp, path)
 
 
-def read_part(path: Path) -> tuple[dict[str, Any], list[Sample]]:
+def read_part(path: Path) -> tuple[Meta, list[Sample]]:
     """A part's checked metadata and samples (calls numbered within the part)."""
     label = str(path)
     try:
@@ -52,21 +65,21 @@ def read_part(path: Path) -> tuple[dict[str, Any], list[Sample]]:
             raise ValueError("not a part")
         (length,) = _LENGTH.unpack_from(data, len(MAGIC))
         start = len(MAGIC) + _LENGTH.size
-        header = json.loads(data[start:start + length])
-        meta = check_meta(header["meta"], label)
+        header: Header = loads(Header, data[start:start + length])
+        meta = check_meta(header.meta, label)
         offset = start + length
         samples = []
-        for call, digest, nbytes, decoded, members in header["samples"]:
+        for call, digest, nbytes, decoded, members in header.samples:
             stored = []
             for j, suffix, crc, size, method, size_stored, data_crc in members:
                 chunk = data[offset:offset + size_stored]
                 offset += size_stored
                 if len(chunk) != size_stored or zlib.crc32(chunk) != data_crc:
                     raise ValueError("cut short or damaged")
-                stored.append((int(j), str(suffix), Blob(int(crc), int(size), chunk, int(method))))
-            samples.append(Sample(int(call), tuple(stored), str(digest), int(nbytes), int(decoded)))
-        if offset != len(data) or len(samples) != meta["samples"]:
+                stored.append((j, suffix, Blob(crc, size, chunk, method)))
+            samples.append(Sample(call, tuple(stored), digest, nbytes, decoded))
+        if offset != len(data) or len(samples) != meta.samples:
             raise ValueError("its samples do not match its header")
-    except (OSError, ValueError, KeyError, TypeError, struct.error, RecursionError) as exc:
+    except (OSError, ValueError, struct.error) as exc:  # codec.Invalid too
         raise ShrinkrayError(f"unreadable part: {exc}", path=label) from exc
     return meta, samples

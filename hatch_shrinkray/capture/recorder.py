@@ -36,6 +36,7 @@ from hatch_shrinkray.capture.streams import OPEN_ENDS, Pairs, Step
 from hatch_shrinkray.evidence import MIN_UNITS
 from hatch_shrinkray.recording.caps import Caps
 from hatch_shrinkray.recording.encode import digest, encode_feed, stored_bytes
+from hatch_shrinkray.recording.format import Meta
 from hatch_shrinkray.recording.select import REJECTED, REPEATED, Sample, prefix
 
 OVER_CAP = "over the byte cap"
@@ -336,7 +337,7 @@ def _level(streams: list[list[Sample]], budget: int) -> int:
     return low
 
 
-def part_of(log: ModelLog) -> tuple[dict[str, Any], list[Sample]]:
+def part_of(log: ModelLog) -> tuple[Meta, list[Sample]]:
     """What this process keeps of ``log``, as the metadata and samples of a recording (a *part*, merged
     by ``run.finish``): stateless samples labelled by test (``call:<n>`` outside tests), or streams."""
     with log.lock:
@@ -346,7 +347,7 @@ def part_of(log: ModelLog) -> tuple[dict[str, Any], list[Sample]]:
                           key=lambda r: r[1].call)
             units = [label for label, _ in rows]
             samples = [s for _, s in rows]
-            streams: list[list[int]] = []
+            streams: list[tuple[int, ...]] = []
         else:
             ordered = sorted(log.streams, key=lambda r: r.steps[0].call)
             flat = sorted(((s.call, k) for k, r in enumerate(ordered) for s in r.steps))
@@ -354,10 +355,8 @@ def part_of(log: ModelLog) -> tuple[dict[str, Any], list[Sample]]:
             by_call = {s.call: s for r in ordered for s in r.steps}
             samples = [by_call[call] for call, _ in flat]
             units = [f"stream:{k}" for _, k in flat]
-            streams = [[position[s.call] for s in r.steps] for r in ordered]
+            streams = [tuple(position[s.call] for s in r.steps) for r in ordered]
             extra.update(stream_groups=[r.group for r in ordered], stream_steps=[r.ran for r in ordered])
-        meta = {**extra, "model_sha256": log.sha256, "model": log.model, "inputs": list(log.inputs),
-                "samples": len(samples), "calls": log.calls, "picked": [s.call for s in samples], "units": units,
-                "feedback": [list(p) for p in (log.feedback or ())], "streams": streams,
-                "skipped": sorted([k, v] for k, v in log.skipped.items())}
+        meta = Meta(log.sha256, tuple(log.inputs), len(samples), log.model, log.calls, tuple(s.call for s in samples),
+                    tuple(units), tuple(log.feedback or ()), tuple(streams), tuple(sorted(log.skipped.items())), extra)
         return meta, samples

@@ -33,6 +33,7 @@ from hatch_shrinkray import progress
 from hatch_shrinkray.capture import env, guard
 from hatch_shrinkray.capture.parts import read_part
 from hatch_shrinkray.capture.recorder import OVER_CAP, TOO_LARGE
+from hatch_shrinkray.codec import encode
 from hatch_shrinkray.errors import ShrinkrayError, quoted
 from hatch_shrinkray.evidence import MIN_UNITS
 from hatch_shrinkray.files import file_sha256, temporary_prefix
@@ -314,9 +315,9 @@ def finish(run_dir: Path, output: Path, caps: Caps | None = None, root: Path | N
                 done.unwritten.append(f"a part that a process wrote could not be read ({exc.message}): its calls "
                                       "are missing")
                 continue
-            by_model[meta["model_sha256"]].append(Part(meta, samples))
+            by_model[meta.model_sha256].append(Part(meta, samples))
         for sha in progress.tracked(sorted(by_model), "record: merging and writing recordings",
-                                    detail=lambda sha: str(by_model[sha][0].meta.get("model", sha[:12]))):
+                                    detail=lambda sha: by_model[sha][0].meta.model):
             earlier = _recordings_of(output, sha)
             try:
                 added = [] if mode == REPLACE else earlier_parts(output, sha, root or Path.cwd())
@@ -328,7 +329,7 @@ def finish(run_dir: Path, output: Path, caps: Caps | None = None, root: Path | N
             written = _write(output, merged, done.unwritten, named, earlier)
             held = sum(earlier.values()) if written is not None else 0
             done.recorded.append(Recorded(written, merged, replaced=0 if added else held, added=held if added else 0))
-        done.recorded.sort(key=lambda r: (r.path is None, r.path.name if r.path else r.merged.meta["model"]))
+        done.recorded.sort(key=lambda r: (r.path is None, r.path.name if r.path else r.merged.meta.model))
         return done
     finally:
         discard(run_dir)
@@ -351,15 +352,15 @@ def _write(output: Path, merged: Merged, errors: list[str], named: Named | None 
     project's file with those bytes (``named``), if any."""
     if not merged.samples:
         return None
-    sha = merged.meta["model_sha256"]
-    model = merged.meta["model"]
+    sha = merged.meta.model_sha256
+    model = merged.meta.model
     if model == BYTES_MODEL and named is not None:
         model = named(sha) or model
     path = output / file_name(sha, model)
     try:
-        write_stored(path, merged.meta, merged.samples)
+        write_stored(path, encode(merged.meta), merged.samples)
     except OSError as exc:
-        errors.append(f"could not write the recording of {merged.meta['model']} ({path.name}): "
+        errors.append(f"could not write the recording of {merged.meta.model} ({path.name}): "
                       f"{exc.strerror or exc}; nothing of it was kept")
         return None
     for old in earlier:
@@ -375,8 +376,8 @@ def _recordings_of(output: Path, sha: str) -> dict[Path, int]:
     for old in named_for(output, sha):
         with contextlib.suppress(ShrinkrayError):
             meta = read_meta(old)
-            if meta["model_sha256"] == sha:
-                found[old] = meta["samples"]
+            if meta.model_sha256 == sha:
+                found[old] = meta.samples
     return found
 
 
@@ -404,8 +405,7 @@ def _ran_no_tests(written: Sequence[Recorded], command: Sequence[str]) -> bool:
     if any("pytest" in arg or "py.test" in arg for arg in command):
         return False
     metas = [r.merged.meta for r in written]
-    return not any(m.get("streams") for m in metas) and not any(
-        str(unit).startswith("test:") for m in metas for unit in m.get("units", []))
+    return not any(m.streams for m in metas) and not any(unit.startswith("test:") for m in metas for unit in m.units)
 
 
 def _coverage(done: Finished, output: Path, expected: Sequence[Expected], written: Sequence[Recorded],
@@ -417,10 +417,10 @@ def _coverage(done: Finished, output: Path, expected: Sequence[Expected], writte
     for item in done.recorded:
         meta = item.merged.meta
         size = item.path.stat().st_size if item.path is not None else 0
-        skipped = "; ".join(f"{n} {reason}" for reason, n in meta["skipped"]) or "-"
-        rows.append([meta["model"], item.path.name if item.path else "(nothing kept)", str(meta["calls"]),
+        skipped = "; ".join(f"{n} {reason}" for reason, n in meta.skipped) or "-"
+        rows.append([meta.model, item.path.name if item.path else "(nothing kept)", str(meta.calls),
                      item.merged.seen, item.merged.kept, human(size), skipped])
-    recorded = {r.merged.meta["model_sha256"] for r in done.recorded}
+    recorded = {r.merged.meta.model_sha256 for r in done.recorded}
     for model in expected:
         if model.sha256 not in recorded:
             rows.append([model.relpath, "(never ran)", "0", "-", "-", "-", "-"])
@@ -430,7 +430,7 @@ def _coverage(done: Finished, output: Path, expected: Sequence[Expected], writte
 
 def _notes(item: Recorded, caps: Caps) -> list[str]:
     """What a model's recording kept fewer of than it might, and why."""
-    model = item.merged.meta["model"]
+    model = item.merged.meta.model
     lines = []
     if item.replaced:
         lines.append(f"note: {model}: replaced an earlier recording ({item.replaced} samples); "
@@ -449,7 +449,7 @@ def _notes(item: Recorded, caps: Caps) -> list[str]:
         kept, ran = item.merged.repeats
         lines.append(f"note: {model}: kept {kept} distinct units of {ran} that ran ({MIN_UNITS} make evidence): "
                      "the rest repeat kept feeds; record more varied ones")
-    reasons = dict(item.merged.meta["skipped"])
+    reasons = dict(item.merged.meta.skipped)
     if reasons.get(OVER_CAP):
         lines.append(f"note: {model}: {reasons[OVER_CAP]} feed(s) alone take more than "
                      f"{human(caps.feed_bytes)} in the file and were left out; raise --max-bytes to keep "
@@ -462,7 +462,7 @@ def _notes(item: Recorded, caps: Caps) -> list[str]:
 
 def _never_ran(done: Finished, expected: Sequence[Expected], written: bool) -> list[str]:
     """A line per configured model the command never ran (the user records one that runs it)."""
-    recorded = {r.merged.meta["model_sha256"] for r in done.recorded}
+    recorded = {r.merged.meta.model_sha256 for r in done.recorded}
     lines = []
     for model in (m for m in expected if m.sha256 not in recorded):
         need = facts(model.method).unrecorded or "its build verifies it on generated inputs only"
@@ -506,7 +506,7 @@ def _passable(models: Sequence[Merged], root: Path | None) -> list[str]:
     here = Path.cwd()
     paths = []
     for merged in models:
-        source = Path(merged.source) if merged.source else (root or here) / merged.meta["model"]
+        source = Path(merged.source) if merged.source else (root or here) / merged.meta.model
         if source.is_file():
             resolved = source.resolve()
             paths.append(os.path.relpath(resolved) if resolved.is_relative_to(here.resolve()) else str(resolved))

@@ -270,7 +270,7 @@ def flush() -> list[Path]:
     for log in logs:
         try:
             meta, samples = part_of(log)
-            if not meta["calls"] and not meta["skipped"]:
+            if not meta.calls and not meta.skipped:
                 continue
             path = directory / f"{log.sha256[:SHA_DIGITS]}.{os.getpid()}.{next(_serial)}.part"
             write_part(path, meta, samples)

@@ -13,11 +13,12 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from hatch_shrinkray.codec import SKIP
 from hatch_shrinkray.evidence import Evidence
 from hatch_shrinkray.options import VerifyOptions
 from hatch_shrinkray.verification.compare import compare, expect
@@ -116,8 +117,8 @@ class ModelStats:
     changed_units: int = 0
     streams: int = 0
     """Units of more than one step (a state fed back from call to call)."""
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
-    _open: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False, metadata=SKIP)
+    _open: dict[str, bool] = field(default_factory=dict, repr=False, compare=False, metadata=SKIP)
     """This process's units by key: changed so far (keys are process-local; counts are merged)."""
 
     def observe(self, names: list[str], ref: list[Any], got: list[Any], threshold: float, *,
@@ -200,14 +201,3 @@ class ModelStats:
                         changed_answers=sum(o.changed_answers for o in self.outputs.values()),
                         decisions=self.positions, flips=self.flips,
                         describes=describes.pop() if len(describes) == 1 else "answers")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"calls": self.calls, "errors": self.errors, "first_error": self.first_error,
-                "units": self.units, "changed_units": self.changed_units, "streams": self.streams,
-                "outputs": {n: asdict(o) for n, o in sorted(self.outputs.items())}}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ModelStats:
-        return cls(int(data["calls"]), int(data["errors"]), str(data.get("first_error", "")),
-                   {str(n): OutputStats(**o) for n, o in data.get("outputs", {}).items()},
-                   int(data.get("units", 0)), int(data.get("changed_units", 0)), int(data.get("streams", 0)))

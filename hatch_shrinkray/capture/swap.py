@@ -10,6 +10,7 @@ Standard library only at import time: ``boot`` reaches this module at interprete
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import itertools
 import json
 import os
@@ -17,9 +18,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from hatch_shrinkray.capture import env
+from hatch_shrinkray.codec import encode, loads, one_of
 
 if TYPE_CHECKING:
     from hatch_shrinkray.capture.shadow import ModelStats
@@ -49,20 +51,10 @@ class Instructions:
     threshold: float
     reports: str
     targets: tuple[Target, ...]
+    format: Annotated[str, one_of([FORMAT])] = FORMAT
 
     def to_json(self) -> str:
-        data = {"format": FORMAT, "load": self.load, "shadow": self.shadow, "threshold": self.threshold,
-                "reports": self.reports, "targets": [t.__dict__ for t in self.targets]}
-        return json.dumps(data, sort_keys=True, indent=1)
-
-    @classmethod
-    def from_json(cls, text: str) -> Instructions:
-        data = json.loads(text)
-        if data.get("format") != FORMAT:
-            raise ValueError(f"format is {data.get('format')!r}")
-        return cls(str(data["load"]), bool(data["shadow"]), float(data["threshold"]), str(data["reports"]),
-                   tuple(Target(**{**t, "judges": tuple((str(o), str(j)) for o, j in t.get("judges", ()))})
-                         for t in data["targets"]))
+        return json.dumps(encode(self), sort_keys=True, indent=1)
 
     def find(self, path_or_bytes: Any, identity: Callable[[], str | None]) -> Target | None:
         """The target this session is created from, by resolved path first (no hashing), then by
@@ -105,8 +97,8 @@ def instructions() -> Instructions | None:
     found = None
     if source:
         try:
-            found = Instructions.from_json(Path(source).read_text(encoding="utf-8"))
-        except (OSError, ValueError, KeyError, TypeError) as exc:  # never break the program under check
+            found = loads(Instructions, Path(source).read_bytes())
+        except (OSError, ValueError) as exc:  # codec.Invalid too; never break the program under check
             import sys
 
             sys.stderr.write(f"hatch-shrinkray: ignoring {env.CHECK}={source}: {exc}\n")
@@ -129,8 +121,7 @@ def flush() -> Path | None:
         _seen.clear()
     if check is None or not items:
         return None
-    report = {sha: {"sessions": s.sessions, "swapped": s.swapped, "shadowed": s.shadowed,
-                    "shadow_errors": s.shadow_errors[:3], "stats": None if s.stats is None else s.stats.to_dict()}
+    report = {sha: encode(dataclasses.replace(s, shadow_errors=s.shadow_errors[:3]))
               for sha, s in sorted(items.items())}
     directory = Path(check.reports)
     directory.mkdir(parents=True, exist_ok=True)

@@ -27,12 +27,13 @@ Format, version 2 (``hatch-shrinkray record`` writes it; numpy alone reads it wi
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy.typing as npt
 
+from hatch_shrinkray.codec import AT_LEAST_0, SHA256, Format, Invalid, decode, opened
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.recording.npz import Blob
 
@@ -88,86 +89,65 @@ def member(sample: int, input_index: int) -> str:
     return f"s{sample:04d}_{input_index}"
 
 
+@dataclass(frozen=True)
+class Meta:
+    """A recording's ``__meta__`` (and a part's header): the fields above, and any other key kept as
+    written in ``extra``. A file without ``calls`` or ``picked`` has one call per sample."""
 
-def meta_of(rec: Recording) -> dict[str, Any]:
-    return {**rec.extra, "format": FORMAT, "version": VERSION, "model_sha256": rec.model_sha256,
-            "model": rec.model, "inputs": list(rec.inputs), "samples": len(rec.samples), "calls": rec.calls,
-            "picked": list(rec.picked), "units": list(rec.units), "feedback": [list(p) for p in rec.feedback],
-            "streams": [list(s) for s in rec.streams], "skipped": [list(s) for s in rec.skipped]}
+    model_sha256: Annotated[str, SHA256]
+    inputs: tuple[str, ...]
+    samples: Annotated[int, AT_LEAST_0]
+    model: str = BYTES_MODEL
+    calls: Annotated[int, AT_LEAST_0] = 0
+    picked: tuple[Annotated[int, AT_LEAST_0], ...] = ()
+    units: tuple[str, ...] = ()
+    feedback: tuple[tuple[str, str], ...] = ()
+    streams: tuple[tuple[Annotated[int, AT_LEAST_0], ...], ...] = ()
+    skipped: tuple[tuple[str, Annotated[int, AT_LEAST_0]], ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
 
+    def json_out(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {**body.pop("extra"), "format": FORMAT, "version": VERSION, **body}
 
+    @classmethod
+    def json_in(cls, body: dict[str, Any]) -> dict[str, Any]:
+        count = body.get("samples")
+        count = count if type(count) is int and count >= 0 else 0
+        known = {f.name for f in fields(cls)} - {"extra"}
+        return {"calls": count, "picked": list(range(count)), **{k: v for k, v in body.items() if k in known},
+                "extra": {k: v for k, v in body.items() if k not in known}}
 
-def check_meta(meta: Any, label: str) -> dict[str, Any]:
-    """A recording's decoded metadata with every field of the right type, or one ShrinkrayError."""
-    def bad(why: str) -> ShrinkrayError:
-        return ShrinkrayError(f"not a readable recording: {why}", path=label, hint=AGAIN)
-
-    if not isinstance(meta, dict):
-        raise bad("its __meta__ is not a JSON object")
-    if meta.get("format") != FORMAT:
-        raise bad(f"format is {_shown(meta.get('format'))}")
-    version = meta.get("version")
-    if version not in READS or isinstance(version, bool):
-        raise bad(f"version {_shown(version)}; this hatch-shrinkray reads versions {', '.join(map(str, READS))}")
-    for key in ("model_sha256", "inputs", "samples"):
-        if key not in meta:
-            raise bad(f"its metadata lacks {key!r}")
-    count = _int(meta["samples"], "samples", bad)
-    inputs = _strings(meta["inputs"], "inputs", bad)
-    if not inputs or len(set(inputs)) != len(inputs):
-        raise bad("'inputs' must name each input once")
-    sha = meta["model_sha256"]
-    if not isinstance(sha, str) or not re.fullmatch(r"[0-9a-f]{64}", sha):
-        raise bad("'model_sha256' must be 64 hex digits")
-    model = meta.get("model", BYTES_MODEL)
-    if not isinstance(model, str):
-        raise bad("'model' must be a string")
-    calls = _int(meta.get("calls", count), "calls", bad)
-    picked = [_int(p, "picked", bad) for p in _list(meta.get("picked", list(range(count))), "picked", bad)]
-    units = _strings(meta.get("units", []), "units", bad)
-    if len(picked) != count or (units and len(units) != count):
-        raise bad("'picked' and 'units' must have one entry per sample")
-    feedback = []
-    for pair in _list(meta.get("feedback", []), "feedback", bad):
-        names = _strings(pair, "feedback", bad)
-        if len(names) != 2 or names[0] not in inputs:
-            raise bad("'feedback' must hold [input, output] pairs naming the model's inputs")
-        feedback.append(names)
-    streams = [[_int(i, "streams", bad) for i in _list(s, "streams", bad)] for s in _list(meta.get("streams", []),
-                                                                                        "streams", bad)]
-    members = [i for s in streams for i in s]
-    if any(not s for s in streams) or len(set(members)) != len(members) or any(i >= count for i in members) \
-            or (feedback and len(members) != count):
-        raise bad("'streams' must list every sample once, in streams of at least one step")
-    skipped = []
-    for entry in _list(meta.get("skipped", []), "skipped", bad):
-        pair = _list(entry, "skipped", bad)
-        if len(pair) != 2 or not isinstance(pair[0], str):
-            raise bad("'skipped' must hold [reason, count] pairs")
-        skipped.append([pair[0], _int(pair[1], "skipped", bad)])
-    return {**meta, "model_sha256": sha, "model": model, "inputs": inputs, "samples": count, "calls": calls,
-            "picked": picked, "units": units, "feedback": feedback, "streams": streams, "skipped": skipped}
+    def mismatches(self) -> list[str]:
+        """What its fields say against one another."""
+        problems = []
+        if not self.inputs or len(set(self.inputs)) != len(self.inputs):
+            problems.append("inputs: must name each input once")
+        if len(self.picked) != self.samples or (self.units and len(self.units) != self.samples):
+            problems.append("picked, units: must have one entry per sample")
+        if any(a not in self.inputs for a, _ in self.feedback):
+            problems.append("feedback: must hold [input, output] pairs naming the model's inputs")
+        members = [i for s in self.streams for i in s]
+        if any(not s for s in self.streams) or len(set(members)) != len(members) or \
+                any(i >= self.samples for i in members) or (self.feedback and len(members) != self.samples):
+            problems.append("streams: must list every sample once, in streams of at least one step")
+        return problems
 
 
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+RECORDING = Format(FORMAT, VERSION, READS)
 
 
-def _int(value: Any, key: str, bad: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise bad(f"{key!r} must hold non-negative integers; got {_shown(value)}")
-    return value
+def meta_of(rec: Recording) -> Meta:
+    return Meta(rec.model_sha256, rec.inputs, len(rec.samples), rec.model, rec.calls, rec.picked, rec.units,
+                rec.feedback, rec.streams, rec.skipped, rec.extra)
 
 
-def _list(value: Any, key: str, bad: Any) -> list[Any]:
-    if not isinstance(value, list):
-        raise bad(f"{key!r} must be a list; got {_shown(value)}")
-    return value
-
-
-def _strings(value: Any, key: str, bad: Any) -> list[str]:
-    items = _list(value, key, bad)
-    if not all(isinstance(v, str) for v in items):
-        raise bad(f"{key!r} must hold strings")
-    return items
+def check_meta(data: Any, label: str) -> Meta:
+    """A recording's metadata (decoded JSON) checked, or one ShrinkrayError naming every problem."""
+    try:
+        meta: Meta = decode(Meta, opened(data, RECORDING))
+        problems = meta.mismatches()
+    except Invalid as exc:
+        problems = list(exc.problems)
+    if problems:
+        raise ShrinkrayError(f"not a readable recording: {'; '.join(problems)}", path=label, hint=AGAIN)
+    return meta

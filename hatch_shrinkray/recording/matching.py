@@ -24,7 +24,7 @@ def find_recording(directory: Path, model_sha256: str, model_name: str) -> tuple
     label = str(directory)
     files = sorted(p for p in directory.glob("*.npz") if p.is_file())
     for path in (p for p in named_for(directory, model_sha256) if p.is_file()):
-        if read_meta(path)["model_sha256"] == model_sha256:
+        if read_meta(path).model_sha256 == model_sha256:
             return path, ""
     name_stem = stem(Path(model_name).name)
     named = [p for p in files if p.name.rsplit("-", 1)[0] == name_stem]

@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple
 
+from hatch_shrinkray.codec import decode, encode
 from hatch_shrinkray.evidence import MIN_UNITS
 from hatch_shrinkray.recording.caps import Caps
 from hatch_shrinkray.recording.encode import digest, encode_feed, stored_bytes
-from hatch_shrinkray.recording.format import BYTES_MODEL, Recording, Stored, meta_of
+from hatch_shrinkray.recording.format import BYTES_MODEL, Meta, Recording, Stored, meta_of
 from hatch_shrinkray.recording.matching import named_for
 from hatch_shrinkray.recording.select import (
     BYTE_CAP,
@@ -44,13 +45,14 @@ REPEATED_STREAM = "steps of streams that repeat a kept one"
 
 @dataclass(frozen=True)
 class Part:
-    meta: dict[str, Any]
+    meta: Meta
     samples: list[Sample]
     """Calls numbered within the part."""
 
     @property
     def content(self) -> str:
-        h = hashlib.sha256(json.dumps({k: v for k, v in self.meta.items() if k != "model"}, sort_keys=True).encode())
+        body = {k: v for k, v in encode(self.meta).items() if k != "model"}
+        h = hashlib.sha256(json.dumps(body, sort_keys=True).encode())
         for sample in self.samples:
             h.update(sample.digest.encode())
         return h.hexdigest()
@@ -58,7 +60,7 @@ class Part:
 
 @dataclass(frozen=True)
 class Merged:
-    meta: dict[str, Any]
+    meta: Meta
     samples: list[Stored]
     seen: str
     """What ran, for the summary: ``12 tests``, ``64 calls``, ``40 streams``."""
@@ -84,23 +86,23 @@ def merge(parts: Sequence[Part], caps: Caps, root: Path) -> Merged:
     offsets, total = [], 0
     for p in ordered:
         offsets.append(total)
-        total += p.meta["calls"]
+        total += p.meta.calls
     skipped: Counter[str] = Counter()
     for p in ordered:
-        skipped.update(dict(p.meta["skipped"]))
-    feedbacks = Counter(tuple(tuple(pair) for pair in p.meta["feedback"]) for p in ordered if p.meta["feedback"])
+        skipped.update(dict(p.meta.skipped))
+    feedbacks = Counter(tuple(tuple(pair) for pair in p.meta.feedback) for p in ordered if p.meta.feedback)
     feedback = max(feedbacks, key=lambda f: (feedbacks[f], -_first(ordered, f))) if feedbacks else ()
-    meta: dict[str, Any] = {"model_sha256": ordered[0].meta["model_sha256"], "model": _model(ordered, root),
-                            "inputs": ordered[0].meta["inputs"], "calls": total,
+    meta: dict[str, Any] = {"model_sha256": ordered[0].meta.model_sha256, "model": _model(ordered, root),
+                            "inputs": ordered[0].meta.inputs, "calls": total,
                             "feedback": [list(p) for p in feedback]}
     if feedback:
         kept = _merge_streams(ordered, offsets, feedback, caps, meta=meta, skipped=skipped)
     else:
         kept = _merge_stateless(ordered, offsets, caps, meta=meta, skipped=skipped)
     meta["skipped"] = sorted([k, v] for k, v in skipped.items() if v)
-    paths = sorted({p.meta["model"] for p in ordered if p.meta["model"] != BYTES_MODEL})
-    return Merged(meta, kept.samples, kept.seen, kept.kept, kept.short, paths[0] if paths else "", kept.repeated,
-                  repeats=kept.repeats)
+    paths = sorted({p.meta.model for p in ordered if p.meta.model != BYTES_MODEL})
+    return Merged(decode(Meta, encode(meta)), kept.samples, kept.seen, kept.kept, kept.short,
+                  paths[0] if paths else "", kept.repeated, repeats=kept.repeats)
 
 
 class _Kept(NamedTuple):
@@ -120,10 +122,10 @@ def _merge_stateless(ordered: Sequence[Part], offsets: Sequence[int], caps: Caps
     """The samples of a stateless model, chosen over its units (``choose_samples``); ``meta`` gets
     the choice, ``skipped`` the calls left out."""
     total = meta["calls"]
-    tests = sorted({t for p in ordered for t in p.meta.get("tests", [])})
+    tests = sorted({t for p in ordered for t in p.meta.extra.get("tests", [])})
     rows = sorted((("" if label.startswith("call:") else label, sample)
                    for p, offset in zip(ordered, offsets, strict=True)
-                   for label, sample in zip(p.meta["units"], _samples(p, offset), strict=True)),
+                   for label, sample in zip(p.meta.units, _samples(p, offset), strict=True)),
                   key=lambda r: r[1].call)
     units: dict[str, list[Sample]] = {}
     first: dict[str, int] = {}
@@ -174,7 +176,7 @@ def _merge_streams(ordered: Sequence[Part], offsets: Sequence[int], feedback: tu
                 streams=[[position[s.call] for s in stream.steps] for stream in chosen_streams],
                 stream_steps=[stream.ran for stream in chosen_streams])
     samples = [by_call[c].stored for c, _ in steps]
-    ran = sum(p.meta.get("streams_ran", 0) for p in ordered) or len(streams)
+    ran = sum(p.meta.extra.get("streams_ran", 0) for p in ordered) or len(streams)
     seen = f"{ran} stream{'s' * (ran != 1)}"
     cut = sum(len(s.steps) < s.ran for s in chosen_streams)
     kept_text = (f"{len(chosen_streams)} stream{'s' * (len(chosen_streams) != 1)}, {len(steps)} steps"
@@ -192,7 +194,7 @@ def _account(skipped: Counter[str], calls: int, kept: int, bound: str) -> None:
 
 
 def _first(parts: Sequence[Part], feedback: tuple[tuple[str, ...], ...]) -> int:
-    return next(i for i, p in enumerate(parts) if tuple(tuple(x) for x in p.meta["feedback"]) == feedback)
+    return next(i for i, p in enumerate(parts) if tuple(tuple(x) for x in p.meta.feedback) == feedback)
 
 
 def _samples(part: Part, offset: int) -> list[Sample]:
@@ -206,14 +208,14 @@ def _streams(parts: Sequence[Part], offsets: Sequence[int], feedback: tuple[tupl
     streams: list[Stream] = []
     for p, offset in zip(parts, offsets, strict=True):
         samples = _samples(p, offset)
-        same = tuple(tuple(x) for x in p.meta["feedback"]) == feedback
-        if not p.meta["feedback"]:
+        same = tuple(tuple(x) for x in p.meta.feedback) == feedback
+        if not p.meta.feedback:
             streams += [Stream(label if label.startswith("test:") else "", (s,), 1)
-                        for label, s in zip(p.meta["units"], samples, strict=True)]
+                        for label, s in zip(p.meta.units, samples, strict=True)]
             continue
-        groups = p.meta.get("stream_groups") or [""] * len(p.meta["streams"])
-        ran = p.meta.get("stream_steps") or [len(s) for s in p.meta["streams"]]
-        for indices, group, steps_ran in zip(p.meta["streams"], groups, ran, strict=True):
+        groups = p.meta.extra.get("stream_groups") or [""] * len(p.meta.streams)
+        ran = p.meta.extra.get("stream_steps") or [len(s) for s in p.meta.streams]
+        for indices, group, steps_ran in zip(p.meta.streams, groups, ran, strict=True):
             steps = tuple(samples[i] for i in indices)
             if not same:
                 skipped[OTHER_FEEDBACK] += len(steps) - 1
@@ -241,7 +243,7 @@ def _streams(parts: Sequence[Part], offsets: Sequence[int], feedback: tuple[tupl
 
 def _model(parts: Sequence[Part], root: Path) -> str:
     """The model's path relative to ``root`` (POSIX), else its file name, else ``<bytes>``."""
-    paths = sorted({p.meta["model"] for p in parts if p.meta["model"] != BYTES_MODEL})
+    paths = sorted({p.meta.model for p in parts if p.meta.model != BYTES_MODEL})
     if not paths:
         return BYTES_MODEL
     path = Path(paths[0])
@@ -269,5 +271,5 @@ def as_part(rec: Recording, root: Path) -> Part:
                for call, s, feed in zip(rec.picked, stored, rec.samples, strict=True)]
     units = list(rec.units) or [f"call:{call}" for call in rec.picked]
     model = rec.model if rec.model == BYTES_MODEL else str(root / rec.model)
-    return Part({**meta_of(rec), "model": model, "units": units, "streams_ran": len(rec.streams),
-                 "tests": sorted({u for u in units if u.startswith("test:")})}, samples)
+    extra = {**rec.extra, "streams_ran": len(rec.streams), "tests": sorted({u for u in units if u.startswith("test:")})}
+    return Part(dataclasses.replace(meta_of(rec), model=model, units=tuple(units), extra=extra), samples)

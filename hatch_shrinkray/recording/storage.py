@@ -12,16 +12,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from hatch_shrinkray.codec import encode
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.recording import compact
 from hatch_shrinkray.recording.encode import encode_feed
 from hatch_shrinkray.recording.format import (
     AGAIN,
-    FORMAT,
     INDEX,
     META,
     TABLE,
-    VERSION,
+    Meta,
     Recording,
     Stored,
     check_meta,
@@ -33,8 +33,8 @@ from hatch_shrinkray.recording.npz import MAX_BYTES, pack, read_arrays, read_hea
 
 
 def write_stored(path: Path, meta: Mapping[str, Any], samples: Sequence[Stored]) -> None:
-    """Write a recording whose samples are already encoded, atomically and reproducibly."""
-    meta = {**meta, "format": FORMAT, "version": VERSION}
+    """Write a recording whose samples are already encoded (``meta``: ``codec.encode`` of a ``Meta``),
+    atomically and reproducibly."""
     members = [(META, pack(np.array(json.dumps(meta, sort_keys=True))))]
     members += [(member(i, j) + suffix, blob) for i, sample in enumerate(samples) for j, suffix, blob in sample]
     write_blobs(path, members)
@@ -43,7 +43,7 @@ def write_stored(path: Path, meta: Mapping[str, Any], samples: Sequence[Stored])
 def write_recording(directory: Path, rec: Recording, *, name: str | None = None) -> Path:
     """Write ``rec`` as ``directory/<file_name>`` (or ``name``), atomically and reproducibly."""
     path = directory / (name or file_name(rec.model_sha256, rec.model))
-    write_stored(path, meta_of(rec), [encode_feed(s, rec.inputs) for s in rec.samples])
+    write_stored(path, encode(meta_of(rec)), [encode_feed(s, rec.inputs) for s in rec.samples])
     return path
 
 
@@ -56,7 +56,7 @@ def is_recording(path: Path) -> bool:
         return False
 
 
-def read_meta(path: Path) -> dict[str, Any]:
+def read_meta(path: Path) -> Meta:
     """The checked metadata of a recording, without reading its samples."""
     arrays = _read(path, only_meta=True)
     return _checked_meta(arrays.get(META), str(path))
@@ -75,13 +75,12 @@ def read_recording(path: Path) -> Recording:
         raise ShrinkrayError(EXPANDS.format(mb=declared / 1e6, limit=MAX_BYTES / 1e6), path=label)
     arrays = _read(path)
     meta = _checked_meta(arrays.pop(META, None), label)
-    inputs = tuple(meta["inputs"])
-    feedback = tuple((a, b) for a, b in meta["feedback"])
-    later = {i for stream in meta["streams"] for i in stream[1:]}
-    fed_back = {inputs.index(a) for a, _ in feedback}
+    inputs = meta.inputs
+    later = {i for stream in meta.streams for i in stream[1:]}
+    fed_back = {inputs.index(a) for a, _ in meta.feedback}
     decoded = 0
     pairs: list[dict[str, tuple[npt.NDArray[Any], npt.NDArray[Any]] | npt.NDArray[Any]]] = []
-    for i in range(meta["samples"]):
+    for i in range(meta.samples):
         sample: dict[str, tuple[npt.NDArray[Any], npt.NDArray[Any]] | npt.NDArray[Any]] = {}
         for j, name in enumerate(inputs):
             key = member(i, j)
@@ -105,11 +104,8 @@ def read_recording(path: Path) -> Recording:
     if decoded > MAX_BYTES:
         raise ShrinkrayError(EXPANDS.format(mb=decoded / 1e6, limit=MAX_BYTES / 1e6), path=label)
     samples = tuple({name: _decoded(value, name, i, label) for name, value in s.items()} for i, s in enumerate(pairs))
-    known = {"format", "version", "model_sha256", "model", "inputs", "samples", "calls", "picked", "units",
-             "feedback", "streams", "skipped"}
-    return Recording(meta["model_sha256"], meta["model"], inputs, samples, meta["calls"], tuple(meta["picked"]),
-                     tuple(meta["units"]), feedback, tuple(tuple(s) for s in meta["streams"]),
-                     tuple((r, n) for r, n in meta["skipped"]), {k: v for k, v in meta.items() if k not in known})
+    return Recording(meta.model_sha256, meta.model, inputs, samples, meta.calls, meta.picked, meta.units,
+                     meta.feedback, meta.streams, meta.skipped, meta.extra)
 
 
 def _declared(path: Path) -> int:
@@ -149,8 +145,8 @@ def _decoded(value: Any, name: str, index: int, label: str) -> npt.NDArray[Any]:
                              hint=AGAIN) from exc
 
 
-def _checked_meta(raw: Any, label: str) -> dict[str, Any]:
-    """The metadata with every field of the right type, or one ShrinkrayError saying which is not."""
+def _checked_meta(raw: Any, label: str) -> Meta:
+    """The metadata checked, or one ShrinkrayError naming every problem."""
     if raw is None:
         raise ShrinkrayError("not a readable recording: it has no __meta__ array", path=label, hint=AGAIN)
     try:

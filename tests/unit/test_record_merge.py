@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
+from hatch_shrinkray.codec import decode, encode
 from hatch_shrinkray.evidence import MIN_UNITS
 from hatch_shrinkray.recording.caps import Caps
-from hatch_shrinkray.recording.format import BYTES_MODEL
+from hatch_shrinkray.recording.format import BYTES_MODEL, Meta
 from hatch_shrinkray.recording.merge import OTHER_FEEDBACK, REPEATED_STREAM, Part, merge
 from hatch_shrinkray.recording.select import BYTE_CAP, REJECTED, REPEATED, SAMPLE_CAP, Sample
 
@@ -42,7 +43,7 @@ def part(feeds: list[str], *, labels: list[str] | None = None, model: str = "/pr
             "samples": len(samples), "picked": [s.call for s in samples], "units": units,
             "feedback": (feedback or FEEDBACK) if streams is not None else [], "streams": streams or [],
             "skipped": skipped or [], "tests": tests or [], **extra}
-    return Part(meta, samples)
+    return Part(decode(Meta, meta), samples)
 
 
 def kept_feeds(merged: Any) -> list[bytes]:
@@ -53,10 +54,10 @@ def test_calls_are_numbered_across_the_parts_in_the_order_of_their_content() -> 
     a, b = part(["a0", "a1", "a2"]), part(["b0", "b1"])
     first, second = sorted([a, b], key=lambda p: p.content)
     merged = merge([a, b], Caps(), ROOT)
-    assert merged.meta["calls"] == 5
-    assert merged.meta["picked"] == [0, 1, 2, 3, 4]
+    assert encode(merged.meta)["calls"] == 5
+    assert encode(merged.meta)["picked"] == [0, 1, 2, 3, 4]
     assert kept_feeds(merged) == [s.stored[0][2] for s in [*first.samples, *second.samples]]
-    assert merged.meta["units"] == [f"call:{c}" for c in range(5)]  # standalone calls renumbered
+    assert encode(merged.meta)["units"] == [f"call:{c}" for c in range(5)]  # standalone calls renumbered
 
 
 def test_the_order_of_the_parts_does_not_change_the_recording() -> None:
@@ -68,41 +69,41 @@ def test_the_order_of_the_parts_does_not_change_the_recording() -> None:
 
 def test_a_repeated_feed_is_kept_once_by_its_first_call() -> None:
     merged = merge([part(["x", "y", "z", "x", "y"])], Caps(), ROOT)
-    assert merged.meta["picked"] == [0, 1, 2]
-    assert dict(merged.meta["skipped"]) == {REPEATED: 2}
-    assert merged.meta["samples"] == 3
+    assert encode(merged.meta)["picked"] == [0, 1, 2]
+    assert dict(encode(merged.meta)["skipped"]) == {REPEATED: 2}
+    assert encode(merged.meta)["samples"] == 3
 
 
 def test_a_feed_repeated_in_another_process_is_kept_once() -> None:
     merged = merge([part(["x", "y"]), part(["x", "z"])], Caps(), ROOT)
     assert sorted(kept_feeds(merged)) == [b"x", b"y", b"z"]
-    assert dict(merged.meta["skipped"]) == {REPEATED: 1}
+    assert dict(encode(merged.meta)["skipped"]) == {REPEATED: 1}
 
 
 def test_every_call_not_kept_is_counted_under_its_reason() -> None:
     """The processes kept 3 of 10 calls and counted none: the 7 others were thinned to stay within the
     byte bound, which the choice did not reach by samples."""
     merged = merge([part(["a", "b", "c"], calls=10)], Caps(), ROOT)
-    assert dict(merged.meta["skipped"]) == {BYTE_CAP: 7}
-    assert merged.meta["samples"] + sum(n for _, n in merged.meta["skipped"]) == merged.meta["calls"]
+    assert dict(encode(merged.meta)["skipped"]) == {BYTE_CAP: 7}
+    assert merged.meta.samples + sum(n for _, n in merged.meta.skipped) == merged.meta.calls
 
 
 def test_calls_thinned_when_the_samples_bound_was_reached_count_under_it() -> None:
     merged = merge([part(["a", "b", "c", "d"], calls=9)], Caps.hard(samples=2), ROOT)
-    assert merged.meta["samples"] == 2
-    assert dict(merged.meta["skipped"]) == {SAMPLE_CAP: 7}
+    assert encode(merged.meta)["samples"] == 2
+    assert dict(encode(merged.meta)["skipped"]) == {SAMPLE_CAP: 7}
 
 
 def test_feeds_onnxruntime_rejected_are_not_calls() -> None:
     """``REJECTED`` counts feeds ``run()`` refused: reported, but not among the calls to account for."""
     merged = merge([part(["a", "b"], skipped=[[REJECTED, 5]])], Caps(), ROOT)
-    assert dict(merged.meta["skipped"]) == {REJECTED: 5}
+    assert dict(encode(merged.meta)["skipped"]) == {REJECTED: 5}
 
 
 def test_the_skipped_counts_of_the_parts_add_up_and_zero_counts_are_dropped() -> None:
     merged = merge([part(["a"], calls=3, skipped=[["over the byte cap", 2], ["unused", 0]]),
                     part(["b"], calls=2, skipped=[["over the byte cap", 1]])], Caps(), ROOT)
-    assert merged.meta["skipped"] == [["over the byte cap", 3]]
+    assert encode(merged.meta)["skipped"] == [["over the byte cap", 3]]
 
 
 @pytest.mark.parametrize(("model", "expected"), [
@@ -112,12 +113,12 @@ def test_the_skipped_counts_of_the_parts_add_up_and_zero_counts_are_dropped() ->
     (BYTES_MODEL, BYTES_MODEL),
 ])
 def test_the_model_is_named_relative_to_the_project_else_by_its_file_name(model: str, expected: str) -> None:
-    assert merge([part(["a"], model=model)], Caps(), ROOT).meta["model"] == expected
+    assert merge([part(["a"], model=model)], Caps(), ROOT).meta.model == expected
 
 
 def test_a_path_outranks_a_session_made_from_bytes() -> None:
     merged = merge([part(["a"], model=BYTES_MODEL), part(["b"], model="/project/m.onnx")], Caps(), ROOT)
-    assert merged.meta["model"] == "m.onnx"
+    assert encode(merged.meta)["model"] == "m.onnx"
     assert merged.source == "/project/m.onnx"  # for the coverage table, never written to the file
     assert merge([part(["a"], model=BYTES_MODEL)], Caps(), ROOT).source == ""
 
@@ -135,7 +136,7 @@ def test_what_was_kept_names_the_tests_it_came_from() -> None:
     merged = merge([part(["a", "b", "c"], labels=["test:t", "test:t", "test:u"], tests=["test:t", "test:u"])],
                    Caps(), ROOT)
     assert merged.kept == "3 samples from 2 tests"
-    assert merged.meta["units"] == ["test:t", "test:t", "test:u"]
+    assert encode(merged.meta)["units"] == ["test:t", "test:t", "test:u"]
     assert merge([part(["a"])], Caps(), ROOT).kept == "1 sample"
 
 
@@ -150,7 +151,7 @@ def test_every_unit_kept_is_not_short_even_when_fewer_than_min_units_ran() -> No
 
 
 def test_stateless_meta_has_no_feedback_and_no_streams() -> None:
-    meta = merge([part(["a"])], Caps(), ROOT).meta
+    meta = encode(merge([part(["a"])], Caps(), ROOT).meta)
     assert (meta["feedback"], meta["streams"]) == ([], [])
     assert meta["model_sha256"] == "a" * 64 and meta["inputs"] == ["x"]
 
@@ -158,7 +159,7 @@ def test_stateless_meta_has_no_feedback_and_no_streams() -> None:
 def test_streams_keep_their_steps_in_call_order() -> None:
     merged = merge([part(["s0", "s1", "s2", "t0", "t1"], streams=[[0, 1, 2], [3, 4]], streams_ran=2,
                          stream_steps=[3, 2], stream_groups=["", ""])], Caps(), ROOT)
-    meta = merged.meta
+    meta = encode(merged.meta)
     assert meta["feedback"] == FEEDBACK
     assert meta["streams"] == [[0, 1, 2], [3, 4]] and meta["stream_steps"] == [3, 2]
     assert meta["units"] == ["stream:0"] * 3 + ["stream:1"] * 2 and meta["picked"] == [0, 1, 2, 3, 4]
@@ -169,16 +170,16 @@ def test_streams_keep_their_steps_in_call_order() -> None:
 
 def test_interleaved_streams_are_stored_by_call_and_indexed_by_position() -> None:
     merged = merge([part(["s0", "t0", "s1", "t1"], streams=[[0, 2], [1, 3]])], Caps(), ROOT)
-    assert merged.meta["streams"] == [[0, 2], [1, 3]]
-    assert merged.meta["units"] == ["stream:0", "stream:1", "stream:0", "stream:1"]
+    assert encode(merged.meta)["streams"] == [[0, 2], [1, 3]]
+    assert encode(merged.meta)["units"] == ["stream:0", "stream:1", "stream:0", "stream:1"]
     assert merged.seen == "2 streams"  # parts that did not count the streams that ran: the streams merged
 
 
 def test_a_stream_that_repeats_the_start_of_another_is_kept_once() -> None:
     merged = merge([part(["s0", "s1", "s2", "s0", "s1", "s0", "s1", "s2"], streams=[[0, 1, 2], [3, 4], [5, 6, 7]],
                          streams_ran=3)], Caps(), ROOT)
-    assert merged.meta["streams"] == [[0, 1, 2]]
-    assert dict(merged.meta["skipped"]) == {REPEATED_STREAM: 5}
+    assert encode(merged.meta)["streams"] == [[0, 1, 2]]
+    assert dict(encode(merged.meta)["skipped"]) == {REPEATED_STREAM: 5}
     assert merged.repeated_streams == 2
     assert merged.seen == "3 streams"  # what ran (the parts' streams_ran), not what was kept
 
@@ -187,22 +188,22 @@ def test_the_feedback_most_parts_saw_wins_and_other_streams_keep_their_first_ste
     other = [["h_out", "h_in"]]
     merged = merge([part(["a0", "a1"], streams=[[0, 1]]), part(["b0", "b1"], streams=[[0, 1]]),
                     part(["c0", "c1", "c2"], streams=[[0, 1, 2]], feedback=other)], Caps(), ROOT)
-    assert merged.meta["feedback"] == FEEDBACK
+    assert encode(merged.meta)["feedback"] == FEEDBACK
     assert sorted(kept_feeds(merged)) == [b"a0", b"a1", b"b0", b"b1", b"c0"]
-    assert dict(merged.meta["skipped"]) == {OTHER_FEEDBACK: 2}
+    assert dict(encode(merged.meta)["skipped"]) == {OTHER_FEEDBACK: 2}
 
 
 def test_stateless_calls_beside_streams_become_one_step_streams() -> None:
     merged = merge([part(["s0", "s1"], streams=[[0, 1]]), part(["a", "b"], labels=["test:t", "call:1"])],
                    Caps(), ROOT)
-    assert sorted(len(s) for s in merged.meta["streams"]) == [1, 1, 2]
+    assert sorted(len(s) for s in encode(merged.meta)["streams"]) == [1, 1, 2]
     assert merged.kept == "3 streams, 4 steps"
 
 
 def test_streams_cut_to_a_prefix_say_so() -> None:
     feeds = [f"s{k}" for k in range(6)] + [f"t{k}" for k in range(6)]
     merged = merge([part(feeds, streams=[list(range(6)), list(range(6, 12))])], Caps.hard(max_bytes=800), ROOT)
-    assert [len(s) for s in merged.meta["streams"]] == [4, 4]
-    assert merged.meta["stream_steps"] == [6, 6]
+    assert [len(s) for s in encode(merged.meta)["streams"]] == [4, 4]
+    assert encode(merged.meta)["stream_steps"] == [6, 6]
     assert merged.kept == "2 streams, 8 steps (2 cut to a prefix)"
-    assert dict(merged.meta["skipped"]) == {BYTE_CAP: 4}
+    assert dict(encode(merged.meta)["skipped"]) == {BYTE_CAP: 4}

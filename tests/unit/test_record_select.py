@@ -94,9 +94,9 @@ def test_merge_counts_every_call_it_did_not_keep() -> None:
     feeds.append(rng.standard_normal((1, 300_000)).astype(np.float32))  # 1.2 MB of noise: over a 1 MB cap
     caps = Caps.hard(samples=256, max_bytes=MB)
     merged = merge([Part(*part_of(_log(feeds, caps)))], caps, Path("/abs"))
-    assert merged.meta["calls"] == 24 and merged.meta["samples"] == 22
-    assert dict(merged.meta["skipped"]) == {"repeating a kept feed": 1, "over the byte cap": 1}
-    assert merged.meta["model"] == "m.onnx"
+    assert merged.meta.calls == 24 and merged.meta.samples == 22
+    assert dict(merged.meta.skipped) == {"repeating a kept feed": 1, "over the byte cap": 1}
+    assert merged.meta.model == "m.onnx"
 
 
 def test_merge_counts_what_the_caps_left_out_across_processes() -> None:
@@ -107,10 +107,10 @@ def test_merge_counts_what_the_caps_left_out_across_processes() -> None:
         feeds = [np.zeros((1, 64), np.float32)] + [rng.standard_normal((1, 64)).astype(np.float32) for _ in range(29)]
         parts.append(Part(*part_of(_log(feeds, caps, unit=f"test:t{p}"))))
     merged = merge(parts, caps, Path("/abs"))
-    skipped = dict(merged.meta["skipped"])
-    assert merged.meta["calls"] == 90 and merged.meta["samples"] == 10
+    skipped = dict(merged.meta.skipped)
+    assert merged.meta.calls == 90 and merged.meta.samples == 10
     assert skipped == {"repeating a kept feed": 2, SAMPLE_CAP: 78}
-    assert len(set(merged.meta["units"])) == 3  # every test kept
+    assert len(set(merged.meta.units)) == 3  # every test kept
 
 
 def test_merge_is_independent_of_the_order_of_the_parts() -> None:
@@ -230,7 +230,7 @@ def recorded(sizes: list[tuple[int, int]], unit: object = None) -> tuple[int, ob
         log.observe({"x": image}, Step(i, 0, ()), unit(i) if callable(unit) else "", False)
     meta, samples = part_of(log)
     merged = merge([Part(meta, samples)], SMALL, Path("/p"))
-    return len(set(merged.meta["units"])), merged
+    return len(set(merged.meta.units)), merged
 
 
 def pages_of(count: int, largest: int, seed: int = 1) -> list[tuple[int, int]]:
@@ -246,14 +246,14 @@ def test_a_script_that_calls_a_model_sixteen_times_or_more_keeps_sixteen_units(c
     kept 13 of 51 (the bound never reached; the default caps could keep 16). Thinning that drops units
     now stops at twice what evidence needs, unless the memory held passes twice the byte ceiling."""
     units, merged = recorded(pages_of(calls, largest))
-    assert units >= MIN_UNITS, (units, merged.meta["skipped"])
+    assert units >= MIN_UNITS, (units, merged.meta.skipped)
     assert merged.short is None
 
 
 @pytest.mark.parametrize("calls", [16, 51])
 def test_tests_that_call_a_model_keep_sixteen_units_whatever_drives_them(calls: int) -> None:
     units, merged = recorded(pages_of(calls, 1200), unit=lambda i: f"test:tests/test_pages.py::test_page[{i}]")
-    assert units >= MIN_UNITS, (units, merged.meta["skipped"])
+    assert units >= MIN_UNITS, (units, merged.meta.skipped)
     assert merged.short is None
 
 
@@ -265,7 +265,7 @@ def test_where_the_ceiling_stops_it_the_recording_says_which_bound_and_what_keep
     assert merged.short is not None
     kept, ran, bound, needed = merged.short
     assert (kept, ran, bound) == (units, 20, "--max-bytes") and needed > SMALL.ceiling
-    assert dict(merged.meta["skipped"])[BYTE_CAP] == 20 - units
+    assert dict(merged.meta.skipped)[BYTE_CAP] == 20 - units
 
 
 def test_where_the_memory_bound_stops_it_the_recording_names_it_and_what_keeps_sixteen() -> None:

@@ -292,7 +292,7 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     (root / PLAN_NAME).write_text("{not json")
     unreadable = cli("check", "--fix", "--", *SCRIPT_COMMAND, cwd=root)
     assert unreadable.returncode == 1 and unreadable.stderr.count("error") == 1, unreadable.stderr
-    assert PLAN_NAME in unreadable.stderr and "the plan is not valid JSON" in unreadable.stderr
+    assert PLAN_NAME in unreadable.stderr and f"{PLAN_NAME}: not valid JSON" in unreadable.stderr
     assert "delete the file and run check --fix again" in unreadable.stderr
 
     elsewhere = make_project(tmp_path / "other", names="b")

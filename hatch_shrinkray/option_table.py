@@ -1,10 +1,10 @@
-"""Every engine option, declared once: its key, flag, field, TOML type, default, meaning and check.
+"""Every key of the hook's table, declared once: each engine option's key, flag, field, TOML type,
+default, meaning and check (:data:`OPTIONS`), and the hook's own keys (:data:`HOOK_KEYS`).
 
-The hook's table is read and checked from :data:`OPTIONS` (:mod:`hatch_shrinkray.shipping.config`),
-the commands' flags are made from it (``hatch_shrinkray.cli``), and so are the docs' references
-(``docs/hooks.py``), the keys' meanings (:mod:`hatch_shrinkray.shipping.keys`) and the flags that
-hints name (:data:`hatch_shrinkray.hints.FLAGS`). Adding an option is one :class:`Option` here, its
-field in :mod:`hatch_shrinkray.options`, and its use.
+The hook's table is read and checked from these (:mod:`hatch_shrinkray.shipping.config`), the
+commands' flags are made from :data:`OPTIONS` (``hatch_shrinkray.cli``), and so are the docs'
+references (``docs/hooks.py``) and the flags that hints name (:data:`hatch_shrinkray.hints.FLAGS`).
+Adding an option is one :class:`Option` here, its field in :mod:`hatch_shrinkray.options`, and its use.
 
 Checks are pure and collect every problem, each naming the option as the user spelled it (a full
 TOML key or a flag), so the user fixes every mistake in one round trip.
@@ -483,7 +483,47 @@ OPTIONS: tuple[Option, ...] = (
 )
 """Every engine option, in the order of the docs' reference and of the checks."""
 
+@dataclass(frozen=True)
+class HookKey:
+    """One key the hook reads itself (:class:`hatch_shrinkray.shipping.config.HookConfig`), not an
+    engine option: in the hook's table only (``models`` in every override too)."""
+
+    key: str
+    words: str
+    """Its TOML type, as the docs name it."""
+    help: str
+    """What it means, for the configuration reference (markdown)."""
+    shown: str | None = None
+    """The default as the docs show it; None: the ``HookConfig`` field's own."""
+    choices: tuple[str, ...] = ()
+    """The values a string key takes (empty: read by its own function)."""
+
+
+HOOK_KEYS: tuple[HookKey, ...] = (
+    HookKey("models", "array of strings", "glob patterns of the models to ship shrunk, relative to the project root "
+            "(`**` allowed); a pattern that matches nothing is an error. For `hatch-shrinkray wheel` they match "
+            "paths inside the wheel", "required"),
+    HookKey("sdist", "string", "hook only: `original` ships the original models in the sdist (the wheel is still "
+            "shrunk)", choices=("shrunk", "original")),
+    HookKey("cache", "boolean or path", "cache shrunk models in the user cache directory; a string names the "
+            "directory (`HATCH_SHRINKRAY_CACHE_DIR` overrides the default); `false` disables it. The directory "
+            "must be private ([Trust and security](trust.md))"),
+    HookKey("overrides", "array of tables", "an array of tables, each with its own `models` globs and any engine "
+            "key, applied to the models it selects, in order", "`[]`"),
+    HookKey("plan", "path or false", "the plan file `hatch-shrinkray check --fix` and `hatch-shrinkray check "
+            "--search` write; `false` ignores it ([Checking with your own tests](checking.md))",
+            "`\"shrinkray-plan.json\"` if present"),
+    HookKey("pins", "string", "where the package's own text files (`.py`, `.yaml`, `.json`, `.txt`, ...) hold the "
+            "sha256, sha1 or md5 of an original model it ships shrunk (a digest check before loading): `warn` names "
+            "each such file and the digest it needs; `rewrite` ships those files with the shrunk model's digest "
+            "instead (the hook ships a rewritten copy and never edits the project; `hatch-shrinkray wheel` "
+            "rewrites the wheel's member and its RECORD) ([Checking with your own tests](checking.md))",
+            choices=("warn", "rewrite")),
+)
+"""The hook's own keys, in the order of the docs' reference (after ``models``, the engine keys')."""
+
 BY_KEY: dict[str, Option] = {o.key: o for o in OPTIONS}
+HOOK_BY_KEY: dict[str, HookKey] = {k.key: k for k in HOOK_KEYS}
 BY_FIELD: dict[str, Option] = {o.field: o for o in OPTIONS}
 
 

@@ -122,7 +122,7 @@ def _action_rows(actions: list[argparse.Action]) -> list[str]:
             continue
         if action.dest == "argv" and not action.option_strings and action.nargs != argparse.REMAINDER:
             continue  # check's COMMAND is split off before parsing (its usage line shows it)
-        help_text = (action.help or "").replace("%%", "%")  # argparse's escape, as --help prints it
+        help_text = argparse.HelpFormatter("")._expand_help(action) if action.help else ""  # as --help prints it
         if action.required and action.option_strings:
             help_text = f"required; {help_text}" if help_text else "required"
         rows.append(f"| {_flags(action)} | {_cell(_default_text(action))} | {_cell(help_text)} |")

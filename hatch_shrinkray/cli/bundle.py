@@ -41,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help=f"the models to shrink: globs relative to DIR (repeatable; ** allowed; default {EVERY_MODEL})")
     pins_flag(b, "the tree's text files")
     b.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
-                   help=f"the longest one run of COMMAND may take (default {DEFAULT_TIMEOUT:.0f})")
+                   help="the longest one run of COMMAND may take (default %(default).0f)")
     option_flags(b)
     b.set_defaults(argv=[])  # everything after `--`, split off before parsing (see main)
 

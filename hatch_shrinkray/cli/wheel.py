@@ -25,7 +25,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     w.add_argument("wheels", nargs="+", type=Path, metavar="WHEEL", help="wheel files")
     where = w.add_mutually_exclusive_group()
     w.common(where.add_argument("-o", "--output", type=Path, default=Path("wheelhouse"), metavar="DIR",
-                                help="directory for the rewritten wheels (default: wheelhouse)"),
+                                help="directory for the rewritten wheels (default: %(default)s)"),
              where.add_argument("--in-place", action="store_true", help="replace each input wheel"))
     w.add_argument("--force", action="store_true", help="overwrite existing output wheels")
     w.common(w.add_argument("--project", type=Path, default=Path("."), action=Noted, metavar="DIR",

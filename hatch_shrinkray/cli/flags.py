@@ -13,19 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hatch_shrinkray import option_table
 from hatch_shrinkray.cli.usage import Parser
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.hints import FLAGS
-from hatch_shrinkray.option_table import (
-    BY_FIELD,
-    GROUPS,
-    HOOK_BY_KEY,
-    KINDS,
-    OPTIONS,
-    idle_options,
-    option_errors,
-    options_from,
-)
+from hatch_shrinkray.option_table import BY_FIELD, GROUPS, KINDS, OPTIONS, idle_options, option_errors, options_from
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.shipping.config import CommandLine, HookConfig
 
@@ -63,7 +55,7 @@ def plan_flag(p: Parser, help_text: str = PLAN_HELP) -> argparse.Action:
 
 def pins_flag(p: Parser, files: str) -> argparse.Action:
     """``--pins``: what to do where ``files`` pin an original model's digest (the ``pins`` key's values)."""
-    return p.add_argument("--pins", choices=HOOK_BY_KEY["pins"].choices,
+    return p.add_argument("--pins", choices=option_table.HOOK_BY_KEY["pins"].choices,
                           help=f"what to do where {files} pin the sha256, sha1 or md5 of an original model: "
                                f"{HookConfig.pins} (the default) or rewrite them to name the shrunk model's (the "
                                "`pins` key)")

@@ -21,14 +21,7 @@ from packaging.version import Version
 from hatch_shrinkray.errors import ShrinkrayError, did_you_mean
 from hatch_shrinkray.files import model_files
 from hatch_shrinkray.hints import LINE_LIMIT, counted, listed
-from hatch_shrinkray.option_table import (
-    HOOK_KEYS,
-    OPTIONS,
-    option_errors,
-    options_from,
-    read_settings,
-    read_strings,
-)
+from hatch_shrinkray.option_table import HOOK_KEYS, OPTIONS, option_errors, options_from, read_settings, read_strings
 from hatch_shrinkray.options import OLDEST_ONNXRUNTIME, ShrinkOptions
 from hatch_shrinkray.shipping.advice import default_recording, record_command
 from hatch_shrinkray.shipping.layout import Layout, project_layout

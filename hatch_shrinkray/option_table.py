@@ -169,17 +169,12 @@ def _typed(test: Callable[[Any], bool], convert: Callable[[Any], Any],
     return read
 
 
-def read_strings(value: Any, path: str, errors: list[str]) -> list[str] | None:
+def read_strings(value: Any, path: str, errors: list[str]) -> tuple[str, ...] | None:
     """An array of strings (``path``: its full TOML path, for the message)."""
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return list(value)
+        return tuple(value)
     errors.append(f"Field `{path}` must be an array of strings")
     return None
-
-
-def _read_string_tuple(value: Any, path: str, errors: list[str]) -> tuple[str, ...] | None:
-    strings = read_strings(value, path, errors)
-    return None if strings is None else tuple(strings)
 
 
 def _read_dims(value: Any, path: str, errors: list[str]) -> tuple[tuple[str, int], ...] | None:
@@ -233,7 +228,7 @@ KINDS: dict[str, Kind] = {
     "boolean": Kind("boolean", _typed(lambda v: isinstance(v, bool), bool, "must be a boolean"), {"nargs": 0}),
     "number": Kind("number", _typed(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), float,
                                     "must be a number"), {"type": float, "metavar": "NUMBER"}),
-    "strings": Kind("array of strings", _read_string_tuple, {"append": True}, lambda v, s: tuple(v)),
+    "strings": Kind("array of strings", read_strings, {"append": True}, lambda v, s: tuple(v)),
     "dims": Kind("table of integers", _read_dims, {"append": True, "metavar": "NAME=VALUE"}, _given_dims),
     "range": Kind("array of two integers",
                   _typed(lambda v: isinstance(v, list) and len(v) == 2 and all(_is_int(x) for x in v), tuple,
@@ -327,12 +322,8 @@ class Option:
         return (self.flag or f"--{self.key}",)
 
     def default(self) -> Any:
-        """The engine's default (``int-range``: both ends; ``verify``: on)."""
-        if self.key == "int-range":
-            return (VerifyOptions().int_low, VerifyOptions().int_high)
-        if self.key == "verify":
-            return True
-        return getattr(VerifyOptions() if self.verify else ShrinkOptions(), self.field)
+        """The engine's default, its value in the default options (``int-range``: both ends; ``verify``: on)."""
+        return self.value(ShrinkOptions())
 
     def value(self, opts: ShrinkOptions) -> Any:
         """Its value in ``opts`` (verification ones: None when verification is off)."""
@@ -488,18 +479,16 @@ OPTIONS: tuple[Option, ...] = (
 
 @dataclass(frozen=True)
 class HookKey:
-    """One key the hook reads itself (:class:`hatch_shrinkray.shipping.config.HookConfig`), not an
-    engine option: in the hook's table only (``models`` in every override too)."""
+    """One key the hook reads itself (``shipping.config.HookConfig``), not an engine option, in the hook's table
+    only (``models`` in every override too): its TOML type as the docs name it (``words``), its meaning (``help``,
+    markdown), its default as the docs show it (``shown``; None: the ``HookConfig`` field's own) and the values a
+    string key takes (``choices``; none: it is read by a function of its own)."""
 
     key: str
     words: str
-    """Its TOML type, as the docs name it."""
     help: str
-    """What it means, for the configuration reference (markdown)."""
     shown: str | None = None
-    """The default as the docs show it; None: the ``HookConfig`` field's own."""
     choices: tuple[str, ...] = ()
-    """The values a string key takes (empty: read by its own function)."""
 
 
 HOOK_KEYS: tuple[HookKey, ...] = (

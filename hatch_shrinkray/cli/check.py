@@ -25,8 +25,7 @@ if TYPE_CHECKING:
 DEFAULT_TIMEOUT = 3600.0
 """``--timeout``: an hour per run of the command, generous for a test suite; a hang ends."""
 MAX_TIMEOUT = 7 * 24 * 3600.0
-SEARCH_RUNS = 16
-"""``--search``'s runs of the command per model when ``--max-runs`` does not say."""
+SEARCH_RUNS = 16  # --search's runs of the command per model when --max-runs does not say
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -10,7 +10,7 @@ hook's own keys); this module checks the keys, globs and the hook's own settings
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -197,9 +197,8 @@ def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
         given = options_from({**base, **flags.settings}, root)
         errors += [e for e in option_errors(given, {**base_names, **flag_names}) if e not in errors]
 
-    defaults = {f.name: f.default for f in fields(HookConfig)}
-    values = {k.key: raw.get(k.key, defaults.get(k.key)) for k in HOOK_KEYS} | \
-        ({} if flags.pins is None else {"pins": flags.pins})
+    values = {k.key: raw.get(k.key, getattr(HookConfig, k.key, None)) for k in HOOK_KEYS}  # a field's default
+    values |= {} if flags.pins is None else {"pins": flags.pins}
     read: dict[str, Any] = {}
     for key in HOOK_KEYS:  # in table order, so are the errors
         value = values[key.key]
@@ -222,7 +221,7 @@ def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
 def _selected(raw: Mapping[str, Any], flags: CommandLine, globs: _Globs, table: str, errors: list[str]) -> list[str]:
     """The model files the table's ``models`` (or the command's, which replace them) select."""
     if flags.models:
-        return globs.match(list(flags.models), flags.models_flag, errors)
+        return globs.match(flags.models, flags.models_flag, errors)
     if "models" not in raw:
         errors.append(f"{_field(table, 'models')} is required")
         return []
@@ -325,7 +324,7 @@ class _Globs:
     layout: Layout
     in_wheel: bool
 
-    def match(self, patterns: list[str], path: str, errors: list[str]) -> list[str]:
+    def match(self, patterns: Sequence[str], path: str, errors: list[str]) -> list[str]:
         """The files that ``patterns`` select, in pattern order; every pattern must match something
         (``path`` names the setting in messages)."""
         if not patterns:
@@ -419,16 +418,12 @@ def _read_plan_key(value: Any, root: Path, table: str,
                    errors: list[str]) -> tuple[Path | None, dict[str, PlanEntry]]:
     """The plan file and its entries: ``plan = "file.json"``, ``false``, or by default
     ``shrinkray-plan.json`` at the project root when it exists."""
+    if value is None or value is True:
+        value = PLAN_NAME if (root / PLAN_NAME).is_file() else False
     if value is False:
         return None, {}
-    if value is None or value is True:
-        path = root / PLAN_NAME
-        if not path.is_file():
-            return None, {}
-    elif isinstance(value, str) and value.endswith(".json"):
+    if isinstance(value, str) and value.endswith(".json"):
         return _read_plan_file(root / value, value, _field(table, "plan"), errors)
-    else:
-        errors.append(f"{_field(table, 'plan')} must be the path of a .json plan file, relative to the project "
-                      "root, or false")
-        return None, {}
-    return _read_plan_file(path, PLAN_NAME, _field(table, "plan"), errors)
+    errors.append(f"{_field(table, 'plan')} must be the path of a .json plan file, relative to the project root, "
+                  "or false")
+    return None, {}

@@ -1,8 +1,8 @@
 """mkdocs hook: the pages that must follow the code are generated from it at build time.
 
 * ``<!-- generated: configuration -->``: every key the configuration table accepts, its TOML
-  type, its default and its meaning (the engine keys' declared in ``option_table.py``, the hook's
-  own in ``shipping/config.py`` and ``shipping/keys.py``);
+  type, its default and its meaning, as ``option_table.py`` declares them (the hook's own keys'
+  defaults are its ``HookConfig`` fields');
 * ``<!-- generated: cli -->``: every command and flag of ``hatch-shrinkray``, from the argparse
   parser ``cli.parser()`` itself;
 * ``<!-- generated: runtimes -->``: the runtime compatibility table, from
@@ -27,19 +27,12 @@ MATRIX = ROOT / "tests" / "runtime_matrix.json"
 IMAGES = {"img/curves.png": ROOT / "benchmarks" / "curves.png", "img/results.png": ROOT / "benchmarks" / "results.png",
           "img/auto_download.png": ROOT / "benchmarks" / "auto_download.png"}
 
-HOOK_KEY_KINDS = {"models": "array of strings", "sdist": "string", "cache": "boolean or path",
-                  "overrides": "array of tables", "plan": "path or false",
-                  "pins": "string"}
-"""The TOML types of the keys ``shipping/config.py`` reads itself (the engine keys' are declared in
-``option_table.py``)."""
-
 
 def config_keys() -> list[str]:
     """Every key the configuration table accepts (hatchling's own reserved keys aside), in table order."""
-    from hatch_shrinkray.shipping import config
+    from hatch_shrinkray.option_table import HOOK_KEYS, OPTIONS
 
-    hook = [k for k in config._HOOK_KEYS if k != "models"]
-    return ["models", *config.ENGINE_KEYS, *hook]
+    return ["models", *(o.key for o in OPTIONS), *(k.key for k in HOOK_KEYS if k.key != "models")]
 
 
 def _toml(value: Any) -> str:
@@ -56,29 +49,32 @@ def _code(text: str) -> str:
     return f"`{text}`"
 
 
-def _default(key: str) -> str:
-    from hatch_shrinkray.option_table import BY_KEY
-    from hatch_shrinkray.shipping.keys import KEY_HELP
+def key_row(key: str) -> tuple[str, str, str]:
+    """A key's TOML type, default and meaning, as the reference shows them."""
+    from hatch_shrinkray.option_table import BY_KEY, HOOK_BY_KEY, KINDS
+    from hatch_shrinkray.shipping.config import HookConfig
 
-    shown = KEY_HELP[key][0]
-    if shown is not None:
-        return shown
+    if key in HOOK_BY_KEY:
+        hook = HOOK_BY_KEY[key]
+        return hook.words, hook.shown or _code(_toml(getattr(HookConfig, key))), hook.help
     option = BY_KEY[key]
     value = option.default()
-    if option.kind in ("dims", "encodings", "judges"):
-        return _code("{}" if not value else str(dict(value)))
-    return _code(_toml(value))
+    if option.shown is not None:
+        shown = option.shown
+    elif option.kind in ("dims", "encodings", "judges"):
+        shown = _code("{}" if not value else str(dict(value)))
+    else:
+        shown = _code(_toml(value))
+    return KINDS[option.kind].words, shown, option.help
 
 
 def config_reference() -> str:
-    from hatch_shrinkray.option_table import BY_KEY, KINDS
     from hatch_shrinkray.shipping import config
-    from hatch_shrinkray.shipping.keys import KEY_HELP
 
     rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
     for key in config_keys():
-        kind = HOOK_KEY_KINDS.get(key) or KINDS[BY_KEY[key].kind].words
-        rows.append(f"| `{key}` | {kind} | {_default(key).replace('|', '&#124;')} | {KEY_HELP[key][1]} |")
+        kind, default, meaning = key_row(key)
+        rows.append(f"| `{key}` | {kind} | {default.replace('|', '&#124;')} | {meaning} |")
     engine = ", ".join(f"`{k}`" for k in config.ENGINE_KEYS)
     reserved = ", ".join(f"`{k}`" for k in config.RESERVED_KEYS)
     return "\n".join([
@@ -126,7 +122,7 @@ def _action_rows(actions: list[argparse.Action]) -> list[str]:
             continue
         if action.dest == "argv" and not action.option_strings and action.nargs != argparse.REMAINDER:
             continue  # check's COMMAND is split off before parsing (its usage line shows it)
-        help_text = (action.help or "").replace("%%", "%")  # argparse's escape, as --help prints it
+        help_text = argparse.HelpFormatter("")._expand_help(action) if action.help else ""  # as --help prints it
         if action.required and action.option_strings:
             help_text = f"required; {help_text}" if help_text else "required"
         rows.append(f"| {_flags(action)} | {_cell(_default_text(action))} | {_cell(help_text)} |")

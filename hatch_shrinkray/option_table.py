@@ -1,10 +1,10 @@
-"""Every engine option, declared once: its key, flag, field, TOML type, default, meaning and check.
+"""Every key of the hook's table, declared once: each engine option's key, flag, field, TOML type,
+default, meaning and check (:data:`OPTIONS`), and the hook's own keys (:data:`HOOK_KEYS`).
 
-The hook's table is read and checked from :data:`OPTIONS` (:mod:`hatch_shrinkray.shipping.config`),
-the commands' flags are made from it (``hatch_shrinkray.cli``), and so are the docs' references
-(``docs/hooks.py``), the keys' meanings (:mod:`hatch_shrinkray.shipping.keys`) and the flags that
-hints name (:data:`hatch_shrinkray.hints.FLAGS`). Adding an option is one :class:`Option` here, its
-field in :mod:`hatch_shrinkray.options`, and its use.
+The hook's table is read and checked from these (:mod:`hatch_shrinkray.shipping.config`), the
+commands' flags are made from :data:`OPTIONS` (``hatch_shrinkray.cli``), and so are the docs'
+references (``docs/hooks.py``) and the flags that hints name (:data:`hatch_shrinkray.hints.FLAGS`).
+Adding an option is one :class:`Option` here, its field in :mod:`hatch_shrinkray.options`, and its use.
 
 Checks are pure and collect every problem, each naming the option as the user spelled it (a full
 TOML key or a flag), so the user fixes every mistake in one round trip.
@@ -23,6 +23,9 @@ from hatch_shrinkray.options import (
     ANY_LEVELS,
     BLOCK_SIZES,
     DECODES,
+    DEFAULT_MAX_REL_L2,
+    DEFAULT_MIN_AGREEMENT,
+    DEFAULT_MIN_COSINE,
     ENCODINGS,
     INT64,
     JUDGES,
@@ -41,7 +44,7 @@ from hatch_shrinkray.options import (
     inputs_problem,
     judge_problem,
 )
-from hatch_shrinkray.sizes import DEFAULT_TARGET, TARGETS
+from hatch_shrinkray.sizes import TARGETS
 
 Check = Callable[[Any, ShrinkOptions, str], list[str]]
 """The problems with an option's value (``value``, all the options, the option's name as spelled)."""
@@ -166,17 +169,12 @@ def _typed(test: Callable[[Any], bool], convert: Callable[[Any], Any],
     return read
 
 
-def read_strings(value: Any, path: str, errors: list[str]) -> list[str] | None:
+def read_strings(value: Any, path: str, errors: list[str]) -> tuple[str, ...] | None:
     """An array of strings (``path``: its full TOML path, for the message)."""
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return list(value)
+        return tuple(value)
     errors.append(f"Field `{path}` must be an array of strings")
     return None
-
-
-def _read_string_tuple(value: Any, path: str, errors: list[str]) -> tuple[str, ...] | None:
-    strings = read_strings(value, path, errors)
-    return None if strings is None else tuple(strings)
 
 
 def _read_dims(value: Any, path: str, errors: list[str]) -> tuple[tuple[str, int], ...] | None:
@@ -230,7 +228,7 @@ KINDS: dict[str, Kind] = {
     "boolean": Kind("boolean", _typed(lambda v: isinstance(v, bool), bool, "must be a boolean"), {"nargs": 0}),
     "number": Kind("number", _typed(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), float,
                                     "must be a number"), {"type": float, "metavar": "NUMBER"}),
-    "strings": Kind("array of strings", _read_string_tuple, {"append": True}, lambda v, s: tuple(v)),
+    "strings": Kind("array of strings", read_strings, {"append": True}, lambda v, s: tuple(v)),
     "dims": Kind("table of integers", _read_dims, {"append": True, "metavar": "NAME=VALUE"}, _given_dims),
     "range": Kind("array of two integers",
                   _typed(lambda v: isinstance(v, list) and len(v) == 2 and all(_is_int(x) for x in v), tuple,
@@ -324,12 +322,8 @@ class Option:
         return (self.flag or f"--{self.key}",)
 
     def default(self) -> Any:
-        """The engine's default (``int-range``: both ends; ``verify``: on)."""
-        if self.key == "int-range":
-            return (VerifyOptions().int_low, VerifyOptions().int_high)
-        if self.key == "verify":
-            return True
-        return getattr(VerifyOptions() if self.verify else ShrinkOptions(), self.field)
+        """The engine's default, its value in the default options (``int-range``: both ends; ``verify``: on)."""
+        return self.value(ShrinkOptions())
 
     def value(self, opts: ShrinkOptions) -> Any:
         """Its value in ``opts`` (verification ones: None when verification is off)."""
@@ -349,10 +343,10 @@ _BUDGET = _between(0.0, 1.0, optional=True)
 
 OPTIONS: tuple[Option, ...] = (
     Option("method", "string", "the encoding method: `int8`, `fp16`, `float-levels`, `dedup`, `dynamic`, `int4` or "
-           "`auto` ([Methods and encodings](methods.md))", f"one of {', '.join(METHODS)} (default int8)",
+           "`auto` ([Methods and encodings](methods.md))", f"one of {', '.join(METHODS)} (default %(default)s)",
            _one_of(METHODS), group="encoding", common=True),
     Option("min-elements", "integer", "the smallest float tensor worth encoding; smaller ones stay float",
-           "smallest tensor to encode (default 16384)", _positive, group="tensors"),
+           "smallest tensor to encode (default %(default)s)", _positive, group="tensors"),
     Option("exclude-tensors", "strings", "keep tensors whose name matches one of these globs",
            "keep tensors whose name matches float (repeatable)", metavar="GLOB",
            group="tensors"),
@@ -362,7 +356,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("dedup", "boolean", "store identical tensors once first (lossless)",
            "do not merge identical tensors first", flag="--no-dedup", const=False, group="tensors"),
     Option("scheme", "string", "`int8`: `symmetric` or `asymmetric` grid",
-           f"int8 scheme: {', '.join(SCHEMES)} (default symmetric)", _one_of(SCHEMES), group="encoding"),
+           f"int8 scheme: {', '.join(SCHEMES)} (default %(default)s)", _one_of(SCHEMES), group="encoding"),
     Option("levels", "integer", "levels per channel. `int8`: 3..255, fewer distinct codes in the same int8 tensor "
            "(same decode and load cost, a smaller wheel and web download); `float-levels`: 2..65536",
            "levels per channel: int8 3..255 (default 255, plain int8; fewer = a smaller download), float-levels "
@@ -371,9 +365,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("decode", "string", "`int8`: `float` (`Cast -> Mul`, folded at load) or `fast` (`DequantizeLinear` "
            "before MatMul, opset >= 13, int8 activations; kept only where the build's onnxruntime fuses it)",
            f"int8 decode: {', '.join(DECODES)} (fast = DequantizeLinear before MatMul, opset >= 13, int8 "
-           "activations; kept only where onnxruntime fuses it; default float)", _one_of(DECODES), group="encoding"),
+           "activations; kept only where onnxruntime fuses it; default %(default)s)", _one_of(DECODES)),
     Option("block-size", "integer", "`int4` block size: 16, 32, 64, 128 or 256",
-           f"int4 block size: {', '.join(map(str, BLOCK_SIZES))} (default 32)", _one_of(BLOCK_SIZES),
+           f"int4 block size: {', '.join(map(str, BLOCK_SIZES))} (default %(default)s)", _one_of(BLOCK_SIZES),
            only=Only(having("blocks"))),
     Option("budget-rel-l2", "number", "`auto`: the largest relative L2 of any output on the fitting samples (0 to "
            "1); unset: round-to-nearest int8's there, less half of what output-aware rounding wins (a margin), "
@@ -411,7 +405,7 @@ OPTIONS: tuple[Option, ...] = (
            "weights in a running process: MatMul, Gemm and embedding weights stay packed where the `runtimes` "
            "have a kernel that reads them so, and the build measures memory in a fresh process; "
            "[Memory](memory.md)). A shrunk model ships only if it is smaller there (`memory`: in the wheel)",
-           f"the size that counts: {', '.join(TARGETS)} (default {DEFAULT_TARGET}: the wheel's deflated member; "
+           f"the size that counts: {', '.join(TARGETS)} (default %(default)s: the wheel's deflated member; "
            "web: brotli 11, needs the compress extra; disk: the raw file; memory: weights kept packed in a "
            "running process where onnxruntime reads them so)", _one_of(TARGETS),
            metavar="SIZE", group="target", common=True),
@@ -419,7 +413,7 @@ OPTIONS: tuple[Option, ...] = (
            "the outputs on the recording, where that does no harm on units it was not fitted on; `nearest` always "
            "rounds to nearest, and the inputs only verify. Set `nearest` for a model when `hatch-shrinkray check` "
            "shows your tests judge its fitted codes worse ([Checking](checking.md))",
-           f"int8 codes with real inputs: {', '.join(ROUNDINGS)} (default output-aware: fitted to the inputs where "
+           f"int8 codes with real inputs: {', '.join(ROUNDINGS)} (default %(default)s: fitted to the inputs where "
            "that does no harm on units it was not fitted on; nearest: the inputs only verify)", _one_of(ROUNDINGS),
            metavar="HOW", shown="`\"output-aware\"`", only=Only(having("fits_rounding"), inputs=True)),
     Option("strict", "boolean", "fail the build for a model that generated inputs cannot verify (the shrunk model "
@@ -432,22 +426,22 @@ OPTIONS: tuple[Option, ...] = (
            "off", "skip output verification (not recommended)", flag="--no-verify", const=False, shown="`true`",
            group="verification"),
     Option("max-rel-l2", "number", "verification: the largest relative L2 an output may show between the shrunk "
-           "model and the original (0 to 1). Set, it gates every output; unset (0.1), it does not count for an "
-           "output whose judge compared its answers and found every one held (`-v` says `not counted`)",
-           "the largest relative L2 of any output, 0 to 1; set, it gates every output (default 0.1, not counted "
-           "where every answer held)", _between(0.0, 1.0, optional=True), verify=True, shown="`0.1`",
-           group="verification"),
+           f"model and the original (0 to 1). Set, it gates every output; unset ({DEFAULT_MAX_REL_L2}), it does not "
+           "count for an output whose judge compared its answers and found every one held (`-v` says `not counted`)",
+           "the largest relative L2 of any output, 0 to 1; set, it gates every output (default "
+           f"{DEFAULT_MAX_REL_L2}, not counted where every answer held)", _between(0.0, 1.0, optional=True),
+           verify=True, shown=f"`{DEFAULT_MAX_REL_L2}`", group="verification"),
     Option("min-cosine", "number", "verification: the smallest cosine similarity an output may show (0 to 1); set "
-           "or unset (0.995) as `max-rel-l2`",
-           "the smallest cosine of any output, 0 to 1; set, it gates every output (default 0.995, not counted "
-           "where every answer held)", _between(0.0, 1.0, optional=True), verify=True, shown="`0.995`",
-           group="verification"),
+           f"or unset ({DEFAULT_MIN_COSINE}) as `max-rel-l2`",
+           "the smallest cosine of any output, 0 to 1; set, it gates every output (default "
+           f"{DEFAULT_MIN_COSINE}, not counted where every answer held)", _between(0.0, 1.0, optional=True),
+           verify=True, shown=f"`{DEFAULT_MIN_COSINE}`", group="verification"),
     Option("min-agreement", "number", "verification: the smallest observed share of unchanged decisions of any "
            "output (labels, characters, pixels, frames; flips where the original was nearly tied aside), 0 to 1; it "
            "always gates. Whole answers (tests, texts, streams) are judged against round-to-nearest int8's count "
            "instead ([How sure](evidence.md))", "the smallest observed share of unchanged decisions (labels, "
-           "characters, pixels, frames), 0 to 1 (default 0.95)", _between(0.0, 1.0, optional=True), verify=True,
-           shown="`0.95`", group="verification"),
+           f"characters, pixels, frames), 0 to 1 (default {DEFAULT_MIN_AGREEMENT})", _between(0.0, 1.0, optional=True),
+           verify=True, shown=f"`{DEFAULT_MIN_AGREEMENT}`", group="verification"),
     Option("inputs", "path", "real sample inputs, relative to the project: a recording directory (`hatch-shrinkray "
            "record`; each model finds its own file by sha256), a recording file, or a `.npz` with one array per "
            "graph input ([Recording real inputs](recording.md))", "real sample inputs: a recording directory, a "
@@ -466,9 +460,9 @@ OPTIONS: tuple[Option, ...] = (
            "some input, else max(32, the input's largest fixed dimension); the verification line names the sizes "
            "used)", _positive_or_unset, verify=True, shown="plausible", group="generated", only=_GENERATED),
     Option("int-range", "range", "generated inputs only: the range `[low, high)` of integer inputs",
-           "range of generated integer inputs, [LOW, HIGH) (default 0 64)", _int_range, verify=True,
+           "range of generated integer inputs, [LOW, HIGH) (default %(default)s)", _int_range, verify=True,
            shown="`[0, 64]`", group="generated", only=_GENERATED),
-    Option("samples", "integer", "generated inputs only: how many samples", "generated samples (default 8)",
+    Option("samples", "integer", "generated inputs only: how many samples", "generated samples (default %(default)s)",
            _positive, verify=True, group="generated", only=_GENERATED),
     Option("seed", "integer", "generated inputs only: the random seed (0 or more)", None, _non_negative,
            verify=True, group="generated", only=_GENERATED),
@@ -483,7 +477,45 @@ OPTIONS: tuple[Option, ...] = (
 )
 """Every engine option, in the order of the docs' reference and of the checks."""
 
+@dataclass(frozen=True)
+class HookKey:
+    """One key the hook reads itself (``shipping.config.HookConfig``), not an engine option, in the hook's table
+    only (``models`` in every override too): its TOML type as the docs name it (``words``), its meaning (``help``,
+    markdown), its default as the docs show it (``shown``; None: the ``HookConfig`` field's own) and the values a
+    string key takes (``choices``; none: it is read by a function of its own)."""
+
+    key: str
+    words: str
+    help: str
+    shown: str | None = None
+    choices: tuple[str, ...] = ()
+
+
+HOOK_KEYS: tuple[HookKey, ...] = (
+    HookKey("models", "array of strings", "glob patterns of the models to ship shrunk, relative to the project root "
+            "(`**` allowed); a pattern that matches nothing is an error. For `hatch-shrinkray wheel` they match "
+            "paths inside the wheel", "required"),
+    HookKey("sdist", "string", "hook only: `original` ships the original models in the sdist (the wheel is still "
+            "shrunk)", choices=("shrunk", "original")),
+    HookKey("cache", "boolean or path", "cache shrunk models in the user cache directory; a string names the "
+            "directory (`HATCH_SHRINKRAY_CACHE_DIR` overrides the default); `false` disables it. The directory "
+            "must be private ([Trust and security](trust.md))"),
+    HookKey("overrides", "array of tables", "an array of tables, each with its own `models` globs and any engine "
+            "key, applied to the models it selects, in order", "`[]`"),
+    HookKey("plan", "path or false", "the plan file `hatch-shrinkray check --fix` and `hatch-shrinkray check "
+            "--search` write; `false` ignores it ([Checking with your own tests](checking.md))",
+            "`\"shrinkray-plan.json\"` if present"),
+    HookKey("pins", "string", "where the package's own text files (`.py`, `.yaml`, `.json`, `.txt`, ...) hold the "
+            "sha256, sha1 or md5 of an original model it ships shrunk (a digest check before loading): `warn` names "
+            "each such file and the digest it needs; `rewrite` ships those files with the shrunk model's digest "
+            "instead (the hook ships a rewritten copy and never edits the project; `hatch-shrinkray wheel` "
+            "rewrites the wheel's member and its RECORD) ([Checking with your own tests](checking.md))",
+            choices=("warn", "rewrite")),
+)
+"""The hook's own keys, in the order of the docs' reference (after ``models``, the engine keys')."""
+
 BY_KEY: dict[str, Option] = {o.key: o for o in OPTIONS}
+HOOK_BY_KEY: dict[str, HookKey] = {k.key: k for k in HOOK_KEYS}
 BY_FIELD: dict[str, Option] = {o.field: o for o in OPTIONS}
 
 

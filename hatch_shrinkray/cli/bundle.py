@@ -8,11 +8,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hatch_shrinkray.cli.check import DEFAULT_TIMEOUT
-from hatch_shrinkray.cli.flags import Given, Noted, option_flags
+from hatch_shrinkray.cli.flags import Given, Noted, option_flags, pins_flag
 from hatch_shrinkray.cli.output import Stderr
 from hatch_shrinkray.cli.usage import command
 from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.shipping.config import PINS_CHOICES, ConfigurationError, HookConfig
+from hatch_shrinkray.shipping.config import ConfigurationError, HookConfig
 
 EVERY_MODEL = "**/*.onnx"
 
@@ -39,11 +39,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                         "directory; its `models` are not used: --models selects)")
     b.add_argument("--models", action="append", metavar="GLOB",
                    help=f"the models to shrink: globs relative to DIR (repeatable; ** allowed; default {EVERY_MODEL})")
-    b.add_argument("--pins", choices=PINS_CHOICES,
-                   help="what to do where the tree's text files pin the sha256, sha1 or md5 of an original model: "
-                        "warn (the default) or rewrite them to name the shrunk model's (the `pins` key)")
+    pins_flag(b, "the tree's text files")
     b.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
-                   help=f"the longest one run of COMMAND may take (default {DEFAULT_TIMEOUT:.0f})")
+                   help="the longest one run of COMMAND may take (default %(default).0f)")
     option_flags(b)
     b.set_defaults(argv=[])  # everything after `--`, split off before parsing (see main)
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 DEFAULT_TIMEOUT = 3600.0
 """``--timeout``: an hour per run of the command, generous for a test suite; a hang ends."""
 MAX_TIMEOUT = 7 * 24 * 3600.0
+SEARCH_RUNS = 16  # --search's runs of the command per model when --max-runs does not say
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -62,16 +63,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     k.add_argument("--pytest", action="store_true",
                    help="require per-test outcomes (automatic when COMMAND is pytest or python -m pytest)")
     k.add_argument("--threshold", type=float, default=0.5, action=Noted,
-                   help="decision threshold of probability outputs for shadow flips (default 0.5)")
+                   help="decision threshold of probability outputs for shadow flips (default %(default)g)")
     k.add_argument("--max-flip-rate", type=float, default=0.0, metavar="RATE",
                    help="--shadow: share of the judged answers allowed to change; --search: of the shadow "
-                        "decisions allowed to flip (default 0)")
+                        "decisions allowed to flip (default %(default)g)")
     k.add_argument("--max-runs", type=int, metavar="N",
-                   help="--search: runs of COMMAND per model at most (default 16); --fix: runs its per-tensor "
-                        "rung between int8 and fp16 may take per model (default: that rung is not tried)")
+                   help=f"--search: runs of COMMAND per model at most (default {SEARCH_RUNS}); --fix: runs its "
+                        "per-tensor rung between int8 and fp16 may take per model (default: that rung is not tried)")
     k.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", action=Noted,
-                   help=f"the longest one run of COMMAND may take; it is then stopped with its whole process group "
-                        f"and check fails (default {DEFAULT_TIMEOUT:.0f})")
+                   help="the longest one run of COMMAND may take; it is then stopped with its whole process group "
+                        "and check fails (default %(default).0f)")
     k.common(plan_flag(k, "plan file to read, and to write with --fix or --search (default: the "
                           "configuration's, or shrinkray-plan.json)"))
     k.add_argument("--json", type=Path, metavar="FILE", help="write the report as JSON ('-' for stdout)")
@@ -104,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.fix:
         data, code = _fix(configured, settings, display, plan_file, args.max_runs or 0)
     elif args.search:
-        searched = run_search(configured, settings, display, args.max_runs or 16)
+        searched = run_search(configured, settings, display, args.max_runs or SEARCH_RUNS)
         entries = plan_entries(searched, command, args.max_flip_rate, project)
         written = _plan_written(plan_file, entries, configured.config.table != COMMAND_LINE) if entries else None
         print(report.render_search(searched, written))

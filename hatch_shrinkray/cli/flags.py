@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hatch_shrinkray import option_table
 from hatch_shrinkray.cli.usage import Parser
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.hints import FLAGS
 from hatch_shrinkray.option_table import BY_FIELD, GROUPS, KINDS, OPTIONS, idle_options, option_errors, options_from
 from hatch_shrinkray.options import ShrinkOptions
-from hatch_shrinkray.shipping.config import CommandLine
+from hatch_shrinkray.shipping.config import CommandLine, HookConfig
 
 FLAG_NAMES = {**{o.field: o.flags[0] for o in OPTIONS if o.flags}, "plan": "--plan"}
 """Options field -> the flag that sets it, for messages about flags (``plan``: the plan file's)."""
@@ -50,6 +51,14 @@ PLAN_HELP = ("apply what this plan file holds for each model's bytes (check --fi
 def plan_flag(p: Parser, help_text: str = PLAN_HELP) -> argparse.Action:
     """``--plan FILE``: the plan file a command applies (``check``: reads and writes)."""
     return p.add_argument("--plan", type=Path, metavar="FILE", action=Noted, help=help_text)
+
+
+def pins_flag(p: Parser, files: str) -> argparse.Action:
+    """``--pins``: what to do where ``files`` pin an original model's digest (the ``pins`` key's values)."""
+    return p.add_argument("--pins", choices=option_table.HOOK_BY_KEY["pins"].choices,
+                          help=f"what to do where {files} pin the sha256, sha1 or md5 of an original model: "
+                               f"{HookConfig.pins} (the default) or rewrite them to name the shrunk model's (the "
+                               "`pins` key)")
 
 
 def option_flags(p: Parser, *, verification_only: bool = False) -> None:

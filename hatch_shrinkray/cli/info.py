@@ -17,8 +17,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     info = command(sub, "info", help="show a model's weights and how much of the file they are",
                    description="Show a model's weights and how much of the file they are.")
     info.add_argument("model", type=Path, metavar="MODEL", help="the model file")
-    info.add_argument("--min-elements", type=int, default=16384, metavar="N",
-                      help="smallest tensor the table counts as one to encode (default 16384, as shrink)")
+    info.add_argument("--min-elements", type=int, default=ShrinkOptions.min_elements, metavar="N",
+                      help="smallest tensor the table counts as one to encode (default %(default)s, as shrink)")
     info.common(info.add_argument("--json", action="store_true", help="print JSON"))
 
 

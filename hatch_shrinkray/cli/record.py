@@ -26,18 +26,18 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     r.takes_command = True
     r.common(r.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="recording directory"),
              r.add_argument("--mode", choices=MODES, default=REPLACE,
-                            help="replace or add to a model's earlier recording in DIR (add: the bounds apply to "
-                                 "both runs' samples together)"))
+                            help="replace or add to a model's earlier recording in DIR (default %(default)s; add: the "
+                                 "bounds apply to both runs' samples together)"))
     r.add_argument("--max-samples", type=int, default=MAX_SAMPLES, metavar="N",
-                   help=f"samples kept per model; a stream counts as one (default {MAX_SAMPLES})")
+                   help="samples kept per model; a stream counts as one (default %(default)s)")
     r.add_argument("--max-bytes", type=int, default=None, metavar="BYTES",
                    help=f"bound on the bytes each model's samples take in its file, compressed, headers "
                         f"included, hard when given; a feed over it alone is left out and counted (default "
                         f"{MAX_BYTES}, growing up to {MAX_BYTES_FOR_UNITS} when 16 independent units need "
                         "more)")
     r.add_argument("--max-memory", type=int, default=MAX_MEMORY, metavar="BYTES",
-                   help=f"bound on the bytes each model's samples take once loaded (the arrays a build decodes); "
-                        f"a feed over a sixteenth of it alone is left out and counted (default {MAX_MEMORY}; "
+                   help="bound on the bytes each model's samples take once loaded (the arrays a build decodes); "
+                        "a feed over a sixteenth of it alone is left out and counted (default %(default)s; "
                         "at most the 1 GB that reading a recording allows)")
     r.add_argument("argv", nargs=argparse.REMAINDER, metavar="COMMAND", help="the command to run, after --")
 

@@ -9,11 +9,11 @@ import os
 from pathlib import Path
 
 from hatch_shrinkray import hints, progress
-from hatch_shrinkray.cli.flags import Given, Noted, option_flags, plan_flag
+from hatch_shrinkray.cli.flags import Given, Noted, option_flags, pins_flag, plan_flag
 from hatch_shrinkray.cli.output import Stderr
 from hatch_shrinkray.cli.usage import command
 from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.shipping.config import PINS_CHOICES, HookConfig
+from hatch_shrinkray.shipping.config import HookConfig
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,7 +25,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     w.add_argument("wheels", nargs="+", type=Path, metavar="WHEEL", help="wheel files")
     where = w.add_mutually_exclusive_group()
     w.common(where.add_argument("-o", "--output", type=Path, default=Path("wheelhouse"), metavar="DIR",
-                                help="directory for the rewritten wheels (default: wheelhouse)"),
+                                help="directory for the rewritten wheels (default: %(default)s)"),
              where.add_argument("--in-place", action="store_true", help="replace each input wheel"))
     w.add_argument("--force", action="store_true", help="overwrite existing output wheels")
     w.common(w.add_argument("--project", type=Path, default=Path("."), action=Noted, metavar="DIR",
@@ -36,9 +36,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                                  "the project (pkg/models/*.onnx or src/pkg/models/*.onnx; repeatable; ** allowed)"),
              plan_flag(w, "apply what this plan file holds for each model's bytes (check --fix's remedy or check "
                           "--search's per-tensor plan) instead of the configuration's plan"))
-    w.add_argument("--pins", choices=PINS_CHOICES,
-                   help="what to do where the wheel's own text files pin the sha256, sha1 or md5 of an original "
-                        "model: warn (the default) or rewrite them to name the shrunk model's (the `pins` key)")
+    pins_flag(w, "the wheel's own text files")
     option_flags(w)
 
 

@@ -2,9 +2,9 @@
 
 Every problem is collected before anything is raised, so a user fixes all mistakes in one round
 trip, and every message names the full TOML path in hatchling's own wording ("Field `...` must be
-a table") so the build speaks with one voice. Engine-option values are checked by
-:mod:`hatch_shrinkray.option_table`, which declares every engine key (its TOML type included) and
-whose checks the CLI uses too; this module checks the keys, globs and the hook's own settings.
+a table") so the build speaks with one voice. Every key is declared in
+:mod:`hatch_shrinkray.option_table` (the engine options, whose checks the CLI uses too, and the
+hook's own keys); this module checks the keys, globs and the hook's own settings.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from packaging.version import Version
 from hatch_shrinkray.errors import ShrinkrayError, did_you_mean
 from hatch_shrinkray.files import model_files
 from hatch_shrinkray.hints import LINE_LIMIT, counted, listed
-from hatch_shrinkray.option_table import OPTIONS, option_errors, options_from, read_settings, read_strings
+from hatch_shrinkray.option_table import HOOK_KEYS, OPTIONS, option_errors, options_from, read_settings, read_strings
 from hatch_shrinkray.options import OLDEST_ONNXRUNTIME, ShrinkOptions
 from hatch_shrinkray.shipping.advice import default_recording, record_command
 from hatch_shrinkray.shipping.layout import Layout, project_layout
@@ -33,15 +33,12 @@ RESERVED_KEYS = ("dependencies", "require-runtime-dependencies", "require-runtim
                  "enable-by-default")
 """Keys hatchling itself reads from every hook table; they are accepted and left to hatchling."""
 
-SDIST_CHOICES = ("shrunk", "original")
-PINS_CHOICES = ("warn", "rewrite")
-"""What a build does with a digest of an original model that the package's own files pin."""
 ONNXRUNTIME_DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-directml", "onnxruntime-openvino")
 
 ENGINE_KEYS: dict[str, str] = {o.key: o.field for o in OPTIONS}
 """TOML key -> the field name :func:`option_errors` uses; allowed at top level and in overrides."""
 
-_HOOK_KEYS = ("models", "sdist", "cache", "overrides", "plan", "pins")
+_HOOK_KEYS = tuple(k.key for k in HOOK_KEYS)
 
 class NoMatch(str):
     """The error of a ``models`` pattern that matches no file, with the ``pattern`` as data (a
@@ -200,27 +197,31 @@ def load_config(raw: Mapping[str, Any], root: Path, target: str = "wheel",
         given = options_from({**base, **flags.settings}, root)
         errors += [e for e in option_errors(given, {**base_names, **flag_names}) if e not in errors]
 
-    sdist = raw.get("sdist", "shrunk")
-    if sdist not in SDIST_CHOICES:
-        errors.append(f"{_field(table, 'sdist')} must be one of {', '.join(map(repr, SDIST_CHOICES))}; "
-                      f"got {sdist!r}")
-    cache, cache_dir = _read_cache(raw.get("cache", True), root, table, errors)
-    plan_file, plans = _read_plan_key(raw.get("plan"), root, table, errors) if flags.plan is None else \
-        _read_plan_file(flags.plan, str(flags.plan), "--plan", errors)
-    pins = raw.get("pins", "warn") if flags.pins is None else flags.pins
-    if pins not in PINS_CHOICES:
-        errors.append(f"{_field(table, 'pins')} must be one of {', '.join(map(repr, PINS_CHOICES))}; got {pins!r}")
+    values = {k.key: raw.get(k.key, getattr(HookConfig, k.key, None)) for k in HOOK_KEYS}  # a field's default
+    values |= {} if flags.pins is None else {"pins": flags.pins}
+    read: dict[str, Any] = {}
+    for key in HOOK_KEYS:  # in table order, so are the errors
+        value = values[key.key]
+        if key.choices:
+            read[key.key] = value
+            if value not in key.choices:
+                errors.append(f"{_field(table, key.key)} must be one of {', '.join(map(repr, key.choices))}; "
+                              f"got {value!r}")
+        elif key.key == "cache":
+            read["cache"], read["cache_dir"] = _read_cache(value, root, table, errors)
+        elif key.key == "plan":
+            read["plan_file"], read["plans"] = _read_plan_key(value, root, table, errors) if flags.plan is None \
+                else _read_plan_file(flags.plan, str(flags.plan), "--plan", errors)
 
     if errors:
         raise ConfigurationError(errors, table)
-    return HookConfig(table=table, target=target, models=tuple(entries), sdist=str(sdist),
-                      cache=cache, cache_dir=cache_dir, plan_file=plan_file, plans=plans, pins=str(pins))
+    return HookConfig(table=table, target=target, models=tuple(entries), **read)
 
 
 def _selected(raw: Mapping[str, Any], flags: CommandLine, globs: _Globs, table: str, errors: list[str]) -> list[str]:
     """The model files the table's ``models`` (or the command's, which replace them) select."""
     if flags.models:
-        return globs.match(list(flags.models), flags.models_flag, errors)
+        return globs.match(flags.models, flags.models_flag, errors)
     if "models" not in raw:
         errors.append(f"{_field(table, 'models')} is required")
         return []
@@ -323,7 +324,7 @@ class _Globs:
     layout: Layout
     in_wheel: bool
 
-    def match(self, patterns: list[str], path: str, errors: list[str]) -> list[str]:
+    def match(self, patterns: Sequence[str], path: str, errors: list[str]) -> list[str]:
         """The files that ``patterns`` select, in pattern order; every pattern must match something
         (``path`` names the setting in messages)."""
         if not patterns:
@@ -417,16 +418,12 @@ def _read_plan_key(value: Any, root: Path, table: str,
                    errors: list[str]) -> tuple[Path | None, dict[str, PlanEntry]]:
     """The plan file and its entries: ``plan = "file.json"``, ``false``, or by default
     ``shrinkray-plan.json`` at the project root when it exists."""
+    if value is None or value is True:
+        value = PLAN_NAME if (root / PLAN_NAME).is_file() else False
     if value is False:
         return None, {}
-    if value is None or value is True:
-        path = root / PLAN_NAME
-        if not path.is_file():
-            return None, {}
-    elif isinstance(value, str) and value.endswith(".json"):
+    if isinstance(value, str) and value.endswith(".json"):
         return _read_plan_file(root / value, value, _field(table, "plan"), errors)
-    else:
-        errors.append(f"{_field(table, 'plan')} must be the path of a .json plan file, relative to the project "
-                      "root, or false")
-        return None, {}
-    return _read_plan_file(path, PLAN_NAME, _field(table, "plan"), errors)
+    errors.append(f"{_field(table, 'plan')} must be the path of a .json plan file, relative to the project root, "
+                  "or false")
+    return None, {}

@@ -20,7 +20,6 @@ from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.option_table import BY_KEY, KINDS, OPTIONS, option_errors, options_from, read_settings
 from hatch_shrinkray.options import ShrinkOptions, VerifyOptions
 from hatch_shrinkray.shipping.config import ENGINE_KEYS
-from hatch_shrinkray.shipping.keys import KEY_HELP
 
 
 def _subcommand(name: str) -> argparse.ArgumentParser:
@@ -36,7 +35,6 @@ def test_every_field_is_declared_once() -> None:
     assert covered == fields_set
     assert list(ENGINE_KEYS) == [o.key for o in OPTIONS]
     assert all(o.kind in KINDS for o in OPTIONS)
-    assert all(KEY_HELP[o.key] == (o.shown, o.help) for o in OPTIONS)
 
 
 def test_flags_spell_the_keys() -> None:

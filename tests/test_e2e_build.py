@@ -219,6 +219,7 @@ def test_light_install_says_what_to_install(wheelhouse: Path, build_env: dict[st
         "(pip install 'hatch-shrinkray==0.1.0' (or 'hatch-shrinkray-core[engine]==0.1.0'))"], done.stderr
 
 
+@pytest.mark.extended
 def test_second_build_is_served_from_the_cache(project: Path, build_env: dict[str, str]) -> None:
     first = run([PY, "-m", "build", "--wheel", "--outdir", "dist"], project, build_env)
     assert first.returncode == 0, first.stderr

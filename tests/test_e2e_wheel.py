@@ -123,6 +123,7 @@ def images(count: int = 2) -> np.ndarray:
 
 @pytest.mark.network
 @pytest.mark.usefixtures("index")
+@pytest.mark.extended
 def test_setuptools_project_with_a_real_model(tmp_path: Path, env: dict[str, str]) -> None:
     model = nudenet_320n()
     project = tmp_path / "nudenet"
@@ -182,6 +183,7 @@ inputs = "data/verify_inputs.npz"
 
 
 @pytest.mark.usefixtures("index")
+@pytest.mark.extended
 def test_flit_project(tmp_path: Path, env: dict[str, str]) -> None:
     project = tmp_path / "flit"
     shutil.copytree(EXAMPLE / "src/digits_classifier", project / "digits_classifier",
@@ -210,6 +212,7 @@ def repair_commands() -> dict[str, str]:
     return dict(re.findall(r'\[tool\.cibuildwheel\.(\w+)\]\nrepair-wheel-command = "([^"]+)"', block))
 
 
+@pytest.mark.extended
 def test_documented_repair_commands(tmp_path: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     """Each command as cibuildwheel runs it (``sh -c`` after substitution). The repair tool before
     ``&&`` is replaced by what it does to a wheel without native libraries: a copy into {dest_dir}."""

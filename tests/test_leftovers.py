@@ -84,6 +84,7 @@ def slow_wheel(project: Path) -> Path:
 
 
 @pytest.mark.process
+@pytest.mark.extended
 def test_sigkill_mid_rewrite_leaves_what_the_next_run_removes(tmp_path: Path, env: dict[str, str]) -> None:
     """SIGKILL cannot be caught: the killed run's work directory stays in TMPDIR, and the next run
     removes it (and its own) however it ends."""

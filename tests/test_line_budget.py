@@ -118,6 +118,7 @@ def _corpus(tmp: Path) -> Iterator[tuple[str, str]]:
     yield "wheel", rewrote.stdout + rewrote.stderr
 
 
+@pytest.mark.extended
 def test_every_line_of_a_corpus_of_runs_fits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The budget is the tool's; ``check`` passes the user's own test output through as it is. Under a CI
     # variable pytest prints each failure's whole message in its summary (hundreds of characters of

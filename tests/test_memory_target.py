@@ -152,6 +152,7 @@ def test_the_memory_figure_is_measured_in_a_fresh_process_not_estimated(tmp_path
 
 
 @pytest.mark.process
+@pytest.mark.extended
 def test_the_line_says_what_memory_holds_within_its_room(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     """The build's line at the default verbosity (160 characters), the figures and the manifest at ``-v``."""

@@ -14,6 +14,7 @@ from onnx import TensorProto, helper
 from hatch_shrinkray import ShrinkOptions, VerifyOptions, shrink
 from hatch_shrinkray.fitting.small import small_weight
 from hatch_shrinkray.methods import auto as auto_method
+from hatch_shrinkray.methods.auto_weights import analyse
 from hatch_shrinkray.onnxgraph.graph import find_sites
 
 from onnx_builders import dtypes, init, model, save, vi, weight
@@ -56,8 +57,8 @@ def test_only_small_weights_of_layers_qualify() -> None:
 
 def test_only_guarded_auto_takes_them_into_its_analysis() -> None:
     feeds = [{"x": x} for x in np.random.default_rng(2).standard_normal((8, 16, IN, 1, 1)).astype(np.float32)]
-    plain = auto_method.Auto().analyse(small_then_large(), ShrinkOptions(method="auto"), feeds)
-    both = auto_method.Auto().analyse(small_then_large(), ShrinkOptions(method="auto"), feeds, small_weights=True)
+    plain = analyse(small_then_large(), ShrinkOptions(method="auto"), feeds)
+    both = analyse(small_then_large(), ShrinkOptions(method="auto"), feeds, small_weights=True)
     assert plain is not None and both is not None
     assert [w.site.name for w in plain.weights] == ["W"]  # a budget sweep's analysis, as before
     kernel = next(w for w in both.weights if w.site.name == "K")
@@ -148,7 +149,7 @@ def test_auto_with_small_weights_is_deterministic(tmp_path: Path) -> None:
 
 def test_without_the_small_weights_the_plan_is_never_larger_than_round_to_nearest_int8() -> None:
     feeds = [{"x": x} for x in np.random.default_rng(2).standard_normal((8, 16, IN, 1, 1)).astype(np.float32)]
-    analysis = auto_method.Auto().analyse(small_then_large(), ShrinkOptions(method="auto"), feeds, small_weights=True)
+    analysis = analyse(small_then_large(), ShrinkOptions(method="auto"), feeds, small_weights=True)
     assert analysis is not None
     w = next(w for w in analysis.weights if w.site.name == "W")
     by_kind = {c.kind: c for c in w.candidates}

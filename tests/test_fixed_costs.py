@@ -15,7 +15,8 @@ from onnx import helper
 from hatch_shrinkray import ShrinkOptions
 from hatch_shrinkray.fitting import probe as probe_module
 from hatch_shrinkray.fitting.calibrate import calibrate
-from hatch_shrinkray.methods.auto import Auto
+from hatch_shrinkray.methods.auto_search import choose
+from hatch_shrinkray.methods.auto_weights import analyse
 from hatch_shrinkray.samples import Calibration, Sequencing
 
 from onnx_builders import if_model, model, vi, weight
@@ -90,11 +91,10 @@ def test_no_assignment_runs_twice_on_every_feed(full_runs: list[str]) -> None:
     and its uniform seeds and clean-up meet points it already ran: each runs on every feed once."""
     x = np.random.default_rng(3).standard_normal((32, 8, K)).astype(np.float32)
     feeds = [{"x": x[i], "c": np.array(True)} for i in range(32)]
-    auto = Auto()
     options = ShrinkOptions(method="auto", budget_agreement=0.0)
-    analysis = auto.analyse(if_model(K), options, feeds)
+    analysis = analyse(if_model(K), options, feeds)
     assert analysis is not None
     del full_runs[:]
-    chosen, summary = auto.choose(analysis, options)
+    chosen, summary = choose(analysis, options)
     assert full_runs and len(set(full_runs)) == len(full_runs), full_runs
     assert [c.kind for _, c in chosen.values()] == ["int8", "int8"] and "9 assignments checked" in summary, summary

@@ -14,7 +14,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from hatch_shrinkray import ShrinkOptions, VerifyOptions, shrink
 from hatch_shrinkray.encodings._decode import float_decode
-from hatch_shrinkray.methods.auto import Auto
+from hatch_shrinkray.methods.auto_search import choose, write_chosen
+from hatch_shrinkray.methods.auto_weights import analyse
 from hatch_shrinkray.numerics.quant import quantize_symmetric
 from hatch_shrinkray.numerics.scales import HALF_MIN, on_half_grid, stored_scales
 
@@ -124,10 +125,10 @@ def test_onnxruntime_folds_the_cast_and_gets_code_times_fp16_scale(tmp_path: Pat
     m = two_layers()
     x = np.load(inputs(tmp_path))["x"]
     opts = ShrinkOptions(method="auto")
-    analysis = Auto().analyse(m, opts, [{"x": b} for b in x[:8]])
+    analysis = analyse(m, opts, [{"x": b} for b in x[:8]])
     assert analysis is not None
     written = copy.deepcopy(m)
-    Auto().finish(written, analysis, opts)
+    write_chosen(written, opts, *choose(analysis, opts))
     stored = {t.name: numpy_helper.to_array(t) for t in written.graph.initializer}
     assert {stored[n].dtype for n in scale_tensors(written)} == {np.dtype(np.float16)}
     expected = {}

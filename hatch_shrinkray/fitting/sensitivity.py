@@ -19,10 +19,9 @@ from hatch_shrinkray.fitting.probe import Probe, site_key, weights_as_inputs
 from hatch_shrinkray.hints import setting
 from hatch_shrinkray.method_facts import facts
 from hatch_shrinkray.numerics.quant import NotEncodable
-from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
-from hatch_shrinkray.onnxgraph.encoding import EncodeContext, Feed
-from hatch_shrinkray.onnxgraph.graph import Site, find_sites, opset_version
-from hatch_shrinkray.onnxgraph.rewrite import skip_reason
+from hatch_shrinkray.onnxgraph.encoding import Feed
+from hatch_shrinkray.onnxgraph.graph import find_sites, opset_version
+from hatch_shrinkray.onnxgraph.rewrite import encode_context, skip_reason
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.samples import Calibration, as_calibration
 
@@ -72,19 +71,13 @@ def rank(model: ModelProto, options: ShrinkOptions, feeds: Calibration | Sequenc
     out = []
     for site in sites:
         try:
-            decoded = encode_as(encoding, originals[site_key(site)], _context(site, options, opset)).decoded  # type: ignore[arg-type]
+            w = originals[site_key(site)]
+            decoded = encode_as(encoding, w, encode_context(site, w, options, opset)).decoded  # type: ignore[arg-type]
         except NotEncodable:
             continue
         dev = deviation(base, probe.run({site_key(site): decoded}))
         out.append(Sensitive(site.scope.path, site.name, site.shape, site.size * 4, encoding, dev, dev.load(options)))
     return sorted(out, key=lambda s: (-s.load, -s.nbytes, s.scope, s.name))
-
-
-def _context(site: Site, options: ShrinkOptions, opset: int) -> EncodeContext:
-    axis, how = choose_axis(site.consumers, site.shape)
-    if axis is None:
-        axis, how = lowest_error_axis(site.array(), how)  # type: ignore[arg-type]  # float32 site
-    return EncodeContext(options, opset, tuple(n for n, _ in site.consumers), axis, how)
 
 
 def keep_hint(ranked: Sequence[Sensitive], limit: int = 3, *, method: str = "int8") -> str:

@@ -34,7 +34,7 @@ the plan only if the do-no-harm guard finds it no worse than int8 on held-out un
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from functools import cached_property
 
@@ -54,8 +54,8 @@ from hatch_shrinkray.methods.int8 import Int8, fit_int8
 from hatch_shrinkray.onnxgraph.encoding import Calibration
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights
 from hatch_shrinkray.options import Remedy, ShrinkOptions
-from hatch_shrinkray.result import Fit, FitNote, FitReason, TensorRecord
-from hatch_shrinkray.samples import Feed, joined
+from hatch_shrinkray.result import Fit, FitNote, FitReason
+from hatch_shrinkray.samples import joined
 
 
 class Auto:
@@ -89,20 +89,6 @@ class Auto:
         return guarded_auto(model, options, calibration, held, fallback=lambda m: fit_int8(m, int8, whole),
                             original=original)
 
-    def analyse(self, model: ModelProto, options: ShrinkOptions, samples: Calibration | Sequence[Feed] | None, *,
-                small_weights: bool = False) -> Analysis | None:
-        """``auto_weights.analyse``: candidates and their measured sensitivities."""
-        return analyse(model, options, samples, small_weights=small_weights)
-
-    def finish(self, model: ModelProto, analysis: Analysis, options: ShrinkOptions) -> list[TensorRecord]:
-        """Search the budget's assignment and write it into ``model`` (the analysed model or a copy)."""
-        chosen, summary = self.choose(analysis, options)
-        return write_chosen(model, options, chosen, summary)
-
-    def choose(self, analysis: Analysis, options: ShrinkOptions) -> tuple[dict[Key, tuple[Weight, Candidate]], str]:
-        """``auto_search.choose``: the budget's assignment and a line saying how it was found."""
-        return choose(analysis, options)
-
 
 SMALLER = 0.99
 """A plan at least 1% under round-to-nearest int8's target bytes may spend error for them: two int8
@@ -128,12 +114,11 @@ def guarded_auto(model: ModelProto, options: ShrinkOptions, calibration: Calibra
     Where what the guard chose is over verification's limits on the ``held`` units (the build
     would fail), ``fallback`` writes ``model`` instead (``int8`` with output-aware rounding).
     ``original``: the original's outputs on the ``held`` units, judged (else they are run here)."""
-    auto = Auto()
-    analysis = auto.analyse(model, options, calibration, small_weights=held is not None and len(held) > 0)
+    analysis = analyse(model, options, calibration, small_weights=held is not None and len(held) > 0)
     if analysis is None:
         return Fitted(encode_weights(model, Int8Encoder(), options), None)
     judged = _HeldOut(model, analysis, options, held, original) if held is not None and len(held) else None
-    chosen, summary = auto.choose(analysis, options)
+    chosen, summary = choose(analysis, options)
     small = small_tensors(model, options, {k: c.decode for k, (w, c) in chosen.items()
                                            if w.small and c.decode is not None})
     losses: list[str] = []

@@ -40,10 +40,9 @@ from hatch_shrinkray.fitting.windows import on_windows
 from hatch_shrinkray.methods import resident, runtimes
 from hatch_shrinkray.numerics.quant import NotEncodable
 from hatch_shrinkray.numerics.threads import workers
-from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
 from hatch_shrinkray.onnxgraph.encoding import Calibration, EncodeContext
 from hatch_shrinkray.onnxgraph.graph import Site, opset_version
-from hatch_shrinkray.onnxgraph.rewrite import rows_decodable
+from hatch_shrinkray.onnxgraph.rewrite import encode_context, rows_decodable
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.pool import thread_pool
 from hatch_shrinkray.samples import Feed, as_calibration
@@ -289,10 +288,7 @@ def weight_of(site: Site, options: ShrinkOptions, opset: int, lay: Layout | None
             head: npt.NDArray[np.bool_] | None = None) -> Weight:
     moments, rows_seen = calibration if calibration is not None else (None, 0)
     w: npt.NDArray[np.float32] = site.array()  # type: ignore[assignment]  # float32 site
-    axis, how = choose_axis(site.consumers, site.shape)
-    if axis is None:
-        axis, how = lowest_error_axis(w, how)
-    ctx = EncodeContext(options, opset, tuple(n for n, _ in site.consumers), axis, how)
+    ctx = encode_context(site, w, options, opset)
     cands: list[Candidate] = []
     targets = runtimes.parse(options.runtimes)
     small = site.size < options.min_elements  # written by the small rung, which has no MatMulNBits

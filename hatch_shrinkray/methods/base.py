@@ -82,6 +82,10 @@ class Method(Protocol):
         ...
 
 
+NEAREST_INT8 = Remedy(method="int8", rounding="nearest")
+"""Round-to-nearest int8: the do-no-harm floor, and the rung above every narrower choice."""
+
+
 class DataFree(ABC):
     """Base of the methods whose output does not depend on sample inputs: they need nothing and
     fit nothing, so ``fit`` is ``apply``."""
@@ -106,5 +110,12 @@ class DataFree(ABC):
         return Fitted(self.apply(model, options, calibration), None)
 
 
-NEAREST_INT8 = Remedy(method="int8", rounding="nearest")
-"""Round-to-nearest int8: the do-no-harm floor, and the rung above every narrower choice."""
+class NarrowerDataFree(DataFree):
+    """A data-free method narrower than int8 (``int4``, ``dynamic``): floored, and falling back to
+    round-to-nearest int8."""
+
+    def ladder(self, options: ShrinkOptions) -> tuple[Remedy, ...]:
+        return (NEAREST_INT8,)
+
+    def floored(self, options: ShrinkOptions) -> bool:
+        return True

@@ -25,22 +25,16 @@ from onnx import ModelProto
 
 from hatch_shrinkray.errors import ShrinkrayError, one_line
 from hatch_shrinkray.files import temporary_directory
-from hatch_shrinkray.methods.base import NEAREST_INT8, DataFree
+from hatch_shrinkray.methods.base import NarrowerDataFree
 from hatch_shrinkray.onnxgraph.encoding import Calibration
 from hatch_shrinkray.onnxgraph.graph import FLOAT_TYPES, Names, Site, find_sites, scopes
 from hatch_shrinkray.onnxgraph.rewrite import record, skip_reason
-from hatch_shrinkray.options import Remedy, ShrinkOptions
+from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import TensorRecord
 
 
-class Dynamic(DataFree):
+class Dynamic(NarrowerDataFree):
     name = "dynamic"
-
-    def ladder(self, options: ShrinkOptions) -> tuple[Remedy, ...]:
-        return (NEAREST_INT8,)
-
-    def floored(self, options: ShrinkOptions) -> bool:
-        return True
 
     def apply(self, model: ModelProto, options: ShrinkOptions,
               calibration: Calibration | None = None) -> list[TensorRecord]:

@@ -14,11 +14,11 @@ from onnx import ModelProto
 
 from hatch_shrinkray.encodings.int8 import Int8Encoder
 from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.methods.base import NEAREST_INT8, DataFree
+from hatch_shrinkray.methods.base import NarrowerDataFree
 from hatch_shrinkray.onnxgraph.encoding import Calibration
 from hatch_shrinkray.onnxgraph.graph import Names, Site, find_sites
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights, record, skip_reason
-from hatch_shrinkray.options import Remedy, ShrinkOptions
+from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import TensorRecord
 
 FLOAT32 = 1
@@ -29,14 +29,8 @@ def _matmul_weight(site: Site) -> bool:
             and bool(site.consumers) and all(n.op_type == "MatMul" and i == 1 for n, i in site.consumers))
 
 
-class Int4(DataFree):
+class Int4(NarrowerDataFree):
     name = "int4"
-
-    def ladder(self, options: ShrinkOptions) -> tuple[Remedy, ...]:
-        return (NEAREST_INT8,)
-
-    def floored(self, options: ShrinkOptions) -> bool:
-        return True
 
     def apply(self, model: ModelProto, options: ShrinkOptions,
               calibration: Calibration | None = None) -> list[TensorRecord]:

@@ -33,10 +33,9 @@ from hatch_shrinkray.fitting.guard import Outcome, Scorer, Unfitted, Verdict, de
 from hatch_shrinkray.fitting.probe import site_key
 from hatch_shrinkray.methods.base import NEAREST_INT8, Fitted, Needs
 from hatch_shrinkray.numerics.quant import NotEncodable
-from hatch_shrinkray.onnxgraph.axes import choose_axis, lowest_error_axis
-from hatch_shrinkray.onnxgraph.encoding import Calibration, EncodeContext
+from hatch_shrinkray.onnxgraph.encoding import Calibration
 from hatch_shrinkray.onnxgraph.graph import Site, opset_version
-from hatch_shrinkray.onnxgraph.rewrite import encode_weights
+from hatch_shrinkray.onnxgraph.rewrite import encode_context, encode_weights
 from hatch_shrinkray.options import LEVELS, Remedy, ShrinkOptions
 from hatch_shrinkray.result import Fit, FitNote, FitReason, TensorRecord
 from hatch_shrinkray.samples import Feed, as_calibration
@@ -142,10 +141,7 @@ def _fit(site: Site, options: ShrinkOptions, opset: int, lay: Layout | None,
     if moments is None or lay is None:
         return None
     w = site.array()
-    axis, how = choose_axis(site.consumers, site.shape)
-    if axis is None:
-        axis, how = lowest_error_axis(w, how)  # type: ignore[arg-type]  # float32 site
-    ctx = EncodeContext(options, opset, tuple(n for n, _ in site.consumers), axis, how)
+    ctx = encode_context(site, w, options, opset)  # type: ignore[arg-type]  # float32 site
     with contextlib.suppress(NotEncodable):
         return int_candidate(w, ctx, moments[0], lay, rows_seen=moments[1],  # type: ignore[arg-type]
                              levels=options.level_count())
@@ -155,10 +151,7 @@ def _fit(site: Site, options: ShrinkOptions, opset: int, lay: Layout | None,
 def _plain(site: Site, options: ShrinkOptions, opset: int) -> npt.NDArray[Any]:
     """What round-to-nearest int8 decodes this weight to (as ``encode_weights`` would choose it)."""
     w = site.array()
-    axis, how = choose_axis(site.consumers, site.shape)
-    if axis is None:
-        axis, how = lowest_error_axis(w, how)  # type: ignore[arg-type]  # float32 site
-    ctx = EncodeContext(options, opset, tuple(n for n, _ in site.consumers), axis, how)
+    ctx = encode_context(site, w, options, opset)  # type: ignore[arg-type]  # float32 site
     try:
         return Int8Encoder().encode(w, ctx).decoded  # type: ignore[arg-type]
     except NotEncodable:

@@ -129,15 +129,6 @@ def matmul_nbits_ok(targets: Targets) -> bool:
     return not _below(targets.onnxruntime, MATMUL_NBITS)
 
 
-def packed_ok(targets: Targets) -> bool:
-    """Whether ``auto`` may use packed 4/6/10/12-bit codes: their decode shifts bytes with
-    ``BitShift``, which OpenVINO 2026.4 computes wrongly on ``uint8`` (its right shifts round,
-    its left shifts saturate), so an OpenVINO target gets int8/int16/fp16 rungs only. (A ``web``
-    target keeps them, under a tighter load budget: without them ``auto`` can ship a model far
-    larger.)"""
-    return not targets.openvino
-
-
 def check(model: ModelProto, method: str, decode: str, entries: Iterable[str], label: str) -> None:
     """Raise the one-line refusal for ``entries`` (the validated ``runtimes`` option), if any; the
     build's own onnxruntime must load the result too, or verification could not run it."""

@@ -84,6 +84,15 @@ def _is_output(site: Site) -> bool:
     return any(o.name == site.name for o in site.scope.graph.output)
 
 
+def encode_context(site: Site, w: npt.NDArray[np.floating], options: ShrinkOptions, opset: int) -> EncodeContext:
+    """What an encoder gets for ``site``: the channel axis its consumers name, else the axis whose
+    per-channel scales reconstruct ``w`` best."""
+    axis, how = choose_axis(site.consumers, site.shape)
+    if axis is None:
+        axis, how = lowest_error_axis(w, how)
+    return EncodeContext(options, opset, tuple(n for n, _ in site.consumers), axis, how)
+
+
 def encode_weights(model: ModelProto, encoder: TensorEncoder, options: ShrinkOptions,
                    select: Callable[[Site], bool] | None = None) -> list[TensorRecord]:
     """Encode every eligible weight of ``model`` in place; one record per float weight."""
@@ -102,10 +111,7 @@ def encode_weights(model: ModelProto, encoder: TensorEncoder, options: ShrinkOpt
                 records.append(record(site, "kept", reason))
             continue
         w: npt.NDArray[np.floating] = site.array()  # type: ignore[assignment]  # float-typed site
-        axis, how = choose_axis(site.consumers, site.shape)
-        if axis is None:
-            axis, how = lowest_error_axis(w, how)
-        ctx = EncodeContext(options, opset, tuple(n for n, _ in site.consumers), axis, how)
+        ctx = encode_context(site, w, options, opset)
         try:
             dec = encoder.encode(w, ctx)
         except NotEncodable as exc:
@@ -114,7 +120,7 @@ def encode_weights(model: ModelProto, encoder: TensorEncoder, options: ShrinkOpt
         if dec.stored_bytes >= w.nbytes and dec.nodes:
             records.append(record(site, "kept", f"{dec.label} would not be smaller"))
             continue
-        note = how if ("axis" in dec.label or "tensor" in dec.label) else ""
+        note = ctx.axis_note if ("axis" in dec.label or "tensor" in dec.label) else ""
         if rows_decodable(site, dec):
             note = f"{note}; {ROWS_NOTE}".lstrip("; ")
         records.append(record(site, dec.label, note, dec.stored_bytes, error_stats(w, dec.decoded)))

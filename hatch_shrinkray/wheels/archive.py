@@ -22,6 +22,7 @@ import time
 import zipfile
 import zlib
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO
@@ -286,11 +287,7 @@ def write_wheel(wheel: Wheel, destination: Path, replace: Mapping[str, Path], dr
     are compressed, with their original's method. A full or read-only destination is one
     ShrinkrayError, and nothing is left there."""
     epoch = source_date_epoch()
-    tmp: str | None = None
-    try:
-        with deferred():  # a signal right after the file is created is delivered inside the try, which cleans up
-            fd, tmp = create_beside(destination)
-        os.close(fd)
+    with written_beside(destination) as tmp:
         with zipfile.ZipFile(wheel.path) as src, zipfile.ZipFile(tmp, "w") as out:
             rows: list[list[str]] = []
             for info in _ordered(wheel, drop):
@@ -308,6 +305,19 @@ def write_wheel(wheel: Wheel, destination: Path, replace: Mapping[str, Path], dr
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.chmod(tmp, _mode_of(wheel.path))
+
+
+@contextmanager
+def written_beside(destination: Path) -> Iterator[str]:
+    """A temporary file beside ``destination`` for the block to write, renamed over it when the
+    block ends; on any error it is removed (an OSError becomes one ShrinkrayError), so nothing is
+    left there."""
+    tmp: str | None = None
+    try:
+        with deferred():  # a signal right after the file is created is delivered inside the try, which cleans up
+            fd, tmp = create_beside(destination)
+        os.close(fd)
+        yield tmp
         os.replace(tmp, destination)
     except OSError as exc:
         if tmp is not None:

@@ -14,7 +14,6 @@ verification: the output wheel only appears once every model passed.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import zipfile
@@ -24,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.files import create_beside, temporary_prefix
+from hatch_shrinkray.files import temporary_prefix
 from hatch_shrinkray.shipping.config import HookConfig
 from hatch_shrinkray.shipping.datafiles import Readers
 from hatch_shrinkray.shipping.display import PREFIX, Display, writing_to
@@ -33,7 +32,7 @@ from hatch_shrinkray.shipping.outcome import Shipped
 from hatch_shrinkray.shipping.pins import report_pins, shrunk_models
 from hatch_shrinkray.shipping.ship import ship_models
 from hatch_shrinkray.signals import deferred
-from hatch_shrinkray.wheels.archive import Wheel, extract, head, open_wheel, write_wheel
+from hatch_shrinkray.wheels.archive import Wheel, extract, head, open_wheel, write_wheel, written_beside
 
 ONNX_START = b"\x08"
 """What a serialized ModelProto starts with (field 1, ir_version, as every exporter writes it
@@ -123,7 +122,8 @@ def rewrite_wheel(source: Path, destination: Path, configure: Callable[[Path], H
         if changed:
             write_wheel(wheel, destination, replace, drop)
         elif destination.resolve() != source.resolve():
-            _copy_atomically(source, destination)
+            with written_beside(destination) as tmp:
+                shutil.copyfile(source, tmp)
     finally:
         stack.close()
         if root is not None:
@@ -162,22 +162,3 @@ def _by_content(config: HookConfig, files: Path, manifest: Mapping[str, Manifest
         if entry is not None:
             found[model.relpath] = entry
     return found
-
-
-def _copy_atomically(source: Path, destination: Path) -> None:
-    tmp: str | None = None
-    try:
-        with deferred():  # a signal right after the file is created is delivered inside the try, which cleans up
-            fd, tmp = create_beside(destination)
-        os.close(fd)
-        shutil.copyfile(source, tmp)
-        os.replace(tmp, destination)
-    except OSError as exc:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        raise ShrinkrayError(f"cannot write the wheel: {exc.strerror or exc}", path=str(destination),
-                             hint="free some space there or choose another -o directory") from exc
-    except BaseException:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        raise

@@ -101,19 +101,20 @@ def test_looser_budget_never_larger(tmp_path: Path) -> None:
     import copy
     from dataclasses import replace
 
-    from hatch_shrinkray.methods.auto import Auto
+    from hatch_shrinkray.methods.auto_search import choose, write_chosen
+    from hatch_shrinkray.methods.auto_weights import analyse
 
     m = sensitive_mlp()
     opts = ShrinkOptions(method="auto", verify=VerifyOptions(inputs=calib(tmp_path)), budget_cosine=0.0,
                          budget_agreement=0.0)
-    auto = Auto()
     feeds = [{"x": x} for x in np.load(tmp_path / "calib.npz")["x"]]
-    analysis = auto.analyse(m, opts, feeds)
+    analysis = analyse(m, opts, feeds)
     assert analysis is not None
     sizes = []
     for b in (0.001, 0.01, 0.1):
         work = copy.deepcopy(m)
-        records = auto.finish(work, analysis, replace(opts, budget_rel_l2=b))
+        budgeted = replace(opts, budget_rel_l2=b)
+        records = write_chosen(work, budgeted, *choose(analysis, budgeted))
         sizes.append(sum(r.stored_bytes for r in records))
     assert sizes[0] >= sizes[1] >= sizes[2]
     assert sizes[2] < sizes[0]

@@ -16,7 +16,6 @@ from hatch_shrinkray import ShrinkOptions, VerifyOptions
 from hatch_shrinkray.fitting.budget import Baseline, deviation
 from hatch_shrinkray.fitting.calib import MAX_ROWS, MIN_ROWS, ROWS_PER_FEATURE, Layout, rows_per_sample
 from hatch_shrinkray.methods import auto_weights
-from hatch_shrinkray.methods.auto import Auto
 from hatch_shrinkray.numerics import gptq
 from hatch_shrinkray.numerics.threads import NO_SPINNING, one_blas_thread
 from hatch_shrinkray.options import VerifyOptions as Loose
@@ -182,7 +181,7 @@ def test_low_rungs_measured_for_the_largest_weights_only(tmp_path: Path, monkeyp
     x = np.random.default_rng(0).standard_normal((12, 16, 256)).astype(np.float32)
     feeds = [{"x": a} for a in x]
     opts = ShrinkOptions(method="auto", verify=VerifyOptions())
-    analysis = Auto().analyse(m, opts, feeds)
+    analysis = auto_weights.analyse(m, opts, feeds)
     assert analysis is not None
     measured = {w.site.name: {c.kind for c, done in zip(w.candidates, w.measured, strict=True) if done}
                 for w in analysis.weights}

@@ -12,8 +12,8 @@ from onnx import helper
 from hatch_shrinkray import ShrinkOptions, VerifyOptions
 from hatch_shrinkray.fitting.calib import Layout
 from hatch_shrinkray.fitting.candidates import int_candidate, rung_words, step_candidates
-from hatch_shrinkray.methods.auto import Auto
-from hatch_shrinkray.methods.auto_search import rungs_used
+from hatch_shrinkray.methods.auto_search import choose, rungs_used
+from hatch_shrinkray.methods.auto_weights import analyse
 from hatch_shrinkray.numerics.steps import FACTORS, StepTable, row_bits, steps_saving
 from hatch_shrinkray.onnxgraph.encoding import EncodeContext
 
@@ -119,13 +119,12 @@ def test_auto_searches_the_step_rungs_and_says_so(tmp_path: Path) -> None:
     x = np.random.default_rng(5).standard_normal((32, 16, K)).astype(np.float32)
     opts = ShrinkOptions(method="auto", verify=VerifyOptions(), budget_rel_l2=0.05, budget_cosine=0.99,
                          budget_agreement=0.0)
-    auto = Auto()
-    analysis = auto.analyse(m, opts, [{"x": f} for f in x])
+    analysis = analyse(m, opts, [{"x": f} for f in x])
     assert analysis is not None
     kinds = {c.kind for w in analysis.weights for c in w.candidates}
     assert {"int8-steps0.5", "int8-steps1"} <= kinds, kinds
-    chosen, summary = auto.choose(analysis, opts)
-    again = auto.choose(analysis, opts)[0]
+    chosen, summary = choose(analysis, opts)
+    again = choose(analysis, opts)[0]
     assert {k: c.kind for k, (_, c) in chosen.items()} == {k: c.kind for k, (_, c) in again.items()}
     assert "rungs used: " in summary
     for _, c in chosen.values():

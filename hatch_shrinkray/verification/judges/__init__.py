@@ -40,7 +40,7 @@ import numpy.typing as npt
 
 from hatch_shrinkray.options import JUDGES as JUDGE_NAMES
 from hatch_shrinkray.options import judge_spec
-from hatch_shrinkray.verification.judges.base import THRESHOLD, Answers, Arrays, Judge
+from hatch_shrinkray.verification.judges.base import THRESHOLD, Answers, Arrays, Judge, in_unit_range
 from hatch_shrinkray.verification.judges.boxes import Boxes, layout_of
 from hatch_shrinkray.verification.judges.decisions import MIN_RUN, Decisions, Segments, speech_runs
 from hatch_shrinkray.verification.judges.labels import Equal, Labels, Values
@@ -202,20 +202,9 @@ def detect(ref: Arrays, *, recurrent: bool = False, fed_back: bool = False, char
     return Values()
 
 
-UNIT_SLACK = 1e-6
-"""How far outside [0, 1] a probability may round: a sigmoid computed along another kernel path (the
-probe session that takes the weights as inputs) can land a hair above 1, and without this slack the
-map was judged as plain values, its regions never compared (so the do-no-harm guard could keep a
-rounding that changes what the map shows)."""
-
-
-def _in_unit_range(ref: Arrays) -> bool:
-    return all(bool(((np.asarray(r) >= -UNIT_SLACK) & (np.asarray(r) <= 1 + UNIT_SLACK)).all()) for r in ref)
-
-
 def _map(ref: Arrays, first: npt.NDArray[Any]) -> bool:
     return first.ndim == 4 and first.shape[-1] * first.shape[-2] >= MAP_MIN_PIXELS and min(first.shape[-2:]) >= 8 \
-        and _in_unit_range(ref)
+        and all(in_unit_range(r) for r in ref)
 
 
 def _softmax(first: npt.NDArray[Any]) -> bool:
@@ -247,7 +236,7 @@ def _probabilities(ref: Arrays, first: npt.NDArray[Any]) -> bool:
     detector's speech probability, per chunk or per frame of a sequence."""
     if first.ndim > 1 and first.shape[-1] != 1:
         return False
-    return _in_unit_range(ref)
+    return all(in_unit_range(r) for r in ref)
 
 
 def _unit_rows(x: npt.NDArray[Any]) -> bool:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
 import numpy.typing as npt
 
 Arrays = Sequence[npt.NDArray[Any]]
@@ -22,6 +23,17 @@ THRESHOLD = 0.5
 NEAR_TIE = 0.01
 """How close to a tie the original may be for a flip not to count: a probability within this of the
 threshold, or a top-1 / top-2 gap under this share of the row's range (any rounding may flip a tie)."""
+UNIT_SLACK = 1e-6
+"""How far outside [0, 1] a probability may round: a sigmoid computed along another kernel path (the
+probe session that takes the weights as inputs) can land a hair above 1, and without this slack the
+map was judged as plain values, its regions never compared (so the do-no-harm guard could keep a
+rounding that changes what the map shows)."""
+
+
+def in_unit_range(x: npt.ArrayLike) -> bool:
+    """Every value a probability, up to ``UNIT_SLACK``."""
+    a = np.asarray(x)
+    return bool(((a >= -UNIT_SLACK) & (a <= 1 + UNIT_SLACK)).all())
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from hatch_shrinkray.verification.judges.base import Answers, Arrays
+from hatch_shrinkray.verification.judges.base import Answers, Arrays, in_unit_range
 
 SCORE = 0.25
 """Class score a candidate needs to be a box (ultralytics' default confidence)."""
@@ -36,7 +36,6 @@ SHIFT = 1.0
 MIN_CANDIDATES = 64
 """Fewest candidates for detecting the candidates' layout from values: a detector's head has
 thousands; a small ``[1, 8, 20]`` is as likely any other tensor."""
-UNIT_SLACK = 1e-6
 FINAL_COLUMNS = 6
 """(x1, y1, x2, y2, score, class): other layouts after NMS (a batch index first) are not read."""
 
@@ -85,7 +84,7 @@ def layout_of(ref: Arrays, *, forced: bool = False) -> Layout | None:
     if forced:
         return Layout(False, channels_first)
     rows = [_candidates(a, channels_first) for a in arrays]
-    scores_ok = all(_unit(r[:, :, 4:]) for r in rows)
+    scores_ok = all(in_unit_range(r[:, :, 4:]) for r in rows)
     sizes_ok = all(bool((r[:, :, 2:4] >= 0).all()) for r in rows)
     pixels = any(bool((r[:, :, :4] > 1.0).any()) for r in rows)
     return Layout(False, channels_first) if scores_ok and sizes_ok and pixels else None
@@ -98,7 +97,7 @@ def _final(arrays: list[npt.NDArray[Any]], forced: bool) -> Layout | None:
     if not rows.size:
         return None
     integral = [bool(np.array_equal(rows[:, c], np.round(rows[:, c])) and (rows[:, c] >= 0).all()) for c in (4, 5)]
-    unit = [_unit(rows[:, c]) for c in (4, 5)]
+    unit = [in_unit_range(rows[:, c]) for c in (4, 5)]
     if integral[1] and unit[0] and not integral[0]:
         layout = Layout(True, score=4, label=5)
     elif integral[0] and unit[1] and not integral[1]:
@@ -110,10 +109,6 @@ def _final(arrays: list[npt.NDArray[Any]], forced: bool) -> Layout | None:
     live = rows[rows[:, layout.score] >= SCORE]
     ordered = bool((live[:, 2] >= live[:, 0]).all() and (live[:, 3] >= live[:, 1]).all())
     return layout if ordered and bool((live[:, :4] > 1.0).any()) else None
-
-
-def _unit(x: npt.NDArray[Any]) -> bool:
-    return bool(((x >= -UNIT_SLACK) & (x <= 1 + UNIT_SLACK)).all())
 
 
 def _candidates(a: npt.NDArray[Any], channels_first: bool) -> npt.NDArray[np.float64]:

@@ -19,7 +19,6 @@ from typing import Any
 
 from hatch_shrinkray import progress
 from hatch_shrinkray.capture.observe import ModelSeen, Observed
-from hatch_shrinkray.capture.swap import Instructions
 from hatch_shrinkray.checking.check import (
     Settings,
     portable_command,
@@ -102,8 +101,7 @@ def run_search(configured: Configured, settings: Settings, app: Display, max_run
         app.display_info(f"check --search: run with the original models (recording their feeds): "
                          f"{shown(settings.command)}")
         original = run_command(settings, prepared, "the run with the original models",
-                               lambda r: Instructions("original", False, settings.threshold, r, targets),
-                               record=tmp / "recorded")
+                               "original", targets, record=tmp / "recorded")
         require_success(original, settings)
         require_evidence(original, prepared, settings)
         found = []
@@ -245,7 +243,7 @@ class TensorSearch:
         and at most ``max_flip_rate`` of its decisions flipped."""
         assert p.shrunk is not None
         observed = run_command(self.settings, (self.prepared,), f"search run {self.runs}",
-                               lambda r: Instructions("shrunk", True, self.settings.threshold, r, (p.target(),)))
+                               "shrunk", (p.target(),), shadow=True)
         self.step.at(self.runs, "")
         verdict = judge(self.original, observed)
         seen = observed.models.get(p.sha256, ModelSeen())
@@ -309,8 +307,7 @@ def _joint(configured: Configured, settings: Settings, app: Display, *, original
     prepared = [p for p in prepare(configured, workdir, app, plans=plans) if p.sha256 in plans and p.shrunk]
     targets = tuple(p.target() for p in prepared)
     app.display_info("check --search: every plan at once")
-    observed = run_command(settings, prepared, "the run with every plan at once",
-                           lambda r: Instructions("shrunk", False, settings.threshold, r, targets))
+    observed = run_command(settings, prepared, "the run with every plan at once", "shrunk", targets)
     return judge(original, observed)
 
 

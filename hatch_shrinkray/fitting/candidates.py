@@ -209,14 +209,8 @@ def step_candidates(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt
                 codes = np.where(better[:, None], fitted, codes)
                 how = "output-aware rounding"
         codes[exact] = q0_rows[exact]
-        dec_rows = (codes.astype(F32) * scale32[:, None]).astype(F32)
-        tiny = (np.abs(dec_rows) < FLUSH) & (dec_rows != 0) & ~exact[:, None]
-        codes[tiny] = 0
-        dec_rows[tiny] = 0
-        decoded = from_rows(dec_rows, lay, w.shape)
-        stored = scale32.reshape(scale_shape(w.shape, axis))
-        q = Quantized(from_rows(codes, lay, w.shape).astype(np.int8), stored_scales(stored) if half_scales else stored,
-                      None, decoded, None, None)
+        q = _rows_quantized(codes, scale32, exact, lay, w.shape, axis=axis, dtype=np.int8, half_scales=half_scales)
+        decoded = q.decoded
         coarser = int((scale32 != s0.astype(F32)).sum())
         label = f"int8 coarser steps {saving:g} bit {where}{' gptq' if how != 'round-to-nearest' else ''}"
         dec = float_decode(q, w.dtype, ctx.opset, label)
@@ -297,15 +291,23 @@ def _fitted_codes(w: npt.NDArray[np.float32], q0: Quantized, moments: npt.NDArra
     q0_rows = as_rows(q0.codes.astype(np.float64), lay)
     codes[exact] = q0_rows[exact]
     scale[exact] = s0[exact]
-    scale32 = scale.astype(F32)
+    return _rows_quantized(codes, scale.astype(F32), exact, lay, w.shape, axis=axis, dtype=q0.codes.dtype,
+                           half_scales=half_scales)
+
+
+def _rows_quantized(codes: npt.NDArray[np.float64], scale32: npt.NDArray[np.float32], exact: npt.NDArray[np.bool_],
+                    lay: Layout, shape: tuple[int, ...], *, axis: int | None, dtype: npt.DTypeLike,
+                    half_scales: bool) -> Quantized:
+    """Rows of fitted ``codes`` at ``scale32`` as the tensor's codes, scales and decoded values; a
+    value that decodes to less than ``FLUSH`` (outside the ``exact`` rows) gets the code 0."""
     dec_rows = (codes.astype(F32) * scale32[:, None]).astype(F32)
     tiny = (np.abs(dec_rows) < FLUSH) & (dec_rows != 0) & ~exact[:, None]
     codes[tiny] = 0
     dec_rows[tiny] = 0
-    decoded = from_rows(dec_rows, lay, w.shape)
-    stored = scale32.reshape(scale_shape(w.shape, axis))
-    return Quantized(from_rows(codes, lay, w.shape).astype(q0.codes.dtype),
-                     stored_scales(stored) if half_scales else stored, None, decoded, None, None)
+    decoded = from_rows(dec_rows, lay, shape)
+    stored = scale32.reshape(scale_shape(shape, axis))
+    return Quantized(from_rows(codes, lay, shape).astype(dtype), stored_scales(stored) if half_scales else stored,
+                     None, decoded, None, None)
 
 
 def split(w: npt.NDArray[np.float32], hot: Candidate, cold: Candidate, mask: npt.NDArray[np.bool_], *, axis: int,

@@ -210,12 +210,11 @@ def step_candidates(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt
                 how = "output-aware rounding"
         codes[exact] = q0_rows[exact]
         q = _rows_quantized(codes, scale32, exact, lay, w.shape, axis=axis, dtype=np.int8, half_scales=half_scales)
-        decoded = q.decoded
         coarser = int((scale32 != s0.astype(F32)).sum())
         label = f"int8 coarser steps {saving:g} bit {where}{' gptq' if how != 'round-to-nearest' else ''}"
         dec = float_decode(q, w.dtype, ctx.opset, label)
-        out.append(Candidate(step_kind(saving), dec.label, dec.stored_bytes, decoded, dec,
-                             error_energy(w, decoded, moments, lay),
+        out.append(Candidate(step_kind(saving), dec.label, dec.stored_bytes, q.decoded, dec,
+                             error_energy(w, q.decoded, moments, lay),
                              f"coarser steps on {coarser} of {len(scale)} channels ({how})"))
     return out
 

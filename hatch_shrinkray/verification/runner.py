@@ -163,14 +163,9 @@ class Prepared:
         return self.seq.unit_count()
 
 
-SPLITS = ("none", "cross", "holdout")
-"""How a data-fitted method uses the samples: not at all; fitted on all of them, cross-fitted
-(``int8``'s output-aware rounding); or fitted on one half of the units and verified on the other
-(``auto``, whose search is too costly to run once per fold)."""
-
-
 def prepare_samples(path: Path, specs: list[InputSpec], *, sha256: str, name: str, split: str = "none") -> Prepared:
-    """Load real samples and decide which a fit uses and which the verification judges."""
+    """Load real samples and decide which a fit uses and which the verification judges (``split``):
+    no fit; fitted on all of them, cross-fitted; or fitted on one half of the units, verified on the other."""
     samples = load_samples(path, specs, model_sha256=sha256, model_name=name)
     every = tuple(range(len(samples.feeds)))
     if split == "cross":

@@ -303,7 +303,7 @@ def write_wheel(wheel: Wheel, destination: Path, replace: Mapping[str, Path], dr
             out.writestr(_entry(record, epoch), text.getvalue().encode("utf-8"))
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
-        os.chmod(tmp, _mode_of(wheel.path))
+        os.chmod(tmp, wheel.path.stat().st_mode & 0o777)
 
 
 @contextmanager
@@ -374,7 +374,3 @@ def _copy(src: IO[bytes], dst: IO[bytes]) -> list[str]:
         dst.write(chunk)
         size += len(chunk)
     return [f"sha256={_b64(digest.digest())}", str(size)]
-
-
-def _mode_of(path: Path) -> int:
-    return path.stat().st_mode & 0o777

@@ -59,7 +59,6 @@ from hatch_shrinkray.bench import (
     float_decode,
     from_rows,
     gptq,
-    inverse_factor,
     scale_shape,
     site_key,
     steps_saving,
@@ -190,7 +189,7 @@ def gptq_order(h: np.ndarray) -> GptqOrder:
     diag = np.diag(h)
     h[np.diag_indices(k)] += gptq.DAMP * float(diag.mean())
     perm = np.argsort(-diag, kind="stable")
-    return perm, np.argsort(perm, kind="stable"), inverse_factor(h[np.ix_(perm, perm)])
+    return perm, np.argsort(perm, kind="stable"), gptq.inverse_factor(h[np.ix_(perm, perm)])
 
 
 Choose = Callable[[np.ndarray, np.ndarray], np.ndarray]

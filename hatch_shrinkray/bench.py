@@ -10,9 +10,6 @@ leaves the benchmarks alone. Nothing here is public API: no compatibility is pro
 
 from __future__ import annotations
 
-import numpy as np
-import numpy.typing as npt
-
 from hatch_shrinkray import sizes
 from hatch_shrinkray.encodings._decode import float_decode
 from hatch_shrinkray.encodings.int8 import Int8Encoder
@@ -23,8 +20,6 @@ from hatch_shrinkray.fitting.candidates import STEP_SAVINGS
 from hatch_shrinkray.fitting.choices import Planned
 from hatch_shrinkray.fitting.probe import site_key
 from hatch_shrinkray.methods import int8 as int8_method
-from hatch_shrinkray.methods.auto import Auto
-from hatch_shrinkray.methods.dedup import Dedup
 from hatch_shrinkray.numerics import gptq
 from hatch_shrinkray.numerics.entropy import entropy_bits
 from hatch_shrinkray.numerics.quant import (
@@ -42,16 +37,9 @@ from hatch_shrinkray.onnxgraph.graph import find_sites
 from hatch_shrinkray.onnxgraph.rewrite import encode_weights
 from hatch_shrinkray.recording.storage import read_recording
 from hatch_shrinkray.samples import Sequencing, completed, run_in_order
-from hatch_shrinkray.verification.compare import expect
 from hatch_shrinkray.verification.inputs import load_samples, specs_of
 from hatch_shrinkray.verification.memory import footprint, packed
 from hatch_shrinkray.verification.runner import model_sha256
-
-
-def inverse_factor(h: npt.NDArray[np.float64]) -> npt.NDArray[np.float64] | None:
-    """Output-aware rounding's factor of the inverse Hessian (None if ``h`` is not positive definite),
-    for experiments that vary the rounding loop around it."""
-    return gptq._inverse_factor(h)
 
 
 def without_fitting_guard() -> None:
@@ -63,9 +51,7 @@ def without_fitting_guard() -> None:
 __all__ = [
     "FACTORS",
     "STEP_SAVINGS",
-    "Auto",
     "Decode",
-    "Dedup",
     "EncodeContext",
     "Evidence",
     "Int8Encoder",
@@ -83,13 +69,11 @@ __all__ = [
     "completed",
     "encode_weights",
     "entropy_bits",
-    "expect",
     "find_sites",
     "float_decode",
     "footprint",
     "from_rows",
     "gptq",
-    "inverse_factor",
     "load_samples",
     "lowest_error_axis",
     "model_sha256",

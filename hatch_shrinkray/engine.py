@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 from onnx import ModelProto
 
-from hatch_shrinkray import progress
+from hatch_shrinkray import progress, sizes
 from hatch_shrinkray.errors import (
     AlreadyQuantizedError,
     PlanError,
@@ -51,16 +51,6 @@ from hatch_shrinkray.result import Fit, FitNote, FitReason, TensorRecord, Verify
 from hatch_shrinkray.samples import Calibration
 from hatch_shrinkray.shrink_result import Failed, KeptFloat, ShrinkResult, kept_reason
 from hatch_shrinkray.signals import deferred
-from hatch_shrinkray.sizes import (
-    BROTLI_HINT,
-    DEFAULT_TARGET,
-    Sizes,
-    brotli_problem,
-    clearly_apart,
-    clearly_below,
-    measure,
-    web_bytes,
-)
 from hatch_shrinkray.verdict import kind
 from hatch_shrinkray.verification import memory
 from hatch_shrinkray.verification.inputs import GeneratedUnusable, specs_of_model
@@ -161,14 +151,15 @@ def _original_result(source: str | os.PathLike[str] | ModelProto, destination: s
         extra = output.commit()
     finally:
         output.discard()
-    sizes = measure(output.files() if destination is None else [Path(destination), *extra], exact_web=exact_web)
+    files = output.files() if destination is None else [Path(destination), *extra]
+    measured = sizes.measure(files, exact_web=exact_web)
     tried = ", ".join(f.label for f in failed)
     return ShrinkResult(
         source=loaded.label, destination=None if destination is None else str(destination), method=options.method,
         original_size=loaded.size, shrunk_size=loaded.size, tensors=(), seconds=time.perf_counter() - start,
         verification=None, options=options.describe(), external_data=tuple(p.name for p in extra),
         kept_original=f"{tried} failed the limits on the recording ({failed[0].label}: {failed[0].why})",
-        source_sha256=dict(loaded.sha256), original_sizes=sizes, shrunk_sizes=sizes, fell_back=tuple(failed),
+        source_sha256=dict(loaded.sha256), original_sizes=measured, shrunk_sizes=measured, fell_back=tuple(failed),
         label="the original")
 
 
@@ -176,8 +167,9 @@ def _shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.P
             options: ShrinkOptions, *, keep_failed: bool, exact_web: bool, stage: progress.Step) -> ShrinkResult:
     stage.show("loading")
     shrunk_web = exact_web or options.target == "web"
-    if shrunk_web and brotli_problem():
-        raise ShrinkrayError(f"target web counts brotli quality 11 bytes, and {brotli_problem()}", hint=BROTLI_HINT)
+    if shrunk_web and sizes.brotli_problem():
+        raise ShrinkrayError(f"target web counts brotli quality 11 bytes, and {sizes.brotli_problem()}",
+                             hint=sizes.BROTLI_HINT)
     start = time.perf_counter()
     loaded = load_model(source)
     checker = _check_source(loaded, options)
@@ -191,7 +183,7 @@ def _shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.P
     # The original's sizes, meanwhile: compressing it (seconds for a small model, far longer at
     # brotli 11, which target web alone leaves to `_settled`) runs in the gaps the encoding leaves.
     original_files = _files(loaded, job.original_ref)
-    original_sizes_job = Background(lambda: measure(original_files, exact_web=exact_web))
+    original_sizes_job = Background(lambda: sizes.measure(original_files, exact_web=exact_web))
     stage.show("encoding")
     calibration = prepared.calibration if prepared is not None else None
     with one_blas_thread():
@@ -233,8 +225,8 @@ class _Done:
 
     output: Output
     records: list[TensorRecord]
-    original_sizes: Sizes
-    shrunk_sizes: Sizes
+    original_sizes: sizes.Sizes
+    shrunk_sizes: sizes.Sizes
     kept_original: str | None
     unverified: bool
     verification: VerifyResult | None
@@ -252,7 +244,7 @@ def _check_source(loaded: Loaded, options: ShrinkOptions) -> str:
     return _check_input(loaded)
 
 
-def _write_and_verify(job: _Job, records: list[TensorRecord], original_sizes_job: Background[Sizes],
+def _write_and_verify(job: _Job, records: list[TensorRecord], original_sizes_job: Background[sizes.Sizes],
                       overridable: str, *, prepared: Prepared | None, fitting: Verdict | None, keep_failed: bool,
                       early: Reference | None) -> _Done:
     """Stage the encoded model (``job.loaded.model``), measure and verify it, and commit it or the
@@ -306,36 +298,36 @@ def _write_and_verify(job: _Job, records: list[TensorRecord], original_sizes_job
     return _Done(output, records, original_sizes, shrunk_sizes, kept_original, unverified, verification, extra)
 
 
-def _sized(job: _Job, files: bytes | list[Path], original: Sizes) -> tuple[Sizes, Sizes]:
+def _sized(job: _Job, files: bytes | list[Path], original: sizes.Sizes) -> tuple[sizes.Sizes, sizes.Sizes]:
     """The shrunk model's sizes and the original's. Under target web (without ``--sizes``) the shrunk
     model's web bytes stay the LZMA estimate where both estimates are so far apart that no error of
     theirs could make the shrunk model the larger (``clearly_apart``): brotli 11, slow on weight data, would
     only print a figure that decides nothing (minutes on a large model); every report marks it."""
     if job.options.target != "web" or job.exact_web:  # nothing to settle: both estimated, or both measured
-        return measure(files, exact_web=job.exact_web), original
-    estimate = measure(files)
-    if clearly_apart(estimate.web, original.web):
+        return sizes.measure(files, exact_web=job.exact_web), original
+    estimate = sizes.measure(files)
+    if sizes.clearly_apart(estimate.web, original.web):
         return estimate, original
-    shrunk = replace(estimate, web=web_bytes(files), web_estimated=False)
+    shrunk = replace(estimate, web=sizes.web_bytes(files), web_estimated=False)
     return shrunk, _settled(original, shrunk, _files(job.loaded, job.original_ref))
 
 
-def _settled(original: Sizes, shrunk: Sizes, files: bytes | list[Path]) -> Sizes:
+def _settled(original: sizes.Sizes, shrunk: sizes.Sizes, files: bytes | list[Path]) -> sizes.Sizes:
     """The original's sizes with its web bytes measured where the shrunk model's are and the
     estimate could decide the never-larger rule (the shrunk model is not clearly below it); an
     estimate that cannot change the outcome stays one, and says so (``web_estimated``)."""
-    if not original.web_estimated or shrunk.web_estimated or clearly_below(shrunk.web, original.web):
+    if not original.web_estimated or shrunk.web_estimated or sizes.clearly_below(shrunk.web, original.web):
         return original
-    return replace(original, web=web_bytes(files), web_estimated=False)
+    return replace(original, web=sizes.web_bytes(files), web_estimated=False)
 
 
 def _original_instead(job: _Job, staged: Output,
-                      shrunk: list[TensorRecord]) -> tuple[Output, list[TensorRecord], Sizes]:
+                      shrunk: list[TensorRecord]) -> tuple[Output, list[TensorRecord], sizes.Sizes]:
     """The original, staged in place of the shrunk model (it ships after all), with the records
     and sizes that say so."""
     staged.discard()
     again = _write(load_model(job.source).model, job.dest, job.loaded.label, job.checker)
-    return again, _all_kept(shrunk), measure(again.files(), exact_web=job.exact_web)
+    return again, _all_kept(shrunk), sizes.measure(again.files(), exact_web=job.exact_web)
 
 
 def _reference(loaded: Loaded, original_ref: str | bytes, options: ShrinkOptions,
@@ -464,7 +456,7 @@ def _below_floor(original_ref: str | bytes, label: str, options: ShrinkOptions, 
         return ""
     assert options.verify is not None
     floor = replace(NEAREST_INT8.apply(options), levels=None, scheme="symmetric", decode="float",
-                    target=DEFAULT_TARGET)  # as every size target writes it: int8 float in memory
+                    target=sizes.DEFAULT_TARGET)  # as every size target writes it: int8 float in memory
     model = load_model(original_ref if isinstance(original_ref, str) else onnx.load_from_string(original_ref)).model
     _encode(model, floor, None, None, label)
     with temporary_directory("floor") as tmp:
@@ -526,7 +518,7 @@ def _refuse_if_changed(loaded: Loaded, cause: BaseException | None = None) -> No
 TARGET_WORDS = {"wheel": "the wheel", "web": "the web download", "disk": "on disk", "memory": "the wheel"}
 
 
-def _smaller(shrunk: Sizes, original: Sizes, target: str, size_neutral: bool) -> bool:
+def _smaller(shrunk: sizes.Sizes, original: sizes.Sizes, target: str, size_neutral: bool) -> bool:
     """The never-larger rule: smaller in the bytes the target counts, and (but for a method that is
     ``size_neutral``) no larger on disk: a download a few bytes smaller does not pay for a model that takes
     twice the space once installed. Judging float-levels raw only shipped the original at every
@@ -534,7 +526,7 @@ def _smaller(shrunk: Sizes, original: Sizes, target: str, size_neutral: bool) ->
     return shrunk.of(target) < original.of(target) and (size_neutral or shrunk.raw <= original.raw)
 
 
-def _not_smaller(options: ShrinkOptions, shrunk: Sizes, original: Sizes) -> str:
+def _not_smaller(options: ShrinkOptions, shrunk: sizes.Sizes, original: sizes.Sizes) -> str:
     """Why the original ships, in the sizes that decided it."""
     def change(kind: str) -> str:
         before, after = original.of(kind), shrunk.of(kind)

@@ -21,6 +21,8 @@ import secrets
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from hatch_shrinkray.signals import deferred
@@ -127,31 +129,34 @@ def write_atomically(path: Path, data: bytes) -> None:
         with open(path, "wb") as fh:
             fh.write(data)
         return
-    with deferred():  # no signal between creating the temporary file and owning it
-        fd, tmp = create_beside(path)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with replacing(path) as tmp, open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def copy_atomically(source: Path, target: Path) -> str:
     """``copy_hashed`` into a temporary file beside ``target``, renamed over it when complete."""
-    with deferred():
-        fd, tmp = create_beside(target)
-    os.close(fd)
+    with replacing(target) as tmp:
+        return copy_hashed(source, tmp)
+
+
+@contextmanager
+def replacing(path: Path) -> Iterator[Path]:
+    """A temporary file beside ``path`` for the block to write, renamed over it when the block ends;
+    on any error or interruption it is removed, and ``path`` is left as it was."""
+    tmp: Path | None = None
     try:
-        digest = copy_hashed(source, Path(tmp))
-        os.replace(tmp, target)
+        with deferred():  # a signal right after the file is created is delivered inside the try, which cleans up
+            fd, name = create_beside(path)
+            tmp = Path(name)
+        os.close(fd)
+        yield tmp
+        os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
         raise
-    return digest
 
 
 def create_beside(path: Path) -> tuple[int, str]:

@@ -17,36 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hatch_shrinkray import options
 from hatch_shrinkray.errors import ShrinkrayError, did_you_mean
 from hatch_shrinkray.method_facts import facts, having
-from hatch_shrinkray.options import (
-    ANY_LEVELS,
-    BLOCK_SIZES,
-    DECODES,
-    DEFAULT_MAX_REL_L2,
-    DEFAULT_MIN_AGREEMENT,
-    DEFAULT_MIN_COSINE,
-    ENCODINGS,
-    INT64,
-    JUDGES,
-    LEVELS,
-    LOAD_BUDGET,
-    METHODS,
-    NAMED_RUNTIMES,
-    ROUNDINGS,
-    RUNTIME_FLOOR,
-    SCHEMES,
-    TOLERANCES,
-    WEB_LOAD_BUDGET,
-    ShrinkOptions,
-    VerifyOptions,
-    in_range,
-    inputs_problem,
-    judge_problem,
-)
 from hatch_shrinkray.sizes import TARGETS
 
-Check = Callable[[Any, ShrinkOptions, str], list[str]]
+Check = Callable[[Any, options.ShrinkOptions, str], list[str]]
 """The problems with an option's value (``value``, all the options, the option's name as spelled)."""
 
 
@@ -55,7 +31,7 @@ def _is_int(value: object) -> bool:
 
 
 def _one_of(choices: tuple[Any, ...]) -> Check:
-    def check(value: Any, opts: ShrinkOptions, name: str) -> list[str]:
+    def check(value: Any, opts: options.ShrinkOptions, name: str) -> list[str]:
         if (_is_int(value) or not isinstance(choices[0], int)) and value in choices:
             return []
         close = did_you_mean(value, choices) if isinstance(value, str) and isinstance(choices[0], str) else None
@@ -64,15 +40,15 @@ def _one_of(choices: tuple[Any, ...]) -> Check:
     return check
 
 
-def _positive(value: Any, opts: ShrinkOptions, name: str) -> list[str]:
+def _positive(value: Any, opts: options.ShrinkOptions, name: str) -> list[str]:
     return [] if _is_int(value) and value >= 1 else [f"{name} must be a positive integer; got {value!r}"]
 
 
-def _positive_or_unset(value: Any, opts: ShrinkOptions, name: str) -> list[str]:
+def _positive_or_unset(value: Any, opts: options.ShrinkOptions, name: str) -> list[str]:
     return [] if value is None else _positive(value, opts, name)
 
 
-def _non_negative(value: Any, opts: ShrinkOptions, name: str) -> list[str]:
+def _non_negative(value: Any, opts: options.ShrinkOptions, name: str) -> list[str]:
     return [] if _is_int(value) and value >= 0 else [f"{name} must be a non-negative integer; got {value!r}"]
 
 
@@ -80,31 +56,32 @@ def _between(lo: float, hi: float, *, optional: bool = False) -> Check:
     """A number in ``[lo, hi]``: the tolerances and ``auto``'s budgets lie in [0, 1] (a rel-L2 above 1
     would pass a model whose outputs are all zero, a cosine of 0 or below one whose outputs are
     unrelated; NaN passes nothing); only ``budget-load`` may be ``inf`` (size first)."""
-    def check(value: Any, opts: ShrinkOptions, name: str) -> list[str]:
-        if (optional and value is None) or in_range(value, lo, hi):
+    def check(value: Any, opts: options.ShrinkOptions, name: str) -> list[str]:
+        if (optional and value is None) or options.in_range(value, lo, hi):
             return []
         return [f"{name} must be a number from {lo} to {hi}; got {value!r}"]
     return check
 
 
-def _levels(value: Any, opts: ShrinkOptions, name: str) -> list[str]:
+def _levels(value: Any, opts: options.ShrinkOptions, name: str) -> list[str]:
     if value is None:
         return []
-    low, high, _ = LEVELS.get(opts.method, ANY_LEVELS)
+    low, high, _ = options.LEVELS.get(opts.method, options.ANY_LEVELS)
     if _is_int(value) and low <= value <= high:
         return []
-    which = f" with method {opts.method}" if opts.method in LEVELS else ""
+    which = f" with method {opts.method}" if opts.method in options.LEVELS else ""
     plain = f" ({facts(opts.method).plain})" if facts(opts.method).plain else ""
     return [f"{name} must be an integer from {low} to {high}{which}{plain}; got {value!r}"]
 
 
-def _runtimes(value: Any, opts: ShrinkOptions, name: str) -> list[str]:
+def _runtimes(value: Any, opts: options.ShrinkOptions, name: str) -> list[str]:
     errors = []
     for entry in value:
         if isinstance(entry, str) and entry.strip() == "onnxruntime":
             errors.append(f"{name} entry 'onnxruntime' needs a version: the oldest release your users run, "
                           "like 'onnxruntime>=1.18'")
-        elif not (isinstance(entry, str) and (entry in NAMED_RUNTIMES or RUNTIME_FLOOR.match(entry.strip()))):
+        elif not (isinstance(entry, str)
+                  and (entry in options.NAMED_RUNTIMES or options.RUNTIME_FLOOR.match(entry.strip()))):
             errors.append(f"{name} entries must be 'web', 'openvino' or an onnxruntime version floor "
                           f"like 'onnxruntime>=1.18'; got {entry!r}")
     return errors
@@ -113,7 +90,7 @@ def _runtimes(value: Any, opts: ShrinkOptions, name: str) -> list[str]:
 def _named(what: str, choices: tuple[str, ...], problem: Callable[[str], str] | None = None) -> Check:
     """A table of names (tensor patterns, outputs) to one of ``choices`` (``problem``: what is wrong
     with a value, in words, where the choices take more than a name)."""
-    def check(value: Any, opts: ShrinkOptions, name: str) -> list[str]:
+    def check(value: Any, opts: options.ShrinkOptions, name: str) -> list[str]:
         errors = []
         for key, choice in value:
             if not isinstance(key, str) or not key:
@@ -127,21 +104,21 @@ def _named(what: str, choices: tuple[str, ...], problem: Callable[[str], str] | 
     return check
 
 
-def _inputs(value: Any, opts: ShrinkOptions, name: str) -> list[str]:
-    problem = None if value is None else inputs_problem(Path(value))
+def _inputs(value: Any, opts: options.ShrinkOptions, name: str) -> list[str]:
+    problem = None if value is None else options.inputs_problem(Path(value))
     return [f"{name} {problem}"] if problem else []
 
 
-def _dims(value: Any, opts: ShrinkOptions, name: str) -> list[str]:
+def _dims(value: Any, opts: options.ShrinkOptions, name: str) -> list[str]:
     return [f"{name} {dim!r} must be a positive integer; got {size!r}" for dim, size in value
             if not _is_int(size) or size < 1]
 
 
-def _int_range(value: Any, opts: ShrinkOptions, name: str) -> list[str]:
+def _int_range(value: Any, opts: options.ShrinkOptions, name: str) -> list[str]:
     low, high = value
-    if _is_int(low) and _is_int(high) and INT64[0] <= low < high <= INT64[1]:
+    if _is_int(low) and _is_int(high) and options.INT64[0] <= low < high <= options.INT64[1]:
         return []
-    return [f"{name} must be two integers [low, high) with low < high, from {INT64[0]} to {INT64[1]}"]
+    return [f"{name} must be two integers [low, high) with low < high, from {options.INT64[0]} to {options.INT64[1]}"]
 
 
 @dataclass(frozen=True)
@@ -259,7 +236,7 @@ class Only:
     methods: tuple[str, ...] = ()
     inputs: bool | None = None
 
-    def idle(self, opts: ShrinkOptions, verify: bool, names: Mapping[str, str]) -> str | None:
+    def idle(self, opts: options.ShrinkOptions, verify: bool, names: Mapping[str, str]) -> str | None:
         """Why the option does nothing with ``opts`` (``verify``: a verification option), in words
         that name the other options as ``names`` spells them; None when it does something."""
         if verify and opts.verify is None:
@@ -323,9 +300,9 @@ class Option:
 
     def default(self) -> Any:
         """The engine's default, its value in the default options (``int-range``: both ends; ``verify``: on)."""
-        return self.value(ShrinkOptions())
+        return self.value(options.ShrinkOptions())
 
-    def value(self, opts: ShrinkOptions) -> Any:
+    def value(self, opts: options.ShrinkOptions) -> Any:
         """Its value in ``opts`` (verification ones: None when verification is off)."""
         if not self.verify:
             return opts.verify is not None if self.key == "verify" else getattr(opts, self.field)
@@ -343,8 +320,8 @@ _BUDGET = _between(0.0, 1.0, optional=True)
 
 OPTIONS: tuple[Option, ...] = (
     Option("method", "string", "the encoding method: `int8`, `fp16`, `float-levels`, `dedup`, `dynamic`, `int4` or "
-           "`auto` ([Methods and encodings](methods.md))", f"one of {', '.join(METHODS)} (default %(default)s)",
-           _one_of(METHODS), group="encoding", common=True),
+           "`auto` ([Methods and encodings](methods.md))", f"one of {', '.join(options.METHODS)} (default %(default)s)",
+           _one_of(options.METHODS), group="encoding", common=True),
     Option("min-elements", "integer", "the smallest float tensor worth encoding; smaller ones stay float",
            "smallest tensor to encode (default %(default)s)", _positive, group="tensors"),
     Option("exclude-tensors", "strings", "keep tensors whose name matches one of these globs",
@@ -356,7 +333,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("dedup", "boolean", "store identical tensors once first (lossless)",
            "do not merge identical tensors first", flag="--no-dedup", const=False, group="tensors"),
     Option("scheme", "string", "`int8`: `symmetric` or `asymmetric` grid",
-           f"int8 scheme: {', '.join(SCHEMES)} (default %(default)s)", _one_of(SCHEMES), group="encoding"),
+           f"int8 scheme: {', '.join(options.SCHEMES)} (default %(default)s)", _one_of(options.SCHEMES),
+           group="encoding"),
     Option("levels", "integer", "levels per channel. `int8`: 3..255, fewer distinct codes in the same int8 tensor "
            "(same decode and load cost, a smaller wheel and web download); `float-levels`: 2..65536",
            "levels per channel: int8 3..255 (default 255, plain int8; fewer = a smaller download), float-levels "
@@ -364,11 +342,11 @@ OPTIONS: tuple[Option, ...] = (
            only=Only(having("levels"))),
     Option("decode", "string", "`int8`: `float` (`Cast -> Mul`, folded at load) or `fast` (`DequantizeLinear` "
            "before MatMul, opset >= 13, int8 activations; kept only where the build's onnxruntime fuses it)",
-           f"int8 decode: {', '.join(DECODES)} (fast = DequantizeLinear before MatMul, opset >= 13, int8 "
-           "activations; kept only where onnxruntime fuses it; default %(default)s)", _one_of(DECODES)),
+           f"int8 decode: {', '.join(options.DECODES)} (fast = DequantizeLinear before MatMul, opset >= 13, int8 "
+           "activations; kept only where onnxruntime fuses it; default %(default)s)", _one_of(options.DECODES)),
     Option("block-size", "integer", "`int4` block size: 16, 32, 64, 128 or 256",
-           f"int4 block size: {', '.join(map(str, BLOCK_SIZES))} (default %(default)s)", _one_of(BLOCK_SIZES),
-           only=Only(having("blocks"))),
+           f"int4 block size: {', '.join(map(str, options.BLOCK_SIZES))} (default %(default)s)",
+           _one_of(options.BLOCK_SIZES), only=Only(having("blocks"))),
     Option("budget-rel-l2", "number", "`auto`: the largest relative L2 of any output on the fitting samples (0 to "
            "1); unset: round-to-nearest int8's there, less half of what output-aware rounding wins (a margin), "
            "twice that where outputs carry answers",
@@ -386,13 +364,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("budget-load", "number", "`auto`: the most its decodes may cost to fold when a session is created, as a "
            "multiple of int8 of every weight (its rungs fold at most int8's)",
            "auto: the most its decodes may cost to fold at load, as a multiple of int8 of every weight (default "
-           f"{LOAD_BUDGET}, {WEB_LOAD_BUDGET} where --runtimes names web; inf: size first)",
+           f"{options.LOAD_BUDGET}, {options.WEB_LOAD_BUDGET} where --runtimes names web; inf: size first)",
            _between(1.0, float("inf"), optional=True), shown="`1.25` (`1.0` with a `web` runtime)",
            group="auto", only=_AUTO),
     Option("encodings", "encodings", "per-tensor encodings whatever the method: `{ \"conv1.*\" = \"fp16\" }` (name "
            "globs; `float32`, `fp16`, `int16`, `int12`, `int10`, `int8`, `int6`, `int4`); two patterns that give "
            "one tensor different encodings are an error", "give tensors whose name matches this encoding whatever "
-           f"the method (repeatable; {', '.join(ENCODINGS)})", _named("tensor pattern", ENCODINGS),
+           f"the method (repeatable; {', '.join(options.ENCODINGS)})", _named("tensor pattern", options.ENCODINGS),
            group="tensors"),
     Option("runtimes", "strings", "where the shrunk model runs: `onnxruntime>=X.Y` (a floor; a bare `onnxruntime` "
            "is refused), `web`, `openvino`; methods those runtimes cannot load, or would decode on every inference, "
@@ -413,9 +391,10 @@ OPTIONS: tuple[Option, ...] = (
            "the outputs on the recording, where that does no harm on units it was not fitted on; `nearest` always "
            "rounds to nearest, and the inputs only verify. Set `nearest` for a model when `hatch-shrinkray check` "
            "shows your tests judge its fitted codes worse ([Checking](checking.md))",
-           f"int8 codes with real inputs: {', '.join(ROUNDINGS)} (default %(default)s: fitted to the inputs where "
-           "that does no harm on units it was not fitted on; nearest: the inputs only verify)", _one_of(ROUNDINGS),
-           metavar="HOW", shown="`\"output-aware\"`", only=Only(having("fits_rounding"), inputs=True)),
+           f"int8 codes with real inputs: {', '.join(options.ROUNDINGS)} (default %(default)s: fitted to the inputs "
+           "where that does no harm on units it was not fitted on; nearest: the inputs only verify)",
+           _one_of(options.ROUNDINGS), metavar="HOW", shown="`\"output-aware\"`",
+           only=Only(having("fits_rounding"), inputs=True)),
     Option("strict", "boolean", "fail the build for a model that generated inputs cannot verify (the shrunk model "
            "fails on them, the original's outputs carry no signal there, or it does not run on them) instead of "
            "shipping its original with the `hatch-shrinkray record` command that lets the next build shrink it; "
@@ -426,22 +405,24 @@ OPTIONS: tuple[Option, ...] = (
            "off", "skip output verification (not recommended)", flag="--no-verify", const=False, shown="`true`",
            group="verification"),
     Option("max-rel-l2", "number", "verification: the largest relative L2 an output may show between the shrunk "
-           f"model and the original (0 to 1). Set, it gates every output; unset ({DEFAULT_MAX_REL_L2}), it does not "
-           "count for an output whose judge compared its answers and found every one held (`-v` says `not counted`)",
+           f"model and the original (0 to 1). Set, it gates every output; unset ({options.DEFAULT_MAX_REL_L2}), it "
+           "does not count for an output whose judge compared its answers and found every one held (`-v` says "
+           "`not counted`)",
            "the largest relative L2 of any output, 0 to 1; set, it gates every output (default "
-           f"{DEFAULT_MAX_REL_L2}, not counted where every answer held)", _between(0.0, 1.0, optional=True),
-           verify=True, shown=f"`{DEFAULT_MAX_REL_L2}`", group="verification"),
+           f"{options.DEFAULT_MAX_REL_L2}, not counted where every answer held)", _between(0.0, 1.0, optional=True),
+           verify=True, shown=f"`{options.DEFAULT_MAX_REL_L2}`", group="verification"),
     Option("min-cosine", "number", "verification: the smallest cosine similarity an output may show (0 to 1); set "
-           f"or unset ({DEFAULT_MIN_COSINE}) as `max-rel-l2`",
+           f"or unset ({options.DEFAULT_MIN_COSINE}) as `max-rel-l2`",
            "the smallest cosine of any output, 0 to 1; set, it gates every output (default "
-           f"{DEFAULT_MIN_COSINE}, not counted where every answer held)", _between(0.0, 1.0, optional=True),
-           verify=True, shown=f"`{DEFAULT_MIN_COSINE}`", group="verification"),
+           f"{options.DEFAULT_MIN_COSINE}, not counted where every answer held)", _between(0.0, 1.0, optional=True),
+           verify=True, shown=f"`{options.DEFAULT_MIN_COSINE}`", group="verification"),
     Option("min-agreement", "number", "verification: the smallest observed share of unchanged decisions of any "
            "output (labels, characters, pixels, frames; flips where the original was nearly tied aside), 0 to 1; it "
            "always gates. Whole answers (tests, texts, streams) are judged against round-to-nearest int8's count "
            "instead ([How sure](evidence.md))", "the smallest observed share of unchanged decisions (labels, "
-           f"characters, pixels, frames), 0 to 1 (default {DEFAULT_MIN_AGREEMENT})", _between(0.0, 1.0, optional=True),
-           verify=True, shown=f"`{DEFAULT_MIN_AGREEMENT}`", group="verification"),
+           f"characters, pixels, frames), 0 to 1 (default {options.DEFAULT_MIN_AGREEMENT})",
+           _between(0.0, 1.0, optional=True), verify=True, shown=f"`{options.DEFAULT_MIN_AGREEMENT}`",
+           group="verification"),
     Option("inputs", "path", "real sample inputs, relative to the project: a recording directory (`hatch-shrinkray "
            "record`; each model finds its own file by sha256), a recording file, or a `.npz` with one array per "
            "graph input ([Recording real inputs](recording.md))", "real sample inputs: a recording directory, a "
@@ -468,11 +449,11 @@ OPTIONS: tuple[Option, ...] = (
            verify=True, group="generated", only=_GENERATED),
     Option("judges", "judges", "how an output's answers are compared, instead of the judge its shape implies: "
            "`{ \"probability_map\" = \"map\", \"stateN\" = \"off\" }`; a judge's tolerance, what still counts as the "
-           f"same answer, after a colon: `\"logits\" = \"segments:2\"` ({', '.join(TOLERANCES)}; "
+           f"same answer, after a colon: `\"logits\" = \"segments:2\"` ({', '.join(options.TOLERANCES)}; "
            "[How sure](evidence.md))",
            "how an output's answers are compared, instead of the judge its shape implies (repeatable; "
-           f"{', '.join(JUDGES)}; off: not judged; JUDGE:N sets its tolerance, logits=segments:2)",
-           _named("output name", JUDGES, judge_problem), verify=True,
+           f"{', '.join(options.JUDGES)}; off: not judged; JUDGE:N sets its tolerance, logits=segments:2)",
+           _named("output name", options.JUDGES, options.judge_problem), verify=True,
            group="verification"),
 )
 """Every engine option, in the order of the docs' reference and of the checks."""
@@ -519,7 +500,7 @@ HOOK_BY_KEY: dict[str, HookKey] = {k.key: k for k in HOOK_KEYS}
 BY_FIELD: dict[str, Option] = {o.field: o for o in OPTIONS}
 
 
-def option_errors(opts: ShrinkOptions, names: Mapping[str, str] | None = None) -> list[str]:
+def option_errors(opts: options.ShrinkOptions, names: Mapping[str, str] | None = None) -> list[str]:
     """Every problem with ``opts``, each naming the option as the caller spells it.
 
     ``names`` maps field names (``min_elements``) to the user's spelling
@@ -532,12 +513,12 @@ def option_errors(opts: ShrinkOptions, names: Mapping[str, str] | None = None) -
         if option.check is not None and not (option.verify and opts.verify is None):
             errors += option.check(value, opts, names.get(option.field, option.field))
     plan = names.get("plan", "plan")
-    errors += [f"{plan}: tensor {name!r} has encoding {encoding!r}, not one of {', '.join(ENCODINGS)}"
-               for _, name, encoding in opts.plan if encoding not in ENCODINGS]
+    errors += [f"{plan}: tensor {name!r} has encoding {encoding!r}, not one of {', '.join(options.ENCODINGS)}"
+               for _, name, encoding in opts.plan if encoding not in options.ENCODINGS]
     return errors
 
 
-def idle_options(keys: Iterable[str], per_model: Sequence[ShrinkOptions],
+def idle_options(keys: Iterable[str], per_model: Sequence[options.ShrinkOptions],
                  names: Mapping[str, str]) -> list[tuple[str, str]]:
     """``(name, why)`` for each option among ``keys`` (the ones a user gave) that does nothing for
     any of ``per_model`` (the options each model gets), spelled as ``names`` spells them (field ->
@@ -551,18 +532,18 @@ def idle_options(keys: Iterable[str], per_model: Sequence[ShrinkOptions],
     return idle
 
 
-def options_from(settings: Mapping[str, Any], root: Path) -> ShrinkOptions:
+def options_from(settings: Mapping[str, Any], root: Path) -> options.ShrinkOptions:
     """Engine options from read settings (by key); unset keys keep the engine defaults, and
     ``inputs`` is relative to ``root``."""
     shrink = {o.field: settings[o.key] for o in OPTIONS if not o.verify and o.key != "verify" and o.key in settings}
     if settings.get("verify", True) is False:
-        return ShrinkOptions(**shrink, verify=None)
+        return options.ShrinkOptions(**shrink, verify=None)
     verify = {o.field: settings[o.key] for o in OPTIONS if o.verify and o.key in settings}
     if "int_range" in verify:
         verify["int_low"], verify["int_high"] = verify.pop("int_range")
     if "inputs" in verify:
         verify["inputs"] = root / verify["inputs"]
-    return ShrinkOptions(**shrink, verify=VerifyOptions(**verify))
+    return options.ShrinkOptions(**shrink, verify=options.VerifyOptions(**verify))
 
 
 def read_settings(raw: Mapping[str, Any], table: str, errors: list[str]) -> dict[str, Any]:

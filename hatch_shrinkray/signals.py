@@ -67,11 +67,6 @@ def on_signal(signum: int, handler: Callable[[int, FrameType | None], Any]) -> C
     return restore
 
 
-def on_sigterm(handler: Callable[[int, FrameType | None], Any]) -> Callable[[], None] | None:
-    """:func:`on_signal` for SIGTERM."""
-    return on_signal(signal.SIGTERM, handler)
-
-
 REDELIVERY = 0.02
 """Seconds after a stop request was swallowed before it is delivered again."""
 
@@ -104,7 +99,7 @@ def _never_lost(previous: Callable[[Any], object]) -> Callable[[Any], object]:
 @contextlib.contextmanager
 def terminate_raises() -> Iterator[None]:
     """Within, SIGTERM raises ``Terminated`` (unless someone else already handles or ignores it)."""
-    restore = on_sigterm(_raise_terminated)
+    restore = on_signal(signal.SIGTERM, _raise_terminated)
     try:
         yield
     finally:

@@ -36,9 +36,6 @@ from hatch_shrinkray.shipping.manifest import MANIFEST_NAME
 DATA = "DATA"
 EVERY_MODEL = "**/*.onnx"
 
-Entry = tuple[str, str, str]
-"""A TOC entry of PyInstaller: ``(name in the app, source file, typecode)``."""
-
 
 def shrink_datas(datas: Sequence[Any], *, models: Sequence[str] = (EVERY_MODEL,), project: str | os.PathLike[str] = ".",
                  workdir: str | os.PathLike[str] | None = None, **options: Any) -> list[Any]:

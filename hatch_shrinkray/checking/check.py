@@ -13,13 +13,13 @@ import itertools
 import os
 import shlex
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from hatch_shrinkray import progress
 from hatch_shrinkray.capture.observe import ModelSeen, Observed, observe
-from hatch_shrinkray.capture.swap import Instructions
+from hatch_shrinkray.capture.swap import Instructions, Target
 from hatch_shrinkray.checking.models import Configured, Prepared, prepare
 from hatch_shrinkray.checking.sensitive import ranked
 from hatch_shrinkray.checking.verdict import Verdict, judge
@@ -101,14 +101,12 @@ def two_runs(configured: Configured, settings: Settings, app: Display,
         targets = tuple(p.target() for p in targets_of(prepared))
         app.display_info(f"check: run 1 of 2, with the original models: {shown(settings.command)}")
         original = run_command(settings, prepared, "run 1 of 2, with the original models",
-                               lambda r: Instructions("original", False, settings.threshold, r, targets),
-                               record=tmp / "recorded")
+                               "original", targets, record=tmp / "recorded")
         require_success(original, settings)
         require_evidence(original, prepared, settings)
         runs.advance()
         app.display_info(f"check: run 2 of 2, with the shrunk models: {shown(settings.command)}")
-        shrunk = run_command(settings, prepared, "run 2 of 2, with the shrunk models",
-                             lambda r: Instructions("shrunk", False, settings.threshold, r, targets))
+        shrunk = run_command(settings, prepared, "run 2 of 2, with the shrunk models", "shrunk", targets)
         runs.advance()
     return prepared, original, shrunk
 
@@ -119,22 +117,24 @@ def run_shadow(configured: Configured, settings: Settings, app: Display) -> Shad
         targets = tuple(p.target() for p in targets_of(prepared))
         app.display_info(f"check --shadow: the original models answer, the shrunk ones run beside them: "
                          f"{shown(settings.command)}")
-        run = run_command(settings, prepared, "the shadow run",
-                          lambda r: Instructions("original", True, settings.threshold, r, targets))
+        run = run_command(settings, prepared, "the shadow run", "original", targets, shadow=True)
         require_evidence(run, prepared, settings)
         return Shadowed(tuple(prepared), run)
 
 
-def run_command(settings: Settings, prepared: Sequence[Prepared], which: str,
-                instructions: Callable[[str], Instructions], *, record: Path | None = None) -> Observed:
-    """One run of the command (``which`` names it in messages), within ``settings.timeout``.
+def run_command(settings: Settings, prepared: Sequence[Prepared], which: str, load: str,
+                targets: tuple[Target, ...], *, shadow: bool = False, record: Path | None = None) -> Observed:
+    """One run of the command (``which`` names it in messages), within ``settings.timeout``, its
+    sessions of ``targets`` computing with ``load`` (``original`` or ``shrunk``), the other model
+    beside them when ``shadow``.
 
     ``check`` swapped in the shrunk copy of the bytes it read; a command that rewrites a configured
     model (a test re-exporting it) would make it judge other bytes than it shrank, and blame the
     weights. So every model file is hashed again after the run, and a changed one is refused."""
     with progress.task(f"{which}: `{shown(settings.command)}`"):
-        observed = observe(settings.command, instructions, record=record, cwd=settings.cwd,
-                           timeout=settings.timeout)
+        observed = observe(settings.command,
+                           lambda reports: Instructions(load, shadow, settings.threshold, reports, targets),
+                           record=record, cwd=settings.cwd, timeout=settings.timeout)
     for p in prepared:
         try:
             now = file_sha256(p.source)

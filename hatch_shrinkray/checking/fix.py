@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hatch_shrinkray.capture.observe import ModelSeen, Observed
-from hatch_shrinkray.capture.swap import Instructions
 from hatch_shrinkray.checking.check import Settings, portable_command, run_command, two_runs
 from hatch_shrinkray.checking.fixplan import PLAN_RUNS, PlanSearch, plan_rung
 from hatch_shrinkray.checking.models import Configured, Prepared, only, prepare
@@ -319,8 +318,7 @@ class _Fixer:
             return verdict
         self.runs += 1
         targets = tuple(p.target() for p in swapped.values())
-        observed = run_command(self.settings, self.prepared, f"check --fix run {self.runs}",
-                               lambda r: Instructions("shrunk", False, self.settings.threshold, r, targets))
+        observed = run_command(self.settings, self.prepared, f"check --fix run {self.runs}", "shrunk", targets)
         verdict = judge(self.original, observed)
         failing = self._failing(verdict)
         outcome = f"{len(failing)} regressed ({', '.join(failing[:3])})" if failing else "nothing regressed"

@@ -19,17 +19,7 @@ from typing import Any
 
 from hatch_shrinkray import progress
 from hatch_shrinkray.capture.observe import ModelSeen, Observed
-from hatch_shrinkray.capture.swap import Instructions
-from hatch_shrinkray.checking.check import (
-    Settings,
-    portable_command,
-    portable_path,
-    require_evidence,
-    require_success,
-    run_command,
-    shown,
-    targets_of,
-)
+from hatch_shrinkray.checking import check
 from hatch_shrinkray.checking.models import Configured, Prepared, only, prepare
 from hatch_shrinkray.checking.sensitive import ranked
 from hatch_shrinkray.checking.verdict import Verdict, judge, tally
@@ -90,22 +80,21 @@ class Searched:
     """With several models: all plans at once (each model was searched with the others original)."""
 
 
-def run_search(configured: Configured, settings: Settings, app: Display, max_runs: int) -> Searched:
+def run_search(configured: Configured, settings: check.Settings, app: Display, max_runs: int) -> Searched:
     with temporary_directory("search") as name:
         tmp = Path(name)
         every = prepare(configured, tmp / "models", app)
-        prepared = targets_of(every)
+        prepared = check.targets_of(every)
         for p in every:
             if p.ships_original:
                 app.display_info(f"check --search: {p.relpath}: {p.verification}; not searched")
         targets = tuple(p.target() for p in prepared)
         app.display_info(f"check --search: run with the original models (recording their feeds): "
-                         f"{shown(settings.command)}")
-        original = run_command(settings, prepared, "the run with the original models",
-                               lambda r: Instructions("original", False, settings.threshold, r, targets),
-                               record=tmp / "recorded")
-        require_success(original, settings)
-        require_evidence(original, prepared, settings)
+                         f"{check.shown(settings.command)}")
+        original = check.run_command(settings, prepared, "the run with the original models",
+                                     "original", targets, record=tmp / "recorded")
+        check.require_success(original, settings)
+        check.require_evidence(original, prepared, settings)
         found = []
         for index, p in enumerate(prepared):
             if not original.models.get(p.sha256, ModelSeen()).sessions:
@@ -136,7 +125,7 @@ class TensorSearch:
     top = "float32"
     """What the most sensitive tensors are kept as, before each is moved down ``ladder``."""
 
-    def __init__(self, configured: Configured, settings: Settings, app: Display, *, original: Observed,
+    def __init__(self, configured: Configured, settings: check.Settings, app: Display, *, original: Observed,
                  prepared: Prepared, workdir: Path, max_runs: int) -> None:
         self.configured = configured
         self.settings = settings
@@ -244,8 +233,8 @@ class TensorSearch:
         """One run of the command with ``p`` swapped in and the original beside it: no test regressed
         and at most ``max_flip_rate`` of its decisions flipped."""
         assert p.shrunk is not None
-        observed = run_command(self.settings, (self.prepared,), f"search run {self.runs}",
-                               lambda r: Instructions("shrunk", True, self.settings.threshold, r, (p.target(),)))
+        observed = check.run_command(self.settings, (self.prepared,), f"search run {self.runs}",
+                                     "shrunk", (p.target(),), shadow=True)
         self.step.at(self.runs, "")
         verdict = judge(self.original, observed)
         seen = observed.models.get(p.sha256, ModelSeen())
@@ -273,7 +262,7 @@ def _guarded(found: Found, recorded: Path, workdir: Path, app: Display, project:
     configured = p.options.verify.inputs if p.options.verify is not None else None
     source, held = recorded, "the searched run's own feeds (the plan was fitted to them)"
     if configured is not None and configured.exists():
-        source, held = configured, f"the recording {portable_path(configured, project)}"
+        source, held = configured, f"the recording {check.portable_path(configured, project)}"
     try:
         samples = load_samples(source, specs_of_model(load_model(p.source).model), model_sha256=p.sha256,
                                model_name=p.relpath)
@@ -302,15 +291,14 @@ def outputs_on(model: Path, samples: Samples, label: str) -> tuple[list[str], li
     return [o.name for o in sess.get_outputs()], run_all(sess, samples.feeds, samples.sequencing())
 
 
-def _joint(configured: Configured, settings: Settings, app: Display, *, original: Observed,
+def _joint(configured: Configured, settings: check.Settings, app: Display, *, original: Observed,
            found: Sequence[Found], workdir: Path) -> Verdict:
     plans = {f.prepared.sha256: tuple(sorted((s, t, e) for (s, t), e in f.best.tensors.items()))
              for f in found if f.best is not None}
     prepared = [p for p in prepare(configured, workdir, app, plans=plans) if p.sha256 in plans and p.shrunk]
     targets = tuple(p.target() for p in prepared)
     app.display_info("check --search: every plan at once")
-    observed = run_command(settings, prepared, "the run with every plan at once",
-                           lambda r: Instructions("shrunk", False, settings.threshold, r, targets))
+    observed = check.run_command(settings, prepared, "the run with every plan at once", "shrunk", targets)
     return judge(original, observed)
 
 
@@ -325,7 +313,7 @@ def plan_entries(searched: Searched, command: Sequence[str], max_flip_rate: floa
         p = f.best.prepared
         verdict = (f"{tally(f.best.verdict.shrunk)} as with the original models; {flips} of {positions} shadow "
                    f"decisions flipped")
-        checked = {"command": portable_command(command, project), "verdict": verdict, "guard": f.guard,
+        checked = {"command": check.portable_command(command, project), "verdict": verdict, "guard": f.guard,
                    "shadow_flips": flips, "shadow_decisions": positions, "max_flip_rate": max_flip_rate, "runs": f.runs,
                    "original_size": p.original_size, "shrunk_size": p.shrunk_size,
                    "shrunk_sha256": f.best.shrunk_sha256}

@@ -18,11 +18,7 @@ class FloatLevelsEncoder:
 
     def encode(self, w: npt.NDArray[np.floating], ctx: EncodeContext) -> Decode:
         levels = ctx.options.level_count()
-        q = quantize_affine(w, ctx.axis, levels + 1 if _has_nonfinite(w) else levels)
+        q = quantize_affine(w, ctx.axis, levels + 1 if not np.isfinite(w).all() else levels)
         decoded = q.decoded.astype(w.dtype)
         where = "per-tensor" if ctx.axis is None else f"axis {ctx.axis}"
         return Decode({"levels": decoded}, (), decoded, f"float-levels {levels} {where}")
-
-
-def _has_nonfinite(w: npt.NDArray[np.floating]) -> bool:
-    return not bool(np.isfinite(w).all())

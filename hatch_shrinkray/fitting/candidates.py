@@ -20,16 +20,8 @@ from hatch_shrinkray.encodings import packing
 from hatch_shrinkray.encodings._decode import HALF_SCALES, WHERE_MIN_OPSET, float_decode
 from hatch_shrinkray.encodings.fp16 import Fp16Encoder
 from hatch_shrinkray.fitting.calib import Layout, as_rows, from_rows
-from hatch_shrinkray.numerics import gptq
+from hatch_shrinkray.numerics import gptq, quant
 from hatch_shrinkray.numerics.entropy import estimated_bytes
-from hatch_shrinkray.numerics.quant import (
-    FLUSH,
-    NotEncodable,
-    Quantized,
-    code_bounds,
-    quantize_symmetric,
-    scale_shape,
-)
 from hatch_shrinkray.numerics.scales import on_half_grid, stored_scales
 from hatch_shrinkray.numerics.steps import StepTable, steps_saving
 from hatch_shrinkray.onnxgraph.encoding import Decode, EncodeContext
@@ -180,13 +172,13 @@ def step_candidates(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt
         return []
     if rows_seen < MIN_ROWS_PER_FEATURE * moments.shape[-1]:
         return []
-    q0 = quantize_symmetric(w, axis, 8, half_scales=half_scales)
+    q0 = quant.quantize_symmetric(w, axis, 8, half_scales=half_scales)
     if q0.nonfinite is not None:
         return []
     h = moments[0]
     rows = as_rows(w.astype(np.float64), lay)
     s0 = as_rows(np.broadcast_to(q0.scale, w.shape), lay)[:, 0].astype(np.float64)
-    exact = (rows.min(axis=1) == rows.max(axis=1)) | (np.abs(rows).max(axis=1) < FLUSH)
+    exact = (rows.min(axis=1) == rows.max(axis=1)) | (np.abs(rows).max(axis=1) < quant.FLUSH)
     q0_rows = as_rows(q0.codes.astype(np.float64), lay)
     table = StepTable(rows, s0, h)
     where = f"axis {axis}"
@@ -209,19 +201,12 @@ def step_candidates(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt
                 codes = np.where(better[:, None], fitted, codes)
                 how = "output-aware rounding"
         codes[exact] = q0_rows[exact]
-        dec_rows = (codes.astype(F32) * scale32[:, None]).astype(F32)
-        tiny = (np.abs(dec_rows) < FLUSH) & (dec_rows != 0) & ~exact[:, None]
-        codes[tiny] = 0
-        dec_rows[tiny] = 0
-        decoded = from_rows(dec_rows, lay, w.shape)
-        stored = scale32.reshape(scale_shape(w.shape, axis))
-        q = Quantized(from_rows(codes, lay, w.shape).astype(np.int8), stored_scales(stored) if half_scales else stored,
-                      None, decoded, None, None)
+        q = _rows_quantized(codes, scale32, exact, lay, w.shape, axis=axis, dtype=np.int8, half_scales=half_scales)
         coarser = int((scale32 != s0.astype(F32)).sum())
         label = f"int8 coarser steps {saving:g} bit {where}{' gptq' if how != 'round-to-nearest' else ''}"
         dec = float_decode(q, w.dtype, ctx.opset, label)
-        out.append(Candidate(step_kind(saving), dec.label, dec.stored_bytes, decoded, dec,
-                             error_energy(w, decoded, moments, lay),
+        out.append(Candidate(step_kind(saving), dec.label, dec.stored_bytes, q.decoded, dec,
+                             error_energy(w, q.decoded, moments, lay),
                              f"coarser steps on {coarser} of {len(scale)} channels ({how})"))
     return out
 
@@ -247,11 +232,11 @@ def int_candidate(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.N
     where = "per-tensor" if axis is None else f"axis {axis}"
     kind = level_kind(levels) if levels is not None else f"int{bits}"
     name = kind if levels in (None, INT8_LEVELS) else f"int8 {levels} levels"
-    q0 = quantize_symmetric(w, axis, bits, levels, half_scales=half_scales)
+    q0 = quant.quantize_symmetric(w, axis, bits, levels, half_scales=half_scales)
     if bits != 8 and q0.nonfinite is not None:
-        raise NotEncodable("packed codes keep no non-finite sentinel")
+        raise quant.NotEncodable("packed codes keep no non-finite sentinel")
 
-    def decode(q: Quantized, label: str) -> Decode:
+    def decode(q: quant.Quantized, label: str) -> Decode:
         if bits == 8:
             return float_decode(q, w.dtype, ctx.opset, label)
         return packing.packed_decode(q.codes, q.scale, bits, opset=ctx.opset, decoded=q.decoded, label=label)
@@ -276,8 +261,8 @@ def int_candidate(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.N
                      f"output-aware rounding: {gain:.2f}x less output error than round-to-nearest")
 
 
-def _fitted_codes(w: npt.NDArray[np.float32], q0: Quantized, moments: npt.NDArray[np.float64], lay: Layout,
-                  *, bits: int, levels: int | None, axis: int | None, half_scales: bool) -> Quantized:
+def _fitted_codes(w: npt.NDArray[np.float32], q0: quant.Quantized, moments: npt.NDArray[np.float64], lay: Layout,
+                  *, bits: int, levels: int | None, axis: int | None, half_scales: bool) -> quant.Quantized:
     """The codes and scales output-error-aware rounding (``gptq``) fits on ``moments``, one group of
     rows at a time; constant or all-tiny rows keep their round-to-nearest codes (``q0``)."""
     rows = as_rows(w.astype(np.float64), lay)
@@ -286,26 +271,34 @@ def _fitted_codes(w: npt.NDArray[np.float32], q0: Quantized, moments: npt.NDArra
     per = rows.shape[0] // g
     codes = np.empty_like(rows)
     scale = np.empty_like(s0)
-    bounds = code_bounds(rows.min(axis=1), rows.max(axis=1), levels) if levels is not None else None
+    bounds = quant.code_bounds(rows.min(axis=1), rows.max(axis=1), levels) if levels is not None else None
     for i in range(g):
         sl = slice(i * per, (i + 1) * per)
         r = gptq.round_rows(rows[sl], s0[sl], moments[i], bits,
                             None if bounds is None else (bounds[0][sl], bounds[1][sl]), half_scales=half_scales)
         codes[sl] = r.codes
         scale[sl] = r.scale
-    exact = (rows.min(axis=1) == rows.max(axis=1)) | (np.abs(rows).max(axis=1) < FLUSH)
+    exact = (rows.min(axis=1) == rows.max(axis=1)) | (np.abs(rows).max(axis=1) < quant.FLUSH)
     q0_rows = as_rows(q0.codes.astype(np.float64), lay)
     codes[exact] = q0_rows[exact]
     scale[exact] = s0[exact]
-    scale32 = scale.astype(F32)
+    return _rows_quantized(codes, scale.astype(F32), exact, lay, w.shape, axis=axis, dtype=q0.codes.dtype,
+                           half_scales=half_scales)
+
+
+def _rows_quantized(codes: npt.NDArray[np.float64], scale32: npt.NDArray[np.float32], exact: npt.NDArray[np.bool_],
+                    lay: Layout, shape: tuple[int, ...], *, axis: int | None, dtype: npt.DTypeLike,
+                    half_scales: bool) -> quant.Quantized:
+    """Rows of fitted ``codes`` at ``scale32`` as the tensor's codes, scales and decoded values; a
+    value that decodes to less than ``FLUSH`` (outside the ``exact`` rows) gets the code 0."""
     dec_rows = (codes.astype(F32) * scale32[:, None]).astype(F32)
-    tiny = (np.abs(dec_rows) < FLUSH) & (dec_rows != 0) & ~exact[:, None]
+    tiny = (np.abs(dec_rows) < quant.FLUSH) & (dec_rows != 0) & ~exact[:, None]
     codes[tiny] = 0
     dec_rows[tiny] = 0
-    decoded = from_rows(dec_rows, lay, w.shape)
-    stored = scale32.reshape(scale_shape(w.shape, axis))
-    return Quantized(from_rows(codes, lay, w.shape).astype(q0.codes.dtype),
-                     stored_scales(stored) if half_scales else stored, None, decoded, None, None)
+    decoded = from_rows(dec_rows, lay, shape)
+    stored = scale32.reshape(quant.scale_shape(shape, axis))
+    return quant.Quantized(from_rows(codes, lay, shape).astype(dtype), stored_scales(stored) if half_scales else stored,
+                           None, decoded, None, None)
 
 
 def split(w: npt.NDArray[np.float32], hot: Candidate, cold: Candidate, mask: npt.NDArray[np.bool_], *, axis: int,
@@ -316,9 +309,9 @@ def split(w: npt.NDArray[np.float32], hot: Candidate, cold: Candidate, mask: npt
     of GPTQ carries only its own error forward), so the halves are exactly what each rounding made."""
     hd, cd = hot.decode, cold.decode
     if hd is None or cd is None or set(hd.stored) != {"q", "scale"} or set(cd.stored) != {"q", "scale"}:
-        raise NotEncodable("only plain int8 codes with per-channel scales split by channel")
+        raise quant.NotEncodable("only plain int8 codes with per-channel scales split by channel")
     if hd.stored["scale"].dtype != cd.stored["scale"].dtype:
-        raise NotEncodable("the two level counts store their scales in different precisions")
+        raise quant.NotEncodable("the two level counts store their scales in different precisions")
     shape = [1] * w.ndim
     shape[axis] = w.shape[axis]
     pick = mask.reshape(shape)
@@ -339,18 +332,18 @@ def sixteen_bit(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.NDA
     """The better of int16 per-channel and fp16 for this weight (None if neither applies)."""
     options: list[Candidate] = []
     try:
-        q = quantize_symmetric(w, ctx.axis, 16)
+        q = quant.quantize_symmetric(w, ctx.axis, 16)
         where = "per-tensor" if ctx.axis is None else f"axis {ctx.axis}"
         dec = float_decode(q, w.dtype, ctx.opset, f"int16 {where}")
         options.append(Candidate("int16", dec.label, dec.stored_bytes, q.decoded, dec,
                                  error_energy(w, q.decoded, moments, lay)))
-    except NotEncodable:
+    except quant.NotEncodable:
         pass
     try:
         half = Fp16Encoder().encode(w, ctx)
         options.append(Candidate("fp16", half.label, half.stored_bytes, half.decoded, half,
                                  error_energy(w, half.decoded, moments, lay)))
-    except NotEncodable:
+    except quant.NotEncodable:
         pass
     if not options:
         return None
@@ -365,7 +358,7 @@ def float32_scales(c: Candidate) -> Candidate:
     d = c.decode
     if d is None or set(d.stored) != {"q", "scale"} or d.stored["scale"].dtype != np.float16:
         return c
-    q = Quantized(d.stored["q"], d.stored["scale"].astype(np.float32), None, d.decoded, None, None)
+    q = quant.Quantized(d.stored["q"], d.stored["scale"].astype(np.float32), None, d.decoded, None, None)
     decode = float_decode(q, d.decoded.dtype, WHERE_MIN_OPSET, d.label.replace(f", {HALF_SCALES}", ""))
     return Candidate(c.kind, c.label.replace(f", {HALF_SCALES}", ""), decode.stored_bytes, c.decoded, decode,
                      c.weight_error, c.note)

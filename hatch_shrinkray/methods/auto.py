@@ -73,8 +73,9 @@ class Auto:
         return False  # its guard judges the plan against round-to-nearest int8 on held-out units
 
     def needs(self, options: ShrinkOptions) -> Needs:
-        """Real samples, half of their units held out to judge the plan on, and the original's
-        outputs there before the encoding (verification compares with the same)."""
+        """Real samples, half of their units held out to judge the plan on (its search is too costly to
+        cross-fit, once per fold), and the original's outputs there before the encoding (verification
+        compares with the same)."""
         return Needs(split="holdout", required=True, reference_first=True,
                      fallback="auto fell back to int8 round-to-nearest", fit_subject="auto")
 

@@ -133,7 +133,7 @@ def gptq(w: F64, s: F64, h: F64, bounds: Bounds | int) -> F64:
     h[np.diag_indices(k)] += DAMP * float(diag.mean())
     perm = np.argsort(-diag, kind="stable")
     inv_perm = np.argsort(perm, kind="stable")
-    u = _inverse_factor(h[np.ix_(perm, perm)])
+    u = inverse_factor(h[np.ix_(perm, perm)])
     if u is None:
         return _rtn(w, s, bounds)
     low, high = -bounds[0].astype(np.float64), bounds[1].astype(np.float64)
@@ -155,7 +155,7 @@ def gptq(w: F64, s: F64, h: F64, bounds: Bounds | int) -> F64:
     return out
 
 
-def _inverse_factor(h: F64) -> F64 | None:
+def inverse_factor(h: F64) -> F64 | None:
     """Upper triangular ``U`` with ``U^T U = h^-1`` (None if ``h`` is not positive definite), from one
     factorisation: with ``J`` the reversal, ``J h J = L L^T`` gives ``h = R R^T`` for the upper
     triangular ``R = J L J``, so ``U = R^-1 = J L^-1 J``."""

@@ -71,6 +71,13 @@ def _tensors(model: ModelProto) -> Iterator[TensorProto]:
         yield from _attribute_tensors(function.node)
 
 
+def _external(model: ModelProto) -> Iterator[tuple[TensorProto, dict[str, str]]]:
+    """Every tensor whose bytes live in a data file, with its external-data entries by key."""
+    for t in _tensors(model):
+        if t.data_location == TensorProto.EXTERNAL:
+            yield t, {e.key: e.value for e in t.external_data}
+
+
 def _attribute_tensors(nodes: Iterable[onnx.NodeProto]) -> Iterator[TensorProto]:
     for node in nodes:
         for attr in node.attribute:
@@ -83,10 +90,7 @@ def _attribute_tensors(nodes: Iterable[onnx.NodeProto]) -> Iterator[TensorProto]
 def external_locations(model: ModelProto, label: str = "<model>") -> list[str]:
     """Distinct external-data locations, in order; a malformed reference is a ShrinkrayError."""
     out: list[str] = []
-    for t in _tensors(model):
-        if t.data_location != TensorProto.EXTERNAL:
-            continue
-        entries = {e.key: e.value for e in t.external_data}
+    for t, entries in _external(model):
         location = entries.get("location")
         if not isinstance(location, str) or not location or "\0" in location:
             raise ShrinkrayError(f"tensor {quoted(t.name)} has external data without a valid location", path=label,
@@ -255,10 +259,7 @@ def _resolve_external(model: ModelProto, path: Path) -> list[Path]:
 def _check_extents(model: ModelProto, path: Path) -> None:
     """Every external tensor lies inside its data file (a cut-off copy is the usual cause)."""
     sizes: dict[str, int] = {}
-    for t in _tensors(model):
-        if t.data_location != TensorProto.EXTERNAL:
-            continue
-        entries = {e.key: e.value for e in t.external_data}
+    for t, entries in _external(model):
         location = entries["location"]
         if location not in sizes:
             sizes[location] = (path.parent / location).stat().st_size
@@ -277,10 +278,7 @@ def _referenced_bytes(model: ModelProto, path: Path) -> int:
     a data file of its own, and only its part of one it shares with another model (two models may
     point into one ``weights.bin``; the other's tensors are not this model's input)."""
     spans: dict[str, list[tuple[int, int]]] = {}
-    for t in _tensors(model):
-        if t.data_location != TensorProto.EXTERNAL:
-            continue
-        entries = {e.key: e.value for e in t.external_data}
+    for _, entries in _external(model):
         location = entries["location"]
         size = (path.parent / location).stat().st_size
         try:

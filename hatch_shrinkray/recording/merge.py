@@ -22,21 +22,11 @@ from typing import Any, NamedTuple
 
 from hatch_shrinkray.codec import decode, encode
 from hatch_shrinkray.evidence import MIN_UNITS
+from hatch_shrinkray.recording import select
 from hatch_shrinkray.recording.caps import Caps
 from hatch_shrinkray.recording.encode import digest, encode_feed, stored_bytes
 from hatch_shrinkray.recording.format import BYTES_MODEL, Meta, Recording, Stored, meta_of
 from hatch_shrinkray.recording.matching import named_for
-from hatch_shrinkray.recording.select import (
-    BYTE_CAP,
-    MEMORY_CAP,
-    NOT_CALLS,
-    REPEATED,
-    SAMPLE_CAP,
-    Sample,
-    Stream,
-    choose_samples,
-    choose_streams,
-)
 from hatch_shrinkray.recording.storage import read_recording
 
 OTHER_FEEDBACK = "later steps of streams that fed back other outputs"
@@ -46,7 +36,7 @@ REPEATED_STREAM = "steps of streams that repeat a kept one"
 @dataclass(frozen=True)
 class Part:
     meta: Meta
-    samples: list[Sample]
+    samples: list[select.Sample]
     """Calls numbered within the part."""
 
     @property
@@ -127,7 +117,7 @@ def _merge_stateless(ordered: Sequence[Part], offsets: Sequence[int], caps: Caps
                    for p, offset in zip(ordered, offsets, strict=True)
                    for label, sample in zip(p.meta.units, _samples(p, offset), strict=True)),
                   key=lambda r: r[1].call)
-    units: dict[str, list[Sample]] = {}
+    units: dict[str, list[select.Sample]] = {}
     first: dict[str, int] = {}
     seen_feeds: set[str] = set()
     for label, sample in rows:  # repeated feeds: the first call keeps it
@@ -137,8 +127,8 @@ def _merge_stateless(ordered: Sequence[Part], offsets: Sequence[int], caps: Caps
             seen_feeds.add(sample.digest)
             units[label].append(sample)
         else:
-            skipped[REPEATED] += 1
-    choice = choose_samples([(k, units[k]) for k in sorted(units, key=first.__getitem__)], caps)
+            skipped[select.REPEATED] += 1
+    choice = select.choose_samples([(k, units[k]) for k in sorted(units, key=first.__getitem__)], caps)
     chosen = choice.samples
     meta.update(units=[label for label, _ in chosen], picked=[s.call for _, s in chosen], streams=[],
                 samples=len(chosen))
@@ -151,15 +141,15 @@ def _merge_stateless(ordered: Sequence[Part], offsets: Sequence[int], caps: Caps
         f" and {others} other call{'s' * (others != 1)}" if groups and others else "")
     skipped.update(choice.left_out)
     ran = max(choice.units, len(tests) if tests else total)
-    _account(skipped, total, len(samples), SAMPLE_CAP if len(samples) >= caps.samples else BYTE_CAP)
+    _account(skipped, total, len(samples), select.SAMPLE_CAP if len(samples) >= caps.samples else select.BYTE_CAP)
     few = choice.kept_units < min(MIN_UNITS, ran)
-    capped = any(skipped[reason] for reason in (SAMPLE_CAP, BYTE_CAP, MEMORY_CAP))
+    capped = any(skipped[reason] for reason in (select.SAMPLE_CAP, select.BYTE_CAP, select.MEMORY_CAP))
     short = None
     if few and capped:  # the bound that stopped it, and the value that keeps MIN_UNITS
-        memory = choice.left_out.get(MEMORY_CAP, 0) > 0 and choice.memory_for_units > caps.memory
+        memory = choice.left_out.get(select.MEMORY_CAP, 0) > 0 and choice.memory_for_units > caps.memory
         short = (choice.kept_units, ran, "--max-memory", choice.memory_for_units) if memory else \
             (choice.kept_units, ran, "--max-bytes", choice.for_units)
-    repeats = (choice.kept_units, ran) if few and not capped and skipped[REPEATED] else None
+    repeats = (choice.kept_units, ran) if few and not capped and skipped[select.REPEATED] else None
     return _Kept(samples, seen, kept_text, short, repeats=repeats)
 
 
@@ -168,7 +158,7 @@ def _merge_streams(ordered: Sequence[Part], offsets: Sequence[int], feedback: tu
     """The streams of a recurrent model that fed back ``feedback`` (``choose_streams``); ``meta`` gets
     the choice, ``skipped`` the calls left out."""
     streams, repeated = _streams(ordered, offsets, feedback, skipped)
-    chosen_streams = choose_streams(streams, caps)
+    chosen_streams = select.choose_streams(streams, caps)
     steps = sorted((s.call, k) for k, stream in enumerate(chosen_streams) for s in stream.steps)
     position = {call: i for i, (call, _) in enumerate(steps)}
     by_call = {s.call: s for stream in chosen_streams for s in stream.steps}
@@ -181,14 +171,15 @@ def _merge_streams(ordered: Sequence[Part], offsets: Sequence[int], feedback: tu
     cut = sum(len(s.steps) < s.ran for s in chosen_streams)
     kept_text = (f"{len(chosen_streams)} stream{'s' * (len(chosen_streams) != 1)}, {len(steps)} steps"
                  + (f" ({cut} cut to a prefix)" if cut else ""))
-    _account(skipped, meta["calls"], len(samples), SAMPLE_CAP if len(chosen_streams) >= caps.samples else BYTE_CAP)
+    _account(skipped, meta["calls"], len(samples),
+             select.SAMPLE_CAP if len(chosen_streams) >= caps.samples else select.BYTE_CAP)
     return _Kept(samples, seen, kept_text, None, repeated)
 
 
 def _account(skipped: Counter[str], calls: int, kept: int, bound: str) -> None:
     """Calls neither kept nor counted under a reason were thinned out while the processes ran, to
     stay within the bounds: they count under the bound that the choice reached."""
-    counted = sum(n for reason, n in skipped.items() if reason not in NOT_CALLS)
+    counted = sum(n for reason, n in skipped.items() if reason not in select.NOT_CALLS)
     if calls - kept - counted > 0:
         skipped[bound] += calls - kept - counted
 
@@ -197,20 +188,20 @@ def _first(parts: Sequence[Part], feedback: tuple[tuple[str, ...], ...]) -> int:
     return next(i for i, p in enumerate(parts) if tuple(tuple(x) for x in p.meta.feedback) == feedback)
 
 
-def _samples(part: Part, offset: int) -> list[Sample]:
+def _samples(part: Part, offset: int) -> list[select.Sample]:
     return [dataclasses.replace(s, call=offset + s.call) for s in part.samples]
 
 
 def _streams(parts: Sequence[Part], offsets: Sequence[int], feedback: tuple[tuple[str, ...], ...],
-             skipped: Counter[str]) -> tuple[list[Stream], int]:
+             skipped: Counter[str]) -> tuple[list[select.Stream], int]:
     """Every stream of every part (samples of stateless parts as one-step streams), repeats dropped;
     and how many were dropped."""
-    streams: list[Stream] = []
+    streams: list[select.Stream] = []
     for p, offset in zip(parts, offsets, strict=True):
         samples = _samples(p, offset)
         same = tuple(tuple(x) for x in p.meta.feedback) == feedback
         if not p.meta.feedback:
-            streams += [Stream(label if label.startswith("test:") else "", (s,), 1)
+            streams += [select.Stream(label if label.startswith("test:") else "", (s,), 1)
                         for label, s in zip(p.meta.units, samples, strict=True)]
             continue
         groups = p.meta.extra.get("stream_groups") or [""] * len(p.meta.streams)
@@ -219,7 +210,7 @@ def _streams(parts: Sequence[Part], offsets: Sequence[int], feedback: tuple[tupl
             steps = tuple(samples[i] for i in indices)
             if not same:
                 skipped[OTHER_FEEDBACK] += len(steps) - 1
-            streams.append(Stream(group, steps, steps_ran) if same else Stream(group, steps[:1], 1))
+            streams.append(select.Stream(group, steps, steps_ran) if same else select.Stream(group, steps[:1], 1))
     streams.sort(key=lambda s: s.steps[0].call)
     prefixes: set[tuple[int, str]] = set()
     for stream in streams:
@@ -267,7 +258,7 @@ def as_part(rec: Recording, root: Path) -> Part:
     """``rec`` as a part a process wrote: its samples encoded again (encoding is deterministic), its
     calls and skipped feeds counted with the run's, its model's path absolute again (under ``root``)."""
     stored = [encode_feed(feed, rec.inputs) for feed in rec.samples]
-    samples = [Sample(call, s, digest(s), stored_bytes(s), sum(int(a.nbytes) for a in feed.values()))
+    samples = [select.Sample(call, s, digest(s), stored_bytes(s), sum(int(a.nbytes) for a in feed.values()))
                for call, s, feed in zip(rec.picked, stored, rec.samples, strict=True)]
     units = list(rec.units) or [f"call:{call}" for call in rec.picked]
     model = rec.model if rec.model == BYTES_MODEL else str(root / rec.model)

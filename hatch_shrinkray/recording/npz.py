@@ -26,8 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hatch_shrinkray.errors import ShrinkrayError
-from hatch_shrinkray.files import create_beside
-from hatch_shrinkray.signals import deferred
+from hatch_shrinkray.files import replacing
 
 MAX_BYTES = 1_000_000_000
 """Largest total size of the arrays of one file once loaded (1 GB): a sample file holds a few
@@ -190,33 +189,24 @@ def write_blobs(path: Path, members: Sequence[tuple[str, Blob]]) -> None:
     """A zip file of ``members`` (``name`` -> ``name.npy``), as ``numpy.savez_compressed`` readers
     expect, written atomically: readers see the old file or the new one. The file gets the mode new
     files get (the user's umask), like any file the user writes."""
-    with deferred():  # no signal between creating the file and owning its name
-        fd, name = create_beside(path)
-    os.close(fd)
-    tmp = Path(name)
-    try:
-        with open(tmp, "wb") as fh:
-            central, offset = [], 0
-            for name, blob in members:
-                encoded = f"{name}.npy".encode()
-                if offset + len(blob.data) >= _ZIP32 or blob.size >= _ZIP32:
-                    raise OSError(errno.EFBIG, "over 4 GB; record with a smaller --max-bytes")
-                fh.write(_LOCAL.pack(b"PK\x03\x04", 20, 0, blob.method, 0, _DOS_DATE, blob.crc,
-                                     len(blob.data), blob.size, len(encoded), 0))
-                fh.write(encoded)
-                fh.write(blob.data)
-                central.append(_CENTRAL.pack(b"PK\x01\x02", (3 << 8) | 20, 20, 0, blob.method, 0,
-                                             _DOS_DATE, blob.crc, len(blob.data), blob.size, len(encoded), 0, 0,
-                                             0, 0, 0o100644 << 16, offset) + encoded)
-                offset += _LOCAL.size + len(encoded) + len(blob.data)
-            directory = b"".join(central)
-            if len(central) > 0xFFFF or offset + len(directory) >= _ZIP32:
-                raise OSError(errno.EFBIG, "too many arrays for one file; record with a smaller --max-samples")
-            fh.write(directory)
-            fh.write(_END.pack(b"PK\x05\x06", 0, 0, len(central), len(central), len(directory), offset, 0))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with replacing(path) as tmp, open(tmp, "wb") as fh:
+        central, offset = [], 0
+        for name, blob in members:
+            encoded = f"{name}.npy".encode()
+            if offset + len(blob.data) >= _ZIP32 or blob.size >= _ZIP32:
+                raise OSError(errno.EFBIG, "over 4 GB; record with a smaller --max-bytes")
+            fh.write(_LOCAL.pack(b"PK\x03\x04", 20, 0, blob.method, 0, _DOS_DATE, blob.crc,
+                                 len(blob.data), blob.size, len(encoded), 0))
+            fh.write(encoded)
+            fh.write(blob.data)
+            central.append(_CENTRAL.pack(b"PK\x01\x02", (3 << 8) | 20, 20, 0, blob.method, 0,
+                                         _DOS_DATE, blob.crc, len(blob.data), blob.size, len(encoded), 0, 0,
+                                         0, 0, 0o100644 << 16, offset) + encoded)
+            offset += _LOCAL.size + len(encoded) + len(blob.data)
+        directory = b"".join(central)
+        if len(central) > 0xFFFF or offset + len(directory) >= _ZIP32:
+            raise OSError(errno.EFBIG, "too many arrays for one file; record with a smaller --max-samples")
+        fh.write(directory)
+        fh.write(_END.pack(b"PK\x05\x06", 0, 0, len(central), len(central), len(directory), offset, 0))
+        fh.flush()
+        os.fsync(fh.fileno())

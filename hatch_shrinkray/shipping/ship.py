@@ -27,7 +27,7 @@ from pathlib import Path, PurePosixPath
 
 from hatch_shrinkray import progress
 from hatch_shrinkray.errors import OptionError, PlanError, ShrinkrayError
-from hatch_shrinkray.shipping import wording
+from hatch_shrinkray.shipping import outcome, wording
 from hatch_shrinkray.shipping.cache import ShrinkCache, default_cache_dir, refused
 from hatch_shrinkray.shipping.config import HookConfig, ModelEntry
 from hatch_shrinkray.shipping.datafiles import ProjectTree, Readers, Tree
@@ -35,17 +35,6 @@ from hatch_shrinkray.shipping.display import PREFIX, Display, Sanitized, writing
 from hatch_shrinkray.shipping.links import outside
 from hatch_shrinkray.shipping.manifest import ManifestEntry
 from hatch_shrinkray.shipping.obsolete import drop_obsolete_data
-from hatch_shrinkray.shipping.outcome import (
-    AlreadyQuantized,
-    Decision,
-    KeptOriginal,
-    PassThrough,
-    PlannedOriginal,
-    Shipped,
-    Shrinking,
-    Shrunk,
-    Unchanged,
-)
 from hatch_shrinkray.shipping.passthrough import pass_through
 from hatch_shrinkray.shipping.plan import PLAN_NAME, PlanEntry
 from hatch_shrinkray.shipping.planned import confirm_plan, planned
@@ -55,7 +44,7 @@ from hatch_shrinkray.shipping.shrink import Job, content_sha256, data_files_besi
 
 def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
                 manifest_in: Mapping[str, ManifestEntry], *, keep_failed: bool = False,
-                tree: Tree | None = None, total: bool = True) -> list[Shipped]:
+                tree: Tree | None = None, total: bool = True) -> list[outcome.Shipped]:
     """Shrink (or pass through) every configured model under ``root``; say what ships instead.
 
     ``manifest_in`` maps model paths to what hatch-shrinkray shipped for them before: a model
@@ -71,7 +60,7 @@ def ship_models(config: HookConfig, root: Path, workdir: Path, app: Display,
         build = _Build(config, root, workdir, manifest_in, _open_cache(config, app), app, keep_failed)
         readers = Readers(tree or ProjectTree(root))
         start = time.perf_counter()
-        shipped: list[Shipped] = []
+        shipped: list[outcome.Shipped] = []
         for index, configured in enumerate(config.models):
             counted.at(index, configured.relpath)
             shipped.append(build.speak(*build.decide(configured)))
@@ -97,12 +86,12 @@ class _Model:
     sidecars: tuple[str, ...] = ()
     """The original's external-data files, project-relative."""
 
-    def original(self, decision: Decision, at: Path, entry: ManifestEntry | None = None) -> Shipped:
+    def original(self, decision: outcome.Decision, at: Path, entry: ManifestEntry | None = None) -> outcome.Shipped:
         """What ships when the model file's bytes do (read from ``at``): the original, or the shrunk model
         an sdist holds (its ``entry`` says what the original weighed)."""
-        before = entry.original_size if isinstance(decision, PassThrough) and entry is not None else None
-        return Shipped(self.entry.relpath, decision.outcome, before or self.size, self.size,
-                       ((self.entry.relpath, at),), entry=entry)
+        before = entry.original_size if isinstance(decision, outcome.PassThrough) and entry is not None else None
+        return outcome.Shipped(self.entry.relpath, decision.outcome, before or self.size, self.size,
+                               ((self.entry.relpath, at),), entry=entry)
 
 
 @dataclass
@@ -123,7 +112,7 @@ class _Build:
     unverified: dict[Path | None, list[str]] = field(default_factory=dict)
     """The ``inputs`` of the models kept original (their record advice) -> those models."""
 
-    def decide(self, configured: ModelEntry) -> tuple[_Model, Decision]:
+    def decide(self, configured: ModelEntry) -> tuple[_Model, outcome.Decision]:
         """What ships for ``configured`` (shrinking it, or copying it into the work directory, on the way)."""
         source, target = self.root / configured.relpath, self.workdir / configured.relpath
         if (elsewhere := outside(self.root, configured.relpath)) is not None:
@@ -131,19 +120,19 @@ class _Build:
         sha256 = read_sha256(self.root, configured)
         model = _Model(configured, None, source, target, sha256, source.stat().st_size)
         if self.config.ships_originals:
-            return model, PassThrough(None)
+            return model, outcome.PassThrough(None)
         if passes_through(configured, sha256, self.manifest_in):
             shipped = self.manifest_in[configured.relpath]
             pass_through(configured.relpath, shipped, source, target, sha256=sha256, workdir=self.workdir,
                          cache=self.cache)
-            return model, PassThrough(shipped)
+            return model, outcome.PassThrough(shipped)
         entry, plan = planned(self.config, configured, sha256, self.app)
         model = replace(model, entry=entry, plan=plan)
         if plan is not None and plan.ships_original:
-            return model, PlannedOriginal(plan)
+            return model, outcome.PlannedOriginal(plan)
         return self._shrink(model)
 
-    def _shrink(self, model: _Model) -> tuple[_Model, Shrinking]:
+    def _shrink(self, model: _Model) -> tuple[_Model, outcome.Shrinking]:
         entry = model.entry
         try:
             sidecars = sidecars_of(model.source, entry.relpath)
@@ -160,36 +149,36 @@ class _Build:
             raise
         return replace(model, sidecars=tuple(sidecars.values())), decision
 
-    def speak(self, model: _Model, decision: Decision) -> Shipped:
+    def speak(self, model: _Model, decision: outcome.Decision) -> outcome.Shipped:
         """Say what ships for ``model``, and note it for the lines after the models."""
         relpath, app = model.entry.relpath, self.app
-        if isinstance(decision, PassThrough):
+        if isinstance(decision, outcome.PassThrough):
             if decision.entry is None:
                 app.display_success(wording.sdist_original_line(relpath, model.size))
                 return model.original(decision, model.source)
             app.display_success(wording.manifest_match_line(relpath, model.size, decision.entry.original_size))
             return model.original(decision, model.target, decision.entry)
-        if isinstance(decision, PlannedOriginal):
+        if isinstance(decision, outcome.PlannedOriginal):
             app.display_success(f"{PREFIX} {wording.fix_line(relpath, decision.plan, model.entry.options, model.size)}")
             app.display_debug(wording.fix_detail_line(relpath, decision.plan, model.entry.options))
             return model.original(decision, model.source)
-        if isinstance(decision, AlreadyQuantized):  # shipped as it is, nothing claimed about it
+        if isinstance(decision, outcome.AlreadyQuantized):  # shipped as it is, nothing claimed about it
             app.display_warning(wording.already_quantized_line(relpath, model.size, decision.message))
             return model.original(decision, model.source)
-        if isinstance(decision, KeptOriginal):
+        if isinstance(decision, outcome.KeptOriginal):
             app.display_warning(wording.kept_line(relpath, model.size, decision.why))
             app.display_debug(wording.kept_detail_line(relpath, model.size, decision.why))
             verify = model.entry.options.verify
             self.unverified.setdefault(verify.inputs if verify is not None else None, []).append(relpath)
             return model.original(decision, model.target, decision.record.entry)
-        if isinstance(decision, Unchanged):
+        if isinstance(decision, outcome.Unchanged):
             app.display_warning(wording.unchanged_line(relpath, model.size, decision.why))
             if (whole := wording.unchanged_detail_line(relpath, model.size, decision.why)) is not None:
                 app.display_debug(whole)
             return model.original(decision, model.target, decision.record.entry)
         return self._speak_shrunk(model, decision)
 
-    def _speak_shrunk(self, model: _Model, decision: Shrunk) -> Shipped:
+    def _speak_shrunk(self, model: _Model, decision: outcome.Shrunk) -> outcome.Shipped:
         relpath, record, app = model.entry.relpath, decision.record, self.app
         files = [(relpath, model.target)]
         files += [((PurePosixPath(relpath).parent / data.name).as_posix(), data)
@@ -208,8 +197,8 @@ class _Build:
             self.weak.append(relpath)
         for note in verified.notes if verified is not None else ():  # e.g. no recording of this model
             app.display_warning(wording.note_line(relpath, note))
-        return Shipped(relpath, decision.outcome, record.original_size, record.shrunk_size, tuple(files),
-                       entry=record.entry)
+        return outcome.Shipped(relpath, decision.outcome, record.original_size, record.shrunk_size, tuple(files),
+                               entry=record.entry)
 
     def close(self) -> None:
         """The advice that follows the models: one line per record command, however many models it

@@ -27,21 +27,8 @@ from hatch_shrinkray.options import VerifyOptions
 from hatch_shrinkray.recording.matching import NoRecording
 from hatch_shrinkray.result import VerifyResult
 from hatch_shrinkray.samples import Calibration, Sequencing, completed, run_in_order
+from hatch_shrinkray.verification import inputs
 from hatch_shrinkray.verification.compare import unchecked
-from hatch_shrinkray.verification.inputs import (
-    Feed,
-    GeneratedUnusable,
-    InputSpec,
-    Samples,
-    Sizing,
-    describe_generated,
-    generate,
-    generated_shapes,
-    load_samples,
-    retries,
-    specs_of,
-    with_tables,
-)
 from hatch_shrinkray.verification.judges import THRESHOLD
 from hatch_shrinkray.verification.judging import Judged, evidence_of, expectations, judge_outputs
 
@@ -53,8 +40,8 @@ Outputs = list[list[npt.NDArray[Any]]]
 class Reference:
     """The original's side of a verification: the inputs and its outputs on them."""
 
-    samples: Samples
-    feeds: list[Feed]
+    samples: inputs.Samples
+    feeds: list[inputs.Feed]
     """What the verification runs on (as stored: a stream's later steps lack their fed-back inputs)."""
     seq: Sequencing
     """Units and streams of ``feeds``."""
@@ -68,7 +55,7 @@ class Reference:
     unchecked: dict[str, str]
     judged: list[Judged]
 
-    def complete(self) -> list[Feed]:
+    def complete(self) -> list[inputs.Feed]:
         """``feeds`` with every fed-back input filled in from the original's outputs (open loop)."""
         return completed(self.feeds, self.seq, self.outputs, self.names)
 
@@ -100,14 +87,14 @@ def runtime(sess: Any) -> str:
     return f"onnxruntime {ort.__version__} ({provider}, {level})"
 
 
-def run_all(sess: Any, feeds: list[Feed], seq: Sequencing | None = None, step: str = "") -> Outputs:
+def run_all(sess: Any, feeds: list[inputs.Feed], seq: Sequencing | None = None, step: str = "") -> Outputs:
     """The session's outputs per feed; a recurrent model's streams in closed loop. ``step`` names
     the run in progress reports (samples done / total, and the stream it is in)."""
     names = [o.name for o in sess.get_outputs()]
     seq = seq or Sequencing.plain(len(feeds))
     streams = list(itertools.accumulate(len(s) for s in seq.streams)) if seq.recurrent else []
     with progress.task(step or "running the model on the samples", total=len(feeds)) as done:
-        def run(feed: Feed) -> list[Any]:
+        def run(feed: inputs.Feed) -> list[Any]:
             outputs = list(sess.run(None, feed))
             calls = done.task.done
             stream = bisect.bisect_right(streams, calls)
@@ -133,7 +120,7 @@ class Prepared:
     """Real samples loaded before the original's session exists, and which of them a data-fitted
     method fits on and the verification judges on."""
 
-    samples: Samples
+    samples: inputs.Samples
     fit: tuple[int, ...] | None
     """Feed indices a data-fitted method fits on (None: it fits nothing)."""
     held: tuple[int, ...]
@@ -163,15 +150,11 @@ class Prepared:
         return self.seq.unit_count()
 
 
-SPLITS = ("none", "cross", "holdout")
-"""How a data-fitted method uses the samples: not at all; fitted on all of them, cross-fitted
-(``int8``'s output-aware rounding); or fitted on one half of the units and verified on the other
-(``auto``, whose search is too costly to run once per fold)."""
-
-
-def prepare_samples(path: Path, specs: list[InputSpec], *, sha256: str, name: str, split: str = "none") -> Prepared:
-    """Load real samples and decide which a fit uses and which the verification judges."""
-    samples = load_samples(path, specs, model_sha256=sha256, model_name=name)
+def prepare_samples(path: Path, specs: list[inputs.InputSpec], *, sha256: str, name: str,
+                    split: str = "none") -> Prepared:
+    """Load real samples and decide which a fit uses and which the verification judges (``split``):
+    no fit; fitted on all of them, cross-fitted; or fitted on one half of the units, verified on the other."""
+    samples = inputs.load_samples(path, specs, model_sha256=sha256, model_name=name)
     every = tuple(range(len(samples.feeds)))
     if split == "cross":
         return Prepared(samples, every, every, cross=True)
@@ -195,7 +178,7 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
     generated values stay inside."""
     sess = session(original, label)
     try:
-        specs = with_tables(specs_of(sess), rows or {})
+        specs = inputs.with_tables(inputs.specs_of(sess), rows or {})
         names = [o.name for o in sess.get_outputs()]
     except Exception as exc:  # e.g. UnicodeDecodeError for a name that is not UTF-8
         raise ShrinkrayError(f"onnxruntime cannot read its inputs and outputs: {one_line(exc)}", path=label,
@@ -218,17 +201,17 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
                                  path=label, hint=f"check the arrays in {samples.source}") from exc
         return _checked(Reference(samples, feeds, seq, outputs, names, prepared.calibration, prepared.cross, {}, []),
                         label, options, threshold)
-    tried: list[tuple[Sizing, str]] = []
+    tried: list[tuple[inputs.Sizing, str]] = []
     shapes_tried: list[dict[str, tuple[int, ...]]] = []
-    for sizing in [Sizing(), *retries(specs, options)]:
-        shapes, sizes = generated_shapes(specs, options, sizing)
+    for sizing in [inputs.Sizing(), *inputs.retries(specs, options)]:
+        shapes, sizes = inputs.generated_shapes(specs, options, sizing)
         if shapes in shapes_tried:
             continue
         shapes_tried.append(shapes)
         try:
-            feeds = generate(specs, options, sizing)
+            feeds = inputs.generate(specs, options, sizing)
         except OptionError as exc:
-            if sizing == Sizing():  # the options' own sizes: the user's to change
+            if sizing == inputs.Sizing():  # the options' own sizes: the user's to change
                 raise
             tried.append((sizing, exc.message))  # a retry too large to generate
             continue
@@ -238,11 +221,11 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
             bounds = OUT_OF_BOUNDS.search(str(exc))  # onnxruntime's words come late in its message
             tried.append((sizing, bounds.group(0) if bounds else one_line(exc, 200)))
             continue
-        source = describe_generated(specs, options, sizing)
+        source = inputs.describe_generated(specs, options, sizing)
         if tried:  # say which sizes it took, and why not the default ones
             notes = (*notes, f"the original does not run on generated inputs of the default sizes ({tried[0][1]}); "
                              f"verified on {source.removeprefix('generated ')}")
-        samples = Samples(feeds, source, False, notes, symbols=tuple(sizes.items()))
+        samples = inputs.Samples(feeds, source, False, notes, symbols=tuple(sizes.items()))
         return _checked(Reference(samples, feeds, samples.sequencing(), outputs, names, None, False, {}, []), label,
                         options, threshold)
     raise _cannot_run(tried, label)
@@ -253,7 +236,7 @@ OUT_OF_BOUNDS = re.compile(r"indices element out of data bounds, idx=(-?\d+) mus
 """onnxruntime's words when a generated integer indexes past a table (``Gather``)."""
 
 
-def _cannot_run(tried: list[tuple[Sizing, str]], label: str) -> GeneratedUnusable:
+def _cannot_run(tried: list[tuple[inputs.Sizing, str]], label: str) -> inputs.GeneratedUnusable:
     """The original ran on none of the generated sizes: the first error, and every size tried. An
     index past a table names onnxruntime's words and the ``int-range`` that keeps inside it."""
     sizes = ", ".join(sizing.text() for sizing, _ in tried)
@@ -265,11 +248,12 @@ def _cannot_run(tried: list[tuple[Sizing, str]], label: str) -> GeneratedUnusabl
         index, rows = int(bounds.group(1)), int(bounds.group(3)) + 1
         fix = setting("int-range", [0, rows])
         reason = f"generated index {index} is past a table of {rows} rows; {fix} keeps inside it"
-        return GeneratedUnusable(message, kind="cannot-run", reason=reason, path=label,
-                                 hint=f"{set_it('int-range', [0, rows])}, or {record_hint()}")
+        return inputs.GeneratedUnusable(message, kind="cannot-run", reason=reason, path=label,
+                                        hint=f"{set_it('int-range', [0, rows])}, or {record_hint()}")
     dims = set_it("dims", {"NAME": Blank("N")})
-    return GeneratedUnusable(message, kind="cannot-run", reason=f"it does not run on generated inputs (sizes tried: "
-                             f"{brief})", path=label, hint=f"{record_hint()}, or {dims} for the symbolic dimensions")
+    return inputs.GeneratedUnusable(message, kind="cannot-run",
+                                    reason=f"it does not run on generated inputs (sizes tried: {brief})", path=label,
+                                    hint=f"{record_hint()}, or {dims} for the symbolic dimensions")
 
 
 def _checked(ref: Reference, label: str, options: VerifyOptions, threshold: float) -> Reference:
@@ -281,8 +265,9 @@ def _checked(ref: Reference, label: str, options: VerifyOptions, threshold: floa
         message = f"on {ref.samples.source} the original's outputs check nothing ({listed})"
         hint = "verify on inputs that make the model compute something: " + record_hint()
         if not ref.samples.real:
-            raise GeneratedUnusable(message, kind="silent", reason=f"its outputs check nothing on generated inputs "
-                                    f"({listed})", path=label, hint=hint)
+            raise inputs.GeneratedUnusable(message, kind="silent",
+                                           reason=f"its outputs check nothing on generated inputs ({listed})",
+                                           path=label, hint=hint)
         raise ShrinkrayError(message, path=label, hint=hint)
     judged = expectations(ref.names, ref.outputs, ref.seq, options, threshold, feeds=ref.feeds)
     return dataclasses.replace(ref, unchecked=why, judged=judged)

@@ -30,8 +30,7 @@ from typing import IO
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from hatch_shrinkray.errors import ShrinkrayError, one_line, quoted
-from hatch_shrinkray.files import create_beside
-from hatch_shrinkray.signals import deferred
+from hatch_shrinkray.files import replacing
 
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")
 ZIP_EPOCH = 315532800  # 1980-01-01: the earliest time a zip entry can hold
@@ -304,30 +303,18 @@ def write_wheel(wheel: Wheel, destination: Path, replace: Mapping[str, Path], dr
             out.writestr(_entry(record, epoch), text.getvalue().encode("utf-8"))
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
-        os.chmod(tmp, _mode_of(wheel.path))
+        os.chmod(tmp, wheel.path.stat().st_mode & 0o777)
 
 
 @contextmanager
 def written_beside(destination: Path) -> Iterator[str]:
-    """A temporary file beside ``destination`` for the block to write, renamed over it when the
-    block ends; on any error it is removed (an OSError becomes one ShrinkrayError), so nothing is
-    left there."""
-    tmp: str | None = None
+    """``files.replacing`` for a wheel: an OSError becomes one ShrinkrayError."""
     try:
-        with deferred():  # a signal right after the file is created is delivered inside the try, which cleans up
-            fd, tmp = create_beside(destination)
-        os.close(fd)
-        yield tmp
-        os.replace(tmp, destination)
+        with replacing(destination) as tmp:
+            yield str(tmp)
     except OSError as exc:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
         raise ShrinkrayError(f"cannot write the wheel: {exc.strerror or exc}", path=str(destination),
                              hint="free some space there or choose another -o directory") from exc
-    except BaseException:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _copy_stored(src: zipfile.ZipFile, info: zipfile.ZipInfo, out: zipfile.ZipFile, entry: zipfile.ZipInfo,
@@ -387,7 +374,3 @@ def _copy(src: IO[bytes], dst: IO[bytes]) -> list[str]:
         dst.write(chunk)
         size += len(chunk)
     return [f"sha256={_b64(digest.digest())}", str(size)]
-
-
-def _mode_of(path: Path) -> int:
-    return path.stat().st_mode & 0o777

@@ -34,13 +34,13 @@ def spd(k: int, seed: int) -> np.ndarray:
 
 def test_inverse_factor_by_halves_is_the_inverse() -> None:
     h = spd(300, 0)  # > 2 * BLOCK_INVERSE: the recursion runs
-    u = gptq._inverse_factor(h)
+    u = gptq.inverse_factor(h)
     assert u is not None
     np.testing.assert_array_equal(u, np.triu(u))
     np.testing.assert_allclose(u.T @ u @ h, np.eye(300), atol=1e-8)
     low = np.linalg.cholesky(h)
     np.testing.assert_allclose(gptq._lower_inverse(low) @ low, np.eye(300), atol=1e-10)
-    assert gptq._inverse_factor(-np.eye(4)) is None
+    assert gptq.inverse_factor(-np.eye(4)) is None
 
 
 def textbook_gptq(w: np.ndarray, s: np.ndarray, h: np.ndarray, qmax: int) -> np.ndarray:

@@ -1,5 +1,5 @@
 """Which processes of a ``record`` run reported, so that "nothing ran" and "a process ended without
-letting us write" are told apart. Standard library only: this runs at interpreter start.
+letting us write" are told apart. Standard library and ``codec`` only: this runs at interpreter start.
 
 Every Python process that starts with recording on leaves ``<pid>-<token>.boot`` in the run
 directory, ``<pid>-<token>.ort`` once it imports onnxruntime and ``<pid>-<token>.run`` at its first
@@ -18,14 +18,28 @@ import json
 import os
 import secrets
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hatch_shrinkray.capture import env
+from hatch_shrinkray.codec import encode
 
 _token: list[str] = []
 _reported: set[str] = set()
 stats: dict[str, Any] = {"onnxruntime": False, "sessions": 0, "calls": 0}
+
+
+@dataclass(frozen=True)
+class Report:
+    """A process's exit report (``<pid>-<token>.done``): ``stats``, and the parts it wrote or could not."""
+
+    pid: int
+    onnxruntime: bool
+    sessions: int
+    calls: int
+    parts: tuple[str, ...]
+    errors: tuple[str, ...]
 
 
 def directory() -> Path | None:
@@ -73,11 +87,11 @@ def report(parts: list[str], errors: list[str]) -> None:
     if target is None or not _token or _token[0] in _reported:
         return
     _reported.add(_token[0])
-    data = {**stats, "pid": os.getpid(), "parts": sorted(parts), "errors": errors}
+    data = Report(os.getpid(), parts=tuple(sorted(parts)), errors=tuple(errors), **stats)
     path = target / f"{_token[0]}.done"
     with contextlib.suppress(OSError):
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, sort_keys=True), encoding="utf-8")
+        tmp.write_text(json.dumps(encode(data), sort_keys=True), encoding="utf-8")
         tmp.replace(path)
 
 

@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 
 from hatch_shrinkray.capture.env import OUTCOMES
+from hatch_shrinkray.capture.outcome_file import Outcome, Session
+from hatch_shrinkray.codec import encode
 
 TEXT_LIMIT = 6000
 _serial = itertools.count()
@@ -54,10 +56,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     directory = Path(target)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{os.getpid()}.{next(_serial)}.json"
-    data = {"rootdir": str(session.config.rootpath), "exitstatus": int(exitstatus),
-            "tests": {k: v for k, v in sorted(_tests.items()) if v["outcome"]}}
+    data = Session(str(session.config.rootpath), int(exitstatus),
+                   {k: Outcome(**v) for k, v in sorted(_tests.items()) if v["outcome"]})
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, sort_keys=True), encoding="utf-8")
+    tmp.write_text(json.dumps(encode(data), sort_keys=True), encoding="utf-8")
     tmp.replace(path)
     _tests.clear()
 

@@ -17,4 +17,3 @@ class Session:
     rootdir: str
     exitstatus: int
     tests: dict[str, Outcome]
-    """By pytest node id: the tests that have an outcome."""

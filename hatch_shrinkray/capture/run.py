@@ -294,8 +294,9 @@ def finish(run_dir: Path, output: Path, caps: Caps | None = None, root: Path | N
         boots = {p.stem for p in files if p.suffix == ".boot"}
         using = {p.stem for p in files if p.suffix == ".run"}
         for path in (p for p in files if p.suffix == ".done"):
-            report = _report(path)
-            if report is None:
+            try:
+                report: Report = loads(Report, path.read_bytes())
+            except (OSError, ValueError):  # codec.Invalid too
                 done.errors.append(f"unreadable process report {path.name}")
                 continue
             boots.add(path.stem)
@@ -332,14 +333,6 @@ def finish(run_dir: Path, output: Path, caps: Caps | None = None, root: Path | N
         return done
     finally:
         discard(run_dir)
-
-
-def _report(path: Path) -> Report | None:
-    try:
-        report: Report = loads(Report, path.read_bytes())
-    except (OSError, ValueError):  # codec.Invalid too
-        return None
-    return report
 
 
 def _write(output: Path, merged: Merged, errors: list[str], named: Named | None = None,

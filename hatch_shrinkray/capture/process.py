@@ -3,11 +3,10 @@ letting us write" are told apart. Standard library and ``codec`` only: this runs
 
 Every Python process that starts with recording on leaves ``<pid>-<token>.boot`` in the run
 directory, ``<pid>-<token>.ort`` once it imports onnxruntime and ``<pid>-<token>.run`` at its first
-recorded call; at exit it writes ``<pid>-<token>.done``, a JSON report (whether it imported
-onnxruntime, the sessions it created, the calls it saw, the parts it wrote, and any error while
-writing them). A ``.run`` marker without its report is a process that ran models and ended through
-``os._exit``, a signal or a crash, or could not write even its report (a full disk): its calls are
-lost. A process that ran no model had nothing to lose. A forked child gets its own token.
+recorded call; at exit it writes ``<pid>-<token>.done``, its ``Report``. A ``.run`` marker without
+its report is a process that ran models and ended through ``os._exit``, a signal or a crash, or
+could not write even its report (a full disk): its calls are lost. A process that ran no model had
+nothing to lose. A forked child gets its own token.
 """
 
 from __future__ import annotations
@@ -32,7 +31,8 @@ stats: dict[str, Any] = {"onnxruntime": False, "sessions": 0, "calls": 0}
 
 @dataclass(frozen=True)
 class Report:
-    """A process's exit report (``<pid>-<token>.done``): ``stats``, and the parts it wrote or could not."""
+    """Whether it imported onnxruntime, the sessions it created, the calls it saw (``stats``), the parts it
+    wrote and any error while writing them."""
 
     pid: int
     onnxruntime: bool

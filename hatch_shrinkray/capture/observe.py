@@ -24,20 +24,15 @@ from typing import Any
 from hatch_shrinkray import progress
 from hatch_shrinkray.capture import env, guard
 from hatch_shrinkray.capture.env import OUTCOMES
+from hatch_shrinkray.capture.outcome_file import Outcome, Session
 from hatch_shrinkray.capture.run import UNITS_PLUGIN, finish, instrumented_path, project_root, recording_environment
 from hatch_shrinkray.capture.shadow import ModelStats
 from hatch_shrinkray.capture.swap import Instructions, Seen
-from hatch_shrinkray.codec import Invalid, decode
+from hatch_shrinkray.codec import Invalid, decode, loads
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.files import temporary_directory
 
 PLUGIN = "hatch_shrinkray.capture.outcomes"
-
-
-@dataclass(frozen=True)
-class Outcome:
-    outcome: str
-    text: str
 
 
 ModelSeen = Seen
@@ -143,11 +138,9 @@ def _outcomes(directory: Path) -> tuple[dict[str, Outcome], int]:
     tests: dict[str, Outcome] = {}
     files = sorted(directory.glob("*.json")) if directory.is_dir() else []
     for path in files:
-        data = _report(path)
         try:
-            for node, entry in data.get("tests", {}).items():
-                tests[str(node)] = Outcome(str(entry["outcome"]), str(entry.get("text", "")))
-        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            tests.update(loads(Session, path.read_bytes()).tests)
+        except (OSError, ValueError) as exc:  # codec.Invalid too
             raise _damaged(path, exc) from None
     return dict(sorted(tests.items())), len(files)
 

@@ -19,31 +19,29 @@ from typing import Any
 import pytest
 
 from hatch_shrinkray.capture.env import OUTCOMES
+from hatch_shrinkray.capture.outcome_file import Outcome, Session
+from hatch_shrinkray.codec import encode
 
 TEXT_LIMIT = 6000
 _serial = itertools.count()
-_tests: dict[str, dict[str, str]] = {}
+_tests: dict[str, Outcome] = {}
 
 
 def pytest_collectreport(report: pytest.CollectReport) -> None:
     if report.failed:
-        _tests[report.nodeid or "<collection>"] = {"outcome": "error", "text": _text(report)}
+        _tests[report.nodeid or "<collection>"] = Outcome("error", _text(report))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    entry = _tests.setdefault(report.nodeid, {"outcome": "", "text": ""})
+    text = _tests[report.nodeid].text if report.nodeid in _tests else ""
     xfail = hasattr(report, "wasxfail")
     if report.when == "call":
-        if xfail:
-            entry["outcome"] = "xfailed" if report.skipped else "xpassed"
-        else:
-            entry["outcome"] = report.outcome
-        if report.failed:
-            entry["text"] = _text(report)
+        outcome = ("xfailed" if report.skipped else "xpassed") if xfail else report.outcome
+        _tests[report.nodeid] = Outcome(outcome, _text(report) if report.failed else text)
     elif report.failed:  # setup or teardown
-        entry["outcome"], entry["text"] = "error", _text(report)
+        _tests[report.nodeid] = Outcome("error", _text(report))
     elif report.skipped and report.when == "setup":
-        entry["outcome"] = "xfailed" if xfail else "skipped"
+        _tests[report.nodeid] = Outcome("xfailed" if xfail else "skipped", text)
 
 
 @pytest.hookimpl(trylast=True)
@@ -54,10 +52,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     directory = Path(target)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{os.getpid()}.{next(_serial)}.json"
-    data = {"rootdir": str(session.config.rootpath), "exitstatus": int(exitstatus),
-            "tests": {k: v for k, v in sorted(_tests.items()) if v["outcome"]}}
+    data = Session(str(session.config.rootpath), int(exitstatus), dict(sorted(_tests.items())))
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, sort_keys=True), encoding="utf-8")
+    tmp.write_text(json.dumps(encode(data), sort_keys=True), encoding="utf-8")
     tmp.replace(path)
     _tests.clear()
 

@@ -1,13 +1,12 @@
 """Which processes of a ``record`` run reported, so that "nothing ran" and "a process ended without
-letting us write" are told apart. Standard library only: this runs at interpreter start.
+letting us write" are told apart. Standard library and ``codec`` only: this runs at interpreter start.
 
 Every Python process that starts with recording on leaves ``<pid>-<token>.boot`` in the run
 directory, ``<pid>-<token>.ort`` once it imports onnxruntime and ``<pid>-<token>.run`` at its first
-recorded call; at exit it writes ``<pid>-<token>.done``, a JSON report (whether it imported
-onnxruntime, the sessions it created, the calls it saw, the parts it wrote, and any error while
-writing them). A ``.run`` marker without its report is a process that ran models and ended through
-``os._exit``, a signal or a crash, or could not write even its report (a full disk): its calls are
-lost. A process that ran no model had nothing to lose. A forked child gets its own token.
+recorded call; at exit it writes ``<pid>-<token>.done``, its ``Report``. A ``.run`` marker without
+its report is a process that ran models and ended through ``os._exit``, a signal or a crash, or
+could not write even its report (a full disk): its calls are lost. A process that ran no model had
+nothing to lose. A forked child gets its own token.
 """
 
 from __future__ import annotations
@@ -18,14 +17,29 @@ import json
 import os
 import secrets
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hatch_shrinkray.capture import env
+from hatch_shrinkray.codec import encode
 
 _token: list[str] = []
 _reported: set[str] = set()
 stats: dict[str, Any] = {"onnxruntime": False, "sessions": 0, "calls": 0}
+
+
+@dataclass(frozen=True)
+class Report:
+    """Whether it imported onnxruntime, the sessions it created, the calls it saw (``stats``), the parts it
+    wrote and any error while writing them."""
+
+    pid: int
+    onnxruntime: bool
+    sessions: int
+    calls: int
+    parts: tuple[str, ...]
+    errors: tuple[str, ...]
 
 
 def directory() -> Path | None:
@@ -73,11 +87,11 @@ def report(parts: list[str], errors: list[str]) -> None:
     if target is None or not _token or _token[0] in _reported:
         return
     _reported.add(_token[0])
-    data = {**stats, "pid": os.getpid(), "parts": sorted(parts), "errors": errors}
+    data = Report(os.getpid(), parts=tuple(sorted(parts)), errors=tuple(errors), **stats)
     path = target / f"{_token[0]}.done"
     with contextlib.suppress(OSError):
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, sort_keys=True), encoding="utf-8")
+        tmp.write_text(json.dumps(encode(data), sort_keys=True), encoding="utf-8")
         tmp.replace(path)
 
 

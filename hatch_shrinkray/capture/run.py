@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-import json
 import os
 import secrets
 import shlex
@@ -27,13 +26,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from hatch_shrinkray import progress
 from hatch_shrinkray.capture import env, guard
 from hatch_shrinkray.capture.parts import read_part
+from hatch_shrinkray.capture.process import Report
 from hatch_shrinkray.capture.recorder import OVER_CAP, TOO_LARGE
-from hatch_shrinkray.codec import encode
+from hatch_shrinkray.codec import encode, loads
 from hatch_shrinkray.errors import ShrinkrayError, quoted
 from hatch_shrinkray.evidence import MIN_UNITS
 from hatch_shrinkray.files import file_sha256, temporary_prefix
@@ -112,7 +111,7 @@ class Finished:
 
     recorded: list[Recorded] = field(default_factory=list)
     booted: int = 0
-    reports: list[dict[str, Any]] = field(default_factory=list)
+    reports: list[Report] = field(default_factory=list)
     lost: int = 0
     """Processes that ran models and never reported (os._exit, a signal, a crash, a full disk)."""
     errors: list[str] = field(default_factory=list)
@@ -295,15 +294,16 @@ def finish(run_dir: Path, output: Path, caps: Caps | None = None, root: Path | N
         boots = {p.stem for p in files if p.suffix == ".boot"}
         using = {p.stem for p in files if p.suffix == ".run"}
         for path in (p for p in files if p.suffix == ".done"):
-            report = _report(path)
-            if report is None:
+            try:
+                report: Report = loads(Report, path.read_bytes())
+            except (OSError, ValueError):  # codec.Invalid too
                 done.errors.append(f"unreadable process report {path.name}")
                 continue
             boots.add(path.stem)
             using.discard(path.stem)
             done.reports.append(report)
-            done.unwritten += [f"process {report.get('pid')} could not write the recording of {e}: its calls are "
-                               "missing" for e in report.get("errors", [])]
+            done.unwritten += [f"process {report.pid} could not write the recording of {e}: its calls are "
+                               "missing" for e in report.errors]
         done.booted = len(boots)
         done.lost = len(using)
         by_model: dict[str, list[Part]] = defaultdict(list)
@@ -333,16 +333,6 @@ def finish(run_dir: Path, output: Path, caps: Caps | None = None, root: Path | N
         return done
     finally:
         discard(run_dir)
-
-
-def _report(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("errors", []), list):
-        return None
-    return data
 
 
 def _write(output: Path, merged: Merged, errors: list[str], named: Named | None = None,
@@ -541,11 +531,11 @@ def _why_nothing(done: Finished, command: Sequence[str]) -> str:
         return ("no Python process of the command started with recording on (is it a Python program? interpreters "
                 "started with -I or -E, and tools that clear the environment, such as tox or nox, ignore "
                 "PYTHONPATH)")
-    if not any(r.get("onnxruntime") for r in done.reports) and not done.lost:
+    if not any(r.onnxruntime for r in done.reports) and not done.lost:
         return f"{done.booted} Python process(es) ran, and none imported onnxruntime"
-    if not any(r.get("sessions") for r in done.reports) and not done.lost:
+    if not any(r.sessions for r in done.reports) and not done.lost:
         return "onnxruntime was imported, but no InferenceSession was created from a model file or bytes"
-    if not any(r.get("calls") for r in done.reports) and not done.lost:
+    if not any(r.calls for r in done.reports) and not done.lost:
         return ("sessions were created but run() was never called (run_with_iobinding and run_with_ort_values are "
                 "not recorded)")
     return "the processes that ran models ended without writing what they recorded (the error lines say more)"

@@ -20,18 +20,17 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from onnx import ModelProto
 
+from hatch_shrinkray.codec import loads
 from hatch_shrinkray.footprint import Footprint, Memory
 from hatch_shrinkray.onnxgraph.rewrite import ROWS_NOTE
 from hatch_shrinkray.options import VerifyOptions
@@ -117,8 +116,8 @@ def footprint(model: str | bytes, feed: Feed, runs: int = RUNS) -> Footprint:
     if proc.returncode != 0:
         said = " ".join(proc.stderr.split())[-200:]
         raise NotMeasured(f"the measuring process failed (exit code {proc.returncode}: {said})")
-    data: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return Footprint(**data)
+    measured: Footprint = loads(Footprint, proc.stdout.strip().splitlines()[-1])
+    return measured
 
 
 def _one_node() -> bytes:

@@ -316,11 +316,19 @@ class Option:
 _BUDGET_DEFAULT = "round-to-nearest int8's"
 _AUTO = Only(having("plan"))
 _GENERATED = Only(inputs=False)
+_RANGES = tuple(options.LEVELS.items())
+"""Each method's ``levels``: lowest, highest, default (its facts), as the help and the docs show them."""
+
+
+def _listed(names: Sequence[str]) -> str:
+    return ", ".join(f"`{n}`" for n in names[:-1]) + f" or `{names[-1]}`"
+
+
 _BUDGET = _between(0.0, 1.0, optional=True)
 
 OPTIONS: tuple[Option, ...] = (
-    Option("method", "string", "the encoding method: `int8`, `fp16`, `float-levels`, `dedup`, `dynamic`, `int4` or "
-           "`auto` ([Methods and encodings](methods.md))", f"one of {', '.join(options.METHODS)} (default %(default)s)",
+    Option("method", "string", f"the encoding method: {_listed(options.METHODS)} ([Methods and encodings](methods.md))",
+           f"one of {', '.join(options.METHODS)} (default %(default)s)",
            _one_of(options.METHODS), group="encoding", common=True),
     Option("min-elements", "integer", "the smallest float tensor worth encoding; smaller ones stay float",
            "smallest tensor to encode (default %(default)s)", _positive, group="tensors"),
@@ -335,10 +343,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("scheme", "string", "`int8`: `symmetric` or `asymmetric` grid",
            f"int8 scheme: {', '.join(options.SCHEMES)} (default %(default)s)", _one_of(options.SCHEMES),
            group="encoding"),
-    Option("levels", "integer", "levels per channel. `int8`: 3..255, fewer distinct codes in the same int8 tensor "
-           "(same decode and load cost, a smaller wheel and web download); `float-levels`: 2..65536",
-           "levels per channel: int8 3..255 (default 255, plain int8; fewer = a smaller download), float-levels "
-           "2..65536 (default 256)", _levels, shown="`255` (`int8`), `256` (`float-levels`)",
+    Option("levels", "integer", "levels per channel, " + ", ".join(f"`{m}` {lo}..{hi}" for m, (lo, hi, _) in _RANGES)
+           + ": fewer distinct codes in the same tensors (same decode and load cost, a smaller wheel and web download)",
+           "levels per channel: " + ", ".join(f"{m} {lo}..{hi} (default {d})" for m, (lo, hi, d) in _RANGES)
+           + "; fewer = a smaller download", _levels, shown=", ".join(f"`{d}` (`{m}`)" for m, (_, _, d) in _RANGES),
            only=Only(having("levels"))),
     Option("decode", "string", "`int8`: `float` (`Cast -> Mul`, folded at load) or `fast` (`DequantizeLinear` "
            "before MatMul, opset >= 13, int8 activations; kept only where the build's onnxruntime fuses it)",

@@ -87,3 +87,17 @@ def test_a_changed_field_default_shows_in_help(monkeypatch: pytest.MonkeyPatch) 
     shrink = next(p for p in _parsers() if p.prog.endswith(" shrink"))
     text = " ".join(shrink.format_help().split())
     assert "smallest tensor to encode (default 4096)" in text
+
+
+def test_levels_shows_each_methods_default_from_its_facts() -> None:
+    """``levels`` has no one default (its field is None: each method's own); its help and the docs show
+    each from the method's facts, so a changed fact shows itself there."""
+    from hatch_shrinkray.method_facts import FACTS
+
+    option = BY_FIELD["levels"]
+    ranges = {name: f.levels for name, f in FACTS.items() if f.levels is not None}
+    assert len(ranges) >= 2
+    for name, (low, high, default) in ranges.items():
+        assert f"{name} {low}..{high} (default {default})" in (option.flag_help or ""), name
+        assert f"`{default}` (`{name}`)" in (option.shown or ""), name
+        assert f"`{name}` {low}..{high}" in option.help, name

@@ -335,6 +335,8 @@ def test_a_model_loaded_from_bytes_is_recorded_under_its_projects_file_name(tmp_
     (path,) = (root / "rec").iterdir()
     sha = hashlib.sha256((root / "models" / "net.onnx").read_bytes()).hexdigest()
     assert path.name == f"net-{sha[:16]}.npz", path.name
+    row = next(line for line in proc.stdout.splitlines() if path.name in line)
+    assert row.split()[0] == "models/net.onnx" and "<bytes>" not in proc.stdout, proc.stdout  # the table names it too
     path.rename(root / "rec" / f"model-{sha[:16]}.npz")
     result = shrink(root / "models" / "net.onnx", None, ShrinkOptions(verify=VerifyOptions(inputs=root / "rec")))
     assert result.verification is not None and result.verification.real

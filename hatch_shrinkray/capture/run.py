@@ -404,11 +404,13 @@ def _coverage(done: Finished, output: Path, expected: Sequence[Expected], writte
     if not done.recorded:
         return [f"nothing recorded into {output}: {_why_nothing(done, command)}"]
     rows = [["model", "recording", "calls", "ran", "kept", "bytes", "skipped"]]
+    configured = {model.sha256: model.relpath for model in expected}  # a model loaded from bytes: its file's
     for item in done.recorded:
         meta = item.merged.meta
         size = item.path.stat().st_size if item.path is not None else 0
         skipped = "; ".join(f"{n} {reason}" for reason, n in meta.skipped) or "-"
-        rows.append([meta.model, item.path.name if item.path else "(nothing kept)", str(meta.calls),
+        model = configured.get(meta.model_sha256, meta.model) if meta.model == BYTES_MODEL else meta.model
+        rows.append([model, item.path.name if item.path else "(nothing kept)", str(meta.calls),
                      item.merged.seen, item.merged.kept, human(size), skipped])
     recorded = {r.merged.meta.model_sha256 for r in done.recorded}
     for model in expected:

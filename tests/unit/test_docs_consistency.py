@@ -1,8 +1,9 @@
 """README and docs say what the tool does and what the benchmarks measured, so that a newcomer can
 take them literally: every flag they name exists where they name it, every command they quote
 parses, docs/cli.md's promises about usage errors hold, every figure in a paragraph that cites a
-benchmark file is in that file (a share or a ratio as one written so there), the defaults they quote
-are the code's, and the headline figure is one figure on every page.
+benchmark file is in a row of that file about what the sentence quoting it names (a share or a ratio
+as one written so there), the defaults they quote are the code's, and the headline figure is one
+figure on every page.
 
 In-process: the parser is called, never the console script (``tests/test_docs.py`` runs the error
 lines of docs/troubleshooting.md through it)."""
@@ -200,9 +201,13 @@ COMPUTED = {"28.2%", "27.5%", "31.1%", "1.75-2.75x", "13-26%", "9.7%", "0.65x th
 """Figures computed from two cells of a benchmark file (a size as a share of the original's) or by the
 code (what packed codes fold), each as written where it is quoted; the tests below compute each one."""
 
-STOP_WORDS = frozenset("""about after all also an and any are as at be before beside but by can each every for
-from has have in into is it its kb gb mb more no not of on one only or over same so than that the their them then
-there these they this those to under up was were what when where which while with within without""".split())
+STOP_WORDS = frozenset({
+    "about", "after", "all", "also", "an", "and", "any", "are", "as", "at", "be", "before", "beside", "but", "by",
+    "can", "each", "every", "for", "from", "has", "have", "in", "into", "is", "it", "its", "kb", "gb", "mb",
+    "more", "no", "not", "of", "on", "one", "only", "or", "over", "same", "so", "than", "that", "the", "their",
+    "them", "then", "there", "these", "they", "this", "those", "to", "under", "up", "was", "were", "what", "when",
+    "where", "which", "while", "with", "within", "without"
+})
 """Words that name no subject, and the units."""
 
 
@@ -239,64 +244,69 @@ def _cells(row: str) -> list[str]:
     return [cell.strip() for cell in row.strip().strip("|").split("|")]
 
 
-def _quoting(text: str) -> Iterator[tuple[str, str, list[str]]]:
-    """(what holds figures, the words around them, the benchmark files cited) for each sentence of a paragraph or
-    list item, and each cell of a table row with its row's first cell and its column's header. A paragraph,
-    list item or row cites the files it names; a table's rows, and a list's items if the paragraph before ends
-    with a colon, also those the paragraph before names."""
+def _quoting(text: str) -> Iterator[tuple[str, str, str, list[str]]]:
+    """(what quotes figures, its own words, its paragraph's first sentence, the benchmark files cited) for each
+    sentence of a paragraph or list item, and for each cell of a table row, whose own words are its row's
+    first cell and its column's header too. A paragraph, list item or row cites the files it names; a
+    table's rows, and a list's items if the paragraph before ends with a colon, also those it names."""
     before: list[str] = []
     intro = False
     for para in re.split(r"\n\s*\n", text):
         header: list[str] = []
         for part in re.split(r"\n(?=[*-] |\|)", para):
-            cited = _cited(part) + (before if part.startswith("|") or intro and part.startswith(("* ", "- ")) else [])
+            cited = _cited(part) + (before if part.startswith("|") or (intro and part.startswith(("* ", "- "))) else [])
             if not part.startswith("|"):
                 sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z`*(\[])", part)
                 for sentence in sentences:
-                    yield sentence, f"{sentences[0]} {sentence}", cited
+                    yield sentence, sentence, sentences[0], cited
             elif not header:
                 header = _cells(part)
             elif not set(part) <= set("|-: \n"):
                 cells = _cells(part)
                 for i, cell in enumerate(cells):
-                    yield cell, " ".join([cells[0], header[i] if i < len(header) else "", cell]), cited
+                    yield cell, " ".join([cells[0], header[i] if i < len(header) else "", cell]), "", cited
         before, intro = _cited(para), para.rstrip().endswith(":")
 
 
-def _rows(text: str) -> list[tuple[str, str]]:
-    """(row, the headings it sits under) for each table row, list item and paragraph of a benchmark file (its
-    code blocks left out): a model's section names the model once, in its heading."""
-    rows, headings = [], {}
+def _rows(text: str) -> Iterator[tuple[str, list[str]]]:
+    """(row, the headings it sits under) for each table row, list item and paragraph of a benchmark file, its
+    code blocks left out."""
+    headings: dict[int, str] = {}
     for para in re.split(r"\n\s*\n", re.sub(r"```.*?```", "", text, flags=re.S)):
         for part in re.split(r"\n(?=[*-] |\||#)", para):
             if m := re.match(r"(#+) (.*)", part):
                 headings = {k: v for k, v in headings.items() if k < len(m.group(1))} | {len(m.group(1)): m.group(2)}
             else:
-                rows.append((part, " ".join(headings.values())))
-    return rows
+                yield part, list(headings.values())
 
 
 @cache
-def _benchmark(name: str) -> tuple[list[tuple[str, set[str]]], set[str]]:
-    """The rows of ``benchmarks/NAME``, each with its distinguishing words (its headings' included), and the
-    words that tell its sections apart. A word distinguishes rows if fewer than half of the rows that hold a
-    number have it (the file's units, command lines and column words do not), and sections if it is in some
-    headings but not in all (the title does not)."""
-    rows = [(row, _words(row), _words(headings)) for row, headings in _rows((BENCHMARKS / name).read_text("utf-8"))]
-    counted = [words for row, words, _ in rows if _numbers(row)]
+def _benchmark(name: str) -> tuple[list[tuple[str, set[str], set[str]]], set[str]]:
+    """Each row of ``benchmarks/NAME`` with its distinguishing words (its headings' included) and the names
+    of the sections it sits in; and all the section names' words. A word distinguishes rows if fewer than half
+    of the rows that hold a number have it (a file's units, command lines and column words do not); a
+    section's name is its heading up to a parenthesis or colon (``## ppocrv6_rec``, ``## Small tensors in
+    fp16``), less the words every row's headings have (the title)."""
+    rows = [(row, _words(row), _words(" ".join(headings)), _words(" ".join(re.split(r"[(:]", h)[0] for h in headings)))
+            for row, headings in _rows((BENCHMARKS / name).read_text("utf-8"))]
+    counted = [words for row, words, _, _ in rows if _numbers(row)]
     common = {w for w in set().union(*counted) if 2 * sum(w in words for words in counted) >= len(counted)}
-    title = set.intersection(*(headed for _, _, headed in rows))
-    return ([(row, (words | headed) - common) for row, words, headed in rows],
-            set().union(*(headed for _, _, headed in rows)) - common - title)
+    title = set.intersection(*(named for *_, named in rows))
+    return ([(row, (words | headed) - common, named - common - title) for row, words, headed, named in rows],
+            set().union(*(named for *_, named in rows)) - common - title)
 
 
 def figure_ties(text: str) -> Iterator[tuple[str, str, list[str], list[str]]]:
-    """(figure, a value of it, the rows of the cited files that hold the value, those of them that are about
-    what the words quoting it are about) for every figure of ``text`` quoted from a benchmark file, apart
-    from the tool's defaults and the computed figures."""
-    for quoted, around, cited in _quoting(text):
+    """(figure, a value of it, the rows of the cited files that hold the value, those of them about what the
+    words quoting it are about: ``figure_problems``) for every figure of ``text`` quoted from a benchmark
+    file, the tool's defaults and the computed figures left out."""
+    def words_of(text: str) -> set[str]:
+        return _words(FIGURE.sub(" ", re.sub(r"benchmarks/\S+", " ", text)))
+
+    for quoted, around, topic, cited in _quoting(text):
         files = [c for c in dict.fromkeys(cited) if (BENCHMARKS / c).is_file()]
-        words = _words(FIGURE.sub(" ", re.sub(r"benchmarks/\S+", " ", around)))
+        own = words_of(around)
+        words = own | words_of(topic)
         for m in FIGURE.finditer(quoted) if files else ():
             if m.group(0).lstrip("~") in SETTINGS or any(quoted.startswith(c, m.start()) for c in COMPUTED):
                 continue
@@ -304,10 +314,11 @@ def figure_ties(text: str) -> Iterator[tuple[str, str, list[str], list[str]]]:
                 held, tied = [], []
                 for c in files:
                     rows, sections = _benchmark(c)
-                    for row, row_words in rows:
+                    named = own & sections
+                    for row, row_words, under in rows:
                         if _holds(row, value, m.group(3)):
                             held.append(f"{c}: {row[:100]}")
-                            if words & row_words and (row_words & words & sections or not sections & words):
+                            if words & row_words and (not named or under & words or (not under and row_words & named)):
                                 tied.append(held[-1])
                 yield m.group(0), value, held, tied
 
@@ -316,12 +327,15 @@ def figure_problems(page: str, text: str) -> list[str]:
     """The figures of ``text`` that no row of the benchmark files its paragraphs cite holds, or that only rows
     about something else hold.
 
-    A share or a ratio must be written as one in the row (``WRITTEN_AS``), any other figure must be a number
-    of the row. A row is a table row, list item or paragraph of the benchmark file, read with the headings it
-    sits under; it is about what the docs say only if it shares a word with the sentence quoting the figure
-    (for a table cell: the cell, its row's first cell and its column's header) that tells rows of that file
-    apart: no stop word, and not one of the words in half or more of its rows (its title, its units, its
-    command line). So a paragraph about one model that quotes another model's cell of the same file fails."""
+    A row is a table row, list item or paragraph of the benchmark file, read with its headings. It holds a
+    share or a ratio written as one there (``WRITTEN_AS``), any other figure as one of its numbers. It is
+    about what the docs say if it shares a distinguishing word with the sentence quoting the figure or that
+    paragraph's first sentence (a later sentence says "it"), or for a table cell with the cell, its row's
+    first cell and its column's header: no stop word, and not a word of half or more of the file's rows (its
+    units, command lines, column words). Where that sentence or cell names a section of the file (a model in
+    a file with a section per model), the row must also sit in a section the quote names (or, outside every
+    section, name one itself). So a sentence about one model quoting another model's row of the file fails;
+    a sentence that names both models, or names none, is tied by its other words only."""
     problems = [f"{page}: cites benchmarks/{c}, which does not exist"
                 for c in dict.fromkeys(_cited(text)) if not (BENCHMARKS / c).is_file()]
     for figure, value, held, tied in figure_ties(text):

@@ -1,8 +1,9 @@
 """README and docs say what the tool does and what the benchmarks measured, so that a newcomer can
 take them literally: every flag they name exists where they name it, every command they quote
 parses, docs/cli.md's promises about usage errors hold, every figure in a paragraph that cites a
-benchmark file is in that file (a share or a ratio as one written so there), the defaults they quote
-are the code's, and the headline figure is one figure on every page.
+benchmark file is in a row of that file about what the sentence quoting it names (a share or a ratio
+as one written so there), the defaults they quote are the code's, and the headline figure is one
+figure on every page.
 
 In-process: the parser is called, never the console script (``tests/test_docs.py`` runs the error
 lines of docs/troubleshooting.md through it)."""
@@ -13,6 +14,7 @@ import argparse
 import re
 import shlex
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ from hatch_shrinkray.cli import parser
 from hatch_shrinkray.evidence import upper_bound
 from hatch_shrinkray.options import VerifyOptions
 from hatch_shrinkray.recording import caps as env
+from hatch_shrinkray.sizes import ESTIMATE_HIGH
 from hatch_shrinkray.verification.compare import flip_rate_lower_bound
 
 REPO = Path(__file__).resolve().parents[2]
@@ -180,23 +183,32 @@ def test_version_and_verbose_are_where_the_command_reference_puts_them(capsys: p
 
 # -- Figures -----------------------------------------------------------------------------------------
 
-FIGURE = re.compile(r"(?<![\w.+-])~?(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))?\s?(%|x\b(?! \d)|MB\b|KB\b|GB\b|s\b)")
+FIGURE = re.compile(r"(?<![\w.+-])~?(\d+(?:\.\d+)?)(?:x?-(\d+(?:\.\d+)?))?\s?(%|x\b(?! \d)|MB\b|KB\b|GB\b|s\b)")
 """A measured figure: a number (or a range) with a unit (``120 x 18710`` is a shape, not a ratio)."""
 WRITTEN_AS = {"%": r"(?<![\w.])(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))? ?%",
               "x": r"(?<![\w.])x(\d+(?:\.\d+)?)|(?<![\w.])(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))?x\b"}
 """Where the benchmark writes a share or a ratio the way the docs quote it (``94.50% (189/200)``, ``0.61x``,
-the load table's ``x1.04``), a figure with that unit must be one of those, not any number of the file: a
+the load table's ``x1.04``), a figure with that unit must be one of those, not any number of the row: a
 percentage matches a cell that is a percentage, never a size, a count or an error that happens to round to it."""
 
 SETTINGS = {
     "8 MB": env.MAX_BYTES / 1e6, "64 MB": env.MAX_BYTES_FOR_UNITS / 1e6, "512 MB": env.MAX_MEMORY / 1e6,
-    "32 MB": env.MAX_MEMORY / 16 / 1e6, "32.00 MB": env.MAX_MEMORY / 16 / 1e6,
+    "32 MB": env.MAX_MEMORY / 16 / 1e6, "32.00 MB": env.MAX_MEMORY / 16 / 1e6, "1.5x": ESTIMATE_HIGH,
 }
 """Figures in a benchmark paragraph that are the tool's own defaults, each checked against the code."""
 
-COMPUTED = {"28.2%", "27.5%", "31.1%", "1.75-2.75x", "13-26%", "9.7%"}
-"""Figures computed from two cells of a benchmark row (a size as a share of the original's) or by the
-code (what packed codes fold); the tests below compute each one."""
+COMPUTED = {"28.2%", "27.5%", "31.1%", "1.75-2.75x", "13-26%", "9.7%", "0.65x the original's", "1.0x raw"}
+"""Figures computed from two cells of a benchmark file (a size as a share of the original's) or by the
+code (what packed codes fold), each as written where it is quoted; the tests below compute each one."""
+
+STOP_WORDS = frozenset({
+    "about", "after", "all", "also", "an", "and", "any", "are", "as", "at", "be", "before", "beside", "but", "by",
+    "can", "each", "every", "for", "from", "has", "have", "in", "into", "is", "it", "its", "kb", "gb", "mb",
+    "more", "no", "not", "of", "on", "one", "only", "or", "over", "same", "so", "than", "that", "the", "their",
+    "them", "then", "there", "these", "they", "this", "those", "to", "under", "up", "was", "were", "what", "when",
+    "where", "which", "while", "with", "within", "without"
+})
+"""Words that name no subject, and the units."""
 
 
 def _numbers(line: str) -> list[float]:
@@ -209,49 +221,139 @@ def _supported(value: str, numbers: set[float]) -> bool:
     return any(abs(round(n, digits) - float(value)) < 10 ** -digits / 2 for n in numbers)
 
 
-def _paragraphs(text: str) -> Iterator[tuple[str, list[str]]]:
-    """Paragraphs, each list item and each table row on its own, with the benchmark files they cite
-    (a table's rows: those the paragraph before the table cites)."""
-    def cited(part: str) -> list[str]:
-        return re.findall(r"benchmarks/([A-Z_-]+\.md)", part)
-
-    before: list[str] = []
-    for para in re.split(r"\n\s*\n", text):
-        for part in re.split(r"\n(?=[*-] |\|)", para):
-            yield part, cited(part) + (before if part.startswith("|") else [])
-        before = cited(para)
-
-
 def _written_as(text: str, unit: str) -> set[float]:
     return {float(n) for m in re.finditer(WRITTEN_AS[unit], text.replace(",", "")) for n in m.groups() if n}
 
 
-def figure_problems(page: str, text: str) -> list[str]:
-    """The figures of ``text`` that the benchmark files its paragraphs cite do not hold: a share or a ratio
-    must be written as one in the file (``WRITTEN_AS``), any other figure must be a number of the file."""
-    texts = {p.name: p.read_text(encoding="utf-8") for p in BENCHMARKS.glob("*.md")}
-    files = {name: set(_numbers(body)) for name, body in texts.items()}
-    problems = []
-    for para, cited in _paragraphs(text):
-        problems += [f"{page}: cites benchmarks/{c}, which does not exist" for c in cited if c not in files]
-        numbers = set().union(*(files[c] for c in cited if c in files))
-        if not numbers:
-            continue
-        for m in FIGURE.finditer(para):
-            if m.group(0).lstrip("~") in SETTINGS or m.group(0) in COMPUTED:
+def _holds(row: str, value: str, unit: str) -> bool:
+    return _supported(value, _written_as(row, unit) if unit in WRITTEN_AS else set(_numbers(row)))
+
+
+def _words(text: str) -> set[str]:
+    """The words of ``text`` that could name what a figure is about: lower case, a hyphenated name one word
+    and a snake_case one its parts (``PP-OCRv6`` and ``ppocrv6_rec`` both give ``ppocrv6``), no stop word."""
+    text = re.sub(r"(?<=[a-z0-9])-(?=[a-z0-9])", "", text.lower())
+    return {w for w in re.findall(r"[a-z][a-z0-9]+", text) if w not in STOP_WORDS}
+
+
+def _cited(part: str) -> list[str]:
+    return re.findall(r"benchmarks/([A-Z_-]+\.md)", part)
+
+
+def _cells(row: str) -> list[str]:
+    return [cell.strip() for cell in row.strip().strip("|").split("|")]
+
+
+def _quoting(text: str) -> Iterator[tuple[str, str, str, list[str]]]:
+    """(what quotes figures, its own words, its paragraph's first sentence, the benchmark files cited) for each
+    sentence of a paragraph or list item, and for each cell of a table row, whose own words are its row's
+    first cell and its column's header too. A paragraph, list item or row cites the files it names; a
+    table's rows, and a list's items if the paragraph before ends with a colon, also those it names."""
+    before: list[str] = []
+    intro = False
+    for para in re.split(r"\n\s*\n", text):
+        header: list[str] = []
+        for part in re.split(r"\n(?=[*-] |\|)", para):
+            cited = _cited(part) + (before if part.startswith("|") or (intro and part.startswith(("* ", "- "))) else [])
+            if not part.startswith("|"):
+                sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z`*(\[])", part)
+                for sentence in sentences:
+                    yield sentence, sentence, sentences[0], cited
+            elif not header:
+                header = _cells(part)
+            elif not set(part) <= set("|-: \n"):
+                cells = _cells(part)
+                for i, cell in enumerate(cells):
+                    yield cell, " ".join([cells[0], header[i] if i < len(header) else "", cell]), "", cited
+        before, intro = _cited(para), para.rstrip().endswith(":")
+
+
+def _rows(text: str) -> Iterator[tuple[str, list[str]]]:
+    """(row, the headings it sits under) for each table row, list item and paragraph of a benchmark file, its
+    code blocks left out."""
+    headings: dict[int, str] = {}
+    for para in re.split(r"\n\s*\n", re.sub(r"```.*?```", "", text, flags=re.S)):
+        for part in re.split(r"\n(?=[*-] |\||#)", para):
+            if m := re.match(r"(#+) (.*)", part):
+                headings = {k: v for k, v in headings.items() if k < len(m.group(1))} | {len(m.group(1)): m.group(2)}
+            else:
+                yield part, list(headings.values())
+
+
+@cache
+def _benchmark(name: str) -> tuple[list[tuple[str, set[str], set[str]]], set[str]]:
+    """Each row of ``benchmarks/NAME`` with its distinguishing words (its headings' included) and the names
+    of the sections it sits in; and all the section names' words. A word distinguishes rows if fewer than half
+    of the rows that hold a number have it (a file's units, command lines and column words do not); a
+    section's name is its heading up to a parenthesis or colon (``## ppocrv6_rec``, ``## Small tensors in
+    fp16``), less the words every row's headings have (the title)."""
+    rows = [(row, _words(row), _words(" ".join(headings)), _words(" ".join(re.split(r"[(:]", h)[0] for h in headings)))
+            for row, headings in _rows((BENCHMARKS / name).read_text("utf-8"))]
+    counted = [words for row, words, _, _ in rows if _numbers(row)]
+    common = {w for w in set().union(*counted) if 2 * sum(w in words for words in counted) >= len(counted)}
+    title = set.intersection(*(named for *_, named in rows))
+    return ([(row, (words | headed) - common, named - common - title) for row, words, headed, named in rows],
+            set().union(*(named for *_, named in rows)) - common - title)
+
+
+def figure_ties(text: str) -> Iterator[tuple[str, str, list[str], list[str]]]:
+    """(figure, a value of it, the rows of the cited files that hold the value, those of them about what the
+    words quoting it are about: ``figure_problems``) for every figure of ``text`` quoted from a benchmark
+    file, the tool's defaults and the computed figures left out."""
+    def words_of(text: str) -> set[str]:
+        return _words(FIGURE.sub(" ", re.sub(r"benchmarks/\S+", " ", text)))
+
+    for quoted, around, topic, cited in _quoting(text):
+        files = [c for c in dict.fromkeys(cited) if (BENCHMARKS / c).is_file()]
+        own = words_of(around)
+        words = own | words_of(topic)
+        for m in FIGURE.finditer(quoted) if files else ():
+            if m.group(0).lstrip("~") in SETTINGS or any(quoted.startswith(c, m.start()) for c in COMPUTED):
                 continue
-            values = [v for v in m.groups()[:2] if v is not None]
-            unit = m.group(3)
-            held = set().union(*(_written_as(texts[c], unit) for c in cited if c in texts)) if unit in WRITTEN_AS \
-                else numbers
-            if not all(_supported(v, held) for v in values):
-                problems.append(f"{page}: {m.group(0)!r} is in none of {sorted(set(cited))}: "
-                                f"...{para[max(0, m.start() - 80):m.end() + 20]}...")
+            for value in (v for v in m.groups()[:2] if v is not None):
+                held, tied = [], []
+                for c in files:
+                    rows, sections = _benchmark(c)
+                    named = own & sections
+                    for row, row_words, under in rows:
+                        if _holds(row, value, m.group(3)):
+                            held.append(f"{c}: {row[:100]}")
+                            if words & row_words and (not named or under & words or (not under and row_words & named)):
+                                tied.append(held[-1])
+                yield m.group(0), value, held, tied
+
+
+def figure_problems(page: str, text: str) -> list[str]:
+    """The figures of ``text`` that no row of the benchmark files its paragraphs cite holds, or that only rows
+    about something else hold.
+
+    A row is a table row, list item or paragraph of the benchmark file, read with its headings. It holds a
+    share or a ratio written as one there (``WRITTEN_AS``), any other figure as one of its numbers. It is
+    about what the docs say if it shares a distinguishing word with the sentence quoting the figure or that
+    paragraph's first sentence (a later sentence says "it"), or for a table cell with the cell, its row's
+    first cell and its column's header: no stop word, and not a word of half or more of the file's rows (its
+    units, command lines, column words). Where that sentence or cell names a section of the file (a model in
+    a file with a section per model), the row must also sit in a section the quote names (or, outside every
+    section, name one itself). So a sentence about one model quoting another model's row of the file fails;
+    a sentence that names both models, or names none, is tied by its other words only."""
+    problems = [f"{page}: cites benchmarks/{c}, which does not exist"
+                for c in dict.fromkeys(_cited(text)) if not (BENCHMARKS / c).is_file()]
+    for figure, value, held, tied in figure_ties(text):
+        if not held:
+            problems.append(f"{page}: {figure!r}: {value} is in no row of the files its paragraph cites")
+        elif not tied:
+            problems.append(f"{page}: {figure!r}: {value} is only in rows about something else: {held[:3]}")
     return problems
 
 
+def _figure_pages() -> dict[str, str]:
+    """README, the docs, and benchmarks/README.md, which names the files beside it without the folder."""
+    index = (BENCHMARKS / "README.md").read_text(encoding="utf-8")
+    return PAGES | {"benchmarks/README.md": re.sub(r"(?<![\w/.])([A-Z][A-Z_-]+\.md)", r"benchmarks/\1", index)}
+
+
 def test_every_figure_of_a_paragraph_that_cites_a_benchmark_is_in_it() -> None:
-    problems = [p for page, text in PAGES.items() for p in figure_problems(page, text)]
+    problems = [p for page, text in _figure_pages().items() for p in figure_problems(page, text)]
     assert problems == []
 
 
@@ -261,20 +363,37 @@ def test_the_figure_checker_catches_a_figure_the_benchmark_does_not_hold() -> No
     assert figure_problems("p", good) == []
     assert figure_problems("p", good.replace("94.5%", "96.5%"))
     assert figure_problems("p", good.replace("28.2%", "28.3%"))
-    assert figure_problems("p", "(29.5 s, `benchmarks/SHRINK_TIME.md`)") == []
-    assert figure_problems("p", "(30.5 s, `benchmarks/SHRINK_TIME.md`)")
+    assert figure_problems("p", "(`auto` on PP-OCRv6: 29.5 s, `benchmarks/SHRINK_TIME.md`)") == []
+    assert figure_problems("p", "(`auto` on PP-OCRv6: 30.5 s, `benchmarks/SHRINK_TIME.md`)")
     assert figure_problems("p", "(`benchmarks/NO_SUCH.md`)")
     # a number of the file, but not a share there (PP-OCRv6's round-to-nearest rel-L2 is 0.0742)
-    assert figure_problems("p", "(0.0742, `benchmarks/DOWNLOAD.md`)") == []
-    assert figure_problems("p", "(0.0742%, `benchmarks/DOWNLOAD.md`)")
-    assert figure_problems("p", "(5.984x, `benchmarks/DOWNLOAD.md`)")  # a size there, not a ratio
+    assert figure_problems("p", "(PP-OCRv6: 0.0742, `benchmarks/DOWNLOAD.md`)") == []
+    assert figure_problems("p", "(PP-OCRv6: 0.0742%, `benchmarks/DOWNLOAD.md`)")
+    assert figure_problems("p", "(PP-OCRv6: 5.984x, `benchmarks/DOWNLOAD.md`)")  # a size there, not a ratio
     table = "from `benchmarks/DOWNLOAD.md`:\n\n| levels | PP-OCRv6 |\n|---|---|\n| 255 | 5.09 / 4.92 MB, 85.5% |\n"
     assert figure_problems("p", table) == [] and figure_problems("p", table.replace("4.92", "4.93"))
+
+
+def test_the_figure_checker_catches_a_figure_copied_from_another_models_row() -> None:
+    """A real paragraph and a real table, each given a figure the cited file holds, but in another model's row:
+    README's headline with PP-OCRv4 rec's 85.0% (its `int8` with the recording) for PP-OCRv6's 94.5%, and
+    docs/methods.md's level table with Magika's 63-level answers in PP-OCRv6's column."""
+    readme = next(p for p in PAGES["README.md"].split("\n\n") if "reads 94.5% of 200 unseen" in p)
+    assert figure_problems("README.md", readme) == []
+    wrong = figure_problems("README.md", readme.replace("94.5%", "85.0%"))
+    assert len(wrong) == 1 and "'85.0%'" in wrong[0] and "rows about something else" in wrong[0], wrong
+    methods = PAGES["methods.md"]
+    table = methods[methods.index("Each task's"):methods.index("| 31 |")]
+    assert "| 63 | 0.80x / 0.75x, 71.5% / 88.5% | 0.76x / 0.72x, 99.1% / 99.4% |" in table
+    assert figure_problems("methods.md", table) == []
+    wrong = figure_problems("methods.md", table.replace("71.5% / 88.5% |", "99.1% / 99.4% |"))
+    assert [w.split(":")[1] for w in wrong] == [" '99.1%'", " '99.4%'"], wrong
 
 
 def test_the_defaults_the_docs_quote_are_the_codes() -> None:
     assert SETTINGS["8 MB"] == 8 and SETTINGS["64 MB"] == 64 and SETTINGS["512 MB"] == 512
     assert SETTINGS["32 MB"] == 32
+    assert f"each estimate taken to be off by up to {ESTIMATE_HIGH}x" in " ".join(PAGES["methods.md"].split())
     recording = PAGES["recording.md"] + PAGES["trust.md"]
     assert f"`--max-samples`\n  ({env.MAX_SAMPLES})" in recording
     assert f"at most {env.MAX_SAMPLES} samples and 8 MB" in recording
@@ -335,6 +454,23 @@ def test_the_level_tables_derived_figures_are_computed_from_download_md() -> Non
     assert f"only {min(smaller)}-{max(smaller)}% smaller than its raw file" in methods
     assert f"output-aware rounding adds up to {max(added):.1f}%" in methods
     assert {f"{min(smaller)}-{max(smaller)}%", f"{max(added):.1f}%"} <= COMPUTED
+
+
+def test_float_levels_sizes_in_the_method_table_are_computed_from_download_md() -> None:
+    """docs/methods.md's method table: `float-levels` keeps the raw size (1.0x on DOWNLOAD.md's three models)
+    and Silero VAD's wheel at 256 levels is 0.65x the original's."""
+    bench = (BENCHMARKS / "DOWNLOAD.md").read_text(encoding="utf-8")
+    ratios = {}
+    for model in ("ppocrv6_rec", "magika", "silero_vad"):
+        body = bench.split(f"## {model}\n", 1)[1].split("\n## ", 1)[0]
+        original = re.search(r"Original: ([\d.]+) raw, ([\d.]+) wheel", body)
+        assert original is not None, model
+        levels = _row(bench, model, "float-levels 256")
+        ratios[model] = [float(levels[i]) / float(original.group(i)) for i in (1, 2)]
+    row = next(line for line in PAGES["methods.md"].splitlines() if line.startswith("| `float-levels` |"))
+    assert all(f"{raw:.1f}x raw" in row for raw, _ in ratios.values())
+    assert f"Silero VAD, 256 levels: wheel {ratios['silero_vad'][1]:.2f}x the original's" in row
+    assert {f"{ratios['silero_vad'][0]:.1f}x raw", f"{ratios['silero_vad'][1]:.2f}x the original's"} <= COMPUTED
 
 
 def test_the_headline_is_one_figure_on_every_page() -> None:

@@ -107,12 +107,8 @@ def interface() -> str:
     return _current.get().interface
 
 
-def on_command_line() -> bool:
-    return interface() != HOOK
-
-
 def _as_flag(key: str) -> bool:
-    return on_command_line() and not _current.get().table and key in FLAGS
+    return interface() != HOOK and not _current.get().table and key in FLAGS
 
 
 def setting(key: str, value: Value) -> str:

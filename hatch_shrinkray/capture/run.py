@@ -411,9 +411,7 @@ def _coverage(done: Finished, output: Path, expected: Sequence[Expected], writte
         rows.append([meta.model, item.path.name if item.path else "(nothing kept)", str(meta.calls),
                      item.merged.seen, item.merged.kept, human(size), skipped])
     recorded = {r.merged.meta.model_sha256 for r in done.recorded}
-    for model in expected:
-        if model.sha256 not in recorded:
-            rows.append([model.relpath, "(never ran)", "0", "-", "-", "-", "-"])
+    rows += [[m.relpath, "(never ran)", "0", "-", "-", "-", "-"] for m in expected if m.sha256 not in recorded]
     total = sum(r.path.stat().st_size for r in written if r.path is not None)
     return [render_table(rows), f"recorded {len(written)} model(s) into {output} ({human(total)} on disk)"]
 

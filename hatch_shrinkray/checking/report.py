@@ -69,9 +69,7 @@ def _unloaded(prepared: Sequence[Prepared], run: Observed) -> list[str]:
 
 def render_check(checked: Checked) -> str:
     v = checked.verdict
-    lines = [*_head(checked.prepared, v), *_regressions(v)]
-    for relpath, hint in checked.hints.items():
-        lines.append(f"hint: {relpath}: {hint}")
+    lines = [*_head(checked.prepared, v), *_regressions(v), *(f"hint: {p}: {h}" for p, h in checked.hints.items())]
     if not v.passed:
         lines.append(f"fix: {check_hint(shlex.join(checked.command), fix=True)}")
         lines.append("     (finds per model the cheapest choice that passes these tests again, for the build to ship)")
@@ -82,9 +80,8 @@ def render_fix(fixed: Fixed, written: str | None) -> str:
     first = fixed.first
     # check's own verdict is where --fix started, not its verdict (the last line): said so
     lines = [*_head(fixed.prepared, first), *_regressions(first, flaky=fixed.flaky, heading="before --fix")]
-    for test in fixed.flaky:
-        lines.append(f"  FLAKY {test}: passed once and failed once with the same shrunk models; not blamed on a "
-                     "model")
+    lines += [f"  FLAKY {test}: passed once and failed once with the same shrunk models; not blamed on a model"
+              for test in fixed.flaky]
     if not first.passed:
         lines.append(f"check --fix: {fixed.runs} run(s) of the command beyond check's own two")
     for c in fixed.choices:

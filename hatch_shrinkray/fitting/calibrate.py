@@ -69,7 +69,7 @@ def calibrate(model: ModelProto, options: ShrinkOptions, samples: Calibration | 
                                                                   or (also is not None and also(s)))]
     if not sites:
         return None
-    main_names = _main_names(model)
+    main_names = {i.name for i in model.graph.input} | {o for n in model.graph.node for o in n.output}
     lays = {site_key(s): _layout(s, main_names) for s in sites}
     # Every consumer's activation: a weight shared by several MatMuls (dedup) sums their moments.
     capture = sorted({la.activation for s in sites if lays[site_key(s)] is not None for n, i in s.consumers
@@ -92,11 +92,6 @@ def needs_real_inputs(method: str) -> ShrinkrayError:
     """Noise calibrates to noise (a fit to it can ruin the real answers, docs/recording.md): the user
     records real inputs instead, as their interface says it."""
     return ShrinkrayError(f"method {method} fits its choices to real inputs, and there are none: {record_hint()}")
-
-
-def _main_names(model: ModelProto) -> set[str]:
-    g = model.graph
-    return {i.name for i in g.input} | {o for n in g.node for o in n.output}
 
 
 def _layout(site: Site, main_names: set[str]) -> Layout | None:

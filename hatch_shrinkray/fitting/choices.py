@@ -41,14 +41,10 @@ def encode_as(encoding: str, w: npt.NDArray[np.floating], ctx: EncodeContext) ->
     bits = int(encoding.removeprefix("int"))
     if bits == 16:
         q = quantize_symmetric(w, ctx.axis, 16)
-        return float_decode(q, w.dtype, ctx.opset, f"int16 {_where(ctx)}")
+        return float_decode(q, w.dtype, ctx.opset, f"int16 {'per-tensor' if ctx.axis is None else f'axis {ctx.axis}'}")
     cand = int_candidate(w.astype(np.float32), ctx, None, None, bits=bits)
     assert cand.decode is not None  # without moments it is the round-to-nearest decode
     return cand.decode
-
-
-def _where(ctx: EncodeContext) -> str:
-    return "per-tensor" if ctx.axis is None else f"axis {ctx.axis}"
 
 
 class _Chosen:

@@ -53,8 +53,9 @@ def competing(graph: GraphProto, sites: Sequence[Site], outputs: Sequence[str], 
     index = {name: i for i, name in enumerate(outputs)}
     masks: dict[Key, npt.NDArray[np.bool_]] = {}
     for site in sites:
-        classes = _classes(site)
-        if classes is None or classes < MIN_CLASSES:
+        axis = classes_axis(site)
+        classes = 0 if axis is None else site.shape[axis]
+        if classes < MIN_CLASSES:
             continue
         reached = _reaches(site.consumers[0][0].output[0], consumers, constants, set(index))
         if reached is None:
@@ -91,11 +92,6 @@ def classes_axis(site: Site) -> int | None:
         trans = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "transB"), 0)
         return 0 if trans else 1
     return None
-
-
-def _classes(site: Site) -> int | None:
-    axis = classes_axis(site)
-    return None if axis is None else site.shape[axis]
 
 
 def _reaches(start: str, consumers: dict[str, list[NodeProto]], constants: set[str],

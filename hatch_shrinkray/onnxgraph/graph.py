@@ -174,17 +174,10 @@ def _collect_uses(scope: Scope, uses: Uses) -> None:
             if not name:
                 continue
             if name not in owners:
-                owners[name] = _resolve(scope, name)
+                owners[name] = next((s for s in scope.ancestors() if name in s.defines), None)
             owner = owners[name]
             if owner is not None:
                 uses.setdefault((id(owner), name), []).append((node, i, scope))
-
-
-def _resolve(scope: Scope, name: str) -> Scope | None:
-    for s in scope.ancestors():
-        if name in s.defines:
-            return s
-    return None
 
 
 MAX_BASE = 96

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -395,8 +395,3 @@ def integer_range(dtype: np.dtype[Any], options: VerifyOptions, rows: int | None
     if rows is not None and max(low, 0) < min(high, rows):
         low, high = max(low, 0), min(high, rows)
     return low, high
-
-
-def with_tables(specs: Sequence[InputSpec], rows: Mapping[str, int]) -> list[InputSpec]:
-    """``specs`` with the rows of the table each integer input indexes (``onnxgraph.indices``)."""
-    return [replace(s, rows=rows.get(s.name)) for s in specs]

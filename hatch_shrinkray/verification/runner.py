@@ -164,10 +164,6 @@ def prepare_samples(path: Path, specs: list[inputs.InputSpec], *, sha256: str, n
     return Prepared(samples, None, every)
 
 
-def _missing_note(exc: NoRecording) -> str:
-    return f"{exc.path} holds no recording of this model: verified on generated inputs instead, a smoke check"
-
-
 def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
                       sha256: str | None = None, name: str | None = None,
                       prepared: Prepared | None = None, threshold: float = THRESHOLD,
@@ -178,7 +174,7 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
     generated values stay inside."""
     sess = session(original, label)
     try:
-        specs = inputs.with_tables(inputs.specs_of(sess), rows or {})
+        specs = [dataclasses.replace(s, rows=(rows or {}).get(s.name)) for s in inputs.specs_of(sess)]
         names = [o.name for o in sess.get_outputs()]
     except Exception as exc:  # e.g. UnicodeDecodeError for a name that is not UTF-8
         raise ShrinkrayError(f"onnxruntime cannot read its inputs and outputs: {one_line(exc)}", path=label,
@@ -189,7 +185,8 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
             prepared = prepare_samples(Path(options.inputs), specs, sha256=sha256 or model_sha256(original),
                                        name=name or label)
         except NoRecording as exc:  # data-free: generated inputs, and a warning that says so
-            notes = (_missing_note(exc),)
+            notes = (f"{exc.path} holds no recording of this model: verified on generated inputs instead, "
+                     "a smoke check",)
     if prepared is not None:
         samples = prepared.samples
         feeds = [samples.feeds[i] for i in prepared.held]

@@ -278,10 +278,7 @@ def missing_directories(output: Path) -> list[Path]:
 def project_root(output: Path) -> Path:
     """The nearest directory with a ``pyproject.toml`` at or above ``output``, else the working directory."""
     here = output.resolve()
-    for directory in (here, *here.parents):
-        if (directory / "pyproject.toml").is_file():
-            return directory
-    return Path.cwd()
+    return next((d for d in (here, *here.parents) if (d / "pyproject.toml").is_file()), None) or Path.cwd()
 
 
 def finish(run_dir: Path, output: Path, caps: Caps | None = None, root: Path | None = None,

@@ -14,7 +14,9 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from onnx import NodeProto, helper
+from onnx import NodeProto
+
+from hatch_shrinkray.onnxgraph.graph import attribute
 
 MAX_ROWS = 2048
 """Patches per sample at most; evenly thinned above this (big early feature maps)."""
@@ -23,13 +25,6 @@ ROWS_PER_FEATURE = 16
 well-conditioned ``H``; beyond it, more rows of the same images cost Gram products and move no
 rounding."""
 MIN_ROWS = 64
-
-
-def _attr(node: NodeProto, name: str, default: Any) -> Any:
-    for a in node.attribute:
-        if a.name == name:
-            return helper.get_attribute_value(a)
-    return default
 
 
 @dataclass
@@ -52,9 +47,9 @@ def layout(node: NodeProto, index: int, shape: tuple[int, ...]) -> Layout | None
     if op == "MatMul" and len(shape) == 2:
         return Layout(node, node.input[0], 1, True)
     if op == "Gemm" and len(shape) == 2:
-        return Layout(node, node.input[0], 1, not _attr(node, "transB", 0))
-    if op == "Conv" and len(shape) in (3, 4) and _attr(node, "auto_pad", b"NOTSET") in (b"NOTSET", "NOTSET"):
-        return Layout(node, node.input[0], int(_attr(node, "group", 1)), False)
+        return Layout(node, node.input[0], 1, not attribute(node, "transB", 0))
+    if op == "Conv" and len(shape) in (3, 4) and attribute(node, "auto_pad", b"NOTSET") in (b"NOTSET", "NOTSET"):
+        return Layout(node, node.input[0], int(attribute(node, "group", 1)), False)
     return None
 
 
@@ -139,7 +134,7 @@ def patches(x: npt.NDArray[Any], lay: Layout, shape: tuple[int, ...],
             return None
         return _thin(x.reshape(-1, 1, k), max_rows)
     if op == "Gemm":
-        a = x.T if _attr(lay.node, "transA", 0) else x
+        a = x.T if attribute(lay.node, "transA", 0) else x
         return _thin(a.reshape(-1, 1, a.shape[-1]), max_rows)
     return _conv_patches(x, lay, shape, max_rows)
 
@@ -162,9 +157,9 @@ def _conv_patches(x: npt.NDArray[Any], lay: Layout, shape: tuple[int, ...],
         x = x[:, :, None, :]
         shape = (shape[0], shape[1], 1, shape[2])
     kh, kw = shape[2], shape[3]
-    pads = list(_attr(node, "pads", [0] * (2 * spatial)))
-    strides = list(_attr(node, "strides", [1] * spatial))
-    dil = list(_attr(node, "dilations", [1] * spatial))
+    pads = list(attribute(node, "pads", [0] * (2 * spatial)))
+    strides = list(attribute(node, "strides", [1] * spatial))
+    dil = list(attribute(node, "dilations", [1] * spatial))
     if spatial == 1:
         pads = [0, pads[0], 0, pads[1]]
         strides = [1, strides[0]]

@@ -333,10 +333,8 @@ INT8 = Resident(Int8())
 
 def _encoder_of(record: TensorRecord, options: ShrinkOptions) -> TensorEncoder | None:
     """The packed encoder a record names (None: int8 rows, which round-to-nearest int8 itself is)."""
-    for enc in (eight_bits(), four_bits(options), gather_four_bits()):
-        if record.encoding == enc.label():
-            return enc
-    return None
+    encoders = (eight_bits(), four_bits(options), gather_four_bits())
+    return next((e for e in encoders if record.encoding == e.label()), None)
 
 
 def _lacking(records: list[TensorRecord], lacking: dict[Key, str]) -> list[TensorRecord]:

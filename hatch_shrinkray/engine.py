@@ -545,9 +545,7 @@ def _not_smaller(options: ShrinkOptions, shrunk: sizes.Sizes, original: sizes.Si
 
 def _files(loaded: Loaded, original_ref: str | bytes) -> bytes | list[Path]:
     """What the original's sizes are measured on: its bytes, or its file and data files."""
-    if isinstance(original_ref, bytes):
-        return original_ref
-    return [Path(original_ref), *loaded.data_files]
+    return original_ref if isinstance(original_ref, bytes) else [Path(original_ref), *loaded.data_files]
 
 
 def _encode(work: ModelProto, options: ShrinkOptions, calibration: Calibration | None,
@@ -692,9 +690,7 @@ def _calibration(loaded: Loaded, original: str | bytes, options: ShrinkOptions,
     if needs.split is None or inputs is None:
         if needs.required:
             raise needs_real_inputs(options.method)
-        if inputs is not None and needs.declined is not None:
-            return None, needs.declined
-        return None, None
+        return (None, needs.declined) if inputs is not None and needs.declined is not None else (None, None)
     sha256 = next(iter(loaded.sha256.values()), None) or hashlib.sha256(
         original if isinstance(original, bytes) else b"").hexdigest()
     try:

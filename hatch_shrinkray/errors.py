@@ -25,9 +25,7 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
 
 def quoted(text: str | bytes, limit: int = 60) -> str:
     """``text`` quoted for a message, cut short: a hostile name or path can be megabytes long."""
-    if len(text) <= limit:
-        return repr(text)
-    return repr(text[: limit - 3]) + f"... ({len(text)} characters)"
+    return repr(text) if len(text) <= limit else repr(text[: limit - 3]) + f"... ({len(text)} characters)"
 
 
 def printable(text: str) -> str:

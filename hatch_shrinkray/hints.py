@@ -114,9 +114,7 @@ def _as_flag(key: str) -> bool:
 def setting(key: str, value: Value) -> str:
     """How to set ``key`` to ``value`` where the user is: ```inputs = "DIR"``` in the table or
     ```--inputs DIR``` on the command line (backquoted, ready to paste)."""
-    if _as_flag(key):
-        return f"`{_flags(key, value)}`"
-    return f"`{key} = {_toml(value)}`"
+    return f"`{_flags(key, value)}`" if _as_flag(key) else f"`{key} = {_toml(value)}`"
 
 
 def set_it(key: str, value: Value) -> str:

@@ -80,9 +80,7 @@ def fit_words(note: FitNote, held: str = "units") -> str:
         if note.fit is Fit.KEPT:
             return f"plan kept on held-out {held}" if note.subject == "auto's plan" else "codes fitted, no plan"
         return f"auto's plan lost on held-out {held}"
-    if note.fit is Fit.KEPT:
-        return "fitted to the recording"
-    return f"fitting lost on held-out {held}"
+    return "fitted to the recording" if note.fit is Fit.KEPT else f"fitting lost on held-out {held}"
 
 
 def verdict(v: VerifyResult, *, full: bool = True, weak: str = "weak evidence") -> str:

@@ -85,9 +85,7 @@ def configured_words(p: Prepared, *, rung: bool = False) -> str:
     said = f"{p.options.method}{' round-to-nearest' if nearest else ''} as configured"
     if rung:
         return said
-    if p.fitted:
-        return "the fitted codes"
-    return method.plan or said
+    return "the fitted codes" if p.fitted else method.plan or said
 
 
 @dataclass(frozen=True)
@@ -124,9 +122,7 @@ def run_fix(configured: Configured, settings: Settings, app: Display, plan_runs:
         prepared, original, shrunk = two_runs(configured, settings, app, tmp)
         first = judge(original, shrunk)
         fixer = _Fixer(configured, settings, app, prepared, original, tmp / "rungs", tmp / "recorded", plan_runs)
-        if first.passed:
-            return Fixed(tuple(prepared), first, first, fixer.choices())
-        return fixer.fix(first)
+        return Fixed(tuple(prepared), first, first, fixer.choices()) if first.passed else fixer.fix(first)
 
 
 @dataclass

@@ -199,9 +199,7 @@ def _a_program(token: str) -> bool:
 
 def _metavar(action: argparse.Action) -> str:
     metavar = action.metavar
-    if isinstance(metavar, tuple):
-        return " ".join(metavar)
-    return metavar or action.dest.upper()
+    return " ".join(metavar) if isinstance(metavar, tuple) else metavar or action.dest.upper()
 
 
 def _values_taken(action: argparse.Action) -> int:

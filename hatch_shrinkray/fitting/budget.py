@@ -146,9 +146,7 @@ class Limits:
         unchanged (a recogniser's hundreds of characters: there the answers term screens out points
         whose error the fitting feeds underrate). A screen only spares full runs; the full check on
         every feed still judges the answers."""
-        if any(positions < MIN_UNITS for positions, _ in on.flips):
-            return replace(self, agreement=0.0)
-        return self
+        return replace(self, agreement=0.0) if any(positions < MIN_UNITS for positions, _ in on.flips) else self
 
     def load(self, d: Deviation) -> float:
         """How much of the budget ``d`` uses, summed over its terms (additive estimate)."""

@@ -55,15 +55,11 @@ def layout(node: NodeProto, index: int, shape: tuple[int, ...]) -> Layout | None
 
 def as_rows(w: npt.NDArray[Any], lay: Layout) -> npt.NDArray[Any]:
     """The weight as ``[rows, K]``."""
-    if lay.transpose:
-        return np.ascontiguousarray(w.T)
-    return w.reshape(w.shape[0], -1)
+    return np.ascontiguousarray(w.T) if lay.transpose else w.reshape(w.shape[0], -1)
 
 
 def from_rows(rows: npt.NDArray[Any], lay: Layout, shape: tuple[int, ...]) -> npt.NDArray[Any]:
-    if lay.transpose:
-        return np.ascontiguousarray(rows.T)
-    return rows.reshape(shape)
+    return np.ascontiguousarray(rows.T) if lay.transpose else rows.reshape(shape)
 
 
 FEW_ROWS = 8
@@ -130,9 +126,7 @@ def patches(x: npt.NDArray[Any], lay: Layout, shape: tuple[int, ...],
     op = lay.node.op_type
     if op == "MatMul":
         k = shape[0]
-        if x.shape[-1] != k:
-            return None
-        return _thin(x.reshape(-1, 1, k), max_rows)
+        return None if x.shape[-1] != k else _thin(x.reshape(-1, 1, k), max_rows)
     if op == "Gemm":
         a = x.T if attribute(lay.node, "transA", 0) else x
         return _thin(a.reshape(-1, 1, a.shape[-1]), max_rows)

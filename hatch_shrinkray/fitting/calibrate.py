@@ -103,9 +103,7 @@ def _layout(site: Site, main_names: set[str]) -> Layout | None:
     if first is None or any(la is None or la.transpose != first.transpose or la.groups != first.groups
                             or la.node.op_type != first.node.op_type for la in lays):
         return None
-    if any(la is not None and la.activation not in main_names for la in lays):
-        return None
-    return first
+    return None if any(la is not None and la.activation not in main_names for la in lays) else first
 
 
 def _moments(sites: list[Site], lays: dict[Key, Layout | None], probe: Probe, fold_of: dict[int, int],

@@ -139,9 +139,7 @@ def step_kind(saving: float) -> str:
 def rung_levels(kind: str) -> int | None:
     """Where an int8 candidate stands among the level counts: its levels, or for coarser steps the
     level count of about the same size (255 / 2^bits saved); None for other kinds."""
-    if kind.startswith(STEPS):
-        return round(INT8_LEVELS / 2 ** float(kind[len(STEPS):]))
-    return levels_of(kind)
+    return round(INT8_LEVELS / 2 ** float(kind[len(STEPS):])) if kind.startswith(STEPS) else levels_of(kind)
 
 
 def rung_words(kind: str) -> str:
@@ -345,9 +343,7 @@ def sixteen_bit(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.NDA
                                  error_energy(w, half.decoded, moments, lay)))
     except quant.NotEncodable:
         pass
-    if not options:
-        return None
-    return min(options, key=lambda c: (c.weight_error, c.stored_bytes))
+    return None if not options else min(options, key=lambda c: (c.weight_error, c.stored_bytes))
 
 
 def float32_scales(c: Candidate) -> Candidate:

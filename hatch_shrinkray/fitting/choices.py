@@ -86,9 +86,7 @@ class Planned:
         return self.fallback_float32 or site.dtype != FLOAT32  # other float types: plain int8
 
     def encode(self, w: npt.NDArray[np.floating], ctx: EncodeContext) -> Decode:
-        if self.current is None:
-            return self.fallback.encode(w, ctx)
-        return self.plan[self.current]
+        return self.fallback.encode(w, ctx) if self.current is None else self.plan[self.current]
 
 
 def chosen_sites(model: ModelProto, options: ShrinkOptions) -> dict[Key, str]:

@@ -161,9 +161,7 @@ def judges_for(probe: Probe, options: ShrinkOptions, base: list[list[npt.NDArray
 
 def load_of(w: Weight, c: Candidate) -> int:
     """Load cost of candidate ``c``: nothing for MatMulNBits, float32 or a table decoded per gathered row."""
-    if c.decode is None or rows_decodable(w.site, c.decode):
-        return 0
-    return c.decode.folded_bytes
+    return 0 if c.decode is None or rows_decodable(w.site, c.decode) else c.decode.folded_bytes
 
 
 def _int4_ok(site: Site) -> bool:

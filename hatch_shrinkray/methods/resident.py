@@ -215,9 +215,7 @@ def memory_bytes(site: Site, c: Candidate) -> int:
     d = c.decode
     if c.kind == "fp32":
         return site.nbytes
-    if d is None or d.replaces or rows_decodable(site, d):
-        return c.stored_bytes
-    return site.nbytes
+    return c.stored_bytes if d is None or d.replaces or rows_decodable(site, d) else site.nbytes
 
 
 # --- the judge ------------------------------------------------------------------------------------
@@ -348,9 +346,7 @@ def _note(record: TensorRecord, note: str) -> TensorRecord:
 
 
 def _noted(records: list[TensorRecord], note: str, chosen: dict[Key, TensorEncoder]) -> list[TensorRecord]:
-    if not note:
-        return records
-    return [_note(r, note) if (r.scope, r.name) in chosen else r for r in records]
+    return records if not note else [_note(r, note) if (r.scope, r.name) in chosen else r for r in records]
 
 
 def _lost(outcome: Outcome) -> str:

@@ -51,9 +51,7 @@ def find_nonfinite(w: FloatArray) -> NonFinite | None:
 
 def channels(w: npt.NDArray[Any], axis: int | None) -> npt.NDArray[Any]:
     """View as (channels, rest): one row per channel (a single row when per-tensor)."""
-    if axis is None:
-        return w.reshape(1, -1)
-    return np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1)
+    return w.reshape(1, -1) if axis is None else np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1)
 
 
 def scale_shape(shape: tuple[int, ...], axis: int | None) -> tuple[int, ...]:
@@ -222,9 +220,7 @@ def _slices(shape: tuple[int, ...]) -> list[slice]:
 
 def _part(param: npt.NDArray[Any] | int | None, sl: slice) -> Any:
     """The slice of a broadcast parameter matching ``w[sl]`` (axis 0 may be size 1)."""
-    if param is None or isinstance(param, int) or param.ndim == 0 or param.shape[0] == 1:
-        return param
-    return param[sl]
+    return param if param is None or isinstance(param, int) or param.ndim == 0 or param.shape[0] == 1 else param[sl]
 
 
 def _encode(w: FloatArray, s: npt.NDArray[np.float32], z: npt.NDArray[np.float32] | None, *,
@@ -287,6 +283,4 @@ def error_stats(original: FloatArray, decoded: FloatArray) -> tuple[float, float
         err2 += float(np.dot(diff, diff))
         ref2 += float(np.dot(a, a))
         seen += a.size
-    if not seen or ref2 == 0:
-        return worst, 0.0
-    return worst, float(np.sqrt(err2 / ref2))
+    return (worst, 0.0) if not seen or ref2 == 0 else (worst, float(np.sqrt(err2 / ref2)))

@@ -55,9 +55,7 @@ def encode(array: npt.NDArray[Any]) -> Encoded:
             values, narrow = table, index.astype(np.uint16)
         else:
             return None
-    if values.nbytes + narrow.nbytes >= a.nbytes:
-        return None
-    return values.view(a.dtype), narrow.reshape(a.shape)
+    return None if values.nbytes + narrow.nbytes >= a.nbytes else (values.view(a.dtype), narrow.reshape(a.shape))
 
 
 def decode(values: npt.NDArray[Any], index: npt.NDArray[Any]) -> npt.NDArray[Any]:

@@ -94,9 +94,7 @@ def read_headers(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype[Any]]]
 
 
 def _header(fh: Any, version: tuple[int, int]) -> tuple[tuple[int, ...], bool, np.dtype[Any]]:
-    if version == (1, 0):
-        return np.lib.format.read_array_header_1_0(fh)
-    return np.lib.format.read_array_header_2_0(fh)
+    return np.lib.format.read_array_header_1_0(fh) if version == (1, 0) else np.lib.format.read_array_header_2_0(fh)
 
 
 def _check_member(name: str, dtype: np.dtype[Any], nbytes: int, *, total: int, max_bytes: int, label: str,

@@ -179,9 +179,7 @@ def _foreign(info: os.stat_result) -> str | None:
     if info.st_uid not in (os.geteuid(), 0):
         return f"belongs to another user (uid {info.st_uid})"
     writers = [who for who, bit in (("group", stat.S_IWGRP), ("others", stat.S_IWOTH)) if info.st_mode & bit]
-    if writers:
-        return f"is writable by {' and '.join(writers)} (mode {stat.S_IMODE(info.st_mode):04o})"
-    return None
+    return f"is writable by {' and '.join(writers)} (mode {stat.S_IMODE(info.st_mode):04o})" if writers else None
 
 
 def refused(directory: Path) -> ShrinkrayError | None:

@@ -293,9 +293,7 @@ def default_runtimes(dependencies: Sequence[str]) -> tuple[str, ...]:
             continue
         targeted = True
         floors += [Version(s.version) for s in req.specifier if s.operator in (">=", "==", "~=", ">")]
-    if not targeted:
-        return ()
-    return (f"onnxruntime>={min(floors).base_version if floors else OLDEST_ONNXRUNTIME}",)
+    return () if not targeted else (f"onnxruntime>={min(floors).base_version if floors else OLDEST_ONNXRUNTIME}",)
 
 
 def _field(table: str, key: str) -> str:

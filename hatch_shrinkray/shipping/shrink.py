@@ -92,9 +92,7 @@ def _decided(model: ModelEntry, record: CachedShrink, *, unverified: bool, uncha
     why = record.kept_original or wording.nothing_to_shrink(model.options)
     if unverified:
         return KeptOriginal(record, why)
-    if unchanged:
-        return Unchanged(record, why)
-    return Shrunk(record, cached)
+    return Unchanged(record, why) if unchanged else Shrunk(record, cached)
 
 
 def _record(job: Job, result: ShrinkResult, versions: Mapping[str, str]) -> tuple[CachedShrink, str]:
@@ -187,9 +185,7 @@ def _cached_problem(job: Job, record: CachedShrink, copied: str, *, cache: Shrin
             return problem
         if onnxruntime_installed():
             cache.note_loaded(copied, runtime)
-    if record.shrunk_size != job.target.stat().st_size:
-        return "its size is not the one its record says"
-    return None
+    return "its size is not the one its record says" if record.shrunk_size != job.target.stat().st_size else None
 
 
 def content_sha256(model_sha256: str, sidecars: Mapping[str, str]) -> str:

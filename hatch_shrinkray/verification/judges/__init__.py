@@ -226,17 +226,13 @@ def _class_scores(first: npt.NDArray[Any]) -> bool:
     embeddings (sentence encoders L2-normalise), whose argmax is no answer anyone takes."""
     if first.ndim < 2 or first.shape[-1] < 2 or _unit_rows(first):
         return False
-    if first.ndim > 2:
-        return _softmax(first)
-    return True
+    return first.ndim <= 2 or _softmax(first)
 
 
 def _probabilities(ref: Arrays, first: npt.NDArray[Any]) -> bool:
     """Probability outputs with a trailing axis of 1, one per position (1-D) or scalars: a voice-activity
     detector's speech probability, per chunk or per frame of a sequence."""
-    if first.ndim > 1 and first.shape[-1] != 1:
-        return False
-    return all(in_unit_range(r) for r in ref)
+    return (first.ndim <= 1 or first.shape[-1] == 1) and all(in_unit_range(r) for r in ref)
 
 
 def _unit_rows(x: npt.NDArray[Any]) -> bool:

@@ -609,8 +609,7 @@ def _kept_float(small: KeptFloat | None, records: list[TensorRecord], min_elemen
             count_bytes = groups.setdefault(kept_reason(r.note), [0, 0])
             count_bytes[0] += 1
             count_bytes[1] += r.original_bytes
-    kept = tuple(KeptFloat(reason, n, b) for reason, (n, b) in groups.items())
-    return ((small,) if small else ()) + kept
+    return ((small,) if small else ()) + tuple(KeptFloat(reason, n, b) for reason, (n, b) in groups.items())
 
 
 @dataclass

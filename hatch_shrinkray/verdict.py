@@ -93,8 +93,7 @@ def verdict(v: VerifyResult, *, full: bool = True, weak: str = "weak evidence") 
     if not v.compared:
         return f"{fails}no output compared (every judge is off)"
     if not v.real:
-        generated = _count(v.samples, "generated", "samples")
-        return f"{'passes' if v.passed else 'FAILS'} a smoke check on {generated}"
+        return f"{'passes' if v.passed else 'FAILS'} a smoke check on {_count(v.samples, 'generated', 'samples')}"
     source = "held-out" if v.calibration else "recorded" if full else ""
     ev = v.evidence
     if ev is None or not (ev.answers or ev.decisions):

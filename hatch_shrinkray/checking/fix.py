@@ -170,8 +170,7 @@ class _Fixer:
             self.blamed[culprit.sha256] = tuple(tests)
             if self._climb(culprit):
                 break
-            verdict = self._final()
-            tests = self._failing(verdict)
+            tests = self._failing(self._final())
             group = self._unblamed()
         final = self._final() if tests or self.blamed else again
         return Fixed(tuple(self.prepared), first, final, self.choices(), tuple(sorted(self.flaky)), self.runs)

@@ -25,8 +25,7 @@ TEXT_LINES = 15
 
 def _model_line(p: Prepared, original: Observed, other: Observed | None) -> str:
     planned = f" + plan ({len(p.options.plan)} tensors)" if p.options.plan else ""
-    sessions = original.models.get(p.sha256, ModelSeen()).sessions
-    loads = f"sessions: {sessions} original"
+    loads = f"sessions: {original.models.get(p.sha256, ModelSeen()).sessions} original"
     if other is not None:
         seen = other.models.get(p.sha256, ModelSeen())
         loads += f", {seen.swapped or seen.shadowed} shrunk"

@@ -290,5 +290,4 @@ def _shifts(e: Expected, margins: Margins, got: npt.NDArray[np.float64]) -> npt.
 def _floored(gap: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """The margins with a floor (1e-2 of their median), so exact ties in the reference, which any
     rounding flips, do not swamp every other position."""
-    floor = max(1e-2 * float(np.median(gap)) if gap.size else 0.0, 1e-12)
-    return np.maximum(gap, floor)
+    return np.maximum(gap, max(1e-2 * float(np.median(gap)) if gap.size else 0.0, 1e-12))

@@ -171,8 +171,7 @@ def _conv_patches(x: npt.NDArray[Any], lay: Layout, shape: tuple[int, ...],
     oh, ow = win.shape[2], win.shape[3]
     rows = n * oh * ow
     if rows > max_rows:  # pick the rows from the window view, without unfolding every one first
-        idx = np.linspace(0, rows - 1, max_rows).round().astype(np.int64)
-        sample, rest = np.divmod(idx, oh * ow)
+        sample, rest = np.divmod(np.linspace(0, rows - 1, max_rows).round().astype(np.int64), oh * ow)
         sel = win[sample, :, rest // ow, rest % ow]  # [max_rows, c, kh, kw]
     else:
         sel = win.transpose(0, 2, 3, 1, 4, 5).reshape(rows, c, kh, kw)

@@ -78,8 +78,7 @@ def calibrate(model: ModelProto, options: ShrinkOptions, samples: Calibration | 
     probe = Probe(weights_as_inputs(model, set(originals), capture), list(calibration.feeds), originals,
                   calibration.seq)
     split = calibration.seq.folds(folds) if folds > 1 else [list(range(len(calibration.feeds)))]
-    fold_of = {i: f for f, members in enumerate(split) for i in members}
-    base, sums = _moments(sites, lays, probe, fold_of, len(split))
+    base, sums = _moments(sites, lays, probe, {i: f for f, members in enumerate(split) for i in members}, len(split))
     moments: dict[Key, tuple[npt.NDArray[np.float64], int]] = {}
     for fold_sums in sums:
         for key, (h, n) in fold_sums.items():

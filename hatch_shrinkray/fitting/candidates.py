@@ -277,8 +277,7 @@ def _fitted_codes(w: npt.NDArray[np.float32], q0: quant.Quantized, moments: npt.
         codes[sl] = r.codes
         scale[sl] = r.scale
     exact = (rows.min(axis=1) == rows.max(axis=1)) | (np.abs(rows).max(axis=1) < quant.FLUSH)
-    q0_rows = as_rows(q0.codes.astype(np.float64), lay)
-    codes[exact] = q0_rows[exact]
+    codes[exact] = as_rows(q0.codes.astype(np.float64), lay)[exact]
     scale[exact] = s0[exact]
     return _rows_quantized(codes, scale.astype(F32), exact, lay, w.shape, axis=axis, dtype=q0.codes.dtype,
                            half_scales=half_scales)
@@ -331,8 +330,7 @@ def sixteen_bit(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.NDA
     options: list[Candidate] = []
     try:
         q = quant.quantize_symmetric(w, ctx.axis, 16)
-        where = "per-tensor" if ctx.axis is None else f"axis {ctx.axis}"
-        dec = float_decode(q, w.dtype, ctx.opset, f"int16 {where}")
+        dec = float_decode(q, w.dtype, ctx.opset, f"int16 {'per-tensor' if ctx.axis is None else f'axis {ctx.axis}'}")
         options.append(Candidate("int16", dec.label, dec.stored_bytes, q.decoded, dec,
                                  error_energy(w, q.decoded, moments, lay)))
     except quant.NotEncodable:

@@ -167,8 +167,7 @@ class Scorer:
 
     def __call__(self, got: Outputs) -> Score:
         """``got`` against the reference (the original's) with the package's judges."""
-        comparisons = judge_outputs(self.judged, got, self.seq, LOOSE)
-        counted = [c for c in comparisons if c.judge != "off"]
+        counted = [c for c in judge_outputs(self.judged, got, self.seq, LOOSE) if c.judge != "off"]
         describes = {c.describes for c in counted if c.answers}
         finite = [c for c in counted if c.rel_l2 == c.rel_l2]
         gated = [c for c in finite if tolerance_applies(c)]  # as verification will gate them

@@ -20,7 +20,7 @@ import numpy.typing as npt
 from onnx import GraphProto, NodeProto, helper
 
 from hatch_shrinkray.fitting.probe import site_key
-from hatch_shrinkray.onnxgraph.graph import Site
+from hatch_shrinkray.onnxgraph.graph import Site, attribute
 from hatch_shrinkray.verification.judges import judge_for
 
 Key = tuple[str, str]
@@ -89,8 +89,7 @@ def classes_axis(site: Site) -> int | None:
     if node.op_type == "MatMul" and i == 1:
         return 1
     if node.op_type == "Gemm" and i == 1:
-        trans = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "transB"), 0)
-        return 0 if trans else 1
+        return 0 if attribute(node, "transB", 0) else 1
     return None
 
 

@@ -275,8 +275,7 @@ def choose(analysis: Analysis, options: ShrinkOptions) -> tuple[dict[Key, tuple[
         found = refine(table, found, screened, limits.within, MAX_REFINE, screen=screen)
         int8_load = sum(load_of(w, w.candidates[c]) for w, c in zip(weights, int8, strict=True)
                         if w.candidates[c].kind == "int8")
-        cap = load_budget(options) * int8_load
-        found = within_load(table, found, cap, screened, limits.within)
+        found = within_load(table, found, load_budget(options) * int8_load, screened, limits.within)
     found, plain_wins = _no_larger_than_int8(table, weights, found, (int8, fitted_dev), plain=plain_dev,
                                              limits=limits, target=options.target)
     LOG.info("auto: search done (%d runs): %s", probe.runs - runs, found.deviation.text())

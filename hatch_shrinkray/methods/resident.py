@@ -245,8 +245,7 @@ def judge(original: ModelProto, picks: dict[Key, TensorEncoder], units: Calibrat
     names = [o.name for o in original.graph.output]
     score = Scorer.of(names, outputs(reference, LEVELS[0]), units.seq, options.verify, units.feeds)
     packed_model = variant(picks)
-    got = [score(outputs(packed_model, level)) for level in LEVELS]
-    worst = max(got, key=lambda s: s.key())
+    worst = max([score(outputs(packed_model, level)) for level in LEVELS], key=lambda s: s.key())
     rtn = score(outputs(variant({k: Int8Encoder() for k in picks}), LEVELS[0]))
     return decide("weights packed in memory", worst, rtn, units.seq.unit_count(), how)
 

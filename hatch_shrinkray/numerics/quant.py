@@ -122,8 +122,7 @@ def quantize_symmetric(w: FloatArray, axis: int | None, bits: int = 8, levels: i
     shp = scale_shape(w.shape, axis)
     s = scale.reshape(shp) if shp else scale.reshape(())
     low, high = (-neg.reshape(shp), pos.reshape(shp)) if shp else (-int(neg[0]), int(pos[0]))
-    dtype = np.int8 if bits <= 8 else np.int16
-    codes, decoded = _encode(w, s, None, low=low, high=high, dtype=np.dtype(dtype))
+    codes, decoded = _encode(w, s, None, low=low, high=high, dtype=np.dtype(np.int8 if bits <= 8 else np.int16))
     _fix_channels(codes, decoded, dead, constant, axis, zero=0)
     sentinel = None
     if nonfinite is not None:
@@ -141,8 +140,7 @@ def code_bounds(lo: FloatArray, hi: FloatArray, levels: int) -> tuple[npt.NDArra
     """
     half = (levels - 1) // 2
     extra = (levels - 1) % 2
-    neg_side = np.abs(np.minimum(lo, 0.0)) > np.maximum(hi, 0.0)
-    neg = np.full(np.shape(lo), half, dtype=np.int64) + extra * neg_side
+    neg = np.full(np.shape(lo), half, dtype=np.int64) + extra * (np.abs(np.minimum(lo, 0.0)) > np.maximum(hi, 0.0))
     return neg, levels - 1 - neg
 
 
@@ -160,8 +158,7 @@ def quantize_affine(w: FloatArray, axis: int | None, levels: int) -> Quantized:
     constant = lo == hi
     rmin = np.minimum(lo, 0.0)
     rmax = np.maximum(hi, 0.0)
-    amax = np.maximum(-rmin, rmax)
-    dead = (~constant) & (amax < FLUSH)
+    dead = (~constant) & (np.maximum(-rmin, rmax) < FLUSH)
     scale64 = (rmax - rmin) / (usable - 1)
     zp = np.rint(-rmin / np.where(scale64 == 0, 1.0, scale64))
     # Constant channels: exact value c = (q - zp) * |c| with (q, zp) = (1, 0) or (0, 1).
@@ -213,8 +210,7 @@ def _slices(shape: tuple[int, ...]) -> list[slice]:
     """Slices along axis 0 with about CHUNK elements each."""
     if not shape:
         return [slice(None)]
-    per_row = max(1, int(np.prod(shape[1:], dtype=np.int64)))
-    step = max(1, CHUNK // per_row)
+    step = max(1, CHUNK // max(1, int(np.prod(shape[1:], dtype=np.int64))))
     return [slice(i, i + step) for i in range(0, shape[0], step)]
 
 

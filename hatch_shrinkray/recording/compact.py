@@ -39,8 +39,7 @@ def encode(array: npt.NDArray[Any]) -> Encoded:
     if a.dtype.kind not in "biuf" or a.dtype.itemsize < 2 or a.size < MIN_ELEMENTS:
         return None
     a = np.ascontiguousarray(a)
-    bits = a.view(np.dtype(f"u{a.dtype.itemsize}")).reshape(-1)
-    found = _table(bits)
+    found = _table(a.view(np.dtype(f"u{a.dtype.itemsize}")).reshape(-1))
     if found is None:
         return None
     table, index = found

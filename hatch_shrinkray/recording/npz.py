@@ -54,8 +54,7 @@ def read_arrays(path: Path, *, max_bytes: int = MAX_BYTES, text: frozenset[str] 
                 continue
             try:
                 with archive.open(info) as fh:
-                    version = np.lib.format.read_magic(fh)
-                    shape, _, dtype = _header(fh, version)
+                    shape, _, dtype = _header(fh, np.lib.format.read_magic(fh))
                     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
                     _check_member(name, dtype, nbytes, total=total, max_bytes=max_bytes, label=label, text=name in text)
                     if fh.tell() + nbytes > info.file_size:  # before allocating what the header claims

@@ -255,8 +255,7 @@ class ShrinkCache:
             self.directory.parent.mkdir(parents=True, exist_ok=True)
             self.directory.mkdir(mode=0o700, exist_ok=True)
             write_atomically(model, shrunk_model.read_bytes())
-            text = json.dumps(encode(record), sort_keys=True, indent=2).encode()
-            write_atomically(record_path, text)
+            write_atomically(record_path, json.dumps(encode(record), sort_keys=True, indent=2).encode())
         except OSError as exc:
             return f"{type(exc).__name__}: {exc}"
         return None

@@ -165,8 +165,7 @@ def load_samples(path: Path, specs: list[InputSpec], *, model_sha256: str, model
         units = rec.units or tuple(f"call:{c}" for c in rec.picked)
         source = f"recording {shown(path)} ({_counted(rec, len(feeds))})"
         return Samples(feeds, source, True, notes, units, rec.feedback, rec.streams)
-    arrays = read_arrays(path)
-    feeds = _validated(_npz_feeds(arrays, specs, path), specs, path)
+    feeds = _validated(_npz_feeds(read_arrays(path), specs, path), specs, path)
     return Samples(feeds, shown(path), True, notes, tuple(f"sample:{i}" for i in range(len(feeds))))
 
 

@@ -83,8 +83,7 @@ def runtime(sess: Any) -> str:
     import onnxruntime as ort
 
     level = str(sess.get_session_options().graph_optimization_level).rpartition(".")[2]
-    provider = sess.get_providers()[0].removesuffix("ExecutionProvider")
-    return f"onnxruntime {ort.__version__} ({provider}, {level})"
+    return f"onnxruntime {ort.__version__} ({sess.get_providers()[0].removesuffix('ExecutionProvider')}, {level})"
 
 
 def run_all(sess: Any, feeds: list[inputs.Feed], seq: Sequencing | None = None, step: str = "") -> Outputs:
@@ -96,8 +95,7 @@ def run_all(sess: Any, feeds: list[inputs.Feed], seq: Sequencing | None = None, 
     with progress.task(step or "running the model on the samples", total=len(feeds)) as done:
         def run(feed: inputs.Feed) -> list[Any]:
             outputs = list(sess.run(None, feed))
-            calls = done.task.done
-            stream = bisect.bisect_right(streams, calls)
+            stream = bisect.bisect_right(streams, done.task.done)
             done.advance(1, f"stream {stream + 1} of {len(streams)}" if stream < len(streams) else "")
             return outputs
 

@@ -76,16 +76,13 @@ HINT_MAX_BYTES = 1 << 30
 
 def quantization_signs(model: ModelProto) -> str | None:
     """Why ``model`` looks already quantized (QDQ/integer ops, or a Cast of integer weight codes)."""
-    for scope in scopes(model):
-        for node in scope.graph.node:
-            if node.op_type in QUANTIZED_OPS:
-                return f"it contains {node.op_type} nodes"
+    nodes = [node for scope in scopes(model) for node in scope.graph.node]
+    quantized = next((n.op_type for n in nodes if n.op_type in QUANTIZED_OPS), None)
+    if quantized is not None:
+        return f"it contains {quantized} nodes"
     codes = {s.name for s in find_sites(model) if s.dtype in INT_CODES and s.size >= CODES_MIN}
-    for scope in scopes(model):
-        for node in scope.graph.node:
-            if node.op_type == "Cast" and node.input and node.input[0] in codes:
-                return f"integer weight codes are cast to float ({node.input[0]})"
-    return None
+    cast = next((n.input[0] for n in nodes if n.op_type == "Cast" and n.input and n.input[0] in codes), None)
+    return None if cast is None else f"integer weight codes are cast to float ({cast})"
 
 
 def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.PathLike[str] | None = None,
@@ -347,9 +344,8 @@ def _early_reference(loaded: Loaded, original_ref: str | bytes, options: ShrinkO
     fit on the same held-out feeds (``Needs.reference_first``): the original runs there once, not
     twice (running it on every feed is a large share of a build). Otherwise it is made after, with
     the working copy freed (``_verify``)."""
-    if not needs.reference_first or options.verify is None or prepared is None or not held:
-        return None
-    return _reference(loaded, original_ref, options, prepared)
+    ready = needs.reference_first and options.verify is not None and prepared is not None and bool(held)
+    return _reference(loaded, original_ref, options, prepared) if ready else None
 
 
 def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: ShrinkOptions,

@@ -31,9 +31,8 @@ def quoted(text: str | bytes, limit: int = 60) -> str:
 def printable(text: str) -> str:
     """``text`` with every control, format or unassigned character escaped (``\\x1b``): what a file
     we did not write says is printed as data, never as a terminal escape sequence or a fake line."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    return text if text.isprintable() else "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 class ShrinkrayError(Exception):

@@ -52,9 +52,8 @@ class Rung:
     """The per-tensor rung's plan (``(scope, tensor, encoding)``, sorted); empty for the other rungs."""
 
     def describe(self, configured: Prepared) -> str:
-        if self.remedy is None:
-            return configured_words(configured, rung=True)
-        return self.remedy.describe(configured.options, self.tensors)
+        return (configured_words(configured, rung=True) if self.remedy is None
+                else self.remedy.describe(configured.options, self.tensors))
 
 
 @dataclass(frozen=True)

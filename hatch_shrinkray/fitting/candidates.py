@@ -115,9 +115,8 @@ def levels_of(kind: str) -> int | None:
     """The codes per channel of an int8 candidate kind (``int8``: 255; None for other kinds)."""
     if kind == "int8":
         return INT8_LEVELS
-    if kind.startswith("int8-") and kind.endswith("levels") and "+" not in kind:
-        return int(kind[len("int8-"):-len("levels")])
-    return None
+    plain = kind.startswith("int8-") and kind.endswith("levels") and "+" not in kind
+    return int(kind[len("int8-"):-len("levels")]) if plain else None
 
 
 def level_kind(levels: int) -> str:
@@ -151,9 +150,8 @@ def rung_words(kind: str) -> str:
         return f"int8 with {levels} levels"
     if kind.startswith(STEPS):
         return f"int8 with coarser steps (aimed at {kind[len(STEPS):]} bit a value fewer)"
-    if "+" in kind:
-        return "int8 with fewer levels for a head's other classes"
-    return {"fp32": "float32", NBITS: "4-bit blocks"}.get(kind, kind)
+    return ("int8 with fewer levels for a head's other classes" if "+" in kind
+            else {"fp32": "float32", NBITS: "4-bit blocks"}.get(kind, kind))
 
 
 def step_candidates(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.NDArray[np.float64] | None,

@@ -123,9 +123,8 @@ class Outcome:
 
     def brief(self) -> FitNote:
         """:meth:`text` as the facts the one line per model words."""
-        if self.kept:
-            return FitNote(Fit.KEPT, self.what)
-        return FitNote(Fit.NOT_KEPT, self.what, FitReason.WORSE_HELD_OUT, instead=self.instead)
+        return (FitNote(Fit.KEPT, self.what) if self.kept
+                else FitNote(Fit.NOT_KEPT, self.what, FitReason.WORSE_HELD_OUT, instead=self.instead))
 
 
 @dataclass(frozen=True)

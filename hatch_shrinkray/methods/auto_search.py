@@ -186,9 +186,7 @@ def scales_used(chosen: Iterable[Candidate]) -> str:
 def _why(w: Weight, chosen: Candidate) -> str:
     parts = [f"{c.kind} {d.rel_l2:.1e}/{d.risk:.1e}{'' if m else '~'}"
              for c, d, m in zip(w.candidates, w.deviations, w.measured, strict=True) if c.kind != "fp32"]
-    text = "alone (rel-L2/decision risk): " + ", ".join(parts)
-    if w.fixed:
-        text = f"{w.fixed}: int8 as method int8 would"
+    text = f"{w.fixed}: int8 as method int8 would" if w.fixed else "alone (rel-L2/decision risk): " + ", ".join(parts)
     if chosen.note:
         text += f"; {chosen.note}"
     return text

@@ -181,9 +181,8 @@ def _crossfit(cal: Calibrated, options: ShrinkOptions, opset: int, plan: dict[Ke
 
 
 def _noted(record: TensorRecord, note: str | None) -> TensorRecord:
-    if note is None or record.encoding == "kept":
-        return record
-    return dataclasses.replace(record, note=f"{record.note}; {note}" if record.note else note)
+    return record if note is None or record.encoding == "kept" else dataclasses.replace(
+        record, note=f"{record.note}; {note}" if record.note else note)
 
 
 __all__ = ["Int8", "fit_int8"]

@@ -356,9 +356,8 @@ def _lost(outcome: Outcome) -> str:
 
 def _after(text: str, outcome: Outcome | Unfitted | None) -> Unfitted:
     """``text``, then what the fallback's own verdict says (its words on the line kept)."""
-    if outcome is None:
-        return Unfitted(text)
-    return Unfitted(f"{text}: {outcome.text()}", outcome.brief(), kept=outcome.kept)
+    return Unfitted(text) if outcome is None else Unfitted(f"{text}: {outcome.text()}", outcome.brief(),
+                                                            kept=outcome.kept)
 
 
 def _also(outcome: Outcome | Unfitted | None, text: str) -> Outcome | Unfitted:

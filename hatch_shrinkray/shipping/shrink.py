@@ -132,8 +132,7 @@ def _record(job: Job, result: ShrinkResult, versions: Mapping[str, str]) -> tupl
 def _store(cache: ShrinkCache, app: Display, record: CachedShrink, job: Job, read: str, *, loaded: bool) -> None:
     """Put a shrink into the cache (an entry is one file: outputs over 2 GB are not cached);
     ``loaded``: onnxruntime just loaded and ran these bytes."""
-    key = cache_key(read, job.model.options, dict(record.entry.versions))
-    problem = cache.put(key, job.target, record)
+    problem = cache.put(cache_key(read, job.model.options, dict(record.entry.versions)), job.target, record)
     if problem:
         app.display_debug(wording.cache_unwritten_line(problem))
     elif loaded:

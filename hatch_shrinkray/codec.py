@@ -98,9 +98,7 @@ def encode(value: Any) -> Any:
         return value.json_out(body) if hasattr(value, "json_out") else body
     if isinstance(value, (list, tuple)):
         return [encode(item) for item in value]
-    if isinstance(value, dict):
-        return {key: encode(item) for key, item in value.items()}
-    return value
+    return {key: encode(item) for key, item in value.items()} if isinstance(value, dict) else value
 
 
 def decode(kind: Any, data: Any, where: str = "") -> Any:

@@ -76,16 +76,13 @@ HINT_MAX_BYTES = 1 << 30
 
 def quantization_signs(model: ModelProto) -> str | None:
     """Why ``model`` looks already quantized (QDQ/integer ops, or a Cast of integer weight codes)."""
-    for scope in scopes(model):
-        for node in scope.graph.node:
-            if node.op_type in QUANTIZED_OPS:
-                return f"it contains {node.op_type} nodes"
+    nodes = [node for scope in scopes(model) for node in scope.graph.node]
+    quantized = next((n.op_type for n in nodes if n.op_type in QUANTIZED_OPS), None)
+    if quantized is not None:
+        return f"it contains {quantized} nodes"
     codes = {s.name for s in find_sites(model) if s.dtype in INT_CODES and s.size >= CODES_MIN}
-    for scope in scopes(model):
-        for node in scope.graph.node:
-            if node.op_type == "Cast" and node.input and node.input[0] in codes:
-                return f"integer weight codes are cast to float ({node.input[0]})"
-    return None
+    cast = next((n.input[0] for n in nodes if n.op_type == "Cast" and n.input and n.input[0] in codes), None)
+    return None if cast is None else f"integer weight codes are cast to float ({cast})"
 
 
 def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.PathLike[str] | None = None,
@@ -347,9 +344,8 @@ def _early_reference(loaded: Loaded, original_ref: str | bytes, options: ShrinkO
     fit on the same held-out feeds (``Needs.reference_first``): the original runs there once, not
     twice (running it on every feed is a large share of a build). Otherwise it is made after, with
     the working copy freed (``_verify``)."""
-    if not needs.reference_first or options.verify is None or prepared is None or not held:
-        return None
-    return _reference(loaded, original_ref, options, prepared)
+    ready = needs.reference_first and options.verify is not None and prepared is not None and bool(held)
+    return _reference(loaded, original_ref, options, prepared) if ready else None
 
 
 def _verify(loaded: Loaded, original_ref: str | bytes, output: Output, options: ShrinkOptions,
@@ -545,9 +541,7 @@ def _not_smaller(options: ShrinkOptions, shrunk: sizes.Sizes, original: sizes.Si
 
 def _files(loaded: Loaded, original_ref: str | bytes) -> bytes | list[Path]:
     """What the original's sizes are measured on: its bytes, or its file and data files."""
-    if isinstance(original_ref, bytes):
-        return original_ref
-    return [Path(original_ref), *loaded.data_files]
+    return original_ref if isinstance(original_ref, bytes) else [Path(original_ref), *loaded.data_files]
 
 
 def _encode(work: ModelProto, options: ShrinkOptions, calibration: Calibration | None,
@@ -611,8 +605,7 @@ def _kept_float(small: KeptFloat | None, records: list[TensorRecord], min_elemen
             count_bytes = groups.setdefault(kept_reason(r.note), [0, 0])
             count_bytes[0] += 1
             count_bytes[1] += r.original_bytes
-    kept = tuple(KeptFloat(reason, n, b) for reason, (n, b) in groups.items())
-    return ((small,) if small else ()) + kept
+    return ((small,) if small else ()) + tuple(KeptFloat(reason, n, b) for reason, (n, b) in groups.items())
 
 
 @dataclass
@@ -692,9 +685,7 @@ def _calibration(loaded: Loaded, original: str | bytes, options: ShrinkOptions,
     if needs.split is None or inputs is None:
         if needs.required:
             raise needs_real_inputs(options.method)
-        if inputs is not None and needs.declined is not None:
-            return None, needs.declined
-        return None, None
+        return (None, needs.declined) if inputs is not None and needs.declined is not None else (None, None)
     sha256 = next(iter(loaded.sha256.values()), None) or hashlib.sha256(
         original if isinstance(original, bytes) else b"").hexdigest()
     try:

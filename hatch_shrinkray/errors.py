@@ -25,17 +25,14 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
 
 def quoted(text: str | bytes, limit: int = 60) -> str:
     """``text`` quoted for a message, cut short: a hostile name or path can be megabytes long."""
-    if len(text) <= limit:
-        return repr(text)
-    return repr(text[: limit - 3]) + f"... ({len(text)} characters)"
+    return repr(text) if len(text) <= limit else repr(text[: limit - 3]) + f"... ({len(text)} characters)"
 
 
 def printable(text: str) -> str:
     """``text`` with every control, format or unassigned character escaped (``\\x1b``): what a file
     we did not write says is printed as data, never as a terminal escape sequence or a fake line."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    return text if text.isprintable() else "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 class ShrinkrayError(Exception):

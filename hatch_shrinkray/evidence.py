@@ -127,6 +127,4 @@ class Evidence:
                     f"<= {percent(self.bound)} at 95%)")
         if not self.real:
             return f"{text}: generated inputs, no evidence"
-        if self.weak:
-            return f"{text}: weak evidence"
-        return text
+        return f"{text}: weak evidence" if self.weak else text

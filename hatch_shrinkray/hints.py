@@ -107,20 +107,14 @@ def interface() -> str:
     return _current.get().interface
 
 
-def on_command_line() -> bool:
-    return interface() != HOOK
-
-
 def _as_flag(key: str) -> bool:
-    return on_command_line() and not _current.get().table and key in FLAGS
+    return interface() != HOOK and not _current.get().table and key in FLAGS
 
 
 def setting(key: str, value: Value) -> str:
     """How to set ``key`` to ``value`` where the user is: ```inputs = "DIR"``` in the table or
     ```--inputs DIR``` on the command line (backquoted, ready to paste)."""
-    if _as_flag(key):
-        return f"`{_flags(key, value)}`"
-    return f"`{key} = {_toml(value)}`"
+    return f"`{_flags(key, value)}`" if _as_flag(key) else f"`{key} = {_toml(value)}`"
 
 
 def set_it(key: str, value: Value) -> str:

@@ -294,9 +294,7 @@ class Option:
     @property
     def flags(self) -> tuple[str, ...]:
         """The flag; none for a key without a flag."""
-        if self.flag_help is None:
-            return ()
-        return (self.flag or f"--{self.key}",)
+        return () if self.flag_help is None else (self.flag or f"--{self.key}",)
 
     def default(self) -> Any:
         """The engine's default, its value in the default options (``int-range``: both ends; ``verify``: on)."""

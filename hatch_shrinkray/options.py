@@ -211,9 +211,7 @@ class ShrinkOptions:
 
     def level_count(self) -> int:
         """``levels``, or the method's default when unset."""
-        if self.levels is not None:
-            return self.levels
-        return LEVELS.get(self.method, ANY_LEVELS)[2]
+        return self.levels if self.levels is not None else LEVELS.get(self.method, ANY_LEVELS)[2]
 
     def label(self) -> str:
         """The method as messages name it: ``int8 with 15 levels`` when the levels are not its default."""
@@ -250,9 +248,7 @@ def chosen_encoding(scope: str, name: str, options: ShrinkOptions) -> str | None
 def _jsonable(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
-    if isinstance(value, tuple):
-        return [_jsonable(v) for v in value]
-    return value
+    return [_jsonable(v) for v in value] if isinstance(value, tuple) else value
 
 
 INPUTS_MAX_FILE_BYTES = 2_000_000_000

@@ -84,10 +84,9 @@ def shrink_report(result: ShrinkResult, sizes: bool = False, verbose: bool = Fal
         parts.append(sizes_table(result.original_sizes, result.shrunk_sizes, result.target))
     if verbose and result.tensors:
         rows = [["tensor", "scope", "shape", "bytes", "stored", "encoding", "rel err", "note"]]
-        for t in result.tensors:
-            rows.append([t.name, t.scope, "x".join(map(str, t.shape)) or "scalar", human(t.original_bytes),
-                         human(t.stored_bytes), t.encoding,
-                         f"{t.rel_rms_error:.2e}" if t.encoding != "kept" else "-", t.note])
+        rows += [[t.name, t.scope, "x".join(map(str, t.shape)) or "scalar", human(t.original_bytes),
+                  human(t.stored_bytes), t.encoding, f"{t.rel_rms_error:.2e}" if t.encoding != "kept" else "-", t.note]
+                 for t in result.tensors]
         parts.append(table(rows))
     if not result.encoded and result.kept_original is None:
         parts.append(f"{nothing_to_shrink(result)}; the output equals the input")

@@ -266,8 +266,7 @@ class VerifyResult:
         return text
 
     def table(self, limits: dict[str, float] | None = None) -> str:
-        head = ["output", "max abs", "rel L2", "cosine", "decisions", "answers", "status"]
-        rows = [head]
+        rows = [["output", "max abs", "rel L2", "cosine", "decisions", "answers", "status"]]
         for o in self.outputs:
             status = "ok" if o.ok else "FAIL (below)"
             if o.unchecked and o.ok:

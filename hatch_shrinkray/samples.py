@@ -59,20 +59,13 @@ class Sequencing:
         """What is judged as one sample: each stream, and each feed outside streams, in feed order."""
         first = {s[0]: s for s in self.streams}
         inside = {i for s in self.streams for i in s}
-        out = []
-        for i in range(len(self.units)):
-            if i in first:
-                out.append(first[i])
-            elif i not in inside:
-                out.append((i,))
-        return out
+        return [first.get(i, (i,)) for i in range(len(self.units)) if i in first or i not in inside]
 
     def folds(self, k: int = 2) -> list[list[int]]:
         """Feed indices split into ``k`` folds by unit (units in order of first appearance, dealt
         round-robin), so no unit is on both sides: neighbouring calls of one stream or one test
         case never judge each other."""
-        order = list(dict.fromkeys(self.units))
-        fold_of = {u: n % k for n, u in enumerate(order)}
+        fold_of = {u: n % k for n, u in enumerate(dict.fromkeys(self.units))}
         return [[i for i, u in enumerate(self.units) if fold_of[u] == f] for f in range(k)]
 
     def unit_count(self) -> int:

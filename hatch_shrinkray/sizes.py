@@ -209,6 +209,4 @@ class _Input:
 def _inputs(source: Source) -> list[_Input]:
     if isinstance(source, bytes):
         return [_Input(source)]
-    if isinstance(source, (str, os.PathLike)):
-        return [_Input(Path(source))]
-    return [_Input(Path(p)) for p in source]
+    return [_Input(Path(source))] if isinstance(source, (str, os.PathLike)) else [_Input(Path(p)) for p in source]

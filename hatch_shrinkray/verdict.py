@@ -80,9 +80,7 @@ def fit_words(note: FitNote, held: str = "units") -> str:
         if note.fit is Fit.KEPT:
             return f"plan kept on held-out {held}" if note.subject == "auto's plan" else "codes fitted, no plan"
         return f"auto's plan lost on held-out {held}"
-    if note.fit is Fit.KEPT:
-        return "fitted to the recording"
-    return f"fitting lost on held-out {held}"
+    return "fitted to the recording" if note.fit is Fit.KEPT else f"fitting lost on held-out {held}"
 
 
 def verdict(v: VerifyResult, *, full: bool = True, weak: str = "weak evidence") -> str:
@@ -95,8 +93,7 @@ def verdict(v: VerifyResult, *, full: bool = True, weak: str = "weak evidence") 
     if not v.compared:
         return f"{fails}no output compared (every judge is off)"
     if not v.real:
-        generated = _count(v.samples, "generated", "samples")
-        return f"{'passes' if v.passed else 'FAILS'} a smoke check on {generated}"
+        return f"{'passes' if v.passed else 'FAILS'} a smoke check on {_count(v.samples, 'generated', 'samples')}"
     source = "held-out" if v.calibration else "recorded" if full else ""
     ev = v.evidence
     if ev is None or not (ev.answers or ev.decisions):

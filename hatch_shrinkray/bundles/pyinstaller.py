@@ -47,8 +47,7 @@ def shrink_datas(datas: Sequence[Any], *, models: Sequence[str] = (EVERY_MODEL,)
     fails its verification ends the build with a ShrinkrayError, as a Hatch build would."""
     root = Path(project).resolve()
     flags = _flags(options, root)
-    work = _work_directory(workdir)
-    stage = work / "collected"
+    stage = _work_directory(workdir) / "collected"
     shutil.rmtree(stage, ignore_errors=True)
     chosen = _stage([tuple(e) for e in datas], stage)
     if not chosen:

@@ -100,6 +100,4 @@ def read_records(root: Path, records: Iterable[str]) -> Records:
 
 def _real(base: Path, row: str) -> Path | None:
     """The real path a RECORD row names (None for an absolute path: not one a wheel installs)."""
-    if not row or os.path.isabs(row):
-        return None
-    return Path(os.path.realpath(base / row))
+    return None if not row or os.path.isabs(row) else Path(os.path.realpath(base / row))

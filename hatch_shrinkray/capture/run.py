@@ -278,10 +278,7 @@ def missing_directories(output: Path) -> list[Path]:
 def project_root(output: Path) -> Path:
     """The nearest directory with a ``pyproject.toml`` at or above ``output``, else the working directory."""
     here = output.resolve()
-    for directory in (here, *here.parents):
-        if (directory / "pyproject.toml").is_file():
-            return directory
-    return Path.cwd()
+    return next((d for d in (here, *here.parents) if (d / "pyproject.toml").is_file()), None) or Path.cwd()
 
 
 def finish(run_dir: Path, output: Path, caps: Caps | None = None, root: Path | None = None,
@@ -413,9 +410,7 @@ def _coverage(done: Finished, output: Path, expected: Sequence[Expected], writte
         rows.append([model, item.path.name if item.path else "(nothing kept)", str(meta.calls),
                      item.merged.seen, item.merged.kept, human(size), skipped])
     recorded = {r.merged.meta.model_sha256 for r in done.recorded}
-    for model in expected:
-        if model.sha256 not in recorded:
-            rows.append([model.relpath, "(never ran)", "0", "-", "-", "-", "-"])
+    rows += [[m.relpath, "(never ran)", "0", "-", "-", "-", "-"] for m in expected if m.sha256 not in recorded]
     total = sum(r.path.stat().st_size for r in written if r.path is not None)
     return [render_table(rows), f"recorded {len(written)} model(s) into {output} ({human(total)} on disk)"]
 

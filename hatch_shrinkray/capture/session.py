@@ -76,9 +76,7 @@ def instrument(module: ModuleType) -> None:
 
         check = swap.instructions()
         target = check.find(path_or_bytes, lambda: (identity() or ("", ""))[0]) if check is not None else None
-        given = path_or_bytes
-        if target is not None and check is not None and check.load == "shrunk":
-            given = target.shrunk
+        given = target.shrunk if target is not None and check is not None and check.load == "shrunk" else path_or_bytes
         init(self, given, *args, **kwargs)
         if target is not None and check is not None:
             def make_twin(other: Any) -> Any:  # the unpatched __init__: the twin is neither swapped nor recorded

@@ -141,15 +141,12 @@ class ModelStats:
             if key not in self._open:
                 self._open[key] = False
                 self.units += 1
-            elif continued and not self._stepped(key):
+            elif continued and not self._open.get(f"{key}\0stepped", False):
                 self.streams += 1
                 self._open[f"{key}\0stepped"] = True
             if flips and not self._open[key]:
                 self._open[key] = True
                 self.changed_units += 1
-
-    def _stepped(self, key: str) -> bool:
-        return self._open.get(f"{key}\0stepped", False)
 
     def failed(self, message: str) -> None:
         with self.lock:

@@ -63,9 +63,8 @@ class Shadowed:
 
 def looks_like_pytest(command: Sequence[str]) -> bool:
     """``pytest ...``, ``py.test ...``, ``python -m pytest ...``."""
-    if command and os.path.basename(command[0]) in ("pytest", "py.test", "pytest.exe"):
-        return True
-    return any(a == "-m" and b == "pytest" for a, b in itertools.pairwise(command))
+    return ((bool(command) and os.path.basename(command[0]) in ("pytest", "py.test", "pytest.exe"))
+            or any(a == "-m" and b == "pytest" for a, b in itertools.pairwise(command)))
 
 
 def targets_of(prepared: Sequence[Prepared]) -> list[Prepared]:

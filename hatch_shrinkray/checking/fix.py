@@ -52,9 +52,8 @@ class Rung:
     """The per-tensor rung's plan (``(scope, tensor, encoding)``, sorted); empty for the other rungs."""
 
     def describe(self, configured: Prepared) -> str:
-        if self.remedy is None:
-            return configured_words(configured, rung=True)
-        return self.remedy.describe(configured.options, self.tensors)
+        return (configured_words(configured, rung=True) if self.remedy is None
+                else self.remedy.describe(configured.options, self.tensors))
 
 
 @dataclass(frozen=True)
@@ -85,9 +84,7 @@ def configured_words(p: Prepared, *, rung: bool = False) -> str:
     said = f"{p.options.method}{' round-to-nearest' if nearest else ''} as configured"
     if rung:
         return said
-    if p.fitted:
-        return "the fitted codes"
-    return method.plan or said
+    return "the fitted codes" if p.fitted else method.plan or said
 
 
 @dataclass(frozen=True)
@@ -124,9 +121,7 @@ def run_fix(configured: Configured, settings: Settings, app: Display, plan_runs:
         prepared, original, shrunk = two_runs(configured, settings, app, tmp)
         first = judge(original, shrunk)
         fixer = _Fixer(configured, settings, app, prepared, original, tmp / "rungs", tmp / "recorded", plan_runs)
-        if first.passed:
-            return Fixed(tuple(prepared), first, first, fixer.choices())
-        return fixer.fix(first)
+        return Fixed(tuple(prepared), first, first, fixer.choices()) if first.passed else fixer.fix(first)
 
 
 @dataclass
@@ -174,8 +169,7 @@ class _Fixer:
             self.blamed[culprit.sha256] = tuple(tests)
             if self._climb(culprit):
                 break
-            verdict = self._final()
-            tests = self._failing(verdict)
+            tests = self._failing(self._final())
             group = self._unblamed()
         final = self._final() if tests or self.blamed else again
         return Fixed(tuple(self.prepared), first, final, self.choices(), tuple(sorted(self.flaky)), self.runs)

@@ -25,8 +25,7 @@ TEXT_LINES = 15
 
 def _model_line(p: Prepared, original: Observed, other: Observed | None) -> str:
     planned = f" + plan ({len(p.options.plan)} tensors)" if p.options.plan else ""
-    sessions = original.models.get(p.sha256, ModelSeen()).sessions
-    loads = f"sessions: {sessions} original"
+    loads = f"sessions: {original.models.get(p.sha256, ModelSeen()).sessions} original"
     if other is not None:
         seen = other.models.get(p.sha256, ModelSeen())
         loads += f", {seen.swapped or seen.shadowed} shrunk"
@@ -69,9 +68,7 @@ def _unloaded(prepared: Sequence[Prepared], run: Observed) -> list[str]:
 
 def render_check(checked: Checked) -> str:
     v = checked.verdict
-    lines = [*_head(checked.prepared, v), *_regressions(v)]
-    for relpath, hint in checked.hints.items():
-        lines.append(f"hint: {relpath}: {hint}")
+    lines = [*_head(checked.prepared, v), *_regressions(v), *(f"hint: {p}: {h}" for p, h in checked.hints.items())]
     if not v.passed:
         lines.append(f"fix: {check_hint(shlex.join(checked.command), fix=True)}")
         lines.append("     (finds per model the cheapest choice that passes these tests again, for the build to ship)")
@@ -82,9 +79,8 @@ def render_fix(fixed: Fixed, written: str | None) -> str:
     first = fixed.first
     # check's own verdict is where --fix started, not its verdict (the last line): said so
     lines = [*_head(fixed.prepared, first), *_regressions(first, flaky=fixed.flaky, heading="before --fix")]
-    for test in fixed.flaky:
-        lines.append(f"  FLAKY {test}: passed once and failed once with the same shrunk models; not blamed on a "
-                     "model")
+    lines += [f"  FLAKY {test}: passed once and failed once with the same shrunk models; not blamed on a model"
+              for test in fixed.flaky]
     if not first.passed:
         lines.append(f"check --fix: {fixed.runs} run(s) of the command beyond check's own two")
     for c in fixed.choices:

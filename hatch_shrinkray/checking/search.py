@@ -161,8 +161,7 @@ class TensorSearch:
         return Found(self.prepared, self.best, self.runs, names)
 
     def _sizes(self, order: Sequence[Key]) -> list[int]:
-        model = load_model(self.prepared.source).model
-        size = {(s.scope.path, s.name): s.size for s in find_sites(model)}
+        size = {(s.scope.path, s.name): s.size for s in find_sites(load_model(self.prepared.source).model)}
         return [size.get(key, 0) for key in order]
 
     def _fewest(self, order: Sequence[Key]) -> int | None:
@@ -189,8 +188,7 @@ class TensorSearch:
 
     def _cheapen(self, chosen: dict[Key, str], key: Key) -> None:
         """Bisect ``key`` down the ladder (the rung below the method fails, float32 passes)."""
-        hi = self._bisect(-1, len(self.ladder) - 1, lambda i: {**chosen, key: self.ladder[i]})
-        chosen[key] = self.ladder[hi]
+        chosen[key] = self.ladder[self._bisect(-1, len(self.ladder) - 1, lambda i: {**chosen, key: self.ladder[i]})]
 
     def _bisect(self, lo: int, hi: int, plan: Callable[[int], dict[Key, str]]) -> int:
         """The smallest index in (lo, hi] whose plan passes, given that ``lo`` fails and ``hi`` passes
@@ -210,8 +208,7 @@ class TensorSearch:
         if self.runs >= self.max_runs:
             return None
         self.runs += 1
-        plan = tuple(sorted((s, t, e) for (s, t), e in tensors.items()))
-        p = self._candidate(plan)
+        p = self._candidate(tuple(sorted((s, t, e) for (s, t), e in tensors.items())))
         if p.shrunk is None:
             # Every tensor kept as it is: the original model, which the original run already judged.
             # It passes without a run, and it is never the answer (there is nothing to ship smaller).

@@ -99,8 +99,7 @@ def _configuration(args: argparse.Namespace) -> Callable[[Path], HookConfig]:
     given.options()  # the flags are checked on their own first, each named as given
     project = args.project.resolve()
     raw, table = find_table(project, required=False)
-    models = tuple(args.models or (EVERY_MODEL,))
-    flags = given.command_line(args, models, every_flag=table is None)
+    flags = given.command_line(args, tuple(args.models or (EVERY_MODEL,)), every_flag=table is None)
     load = functools.partial(load_config, {k: v for k, v in (raw or {}).items() if k != "models"}, project,
                              "bundle", table or "--models", flags=flags, layout=Layout())
 

@@ -156,8 +156,7 @@ def _fix(configured: Configured, settings: Settings, display: Stderr, plan_file:
 
     old = dict(configured.config.plans)
     # --fix judges the configuration itself: the choices it made before are made again
-    fixing = replace(configured, config=replace(configured.config, plans={}))
-    fixed = run_fix(fixing, settings, display, max_runs)
+    fixed = run_fix(replace(configured, config=replace(configured.config, plans={})), settings, display, max_runs)
     judged = {c.prepared.relpath for c in fixed.choices}
     fixes = fix_entries(fixed, settings.command, settings.project)
     written = None

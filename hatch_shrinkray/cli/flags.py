@@ -134,8 +134,7 @@ class Given:
 
 def names_of(args: argparse.Namespace) -> dict[str, str]:
     """Options field -> the flag that sets it, as written when given (nothing parsed: for messages)."""
-    given = getattr(args, "given", {})
-    return {**FLAG_NAMES, **{dest: flag for dest, flag in given.items() if dest in BY_FIELD}}
+    return {**FLAG_NAMES, **{dest: flag for dest, flag in getattr(args, "given", {}).items() if dest in BY_FIELD}}
 
 
 def as_check_args(args: argparse.Namespace) -> list[str]:

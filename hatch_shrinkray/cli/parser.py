@@ -41,8 +41,7 @@ def parser() -> Parser:
 
 
 def _commands(p: argparse.ArgumentParser) -> dict[str, Parser]:
-    sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
-    return cast("dict[str, Parser]", sub.choices)
+    return cast("dict[str, Parser]", next(a for a in p._actions if isinstance(a, argparse._SubParsersAction)).choices)
 
 
 def parse(argv: Sequence[str], command: list[str] | None = None) -> argparse.Namespace:

@@ -91,9 +91,8 @@ class Parser(argparse.ArgumentParser):
 
     def _knows(self, flag: str) -> bool:
         """A flag of this parser, or an unambiguous abbreviation of one (argparse takes those)."""
-        if flag in self._option_string_actions:
-            return True
-        return flag.startswith("--") and len([s for s in self._option_string_actions if s.startswith(flag)]) == 1
+        return flag in self._option_string_actions or (
+            flag.startswith("--") and len([s for s in self._option_string_actions if s.startswith(flag)]) == 1)
 
     def _command_without_dashes(self) -> str | None:
         """A command to run given among this command's own arguments (``check python -m pytest``):
@@ -192,16 +191,13 @@ def _brief(action: argparse.Action) -> argparse.Action:
 
 def _a_program(token: str) -> bool:
     """``token`` names a program to run rather than a model (a path that exists, a glob, a .onnx)."""
-    if os.path.exists(token) or any(c in token for c in "*?[") or token.endswith(".onnx"):
-        return False
-    return token in COMMANDS_RUN or shutil.which(token) is not None
+    return not (os.path.exists(token) or any(c in token for c in "*?[") or token.endswith(".onnx")) and (
+        token in COMMANDS_RUN or shutil.which(token) is not None)
 
 
 def _metavar(action: argparse.Action) -> str:
     metavar = action.metavar
-    if isinstance(metavar, tuple):
-        return " ".join(metavar)
-    return metavar or action.dest.upper()
+    return " ".join(metavar) if isinstance(metavar, tuple) else metavar or action.dest.upper()
 
 
 def _values_taken(action: argparse.Action) -> int:

@@ -20,17 +20,11 @@ from onnx import NodeProto
 from hatch_shrinkray.numerics.blocks import packed, quantize_blocks
 from hatch_shrinkray.numerics.quant import NotEncodable
 from hatch_shrinkray.onnxgraph.encoding import Decode, DecodeNode, EncodeContext
+from hatch_shrinkray.onnxgraph.graph import attribute
 
 CONTRIB = "com.microsoft"
 INT8_ACTIVATIONS = 4
 """``accuracy_level`` at which the kernel quantizes its activations to int8."""
-
-
-def _attr(node: NodeProto, name: str, default: float) -> float:
-    for a in node.attribute:
-        if a.name == name:
-            return float(a.f if a.type == a.FLOAT else a.i)
-    return default
 
 
 def consumer_layout(consumers: tuple[NodeProto, ...]) -> tuple[str, bool, bool]:
@@ -42,8 +36,8 @@ def consumer_layout(consumers: tuple[NodeProto, ...]) -> tuple[str, bool, bool]:
     op = ops.pop()
     if op == "MatMul":
         return op, False, False
-    layouts = {(int(_attr(n, "transA", 0)), float(_attr(n, "alpha", 1.0)), float(_attr(n, "beta", 1.0)),
-                int(_attr(n, "transB", 0)), len(n.input) > 2 and bool(n.input[2])) for n in consumers}
+    layouts = {(int(attribute(n, "transA", 0)), float(attribute(n, "alpha", 1.0)), float(attribute(n, "beta", 1.0)),
+                int(attribute(n, "transB", 0)), len(n.input) > 2 and bool(n.input[2])) for n in consumers}
     if len(layouts) != 1:
         raise NotEncodable("its Gemm consumers differ in their attributes")
     trans_a, alpha, beta, trans_b, bias = layouts.pop()

@@ -54,10 +54,8 @@ def stored_bytes(n: int, bits: int) -> int:
 def _plane_axis(shape: tuple[int, ...], per: int) -> int | None:
     """The axis the planes split (the last one that divides evenly, not the rows of a table), or
     None: planes are then flat runs of the weight, cut and reshaped after joining."""
-    for axis in reversed(range(len(shape))):
-        if shape[axis] > 1 and shape[axis] % per == 0 and (axis > 0 or len(shape) == 1):
-            return axis
-    return None
+    return next((axis for axis in reversed(range(len(shape)))
+                 if shape[axis] > 1 and shape[axis] % per == 0 and (axis > 0 or len(shape) == 1)), None)
 
 
 def pack(codes: npt.NDArray[np.integer], bits: int) -> list[npt.NDArray[Any]]:

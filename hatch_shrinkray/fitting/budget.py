@@ -146,9 +146,7 @@ class Limits:
         unchanged (a recogniser's hundreds of characters: there the answers term screens out points
         whose error the fitting feeds underrate). A screen only spares full runs; the full check on
         every feed still judges the answers."""
-        if any(positions < MIN_UNITS for positions, _ in on.flips):
-            return replace(self, agreement=0.0)
-        return self
+        return replace(self, agreement=0.0) if any(positions < MIN_UNITS for positions, _ in on.flips) else self
 
     def load(self, d: Deviation) -> float:
         """How much of the budget ``d`` uses, summed over its terms (additive estimate)."""
@@ -292,5 +290,4 @@ def _shifts(e: Expected, margins: Margins, got: npt.NDArray[np.float64]) -> npt.
 def _floored(gap: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """The margins with a floor (1e-2 of their median), so exact ties in the reference, which any
     rounding flips, do not swamp every other position."""
-    floor = max(1e-2 * float(np.median(gap)) if gap.size else 0.0, 1e-12)
-    return np.maximum(gap, floor)
+    return np.maximum(gap, max(1e-2 * float(np.median(gap)) if gap.size else 0.0, 1e-12))

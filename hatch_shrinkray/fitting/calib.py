@@ -14,7 +14,9 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from onnx import NodeProto, helper
+from onnx import NodeProto
+
+from hatch_shrinkray.onnxgraph.graph import attribute
 
 MAX_ROWS = 2048
 """Patches per sample at most; evenly thinned above this (big early feature maps)."""
@@ -23,13 +25,6 @@ ROWS_PER_FEATURE = 16
 well-conditioned ``H``; beyond it, more rows of the same images cost Gram products and move no
 rounding."""
 MIN_ROWS = 64
-
-
-def _attr(node: NodeProto, name: str, default: Any) -> Any:
-    for a in node.attribute:
-        if a.name == name:
-            return helper.get_attribute_value(a)
-    return default
 
 
 @dataclass
@@ -52,23 +47,19 @@ def layout(node: NodeProto, index: int, shape: tuple[int, ...]) -> Layout | None
     if op == "MatMul" and len(shape) == 2:
         return Layout(node, node.input[0], 1, True)
     if op == "Gemm" and len(shape) == 2:
-        return Layout(node, node.input[0], 1, not _attr(node, "transB", 0))
-    if op == "Conv" and len(shape) in (3, 4) and _attr(node, "auto_pad", b"NOTSET") in (b"NOTSET", "NOTSET"):
-        return Layout(node, node.input[0], int(_attr(node, "group", 1)), False)
+        return Layout(node, node.input[0], 1, not attribute(node, "transB", 0))
+    if op == "Conv" and len(shape) in (3, 4) and attribute(node, "auto_pad", b"NOTSET") in (b"NOTSET", "NOTSET"):
+        return Layout(node, node.input[0], int(attribute(node, "group", 1)), False)
     return None
 
 
 def as_rows(w: npt.NDArray[Any], lay: Layout) -> npt.NDArray[Any]:
     """The weight as ``[rows, K]``."""
-    if lay.transpose:
-        return np.ascontiguousarray(w.T)
-    return w.reshape(w.shape[0], -1)
+    return np.ascontiguousarray(w.T) if lay.transpose else w.reshape(w.shape[0], -1)
 
 
 def from_rows(rows: npt.NDArray[Any], lay: Layout, shape: tuple[int, ...]) -> npt.NDArray[Any]:
-    if lay.transpose:
-        return np.ascontiguousarray(rows.T)
-    return rows.reshape(shape)
+    return np.ascontiguousarray(rows.T) if lay.transpose else rows.reshape(shape)
 
 
 FEW_ROWS = 8
@@ -135,11 +126,9 @@ def patches(x: npt.NDArray[Any], lay: Layout, shape: tuple[int, ...],
     op = lay.node.op_type
     if op == "MatMul":
         k = shape[0]
-        if x.shape[-1] != k:
-            return None
-        return _thin(x.reshape(-1, 1, k), max_rows)
+        return None if x.shape[-1] != k else _thin(x.reshape(-1, 1, k), max_rows)
     if op == "Gemm":
-        a = x.T if _attr(lay.node, "transA", 0) else x
+        a = x.T if attribute(lay.node, "transA", 0) else x
         return _thin(a.reshape(-1, 1, a.shape[-1]), max_rows)
     return _conv_patches(x, lay, shape, max_rows)
 
@@ -162,9 +151,9 @@ def _conv_patches(x: npt.NDArray[Any], lay: Layout, shape: tuple[int, ...],
         x = x[:, :, None, :]
         shape = (shape[0], shape[1], 1, shape[2])
     kh, kw = shape[2], shape[3]
-    pads = list(_attr(node, "pads", [0] * (2 * spatial)))
-    strides = list(_attr(node, "strides", [1] * spatial))
-    dil = list(_attr(node, "dilations", [1] * spatial))
+    pads = list(attribute(node, "pads", [0] * (2 * spatial)))
+    strides = list(attribute(node, "strides", [1] * spatial))
+    dil = list(attribute(node, "dilations", [1] * spatial))
     if spatial == 1:
         pads = [0, pads[0], 0, pads[1]]
         strides = [1, strides[0]]
@@ -182,8 +171,7 @@ def _conv_patches(x: npt.NDArray[Any], lay: Layout, shape: tuple[int, ...],
     oh, ow = win.shape[2], win.shape[3]
     rows = n * oh * ow
     if rows > max_rows:  # pick the rows from the window view, without unfolding every one first
-        idx = np.linspace(0, rows - 1, max_rows).round().astype(np.int64)
-        sample, rest = np.divmod(idx, oh * ow)
+        sample, rest = np.divmod(np.linspace(0, rows - 1, max_rows).round().astype(np.int64), oh * ow)
         sel = win[sample, :, rest // ow, rest % ow]  # [max_rows, c, kh, kw]
     else:
         sel = win.transpose(0, 2, 3, 1, 4, 5).reshape(rows, c, kh, kw)

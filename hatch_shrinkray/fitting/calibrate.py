@@ -69,7 +69,7 @@ def calibrate(model: ModelProto, options: ShrinkOptions, samples: Calibration | 
                                                                   or (also is not None and also(s)))]
     if not sites:
         return None
-    main_names = _main_names(model)
+    main_names = {i.name for i in model.graph.input} | {o for n in model.graph.node for o in n.output}
     lays = {site_key(s): _layout(s, main_names) for s in sites}
     # Every consumer's activation: a weight shared by several MatMuls (dedup) sums their moments.
     capture = sorted({la.activation for s in sites if lays[site_key(s)] is not None for n, i in s.consumers
@@ -78,8 +78,7 @@ def calibrate(model: ModelProto, options: ShrinkOptions, samples: Calibration | 
     probe = Probe(weights_as_inputs(model, set(originals), capture), list(calibration.feeds), originals,
                   calibration.seq)
     split = calibration.seq.folds(folds) if folds > 1 else [list(range(len(calibration.feeds)))]
-    fold_of = {i: f for f, members in enumerate(split) for i in members}
-    base, sums = _moments(sites, lays, probe, fold_of, len(split))
+    base, sums = _moments(sites, lays, probe, {i: f for f, members in enumerate(split) for i in members}, len(split))
     moments: dict[Key, tuple[npt.NDArray[np.float64], int]] = {}
     for fold_sums in sums:
         for key, (h, n) in fold_sums.items():
@@ -94,11 +93,6 @@ def needs_real_inputs(method: str) -> ShrinkrayError:
     return ShrinkrayError(f"method {method} fits its choices to real inputs, and there are none: {record_hint()}")
 
 
-def _main_names(model: ModelProto) -> set[str]:
-    g = model.graph
-    return {i.name for i in g.input} | {o for n in g.node for o in n.output}
-
-
 def _layout(site: Site, main_names: set[str]) -> Layout | None:
     """One layout shared by all consumers whose activations the main graph exposes, else None."""
     if site.scope.parent is not None or not site.consumers:
@@ -108,9 +102,7 @@ def _layout(site: Site, main_names: set[str]) -> Layout | None:
     if first is None or any(la is None or la.transpose != first.transpose or la.groups != first.groups
                             or la.node.op_type != first.node.op_type for la in lays):
         return None
-    if any(la is not None and la.activation not in main_names for la in lays):
-        return None
-    return first
+    return None if any(la is not None and la.activation not in main_names for la in lays) else first
 
 
 def _moments(sites: list[Site], lays: dict[Key, Layout | None], probe: Probe, fold_of: dict[int, int],

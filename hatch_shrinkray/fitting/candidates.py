@@ -115,9 +115,8 @@ def levels_of(kind: str) -> int | None:
     """The codes per channel of an int8 candidate kind (``int8``: 255; None for other kinds)."""
     if kind == "int8":
         return INT8_LEVELS
-    if kind.startswith("int8-") and kind.endswith("levels") and "+" not in kind:
-        return int(kind[len("int8-"):-len("levels")])
-    return None
+    plain = kind.startswith("int8-") and kind.endswith("levels") and "+" not in kind
+    return int(kind[len("int8-"):-len("levels")]) if plain else None
 
 
 def level_kind(levels: int) -> str:
@@ -139,9 +138,7 @@ def step_kind(saving: float) -> str:
 def rung_levels(kind: str) -> int | None:
     """Where an int8 candidate stands among the level counts: its levels, or for coarser steps the
     level count of about the same size (255 / 2^bits saved); None for other kinds."""
-    if kind.startswith(STEPS):
-        return round(INT8_LEVELS / 2 ** float(kind[len(STEPS):]))
-    return levels_of(kind)
+    return round(INT8_LEVELS / 2 ** float(kind[len(STEPS):])) if kind.startswith(STEPS) else levels_of(kind)
 
 
 def rung_words(kind: str) -> str:
@@ -153,9 +150,8 @@ def rung_words(kind: str) -> str:
         return f"int8 with {levels} levels"
     if kind.startswith(STEPS):
         return f"int8 with coarser steps (aimed at {kind[len(STEPS):]} bit a value fewer)"
-    if "+" in kind:
-        return "int8 with fewer levels for a head's other classes"
-    return {"fp32": "float32", NBITS: "4-bit blocks"}.get(kind, kind)
+    return ("int8 with fewer levels for a head's other classes" if "+" in kind
+            else {"fp32": "float32", NBITS: "4-bit blocks"}.get(kind, kind))
 
 
 def step_candidates(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.NDArray[np.float64] | None,
@@ -279,8 +275,7 @@ def _fitted_codes(w: npt.NDArray[np.float32], q0: quant.Quantized, moments: npt.
         codes[sl] = r.codes
         scale[sl] = r.scale
     exact = (rows.min(axis=1) == rows.max(axis=1)) | (np.abs(rows).max(axis=1) < quant.FLUSH)
-    q0_rows = as_rows(q0.codes.astype(np.float64), lay)
-    codes[exact] = q0_rows[exact]
+    codes[exact] = as_rows(q0.codes.astype(np.float64), lay)[exact]
     scale[exact] = s0[exact]
     return _rows_quantized(codes, scale.astype(F32), exact, lay, w.shape, axis=axis, dtype=q0.codes.dtype,
                            half_scales=half_scales)
@@ -333,8 +328,7 @@ def sixteen_bit(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.NDA
     options: list[Candidate] = []
     try:
         q = quant.quantize_symmetric(w, ctx.axis, 16)
-        where = "per-tensor" if ctx.axis is None else f"axis {ctx.axis}"
-        dec = float_decode(q, w.dtype, ctx.opset, f"int16 {where}")
+        dec = float_decode(q, w.dtype, ctx.opset, f"int16 {'per-tensor' if ctx.axis is None else f'axis {ctx.axis}'}")
         options.append(Candidate("int16", dec.label, dec.stored_bytes, q.decoded, dec,
                                  error_energy(w, q.decoded, moments, lay)))
     except quant.NotEncodable:
@@ -345,9 +339,7 @@ def sixteen_bit(w: npt.NDArray[np.float32], ctx: EncodeContext, moments: npt.NDA
                                  error_energy(w, half.decoded, moments, lay)))
     except quant.NotEncodable:
         pass
-    if not options:
-        return None
-    return min(options, key=lambda c: (c.weight_error, c.stored_bytes))
+    return None if not options else min(options, key=lambda c: (c.weight_error, c.stored_bytes))
 
 
 def float32_scales(c: Candidate) -> Candidate:

@@ -41,14 +41,10 @@ def encode_as(encoding: str, w: npt.NDArray[np.floating], ctx: EncodeContext) ->
     bits = int(encoding.removeprefix("int"))
     if bits == 16:
         q = quantize_symmetric(w, ctx.axis, 16)
-        return float_decode(q, w.dtype, ctx.opset, f"int16 {_where(ctx)}")
+        return float_decode(q, w.dtype, ctx.opset, f"int16 {'per-tensor' if ctx.axis is None else f'axis {ctx.axis}'}")
     cand = int_candidate(w.astype(np.float32), ctx, None, None, bits=bits)
     assert cand.decode is not None  # without moments it is the round-to-nearest decode
     return cand.decode
-
-
-def _where(ctx: EncodeContext) -> str:
-    return "per-tensor" if ctx.axis is None else f"axis {ctx.axis}"
 
 
 class _Chosen:
@@ -90,9 +86,7 @@ class Planned:
         return self.fallback_float32 or site.dtype != FLOAT32  # other float types: plain int8
 
     def encode(self, w: npt.NDArray[np.floating], ctx: EncodeContext) -> Decode:
-        if self.current is None:
-            return self.fallback.encode(w, ctx)
-        return self.plan[self.current]
+        return self.fallback.encode(w, ctx) if self.current is None else self.plan[self.current]
 
 
 def chosen_sites(model: ModelProto, options: ShrinkOptions) -> dict[Key, str]:

@@ -123,9 +123,8 @@ class Outcome:
 
     def brief(self) -> FitNote:
         """:meth:`text` as the facts the one line per model words."""
-        if self.kept:
-            return FitNote(Fit.KEPT, self.what)
-        return FitNote(Fit.NOT_KEPT, self.what, FitReason.WORSE_HELD_OUT, instead=self.instead)
+        return (FitNote(Fit.KEPT, self.what) if self.kept
+                else FitNote(Fit.NOT_KEPT, self.what, FitReason.WORSE_HELD_OUT, instead=self.instead))
 
 
 @dataclass(frozen=True)
@@ -167,8 +166,7 @@ class Scorer:
 
     def __call__(self, got: Outputs) -> Score:
         """``got`` against the reference (the original's) with the package's judges."""
-        comparisons = judge_outputs(self.judged, got, self.seq, LOOSE)
-        counted = [c for c in comparisons if c.judge != "off"]
+        counted = [c for c in judge_outputs(self.judged, got, self.seq, LOOSE) if c.judge != "off"]
         describes = {c.describes for c in counted if c.answers}
         finite = [c for c in counted if c.rel_l2 == c.rel_l2]
         gated = [c for c in finite if tolerance_applies(c)]  # as verification will gate them

@@ -20,7 +20,7 @@ import numpy.typing as npt
 from onnx import GraphProto, NodeProto, helper
 
 from hatch_shrinkray.fitting.probe import site_key
-from hatch_shrinkray.onnxgraph.graph import Site
+from hatch_shrinkray.onnxgraph.graph import Site, attribute
 from hatch_shrinkray.verification.judges import judge_for
 
 Key = tuple[str, str]
@@ -53,8 +53,9 @@ def competing(graph: GraphProto, sites: Sequence[Site], outputs: Sequence[str], 
     index = {name: i for i, name in enumerate(outputs)}
     masks: dict[Key, npt.NDArray[np.bool_]] = {}
     for site in sites:
-        classes = _classes(site)
-        if classes is None or classes < MIN_CLASSES:
+        axis = classes_axis(site)
+        classes = 0 if axis is None else site.shape[axis]
+        if classes < MIN_CLASSES:
             continue
         reached = _reaches(site.consumers[0][0].output[0], consumers, constants, set(index))
         if reached is None:
@@ -88,14 +89,8 @@ def classes_axis(site: Site) -> int | None:
     if node.op_type == "MatMul" and i == 1:
         return 1
     if node.op_type == "Gemm" and i == 1:
-        trans = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "transB"), 0)
-        return 0 if trans else 1
+        return 0 if attribute(node, "transB", 0) else 1
     return None
-
-
-def _classes(site: Site) -> int | None:
-    axis = classes_axis(site)
-    return None if axis is None else site.shape[axis]
 
 
 def _reaches(start: str, consumers: dict[str, list[NodeProto]], constants: set[str],

@@ -47,16 +47,11 @@ class Sensitive:
     """The deviation in units of the accuracy budget (``Deviation.load``): the ranking key."""
 
 
-def method_encoding(method: str) -> str:
-    """The per-tensor encoding that stands for ``method`` when ranking its weights."""
-    return facts(method).ranked
-
-
 def rank(model: ModelProto, options: ShrinkOptions, feeds: Calibration | Sequence[Feed],
          encoding: str | None = None) -> list[Sensitive]:
     """Every eligible float32 weight (up to ``MAX_WEIGHTS``, largest first), most harmful first; on
     ``MAX_FEEDS`` samples spread over ``feeds`` (a recurrent model's streams whole, in closed loop)."""
-    encoding = encoding or method_encoding(options.method)
+    encoding = encoding or facts(options.method).ranked
     sites = [s for s in find_sites(model) if s.dtype == FLOAT32 and skip_reason(s, options) is None]
     sites = sorted(sites, key=lambda s: (-s.size, s.scope.path, s.name))[:MAX_WEIGHTS]
     if not sites or not feeds:

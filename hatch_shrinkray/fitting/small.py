@@ -150,9 +150,7 @@ def small_tensors(model: ModelProto, options: ShrinkOptions, weights: Mapping[Ke
             originals[key] = w
     fp16 = _small(halves, originals, frozenset())
     ints = {k: d for k, d in planned.items() if k in originals}
-    if not ints:
-        return fp16
-    return replace(_small({**halves, **ints}, originals, frozenset(ints)), fp16=fp16)
+    return fp16 if not ints else replace(_small({**halves, **ints}, originals, frozenset(ints)), fp16=fp16)
 
 
 def small_weight(site: Site, options: ShrinkOptions) -> bool:

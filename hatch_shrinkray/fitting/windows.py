@@ -82,8 +82,7 @@ def windows(model: ModelProto, feeds: Sequence[Feed],
     if len(named) != 1:
         return None
     (name,) = named
-    sides = [side for feed in feeds if name in feed for side in np.asarray(feed[name]).shape[2:]]
-    align = _align(sides)
+    align = _align([side for feed in feeds if name in feed for side in np.asarray(feed[name]).shape[2:]])
     out: list[Feed] = []
     cut = 0
     for feed, outs in zip(feeds, outputs, strict=True):

@@ -156,9 +156,8 @@ class ShrinkrayBuildHook(BuildHookInterface[BuilderConfig]):
         ``hatch -q build`` or ``HATCH_QUIET=1`` silences them with every other info line of the
         build, as a user of hatch expects; a config key would make quiet a property of the project
         rather than of the invocation (quiet in CI, talkative at the desk)."""
-        if getattr(self.app, "verbosity", 0) < 0:
-            return None
-        return progress.Reporter(self.app.display_info, prefix=f"{PREFIX} ")
+        quiet = getattr(self.app, "verbosity", 0) < 0
+        return None if quiet else progress.Reporter(self.app.display_info, prefix=f"{PREFIX} ")
 
     @staticmethod
     def _make_workdir() -> tempfile.TemporaryDirectory[str]:

@@ -212,8 +212,7 @@ def over_limits(outcome: Verdict | None, options: ShrinkOptions) -> str:
     relative-L2 limit on the held-out units even where it beats round-to-nearest int8 there)."""
     if not isinstance(outcome, Outcome):
         return ""
-    ships = outcome.fitted if outcome.kept else outcome.plain
-    over = ships.over(options.verify)
+    over = (outcome.fitted if outcome.kept else outcome.plain).over(options.verify)
     if not over:
         return ""
     what = "auto's plan" if outcome.kept else "round-to-nearest int8"

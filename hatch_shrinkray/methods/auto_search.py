@@ -186,9 +186,7 @@ def scales_used(chosen: Iterable[Candidate]) -> str:
 def _why(w: Weight, chosen: Candidate) -> str:
     parts = [f"{c.kind} {d.rel_l2:.1e}/{d.risk:.1e}{'' if m else '~'}"
              for c, d, m in zip(w.candidates, w.deviations, w.measured, strict=True) if c.kind != "fp32"]
-    text = "alone (rel-L2/decision risk): " + ", ".join(parts)
-    if w.fixed:
-        text = f"{w.fixed}: int8 as method int8 would"
+    text = f"{w.fixed}: int8 as method int8 would" if w.fixed else "alone (rel-L2/decision risk): " + ", ".join(parts)
     if chosen.note:
         text += f"; {chosen.note}"
     return text
@@ -275,8 +273,7 @@ def choose(analysis: Analysis, options: ShrinkOptions) -> tuple[dict[Key, tuple[
         found = refine(table, found, screened, limits.within, MAX_REFINE, screen=screen)
         int8_load = sum(load_of(w, w.candidates[c]) for w, c in zip(weights, int8, strict=True)
                         if w.candidates[c].kind == "int8")
-        cap = load_budget(options) * int8_load
-        found = within_load(table, found, cap, screened, limits.within)
+        found = within_load(table, found, load_budget(options) * int8_load, screened, limits.within)
     found, plain_wins = _no_larger_than_int8(table, weights, found, (int8, fitted_dev), plain=plain_dev,
                                              limits=limits, target=options.target)
     LOG.info("auto: search done (%d runs): %s", probe.runs - runs, found.deviation.text())

@@ -161,9 +161,7 @@ def judges_for(probe: Probe, options: ShrinkOptions, base: list[list[npt.NDArray
 
 def load_of(w: Weight, c: Candidate) -> int:
     """Load cost of candidate ``c``: nothing for MatMulNBits, float32 or a table decoded per gathered row."""
-    if c.decode is None or rows_decodable(w.site, c.decode):
-        return 0
-    return c.decode.folded_bytes
+    return 0 if c.decode is None or rows_decodable(w.site, c.decode) else c.decode.folded_bytes
 
 
 def _int4_ok(site: Site) -> bool:
@@ -202,11 +200,9 @@ def _measure(w: Weight, probe: Probe, baseline: Baseline, subset: list[int], bud
     reference = [j for j in lossy if w.candidates[j].kind == "int8"] or lossy[:1]
     low = [j for j in lossy if levels_of(w.candidates[j].kind) in MEASURED_LEVELS or w.candidates[j].bits < 8
            ] if low_rungs else []
-    splits = [j for j in lossy if w.candidates[j].split]
-    runs = [*reference, *low, *splits][:budget]
+    runs = [*reference, *low, *(j for j in lossy if w.candidates[j].split)][:budget]
     for j in runs:
-        got = probe.run({key: w.candidates[j].decoded}, subset=subset)
-        w.deviations[j] = deviation(baseline, got)
+        w.deviations[j] = deviation(baseline, probe.run({key: w.candidates[j].decoded}, subset=subset))
         w.measured[j] = True
     _proxy(w)
     if _unexercised(w):

@@ -31,9 +31,7 @@ def _key(site: Site) -> tuple[int, tuple[int, ...], str] | None:
         data = site.array().tobytes()
     else:
         data = t.raw_data
-    if len(data) < MIN_BYTES:
-        return None
-    return site.dtype, site.shape, hashlib.sha256(data).hexdigest()
+    return None if len(data) < MIN_BYTES else (site.dtype, site.shape, hashlib.sha256(data).hexdigest())
 
 
 def _common_scope(sites: list[Site]) -> Scope:

@@ -63,12 +63,10 @@ class Dynamic(NarrowerDataFree):
                 quiet.setLevel(level)
         _restore(result, token, back)
         remaining = {t.name for t in result.graph.initializer}
-        records = []
-        for site, reason in zip(sites, reasons, strict=True):
-            if reason is None and site.location == "initializer" and site.name not in remaining:
-                records.append(record(site, "dynamic int8 (onnxruntime)", stored=site.size))
-            else:
-                records.append(record(site, "kept", reason or "not quantized by quantize_dynamic"))
+        records = [record(site, "dynamic int8 (onnxruntime)", stored=site.size)
+                   if reason is None and site.location == "initializer" and site.name not in remaining
+                   else record(site, "kept", reason or "not quantized by quantize_dynamic")
+                   for site, reason in zip(sites, reasons, strict=True)]
         model.CopyFrom(result)
         return records
 

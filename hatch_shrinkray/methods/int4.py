@@ -51,8 +51,7 @@ class Int4(NarrowerDataFree):
         quantize_matmuls(model, include, options.block_size)
         for site in targets:
             k, n = site.shape
-            blocks = -(-k // options.block_size)
-            stored = n * blocks * (options.block_size // 2 + 4)
+            stored = n * (-(-k // options.block_size)) * (options.block_size // 2 + 4)
             records.append(record(site, f"int4 block {options.block_size} (MatMulNBits)", stored=stored))
         return records
 

@@ -175,16 +175,14 @@ def _crossfit(cal: Calibrated, options: ShrinkOptions, opset: int, plan: dict[Ke
         for i, outs in zip(members, probe.run(replaced, subset=members), strict=True):
             got_fitted[i] = outs
     names = probe.names[: probe.n_outputs]
-    verify = options.verify
-    score = Scorer.of(names, cal.base, probe.seq, verify, probe.feeds)
+    score = Scorer.of(names, cal.base, probe.seq, options.verify, probe.feeds)
     fitted, rtn = score(got_fitted), score(got_plain)
     return decide("output-aware rounding", fitted, rtn, probe.seq.unit_count(), f"{len(cal.folds)} cross-fitted folds")
 
 
 def _noted(record: TensorRecord, note: str | None) -> TensorRecord:
-    if note is None or record.encoding == "kept":
-        return record
-    return dataclasses.replace(record, note=f"{record.note}; {note}" if record.note else note)
+    return record if note is None or record.encoding == "kept" else dataclasses.replace(
+        record, note=f"{record.note}; {note}" if record.note else note)
 
 
 __all__ = ["Int8", "fit_int8"]

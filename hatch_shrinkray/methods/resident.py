@@ -215,9 +215,7 @@ def memory_bytes(site: Site, c: Candidate) -> int:
     d = c.decode
     if c.kind == "fp32":
         return site.nbytes
-    if d is None or d.replaces or rows_decodable(site, d):
-        return c.stored_bytes
-    return site.nbytes
+    return c.stored_bytes if d is None or d.replaces or rows_decodable(site, d) else site.nbytes
 
 
 # --- the judge ------------------------------------------------------------------------------------
@@ -247,8 +245,7 @@ def judge(original: ModelProto, picks: dict[Key, TensorEncoder], units: Calibrat
     names = [o.name for o in original.graph.output]
     score = Scorer.of(names, outputs(reference, LEVELS[0]), units.seq, options.verify, units.feeds)
     packed_model = variant(picks)
-    got = [score(outputs(packed_model, level)) for level in LEVELS]
-    worst = max(got, key=lambda s: s.key())
+    worst = max([score(outputs(packed_model, level)) for level in LEVELS], key=lambda s: s.key())
     rtn = score(outputs(variant({k: Int8Encoder() for k in picks}), LEVELS[0]))
     return decide("weights packed in memory", worst, rtn, units.seq.unit_count(), how)
 
@@ -333,10 +330,8 @@ INT8 = Resident(Int8())
 
 def _encoder_of(record: TensorRecord, options: ShrinkOptions) -> TensorEncoder | None:
     """The packed encoder a record names (None: int8 rows, which round-to-nearest int8 itself is)."""
-    for enc in (eight_bits(), four_bits(options), gather_four_bits()):
-        if record.encoding == enc.label():
-            return enc
-    return None
+    encoders = (eight_bits(), four_bits(options), gather_four_bits())
+    return next((e for e in encoders if record.encoding == e.label()), None)
 
 
 def _lacking(records: list[TensorRecord], lacking: dict[Key, str]) -> list[TensorRecord]:
@@ -350,9 +345,7 @@ def _note(record: TensorRecord, note: str) -> TensorRecord:
 
 
 def _noted(records: list[TensorRecord], note: str, chosen: dict[Key, TensorEncoder]) -> list[TensorRecord]:
-    if not note:
-        return records
-    return [_note(r, note) if (r.scope, r.name) in chosen else r for r in records]
+    return records if not note else [_note(r, note) if (r.scope, r.name) in chosen else r for r in records]
 
 
 def _lost(outcome: Outcome) -> str:
@@ -363,9 +356,8 @@ def _lost(outcome: Outcome) -> str:
 
 def _after(text: str, outcome: Outcome | Unfitted | None) -> Unfitted:
     """``text``, then what the fallback's own verdict says (its words on the line kept)."""
-    if outcome is None:
-        return Unfitted(text)
-    return Unfitted(f"{text}: {outcome.text()}", outcome.brief(), kept=outcome.kept)
+    return Unfitted(text) if outcome is None else Unfitted(f"{text}: {outcome.text()}", outcome.brief(),
+                                                            kept=outcome.kept)
 
 
 def _also(outcome: Outcome | Unfitted | None, text: str) -> Outcome | Unfitted:

@@ -68,5 +68,4 @@ def packed(blocks: Blocks) -> npt.NDArray[np.uint8]:
 
 def stored_bytes(rows: int, length: int, bits: int, block: int) -> int:
     """Bytes of the packed codes and float32 scales of a ``[rows, length]`` weight."""
-    count = -(-length // block)
-    return rows * count * (block * bits // 8 + 4)
+    return rows * (-(-length // block)) * (block * bits // 8 + 4)

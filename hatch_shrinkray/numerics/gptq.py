@@ -69,8 +69,7 @@ def _rtn(w: F64, s: F64, bounds: Bounds) -> F64:
 
 def symmetric_bounds(rows: int, bits: int) -> Bounds:
     """Every code of a ``bits``-bit symmetric grid, for each of ``rows``."""
-    qmax = 2 ** (bits - 1) - 1
-    full = np.full(rows, qmax, dtype=np.int64)
+    full = np.full(rows, 2 ** (bits - 1) - 1, dtype=np.int64)
     return full, full.copy()
 
 

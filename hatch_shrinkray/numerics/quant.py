@@ -51,9 +51,7 @@ def find_nonfinite(w: FloatArray) -> NonFinite | None:
 
 def channels(w: npt.NDArray[Any], axis: int | None) -> npt.NDArray[Any]:
     """View as (channels, rest): one row per channel (a single row when per-tensor)."""
-    if axis is None:
-        return w.reshape(1, -1)
-    return np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1)
+    return w.reshape(1, -1) if axis is None else np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1)
 
 
 def scale_shape(shape: tuple[int, ...], axis: int | None) -> tuple[int, ...]:
@@ -124,8 +122,7 @@ def quantize_symmetric(w: FloatArray, axis: int | None, bits: int = 8, levels: i
     shp = scale_shape(w.shape, axis)
     s = scale.reshape(shp) if shp else scale.reshape(())
     low, high = (-neg.reshape(shp), pos.reshape(shp)) if shp else (-int(neg[0]), int(pos[0]))
-    dtype = np.int8 if bits <= 8 else np.int16
-    codes, decoded = _encode(w, s, None, low=low, high=high, dtype=np.dtype(dtype))
+    codes, decoded = _encode(w, s, None, low=low, high=high, dtype=np.dtype(np.int8 if bits <= 8 else np.int16))
     _fix_channels(codes, decoded, dead, constant, axis, zero=0)
     sentinel = None
     if nonfinite is not None:
@@ -143,8 +140,7 @@ def code_bounds(lo: FloatArray, hi: FloatArray, levels: int) -> tuple[npt.NDArra
     """
     half = (levels - 1) // 2
     extra = (levels - 1) % 2
-    neg_side = np.abs(np.minimum(lo, 0.0)) > np.maximum(hi, 0.0)
-    neg = np.full(np.shape(lo), half, dtype=np.int64) + extra * neg_side
+    neg = np.full(np.shape(lo), half, dtype=np.int64) + extra * (np.abs(np.minimum(lo, 0.0)) > np.maximum(hi, 0.0))
     return neg, levels - 1 - neg
 
 
@@ -162,8 +158,7 @@ def quantize_affine(w: FloatArray, axis: int | None, levels: int) -> Quantized:
     constant = lo == hi
     rmin = np.minimum(lo, 0.0)
     rmax = np.maximum(hi, 0.0)
-    amax = np.maximum(-rmin, rmax)
-    dead = (~constant) & (amax < FLUSH)
+    dead = (~constant) & (np.maximum(-rmin, rmax) < FLUSH)
     scale64 = (rmax - rmin) / (usable - 1)
     zp = np.rint(-rmin / np.where(scale64 == 0, 1.0, scale64))
     # Constant channels: exact value c = (q - zp) * |c| with (q, zp) = (1, 0) or (0, 1).
@@ -215,16 +210,13 @@ def _slices(shape: tuple[int, ...]) -> list[slice]:
     """Slices along axis 0 with about CHUNK elements each."""
     if not shape:
         return [slice(None)]
-    per_row = max(1, int(np.prod(shape[1:], dtype=np.int64)))
-    step = max(1, CHUNK // per_row)
+    step = max(1, CHUNK // max(1, int(np.prod(shape[1:], dtype=np.int64))))
     return [slice(i, i + step) for i in range(0, shape[0], step)]
 
 
 def _part(param: npt.NDArray[Any] | int | None, sl: slice) -> Any:
     """The slice of a broadcast parameter matching ``w[sl]`` (axis 0 may be size 1)."""
-    if param is None or isinstance(param, int) or param.ndim == 0 or param.shape[0] == 1:
-        return param
-    return param[sl]
+    return param if param is None or isinstance(param, int) or param.ndim == 0 or param.shape[0] == 1 else param[sl]
 
 
 def _encode(w: FloatArray, s: npt.NDArray[np.float32], z: npt.NDArray[np.float32] | None, *,
@@ -287,6 +279,4 @@ def error_stats(original: FloatArray, decoded: FloatArray) -> tuple[float, float
         err2 += float(np.dot(diff, diff))
         ref2 += float(np.dot(a, a))
         seen += a.size
-    if not seen or ref2 == 0:
-        return worst, 0.0
-    return worst, float(np.sqrt(err2 / ref2))
+    return (worst, 0.0) if not seen or ref2 == 0 else (worst, float(np.sqrt(err2 / ref2)))

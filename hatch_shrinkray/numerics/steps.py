@@ -73,8 +73,7 @@ class StepTable:
 
     def saved(self, lam: float) -> float:
         """Bits a value saved against every row at the max-abs step, for ``lam``."""
-        pick = self.choice(lam)
-        chosen = self.bits[pick, np.arange(self.bits.shape[1])].sum()
+        chosen = self.bits[self.choice(lam), np.arange(self.bits.shape[1])].sum()
         return float((self.bits[0].sum() - chosen) / max(1, self.values))
 
 

@@ -10,16 +10,11 @@ from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
-from onnx import NodeProto, helper
+from onnx import NodeProto
+
+from hatch_shrinkray.onnxgraph.graph import attribute
 
 RECURRENT = {"LSTM": 4, "GRU": 3, "RNN": 1}
-
-
-def _attr(node: NodeProto, name: str, default: int) -> int:
-    for a in node.attribute:
-        if a.name == name:
-            return int(helper.get_attribute_value(a))
-    return default
 
 
 def consumer_axis(node: NodeProto, index: int, rank: int) -> int | None:
@@ -38,11 +33,11 @@ def consumer_axis(node: NodeProto, index: int, rank: int) -> int | None:
             return rank - 2
     if op == "Gemm" and rank == 2:
         if index == 1:
-            return 0 if _attr(node, "transB", 0) else 1
+            return 0 if attribute(node, "transB", 0) else 1
         if index == 0:
-            return 1 if _attr(node, "transA", 0) else 0
+            return 1 if attribute(node, "transA", 0) else 0
     if op == "Gather" and index == 0:
-        return _attr(node, "axis", 0) % rank
+        return int(attribute(node, "axis", 0)) % rank
     if op in RECURRENT and index in (1, 2) and rank == 3:
         return 1  # [directions, gates*hidden, in]: one scale per gate row
     return None

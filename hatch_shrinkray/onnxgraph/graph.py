@@ -11,6 +11,7 @@ import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -174,17 +175,10 @@ def _collect_uses(scope: Scope, uses: Uses) -> None:
             if not name:
                 continue
             if name not in owners:
-                owners[name] = _resolve(scope, name)
+                owners[name] = next((s for s in scope.ancestors() if name in s.defines), None)
             owner = owners[name]
             if owner is not None:
                 uses.setdefault((id(owner), name), []).append((node, i, scope))
-
-
-def _resolve(scope: Scope, name: str) -> Scope | None:
-    for s in scope.ancestors():
-        if name in s.defines:
-            return s
-    return None
 
 
 MAX_BASE = 96
@@ -223,8 +217,10 @@ class Names:
         return candidate
 
 
+def attribute(node: NodeProto, name: str, default: Any) -> Any:
+    """``node``'s attribute ``name`` as a Python value, ``default`` where it is not set."""
+    return next((helper.get_attribute_value(a) for a in node.attribute if a.name == name), default)
+
+
 def opset_version(model: ModelProto) -> int:
-    for imp in model.opset_import:
-        if imp.domain in ("", "ai.onnx"):
-            return int(imp.version)
-    return 1
+    return next((int(imp.version) for imp in model.opset_import if imp.domain in ("", "ai.onnx")), 1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
@@ -38,23 +39,15 @@ class ModelInfo:
         return sum(w.nbytes for w in self.weights)
 
     def render(self, min_elements: int = 16384) -> str:
-        big = [w for w in self.weights if _elements(w.shape) >= min_elements]
+        big = [w for w in self.weights if math.prod(w.shape) >= min_elements]
         head = (f"{self.label}: {human(self.size)}, opset {self.opset}, IR {self.ir_version}; "
                 f"float weights {human(self.weight_bytes)} ({100 * self.weight_bytes / max(self.size, 1):.1f}% "
                 f"of the file) in {len(self.weights)} tensors, {len(big)} with >= {min_elements} elements "
                 f"({human(sum(w.nbytes for w in big))})")
         rows = [["tensor", "scope", "where", "shape", "dtype", "bytes", "consumers", "channel axis"]]
-        for w in sorted(big, key=lambda w: -w.nbytes):
-            rows.append([w.name, w.scope, w.location, "x".join(map(str, w.shape)) or "scalar", w.dtype,
-                         human(w.nbytes), w.consumers, w.axis])
+        rows += [[w.name, w.scope, w.location, "x".join(map(str, w.shape)) or "scalar", w.dtype, human(w.nbytes),
+                  w.consumers, w.axis] for w in sorted(big, key=lambda w: -w.nbytes)]
         return head + ("\n\n" + table(rows) if big else "")
-
-
-def _elements(shape: tuple[int, ...]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 def model_info(path: str | os.PathLike[str]) -> ModelInfo:

@@ -58,8 +58,7 @@ def skip_reason(site: Site, options: ShrinkOptions) -> str | None:
     for pattern in options.exclude_tensors:
         if fnmatch.fnmatchcase(site.name, pattern):
             return f"excluded by exclude-tensors pattern {pattern!r}"
-    ops = {n.op_type for n, _ in site.consumers}
-    hit = sorted(ops & set(options.exclude_ops))
+    hit = sorted({n.op_type for n, _ in site.consumers} & set(options.exclude_ops))
     if hit:
         return f"excluded by exclude-ops ({', '.join(hit)})"
     if not site.consumers and not _is_output(site):
@@ -260,8 +259,7 @@ def _replace_consumers(site: Site, dec: Decode, stored: dict[str, str], names: N
     for node, _ in site.consumers:
         idx = next(i for i, n in enumerate(graph.node) if n is node)
         target = node.output[0]
-        refs = {**stored, **{f"${k}": name for k, name in enumerate(node.input)}}
-        new = _decode_nodes(target, dec, refs, names)
+        new = _decode_nodes(target, dec, {**stored, **{f"${k}": name for k, name in enumerate(node.input)}}, names)
         graph.node[idx].CopyFrom(new[-1])
         for offset, n in enumerate(new[:-1]):
             graph.node.insert(idx + offset, n)
@@ -277,8 +275,7 @@ def _decode_nodes(target: str, dec: Decode, stored: dict[str, str], names: Names
     outputs: list[str] = []
     nodes: list[NodeProto] = []
     for k, spec in enumerate(dec.nodes):
-        last = k == len(dec.nodes) - 1
-        out = target if last else names.fresh(f"{target}_{spec.op.lower()}")
+        out = target if k == len(dec.nodes) - 1 else names.fresh(f"{target}_{spec.op.lower()}")
         ins = [outputs[int(i[1:])] if i.startswith("@") else stored[i] for i in spec.inputs]
         nodes.append(helper.make_node(spec.op, ins, [out], name=names.fresh(f"{target}_{spec.op}"),
                                       domain=spec.domain or None, **spec.attrs))

@@ -39,8 +39,7 @@ def encode(array: npt.NDArray[Any]) -> Encoded:
     if a.dtype.kind not in "biuf" or a.dtype.itemsize < 2 or a.size < MIN_ELEMENTS:
         return None
     a = np.ascontiguousarray(a)
-    bits = a.view(np.dtype(f"u{a.dtype.itemsize}")).reshape(-1)
-    found = _table(bits)
+    found = _table(a.view(np.dtype(f"u{a.dtype.itemsize}")).reshape(-1))
     if found is None:
         return None
     table, index = found
@@ -55,9 +54,7 @@ def encode(array: npt.NDArray[Any]) -> Encoded:
             values, narrow = table, index.astype(np.uint16)
         else:
             return None
-    if values.nbytes + narrow.nbytes >= a.nbytes:
-        return None
-    return values.view(a.dtype), narrow.reshape(a.shape)
+    return None if values.nbytes + narrow.nbytes >= a.nbytes else (values.view(a.dtype), narrow.reshape(a.shape))
 
 
 def decode(values: npt.NDArray[Any], index: npt.NDArray[Any]) -> npt.NDArray[Any]:

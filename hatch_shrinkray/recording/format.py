@@ -81,8 +81,7 @@ def file_name(model_sha256: str, model: str) -> str:
 
 
 def stem(model: str) -> str:
-    name = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(model).stem if model != BYTES_MODEL else "model")[:60]
-    return name or "model"
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", Path(model).stem if model != BYTES_MODEL else "model")[:60] or "model"
 
 
 def member(sample: int, input_index: int) -> str:

@@ -54,8 +54,7 @@ def read_arrays(path: Path, *, max_bytes: int = MAX_BYTES, text: frozenset[str] 
                 continue
             try:
                 with archive.open(info) as fh:
-                    version = np.lib.format.read_magic(fh)
-                    shape, _, dtype = _header(fh, version)
+                    shape, _, dtype = _header(fh, np.lib.format.read_magic(fh))
                     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
                     _check_member(name, dtype, nbytes, total=total, max_bytes=max_bytes, label=label, text=name in text)
                     if fh.tell() + nbytes > info.file_size:  # before allocating what the header claims
@@ -94,9 +93,7 @@ def read_headers(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype[Any]]]
 
 
 def _header(fh: Any, version: tuple[int, int]) -> tuple[tuple[int, ...], bool, np.dtype[Any]]:
-    if version == (1, 0):
-        return np.lib.format.read_array_header_1_0(fh)
-    return np.lib.format.read_array_header_2_0(fh)
+    return np.lib.format.read_array_header_1_0(fh) if version == (1, 0) else np.lib.format.read_array_header_2_0(fh)
 
 
 def _check_member(name: str, dtype: np.dtype[Any], nbytes: int, *, total: int, max_bytes: int, label: str,

@@ -160,8 +160,7 @@ def choose_streams(streams: Sequence[Stream], caps: Caps) -> list[Stream]:
             by_group.setdefault(s.group, []).append(s)
         else:
             singles.append([s])
-    groups = sorted([*by_group.values(), *singles], key=lambda g: g[0].steps[0].call)
-    ordered = round_robin(groups)
+    ordered = round_robin(sorted([*by_group.values(), *singles], key=lambda g: g[0].steps[0].call))
     first = ordered[:min(MIN_STREAMS, max_samples)]
     level = _water_level(first, max_bytes, memory)
     chosen: list[Stream] = []

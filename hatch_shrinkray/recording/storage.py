@@ -58,8 +58,7 @@ def is_recording(path: Path) -> bool:
 
 def read_meta(path: Path) -> Meta:
     """The checked metadata of a recording, without reading its samples."""
-    arrays = _read(path, only_meta=True)
-    return _checked_meta(arrays.get(META), str(path))
+    return _checked_meta(_read(path, only_meta=True).get(META), str(path))
 
 
 EXPANDS = ("its samples would take {mb:.1f} MB once loaded, over the {limit:.0f} MB that a recording may take; "

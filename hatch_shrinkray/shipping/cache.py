@@ -179,9 +179,7 @@ def _foreign(info: os.stat_result) -> str | None:
     if info.st_uid not in (os.geteuid(), 0):
         return f"belongs to another user (uid {info.st_uid})"
     writers = [who for who, bit in (("group", stat.S_IWGRP), ("others", stat.S_IWOTH)) if info.st_mode & bit]
-    if writers:
-        return f"is writable by {' and '.join(writers)} (mode {stat.S_IMODE(info.st_mode):04o})"
-    return None
+    return f"is writable by {' and '.join(writers)} (mode {stat.S_IMODE(info.st_mode):04o})" if writers else None
 
 
 def refused(directory: Path) -> ShrinkrayError | None:
@@ -257,8 +255,7 @@ class ShrinkCache:
             self.directory.parent.mkdir(parents=True, exist_ok=True)
             self.directory.mkdir(mode=0o700, exist_ok=True)
             write_atomically(model, shrunk_model.read_bytes())
-            text = json.dumps(encode(record), sort_keys=True, indent=2).encode()
-            write_atomically(record_path, text)
+            write_atomically(record_path, json.dumps(encode(record), sort_keys=True, indent=2).encode())
         except OSError as exc:
             return f"{type(exc).__name__}: {exc}"
         return None

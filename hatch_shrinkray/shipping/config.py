@@ -67,10 +67,8 @@ class ConfigurationError(ShrinkrayError):
         self.errors = list(errors)
         self.table = table
         self.unmatched = tuple(e.pattern for e in errors if isinstance(e, NoMatch))
-        hook = table is None or table.startswith("tool.hatch.")
-        heading = f"Invalid configuration in `{table}`:"
-        if hook:
-            heading = "Invalid configuration for build hook `shrinkray`:"
+        heading = (f"Invalid configuration in `{table}`:" if table is not None and not table.startswith("tool.hatch.")
+                   else "Invalid configuration for build hook `shrinkray`:")
         super().__init__("\n".join([heading, *(f"- {e}" for e in self.errors)]))
 
 
@@ -293,9 +291,7 @@ def default_runtimes(dependencies: Sequence[str]) -> tuple[str, ...]:
             continue
         targeted = True
         floors += [Version(s.version) for s in req.specifier if s.operator in (">=", "==", "~=", ">")]
-    if not targeted:
-        return ()
-    return (f"onnxruntime>={min(floors).base_version if floors else OLDEST_ONNXRUNTIME}",)
+    return () if not targeted else (f"onnxruntime>={min(floors).base_version if floors else OLDEST_ONNXRUNTIME}",)
 
 
 def _field(table: str, key: str) -> str:

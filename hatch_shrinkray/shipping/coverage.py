@@ -47,8 +47,7 @@ def named_by_content(root: Path) -> Named:
             raw, table = find_table(root)
             if table is None:
                 return {}
-            config = load_config(raw, root, "wheel", table)
-            return {file_sha256(root / m.relpath): m.relpath for m in config.models}
+            return {file_sha256(root / m.relpath): m.relpath for m in load_config(raw, root, "wheel", table).models}
         except (ShrinkrayError, OSError):
             return {}
 

@@ -22,17 +22,12 @@ class Layout:
 
     def to_wheel(self, path: str) -> str:
         """The in-wheel spelling of a project path (or glob)."""
-        for source, replacement in self.sources:
-            if not source or path.startswith(source):
-                return replacement + path[len(source):]
-        return path
+        return next((wheel + path[len(source):] for source, wheel in self.sources
+                     if not source or path.startswith(source)), path)
 
     def to_source(self, path: str) -> str:
         """The project spelling of an in-wheel path (or glob)."""
-        for source, replacement in self.sources:
-            if path.startswith(replacement):
-                return source + path[len(replacement):]
-        return path
+        return next((source + path[len(wheel):] for source, wheel in self.sources if path.startswith(wheel)), path)
 
     def spellings(self, pattern: str, in_wheel: bool) -> list[str]:
         """``pattern`` and its other spelling, for matching in a wheel's files or in the project's."""

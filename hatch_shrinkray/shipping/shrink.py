@@ -92,9 +92,7 @@ def _decided(model: ModelEntry, record: CachedShrink, *, unverified: bool, uncha
     why = record.kept_original or wording.nothing_to_shrink(model.options)
     if unverified:
         return KeptOriginal(record, why)
-    if unchanged:
-        return Unchanged(record, why)
-    return Shrunk(record, cached)
+    return Unchanged(record, why) if unchanged else Shrunk(record, cached)
 
 
 def _record(job: Job, result: ShrinkResult, versions: Mapping[str, str]) -> tuple[CachedShrink, str]:
@@ -134,9 +132,7 @@ def _record(job: Job, result: ShrinkResult, versions: Mapping[str, str]) -> tupl
 def _store(cache: ShrinkCache, app: Display, record: CachedShrink, job: Job, read: str, *, loaded: bool) -> None:
     """Put a shrink into the cache (an entry is one file: outputs over 2 GB are not cached);
     ``loaded``: onnxruntime just loaded and ran these bytes."""
-    options = job.model.options
-    key = cache_key(read, options, dict(record.entry.versions))
-    problem = cache.put(key, job.target, record)
+    problem = cache.put(cache_key(read, job.model.options, dict(record.entry.versions)), job.target, record)
     if problem:
         app.display_debug(wording.cache_unwritten_line(problem))
     elif loaded:
@@ -187,9 +183,7 @@ def _cached_problem(job: Job, record: CachedShrink, copied: str, *, cache: Shrin
             return problem
         if onnxruntime_installed():
             cache.note_loaded(copied, runtime)
-    if record.shrunk_size != job.target.stat().st_size:
-        return "its size is not the one its record says"
-    return None
+    return "its size is not the one its record says" if record.shrunk_size != job.target.stat().st_size else None
 
 
 def content_sha256(model_sha256: str, sidecars: Mapping[str, str]) -> str:

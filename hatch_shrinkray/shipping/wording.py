@@ -227,9 +227,7 @@ def fix_reason(plan: PlanEntry) -> str:
     """Why ``check --fix`` chose ``plan``'s remedy, counting the tests (``-v`` and the plan file name them)."""
     regressed = plan.checked.get("regressed")
     n = len(regressed) if isinstance(regressed, list) else 0
-    if not n:
-        return "check --fix's choice"
-    return f"{n} test{'s' if n != 1 else ''} regressed with cheaper choices"
+    return "check --fix's choice" if not n else f"{n} test{'s' if n != 1 else ''} regressed with cheaper choices"
 
 
 def fix_line(relpath: str, plan: PlanEntry, options: ShrinkOptions, size: int = 0, state: State = SHIPPED) -> str:

@@ -320,6 +320,4 @@ def unchecked(ref: Arrays) -> str:
     finite = values[np.isfinite(values)]
     if not finite.size:
         return "non-finite (NaN/inf) everywhere"
-    if finite.min() == finite.max():
-        return f"constant ({finite[0]:g}) everywhere"
-    return ""
+    return f"constant ({finite[0]:g}) everywhere" if finite.min() == finite.max() else ""

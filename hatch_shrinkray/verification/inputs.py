@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -165,8 +165,7 @@ def load_samples(path: Path, specs: list[InputSpec], *, model_sha256: str, model
         units = rec.units or tuple(f"call:{c}" for c in rec.picked)
         source = f"recording {shown(path)} ({_counted(rec, len(feeds))})"
         return Samples(feeds, source, True, notes, units, rec.feedback, rec.streams)
-    arrays = read_arrays(path)
-    feeds = _validated(_npz_feeds(arrays, specs, path), specs, path)
+    feeds = _validated(_npz_feeds(read_arrays(path), specs, path), specs, path)
     return Samples(feeds, shown(path), True, notes, tuple(f"sample:{i}" for i in range(len(feeds))))
 
 
@@ -395,8 +394,3 @@ def integer_range(dtype: np.dtype[Any], options: VerifyOptions, rows: int | None
     if rows is not None and max(low, 0) < min(high, rows):
         low, high = max(low, 0), min(high, rows)
     return low, high
-
-
-def with_tables(specs: Sequence[InputSpec], rows: Mapping[str, int]) -> list[InputSpec]:
-    """``specs`` with the rows of the table each integer input indexes (``onnxgraph.indices``)."""
-    return [replace(s, rows=rows.get(s.name)) for s in specs]

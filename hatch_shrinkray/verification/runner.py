@@ -83,8 +83,7 @@ def runtime(sess: Any) -> str:
     import onnxruntime as ort
 
     level = str(sess.get_session_options().graph_optimization_level).rpartition(".")[2]
-    provider = sess.get_providers()[0].removesuffix("ExecutionProvider")
-    return f"onnxruntime {ort.__version__} ({provider}, {level})"
+    return f"onnxruntime {ort.__version__} ({sess.get_providers()[0].removesuffix('ExecutionProvider')}, {level})"
 
 
 def run_all(sess: Any, feeds: list[inputs.Feed], seq: Sequencing | None = None, step: str = "") -> Outputs:
@@ -96,8 +95,7 @@ def run_all(sess: Any, feeds: list[inputs.Feed], seq: Sequencing | None = None, 
     with progress.task(step or "running the model on the samples", total=len(feeds)) as done:
         def run(feed: inputs.Feed) -> list[Any]:
             outputs = list(sess.run(None, feed))
-            calls = done.task.done
-            stream = bisect.bisect_right(streams, calls)
+            stream = bisect.bisect_right(streams, done.task.done)
             done.advance(1, f"stream {stream + 1} of {len(streams)}" if stream < len(streams) else "")
             return outputs
 
@@ -164,10 +162,6 @@ def prepare_samples(path: Path, specs: list[inputs.InputSpec], *, sha256: str, n
     return Prepared(samples, None, every)
 
 
-def _missing_note(exc: NoRecording) -> str:
-    return f"{exc.path} holds no recording of this model: verified on generated inputs instead, a smoke check"
-
-
 def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
                       sha256: str | None = None, name: str | None = None,
                       prepared: Prepared | None = None, threshold: float = THRESHOLD,
@@ -178,7 +172,7 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
     generated values stay inside."""
     sess = session(original, label)
     try:
-        specs = inputs.with_tables(inputs.specs_of(sess), rows or {})
+        specs = [dataclasses.replace(s, rows=(rows or {}).get(s.name)) for s in inputs.specs_of(sess)]
         names = [o.name for o in sess.get_outputs()]
     except Exception as exc:  # e.g. UnicodeDecodeError for a name that is not UTF-8
         raise ShrinkrayError(f"onnxruntime cannot read its inputs and outputs: {one_line(exc)}", path=label,
@@ -189,7 +183,8 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
             prepared = prepare_samples(Path(options.inputs), specs, sha256=sha256 or model_sha256(original),
                                        name=name or label)
         except NoRecording as exc:  # data-free: generated inputs, and a warning that says so
-            notes = (_missing_note(exc),)
+            notes = (f"{exc.path} holds no recording of this model: verified on generated inputs instead, "
+                     "a smoke check",)
     if prepared is not None:
         samples = prepared.samples
         feeds = [samples.feeds[i] for i in prepared.held]

@@ -357,8 +357,7 @@ def _ordered(wheel: Wheel, drop: frozenset[str]) -> Iterator[zipfile.ZipInfo]:
 
 def _entry(info: zipfile.ZipInfo, epoch: int | None) -> zipfile.ZipInfo:
     """A fresh entry with ``info``'s name, permissions and compression, and the fixed time."""
-    stamp = info.date_time if epoch is None else time.gmtime(epoch)[:6]
-    entry = zipfile.ZipInfo(info.filename, date_time=stamp)
+    entry = zipfile.ZipInfo(info.filename, date_time=info.date_time if epoch is None else time.gmtime(epoch)[:6])
     entry.external_attr = info.external_attr
     entry.create_system = info.create_system
     entry.compress_type = info.compress_type

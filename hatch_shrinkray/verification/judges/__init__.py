@@ -101,19 +101,14 @@ def _time_major(ref: Arrays, calls: Calls) -> bool:
 def _carries_state(outputs: Sequence[Any], feed: Mapping[str, Any]) -> bool:
     """An output with the shape and dtype of an input of its own call, not that input handed back."""
     inputs = [np.asarray(v) for v in feed.values()]
-    for out in outputs:
-        o = np.asarray(out)
-        for x in inputs:
-            if x.shape == o.shape and x.dtype == o.dtype and x.size and not np.array_equal(x, o):
-                return True
-    return False
+    return any(x.shape == o.shape and x.dtype == o.dtype and x.size and not np.array_equal(x, o)
+               for o in map(np.asarray, outputs) for x in inputs)
 
 
 def _media(feed: Mapping[str, Any]) -> bool:
     arrays = [np.asarray(v) for v in feed.values()]
-    if any(a.dtype.kind in "iu" and a.ndim >= 2 for a in arrays):
-        return False
-    return any(a.dtype.kind == "f" and a.size >= MEDIA_VALUES for a in arrays)
+    return not any(a.dtype.kind in "iu" and a.ndim >= 2 for a in arrays) and any(
+        a.dtype.kind == "f" and a.size >= MEDIA_VALUES for a in arrays)
 
 
 def judge_for(name: str, ref: Arrays, *, recurrent: bool = False, fed_back: bool = False,
@@ -226,17 +221,13 @@ def _class_scores(first: npt.NDArray[Any]) -> bool:
     embeddings (sentence encoders L2-normalise), whose argmax is no answer anyone takes."""
     if first.ndim < 2 or first.shape[-1] < 2 or _unit_rows(first):
         return False
-    if first.ndim > 2:
-        return _softmax(first)
-    return True
+    return first.ndim <= 2 or _softmax(first)
 
 
 def _probabilities(ref: Arrays, first: npt.NDArray[Any]) -> bool:
     """Probability outputs with a trailing axis of 1, one per position (1-D) or scalars: a voice-activity
     detector's speech probability, per chunk or per frame of a sequence."""
-    if first.ndim > 1 and first.shape[-1] != 1:
-        return False
-    return all(in_unit_range(r) for r in ref)
+    return (first.ndim <= 1 or first.shape[-1] == 1) and all(in_unit_range(r) for r in ref)
 
 
 def _unit_rows(x: npt.NDArray[Any]) -> bool:

@@ -37,9 +37,7 @@ def blank_class(ref: Arrays) -> int | None:
     if counts is None or not frames:
         return None
     best = int(counts.argmax())
-    if best not in (0, counts.size - 1) or counts[best] < BLANK_SHARE * frames:
-        return None
-    return best
+    return None if best not in (0, counts.size - 1) or counts[best] < BLANK_SHARE * frames else best
 
 
 def batch_first(x: npt.NDArray[Any], time_major: bool = False) -> npt.NDArray[Any]:
@@ -97,9 +95,7 @@ def raw_ctc(ref: Arrays, time_major: bool = False) -> int | None:
         frames += top.size
         blanks += int(np.count_nonzero(top == blank))
         seen.update(int(c) for c in np.unique(top[top != blank]))
-    if blanks > MAX_BLANK_SHARE * frames or len(seen) < MIN_CHARACTERS:
-        return None
-    return blank
+    return None if blanks > MAX_BLANK_SHARE * frames or len(seen) < MIN_CHARACTERS else blank
 
 
 class Sequences:

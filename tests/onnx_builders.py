@@ -97,6 +97,18 @@ def save(m: onnx.ModelProto, path: Path) -> Path:
     return path
 
 
+def save_external(m: onnx.ModelProto, path: Path, *, one_file: bool = True, location: str | None = None) -> Path:
+    """Save a copy of ``m`` with its weights in external data (``<name>.data`` beside it unless ``location``;
+    onnx.save with external data rewrites the proto it is given, hence the copy)."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(m)
+    location = location or path.name + ".data"
+    (path.parent / location).parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(copy, str(path), save_as_external_data=True, all_tensors_to_one_file=one_file,
+              location=location, size_threshold=1024)
+    return path
+
+
 def run(m: onnx.ModelProto | Path | str, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     import onnxruntime as ort
 
@@ -108,3 +120,9 @@ def run(m: onnx.ModelProto | Path | str, feeds: dict[str, np.ndarray]) -> list[n
 def dtypes(m: onnx.ModelProto) -> dict[str, int]:
     """Each initializer's ``TensorProto`` data type, by name."""
     return {t.name: t.data_type for t in m.graph.initializer}
+
+
+def close(a: list[np.ndarray], b: list[np.ndarray]) -> None:
+    """Every output of ``b`` within 3% relative L2 of ``a``'s (what int8 keeps on these models)."""
+    for x, y in zip(a, b, strict=True):
+        assert np.linalg.norm(x - y) / np.linalg.norm(x) < 0.03

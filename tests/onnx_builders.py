@@ -92,6 +92,26 @@ def if_model(k: int = 64) -> onnx.ModelProto:
     return model([node], [vi("x", ["batch", k]), vi("c", [], onnx.TensorProto.BOOL)], [vi("y", ["batch", 256])])
 
 
+def embedder(tmp_path: Path, rows: int = 4000, width: int = 256) -> tuple[Path, Path]:
+    """ids -> embedding table -> two MatMuls -> mean: MatMul and Gather weights, 6 MB of float32 (by
+    default: enough for a session's memory to show them)."""
+    m = model([helper.make_node("Gather", ["E", "ids"], ["e"]), helper.make_node("MatMul", ["e", "W1"], ["h"]),
+               helper.make_node("Relu", ["h"], ["r"]), helper.make_node("MatMul", ["r", "W2"], ["o"]),
+               helper.make_node("ReduceMean", ["o"], ["y"], axes=[1], keepdims=0)],
+              [vi("ids", ["b", 6], TensorProto.INT64)], [vi("y", ["b", width])],
+              [init("E", weight((rows, width), 1)), init("W1", weight((width, 4 * width), 2)),
+               init("W2", weight((4 * width, width), 3))])
+    r = rng(0)
+    inputs = tmp_path / "inputs.npz"
+    np.savez(inputs, ids=r.integers(0, rows, (24, 1, 6)))
+    return save(m, tmp_path / "embedder.onnx"), inputs
+
+
+def op_types(path: Path) -> set[str]:
+    """The op types of the model saved at ``path``."""
+    return {n.op_type for n in onnx.load(str(path)).graph.node}
+
+
 def save(m: onnx.ModelProto, path: Path) -> Path:
     onnx.save(m, str(path))
     return path

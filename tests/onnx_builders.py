@@ -107,6 +107,24 @@ def embedder(tmp_path: Path, rows: int = 4000, width: int = 256) -> tuple[Path, 
     return save(m, tmp_path / "embedder.onnx"), inputs
 
 
+def char_embedding(path: Path, *, through: str = "Cast") -> Path:
+    """ids (int32, [batch, seq]) -> ``through`` -> Gather on a 49-row table -> mean: a character-level
+    text model's first layer. ``through = "Add"`` offsets the ids first (no longer plain rows)."""
+    table = np.random.default_rng(0).standard_normal((49, 400)).astype(np.float32)
+    nodes = [helper.make_node("Cast", ["ids"], ["i64"], to=onnx.TensorProto.INT64)]
+    if through == "Add":
+        nodes.append(helper.make_node("Add", ["i64", "one"], ["rows"]))
+    else:
+        nodes.append(helper.make_node("Unsqueeze", ["i64", "axes"], ["u"]))
+        nodes.append(helper.make_node("Squeeze", ["u", "axes"], ["rows"]))
+    nodes += [helper.make_node("Gather", ["E", "rows"], ["emb"]),
+              helper.make_node("ReduceMean", ["emb"], ["out"], axes=[2], keepdims=0)]
+    return save(model(nodes, [vi("ids", ["batch", "seq"], onnx.TensorProto.INT32)], [vi("out", ["batch", "seq"])],
+                      [init("E", table), init("one", np.array(1, np.int64)), init("axes", np.array([0], np.int64))]),
+                path)
+
+
+
 def op_types(path: Path) -> set[str]:
     """The op types of the model saved at ``path``."""
     return {n.op_type for n in onnx.load(str(path)).graph.node}

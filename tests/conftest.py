@@ -113,6 +113,13 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
+def small_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 270 KB output counts as 'over 2 GB' (``modelio.SINGLE_FILE_LIMIT``, read at write time): the
+    external-data output path, cheaply (the real crossing is in test_big_model.py)."""
+    monkeypatch.setattr("hatch_shrinkray.onnxgraph.modelio.SINGLE_FILE_LIMIT", 64 * 1024)
+
+
+@pytest.fixture
 def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A shrink cache of this test's own (``HATCH_SHRINKRAY_CACHE_DIR``), for the commands it runs too."""
     monkeypatch.setenv("HATCH_SHRINKRAY_CACHE_DIR", str(tmp_path / "cache"))

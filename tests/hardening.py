@@ -30,7 +30,7 @@ from hatchling.builders.wheel import WheelBuilder
 from hatch_shrinkray import ShrinkOptions, shrink
 from hatch_shrinkray.shipping.manifest import file_sha256
 
-from onnx_builders import mlp, save
+from onnx_builders import mlp, save, save_external
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL = "src/toymodel/models/a.onnx"
@@ -294,12 +294,7 @@ RUNTIME_NEEDS_A_VERSION = ("entry 'onnxruntime' needs a version: the oldest rele
 
 def external_data_model(models: Path) -> Path:
     """``a.onnx`` with its weights in ``a.onnx.data``."""
-    import onnx
-
-    models.mkdir(parents=True, exist_ok=True)
-    onnx.save(mlp(256, 512), str(models / "a.onnx"), save_as_external_data=True, location="a.onnx.data",
-              size_threshold=1024)
-    return models / "a.onnx"
+    return save_external(mlp(256, 512), models / "a.onnx")
 
 
 LEFT_OUT = ("a.onnx.data ({size}), the original's external data, is left out of the archive: the shrunk model "

@@ -92,8 +92,58 @@ def if_model(k: int = 64) -> onnx.ModelProto:
     return model([node], [vi("x", ["batch", k]), vi("c", [], onnx.TensorProto.BOOL)], [vi("y", ["batch", 256])])
 
 
+def embedder(tmp_path: Path, rows: int = 4000, width: int = 256) -> tuple[Path, Path]:
+    """ids -> embedding table -> two MatMuls -> mean: MatMul and Gather weights, 6 MB of float32 (by
+    default: enough for a session's memory to show them)."""
+    m = model([helper.make_node("Gather", ["E", "ids"], ["e"]), helper.make_node("MatMul", ["e", "W1"], ["h"]),
+               helper.make_node("Relu", ["h"], ["r"]), helper.make_node("MatMul", ["r", "W2"], ["o"]),
+               helper.make_node("ReduceMean", ["o"], ["y"], axes=[1], keepdims=0)],
+              [vi("ids", ["b", 6], TensorProto.INT64)], [vi("y", ["b", width])],
+              [init("E", weight((rows, width), 1)), init("W1", weight((width, 4 * width), 2)),
+               init("W2", weight((4 * width, width), 3))])
+    r = rng(0)
+    inputs = tmp_path / "inputs.npz"
+    np.savez(inputs, ids=r.integers(0, rows, (24, 1, 6)))
+    return save(m, tmp_path / "embedder.onnx"), inputs
+
+
+def char_embedding(path: Path, *, through: str = "Cast") -> Path:
+    """ids (int32, [batch, seq]) -> ``through`` -> Gather on a 49-row table -> mean: a character-level
+    text model's first layer. ``through = "Add"`` offsets the ids first (no longer plain rows)."""
+    table = np.random.default_rng(0).standard_normal((49, 400)).astype(np.float32)
+    nodes = [helper.make_node("Cast", ["ids"], ["i64"], to=onnx.TensorProto.INT64)]
+    if through == "Add":
+        nodes.append(helper.make_node("Add", ["i64", "one"], ["rows"]))
+    else:
+        nodes.append(helper.make_node("Unsqueeze", ["i64", "axes"], ["u"]))
+        nodes.append(helper.make_node("Squeeze", ["u", "axes"], ["rows"]))
+    nodes += [helper.make_node("Gather", ["E", "rows"], ["emb"]),
+              helper.make_node("ReduceMean", ["emb"], ["out"], axes=[2], keepdims=0)]
+    return save(model(nodes, [vi("ids", ["batch", "seq"], onnx.TensorProto.INT32)], [vi("out", ["batch", "seq"])],
+                      [init("E", table), init("one", np.array(1, np.int64)), init("axes", np.array([0], np.int64))]),
+                path)
+
+
+
+def op_types(path: Path) -> set[str]:
+    """The op types of the model saved at ``path``."""
+    return {n.op_type for n in onnx.load(str(path)).graph.node}
+
+
 def save(m: onnx.ModelProto, path: Path) -> Path:
     onnx.save(m, str(path))
+    return path
+
+
+def save_external(m: onnx.ModelProto, path: Path, *, one_file: bool = True, location: str | None = None) -> Path:
+    """Save a copy of ``m`` with its weights in external data (``<name>.data`` beside it unless ``location``;
+    onnx.save with external data rewrites the proto it is given, hence the copy)."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(m)
+    location = location or path.name + ".data"
+    (path.parent / location).parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(copy, str(path), save_as_external_data=True, all_tensors_to_one_file=one_file,
+              location=location, size_threshold=1024)
     return path
 
 
@@ -108,3 +158,9 @@ def run(m: onnx.ModelProto | Path | str, feeds: dict[str, np.ndarray]) -> list[n
 def dtypes(m: onnx.ModelProto) -> dict[str, int]:
     """Each initializer's ``TensorProto`` data type, by name."""
     return {t.name: t.data_type for t in m.graph.initializer}
+
+
+def close(a: list[np.ndarray], b: list[np.ndarray]) -> None:
+    """Every output of ``b`` within 3% relative L2 of ``a``'s (what int8 keeps on these models)."""
+    for x, y in zip(a, b, strict=True):
+        assert np.linalg.norm(x - y) / np.linalg.norm(x) < 0.03

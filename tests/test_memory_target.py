@@ -1,6 +1,7 @@
 """Target ``memory``: what each method keeps packed in a running process, how it is judged against
 round-to-nearest int8 (and falls back when it loses), what the declared runtimes let it emit, and
-the memory figures the build reports, which must be measured in fresh processes, not estimated."""
+the memory figures the build reports, which must be measured in fresh processes, not estimated (what
+runs in this process is in tests/unit/test_memory_target.py)."""
 
 from __future__ import annotations
 
@@ -11,43 +12,19 @@ import tarfile
 from pathlib import Path
 
 import numpy as np
-import onnx
 import pytest
 from hardening import MODEL, build, cli, write_project
-from onnx import TensorProto, helper
+from onnx import helper
 
 from hatch_shrinkray import ShrinkOptions, shrink
-from hatch_shrinkray.codec import decode, encode
-from hatch_shrinkray.methods import resident
-from hatch_shrinkray.option_table import option_errors
-from hatch_shrinkray.options import Remedy, VerifyOptions
-from hatch_shrinkray.registry import ORIGINAL, ladder
+from hatch_shrinkray.codec import encode
+from hatch_shrinkray.options import VerifyOptions
 from hatch_shrinkray.shipping.manifest import MANIFEST_NAME
-from hatch_shrinkray.sizes import Sizes
-from hatch_shrinkray.verification.memory import PROBE, withheld
+from hatch_shrinkray.verification.memory import PROBE
 
-from onnx_builders import init, model, save, vi, weight
+from onnx_builders import embedder, init, model, op_types, save, vi, weight
 
 ROOM = 160
-
-
-def embedder(tmp_path: Path, rows: int = 4000, width: int = 256) -> tuple[Path, Path]:
-    """ids -> embedding table -> two MatMuls -> mean: MatMul and Gather weights, 6 MB of float32 (by
-    default: enough for a session's memory to show them)."""
-    m = model([helper.make_node("Gather", ["E", "ids"], ["e"]), helper.make_node("MatMul", ["e", "W1"], ["h"]),
-               helper.make_node("Relu", ["h"], ["r"]), helper.make_node("MatMul", ["r", "W2"], ["o"]),
-               helper.make_node("ReduceMean", ["o"], ["y"], axes=[1], keepdims=0)],
-              [vi("ids", ["b", 6], TensorProto.INT64)], [vi("y", ["b", width])],
-              [init("E", weight((rows, width), 1)), init("W1", weight((width, 4 * width), 2)),
-               init("W2", weight((4 * width, width), 3))])
-    rng = np.random.default_rng(0)
-    inputs = tmp_path / "inputs.npz"
-    np.savez(inputs, ids=rng.integers(0, rows, (24, 1, 6)))
-    return save(m, tmp_path / "embedder.onnx"), inputs
-
-
-def _ops(path: Path) -> set[str]:
-    return {n.op_type for n in onnx.load(str(path)).graph.node}
 
 
 @pytest.mark.process
@@ -58,7 +35,7 @@ def test_int8_keeps_the_weights_packed_and_measures_both_models(tmp_path: Path) 
     encodings = {t.name: t.encoding for t in r.tensors}
     assert encodings["W1"] == encodings["W2"] == "MatMulNBits 8-bit, block 32, int8 activations"
     assert encodings["E"].startswith("int8 axis 0")  # int8 codes gathered row by row: packed already
-    assert {"MatMulNBits", "Gather"} <= _ops(out) and "DequantizeLinear" not in _ops(out)
+    assert {"MatMulNBits", "Gather"} <= op_types(out) and "DequantizeLinear" not in op_types(out)
     v = r.verification
     assert v is not None and v.passed and "weights packed in memory kept" in v.fitting
     mem = v.memory
@@ -80,37 +57,13 @@ def test_packed_weights_that_lose_to_int8_fall_back_to_float_in_memory(tmp_path:
     out = tmp_path / "out.onnx"
     r = shrink(src, out, ShrinkOptions(target="memory", min_elements=1000,
                                        verify=VerifyOptions(inputs=tmp_path / "x.npz")))
-    assert "MatMulNBits" not in _ops(out)
+    assert "MatMulNBits" not in op_types(out)
     (w,) = r.tensors
     assert w.encoding.startswith("int8") and "weights packed in memory not kept" in w.note
     assert w.note.endswith("float in memory")
     assert r.verification is not None and r.verification.memory is not None
     assert r.verification.memory.float_bytes == r.verification.memory.weight_bytes
     assert "weights float" in r.verification.memory.brief()
-
-
-def test_the_declared_runtimes_decide_what_is_emitted(tmp_path: Path) -> None:
-    src, _ = embedder(tmp_path, rows=512, width=64)
-    m = onnx.load(str(src))
-    old = ShrinkOptions(target="memory", runtimes=("onnxruntime>=1.16.3",), verify=None, min_elements=1000)
-    eight = "not packed: MatMulNBits 8-bit needs onnxruntime>=1.22.0 (onnxruntime>=1.16.3 targeted)"
-    assert resident.withheld(m, old) == {("main", "W1"): eight, ("main", "W2"): eight}
-    r = shrink(src, tmp_path / "old.onnx", old)
-    assert "MatMulNBits" not in _ops(tmp_path / "old.onnx") and all("MatMulNBits" not in t.encoding for t in r.tensors)
-    assert withheld(r.tensors) == (eight.removeprefix("not packed: "),)
-    four = ShrinkOptions(method="int4", target="memory", runtimes=("onnxruntime>=1.16.3",), verify=None,
-                         min_elements=1000)
-    gather = "not packed: GatherBlockQuantized 4-bit needs onnxruntime>=1.23.0 (onnxruntime>=1.16.3 targeted)"
-    assert resident.withheld(m, four) == {("main", "E"): gather}
-    r = shrink(src, tmp_path / "four.onnx", four)
-    assert {t.name: t.encoding for t in r.tensors}["W1"] == "MatMulNBits 4-bit, block 32"
-    assert _ops(tmp_path / "four.onnx") >= {"MatMulNBits", "Gather"}
-    new = ShrinkOptions(method="int4", target="memory", runtimes=("onnxruntime>=1.23", "web"), verify=None,
-                        min_elements=1000)
-    assert resident.withheld(m, new) == {}
-    shrink(src, tmp_path / "new.onnx", new)
-    assert "GatherBlockQuantized" in _ops(tmp_path / "new.onnx")
-    assert resident.withheld(m, ShrinkOptions(runtimes=("onnxruntime>=1.16.3",))) == {}  # not the memory target
 
 
 MEASURE = """
@@ -178,46 +131,6 @@ def test_the_line_says_what_memory_holds_within_its_room(tmp_path: Path, monkeyp
     assert len(line) <= ROOM + 2 * len(str(tmp_path)) and "memory 0." in line and ", 34% float" in line, line
     note = "note: not packed in memory: MatMulNBits 8-bit needs onnxruntime>=1.22.0 (onnxruntime>=1.16.3 targeted)"
     assert note in old.stdout.splitlines(), old.stdout
-
-
-def test_the_memory_target_is_an_option_and_counts_the_wheel_for_the_never_larger_rule() -> None:
-    assert option_errors(ShrinkOptions(target="memory")) == []
-    sizes = Sizes(raw=100, wheel=60, web=50)
-    assert sizes.of("memory") == 60
-
-
-def test_the_ladder_climbs_to_float_in_memory_before_fp16() -> None:
-    """What ``check --fix`` climbs and a build falls back along (``registry.ladder``)."""
-    memory = ShrinkOptions(target="memory")
-    floor = Remedy(method="int8", rounding="nearest", target="wheel")
-    assert ladder(memory) == [Remedy(rounding="nearest"), floor, Remedy(method="fp16"), ORIGINAL]
-    assert floor.describe(memory) == "int8 round-to-nearest, float in memory"
-    assert floor.apply(memory).target == "wheel"
-    assert decode(Remedy, encode(floor)) == floor
-    four = ladder(ShrinkOptions(method="int4", target="memory"))
-    assert four[:2] == [Remedy(method="int8", rounding="nearest"), floor]  # int8 packed first, then float
-    assert floor not in ladder(ShrinkOptions()) and floor not in ladder(ShrinkOptions(method="fp16", target="memory"))
-
-
-def test_memory_bytes_count_what_a_process_holds(tmp_path: Path) -> None:
-    from hatch_shrinkray.fitting.candidates import fp32
-    from hatch_shrinkray.onnxgraph.graph import find_sites
-
-    src, _ = embedder(tmp_path, rows=512, width=64)
-    sites = {s.name: s for s in find_sites(onnx.load(str(src)))}
-    w1 = sites["W1"]
-    cands = resident.candidates(w1, w1.array(), _ctx(w1), ShrinkOptions(method="auto", target="memory"), moments=None,
-                                lay=None)
-    assert [c.kind for c in cands] == ["MatMulNBits 8-bit", "MatMulNBits 4-bit"]
-    assert [resident.memory_bytes(w1, c) for c in cands] == [c.stored_bytes for c in cands]
-    assert resident.memory_bytes(w1, fp32(w1.array())) == w1.nbytes  # type: ignore[arg-type]
-    assert resident.candidates(w1, w1.array(), _ctx(w1), ShrinkOptions(method="auto"), moments=None, lay=None) == []
-
-
-def _ctx(site: object) -> object:
-    from hatch_shrinkray.onnxgraph.encoding import EncodeContext
-
-    return EncodeContext(ShrinkOptions(), 17, tuple(n for n, _ in site.consumers), 1, "")  # type: ignore[attr-defined]
 
 
 @pytest.mark.extended

@@ -231,17 +231,15 @@ def run_convs(shapes: dict[str, tuple[int, int, int, int]], seconds: float, roun
     return rows
 
 
-def run_real_convs(seconds: float, rounds: int, work: Path) -> list[dict[str, Any]]:
-    """``ConvInteger`` on the corpus' text recognisers (convolutions, then attention), on one seeded line image."""
+def run_real_conv(key: str, seconds: float, rounds: int, work: Path) -> list[dict[str, Any]]:
+    """``ConvInteger`` on one of the corpus' text recognisers (convolutions, then attention), one seeded line image."""
     from benchmarks import corpus
 
-    rows = []
-    for key, name in REAL_CONVS.items():
-        src = corpus.model_path(key)
-        paths = {FLOAT: src, CONV_INTEGER: conv_integer(src, work / key / "convinteger.onnx")}
-        rows += _measure(name, paths, {"1 line": {make_session(src).get_inputs()[0].name:
-                                                  activations((1, 3, 48, 320))}}, seconds, rounds)
-    return rows
+    src = corpus.model_path(key)
+    (work / key).mkdir(parents=True, exist_ok=True)
+    paths = {FLOAT: src, CONV_INTEGER: conv_integer(src, work / key / "convinteger.onnx")}
+    feed = {make_session(src).get_inputs()[0].name: activations((1, 3, 48, 320))}
+    return _measure(REAL_CONVS[key], paths, {"1 line": feed}, seconds, rounds)
 
 
 def minilm_feed() -> dict[str, np.ndarray]:
@@ -288,16 +286,17 @@ def run(args: Any) -> None:
     t0 = time.perf_counter()
     rows = run_matmuls(shapes, TOKENS, args.seconds, args.rounds, work)
     rows += run_convs(convs, args.seconds, args.rounds, work)
-    real = "skipped (--no-real)"
+    real: dict[str, str] = {}
     if not args.no_real and not args.tiny:
-        try:
-            (work / "real").mkdir(parents=True, exist_ok=True)
-            rows += run_real_convs(args.seconds, args.rounds, work / "real")
-            rows += run_minilm(args.seconds, args.rounds, work)
-            real = "measured"
-        except Exception as exc:  # the synthetic rows stand alone; the report says why
-            real = f"skipped: {' '.join(str(exc).split())[:200]}"
-            log(f"real models {real}")
+        jobs = {name: (lambda key=key: run_real_conv(key, args.seconds, args.rounds, work / "real"))
+                for key, name in REAL_CONVS.items()}
+        for name, job in {**jobs, "MiniLM": lambda: run_minilm(args.seconds, args.rounds, work)}.items():
+            try:
+                rows += job()
+                real[name] = "measured"
+            except Exception as exc:  # the other rows stand alone; the report says why
+                real[name] = f"skipped: {' '.join(str(exc).split())[:200]}"
+                log(f"{name} {real[name]}")
     results = {"command": " ".join(["python -m benchmarks.kernels", *sys.argv[1:]]), "rows": rows, "real": real,
                "onnxruntime": onnxruntime.__version__, "machine": _machine(), "seconds": time.perf_counter() - t0,
                "commit": _commit()}
@@ -338,7 +337,8 @@ def report_text(results: dict[str, Any]) -> str:
              "```bash", results["command"], "python -m benchmarks.kernels report", "```\n",
              f"onnxruntime {results['onnxruntime']}, one intra-op thread; {results['machine']}, shared with other "
              f"jobs (so time is the calling thread's CPU time); commit {results['commit']}; "
-             f"the run took {results['seconds']:.0f} s. Real models (PP-OCR rec, MiniLM): {results['real']}.\n",
+             f"the run took {results['seconds']:.0f} s. "
+             + ("".join(f"{k}: {v}. " for k, v in results["real"].items()) or "Real models: not run. ") + "\n",
              "*time*: median over interleaved pairs of CPU time per inference, the form / float32 in the same "
              "process; *memory*: resident memory the session adds once created (the build's own probe, fresh "
              "processes, median of rounds), the form / float32; *rel-L2*: relative L2 error of the output "

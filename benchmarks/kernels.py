@@ -345,7 +345,9 @@ def report_text(results: dict[str, Any]) -> str:
              "against float32's on the same seeded activations (MiniLM: 32 tokenized sentences). The 8-bit forms "
              "with float activations leave `accuracy_level` unset; accuracy level 4 quantizes the activations to "
              "int8 per block inside the kernel. Weights written by onnxruntime's `MatMulNBitsQuantizer` "
-             "(symmetric), `ConvInteger` by `quantize_dynamic`. Differences below about 5% are noise.\n",
+             "(symmetric), `ConvInteger` by `quantize_dynamic`. On this shared machine two runs of the driver "
+             "(2.5 s and 6 s per pair) moved the time ratios by up to about 15%, most on the 8-bit rows with float "
+             "activations; memory and rel-L2 repeat exactly.\n",
              "MiniLM's *(every MatMul)* rows quantize its MatMul weights only (the embedding tables stay float32); "
              "its *int8* rows are the product's own files, every weight quantized (`hatch-shrinkray shrink "
              "--method int8 --no-verify`, with `--target memory` for the MatMulNBits one). PP-OCR rec's input is a "

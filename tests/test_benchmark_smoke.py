@@ -118,3 +118,29 @@ def test_no_test_imports_the_benchmarks() -> None:
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             importers += [f"{path.name}:{node.lineno}" for n in names if n.split(".")[0] == "benchmarks"]
     assert importers == []
+
+
+def test_the_kernels_driver_measures_every_form_on_a_tiny_shape(tmp_path: Path) -> None:
+    """``benchmarks.kernels`` on one 64x64 MatMul and a tiny Conv stack: a row per input and form, each form
+    written as it claims (the driver checks the nodes' attributes), and a report naming every form."""
+    run = [sys.executable, "-m", "benchmarks.kernels", "run", "--tiny", "--seconds", "0.2", "--rounds", "1",
+           "--out", str(tmp_path)]
+    for argv in (run, [sys.executable, "-m", "benchmarks.kernels", "report", "--out", str(tmp_path),
+                       "--report", str(tmp_path / "KERNELS.md")]):
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=300, cwd=REPO)
+        assert proc.returncode == 0, proc.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    rows = {(r["group"], r["feed"], r["form"]): r for r in results["rows"]}
+    forms = {form for _, _, form in rows}
+    assert len(forms) == 7 and "ConvInteger (quantize_dynamic)" in forms
+    assert {(g, f) for g, f, _ in rows} == {("MatMul 64x64", "1 token"), ("MatMul 64x64", "16 tokens"),
+                                           ("Conv 3x3 stack", "1 image")}
+    for r in rows.values():
+        assert r["time"] > 0 and r["memory"] > 0 and r["runs"] >= 7, r
+        assert (r["rel_l2"] == 0) == (r["form"] == "float32"), r
+    eight = rows[("MatMul 64x64", "1 token", "MatMulNBits 8-bit float activations, blocks of 32")]
+    four = rows[("MatMul 64x64", "1 token", "MatMulNBits 4-bit float activations, blocks of 32")]
+    assert eight["rel_l2"] < four["rel_l2"] < 0.5  # 16 times the levels: an error of another order
+    report = (tmp_path / "KERNELS.md").read_text()
+    assert report.startswith("# Kernels") and "python -m benchmarks.kernels run --tiny" in report
+    assert all(f"| {form} |" in report for form in forms - {"float32"})

@@ -7,7 +7,7 @@ The chain replaces the consumer (``Decode.replaces``): ``MatMul(A, W)`` becomes
 Blocks run along K (``numerics.blocks``): ``[N, blocks, block * bits / 8]`` bytes plus one float32
 scale per block. ``accuracy_level`` 4 quantizes the activations to int8 per block inside the kernel
 (the 8-bit kernel computes in float otherwise, several times slower than float32 MatMul); 0 keeps
-float compute (the 4-bit kernel is as fast as float32 MatMul that way). Which releases have which
+float compute (the decoded weight is exactly what the kernel multiplies with). Which releases have which
 kernel is in ``methods.runtimes``.
 """
 

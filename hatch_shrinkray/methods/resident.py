@@ -10,7 +10,7 @@ a weight packed where a kernel reads it packed:
   several times slower than float32 MatMul); an embedding table stays int8 codes decoded per gathered
   row, as ``int8`` always writes it.
 * ``int4``: MatMul and Gemm weights as ``MatMulNBits`` with 4-bit codes (``block-size``, float
-  compute, as fast as float32 MatMul), embedding tables as ``GatherBlockQuantized`` 4-bit.
+  compute: its decoded weight is exactly what it multiplies with), embedding tables as ``GatherBlockQuantized`` 4-bit.
 * ``auto``: both, as rungs of its ladder (``candidates``), its search counting each weight's bytes
   in memory (``memory_bytes``) instead of the download's.
 

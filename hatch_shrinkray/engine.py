@@ -37,7 +37,7 @@ from hatch_shrinkray.fitting.calibrate import needs_real_inputs
 from hatch_shrinkray.fitting.choices import encode_chosen
 from hatch_shrinkray.fitting.guard import Scorer, Unfitted, Verdict
 from hatch_shrinkray.fitting.sensitivity import keep_hint, rank
-from hatch_shrinkray.hints import check_hint, key, record_hint, setting
+from hatch_shrinkray.hints import check_hint, in_project, key, record_hint, setting
 from hatch_shrinkray.numerics.threads import one_blas_thread
 from hatch_shrinkray.onnxgraph.graph import FLOAT_TYPES, find_sites, scopes
 from hatch_shrinkray.onnxgraph.hazards import refuse_miscompiled
@@ -696,7 +696,7 @@ def _calibration(loaded: Loaded, original: str | bytes, options: ShrinkOptions,
         # method that cannot fit without it has nothing to fit, so it ships its fallback, and says so.
         if not needs.required:
             return None, None
-        return None, Unfitted(f"{needs.fallback}: {exc.path} holds no recording of this model, and "
+        return None, Unfitted(f"{needs.fallback}: {in_project(exc.path)} holds no recording of it, and "
                               f"{options.method} fits its choices to one (record it: run the code that uses it "
                               f"under `hatch-shrinkray record --output {exc.path} -- COMMAND`)",
                               FitNote(Fit.NOT_FITTED, needs.fit_subject, FitReason.NO_RECORDING))

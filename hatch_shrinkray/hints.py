@@ -219,6 +219,11 @@ def record_hint(output: str | None = None) -> str:
     return f"record real inputs: `{record_command(root, output)}`, then {take}"
 
 
+def in_project(path: str | Path | None) -> str:
+    """``path`` as the project's settings name it (relative to its root when inside it), else as given."""
+    return "the recording" if path is None else relative(Path(path), _current.get().root)
+
+
 def relative(path: Path, root: Path | None) -> str:
     """``path`` as a setting names it: relative to ``root`` (POSIX) when inside it, else as given."""
     if root is not None and Path(path).is_relative_to(root):

@@ -88,6 +88,7 @@ def _corpus(tmp: Path) -> Iterator[tuple[str, str]]:
                            "--strict"), root),
         ("compare", ("compare", MODEL, str(tmp / "out/a.onnx")), root),
         ("record", ("record", "-o", str(tmp / "rec"), "--", *pytest_cmd), root),
+        ("record, a model never loaded", ("record", "-o", str(tmp / "rec2"), "--", sys.executable, "-c", "0"), root),
         ("check", ("check", "--", *pytest_cmd), root),
         ("check --fix", ("check", "--fix", "--", *pytest_cmd), root),
         ("missing --", ("check", *pytest_cmd), root),
@@ -106,6 +107,10 @@ def _corpus(tmp: Path) -> Iterator[tuple[str, str]]:
     failed = hook_build(failing, tmp / "failed-build")
     assert failed.returncode != 0, failed.stdout + failed.stderr
     yield "failed build", failed.stdout + failed.stderr
+    smoke = _project(tmp / "smoke", "")  # no recording: generated inputs, and the record command to run
+    (tmp / "smoke-build").mkdir()
+    smoked = hook_build(smoke, tmp / "smoke-build")
+    yield "generated inputs", smoked.stdout + smoked.stderr
     noise = _project(tmp / "noise", "max-rel-l2 = 0.001\n")
     (tmp / "kept-build").mkdir()
     kept = hook_build(noise, tmp / "kept-build")

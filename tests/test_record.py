@@ -189,12 +189,12 @@ def test_recordings_are_found_by_content_then_by_name(tmp_path: Path) -> None:
     proc = cli("shrink", str(other), "-o", str(tmp_path / "o"), "--inputs", str(out))
     assert proc.returncode == 0, proc.stderr  # a model the recording lacks falls back to generated inputs
     assert "on 8 generated samples" in proc.stdout
-    assert "note: " in proc.stdout and "holds no recording of this model" in proc.stdout
+    assert "note: " in proc.stdout and "holds no recording of it" in proc.stdout
     auto = cli("shrink", str(other), "-o", str(tmp_path / "o2"), "--method", "auto", "--inputs", str(out))
     # auto has nothing to fit there: it ships int8 round-to-nearest, smoke-checked, and says both
     assert auto.returncode == 0, auto.stderr
     assert ", int8: passes a smoke check on 8 generated samples" in auto.stdout, auto.stdout
-    assert "holds no recording of this model" in auto.stdout
+    assert "holds no recording of it" in auto.stdout
     assert "Traceback" not in auto.stderr
 
 
@@ -317,7 +317,7 @@ def test_nothing_captured_suggests_another_command_not_this_one(tmp_path: Path) 
     proc = cli("record", "-o", "rec", "--", sys.executable, "-c", "print('unrelated work')", cwd=root)
     assert proc.returncode == 0, proc.stderr
     note = next(line for line in proc.stdout.splitlines() if line.startswith("note: models/net.onnx"))
-    assert note == ("note: models/net.onnx is configured but was never loaded: record a command that loads it (its "
+    assert note == ("note: models/net.onnx was never loaded: record a command that loads it (its "
                     "build verifies it on generated inputs only)"), note
     assert "unrelated work" not in note and "ships its original" not in proc.stdout
     assert "next:" not in proc.stdout and not (root / "rec").exists()

@@ -74,5 +74,5 @@ def test_the_wheel_path_table_lists_the_installed_models_that_never_ran(tmp_path
     rows = [line.split() for line in proc.stdout.splitlines() if line.startswith(("a.onnx", "pkg/"))]
     assert [r[:2] for r in rows] == [["a.onnx", "a-" + rows[0][1][2:]], ["pkg/models/b.onnx", "(never"]], rows
     assert rows[1][2] == "ran)"
-    assert "note: pkg/models/b.onnx is configured but was never loaded: record a command that loads it" in proc.stdout
+    assert "note: pkg/models/b.onnx was never loaded: record a command that loads it" in proc.stdout
     assert "note: pkg/models/a.onnx" not in proc.stdout  # the model that ran is not listed as never run

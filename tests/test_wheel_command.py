@@ -166,8 +166,8 @@ def test_wheel_is_rewritten_with_a_correct_record(wheel: Path, project: Path, en
     assert f"shrinkray: {MODEL}: shipped shrunk, 272.54 -> " in done.stderr, done.stderr
     assert "shrinkray: total 1 model: 1 shipped shrunk; " in done.stderr
     assert f"{out}: rewrote (1 model," in done.stdout
-    assert done.stdout.splitlines()[-1].startswith("note: only wheels are rewritten; this project's sdist still "
-                                                   "holds the original models (for a slim sdist, "), done.stdout
+    assert done.stdout.splitlines()[-1].startswith("note: only wheels are rewritten: this project's sdist still "
+                                                   "holds the original models (leave them out of it, "), done.stdout
     assert wheel.read_bytes() == original, "the input wheel changed"
     stub = tmp_path / "stub"  # someone else's wheel, rewritten from a project that holds only the table
     stub.mkdir()

@@ -453,7 +453,7 @@ def _never_ran(done: Finished, expected: Sequence[Expected], written: bool) -> l
     lines = []
     for model in (m for m in expected if m.sha256 not in recorded):
         need = facts(model.method).unrecorded or "its build verifies it on generated inputs only"
-        lines.append(f"note: {model.relpath} is configured but was never loaded: record a command that loads it"
+        lines.append(f"note: {model.relpath} was never loaded: record a command that loads it"
                      f"{' too' if written else ''} ({need})")
     return lines
 

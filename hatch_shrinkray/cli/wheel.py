@@ -90,8 +90,8 @@ def run(args: argparse.Namespace) -> int:
     # The hook shrinks a Hatch project's sdist itself; a project whose tree does not hold the models (a
     # wheel rewritten from a stub project) has no sdist that could carry them.
     if rewrote and in_tree and not (table or "").startswith("tool.hatch."):
-        print("note: only wheels are rewritten; this project's sdist still holds the original models (for a slim "
-              "sdist, leave them out of it, or build with the Hatch hook, which shrinks them there too)")
+        print("note: only wheels are rewritten: this project's sdist still holds the original models (leave them "
+              "out of it, or build with the Hatch hook)")
     return 0
 
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hatch_shrinkray.evidence import MIN_UNITS
-from hatch_shrinkray.hints import check_hint, record_hint, setting
+from hatch_shrinkray.hints import LINE_LIMIT, PATH_ROOM, check_hint, counted, record_hint, setting
 from hatch_shrinkray.method_facts import facts
 from hatch_shrinkray.options import ShrinkOptions
 from hatch_shrinkray.result import TensorRecord, human, size_change
@@ -163,7 +163,9 @@ def record_advice_line(root: Path, inputs: Path | None, models: Sequence[str]) -
 
 
 def generated_line(models: Sequence[str]) -> str:
-    return f"{PREFIX} {_models(models)}: verified on generated inputs only (a smoke check); {record_hint()}"
+    """One line, or two where the record command (the user's own) would take the first past the budget."""
+    said, hint = f"{PREFIX} {_models(models)}: verified on generated inputs only (a smoke check)", record_hint()
+    return f"{said}; {hint}" if counted(f"{said}; {hint}") <= LINE_LIMIT else f"{said}\n{PREFIX} {hint}"
 
 
 def weak_line(models: Sequence[str]) -> str:
@@ -175,7 +177,8 @@ def weak_line(models: Sequence[str]) -> str:
 def _models(models: Sequence[str]) -> str:
     """The models a line after them concerns: named while they fit, else counted."""
     named = ", ".join(models)
-    return named if len(models) == 1 or len(named) <= 2 * 40 else f"{len(models)} models ({models[0]}, ...)"
+    return named if len(models) == 1 or counted(named) <= PATH_ROOM + 20 else \
+        f"{len(models)} models ({Path(models[0]).name}, ...)"
 
 
 SHRUNK = ("shrunk", "cached")

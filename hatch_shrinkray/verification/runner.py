@@ -20,7 +20,7 @@ from onnx import ModelProto
 
 from hatch_shrinkray import progress
 from hatch_shrinkray.errors import OptionError, ShrinkrayError, one_line
-from hatch_shrinkray.hints import Blank, record_hint, set_it, setting
+from hatch_shrinkray.hints import Blank, in_project, record_hint, set_it, setting
 from hatch_shrinkray.numerics.threads import NO_SPINNING
 from hatch_shrinkray.onnxgraph.indices import table_rows
 from hatch_shrinkray.options import VerifyOptions
@@ -183,7 +183,7 @@ def reference_outputs(original: ModelRef, label: str, options: VerifyOptions, *,
             prepared = prepare_samples(Path(options.inputs), specs, sha256=sha256 or model_sha256(original),
                                        name=name or label)
         except NoRecording as exc:  # data-free: generated inputs, and a warning that says so
-            notes = (f"{exc.path} holds no recording of this model: verified on generated inputs instead, "
+            notes = (f"{in_project(exc.path)} holds no recording of it: verified on generated inputs instead, "
                      "a smoke check",)
     if prepared is not None:
         samples = prepared.samples

@@ -64,9 +64,10 @@ def test_wheel_ships_exactly_one_shrunk_copy(project: Path, isolated: Path,
         ", int8: passes a smoke check on 8 generated samples, " + err[1].rsplit(", ", 1)[1])
     assert len(err[1]) <= 160 and "cos " not in err[1], err[1]
     assert "on 8 generated samples" in err[1]
-    assert err[2] == (f"shrinkray: {MODEL}: verified on generated inputs only (a smoke check); record real inputs: "
-                      "`hatch-shrinkray record -o shrinkray-inputs -- COMMAND`, then set `inputs` to it")
-    assert err[3].startswith("shrinkray: total 1 model: 1 shipped shrunk; ")
+    assert err[2] == f"shrinkray: {MODEL}: verified on generated inputs only (a smoke check)"  # and how to fix it:
+    assert err[3] == ("shrinkray: record real inputs: `hatch-shrinkray record -o shrinkray-inputs -- COMMAND`, "
+                      "then set `inputs` to it")  # on its own line: the two would not fit in one (decision 7)
+    assert err[4].startswith("shrinkray: total 1 model: 1 shipped shrunk; ")
     assert not any("\r" in line or "\x1b" in line for line in err)
     assert tree_digest(project) == before
     assert list(isolated.iterdir()) == []

@@ -75,7 +75,7 @@ def fit_words(note: FitNote, held: str = "units") -> str:
     if note.reason is not None and note.reason in FIT_WORDS:
         return FIT_WORDS[note.reason]
     if note.reason is FitReason.FEW_UNITS:
-        return f"{UNFITTED}: only {note.units} {kind(note.kind)}"
+        return f"{UNFITTED}: only {_count(note.units, '', kind(note.kind))}"
     if note.subject in AUTO_SUBJECTS:
         if note.fit is Fit.KEPT:
             return f"plan kept on held-out {held}" if note.subject == "auto's plan" else "codes fitted, no plan"
@@ -97,8 +97,9 @@ def verdict(v: VerifyResult, *, full: bool = True, weak: str = "weak evidence") 
     source = "held-out" if v.calibration else "recorded" if full else ""
     ev = v.evidence
     if ev is None or not (ev.answers or ev.decisions):
-        what = _count(v.streams, source, "streams") if v.streams else _count(
-            v.samples, source, kind(ev.unit_kind) if ev is not None else "samples")
+        units = ev is not None and ev.units  # the units judged, as every other verdict counts them
+        what = _count(v.streams, source, "streams") if v.streams else _count(ev.units, source, kind(ev.unit_kind)) \
+            if ev is not None and units else _count(v.samples, source, "samples")
         return f"{fails}within limits on {what}{' (numbers only)' if full else ''}"
     on = _count(ev.units, source, kind(ev.unit_kind))
     what = ANSWERS.get(ev.describes, "answers")

@@ -77,8 +77,8 @@ def test_the_verdict_in_words() -> None:
     """Each kind of evidence, passed or failed (``check`` under ``strict`` keeps failing models), in a few
     words, one noun per unit (the evidence's) and one phrasing per verdict."""
     from hatch_shrinkray.evidence import Evidence
-    from hatch_shrinkray.result import OutputComparison, VerifyResult
-    from hatch_shrinkray.verdict import verdict
+    from hatch_shrinkray.result import Fit, FitNote, FitReason, OutputComparison, VerifyResult
+    from hatch_shrinkray.verdict import fit_words, verdict
 
     ok = OutputComparison("y", 0.1, 0.01, 0.9999, 1.0, 0, judge="top-1", answers=20)
     bad = OutputComparison("y", 1.0, 0.2, 0.9, 1.0, 0, failures=("rel L2 0.2 > 0.1",), judge="top-1", answers=20)
@@ -96,6 +96,11 @@ def test_the_verdict_in_words() -> None:
     assert said(ok, Evidence(10, 0, "calls", answers=10), calibration=10) == \
         "same answers on 10 held-out calls (weak evidence)"
     assert said(ok, Evidence(20, 0, "calls")) == "within limits on 20 recorded calls (numbers only)"
+    # 20 samples from 3 tests: the units judged, not the samples under the units' name (speechmos's line)
+    assert said(ok, Evidence(3, 0, "test cases")) == "within limits on 3 recorded tests (numbers only)"
+    assert said(ok, Evidence(1, 0, "test cases")) == "within limits on 1 recorded test (numbers only)"
+    assert fit_words(FitNote(Fit.NOT_FITTED, "int8's codes", FitReason.FEW_UNITS, 1, "test cases")) == \
+        "not fitted: only 1 test"
     assert said(ok, None, real=False) == "passes a smoke check on 20 generated samples"
     assert said(bad, None, real=False) == "FAILS a smoke check on 20 generated samples"
     assert said(bad, same) == "FAILS: same answers on 20 recorded calls"

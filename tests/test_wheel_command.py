@@ -157,6 +157,16 @@ def check_wheel_contents(path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(tool), "--no-config", str(path)], capture_output=True, text=True, check=False)
 
 
+def test_the_summary_counts_the_models_shrunk_apart_from_those_shipped_as_they_were(
+        project: Path, env: dict[str, str], tmp_path: Path) -> None:
+    """A wheel of two models, one too small to shrink: `rewrote (1 of 2 models shrunk, ...)`, not `2 models`."""
+    save(mlp(8, 4), project / "src/toymodel/models/tiny.onnx")
+    built = Path(next(WheelBuilder(str(project)).build(directory=str(project / "dist"), versions=["standard"])))
+    done = cli("wheel", str(built), "-o", str(tmp_path / "out"), cwd=project, env=env)
+    assert done.returncode == 0, done.stderr
+    assert f"{tmp_path / 'out' / built.name}: rewrote (1 of 2 models shrunk, " in done.stdout, done.stdout
+
+
 def test_wheel_is_rewritten_with_a_correct_record(wheel: Path, project: Path, env: dict[str, str],
                                                   tmp_path: Path) -> None:
     original = wheel.read_bytes()

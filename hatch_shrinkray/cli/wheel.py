@@ -82,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
         before = sum(m.original_size for m in done.shipped)
         after = sum(m.shipped_size for m in done.shipped)
         what = "rewrote" if done.changed else "left unchanged" if args.in_place else "copied unchanged"
-        count = f"{len(done.shipped)} model" + ("s" if len(done.shipped) != 1 else "")
+        n, smaller = len(done.shipped), sum(m.shipped_size < m.original_size for m in done.shipped)
+        count = f"{n} model" + ("s" if n != 1 else "") if smaller in (0, n) else f"{smaller} of {n} models shrunk"
         print(f"{source if args.in_place else destination}: {what} ({count}, {human(before)} -> {human(after)})")
         rewrote = rewrote or done.changed
         in_tree = in_tree or any((project / spelled).is_file() for m in done.shipped

@@ -271,6 +271,30 @@ def test_photograph_pages_keep_sixteen_units_under_the_default_caps(tmp_path: Pa
     assert suggested > 4_000_000 and _sample_bytes(next(out.glob("*.npz"))) <= 2 * suggested
 
 
+def test_with_fewer_units_than_evidence_needs_no_bound_is_offered(tmp_path: Path) -> None:
+    """Four photograph pages ran, three fit the bound: no bound keeps sixteen of four, so the note asks
+    for more of the program's use instead of naming a ``--max-bytes`` (speechmos's tests met that)."""
+    m = model([helper.make_node("ReduceMean", ["x"], ["y"], axes=[2, 3])], [vi("x", [1, 3, "h", "w"])],
+              [vi("y", [1, 3, 1, 1])], opset=17)
+    model_path = save(m, tmp_path / "det.onnx")
+    script = tmp_path / "photos.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import numpy as np, onnxruntime as ort
+        s = ort.InferenceSession(sys.argv[1])
+        rng = np.random.default_rng(0)
+        for k in range(4):
+            x = rng.integers(-6, 7, (1, 3, 640, 640)).astype(np.float32) / np.float32(7)
+            s.run(None, {"x": x})
+    """))
+    proc = cli("record", "-o", str(tmp_path / "rec"), "--max-bytes", "2500000", "--", sys.executable, str(script),
+               str(model_path))
+    assert proc.returncode == 0, proc.stderr
+    note = next(line for line in proc.stdout.splitlines() if "fewer than the 16" in line)
+    assert note.startswith("note: det.onnx: kept ") and " of 4 independent units" in note, note
+    assert note.endswith("evidence needs: record more of its use") and "--max-bytes" not in note, note
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int64])
 def test_compact_storage_is_bit_exact(dtype: type) -> None:
     rng = np.random.default_rng(0)

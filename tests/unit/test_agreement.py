@@ -15,6 +15,7 @@ def scores(n: int, classes: int = 256, seed: int = 0) -> np.ndarray:
     """(n, classes) scores with a clear winner per row (gap 1.0 on a range of about 10)."""
     rng = np.random.default_rng(seed)
     x = rng.uniform(0, 5, (n, classes)).astype(np.float32)
+    x[:, -1] = -1.0  # logits are negative somewhere (all positive past 1: separate scores, judged as values)
     x[np.arange(n), rng.integers(0, classes, n)] = 6.0
     return x
 

@@ -178,6 +178,8 @@ def test_segments_report_how_far_a_boundary_moved() -> None:
     ((1, 1), "probability", True, "segments"),
     ((2, 384), "unit", False, "values"),
     ((1, 4), "int", False, "equal"),
+    ((1, 3), "scores", False, "values"),
+    ((1, 3), "positive logits", False, "top-1"),
 ])
 def test_detection_by_shape_and_values(shape: tuple[int, ...], values: str, recurrent: bool, name: str) -> None:
     rng = np.random.default_rng(0)
@@ -188,7 +190,12 @@ def test_detection_by_shape_and_values(shape: tuple[int, ...], values: str, recu
         x /= np.linalg.norm(x, axis=-1, keepdims=True)
     elif values == "int":
         x = rng.integers(0, 9, shape)
-    assert detect([x], recurrent=recurrent).name == name
+    elif values == "scores":  # speechmos's DNSMOS: three separate opinion scores, 1 to 5
+        x = (1 + 4 * rng.random(shape)).astype(np.float32)
+    elif values == "positive logits":  # all positive on one call, negative on another: a classifier's
+        x = np.abs(x) + 1
+    calls = [x, -x] if values == "positive logits" else [x]
+    assert detect(calls, recurrent=recurrent).name == name
     assert judge_for("off", [x]) is None
     assert judge_for("values", [x]).name == "values"  # type: ignore[union-attr]
 

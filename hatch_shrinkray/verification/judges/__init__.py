@@ -190,7 +190,7 @@ def detect(ref: Arrays, *, recurrent: bool = False, fed_back: bool = False, char
             blank = raw_ctc(ref, time_major)
             if blank is not None:
                 return Sequences(blank, time_major=time_major)  # raw logits of a recogniser fed images or audio
-    if _class_scores(first):
+    if _class_scores(first) and not _scores(ref, first):
         return Labels()
     if _probabilities(ref, first):
         return Segments() if recurrent else Decisions()
@@ -222,6 +222,14 @@ def _class_scores(first: npt.NDArray[Any]) -> bool:
     if first.ndim < 2 or first.shape[-1] < 2 or _unit_rows(first):
         return False
     return first.ndim <= 2 or _softmax(first)
+
+
+def _scores(ref: Arrays, first: npt.NDArray[Any]) -> bool:
+    """Positive values past 1 in rows that are no probabilities, on every call: separate scores (a
+    speech-quality model's three mean opinion scores, each 1 to 5), whose largest is no answer. A
+    classifier's logits have negative values somewhere."""
+    rows = [np.asarray(r) for r in ref]
+    return not _softmax(first) and all((r > 0).all() for r in rows) and any((r > 1).any() for r in rows)
 
 
 def _probabilities(ref: Arrays, first: npt.NDArray[Any]) -> bool:

@@ -216,7 +216,7 @@ def test_light_install_says_what_to_install(wheelhouse: Path, build_env: dict[st
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
         "error: the shrinking engine is not installed (numpy is missing) "
-        "(pip install 'hatch-shrinkray==0.1.0' (or 'hatch-shrinkray-core[engine]==0.1.0'))"], done.stderr
+        "(pip install 'hatch-shrinkray==0.1.0', or 'hatch-shrinkray-core[engine]==0.1.0')"], done.stderr
 
 
 @pytest.mark.extended

@@ -4,8 +4,10 @@ or ships its original by plan."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from hatch_shrinkray.errors import ShrinkrayError
 from hatch_shrinkray.files import file_sha256
@@ -52,11 +54,28 @@ def engine_missing(exc: ModuleNotFoundError) -> ShrinkrayError | None:
     name = (exc.name or "").partition(".")[0]
     if name not in ENGINE_MODULES:
         return None
+    from importlib import metadata
+
+    try:
+        direct = json.loads(metadata.distribution(CORE).read_text("direct_url.json") or "{}")
+    except (metadata.PackageNotFoundError, ValueError):
+        direct = {}
+    return ShrinkrayError(f"the shrinking engine is not installed ({name} is missing)", hint=install_hint(direct))
+
+
+def install_hint(direct: Mapping[str, Any]) -> str:
+    """How to add the engine, given how the core was installed (its PEP 610 ``direct_url.json``): from
+    a directory (a checkout, until it is on PyPI), that directory with the extra; else by name."""
+    from urllib.parse import urlparse
+    from urllib.request import url2pathname  # here: the hook's light path does not import urllib's client
+
     from hatch_shrinkray import __version__
 
-    return ShrinkrayError(f"the shrinking engine is not installed ({name} is missing)",
-                          hint=f"pip install 'hatch-shrinkray=={__version__}' "
-                               f"(or '{CORE}[engine]=={__version__}')")
+    url = str(direct.get("url", ""))
+    info = direct.get("dir_info")
+    if isinstance(info, dict) and url.startswith("file:"):
+        return f"pip install {'-e ' if info.get('editable') else ''}'{url2pathname(urlparse(url).path)}[engine]'"
+    return f"pip install 'hatch-shrinkray=={__version__}', or '{CORE}[engine]=={__version__}'"
 
 
 def passes_through(model: ModelEntry, sha256: str, manifest: Mapping[str, ManifestEntry]) -> bool:

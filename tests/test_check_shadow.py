@@ -78,5 +78,6 @@ def test_pixels_that_flip_while_the_region_holds_pass_the_gate(tmp_path: Path) -
                        "flipped, no answer changed"), out
     (row,) = [line for line in out if line.startswith("det.onnx ")]
     assert "1536 (decision)" in row and "9 (0.586%) in 3 call(s)" in row and row.endswith("0 of 3 maps (map)"), row
+    assert " (0 changed; " in proc.stdout and " (3 changed; " not in proc.stdout, proc.stdout  # calls, as the gate
     stats = json.loads((tmp_path / "shadow.json").read_text())["models"][0]["outputs"]["y"]
     assert (stats["flips"], stats["answers"], stats["changed_answers"]) == (9, 3, 0)

@@ -39,7 +39,7 @@ from hatch_shrinkray.fitting.guard import Scorer, Unfitted, Verdict
 from hatch_shrinkray.fitting.sensitivity import keep_hint, rank
 from hatch_shrinkray.hints import check_hint, in_project, key, record_hint, setting
 from hatch_shrinkray.numerics.threads import one_blas_thread
-from hatch_shrinkray.onnxgraph.graph import FLOAT_TYPES, find_sites, scopes
+from hatch_shrinkray.onnxgraph.graph import FLOAT_TYPES, find_sites, quantization_signs, scopes
 from hatch_shrinkray.onnxgraph.hazards import refuse_miscompiled
 from hatch_shrinkray.onnxgraph.modelio import Loaded, Staged, changed_file, fits_one_file, load_model
 from hatch_shrinkray.option_table import option_errors
@@ -64,25 +64,8 @@ from hatch_shrinkray.verification.runner import (
 )
 from hatch_shrinkray.verification.silence import silent_outputs
 
-QUANTIZED_OPS = {"DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
-                 "ConvInteger", "QLinearConv", "QLinearMatMul", "MatMulNBits", "GatherBlockQuantized",
-                 "DynamicQuantizeMatMul", "DynamicQuantizeLSTM", "QGemm", "MatMulIntegerToFloat"}
-INT_CODES = {onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT16,
-             onnx.TensorProto.UINT16, onnx.TensorProto.INT4, onnx.TensorProto.UINT4}
-CODES_MIN = 1024
 HINT_MAX_BYTES = 1 << 30
 """Above this the failure hint does not measure tensors (it would hold the model twice in memory)."""
-
-
-def quantization_signs(model: ModelProto) -> str | None:
-    """Why ``model`` looks already quantized (QDQ/integer ops, or a Cast of integer weight codes)."""
-    nodes = [node for scope in scopes(model) for node in scope.graph.node]
-    quantized = next((n.op_type for n in nodes if n.op_type in QUANTIZED_OPS), None)
-    if quantized is not None:
-        return f"it contains {quantized} nodes"
-    codes = {s.name for s in find_sites(model) if s.dtype in INT_CODES and s.size >= CODES_MIN}
-    cast = next((n.input[0] for n in nodes if n.op_type == "Cast" and n.input and n.input[0] in codes), None)
-    return None if cast is None else f"integer weight codes are cast to float ({cast})"
 
 
 def shrink(source: str | os.PathLike[str] | ModelProto, destination: str | os.PathLike[str] | None = None,

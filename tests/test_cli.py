@@ -64,9 +64,16 @@ def test_info_lists_weights_and_their_share(tmp_path: Path) -> None:
     a = save(mlp(512, 512), tmp_path / "a.onnx")
     proc = cli("info", str(a))
     assert proc.returncode == 0, proc.stderr
-    assert "of the file" in proc.stdout and "W1" in proc.stdout and "axis 1 (MatMul)" in proc.stdout
+    head = proc.stdout.splitlines()[0]
+    assert head.endswith(" (100.0%) in 2 tensors, 1 of >= 16384 elements (1.05 MB)"), head
+    assert "already" not in proc.stdout
+    assert "W1" in proc.stdout and "axis 1 (MatMul)" in proc.stdout
     as_json = cli("info", str(a), "--json")
-    assert json.loads(as_json.stdout)["weight_bytes"] > 0
+    assert json.loads(as_json.stdout)["weight_bytes"] > 0 and json.loads(as_json.stdout)["quantized"] is None
+    assert cli("shrink", str(a), "-o", str(tmp_path / "o"), "--no-verify").returncode == 0
+    shrunk = cli("info", str(tmp_path / "o" / "a.onnx"))  # a build would ship it as it is: info says so
+    assert shrunk.stdout.splitlines()[1] == ("already quantized: integer weight codes are cast to float (W1_q): "
+                                             "a build ships it as it is"), shrunk.stdout
 
 
 def test_compare_passes_and_fails(tmp_path: Path) -> None:

@@ -224,3 +224,22 @@ def attribute(node: NodeProto, name: str, default: Any) -> Any:
 
 def opset_version(model: ModelProto) -> int:
     return next((int(imp.version) for imp in model.opset_import if imp.domain in ("", "ai.onnx")), 1)
+
+
+QUANTIZED_OPS = {"DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
+                 "ConvInteger", "QLinearConv", "QLinearMatMul", "MatMulNBits", "GatherBlockQuantized",
+                 "DynamicQuantizeMatMul", "DynamicQuantizeLSTM", "QGemm", "MatMulIntegerToFloat"}
+INT_CODES = {TensorProto.INT8, TensorProto.UINT8, TensorProto.INT16,
+             TensorProto.UINT16, TensorProto.INT4, TensorProto.UINT4}
+CODES_MIN = 1024
+
+
+def quantization_signs(model: ModelProto) -> str | None:
+    """Why ``model`` looks already quantized (QDQ/integer ops, or a Cast of integer weight codes)."""
+    nodes = [node for scope in scopes(model) for node in scope.graph.node]
+    quantized = next((n.op_type for n in nodes if n.op_type in QUANTIZED_OPS), None)
+    if quantized is not None:
+        return f"it contains {quantized} nodes"
+    codes = {s.name for s in find_sites(model) if s.dtype in INT_CODES and s.size >= CODES_MIN}
+    cast = next((n.input[0] for n in nodes if n.op_type == "Cast" and n.input and n.input[0] in codes), None)
+    return None if cast is None else f"integer weight codes are cast to float ({cast})"

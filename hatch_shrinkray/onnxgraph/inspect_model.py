@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 
 from hatch_shrinkray.onnxgraph.axes import choose_axis
-from hatch_shrinkray.onnxgraph.graph import FLOAT_TYPES, find_sites, opset_version
+from hatch_shrinkray.onnxgraph.graph import FLOAT_TYPES, find_sites, opset_version, quantization_signs
 from hatch_shrinkray.onnxgraph.modelio import load_model
 from hatch_shrinkray.onnxgraph.rewrite import record
 from hatch_shrinkray.result import human
@@ -33,6 +33,8 @@ class ModelInfo:
     opset: int
     ir_version: int
     weights: tuple[WeightRow, ...]
+    quantized: str | None = None
+    """Why it looks already quantized (a build ships it as it is), if it does."""
 
     @property
     def weight_bytes(self) -> int:
@@ -41,13 +43,14 @@ class ModelInfo:
     def render(self, min_elements: int = 16384) -> str:
         big = [w for w in self.weights if math.prod(w.shape) >= min_elements]
         head = (f"{self.label}: {human(self.size)}, opset {self.opset}, IR {self.ir_version}; "
-                f"float weights {human(self.weight_bytes)} ({100 * self.weight_bytes / max(self.size, 1):.1f}% "
-                f"of the file) in {len(self.weights)} tensors, {len(big)} with >= {min_elements} elements "
+                f"float weights {human(self.weight_bytes)} ({100 * self.weight_bytes / max(self.size, 1):.1f}%) "
+                f"in {len(self.weights)} tensors, {len(big)} of >= {min_elements} elements "
                 f"({human(sum(w.nbytes for w in big))})")
         rows = [["tensor", "scope", "where", "shape", "dtype", "bytes", "consumers", "channel axis"]]
         rows += [[w.name, w.scope, w.location, "x".join(map(str, w.shape)) or "scalar", w.dtype, human(w.nbytes),
                   w.consumers, w.axis] for w in sorted(big, key=lambda w: -w.nbytes)]
-        return head + ("\n\n" + table(rows) if big else "")
+        already = f"\nalready quantized: {self.quantized}: a build ships it as it is" if self.quantized else ""
+        return head + already + ("\n\n" + table(rows) if big else "")
 
 
 def model_info(path: str | os.PathLike[str]) -> ModelInfo:
@@ -61,4 +64,5 @@ def model_info(path: str | os.PathLike[str]) -> ModelInfo:
         rows.append(WeightRow(site.name, site.scope.path, site.location, site.shape, rec.dtype,
                               rec.original_bytes, ",".join(sorted({n.op_type for n, _ in site.consumers})) or "-",
                               how))
-    return ModelInfo(loaded.label, loaded.size, opset_version(loaded.model), loaded.model.ir_version, tuple(rows))
+    return ModelInfo(loaded.label, loaded.size, opset_version(loaded.model), loaded.model.ir_version, tuple(rows),
+                     quantization_signs(loaded.model))

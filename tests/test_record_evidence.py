@@ -233,24 +233,27 @@ def test_detector_pages_are_stored_compactly_and_exactly(tmp_path: Path) -> None
         assert decoded.tobytes() == originals[0].tobytes()
 
 
+def _pages(tmp_path: Path, loop: str) -> tuple[Path, Path]:
+    """A detector-shaped model (the mean of each channel of an image of any size) and a script that
+    opens it and runs ``loop`` (seeded ``rng``, session ``s``)."""
+    m = model([helper.make_node("ReduceMean", ["x"], ["y"], axes=[2, 3])], [vi("x", [1, 3, "h", "w"])],
+              [vi("y", [1, 3, 1, 1])], opset=17)
+    script = tmp_path / "photos.py"
+    script.write_text("import sys\nimport numpy as np, onnxruntime as ort\ns = ort.InferenceSession(sys.argv[1])\n"
+                      "rng = np.random.default_rng(0)\n" + textwrap.dedent(loop))
+    return save(m, tmp_path / "det.onnx"), script
+
+
 def test_photograph_pages_keep_sixteen_units_under_the_default_caps(tmp_path: Path) -> None:
     """Pages with noise in every pixel (what a camera gives) take about a megabyte each, deflated:
     the default byte bound grows so that 16 of the 20 calls are kept; a bound given on the command
     line is hard, and the table says what bound would keep 16."""
-    m = model([helper.make_node("ReduceMean", ["x"], ["y"], axes=[2, 3])], [vi("x", [1, 3, "h", "w"])],
-              [vi("y", [1, 3, 1, 1])], opset=17)
-    model_path = save(m, tmp_path / "det.onnx")
-    script = tmp_path / "photos.py"
-    script.write_text(textwrap.dedent("""
-        import sys
-        import numpy as np, onnxruntime as ort
-        s = ort.InferenceSession(sys.argv[1])
-        rng = np.random.default_rng(0)
+    model_path, script = _pages(tmp_path, """
         for k in range(20):
             img = (np.linspace(20, 220, 640)[None, :, None] + rng.integers(-6, 7, (640, 640, 3))).astype(np.uint8)
             x = ((img.astype(np.float32) / np.float32(255) - np.float32(0.5)) / np.float32(0.5))
             s.run(None, {"x": np.ascontiguousarray(x.transpose(2, 0, 1)[None])})
-    """))
+    """)
     out = tmp_path / "rec"
     proc = cli("record", "-o", str(out), "--", sys.executable, str(script), str(model_path))
     assert proc.returncode == 0, proc.stderr
@@ -274,19 +277,11 @@ def test_photograph_pages_keep_sixteen_units_under_the_default_caps(tmp_path: Pa
 def test_with_fewer_units_than_evidence_needs_no_bound_is_offered(tmp_path: Path) -> None:
     """Four photograph pages ran, three fit the bound: no bound keeps sixteen of four, so the note asks
     for more of the program's use instead of naming a ``--max-bytes`` (speechmos's tests met that)."""
-    m = model([helper.make_node("ReduceMean", ["x"], ["y"], axes=[2, 3])], [vi("x", [1, 3, "h", "w"])],
-              [vi("y", [1, 3, 1, 1])], opset=17)
-    model_path = save(m, tmp_path / "det.onnx")
-    script = tmp_path / "photos.py"
-    script.write_text(textwrap.dedent("""
-        import sys
-        import numpy as np, onnxruntime as ort
-        s = ort.InferenceSession(sys.argv[1])
-        rng = np.random.default_rng(0)
+    model_path, script = _pages(tmp_path, """
         for k in range(4):
             x = rng.integers(-6, 7, (1, 3, 640, 640)).astype(np.float32) / np.float32(7)
             s.run(None, {"x": x})
-    """))
+    """)
     proc = cli("record", "-o", str(tmp_path / "rec"), "--max-bytes", "2500000", "--", sys.executable, str(script),
                str(model_path))
     assert proc.returncode == 0, proc.stderr

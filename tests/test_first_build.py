@@ -83,7 +83,7 @@ def test_unverifiable_models_ship_their_originals_with_the_record_command_and_th
     assert kept[f"{MODELS}/cancel.onnx"].endswith("): int8 fails on 8 generated samples (see below)")
     assert kept[f"{MODELS}/quiet.onnx"].endswith("): its outputs carry no signal on generated inputs (see below)")
     assert kept[f"{MODELS}/fixed.onnx"].endswith("): it does not run on generated inputs (see below)")
-    models = f"3 models ({MODELS}/cancel.onnx, ...)"  # named above, one line each
+    models = "3 models (cancel.onnx, ...)"  # each named above, one line each; here the first file by name
     assert f"shrinkray: {models}: to shrink them: `{RECORD}`, then set `inputs`" in err, err
     total = next(line for line in err if line.startswith("shrinkray: total"))
     assert total.startswith("shrinkray: total 4 models: 1 shipped shrunk, 3 shipped their original; "), total

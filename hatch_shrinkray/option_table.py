@@ -318,14 +318,12 @@ _RANGES = tuple(options.LEVELS.items())
 """Each method's ``levels``: lowest, highest, default (its facts), as the help and the docs show them."""
 
 
-def _listed(names: Sequence[str]) -> str:
-    return ", ".join(f"`{n}`" for n in names[:-1]) + f" or `{names[-1]}`"
-
-
 _BUDGET = _between(0.0, 1.0, optional=True)
 
 OPTIONS: tuple[Option, ...] = (
-    Option("method", "string", f"the encoding method: {_listed(options.METHODS)} ([Methods and encodings](methods.md))",
+    Option("method", "string",
+           f"the encoding method: {_or(tuple(f'`{m}`' for m in options.METHODS))} "
+           "([Methods and encodings](methods.md))",
            f"one of {', '.join(options.METHODS)} (default %(default)s)",
            _one_of(options.METHODS), group="encoding", common=True),
     Option("min-elements", "integer", "the smallest float tensor worth encoding; smaller ones stay float",

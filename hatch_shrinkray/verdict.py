@@ -97,9 +97,12 @@ def verdict(v: VerifyResult, *, full: bool = True, weak: str = "weak evidence") 
     source = "held-out" if v.calibration else "recorded" if full else ""
     ev = v.evidence
     if ev is None or not (ev.answers or ev.decisions):
-        units = ev is not None and ev.units  # the units judged, as every other verdict counts them
-        what = _count(v.streams, source, "streams") if v.streams else _count(ev.units, source, kind(ev.unit_kind)) \
-            if ev is not None and units else _count(v.samples, source, "samples")
+        if v.streams:
+            what = _count(v.streams, source, "streams")
+        elif ev is not None and ev.units:  # the units judged, as every other verdict counts them
+            what = _count(ev.units, source, kind(ev.unit_kind))
+        else:
+            what = _count(v.samples, source, "samples")
         return f"{fails}within limits on {what}{' (numbers only)' if full else ''}"
     on = _count(ev.units, source, kind(ev.unit_kind))
     what = ANSWERS.get(ev.describes, "answers")

@@ -430,11 +430,14 @@ def _notes(item: Recorded, caps: Caps) -> list[str]:
                      f"(or of its start) and {'were' if n != 1 else 'was'} merged into it")
     if item.merged.short is not None:
         kept, ran, bound, needed = item.merged.short
-        now = caps.memory if bound == "--max-memory" else caps.bytes
-        # A bound is named only where it would keep more than this run had and more than the bound now
-        # allows; with fewer units than evidence needs, only more of the program's use gives them.
-        fix = f"{bound} {needed} would keep {MIN_UNITS}" if ran >= MIN_UNITS and needed > now else \
-            f"a larger {bound} keeps more of them" if ran >= MIN_UNITS else "record more of its use"
+        # A bound is named only where it is above the one in force; with fewer units than evidence
+        # needs, no bound gives them, only more of the program's use.
+        if ran < MIN_UNITS:
+            fix = "record more of its use"
+        elif needed > (caps.memory if bound == "--max-memory" else caps.bytes):
+            fix = f"{bound} {needed} would keep {MIN_UNITS}"
+        else:
+            fix = f"a larger {bound} keeps more of them"
         lines.append(f"note: {model}: kept {kept} of {ran} independent units, fewer than the "
                      f"{MIN_UNITS} that evidence needs: {fix}")
     if item.merged.repeats is not None:

@@ -133,12 +133,12 @@ class ModelStats:
                     continue  # switched off: not compared, so no figure either
                 if isinstance(r, np.ndarray) and isinstance(g, np.ndarray):
                     stats = self.outputs.setdefault(name, OutputStats())
-                    before = stats.flips, stats.changed_answers
+                    flipped, changed = stats.flips, stats.changed_answers
                     stats.add(name, r, g, threshold, state=name in states,
                               judge_name=(judges or {}).get(name, "auto"), feed=feed, calls=calls)
                     # a changed answer where the judge compares answers (a flipped pixel of a map whose
                     # regions hold changes nothing, as ``gated`` counts), else a flipped decision
-                    flips += stats.changed_answers - before[1] if stats.answers else stats.flips - before[0]
+                    flips += stats.changed_answers - changed if stats.answers else stats.flips - flipped
             key = unit if unit is not None else f"call{self.calls}"
             if key not in self._open:
                 self._open[key] = False

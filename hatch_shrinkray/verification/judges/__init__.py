@@ -190,7 +190,7 @@ def detect(ref: Arrays, *, recurrent: bool = False, fed_back: bool = False, char
             blank = raw_ctc(ref, time_major)
             if blank is not None:
                 return Sequences(blank, time_major=time_major)  # raw logits of a recogniser fed images or audio
-    if _class_scores(first) and not _scores(ref, first):
+    if _class_scores(ref, first):
         return Labels()
     if _probabilities(ref, first):
         return Segments() if recurrent else Decisions()
@@ -216,20 +216,18 @@ def _log_softmax(first: npt.NDArray[Any]) -> bool:
     return bool(np.allclose(top[:, 0] + np.log(np.exp(rows - top).sum(axis=1)), 0.0, atol=1e-3))
 
 
-def _class_scores(first: npt.NDArray[Any]) -> bool:
+def _class_scores(ref: Arrays, first: npt.NDArray[Any]) -> bool:
     """(batch, classes) logits, or probability vectors along the last axis. Unit-length rows are
-    embeddings (sentence encoders L2-normalise), whose argmax is no answer anyone takes."""
+    embeddings (sentence encoders L2-normalise), whose argmax is no answer anyone takes; so are rows of
+    positive values past 1 on every call that are no probabilities: separate scores (a speech-quality
+    model's three mean opinion scores, each 1 to 5). A classifier's logits are negative somewhere."""
     if first.ndim < 2 or first.shape[-1] < 2 or _unit_rows(first):
         return False
-    return first.ndim <= 2 or _softmax(first)
-
-
-def _scores(ref: Arrays, first: npt.NDArray[Any]) -> bool:
-    """Positive values past 1 in rows that are no probabilities, on every call: separate scores (a
-    speech-quality model's three mean opinion scores, each 1 to 5), whose largest is no answer. A
-    classifier's logits have negative values somewhere."""
+    if _softmax(first):
+        return True
     rows = [np.asarray(r) for r in ref]
-    return not _softmax(first) and all((r > 0).all() for r in rows) and any((r > 1).any() for r in rows)
+    separate = all((r > 0).all() for r in rows) and any((r > 1).any() for r in rows)
+    return first.ndim <= 2 and not separate
 
 
 def _probabilities(ref: Arrays, first: npt.NDArray[Any]) -> bool:
